@@ -1,0 +1,368 @@
+//! The CPU reference backend (rayon). Every other backend is checked against this one.
+//!
+//! One step, in passes (the same split the CUDA backend uses):
+//! 1. **stream + bin** (per particle): move, apply Lees-Edwards and periodic wrapping, then bin
+//!    on the shifted grid: cell index and LE image per particle (solutes are binned too).
+//! 2. **cell lists**: counting sort of particle indices by cell (atomic counts, prefix sum,
+//!    scatter, then each cell's list sorted so the summation order is deterministic).
+//! 3. **cell pass** (per cell): mass-weighted sums, cell velocity, random axis, MBS factor.
+//! 4. **collide** (per particle): rotate relative velocity, scale, write back; solutes too.
+//! 5. optionally **reorder** fluid particles by cell, for memory locality.
+//!
+//! Reductions are done over fixed-length chunks and added in chunk order, so results are
+//! bitwise identical for any number of threads.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use rayon::prelude::*;
+
+use super::{Backend, FluidMoments, SoluteBatch, StepReport};
+use crate::error::{MpcError, Result};
+use crate::physics::{CellParams, CellSums, Physics, StepPlan};
+use crate::state::{FluidState, REDUCTION_CHUNK};
+
+/// A raw pointer shared by rayon workers that write disjoint elements.
+#[derive(Clone, Copy)]
+struct DisjointWriter<T>(*mut T);
+// SAFETY: used only where every index is written by exactly one worker (see each use).
+unsafe impl<T: Send> Send for DisjointWriter<T> {}
+unsafe impl<T: Send> Sync for DisjointWriter<T> {}
+
+impl<T> DisjointWriter<T> {
+    /// Through a method, so closures capture the wrapper (Send + Sync), not the bare pointer.
+    #[inline(always)]
+    fn at(&self, i: usize) -> *mut T {
+        // SAFETY: callers stay inside the allocation the pointer came from.
+        unsafe { self.0.add(i) }
+    }
+}
+
+pub struct CpuBackend {
+    phys: Physics,
+    state: FluidState,
+    pool: std::sync::Arc<rayon::ThreadPool>,
+    /// Cell of each particle: fluid first, then solutes.
+    cell_of: Vec<u32>,
+    /// Lees-Edwards image of each particle at binning.
+    image_of: Vec<i8>,
+    cell_start: Vec<u32>,
+    cell_fill: Vec<AtomicU32>,
+    /// Particle indices grouped by cell, ascending within a cell.
+    order: Vec<u32>,
+    params: Vec<CellParams>,
+}
+
+impl CpuBackend {
+    pub fn new(phys: Physics, state: FluidState, threads: usize) -> Result<CpuBackend> {
+        state
+            .validate(&phys)
+            .map_err(|e| MpcError::Device(format!("initial fluid state: {e}")))?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("mpcbox-cpu-{i}"))
+            .build()
+            .map_err(|e| MpcError::Device(format!("cannot start CPU worker threads: {e}")))?;
+        let pool = std::sync::Arc::new(pool);
+        let ncells = phys.n_cells();
+        Ok(CpuBackend {
+            cell_start: vec![0; ncells + 1],
+            cell_fill: (0..ncells).map(|_| AtomicU32::new(0)).collect(),
+            params: vec![CellParams::default(); ncells],
+            cell_of: Vec::new(),
+            image_of: Vec::new(),
+            order: Vec::new(),
+            phys,
+            state,
+            pool,
+        })
+    }
+
+    pub fn threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+
+    /// Pass 1: stream the fluid and bin it; returns the kinetic stress sum when measured.
+    fn stream_and_bin(&mut self, plan: &StepPlan) -> f64 {
+        let phys = &self.phys;
+        let nf = self.state.len();
+        let [px, py, pz] = &mut self.state.pos;
+        let [vx, vy, vz] = &mut self.state.vel;
+        let ch = REDUCTION_CHUNK;
+        let parts: Vec<f64> = (
+            px.par_chunks_mut(ch),
+            py.par_chunks_mut(ch),
+            pz.par_chunks_mut(ch),
+            vx.par_chunks_mut(ch),
+            vy.par_chunks_mut(ch),
+            vz.par_chunks_mut(ch),
+            self.cell_of[..nf].par_chunks_mut(ch),
+            self.image_of[..nf].par_chunks_mut(ch),
+        )
+            .into_par_iter()
+            .map(|(x, y, z, ux, uy, uz, cell, image)| {
+                let mut kin = 0.0;
+                for i in 0..x.len() {
+                    let v = [ux[i], uy[i], uz[i]];
+                    if plan.measure_stress {
+                        kin += phys.kinetic_stress(y[i] as f64, v);
+                    }
+                    let (p, v) = phys.stream(plan, [x[i], y[i], z[i]], v);
+                    (x[i], y[i], z[i]) = (p[0], p[1], p[2]);
+                    (ux[i], uy[i], uz[i]) = (v[0], v[1], v[2]);
+                    let loc = phys.locate(plan, [p[0] as f64, p[1] as f64, p[2] as f64]);
+                    cell[i] = loc.cell;
+                    image[i] = loc.image as i8;
+                }
+                kin
+            })
+            .collect();
+        parts.iter().sum()
+    }
+
+    /// Pass 2: counting sort of all particle indices by cell.
+    fn build_cell_lists(&mut self) {
+        let ncells = self.params.len();
+        let np = self.cell_of.len();
+        self.cell_fill
+            .par_iter()
+            .for_each(|c| c.store(0, Ordering::Relaxed));
+        self.cell_of.par_iter().for_each(|&c| {
+            self.cell_fill[c as usize].fetch_add(1, Ordering::Relaxed);
+        });
+        let mut acc = 0u32;
+        for c in 0..ncells {
+            self.cell_start[c] = acc;
+            acc += self.cell_fill[c].swap(acc, Ordering::Relaxed);
+        }
+        self.cell_start[ncells] = acc;
+        self.order.resize(np, 0);
+        let out = DisjointWriter(self.order.as_mut_ptr());
+        let fill = &self.cell_fill;
+        self.cell_of.par_iter().enumerate().for_each(|(i, &c)| {
+            let slot = fill[c as usize].fetch_add(1, Ordering::Relaxed) as usize;
+            // SAFETY: each slot is handed out once by the atomic cursor and lies in 0..np.
+            unsafe { *out.at(slot) = i as u32 };
+        });
+        let starts = &self.cell_start;
+        let out = DisjointWriter(self.order.as_mut_ptr());
+        (0..ncells)
+            .into_par_iter()
+            .with_min_len(4096)
+            .for_each(|c| {
+                let (lo, hi) = (starts[c] as usize, starts[c + 1] as usize);
+                if hi - lo > 1 {
+                    // SAFETY: cell segments [lo, hi) are disjoint and inside `order`.
+                    let seg = unsafe { std::slice::from_raw_parts_mut(out.at(lo), hi - lo) };
+                    seg.sort_unstable();
+                }
+            });
+    }
+
+    /// Pass 3: per-cell sums and collision parameters. Returns (Σ E_rel, Σ (Nc − 1)).
+    fn cell_pass(&mut self, plan: &StepPlan, solutes: Option<&SoluteBatch<'_>>) -> (f64, f64) {
+        let phys = &self.phys;
+        let nf = self.state.len();
+        let st = &self.state;
+        let order = &self.order;
+        let starts = &self.cell_start;
+        let images = &self.image_of;
+        let ch = 4096;
+        let parts: Vec<(f64, f64)> = self
+            .params
+            .par_chunks_mut(ch)
+            .enumerate()
+            .map(|(k, chunk)| {
+                let mut e_rel = 0.0;
+                let mut dof = 0.0;
+                for (j, out) in chunk.iter_mut().enumerate() {
+                    let c = k * ch + j;
+                    let mut sums = CellSums::default();
+                    for &idx in &order[starts[c] as usize..starts[c + 1] as usize] {
+                        let idx = idx as usize;
+                        let image = images[idx] as i32;
+                        let (m, mut v) = if idx < nf {
+                            (phys.mass, st.velocity(idx))
+                        } else {
+                            let s = solutes.expect("solute index without solutes");
+                            (s.mass[idx - nf], s.vel[idx - nf])
+                        };
+                        v[0] += phys.image_velocity(image);
+                        sums.add(m, v);
+                    }
+                    *out = phys.cell_params(plan.step, c as u32, &sums);
+                    if sums.count >= 2 {
+                        e_rel += sums.relative_energy();
+                        dof += (sums.count - 1) as f64;
+                    }
+                }
+                (e_rel, dof)
+            })
+            .collect();
+        parts.iter().fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1))
+    }
+
+    /// Pass 4: collide every particle. Returns the collisional stress sum when measured.
+    fn collide(&mut self, plan: &StepPlan, solutes: Option<&mut SoluteBatch<'_>>) -> f64 {
+        let phys = &self.phys;
+        let nf = self.state.len();
+        let params = &self.params;
+        let ch = REDUCTION_CHUNK;
+        let [px, py, pz] = &self.state.pos;
+        let [vx, vy, vz] = &mut self.state.vel;
+        let parts: Vec<f64> = (
+            vx.par_chunks_mut(ch),
+            vy.par_chunks_mut(ch),
+            vz.par_chunks_mut(ch),
+            self.cell_of[..nf].par_chunks(ch),
+            self.image_of[..nf].par_chunks(ch),
+        )
+            .into_par_iter()
+            .enumerate()
+            .map(|(k, (ux, uy, uz, cell, image))| {
+                let mut coll = 0.0;
+                for i in 0..ux.len() {
+                    let cp = &params[cell[i] as usize];
+                    let v = [ux[i], uy[i], uz[i]];
+                    let w = phys.collide(cp, image[i] as i32, v);
+                    if plan.measure_stress && cp.active {
+                        let g = k * ch + i;
+                        let loc = phys.locate(plan, [px[g] as f64, py[g] as f64, pz[g] as f64]);
+                        coll += phys.mass * (w[0] - v[0]) * loc.y_in_cell;
+                    }
+                    (ux[i], uy[i], uz[i]) = (w[0], w[1], w[2]);
+                }
+                coll
+            })
+            .collect();
+        if let Some(s) = solutes {
+            for j in 0..s.len() {
+                let c = self.cell_of[nf + j] as usize;
+                s.vel[j] = phys.collide(&params[c], self.image_of[nf + j] as i32, s.vel[j]);
+            }
+        }
+        parts.iter().sum()
+    }
+
+    /// Pass 5: permute fluid particles into cell order (solute entries of the list skipped).
+    fn reorder(&mut self) {
+        let nf = self.state.len();
+        let perm: Vec<u32> = self
+            .order
+            .iter()
+            .copied()
+            .filter(|&i| (i as usize) < nf)
+            .collect();
+        let st = &mut self.state;
+        for k in 0..3 {
+            let src = &st.pos[k];
+            let dst: Vec<f32> = perm.par_iter().map(|&i| src[i as usize]).collect();
+            st.pos[k] = dst;
+            let src = &st.vel[k];
+            let dst: Vec<f64> = perm.par_iter().map(|&i| src[i as usize]).collect();
+            st.vel[k] = dst;
+        }
+    }
+}
+
+impl Backend for CpuBackend {
+    fn describe(&self) -> String {
+        format!("cpu ({} threads)", self.threads())
+    }
+
+    fn n_fluid(&self) -> usize {
+        self.state.len()
+    }
+
+    fn step(
+        &mut self,
+        plan: &StepPlan,
+        mut solutes: Option<&mut SoluteBatch<'_>>,
+    ) -> Result<StepReport> {
+        let nf = self.state.len();
+        let ns = solutes.as_ref().map_or(0, |s| s.len());
+        self.cell_of.resize(nf + ns, 0);
+        self.image_of.resize(nf + ns, 0);
+        let pool = self.pool.clone();
+        let report = pool.install(|| {
+            let kinetic = self.stream_and_bin(plan);
+            if let Some(s) = solutes.as_deref() {
+                for j in 0..s.len() {
+                    let loc = self.phys.locate(plan, s.pos[j]);
+                    self.cell_of[nf + j] = loc.cell;
+                    self.image_of[nf + j] = loc.image as i8;
+                }
+            }
+            self.build_cell_lists();
+            let (relative_energy, relative_dof) = self.cell_pass(plan, solutes.as_deref());
+            let collisional = self.collide(plan, solutes.as_deref_mut());
+            if plan.reorder {
+                self.reorder();
+            }
+            StepReport {
+                relative_energy,
+                relative_dof,
+                kinetic_stress_sum: kinetic,
+                collisional_stress_sum: collisional,
+            }
+        });
+        Ok(report)
+    }
+
+    fn moments(&mut self) -> Result<FluidMoments> {
+        let phys = &self.phys;
+        let st = &self.state;
+        let ly = phys.cells[1] as usize;
+        let n = st.len();
+        let m = phys.mass;
+        let parts: Vec<(Vec<f64>, Vec<u64>, [f64; 4])> = self.pool.install(|| {
+            (0..n.div_ceil(REDUCTION_CHUNK))
+                .into_par_iter()
+                .map(|c| {
+                    let mut prof = vec![0.0; ly];
+                    let mut cnt = vec![0u64; ly];
+                    let mut s = [0.0; 4];
+                    for i in c * REDUCTION_CHUNK..((c + 1) * REDUCTION_CHUNK).min(n) {
+                        let v = st.velocity(i);
+                        s[0] += m * v[0];
+                        s[1] += m * v[1];
+                        s[2] += m * v[2];
+                        s[3] += 0.5 * m * (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+                        let b = (st.pos[1][i] as usize).min(ly - 1);
+                        prof[b] += v[0];
+                        cnt[b] += 1;
+                    }
+                    (prof, cnt, s)
+                })
+                .collect()
+        });
+        let mut out = FluidMoments {
+            particles: n as u64,
+            profile_sum: vec![0.0; ly],
+            profile_count: vec![0; ly],
+            ..Default::default()
+        };
+        for (prof, cnt, s) in parts {
+            for b in 0..ly {
+                out.profile_sum[b] += prof[b];
+                out.profile_count[b] += cnt[b];
+            }
+            for k in 0..3 {
+                out.momentum[k] += s[k];
+            }
+            out.kinetic_energy += s[3];
+        }
+        Ok(out)
+    }
+
+    fn download(&mut self) -> Result<FluidState> {
+        Ok(self.state.clone())
+    }
+
+    fn upload(&mut self, state: &FluidState) -> Result<()> {
+        state
+            .validate(&self.phys)
+            .map_err(|e| MpcError::Device(format!("uploaded fluid state: {e}")))?;
+        self.state = state.clone();
+        Ok(())
+    }
+}

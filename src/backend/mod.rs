@@ -1,0 +1,107 @@
+//! The backend seam: one trait, implemented by the CPU reference backend and the CUDA backend.
+//!
+//! A backend owns the fluid particles (they never leave it during a run) and executes steps
+//! planned by [`crate::physics::Physics::plan`]. Everything a backend returns is a reduction;
+//! the whole state comes back only for checkpoints and tests ([`Backend::download`]).
+
+pub mod cpu;
+
+use crate::error::Result;
+use crate::physics::StepPlan;
+use crate::state::FluidState;
+
+/// Solute particles embedded in one collision: positions in, velocities in and out, masses.
+pub struct SoluteBatch<'a> {
+    pub pos: &'a [[f64; 3]],
+    pub vel: &'a mut [[f64; 3]],
+    pub mass: &'a [f64],
+}
+
+impl SoluteBatch<'_> {
+    pub fn len(&self) -> usize {
+        self.pos.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pos.is_empty()
+    }
+}
+
+/// Raw sums of one step, normalised by the caller.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepReport {
+    /// Σ over cells of the kinetic energy relative to the cell velocity, before the collision.
+    pub relative_energy: f64,
+    /// Σ over cells of (Nc − 1) for occupied cells: 3/2 of it are the degrees of freedom.
+    pub relative_dof: f64,
+    /// Σ m vy (vx − u(ȳ)) over fluid particles during streaming (when measured).
+    pub kinetic_stress_sum: f64,
+    /// Σ Δpx · (y − y_cell) over fluid particles in the collision (when measured).
+    pub collisional_stress_sum: f64,
+}
+
+/// Instantaneous fluid moments, reduced on the backend.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FluidMoments {
+    pub particles: u64,
+    pub momentum: [f64; 3],
+    pub kinetic_energy: f64,
+    /// Σ vx and count per y layer of one cell (Ly bins).
+    pub profile_sum: Vec<f64>,
+    pub profile_count: Vec<u64>,
+}
+
+pub trait Backend: Send {
+    /// A short description, e.g. "cpu (2 threads)" or "cuda:0 NVIDIA H200".
+    fn describe(&self) -> String;
+
+    fn n_fluid(&self) -> usize;
+
+    /// One MPC step: stream the fluid, bin fluid and solutes on the shifted grid, collide,
+    /// update solute velocities in place.
+    fn step(
+        &mut self,
+        plan: &StepPlan,
+        solutes: Option<&mut SoluteBatch<'_>>,
+    ) -> Result<StepReport>;
+
+    /// Momentum, kinetic energy and the vx(y) profile of the fluid as it is now.
+    fn moments(&mut self) -> Result<FluidMoments>;
+
+    /// A copy of the whole fluid state (checkpoints, tests).
+    fn download(&mut self) -> Result<FluidState>;
+
+    /// Replace the fluid state (resume, tests).
+    fn upload(&mut self, state: &FluidState) -> Result<()>;
+}
+
+/// Build the backend a config asks for, with `state` as the fluid (a fresh initial state if None).
+/// `Auto` takes a CUDA GPU when one is usable and falls back to the CPU otherwise.
+pub fn open(
+    cfg: &crate::config::Config,
+    phys: &crate::physics::Physics,
+    state: Option<&FluidState>,
+) -> Result<Box<dyn Backend>> {
+    use crate::config::DeviceChoice;
+    let cpu = |state: Option<&FluidState>| -> Result<Box<dyn Backend>> {
+        let st = match state {
+            Some(s) => s.clone(),
+            None => FluidState::initial(cfg),
+        };
+        Ok(Box::new(cpu::CpuBackend::new(
+            phys.clone(),
+            st,
+            cfg.tuning.cpu_threads,
+        )?))
+    };
+    match &cfg.device {
+        DeviceChoice::Cpu => cpu(state),
+        DeviceChoice::Auto => {
+            tracing::info!("device Auto: no CUDA backend in this build, using the CPU backend");
+            cpu(state)
+        }
+        DeviceChoice::Cuda(_) | DeviceChoice::AllGpus => Err(crate::error::MpcError::Device(
+            "this build has no CUDA backend yet; fix: use device: Cpu or Auto".into(),
+        )),
+    }
+}

@@ -1,0 +1,343 @@
+//! Run configuration: RON text, deserialised with serde and then validated.
+//!
+//! Lengths are in units of the collision cell size a, masses in units of the fluid particle
+//! mass scale, energies in units of kT as given. Every rejection names the field and the fix.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+use crate::error::ConfigError;
+
+/// The collision rule of the MPC step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub enum CollisionRule {
+    /// Stochastic rotation dynamics: relative velocities rotated by `angle_deg` about a random axis.
+    Srd { angle_deg: f64 },
+}
+
+/// Cell-level thermostat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Thermostat {
+    #[default]
+    None,
+    /// Maxwell-Boltzmann scaling: each cell's relative kinetic energy is rescaled to a draw from
+    /// Gamma(3(Nc−1)/2, kT).
+    Mbs,
+}
+
+/// Where the fluid lives.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum DeviceChoice {
+    /// A CUDA GPU when the driver, NVRTC and a device are present, otherwise the CPU backend.
+    #[default]
+    Auto,
+    /// The rayon CPU backend.
+    Cpu,
+    /// These CUDA devices (one slab each when more than one).
+    Cuda(Vec<u32>),
+    /// Every CUDA device of the host.
+    AllGpus,
+}
+
+/// Initial fluid flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum InitialFlow {
+    /// The steady-state profile: linear shear flow when a shear rate is set, otherwise at rest.
+    #[default]
+    Steady,
+    /// Fluid at rest (zero mean velocity everywhere).
+    Rest,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputConfig {
+    /// Steps between rows of `observables.csv` (0: none).
+    pub observable_interval: u64,
+    /// Steps between samples that enter the time averages (profile, stress, temperature).
+    pub sample_interval: u64,
+    /// Steps excluded from the time averages at the start of a run.
+    pub equilibration_steps: u64,
+    /// Steps between checkpoints (0: only at the end).
+    pub checkpoint_interval: u64,
+    /// Directory for CSV, summary, plot and checkpoints.
+    pub directory: PathBuf,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        OutputConfig {
+            observable_interval: 100,
+            sample_interval: 1,
+            equilibration_steps: 0,
+            checkpoint_interval: 0,
+            directory: PathBuf::from("out"),
+        }
+    }
+}
+
+/// Tuning knobs that do not change the physics beyond rounding.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TuningConfig {
+    /// Steps between reorderings of fluid particles by cell (0: never).
+    pub reorder_interval: u64,
+    /// Worker threads of the CPU backend (0: all cores).
+    pub cpu_threads: usize,
+}
+
+impl Default for TuningConfig {
+    fn default() -> Self {
+        TuningConfig {
+            reorder_interval: 10,
+            cpu_threads: 0,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Box size in collision cells (Lx, Ly, Lz); the cell size a is the unit of length.
+    pub cells: [u32; 3],
+    /// Mean number of fluid particles per cell, M.
+    pub particles_per_cell: u32,
+    /// Fluid particle mass m.
+    #[serde(default = "one")]
+    pub mass: f64,
+    /// Thermal energy kT.
+    #[serde(default = "one", rename = "kT")]
+    pub kt: f64,
+    /// Collision time step h.
+    pub time_step: f64,
+    pub collision: CollisionRule,
+    #[serde(default = "yes")]
+    pub grid_shift: bool,
+    #[serde(default)]
+    pub thermostat: Thermostat,
+    /// Constant acceleration-producing force on every fluid particle.
+    #[serde(default)]
+    pub body_force: [f64; 3],
+    /// Lees-Edwards shear rate γ̇: flow along x, gradient along y.
+    #[serde(default)]
+    pub shear_rate: f64,
+    #[serde(default)]
+    pub initial_flow: InitialFlow,
+    #[serde(default = "one_u64")]
+    pub seed: u64,
+    /// Number of MPC steps of the run.
+    pub steps: u64,
+    #[serde(default)]
+    pub output: OutputConfig,
+    #[serde(default)]
+    pub device: DeviceChoice,
+    #[serde(default)]
+    pub tuning: TuningConfig,
+}
+
+fn one() -> f64 {
+    1.0
+}
+fn one_u64() -> u64 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+
+/// Largest number of cells: the global cell index is a 32-bit word (also in the RNG counter).
+pub const MAX_CELLS: u64 = u32::MAX as u64;
+
+impl Config {
+    /// Parse and validate RON text.
+    pub fn from_ron_str(text: &str) -> Result<Config, ConfigError> {
+        let cfg: Config = ron::Options::default()
+            .with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME)
+            .from_str(text)
+            .map_err(|e| ConfigError::syntax(e.to_string()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Read, parse and validate a RON file.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            field: "(file)".into(),
+            problem: format!("cannot read {}: {e}", path.display()),
+            fix: "give the path of an existing, readable RON config file".into(),
+        })?;
+        Self::from_ron_str(&text)
+    }
+
+    pub fn to_ron_string(&self) -> String {
+        ron::ser::to_string_pretty(self, ron::ser::PrettyConfig::default())
+            .expect("a Config always serialises")
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |field: &str, problem: String, fix: &str| {
+            Err(ConfigError {
+                field: field.into(),
+                problem,
+                fix: fix.into(),
+            })
+        };
+        for (k, &l) in self.cells.iter().enumerate() {
+            let name = ["cells.0 (Lx)", "cells.1 (Ly)", "cells.2 (Lz)"][k];
+            if l < 2 {
+                return err(
+                    name,
+                    format!("must be at least 2 cells (got {l})"),
+                    "give each box edge 2 or more collision cells",
+                );
+            }
+        }
+        let ncells: u64 = self.cells.iter().map(|&l| l as u64).product();
+        if ncells > MAX_CELLS {
+            return err(
+                "cells",
+                format!("{ncells} cells exceed the limit of {MAX_CELLS}"),
+                "use a smaller box (the global cell index is 32 bits)",
+            );
+        }
+        if self.particles_per_cell == 0 {
+            return err(
+                "particles_per_cell",
+                "must be at least 1 (got 0)".into(),
+                "set the mean number of fluid particles per cell, typically 5 to 20",
+            );
+        }
+        if ncells.saturating_mul(self.particles_per_cell as u64) > u32::MAX as u64 {
+            return err(
+                "particles_per_cell",
+                format!(
+                    "{} particles exceed the limit of {} per solvent",
+                    ncells as u128 * self.particles_per_cell as u128,
+                    u32::MAX
+                ),
+                "use a smaller box or fewer particles per cell",
+            );
+        }
+        if !(self.mass.is_finite() && self.mass > 0.0) {
+            return err(
+                "mass",
+                format!("must be finite and > 0 (got {})", self.mass),
+                "set a positive particle mass such as 1.0",
+            );
+        }
+        if !(self.kt.is_finite() && self.kt > 0.0) {
+            return err(
+                "kT",
+                format!("must be finite and > 0 (got {})", self.kt),
+                "set a positive thermal energy such as 1.0",
+            );
+        }
+        if !(self.time_step.is_finite() && self.time_step > 0.0) {
+            return err(
+                "time_step",
+                format!("must be finite and > 0 (got {})", self.time_step),
+                "set a positive collision time step h such as 0.1",
+            );
+        }
+        // Streaming more than half a box in y in one step would break the one-image LE wrap.
+        let thermal = (self.kt / self.mass).sqrt();
+        let max_travel = 10.0 * thermal * self.time_step;
+        if max_travel > 0.5 * self.cells.iter().copied().min().unwrap_or(2) as f64 {
+            return err(
+                "time_step",
+                format!(
+                    "h = {} lets particles stream about {:.2} cells per step",
+                    self.time_step, max_travel
+                ),
+                "reduce time_step so that 10·sqrt(kT/m)·h is below half the smallest box edge",
+            );
+        }
+        match &self.collision {
+            CollisionRule::Srd { angle_deg } => {
+                if !(angle_deg.is_finite() && *angle_deg > 0.0 && *angle_deg < 180.0) {
+                    return err(
+                        "collision.angle_deg",
+                        format!("must lie strictly between 0 and 180 degrees (got {angle_deg})"),
+                        "use an SRD rotation angle such as 130.0 or 90.0",
+                    );
+                }
+            }
+        }
+        for (k, f) in self.body_force.iter().enumerate() {
+            if !f.is_finite() {
+                return err(
+                    &format!("body_force.{k}"),
+                    format!("must be finite (got {f})"),
+                    "give three finite numbers, e.g. (0.0, 0.0, 0.0)",
+                );
+            }
+        }
+        if !self.shear_rate.is_finite() {
+            return err(
+                "shear_rate",
+                format!("must be finite (got {})", self.shear_rate),
+                "give the Lees-Edwards shear rate as a finite number, or 0.0 for none",
+            );
+        }
+        let wall_speed = self.shear_rate.abs() * self.cells[1] as f64;
+        if wall_speed * self.time_step > 0.5 {
+            return err(
+                "shear_rate",
+                format!(
+                    "γ̇·Ly·h = {:.3} cells per step is too strong for the grid",
+                    wall_speed * self.time_step
+                ),
+                "lower shear_rate so that shear_rate·Ly·time_step stays below 0.5",
+            );
+        }
+        if self.output.sample_interval == 0 {
+            return err(
+                "output.sample_interval",
+                "must be at least 1".into(),
+                "set output.sample_interval to 1 (sample every step) or more",
+            );
+        }
+        if let DeviceChoice::Cuda(list) = &self.device {
+            if list.is_empty() {
+                return err(
+                    "device",
+                    "Cuda([]) names no GPU".into(),
+                    "list GPU ordinals, e.g. Cuda([0]), or use Auto / Cpu / AllGpus",
+                );
+            }
+            let mut sorted = list.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            if sorted.len() != list.len() {
+                return err(
+                    "device",
+                    format!("Cuda({list:?}) names a GPU twice"),
+                    "list each GPU ordinal once",
+                );
+            }
+        }
+        if self.steps > (1u64 << 47) {
+            return err(
+                "steps",
+                format!("{} steps exceed the limit of 2^47", self.steps),
+                "run fewer steps per job and resume from checkpoints",
+            );
+        }
+        Ok(())
+    }
+
+    pub fn n_cells(&self) -> u64 {
+        self.cells.iter().map(|&l| l as u64).product()
+    }
+
+    pub fn n_fluid(&self) -> u64 {
+        self.n_cells() * self.particles_per_cell as u64
+    }
+
+    pub fn rotation_angle(&self) -> f64 {
+        match self.collision {
+            CollisionRule::Srd { angle_deg } => angle_deg.to_radians(),
+        }
+    }
+}

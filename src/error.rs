@@ -1,0 +1,64 @@
+//! Error types. Every error says what is wrong and how to fix it.
+
+use thiserror::Error;
+
+/// A configuration that cannot be run.
+#[derive(Debug, Clone, PartialEq, Error)]
+#[error("config field `{field}`: {problem}; fix: {fix}")]
+pub struct ConfigError {
+    pub field: String,
+    pub problem: String,
+    pub fix: String,
+}
+
+impl ConfigError {
+    pub fn syntax(message: String) -> Self {
+        ConfigError {
+            field: "(syntax)".into(),
+            problem: format!("the RON text does not parse: {message}"),
+            fix: "compare with examples/*.ron (field names, parentheses, commas)".into(),
+        }
+    }
+}
+
+/// Anything that can go wrong in a run.
+#[derive(Debug, Error)]
+pub enum MpcError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Bad solute arrays handed to a coupled step; the solvent state is left untouched.
+    #[error("solute input `{field}`: {problem}; fix: {fix}")]
+    Solute {
+        field: String,
+        problem: String,
+        fix: String,
+    },
+    #[error("device: {0}")]
+    Device(String),
+    /// The system does not fit in the memory of the chosen device.
+    #[error("out of memory on {device}: needs {needed_bytes} bytes, {available_bytes} available; fix: {fix}")]
+    OutOfMemory {
+        device: String,
+        needed_bytes: u64,
+        available_bytes: u64,
+        fix: String,
+    },
+    #[error("checkpoint {path}: {problem}")]
+    Checkpoint { path: String, problem: String },
+    #[error("i/o on {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+impl MpcError {
+    pub fn io(path: &std::path::Path, source: std::io::Error) -> Self {
+        MpcError::Io {
+            path: path.display().to_string(),
+            source,
+        }
+    }
+}
+
+pub type Result<T, E = MpcError> = std::result::Result<T, E>;

@@ -1,0 +1,23 @@
+//! mpcbox: a Multi-Particle Collision Dynamics (stochastic rotation dynamics) fluid that serves
+//! as a black-box hydrodynamic solvent for molecular dynamics.
+//!
+//! Start at [`Solvent`]: build it from a [`Config`], call [`Solvent::step`] (or
+//! [`Solvent::step_with_solutes`] from an MD loop), read [`Solvent::observables`].
+//! `ARCHITECTURE.md` maps the modules.
+
+pub mod backend;
+pub mod checkpoint;
+pub mod config;
+pub mod error;
+pub mod memory;
+pub mod physics;
+pub mod rng;
+pub mod run;
+pub mod solvent;
+pub mod state;
+pub mod stats;
+
+pub use checkpoint::Checkpoint;
+pub use config::Config;
+pub use error::{ConfigError, MpcError, Result};
+pub use solvent::{Observables, Solvent};

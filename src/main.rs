@@ -1,0 +1,246 @@
+//! The `mpcbox` command: `mpcbox run <config.ron>` and `mpcbox check <config.ron>`.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use mpcbox::config::{Config, DeviceChoice};
+use mpcbox::run::{run_job, Progress};
+use mpcbox::{Checkpoint, MpcError, Solvent};
+
+#[derive(Parser)]
+#[command(
+    name = "mpcbox",
+    version,
+    about = "MPC-SRD fluid solver: a black-box hydrodynamic solvent"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a job: steps, observables CSV, checkpoints, summary JSON and profile plot.
+    Run {
+        /// RON config (optional with --resume: the checkpoint carries its config).
+        config: Option<PathBuf>,
+        /// Total number of steps of the run (overrides `steps` of the config).
+        #[arg(long)]
+        steps: Option<u64>,
+        /// auto | cpu | cuda:0[,1,...] | all
+        #[arg(long)]
+        device: Option<String>,
+        /// Output directory (overrides `output.directory`).
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// Continue from this checkpoint.
+        #[arg(long)]
+        resume: Option<PathBuf>,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Validate a config and print the particle count and memory estimate.
+    Check { config: PathBuf },
+}
+
+fn parse_device(text: &str) -> Result<DeviceChoice, MpcError> {
+    let t = text.trim().to_ascii_lowercase();
+    let bad = || {
+        MpcError::Config(mpcbox::ConfigError {
+            field: "--device".into(),
+            problem: format!("`{text}` is not a device"),
+            fix: "use auto, cpu, all, or cuda:0 / cuda:0,1,2,3".into(),
+        })
+    };
+    match t.as_str() {
+        "auto" => Ok(DeviceChoice::Auto),
+        "cpu" => Ok(DeviceChoice::Cpu),
+        "all" => Ok(DeviceChoice::AllGpus),
+        _ => {
+            let list = t.strip_prefix("cuda:").ok_or_else(bad)?;
+            let ids: Result<Vec<u32>, _> =
+                list.split(',').map(|s| s.trim().parse::<u32>()).collect();
+            ids.map(DeviceChoice::Cuda).map_err(|_| bad())
+        }
+    }
+}
+
+struct Bar {
+    bar: Option<ProgressBar>,
+    particles: u64,
+    from: u64,
+    t0: Instant,
+}
+
+impl Progress for Bar {
+    fn start(&mut self, from: u64, to: u64, particles: u64) {
+        self.particles = particles;
+        self.from = from;
+        self.t0 = Instant::now();
+        if let Some(b) = &self.bar {
+            b.set_length(to);
+            b.set_position(from);
+        }
+    }
+    fn advance(&mut self, step: u64) {
+        if let Some(b) = &self.bar {
+            b.set_position(step);
+            if step % 16 == 0 {
+                let dt = self.t0.elapsed().as_secs_f64().max(1e-9);
+                let sps = (step - self.from) as f64 / dt;
+                b.set_message(format!(
+                    "{sps:.1} steps/s, {:.3e} particle-steps/s",
+                    sps * self.particles as f64
+                ));
+            }
+        }
+    }
+    fn finish(&mut self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+fn run(
+    config: Option<PathBuf>,
+    steps: Option<u64>,
+    device: Option<String>,
+    output: Option<PathBuf>,
+    resume: Option<PathBuf>,
+    quiet: bool,
+) -> Result<(), MpcError> {
+    let device = device.as_deref().map(parse_device).transpose()?;
+    let mut solvent = match (&resume, &config) {
+        (Some(ck), _) => {
+            let mut ck = Checkpoint::load(ck)?;
+            if let Some(c) = &config {
+                let given = Config::from_file(c)?;
+                if given.cells != ck.config.cells
+                    || given.particles_per_cell != ck.config.particles_per_cell
+                {
+                    return Err(MpcError::Checkpoint {
+                        path: c.display().to_string(),
+                        problem: "this config's box or particles_per_cell differs from the checkpoint's; \
+                                  fix: resume with the config the checkpoint was written with (or none)"
+                            .into(),
+                    });
+                }
+                ck.config = given;
+            }
+            if let Some(o) = &output {
+                ck.config.output.directory = o.clone();
+            }
+            Solvent::from_checkpoint(ck, device)?
+        }
+        (None, Some(c)) => {
+            let mut cfg = Config::from_file(c)?;
+            if let Some(d) = device {
+                cfg.device = d;
+            }
+            if let Some(o) = &output {
+                cfg.output.directory = o.clone();
+            }
+            Solvent::new(cfg)?
+        }
+        (None, None) => {
+            return Err(MpcError::Config(mpcbox::ConfigError {
+                field: "(command line)".into(),
+                problem: "no config given".into(),
+                fix:
+                    "run `mpcbox run examples/quickstart.ron` or `mpcbox run --resume <checkpoint>`"
+                        .into(),
+            }))
+        }
+    };
+    let total = steps.unwrap_or(solvent.config().steps);
+    let dir = solvent.config().output.directory.clone();
+    tracing::info!(
+        device = %solvent.backend_description(),
+        particles = solvent.n_fluid(),
+        from = solvent.step_count(),
+        to = total,
+        output = %dir.display(),
+        "starting run"
+    );
+    let show = !quiet && std::io::stderr().is_terminal();
+    let bar = show.then(|| {
+        let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+        b.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} steps, ETA {eta} | {msg}")
+                .expect("valid template"),
+        );
+        b
+    });
+    let mut progress = Bar {
+        bar,
+        particles: 0,
+        from: 0,
+        t0: Instant::now(),
+    };
+    let summary = run_job(&mut solvent, total, &dir, &mut progress)?;
+    tracing::info!(
+        particle_steps_per_second = format!("{:.3e}", summary.particle_steps_per_second),
+        "run finished"
+    );
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&summary).expect("summary serialises")
+    );
+    Ok(())
+}
+
+fn check(path: &PathBuf) -> Result<(), MpcError> {
+    let cfg = Config::from_file(path)?;
+    let cpu = mpcbox::memory::cpu_footprint(&cfg);
+    println!("config {} is valid", path.display());
+    println!(
+        "  box: {} x {} x {} cells = {} cells",
+        cfg.cells[0],
+        cfg.cells[1],
+        cfg.cells[2],
+        cfg.n_cells()
+    );
+    println!("  fluid particles: {}", cfg.n_fluid());
+    println!(
+        "  CPU backend memory: {} ({} B/particle, {} B/cell)",
+        mpcbox::memory::human_bytes(cpu.total_bytes),
+        cpu.bytes_per_particle,
+        cpu.bytes_per_cell
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run {
+            config,
+            steps,
+            device,
+            output,
+            resume,
+            quiet,
+        } => run(config, steps, device, output, resume, quiet),
+        Command::Check { config } => check(&config),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

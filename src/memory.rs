@@ -1,0 +1,44 @@
+//! Memory footprints per backend, reported by `mpcbox check` and checked before allocation.
+
+use crate::config::Config;
+
+/// Bytes a backend needs for a config.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Footprint {
+    pub bytes_per_particle: u64,
+    pub bytes_per_cell: u64,
+    pub total_bytes: u64,
+}
+
+impl Footprint {
+    pub fn new(cfg: &Config, bytes_per_particle: u64, bytes_per_cell: u64) -> Footprint {
+        let total = cfg.n_fluid() * bytes_per_particle + cfg.n_cells() * bytes_per_cell;
+        Footprint {
+            bytes_per_particle,
+            bytes_per_cell,
+            total_bytes: total,
+        }
+    }
+}
+
+/// The CPU backend: positions 3×4 B, velocities 3×8 B, cell index 4 B, LE image 1 B, cell-list
+/// slot 4 B per particle (plus a transient copy of one component while reordering); per cell the
+/// collision parameters (7×8 B + flag), list start and fill counter.
+pub fn cpu_footprint(cfg: &Config) -> Footprint {
+    Footprint::new(
+        cfg,
+        12 + 24 + 4 + 1 + 4 + 8,
+        std::mem::size_of::<crate::physics::CellParams>() as u64 + 8,
+    )
+}
+
+pub fn human_bytes(b: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.2} {}", units[u])
+}

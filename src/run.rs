@@ -1,0 +1,291 @@
+//! A whole job as `mpcbox run` performs it: steps, observables CSV, checkpoints, the summary
+//! JSON and the plot of the time-averaged velocity profile.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::checkpoint::Checkpoint;
+use crate::error::{MpcError, Result};
+use crate::physics::theory;
+use crate::solvent::Solvent;
+
+/// File names inside the output directory.
+pub const OBSERVABLES_CSV: &str = "observables.csv";
+pub const SUMMARY_JSON: &str = "summary.json";
+pub const PROFILE_CSV: &str = "profile.csv";
+pub const PROFILE_SVG: &str = "profile.svg";
+pub const CHECKPOINT_FILE: &str = "checkpoint.mpcbox";
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ValueWithError {
+    pub value: f64,
+    /// Standard error from block averages (None when too few samples).
+    pub error: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ViscositySummary {
+    pub total: ValueWithError,
+    pub kinetic: ValueWithError,
+    pub collisional: ValueWithError,
+    pub theory_total: f64,
+    pub theory_kinetic: f64,
+    pub theory_collisional: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    pub device: String,
+    pub steps: u64,
+    pub steps_this_run: u64,
+    pub fluid_particles: u64,
+    pub wall_seconds: f64,
+    pub particle_steps_per_second: f64,
+    pub temperature: Option<ValueWithError>,
+    pub target_kt: f64,
+    pub momentum: [f64; 3],
+    pub kinetic_energy: f64,
+    pub shear_rate: f64,
+    pub profile_slope: Option<ValueWithError>,
+    pub viscosity: Option<ViscositySummary>,
+    pub output_directory: PathBuf,
+}
+
+/// How the caller wants progress shown.
+pub trait Progress {
+    fn start(&mut self, from: u64, to: u64, particles: u64);
+    fn advance(&mut self, step: u64);
+    fn finish(&mut self);
+}
+
+/// No progress display (tests, library use).
+pub struct Silent;
+impl Progress for Silent {
+    fn start(&mut self, _: u64, _: u64, _: u64) {}
+    fn advance(&mut self, _: u64) {}
+    fn finish(&mut self) {}
+}
+
+fn csv_header() -> &'static str {
+    "step,time,kinetic_energy,momentum_x,momentum_y,momentum_z,temperature,stress_xy_kinetic,stress_xy_collisional"
+}
+
+/// Run `solvent` until it has completed `total_steps`, writing into `dir`.
+pub fn run_job(
+    solvent: &mut Solvent,
+    total_steps: u64,
+    dir: &Path,
+    progress: &mut dyn Progress,
+) -> Result<Summary> {
+    std::fs::create_dir_all(dir).map_err(|e| MpcError::io(dir, e))?;
+    let csv_path = dir.join(OBSERVABLES_CSV);
+    let resuming = solvent.step_count() > 0 && csv_path.exists();
+    let mut csv = std::fs::OpenOptions::new()
+        .create(true)
+        .append(resuming)
+        .write(true)
+        .truncate(!resuming)
+        .open(&csv_path)
+        .map_err(|e| MpcError::io(&csv_path, e))?;
+    if !resuming {
+        writeln!(csv, "{}", csv_header()).map_err(|e| MpcError::io(&csv_path, e))?;
+    }
+    let ck_path = dir.join(CHECKPOINT_FILE);
+    let ck_interval = solvent.config().output.checkpoint_interval;
+    let start_step = solvent.step_count();
+    let n = solvent.n_fluid() as u64;
+    progress.start(start_step, total_steps, n);
+    let t0 = Instant::now();
+    while solvent.step_count() < total_steps {
+        let step = solvent.step_count();
+        solvent.step()?;
+        if solvent.is_observable_step(step) {
+            let o = solvent.observables()?;
+            let (sk, sc) = o
+                .stress_xy
+                .map_or((String::new(), String::new()), |(a, b)| {
+                    (format!("{a:e}"), format!("{b:e}"))
+                });
+            writeln!(
+                csv,
+                "{},{},{:e},{:e},{:e},{:e},{:.6},{},{}",
+                o.step,
+                o.time,
+                o.kinetic_energy,
+                o.momentum[0],
+                o.momentum[1],
+                o.momentum[2],
+                o.temperature,
+                sk,
+                sc
+            )
+            .map_err(|e| MpcError::io(&csv_path, e))?;
+            if !o.kinetic_energy.is_finite() {
+                return Err(MpcError::Device(format!(
+                    "the kinetic energy became {} at step {}; fix: check body_force and shear_rate",
+                    o.kinetic_energy, o.step
+                )));
+            }
+        }
+        if ck_interval > 0 && solvent.step_count() % ck_interval == 0 {
+            solvent.checkpoint()?.save(&ck_path)?;
+        }
+        progress.advance(solvent.step_count());
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    progress.finish();
+    csv.flush().map_err(|e| MpcError::io(&csv_path, e))?;
+    let ck: Checkpoint = solvent.checkpoint()?;
+    ck.save(&ck_path)?;
+    let done = total_steps.saturating_sub(start_step);
+    let summary = summarize(solvent, done, wall, dir)?;
+    write_profile(solvent, dir)?;
+    let json = serde_json::to_string_pretty(&summary).expect("summary serialises");
+    let p = dir.join(SUMMARY_JSON);
+    std::fs::write(&p, json + "\n").map_err(|e| MpcError::io(&p, e))?;
+    Ok(summary)
+}
+
+fn with_error(s: &crate::stats::Series) -> Option<ValueWithError> {
+    s.mean().map(|value| ValueWithError {
+        value,
+        error: s.std_error(),
+    })
+}
+
+fn summarize(solvent: &mut Solvent, done: u64, wall: f64, dir: &Path) -> Result<Summary> {
+    let o = solvent.observables()?;
+    let cfg = solvent.config().clone();
+    let st = solvent.stats();
+    let viscosity = if cfg.shear_rate != 0.0 && st.viscosity_collisional.n > 0 {
+        let k = &st.viscosity_kinetic;
+        let c = &st.viscosity_collisional;
+        let total_err = match (k.std_error(), c.std_error()) {
+            (Some(a), Some(b)) => Some((a * a + b * b).sqrt()),
+            _ => None,
+        };
+        let angle = cfg.rotation_angle();
+        let m = cfg.particles_per_cell as f64;
+        Some(ViscositySummary {
+            total: ValueWithError {
+                value: k.mean().unwrap() + c.mean().unwrap(),
+                error: total_err,
+            },
+            kinetic: with_error(k).unwrap(),
+            collisional: with_error(c).unwrap(),
+            theory_total: theory::srd_viscosity(m, cfg.kt, cfg.time_step, cfg.mass, angle),
+            theory_kinetic: theory::srd_viscosity_kinetic(
+                m,
+                cfg.kt,
+                cfg.time_step,
+                cfg.mass,
+                angle,
+            ),
+            theory_collisional: theory::srd_viscosity_collisional(
+                m,
+                cfg.time_step,
+                cfg.mass,
+                angle,
+            ),
+        })
+    } else {
+        None
+    };
+    Ok(Summary {
+        device: solvent.backend_description(),
+        steps: solvent.step_count(),
+        steps_this_run: done,
+        fluid_particles: o.particles,
+        wall_seconds: wall,
+        particle_steps_per_second: if wall > 0.0 {
+            o.particles as f64 * done as f64 / wall
+        } else {
+            0.0
+        },
+        temperature: with_error(&st.temperature),
+        target_kt: cfg.kt,
+        momentum: o.momentum,
+        kinetic_energy: o.kinetic_energy,
+        shear_rate: cfg.shear_rate,
+        profile_slope: st.profile_slope().map(|(value, e)| ValueWithError {
+            value,
+            error: Some(e),
+        }),
+        viscosity,
+        output_directory: dir.to_path_buf(),
+    })
+}
+
+/// profile.csv and profile.svg: the time-averaged vx(y) with the imposed shear line.
+fn write_profile(solvent: &Solvent, dir: &Path) -> Result<()> {
+    use plotters::prelude::*;
+    let st = solvent.stats();
+    if st.profile_samples == 0 {
+        return Ok(());
+    }
+    let phys = solvent.physics();
+    let prof = st.profile();
+    let mut text = String::from("y,vx_measured,vx_imposed\n");
+    for (i, v) in prof.iter().enumerate() {
+        let y = i as f64 + 0.5;
+        text += &format!("{y},{v:e},{:e}\n", phys.flow_velocity(y));
+    }
+    let p = dir.join(PROFILE_CSV);
+    std::fs::write(&p, text).map_err(|e| MpcError::io(&p, e))?;
+
+    let svg = dir.join(PROFILE_SVG);
+    let ly = phys.length[1];
+    let (lo, hi) = prof
+        .iter()
+        .chain([phys.flow_velocity(0.0), phys.flow_velocity(ly)].iter())
+        .fold((f64::MAX, f64::MIN), |(a, b), &v| (a.min(v), b.max(v)));
+    let pad = 0.1 * (hi - lo).max(1e-3);
+    let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let root = SVGBackend::new(&svg, (720, 480)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let title = format!(
+            "vx(y), {} samples, shear rate {}",
+            st.profile_samples, phys.shear_rate
+        );
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..ly, (lo - pad)..(hi + pad))?;
+        chart
+            .configure_mesh()
+            .x_desc("y [a]")
+            .y_desc("<vx>")
+            .draw()?;
+        chart
+            .draw_series(LineSeries::new(
+                [(0.0, phys.flow_velocity(0.0)), (ly, phys.flow_velocity(ly))],
+                RED.stroke_width(2),
+            ))?
+            .label("imposed (Lees-Edwards)")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
+        chart
+            .draw_series(
+                prof.iter()
+                    .enumerate()
+                    .map(|(i, &v)| Circle::new((i as f64 + 0.5, v), 4, BLUE.filled())),
+            )?
+            .label("measured")
+            .legend(|(x, y)| Circle::new((x + 10, y), 4, BLUE.filled()));
+        chart
+            .configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE)
+            .draw()?;
+        root.present()?;
+        Ok(())
+    };
+    draw().map_err(|e| MpcError::Io {
+        path: svg.display().to_string(),
+        source: std::io::Error::other(e.to_string()),
+    })
+}

@@ -1,0 +1,308 @@
+//! [`Solvent`]: the fluid as a black box. Built from a config, it owns a backend and advances
+//! one MPC step per call, optionally with solutes embedded in the collision. The CLI, the C and
+//! Python bindings and the bundled MD engine all drive the fluid through this type.
+
+use crate::backend::{self, Backend, FluidMoments, SoluteBatch, StepReport};
+use crate::checkpoint::Checkpoint;
+use crate::config::{Config, DeviceChoice};
+use crate::error::{MpcError, Result};
+use crate::physics::Physics;
+use crate::state::FluidState;
+use crate::stats::RunStats;
+
+/// Instantaneous observables of the fluid.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Observables {
+    pub step: u64,
+    pub time: f64,
+    pub particles: u64,
+    pub momentum: [f64; 3],
+    pub kinetic_energy: f64,
+    /// kT from velocities relative to the cell velocity, before the last collision.
+    pub temperature: f64,
+    /// Π_xy (kinetic, collisional) of the last step, when it was measured.
+    pub stress_xy: Option<(f64, f64)>,
+}
+
+pub struct Solvent {
+    config: Config,
+    phys: Physics,
+    backend: Box<dyn Backend>,
+    step: u64,
+    stats: RunStats,
+    last: StepReport,
+    last_measured: bool,
+}
+
+impl Solvent {
+    /// A fresh fluid on the device the config asks for.
+    pub fn new(config: Config) -> Result<Solvent> {
+        config.validate()?;
+        let phys = Physics::from_config(&config);
+        let backend = backend::open(&config, &phys, None)?;
+        Self::assemble(config, phys, backend, 0, None)
+    }
+
+    /// Continue from a checkpoint, optionally on another device.
+    pub fn from_checkpoint(ck: Checkpoint, device: Option<DeviceChoice>) -> Result<Solvent> {
+        let mut config = ck.config;
+        if let Some(d) = device {
+            config.device = d;
+        }
+        config.validate()?;
+        let phys = Physics::from_config(&config);
+        let backend = backend::open(&config, &phys, Some(&ck.fluid))?;
+        Self::assemble(config, phys, backend, ck.step, Some(ck.stats))
+    }
+
+    /// A solvent on a backend built by the caller (tests, benchmarks).
+    pub fn with_backend(config: Config, backend: Box<dyn Backend>) -> Result<Solvent> {
+        config.validate()?;
+        let phys = Physics::from_config(&config);
+        Self::assemble(config, phys, backend, 0, None)
+    }
+
+    fn assemble(
+        config: Config,
+        phys: Physics,
+        backend: Box<dyn Backend>,
+        step: u64,
+        stats: Option<RunStats>,
+    ) -> Result<Solvent> {
+        let stats = stats.unwrap_or_else(|| RunStats::new(config.cells[1] as usize));
+        Ok(Solvent {
+            config,
+            phys,
+            backend,
+            step,
+            stats,
+            last: StepReport::default(),
+            last_measured: false,
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn physics(&self) -> &Physics {
+        &self.phys
+    }
+
+    pub fn backend_description(&self) -> String {
+        self.backend.describe()
+    }
+
+    /// Steps completed.
+    pub fn step_count(&self) -> u64 {
+        self.step
+    }
+
+    pub fn time(&self) -> f64 {
+        self.step as f64 * self.phys.h
+    }
+
+    pub fn n_fluid(&self) -> usize {
+        self.backend.n_fluid()
+    }
+
+    pub fn stats(&self) -> &RunStats {
+        &self.stats
+    }
+
+    /// Whether step `step` enters the time averages.
+    fn is_sample(&self, step: u64) -> bool {
+        let o = &self.config.output;
+        step >= o.equilibration_steps && (step - o.equilibration_steps) % o.sample_interval == 0
+    }
+
+    /// Whether step `step` writes an observables row.
+    pub fn is_observable_step(&self, step: u64) -> bool {
+        let k = self.config.output.observable_interval;
+        k > 0 && (step + 1) % k == 0
+    }
+
+    /// One MPC step of the plain fluid.
+    pub fn step(&mut self) -> Result<StepReport> {
+        self.advance(None)
+    }
+
+    /// One MPC step with solutes in the collision: `vel` is updated in place. Bad input is
+    /// rejected before anything changes.
+    pub fn step_with_solutes(
+        &mut self,
+        pos: &[[f64; 3]],
+        vel: &mut [[f64; 3]],
+        mass: &[f64],
+    ) -> Result<StepReport> {
+        self.check_solutes(pos, vel, mass)?;
+        if pos.is_empty() {
+            return self.advance(None);
+        }
+        let mut batch = SoluteBatch { pos, vel, mass };
+        self.advance(Some(&mut batch))
+    }
+
+    /// Reject solute arrays that the collision cannot take.
+    pub fn check_solutes(&self, pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> Result<()> {
+        let bad = |field: &str, problem: String, fix: &str| {
+            Err(MpcError::Solute {
+                field: field.into(),
+                problem,
+                fix: fix.into(),
+            })
+        };
+        if vel.len() != pos.len() || mass.len() != pos.len() {
+            return bad(
+                "lengths",
+                format!(
+                    "{} positions, {} velocities, {} masses",
+                    pos.len(),
+                    vel.len(),
+                    mass.len()
+                ),
+                "pass one position, one velocity and one mass per solute",
+            );
+        }
+        for (i, p) in pos.iter().enumerate() {
+            if !p.iter().all(|c| c.is_finite()) {
+                return bad(
+                    "positions",
+                    format!("solute {i} has a non-finite position {p:?}"),
+                    "pass finite positions",
+                );
+            }
+        }
+        for (i, v) in vel.iter().enumerate() {
+            if !v.iter().all(|c| c.is_finite()) {
+                return bad(
+                    "velocities",
+                    format!("solute {i} has a non-finite velocity {v:?}"),
+                    "pass finite velocities",
+                );
+            }
+        }
+        for (i, &m) in mass.iter().enumerate() {
+            if !(m.is_finite() && m > 0.0) {
+                return bad(
+                    "masses",
+                    format!("solute {i} has mass {m}"),
+                    "pass finite masses > 0",
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn advance(&mut self, solutes: Option<&mut SoluteBatch<'_>>) -> Result<StepReport> {
+        let step = self.step;
+        let sample = self.is_sample(step);
+        let measure = self.phys.shear_rate != 0.0 && (sample || self.is_observable_step(step));
+        let reorder = {
+            let k = self.config.tuning.reorder_interval;
+            k > 0 && (step + 1) % k == 0
+        };
+        let plan = self.phys.plan(step, measure, reorder);
+        let report = self.backend.step(&plan, solutes)?;
+        self.step += 1;
+        self.last = report;
+        self.last_measured = measure;
+        if sample {
+            if report.relative_dof > 0.0 {
+                self.stats
+                    .temperature
+                    .push(report.relative_energy / (1.5 * report.relative_dof));
+            }
+            if measure {
+                let (kin, coll) = self.stress_of(&report);
+                self.stats
+                    .viscosity_kinetic
+                    .push(-kin / self.phys.shear_rate);
+                self.stats
+                    .viscosity_collisional
+                    .push(-coll / self.phys.shear_rate);
+            }
+            let m = self.backend.moments()?;
+            for (b, s) in self.stats.profile_sum.iter_mut().enumerate() {
+                if m.profile_count[b] > 0 {
+                    *s += m.profile_sum[b] / m.profile_count[b] as f64;
+                }
+            }
+            self.stats.profile_samples += 1;
+        }
+        Ok(report)
+    }
+
+    /// Π_xy (kinetic, collisional) of a step report.
+    fn stress_of(&self, r: &StepReport) -> (f64, f64) {
+        let v = self.phys.volume();
+        (
+            r.kinetic_stress_sum / v,
+            r.collisional_stress_sum / (v * self.phys.h),
+        )
+    }
+
+    pub fn moments(&mut self) -> Result<FluidMoments> {
+        self.backend.moments()
+    }
+
+    /// Observables of the fluid now (one reduction on the backend).
+    pub fn observables(&mut self) -> Result<Observables> {
+        let m = self.backend.moments()?;
+        let temperature = if self.last.relative_dof > 0.0 {
+            self.last.relative_energy / (1.5 * self.last.relative_dof)
+        } else {
+            f64::NAN
+        };
+        Ok(Observables {
+            step: self.step,
+            time: self.time(),
+            particles: m.particles,
+            momentum: m.momentum,
+            kinetic_energy: m.kinetic_energy,
+            temperature,
+            stress_xy: self.last_measured.then(|| self.stress_of(&self.last)),
+        })
+    }
+
+    pub fn fluid_state(&mut self) -> Result<FluidState> {
+        self.backend.download()
+    }
+
+    pub fn set_fluid_state(&mut self, state: &FluidState) -> Result<()> {
+        if state.len() != self.backend.n_fluid() {
+            return Err(MpcError::Device(format!(
+                "fluid state has {} particles, this solvent {}",
+                state.len(),
+                self.backend.n_fluid()
+            )));
+        }
+        self.backend.upload(state)
+    }
+
+    pub fn checkpoint(&mut self) -> Result<Checkpoint> {
+        Ok(Checkpoint {
+            config: self.config.clone(),
+            step: self.step,
+            fluid: self.backend.download()?,
+            stats: self.stats.clone(),
+        })
+    }
+
+    /// Put the fluid back to a checkpoint taken from a solvent of the same config.
+    pub fn restore(&mut self, ck: &Checkpoint) -> Result<()> {
+        if ck.config.cells != self.config.cells
+            || ck.config.particles_per_cell != self.config.particles_per_cell
+        {
+            return Err(MpcError::Checkpoint {
+                path: "(restore)".into(),
+                problem: "the checkpoint's box or particle count differs from this solvent's"
+                    .into(),
+            });
+        }
+        self.set_fluid_state(&ck.fluid)?;
+        self.step = ck.step;
+        self.stats = ck.stats.clone();
+        Ok(())
+    }
+}

@@ -1,0 +1,53 @@
+//! Lees-Edwards shear flow: the velocity profile and the shear viscosity against SRD theory.
+
+mod common;
+
+use mpcbox::config::Thermostat;
+use mpcbox::physics::theory;
+use mpcbox::Solvent;
+
+#[test]
+fn lees_edwards_profile_and_viscosity_match_srd_theory() {
+    let mut cfg = common::small_config([16, 16, 16], 10);
+    cfg.shear_rate = 0.05;
+    cfg.thermostat = Thermostat::Mbs;
+    cfg.kt = 1.0;
+    cfg.seed = 2024;
+    cfg.output.equilibration_steps = 100;
+    cfg.output.sample_interval = 1;
+    let steps = 3100;
+    let mut s = Solvent::new(cfg.clone()).unwrap();
+    for _ in 0..steps {
+        s.step().unwrap();
+    }
+    let st = s.stats();
+    let angle = 130f64.to_radians();
+    let eta_kin_th = theory::srd_viscosity_kinetic(10.0, 1.0, 0.1, 1.0, angle);
+    let eta_col_th = theory::srd_viscosity_collisional(10.0, 0.1, 1.0, angle);
+    let eta_th = eta_kin_th + eta_col_th;
+    let eta_kin = st.viscosity_kinetic.mean().unwrap();
+    let eta_col = st.viscosity_collisional.mean().unwrap();
+    let eta = eta_kin + eta_col;
+    let (slope, slope_err) = st.profile_slope().unwrap();
+    let temp = st.temperature.mean().unwrap();
+    println!(
+        "eta = {eta:.4} (kin {eta_kin:.4} ± {:.4}, coll {eta_col:.4} ± {:.4}); theory {eta_th:.4} \
+         (kin {eta_kin_th:.4}, coll {eta_col_th:.4}); slope {slope:.5} ± {slope_err:.5}; kT {temp:.5}",
+        st.viscosity_kinetic.std_error().unwrap(),
+        st.viscosity_collisional.std_error().unwrap()
+    );
+    assert!((eta_th - 8.70).abs() < 0.01, "theory value {eta_th}");
+    assert!(
+        (slope / 0.05 - 1.0).abs() < 0.02,
+        "profile slope {slope} vs imposed 0.05"
+    );
+    assert!(
+        (eta / eta_th - 1.0).abs() < 0.03,
+        "viscosity {eta} vs theory {eta_th}"
+    );
+    assert!(
+        (eta_kin / eta_kin_th - 1.0).abs() < 0.15,
+        "kinetic part {eta_kin} vs theory {eta_kin_th}"
+    );
+    assert!((temp - 1.0).abs() < 0.01, "temperature {temp}");
+}
