@@ -155,7 +155,7 @@ impl Config {
         let cfg: Config = ron::Options::default()
             .with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME)
             .from_str(text)
-            .map_err(|e| ConfigError::syntax(e.to_string()))?;
+            .map_err(ConfigError::from_ron)?;
         cfg.validate()?;
         Ok(cfg)
     }

@@ -12,6 +12,30 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
+    /// A RON parse error, naming the field where ron tells which one.
+    pub fn from_ron(e: ron::error::SpannedError) -> Self {
+        use ron::Error as E;
+        let at = format!("line {}, column {}", e.position.line, e.position.col);
+        match &e.code {
+            E::MissingStructField { field, outer } => ConfigError {
+                field: field.to_string(),
+                problem: format!("missing in {} ({at})", outer.as_deref().unwrap_or("the config")),
+                fix: format!("add `{field}: ...` (see examples/*.ron)"),
+            },
+            E::NoSuchStructField { expected, found, outer } => ConfigError {
+                field: found.to_string(),
+                problem: format!("no such field in {} ({at})", outer.as_deref().unwrap_or("the config")),
+                fix: format!("remove it or use one of: {}", expected.join(", ")),
+            },
+            E::NoSuchEnumVariant { expected, found, outer } => ConfigError {
+                field: outer.as_deref().unwrap_or("(enum)").to_string(),
+                problem: format!("`{found}` is not a valid choice ({at})"),
+                fix: format!("use one of: {}", expected.join(", ")),
+            },
+            _ => Self::syntax(e.to_string()),
+        }
+    }
+
     pub fn syntax(message: String) -> Self {
         ConfigError {
             field: "(syntax)".into(),
