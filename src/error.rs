@@ -19,15 +19,29 @@ impl ConfigError {
         match &e.code {
             E::MissingStructField { field, outer } => ConfigError {
                 field: field.to_string(),
-                problem: format!("missing in {} ({at})", outer.as_deref().unwrap_or("the config")),
+                problem: format!(
+                    "missing in {} ({at})",
+                    outer.as_deref().unwrap_or("the config")
+                ),
                 fix: format!("add `{field}: ...` (see examples/*.ron)"),
             },
-            E::NoSuchStructField { expected, found, outer } => ConfigError {
+            E::NoSuchStructField {
+                expected,
+                found,
+                outer,
+            } => ConfigError {
                 field: found.to_string(),
-                problem: format!("no such field in {} ({at})", outer.as_deref().unwrap_or("the config")),
+                problem: format!(
+                    "no such field in {} ({at})",
+                    outer.as_deref().unwrap_or("the config")
+                ),
                 fix: format!("remove it or use one of: {}", expected.join(", ")),
             },
-            E::NoSuchEnumVariant { expected, found, outer } => ConfigError {
+            E::NoSuchEnumVariant {
+                expected,
+                found,
+                outer,
+            } => ConfigError {
                 field: outer.as_deref().unwrap_or("(enum)").to_string(),
                 problem: format!("`{found}` is not a valid choice ({at})"),
                 fix: format!("use one of: {}", expected.join(", ")),

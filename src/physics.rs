@@ -237,6 +237,22 @@ impl Physics {
         }
     }
 
+    /// Bin a solute, whose position may lie outside the box (MD codes often keep unwrapped
+    /// coordinates). It is first brought into the box through whole periods in y, as its
+    /// Lees-Edwards image (x moved by the offset per period), then binned like a fluid particle.
+    /// The returned image counts every period crossed, so its velocity offset during the
+    /// collision is consistent and removed again afterwards.
+    #[inline]
+    pub fn locate_solute(&self, plan: &StepPlan, pos: [f64; 3]) -> Location {
+        let ly = self.length[1];
+        let periods = (pos[1] / ly).floor();
+        let y = pos[1] - periods * ly;
+        let x = pos[0] - periods * plan.le_offset;
+        let mut loc = self.locate(plan, [x, y, pos[2]]);
+        loc.image -= periods as i32;
+        loc
+    }
+
     /// The collision parameters of one cell from its sums.
     #[inline]
     pub fn cell_params(&self, step: u64, cell: u32, sums: &CellSums) -> CellParams {

@@ -6,7 +6,7 @@ use crate::backend::{self, Backend, FluidMoments, SoluteBatch, StepReport};
 use crate::checkpoint::Checkpoint;
 use crate::config::{Config, DeviceChoice};
 use crate::error::{MpcError, Result};
-use crate::physics::Physics;
+use crate::physics::{Physics, StepPlan};
 use crate::state::FluidState;
 use crate::stats::RunStats;
 
@@ -24,6 +24,10 @@ pub struct Observables {
     pub stress_xy: Option<(f64, f64)>,
 }
 
+/// Solute coordinates beyond this (in cells) are rejected as a units mistake; anything closer is
+/// wrapped into the box periodically (Lees-Edwards images in y).
+pub const MAX_SOLUTE_COORDINATE: f64 = 1e9;
+
 pub struct Solvent {
     config: Config,
     phys: Physics,
@@ -32,6 +36,16 @@ pub struct Solvent {
     stats: RunStats,
     last: StepReport,
     last_measured: bool,
+    pending: Option<PendingStep>,
+}
+
+/// A coupled step between `begin_step` and `finish_step`.
+struct PendingStep {
+    plan: StepPlan,
+    sample: bool,
+    pos: Vec<[f64; 3]>,
+    vel: Vec<[f64; 3]>,
+    mass: Vec<f64>,
 }
 
 impl Solvent {
@@ -78,6 +92,7 @@ impl Solvent {
             stats,
             last: StepReport::default(),
             last_measured: false,
+            pending: None,
         })
     }
 
@@ -172,6 +187,13 @@ impl Solvent {
                     "pass finite positions",
                 );
             }
+            if p.iter().any(|c| c.abs() > MAX_SOLUTE_COORDINATE) {
+                return bad(
+                    "positions",
+                    format!("solute {i} is at {p:?}, over {MAX_SOLUTE_COORDINATE:e} cells from the origin"),
+                    "pass positions in the MPC box's units (cell size a = 1); coordinates outside the box are wrapped",
+                );
+            }
         }
         for (i, v) in vel.iter().enumerate() {
             if !v.iter().all(|c| c.is_finite()) {
@@ -194,7 +216,8 @@ impl Solvent {
         Ok(())
     }
 
-    fn advance(&mut self, solutes: Option<&mut SoluteBatch<'_>>) -> Result<StepReport> {
+    /// The plan of the next step and whether it is sampled.
+    fn next_plan(&self) -> (StepPlan, bool) {
         let step = self.step;
         let sample = self.is_sample(step);
         let measure = self.phys.shear_rate != 0.0 && (sample || self.is_observable_step(step));
@@ -202,18 +225,37 @@ impl Solvent {
             let k = self.config.tuning.reorder_interval;
             k > 0 && (step + 1) % k == 0
         };
-        let plan = self.phys.plan(step, measure, reorder);
+        (self.phys.plan(step, measure, reorder), sample)
+    }
+
+    fn advance(&mut self, solutes: Option<&mut SoluteBatch<'_>>) -> Result<StepReport> {
+        if self.pending.is_some() {
+            return Err(MpcError::Device(
+                "a coupled step was begun and not finished; fix: call finish_step before stepping again".into(),
+            ));
+        }
+        let (plan, sample) = self.next_plan();
         let report = self.backend.step(&plan, solutes)?;
+        self.complete(&plan, sample, report)
+    }
+
+    /// Bookkeeping after the backend has run a step.
+    fn complete(
+        &mut self,
+        plan: &StepPlan,
+        sample: bool,
+        report: StepReport,
+    ) -> Result<StepReport> {
         self.step += 1;
         self.last = report;
-        self.last_measured = measure;
+        self.last_measured = plan.measure_stress;
         if sample {
             if report.relative_dof > 0.0 {
                 self.stats
                     .temperature
                     .push(report.relative_energy / (1.5 * report.relative_dof));
             }
-            if measure {
+            if plan.measure_stress {
                 let (kin, coll) = self.stress_of(&report);
                 self.stats
                     .viscosity_kinetic
@@ -231,6 +273,58 @@ impl Solvent {
             self.stats.profile_samples += 1;
         }
         Ok(report)
+    }
+
+    /// Split form of [`Solvent::step_with_solutes`], first half: hand over the solutes. On a
+    /// GPU the upload overlaps the fluid streaming; the MD code may work on other things until
+    /// [`Solvent::finish_step`]. Bad input is rejected here and nothing changes.
+    pub fn begin_step(&mut self, pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> Result<()> {
+        if self.pending.is_some() {
+            return Err(MpcError::Device(
+                "begin_step called twice; fix: call finish_step after each begin_step".into(),
+            ));
+        }
+        self.check_solutes(pos, vel, mass)?;
+        let (plan, sample) = self.next_plan();
+        self.backend.begin_coupled(&plan, pos, vel, mass)?;
+        self.pending = Some(PendingStep {
+            plan,
+            sample,
+            pos: pos.to_vec(),
+            vel: vel.to_vec(),
+            mass: mass.to_vec(),
+        });
+        Ok(())
+    }
+
+    /// Second half: finish the step begun with [`Solvent::begin_step`] and write the new solute
+    /// velocities into `vel_out` (as many as were handed over).
+    pub fn finish_step(&mut self, vel_out: &mut [[f64; 3]]) -> Result<StepReport> {
+        let Some(p) = self.pending.as_ref() else {
+            return Err(MpcError::Device(
+                "finish_step without begin_step; fix: call begin_step first".into(),
+            ));
+        };
+        if vel_out.len() != p.vel.len() {
+            return Err(MpcError::Solute {
+                field: "vel_out".into(),
+                problem: format!("{} slots for {} solutes", vel_out.len(), p.vel.len()),
+                fix: "pass an output array as long as the solute arrays given to begin_step".into(),
+            });
+        }
+        let mut p = self.pending.take().expect("checked above");
+        let report = if p.pos.is_empty() {
+            self.backend.step(&p.plan, None)?
+        } else {
+            let mut batch = SoluteBatch {
+                pos: &p.pos,
+                vel: &mut p.vel,
+                mass: &p.mass,
+            };
+            self.backend.finish_coupled(&p.plan, &mut batch)?
+        };
+        vel_out.copy_from_slice(&p.vel);
+        self.complete(&p.plan, p.sample, report)
     }
 
     /// Π_xy (kinetic, collisional) of a step report.

@@ -23,23 +23,48 @@ fn write_config(dir: &std::path::Path, steps: u64) -> std::path::PathBuf {
 fn run_writes_all_outputs_and_resume_continues() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_config(dir.path(), 40);
-    let st = mpcbox().args(["run", cfg.to_str().unwrap(), "--quiet"]).status().unwrap();
+    let st = mpcbox()
+        .args(["run", cfg.to_str().unwrap(), "--quiet"])
+        .status()
+        .unwrap();
     assert!(st.success());
     let out = dir.path().join("out");
-    for f in ["observables.csv", "summary.json", "profile.csv", "profile.svg", "checkpoint.mpcbox"] {
+    for f in [
+        "observables.csv",
+        "summary.json",
+        "profile.csv",
+        "profile.svg",
+        "checkpoint.mpcbox",
+    ] {
         assert!(out.join(f).exists(), "{f} missing");
     }
     let csv = std::fs::read_to_string(out.join("observables.csv")).unwrap();
-    assert_eq!(csv.lines().count(), 1 + 4, "header + one row per 10 steps:\n{csv}");
+    assert_eq!(
+        csv.lines().count(),
+        1 + 4,
+        "header + one row per 10 steps:\n{csv}"
+    );
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["steps"], 40);
-    assert!(summary["viscosity"]["total"]["value"].as_f64().unwrap().is_finite());
-    assert!(std::fs::read_to_string(out.join("profile.svg")).unwrap().contains("<svg"));
+    assert!(summary["viscosity"]["total"]["value"]
+        .as_f64()
+        .unwrap()
+        .is_finite());
+    assert!(std::fs::read_to_string(out.join("profile.svg"))
+        .unwrap()
+        .contains("<svg"));
 
     // resume to 60 steps from the checkpoint the first run left
     let st = mpcbox()
-        .args(["run", "--resume", out.join("checkpoint.mpcbox").to_str().unwrap(), "--steps", "60", "--quiet"])
+        .args([
+            "run",
+            "--resume",
+            out.join("checkpoint.mpcbox").to_str().unwrap(),
+            "--steps",
+            "60",
+            "--quiet",
+        ])
         .status()
         .unwrap();
     assert!(st.success());
@@ -48,14 +73,21 @@ fn run_writes_all_outputs_and_resume_continues() {
     assert_eq!(summary["steps"], 60);
     assert_eq!(summary["steps_this_run"], 20);
     let csv = std::fs::read_to_string(out.join("observables.csv")).unwrap();
-    assert_eq!(csv.lines().count(), 1 + 6, "resumed rows are appended:\n{csv}");
+    assert_eq!(
+        csv.lines().count(),
+        1 + 6,
+        "resumed rows are appended:\n{csv}"
+    );
 }
 
 #[test]
 fn check_reports_size_and_memory() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_config(dir.path(), 10);
-    let out = mpcbox().args(["check", cfg.to_str().unwrap()]).output().unwrap();
+    let out = mpcbox()
+        .args(["check", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("fluid particles: 4096"), "{text}");
@@ -67,15 +99,24 @@ fn bad_input_fails_cleanly_with_the_field_named() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("bad.ron");
     std::fs::write(&p, "(cells: (8, 8, 8), particles_per_cell: 8, time_step: 0.0, collision: Srd(angle_deg: 130.0), steps: 1)").unwrap();
-    let out = mpcbox().args(["run", p.to_str().unwrap()]).output().unwrap();
+    let out = mpcbox()
+        .args(["run", p.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("config field `time_step`"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
-    let out = mpcbox().args(["run", "--device", "tpu:0", p.to_str().unwrap()]).output().unwrap();
+    let out = mpcbox()
+        .args(["run", "--device", "tpu:0", p.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--device"));
-    let out = mpcbox().args(["run", "--resume", "/nonexistent/ck"]).output().unwrap();
+    let out = mpcbox()
+        .args(["run", "--resume", "/nonexistent/ck"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/ck"));
 }

@@ -6,7 +6,9 @@ use std::path::Path;
 use mpcbox::Config;
 
 fn files(dir: &str) -> Vec<std::path::PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/configs").join(dir);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/configs")
+        .join(dir);
     let mut v: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -45,13 +47,23 @@ fn bad_configs_are_rejected_with_their_message() {
             Ok(Err(e)) => e.to_string(),
             Err(_) => panic!("{} made the parser panic", p.display()),
         };
-        assert!(err.contains(expect), "{}:\n  expected: {expect}\n  got:      {err}", p.display());
-        assert!(err.contains("fix:"), "{}: message gives no fix: {err}", p.display());
+        assert!(
+            err.contains(expect),
+            "{}:\n  expected: {expect}\n  got:      {err}",
+            p.display()
+        );
+        assert!(
+            err.contains("fix:"),
+            "{}: message gives no fix: {err}",
+            p.display()
+        );
     }
 }
 
 #[test]
 fn missing_file_is_a_clear_error() {
-    let err = Config::from_file(Path::new("/nonexistent/run.ron")).unwrap_err().to_string();
+    let err = Config::from_file(Path::new("/nonexistent/run.ron"))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("cannot read /nonexistent/run.ron"), "{err}");
 }

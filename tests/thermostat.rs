@@ -31,7 +31,10 @@ fn without_thermostat_shear_heats_the_fluid() {
         s.step().unwrap();
     }
     let t = s.observables().unwrap().temperature;
-    assert!(t > 1.2, "kT = {t}: shear without a thermostat should heat the fluid");
+    assert!(
+        t > 1.2,
+        "kT = {t}: shear without a thermostat should heat the fluid"
+    );
 }
 
 #[test]
@@ -54,7 +57,11 @@ fn mbs_relaxes_a_hot_fluid_to_kt_with_equipartition() {
     let n = st.len() as f64;
     for k in 0..3 {
         let mean = st.vel[k].iter().sum::<f64>() / n;
-        let t_k = st.vel[k].iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+        let t_k = st.vel[k]
+            .iter()
+            .map(|v| (v - mean) * (v - mean))
+            .sum::<f64>()
+            / n;
         assert!((t_k - 1.0).abs() < 0.03, "component {k}: <v^2> = {t_k}");
     }
 }

@@ -52,7 +52,10 @@ fn main() {
     let device = match args.device.as_str() {
         "cpu" => DeviceChoice::Cpu,
         "auto" => DeviceChoice::Auto,
-        d => DeviceChoice::Cuda(vec![d.trim_start_matches("cuda:").parse().expect("--device cuda:N")]),
+        d => DeviceChoice::Cuda(vec![d
+            .trim_start_matches("cuda:")
+            .parse()
+            .expect("--device cuda:N")]),
     };
     println!("| cells | particles | shear | device | particle-steps/s | ms/step |");
     println!("|---|---|---|---|---|---|");

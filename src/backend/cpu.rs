@@ -43,8 +43,10 @@ pub struct CpuBackend {
     pool: std::sync::Arc<rayon::ThreadPool>,
     /// Cell of each particle: fluid first, then solutes.
     cell_of: Vec<u32>,
-    /// Lees-Edwards image of each particle at binning.
+    /// Lees-Edwards image of each fluid particle at binning.
     image_of: Vec<i8>,
+    /// Lees-Edwards image of each solute (any number of periods away).
+    solute_image: Vec<i32>,
     cell_start: Vec<u32>,
     cell_fill: Vec<AtomicU32>,
     /// Particle indices grouped by cell, ascending within a cell.
@@ -70,6 +72,7 @@ impl CpuBackend {
             params: vec![CellParams::default(); ncells],
             cell_of: Vec::new(),
             image_of: Vec::new(),
+            solute_image: Vec::new(),
             order: Vec::new(),
             phys,
             state,
@@ -166,6 +169,7 @@ impl CpuBackend {
         let order = &self.order;
         let starts = &self.cell_start;
         let images = &self.image_of;
+        let solute_images = &self.solute_image;
         let ch = 4096;
         let parts: Vec<(f64, f64)> = self
             .params
@@ -179,12 +183,11 @@ impl CpuBackend {
                     let mut sums = CellSums::default();
                     for &idx in &order[starts[c] as usize..starts[c + 1] as usize] {
                         let idx = idx as usize;
-                        let image = images[idx] as i32;
-                        let (m, mut v) = if idx < nf {
-                            (phys.mass, st.velocity(idx))
+                        let (m, mut v, image) = if idx < nf {
+                            (phys.mass, st.velocity(idx), images[idx] as i32)
                         } else {
                             let s = solutes.expect("solute index without solutes");
-                            (s.mass[idx - nf], s.vel[idx - nf])
+                            (s.mass[idx - nf], s.vel[idx - nf], solute_images[idx - nf])
                         };
                         v[0] += phys.image_velocity(image);
                         sums.add(m, v);
@@ -237,7 +240,7 @@ impl CpuBackend {
         if let Some(s) = solutes {
             for j in 0..s.len() {
                 let c = self.cell_of[nf + j] as usize;
-                s.vel[j] = phys.collide(&params[c], self.image_of[nf + j] as i32, s.vel[j]);
+                s.vel[j] = phys.collide(&params[c], self.solute_image[j], s.vel[j]);
             }
         }
         parts.iter().sum()
@@ -281,15 +284,16 @@ impl Backend for CpuBackend {
         let nf = self.state.len();
         let ns = solutes.as_ref().map_or(0, |s| s.len());
         self.cell_of.resize(nf + ns, 0);
-        self.image_of.resize(nf + ns, 0);
+        self.image_of.resize(nf, 0);
+        self.solute_image.resize(ns, 0);
         let pool = self.pool.clone();
         let report = pool.install(|| {
             let kinetic = self.stream_and_bin(plan);
             if let Some(s) = solutes.as_deref() {
                 for j in 0..s.len() {
-                    let loc = self.phys.locate(plan, s.pos[j]);
+                    let loc = self.phys.locate_solute(plan, s.pos[j]);
                     self.cell_of[nf + j] = loc.cell;
-                    self.image_of[nf + j] = loc.image as i8;
+                    self.solute_image[j] = loc.image;
                 }
             }
             self.build_cell_lists();

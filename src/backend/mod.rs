@@ -73,6 +73,29 @@ pub trait Backend: Send {
 
     /// Replace the fluid state (resume, tests).
     fn upload(&mut self, state: &FluidState) -> Result<()>;
+
+    /// First half of a coupled step: a backend may start streaming the fluid and uploading the
+    /// solutes asynchronously here. The default does nothing; the work happens in
+    /// [`Backend::finish_coupled`].
+    fn begin_coupled(
+        &mut self,
+        _plan: &StepPlan,
+        _pos: &[[f64; 3]],
+        _vel: &[[f64; 3]],
+        _mass: &[f64],
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// Second half of a coupled step begun with [`Backend::begin_coupled`] with the same plan
+    /// and solutes: finish the step and write the solute velocities into `solutes.vel`.
+    fn finish_coupled(
+        &mut self,
+        plan: &StepPlan,
+        solutes: &mut SoluteBatch<'_>,
+    ) -> Result<StepReport> {
+        self.step(plan, Some(solutes))
+    }
 }
 
 /// Build the backend a config asks for, with `state` as the fluid (a fresh initial state if None).
