@@ -1,1 +1,408 @@
+//! C ABI of the mpcbox solvent, for C, C++ and Fortran MD codes.
+//!
+//! Every function catches panics and reports failure through its return value (`0` = success,
+//! a nonzero `MpcboxStatus` otherwise; `NULL` for constructors); `mpcbox_last_error()` then
+//! gives the message of the last failure on the calling thread. Arrays are flat, row-major
+//! `double[3*n]` (x0, y0, z0, x1, ...), positions in units of the MPC cell size.
 
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+
+use mpcbox::{Checkpoint, Config, MpcError, Solvent};
+
+/// An mpcbox solvent (opaque).
+pub struct MpcboxSolvent {
+    inner: Solvent,
+}
+
+/// Status codes of the C ABI.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MpcboxStatus {
+    Ok = 0,
+    /// A null pointer where an object or array was required.
+    NullArgument = 1,
+    /// Invalid configuration (the message names the field and the fix).
+    Config = 2,
+    /// Invalid solute arrays (lengths, NaN/inf, masses); the solvent is unchanged.
+    Solute = 3,
+    /// Device or backend failure, including out of memory.
+    Device = 4,
+    /// Checkpoint or file input/output failure.
+    Io = 5,
+    /// An internal error (a bug): please report it with the message.
+    Internal = 6,
+}
+
+/// Fluid observables (reductions on the device).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MpcboxObservables {
+    pub step: u64,
+    pub time: f64,
+    pub particles: u64,
+    pub momentum: [f64; 3],
+    pub kinetic_energy: f64,
+    /// kT from velocities relative to the cell velocity, before the last collision.
+    pub temperature: f64,
+    /// xy stress of the last step (kinetic, collisional); NaN when not measured.
+    pub stress_xy_kinetic: f64,
+    pub stress_xy_collisional: f64,
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_error(msg: String) {
+    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+}
+
+fn status_of(e: &MpcError) -> MpcboxStatus {
+    match e {
+        MpcError::Config(_) => MpcboxStatus::Config,
+        MpcError::Solute { .. } => MpcboxStatus::Solute,
+        MpcError::Device(_) | MpcError::OutOfMemory { .. } => MpcboxStatus::Device,
+        MpcError::Checkpoint { .. } | MpcError::Io { .. } => MpcboxStatus::Io,
+    }
+}
+
+/// Run `f`, turning errors and panics into a status code and the thread's last error.
+fn guard(f: impl FnOnce() -> Result<(), (MpcboxStatus, String)>) -> c_int {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => MpcboxStatus::Ok as c_int,
+        Ok(Err((status, msg))) => {
+            set_error(msg);
+            status as c_int
+        }
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned());
+            set_error(format!(
+                "internal error (please report): {}",
+                what.unwrap_or_default()
+            ));
+            MpcboxStatus::Internal as c_int
+        }
+    }
+}
+
+fn mpc(e: MpcError) -> (MpcboxStatus, String) {
+    (status_of(&e), e.to_string())
+}
+
+fn null(what: &str) -> (MpcboxStatus, String) {
+    (
+        MpcboxStatus::NullArgument,
+        format!("argument `{what}` is NULL; fix: pass a valid pointer"),
+    )
+}
+
+unsafe fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str, (MpcboxStatus, String)> {
+    if p.is_null() {
+        return Err(null(what));
+    }
+    CStr::from_ptr(p).to_str().map_err(|_| {
+        (
+            MpcboxStatus::Config,
+            format!("argument `{what}` is not valid UTF-8"),
+        )
+    })
+}
+
+unsafe fn solvent_mut<'a>(
+    s: *mut MpcboxSolvent,
+) -> Result<&'a mut Solvent, (MpcboxStatus, String)> {
+    s.as_mut()
+        .map(|s| &mut s.inner)
+        .ok_or_else(|| null("solvent"))
+}
+
+/// `n` triples from a flat array (NULL allowed when n == 0).
+unsafe fn triples<'a>(
+    p: *const f64,
+    n: usize,
+    what: &str,
+) -> Result<&'a [[f64; 3]], (MpcboxStatus, String)> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(null(what));
+    }
+    Ok(std::slice::from_raw_parts(p as *const [f64; 3], n))
+}
+
+unsafe fn triples_mut<'a>(
+    p: *mut f64,
+    n: usize,
+    what: &str,
+) -> Result<&'a mut [[f64; 3]], (MpcboxStatus, String)> {
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() {
+        return Err(null(what));
+    }
+    Ok(std::slice::from_raw_parts_mut(p as *mut [f64; 3], n))
+}
+
+unsafe fn scalars<'a>(
+    p: *const f64,
+    n: usize,
+    what: &str,
+) -> Result<&'a [f64], (MpcboxStatus, String)> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(null(what));
+    }
+    Ok(std::slice::from_raw_parts(p, n))
+}
+
+fn boxed(make: impl FnOnce() -> Result<Solvent, (MpcboxStatus, String)>) -> *mut MpcboxSolvent {
+    let mut out: *mut MpcboxSolvent = std::ptr::null_mut();
+    let status = guard(|| {
+        out = Box::into_raw(Box::new(MpcboxSolvent { inner: make()? }));
+        Ok(())
+    });
+    if status != 0 {
+        return std::ptr::null_mut();
+    }
+    out
+}
+
+/// Create a solvent from RON config text. Returns NULL on failure (see `mpcbox_last_error`).
+///
+/// # Safety
+/// `ron_text` must be a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn mpcbox_create_from_ron(ron_text: *const c_char) -> *mut MpcboxSolvent {
+    boxed(|| {
+        let cfg = Config::from_ron_str(c_str(ron_text, "ron_text")?).map_err(|e| mpc(e.into()))?;
+        Solvent::new(cfg).map_err(mpc)
+    })
+}
+
+/// Create a solvent from a RON config file. Returns NULL on failure.
+///
+/// # Safety
+/// `path` must be a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn mpcbox_create_from_file(path: *const c_char) -> *mut MpcboxSolvent {
+    boxed(|| {
+        let cfg = Config::from_file(Path::new(c_str(path, "path")?)).map_err(|e| mpc(e.into()))?;
+        Solvent::new(cfg).map_err(mpc)
+    })
+}
+
+/// Create a solvent from a checkpoint file written by `mpcbox_checkpoint_save` or `mpcbox run`.
+///
+/// # Safety
+/// `path` must be a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn mpcbox_create_from_checkpoint(path: *const c_char) -> *mut MpcboxSolvent {
+    boxed(|| {
+        let ck = Checkpoint::load(Path::new(c_str(path, "path")?)).map_err(mpc)?;
+        Solvent::from_checkpoint(ck, None).map_err(mpc)
+    })
+}
+
+/// Free a solvent (NULL is ignored).
+///
+/// # Safety
+/// `solvent` must come from an `mpcbox_create_*` function and not be used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn mpcbox_free(solvent: *mut MpcboxSolvent) {
+    if !solvent.is_null() {
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(Box::from_raw(solvent))));
+    }
+}
+
+/// One MPC step with `n` solutes: positions `pos[3n]` and masses `mass[n]` in, velocities
+/// `vel[3n]` in and out. Positions outside the box are wrapped (Lees-Edwards images in y).
+/// On failure nothing changes: neither the fluid nor `vel`.
+///
+/// # Safety
+/// The arrays must hold at least `3n`, `3n` and `n` doubles (they may be NULL when n == 0).
+#[no_mangle]
+pub unsafe extern "C" fn mpcbox_step(
+    solvent: *mut MpcboxSolvent,
+    n: usize,
+    pos: *const f64,
+    vel: *mut f64,
+    mass: *const f64,
+) -> c_int {
+    guard(|| {
+        let s = solvent_mut(solvent)?;
+        let (p, v, m) = (
+            triples(pos, n, "pos")?,
+            triples_mut(vel, n, "vel")?,
+            scalars(mass, n, "mass")?,
+        );
+        s.step_with_solutes(p, v, m).map(|_| ()).map_err(mpc)
+    })
+}
+
+/// `steps` MPC steps of the fluid alone.
+///
+/// # Safety
+/// `solvent` must be valid.
+#[no_mangle]
+pub unsafe extern "C" fn mpcbox_step_fluid(solvent: *mut MpcboxSolvent, steps: u64) -> c_int {
+    guard(|| {
+        let s = solvent_mut(solvent)?;
+        for _ in 0..steps {
+            s.step().map_err(mpc)?;
+        }
+        Ok(())
+    })
+}
+
+/// First half of a split step: hand over the solutes (copied). On a GPU the upload overlaps
+/// the fluid streaming; call `mpcbox_finish_step` to complete the step.
+///
+/// # Safety
+/// As `mpcbox_step` (here `vel` is only read).
+#[no_mangle]
+pub unsafe extern "C" fn mpcbox_begin_step(
+    solvent: *mut MpcboxSolvent,
+    n: usize,
+    pos: *const f64,
+    vel: *const f64,
+    mass: *const f64,
+) -> c_int {
+    guard(|| {
+        let s = solvent_mut(solvent)?;
+        let (p, v, m) = (
+            triples(pos, n, "pos")?,
+            triples(vel, n, "vel")?,
+            scalars(mass, n, "mass")?,
+        );
+        s.begin_step(p, v, m).map_err(mpc)
+    })
+}
+
+/// Second half of a split step: the new solute velocities go to `vel_out[3n]`.
+///
+/// # Safety
+/// `vel_out` must hold `3n` doubles, n as given to `mpcbox_begin_step`.
+#[no_mangle]
+pub unsafe extern "C" fn mpcbox_finish_step(
+    solvent: *mut MpcboxSolvent,
+    n: usize,
+    vel_out: *mut f64,
+) -> c_int {
+    guard(|| {
+        let s = solvent_mut(solvent)?;
+        s.finish_step(triples_mut(vel_out, n, "vel_out")?)
+            .map(|_| ())
+            .map_err(mpc)
+    })
+}
+
+/// Fluid observables now.
+///
+/// # Safety
+/// `solvent` and `out` must be valid.
+#[no_mangle]
+pub unsafe extern "C" fn mpcbox_observables(
+    solvent: *mut MpcboxSolvent,
+    out: *mut MpcboxObservables,
+) -> c_int {
+    guard(|| {
+        let s = solvent_mut(solvent)?;
+        let out = out.as_mut().ok_or_else(|| null("out"))?;
+        let o = s.observables().map_err(mpc)?;
+        let (sk, sc) = o.stress_xy.unwrap_or((f64::NAN, f64::NAN));
+        *out = MpcboxObservables {
+            step: o.step,
+            time: o.time,
+            particles: o.particles,
+            momentum: o.momentum,
+            kinetic_energy: o.kinetic_energy,
+            temperature: o.temperature,
+            stress_xy_kinetic: sk,
+            stress_xy_collisional: sc,
+        };
+        Ok(())
+    })
+}
+
+/// Box edge lengths (in cells) into `out[3]`.
+///
+/// # Safety
+/// `solvent` must be valid and `out` hold 3 doubles.
+#[no_mangle]
+pub unsafe extern "C" fn mpcbox_box_lengths(solvent: *mut MpcboxSolvent, out: *mut f64) -> c_int {
+    guard(|| {
+        let s = solvent_mut(solvent)?;
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        std::slice::from_raw_parts_mut(out, 3).copy_from_slice(&s.physics().length);
+        Ok(())
+    })
+}
+
+/// Steps completed (0 for a NULL solvent).
+///
+/// # Safety
+/// `solvent` must be valid or NULL.
+#[no_mangle]
+pub unsafe extern "C" fn mpcbox_step_count(solvent: *const MpcboxSolvent) -> u64 {
+    solvent.as_ref().map_or(0, |s| s.inner.step_count())
+}
+
+/// Number of fluid particles (0 for a NULL solvent).
+///
+/// # Safety
+/// `solvent` must be valid or NULL.
+#[no_mangle]
+pub unsafe extern "C" fn mpcbox_fluid_particles(solvent: *const MpcboxSolvent) -> u64 {
+    solvent.as_ref().map_or(0, |s| s.inner.n_fluid() as u64)
+}
+
+/// Write a checkpoint of the fluid (atomically: temporary file, then rename).
+///
+/// # Safety
+/// `solvent` must be valid and `path` NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn mpcbox_checkpoint_save(
+    solvent: *mut MpcboxSolvent,
+    path: *const c_char,
+) -> c_int {
+    guard(|| {
+        let s = solvent_mut(solvent)?;
+        let p = c_str(path, "path")?;
+        s.checkpoint()
+            .and_then(|ck| ck.save(Path::new(p)))
+            .map_err(mpc)
+    })
+}
+
+/// Put the fluid back to a checkpoint of a solvent with the same box and particle count.
+///
+/// # Safety
+/// `solvent` must be valid and `path` NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn mpcbox_restore(solvent: *mut MpcboxSolvent, path: *const c_char) -> c_int {
+    guard(|| {
+        let s = solvent_mut(solvent)?;
+        let ck = Checkpoint::load(Path::new(c_str(path, "path")?)).map_err(mpc)?;
+        s.restore(&ck).map_err(mpc)
+    })
+}
+
+/// The message of the last failure on this thread ("" if none). Valid until the next failing
+/// call on the same thread.
+#[no_mangle]
+pub extern "C" fn mpcbox_last_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
