@@ -1,0 +1,234 @@
+//! Python module `mpcbox`: the solvent on numpy arrays.
+//!
+//! ```python
+//! import numpy as np, mpcbox
+//! s = mpcbox.Solvent.from_ron(open("examples/quickstart.ron").read())
+//! s.step(pos, vel, mass)        # pos, vel: float64 (n, 3); mass: float64 (n,); vel updated in place
+//! ```
+
+use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray2, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use ::mpcbox::{Checkpoint, Config, MpcError};
+
+fn py_err(e: MpcError) -> PyErr {
+    match e {
+        MpcError::Config(_) | MpcError::Solute { .. } => PyValueError::new_err(e.to_string()),
+        MpcError::Checkpoint { .. } | MpcError::Io { .. } => PyOSError::new_err(e.to_string()),
+        _ => PyRuntimeError::new_err(e.to_string()),
+    }
+}
+
+fn triples<'a>(a: &'a PyReadonlyArray2<'_, f64>, name: &str) -> PyResult<&'a [[f64; 3]]> {
+    let shape = a.shape();
+    if shape[1] != 3 {
+        return Err(PyValueError::new_err(format!(
+            "`{name}` has shape {shape:?}; fix: pass an (n, 3) float64 array"
+        )));
+    }
+    let flat = a.as_slice().map_err(|_| {
+        PyValueError::new_err(format!(
+            "`{name}` is not C-contiguous; fix: pass np.ascontiguousarray({name})"
+        ))
+    })?;
+    Ok(flat.as_chunks::<3>().0)
+}
+
+/// The MPC fluid, living on the CPU or a GPU; solutes are handed over each step.
+#[pyclass(module = "mpcbox")]
+struct Solvent {
+    // A Mutex makes the class Sync, as pyo3 requires; calls take `&mut self`, so it is never
+    // contended (get_mut), and the GIL is released while the solvent works.
+    inner: std::sync::Mutex<::mpcbox::Solvent>,
+}
+
+impl Solvent {
+    fn new(inner: ::mpcbox::Solvent) -> Solvent {
+        Solvent {
+            inner: std::sync::Mutex::new(inner),
+        }
+    }
+
+    fn get(&mut self) -> PyResult<&mut ::mpcbox::Solvent> {
+        self.inner.get_mut().map_err(|_| {
+            PyRuntimeError::new_err("the solvent is unusable after an earlier internal error")
+        })
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&::mpcbox::Solvent) -> T) -> PyResult<T> {
+        let g = self.inner.lock().map_err(|_| {
+            PyRuntimeError::new_err("the solvent is unusable after an earlier internal error")
+        })?;
+        Ok(f(&g))
+    }
+}
+
+#[pymethods]
+impl Solvent {
+    /// Build from RON config text.
+    #[staticmethod]
+    fn from_ron(py: Python<'_>, text: &str) -> PyResult<Solvent> {
+        let cfg = Config::from_ron_str(text).map_err(|e| py_err(e.into()))?;
+        let inner = py.detach(|| ::mpcbox::Solvent::new(cfg)).map_err(py_err)?;
+        Ok(Solvent::new(inner))
+    }
+
+    /// Build from a RON config file.
+    #[staticmethod]
+    fn from_file(py: Python<'_>, path: &str) -> PyResult<Solvent> {
+        let cfg = Config::from_file(std::path::Path::new(path)).map_err(|e| py_err(e.into()))?;
+        let inner = py.detach(|| ::mpcbox::Solvent::new(cfg)).map_err(py_err)?;
+        Ok(Solvent::new(inner))
+    }
+
+    /// Continue from a checkpoint file.
+    #[staticmethod]
+    fn from_checkpoint(py: Python<'_>, path: &str) -> PyResult<Solvent> {
+        let ck = Checkpoint::load(std::path::Path::new(path)).map_err(py_err)?;
+        let inner = py
+            .detach(|| ::mpcbox::Solvent::from_checkpoint(ck, None))
+            .map_err(py_err)?;
+        Ok(Solvent::new(inner))
+    }
+
+    /// One MPC step with solutes: `vel` (n, 3) is updated in place. On error nothing changes.
+    fn step(
+        &mut self,
+        py: Python<'_>,
+        pos: PyReadonlyArray2<'_, f64>,
+        mut vel: PyReadwriteArray2<'_, f64>,
+        mass: PyReadonlyArray1<'_, f64>,
+    ) -> PyResult<()> {
+        let p = triples(&pos, "pos")?;
+        let m = mass
+            .as_slice()
+            .map_err(|_| PyValueError::new_err("`mass` is not contiguous"))?;
+        if vel.shape()[1] != 3 {
+            return Err(PyValueError::new_err("`vel` must have shape (n, 3)"));
+        }
+        let v = vel
+            .as_slice_mut()
+            .map_err(|_| {
+                PyValueError::new_err(
+                    "`vel` is not C-contiguous; fix: pass np.ascontiguousarray(vel)",
+                )
+            })?
+            .as_chunks_mut::<3>()
+            .0;
+        let inner = self.get()?;
+        py.detach(|| inner.step_with_solutes(p, v, m))
+            .map(|_| ())
+            .map_err(py_err)
+    }
+
+    /// `steps` MPC steps of the fluid alone.
+    #[pyo3(signature = (steps = 1))]
+    fn step_fluid(&mut self, py: Python<'_>, steps: u64) -> PyResult<()> {
+        let inner = self.get()?;
+        py.detach(|| {
+            for _ in 0..steps {
+                inner.step()?;
+            }
+            Ok(())
+        })
+        .map_err(py_err)
+    }
+
+    /// First half of a split step (the solutes are copied).
+    fn begin_step(
+        &mut self,
+        pos: PyReadonlyArray2<'_, f64>,
+        vel: PyReadonlyArray2<'_, f64>,
+        mass: PyReadonlyArray1<'_, f64>,
+    ) -> PyResult<()> {
+        let m = mass
+            .as_slice()
+            .map_err(|_| PyValueError::new_err("`mass` is not contiguous"))?;
+        self.get()?
+            .begin_step(triples(&pos, "pos")?, triples(&vel, "vel")?, m)
+            .map_err(py_err)
+    }
+
+    /// Second half of a split step: new solute velocities written into `vel_out` (n, 3).
+    fn finish_step(
+        &mut self,
+        py: Python<'_>,
+        mut vel_out: PyReadwriteArray2<'_, f64>,
+    ) -> PyResult<()> {
+        let v = vel_out
+            .as_slice_mut()
+            .map_err(|_| PyValueError::new_err("`vel_out` is not C-contiguous"))?
+            .as_chunks_mut::<3>()
+            .0;
+        let inner = self.get()?;
+        py.detach(|| inner.finish_step(v))
+            .map(|_| ())
+            .map_err(py_err)
+    }
+
+    /// Fluid observables as a dict.
+    fn observables<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let o = self.get()?.observables().map_err(py_err)?;
+        let d = PyDict::new(py);
+        d.set_item("step", o.step)?;
+        d.set_item("time", o.time)?;
+        d.set_item("particles", o.particles)?;
+        d.set_item("momentum", o.momentum.to_vec())?;
+        d.set_item("kinetic_energy", o.kinetic_energy)?;
+        d.set_item("temperature", o.temperature)?;
+        d.set_item("stress_xy", o.stress_xy.map(|(a, b)| (a, b)))?;
+        Ok(d)
+    }
+
+    /// Write a checkpoint (atomically).
+    fn checkpoint(&mut self, path: &str) -> PyResult<()> {
+        self.get()?
+            .checkpoint()
+            .and_then(|ck| ck.save(std::path::Path::new(path)))
+            .map_err(py_err)
+    }
+
+    /// Put the fluid back to a checkpoint of this solvent's box.
+    fn restore(&mut self, path: &str) -> PyResult<()> {
+        let ck = Checkpoint::load(std::path::Path::new(path)).map_err(py_err)?;
+        self.get()?.restore(&ck).map_err(py_err)
+    }
+
+    #[getter]
+    fn step_count(&self) -> PyResult<u64> {
+        self.read(|s| s.step_count())
+    }
+
+    #[getter]
+    fn n_fluid(&self) -> PyResult<usize> {
+        self.read(|s| s.n_fluid())
+    }
+
+    /// Box edge lengths in cells.
+    #[getter]
+    fn box_lengths(&self) -> PyResult<(f64, f64, f64)> {
+        self.read(|s| {
+            let l = s.physics().length;
+            (l[0], l[1], l[2])
+        })
+    }
+
+    #[getter]
+    fn time_step(&self) -> PyResult<f64> {
+        self.read(|s| s.physics().h)
+    }
+
+    #[getter]
+    fn device(&self) -> PyResult<String> {
+        self.read(|s| s.backend_description())
+    }
+}
+
+#[pymodule]
+fn mpcbox(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Solvent>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

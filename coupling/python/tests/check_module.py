@@ -1,0 +1,83 @@
+"""Checks of the Python module `mpcbox` (run by coupling/python/tests/python.rs)."""
+import sys
+import tempfile
+
+import numpy as np
+import mpcbox
+
+RON = ("(cells: (8, 8, 8), particles_per_cell: 10, time_step: 0.1, collision: Srd(angle_deg: 130.0), "
+       "thermostat: None, seed: 3, steps: 10, device: Cpu)")
+
+
+def total_momentum(s, vel, mass):
+    return np.array(s.observables()["momentum"]) + (mass[:, None] * vel).sum(axis=0)
+
+
+def main():
+    s = mpcbox.Solvent.from_ron(RON)
+    assert s.n_fluid == 5120 and s.box_lengths == (8.0, 8.0, 8.0) and abs(s.time_step - 0.1) < 1e-15
+    rng = np.random.default_rng(1)
+    n = 300
+    pos = rng.uniform(0.0, 8.0, (n, 3))
+    vel = rng.normal(0.0, 0.5, (n, 3)) + np.array([1.0, 0.0, 0.0])
+    mass = rng.uniform(1.0, 8.0, n)
+
+    # momentum of fluid + solutes conserved by each step; velocities updated in place
+    for _ in range(5):
+        p0 = total_momentum(s, vel, mass)
+        before = vel.copy()
+        s.step(pos, vel, mass)
+        p1 = total_momentum(s, vel, mass)
+        assert np.all(np.abs(p1 - p0) <= 1e-12 * (5120 + mass.sum())), (p0, p1)
+        assert not np.array_equal(before, vel), "velocities were not updated in place"
+    assert s.step_count == 5
+
+    # split form equals the one-call form
+    a = mpcbox.Solvent.from_ron(RON)
+    b = mpcbox.Solvent.from_ron(RON)
+    va = vel.copy()
+    a.step(pos, va, mass)
+    b.begin_step(pos, vel, mass)
+    vb = np.empty_like(vel)
+    b.finish_step(vb)
+    assert np.array_equal(va, vb)
+
+    # bad input: clear ValueError, nothing changes
+    bad = vel.copy()
+    bad[7, 1] = np.nan
+    keep = bad.copy()
+    try:
+        s.step(pos, bad, mass)
+        raise AssertionError("NaN velocity accepted")
+    except ValueError as e:
+        assert "velocities" in str(e), e
+    assert np.array_equal(bad, keep, equal_nan=True) and s.step_count == 5
+    for args, word in [((pos[:, :2], vel, mass), "shape"), ((pos, vel, -mass), "masses"),
+                       ((pos, vel, mass[:10]), "lengths")]:
+        try:
+            s.step(*args)
+            raise AssertionError(f"accepted bad input ({word})")
+        except ValueError as e:
+            assert word in str(e), e
+    try:
+        mpcbox.Solvent.from_ron(RON.replace("time_step: 0.1", "time_step: -0.1"))
+        raise AssertionError("bad config accepted")
+    except ValueError as e:
+        assert "config field `time_step`" in str(e), e
+
+    # checkpoint and restore repeat a step exactly
+    with tempfile.TemporaryDirectory() as d:
+        s.checkpoint(d + "/ck.mpcbox")
+        v1 = vel.copy()
+        s.step(pos, v1, mass)
+        s.restore(d + "/ck.mpcbox")
+        v2 = vel.copy()
+        s.step(pos, v2, mass)
+        assert np.array_equal(v1, v2)
+        t = mpcbox.Solvent.from_checkpoint(d + "/ck.mpcbox")
+        assert t.step_count == 5
+    print("python module ok")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
