@@ -6,13 +6,15 @@ use std::process::Command;
 
 /// The directory holding libmpcbox_coupling.so of this build (target/<profile>).
 fn lib_dir() -> PathBuf {
+    // `cargo test` leaves the library next to the test executable (target/<profile>/deps);
+    // `cargo build` copies it one level up.
     let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-    assert!(
-        dir.join("libmpcbox_coupling.so").exists(),
-        "libmpcbox_coupling.so not found in {}",
-        dir.display()
-    );
+    let deps = exe.parent().unwrap();
+    let dir = [deps, deps.parent().unwrap()]
+        .into_iter()
+        .find(|d| d.join("libmpcbox_coupling.so").exists())
+        .unwrap_or_else(|| panic!("libmpcbox_coupling.so not found near {}", deps.display()))
+        .to_path_buf();
     dir
 }
 

@@ -227,7 +227,8 @@ impl Solvent {
 }
 
 #[pymodule]
-fn mpcbox(m: &Bound<'_, PyModule>) -> PyResult<()> {
+#[pyo3(name = "mpcbox")]
+fn mpcbox_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Solvent>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -1,5 +1,5 @@
 //! Runs the Python checks and the LAMMPS-Python example against the module this build made
-//! (target/<profile>/libmpcbox.so, loaded as `mpcbox`). Needs a Python 3 with numpy (and the
+//! (target/<profile>/libmpcbox_python.so, loaded as `mpcbox`). Needs a Python 3 with numpy (and the
 //! `lammps` module for the example); CI sets MPCBOX_REQUIRE_EXTERNAL=1 so missing ones fail.
 
 use std::path::{Path, PathBuf};
@@ -25,9 +25,14 @@ fn python_with(modules: &str) -> Option<PathBuf> {
 
 /// A directory holding the built module as mpcbox.so.
 fn module_dir() -> tempfile::TempDir {
+    // `cargo test` leaves the library next to the test executable (target/<profile>/deps).
     let exe = std::env::current_exe().unwrap();
-    let lib = exe.parent().unwrap().parent().unwrap().join("libmpcbox.so");
-    assert!(lib.exists(), "{} not built", lib.display());
+    let deps = exe.parent().unwrap();
+    let lib = [deps, deps.parent().unwrap()]
+        .into_iter()
+        .map(|d| d.join("libmpcbox_python.so"))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("libmpcbox_python.so not found near {}", deps.display()));
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(&lib, dir.path().join("mpcbox.so")).unwrap();
     dir
