@@ -30,9 +30,18 @@ struct Args {
     /// CPU worker threads (0: all cores).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Steps between reorderings of particles by cell (default: the config default).
+    #[arg(long)]
+    reorder: Option<u64>,
 }
 
-fn config(l: u32, shear: bool, device: DeviceChoice, threads: usize) -> Config {
+fn config(
+    l: u32,
+    shear: bool,
+    device: DeviceChoice,
+    threads: usize,
+    reorder: Option<u64>,
+) -> Config {
     let mut cfg = Config::from_ron_str(&format!(
         "(cells: ({l}, {l}, {l}), particles_per_cell: 10, time_step: 0.1, \
          collision: Srd(angle_deg: 130.0), grid_shift: true, thermostat: Mbs, steps: 1)"
@@ -42,6 +51,9 @@ fn config(l: u32, shear: bool, device: DeviceChoice, threads: usize) -> Config {
     cfg.shear_rate = if shear { 0.01 } else { 0.0 };
     cfg.device = device;
     cfg.tuning.cpu_threads = threads;
+    if let Some(r) = reorder {
+        cfg.tuning.reorder_interval = r;
+    }
     cfg.output.observable_interval = 0;
     cfg.output.equilibration_steps = u64::MAX; // time the bare step: no sampling
     cfg
@@ -61,7 +73,7 @@ fn main() {
     println!("|---|---|---|---|---|---|");
     for &l in &args.sizes {
         for shear in [false, true] {
-            let cfg = config(l, shear, device.clone(), args.threads);
+            let cfg = config(l, shear, device.clone(), args.threads, args.reorder);
             let mut s = match Solvent::new(cfg) {
                 Ok(s) => s,
                 Err(e) => {

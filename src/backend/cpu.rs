@@ -52,6 +52,8 @@ pub struct CpuBackend {
     /// Particle indices grouped by cell, ascending within a cell.
     order: Vec<u32>,
     params: Vec<CellParams>,
+    /// Buffers the reorder gathers into (then swapped with `state`).
+    spare: FluidState,
 }
 
 impl CpuBackend {
@@ -70,6 +72,7 @@ impl CpuBackend {
             cell_start: vec![0; ncells + 1],
             cell_fill: (0..ncells).map(|_| AtomicU32::new(0)).collect(),
             params: vec![CellParams::default(); ncells],
+            spare: FluidState::default(),
             cell_of: Vec::new(),
             image_of: Vec::new(),
             solute_image: Vec::new(),
@@ -246,24 +249,43 @@ impl CpuBackend {
         parts.iter().sum()
     }
 
-    /// Pass 5: permute fluid particles into cell order (solute entries of the list skipped).
+    /// Pass 5: permute fluid particles into cell order (solute entries of the list skipped),
+    /// one parallel gather into the spare buffers, which then swap with the live ones.
     fn reorder(&mut self) {
         let nf = self.state.len();
         let perm: Vec<u32> = self
             .order
-            .iter()
+            .par_iter()
             .copied()
             .filter(|&i| (i as usize) < nf)
             .collect();
-        let st = &mut self.state;
+        let spare = &mut self.spare;
         for k in 0..3 {
-            let src = &st.pos[k];
-            let dst: Vec<f32> = perm.par_iter().map(|&i| src[i as usize]).collect();
-            st.pos[k] = dst;
-            let src = &st.vel[k];
-            let dst: Vec<f64> = perm.par_iter().map(|&i| src[i as usize]).collect();
-            st.vel[k] = dst;
+            spare.pos[k].resize(nf, 0.0);
+            spare.vel[k].resize(nf, 0.0);
         }
+        let src = &self.state;
+        let [px, py, pz] = &mut spare.pos;
+        let [vx, vy, vz] = &mut spare.vel;
+        let ch = REDUCTION_CHUNK;
+        (
+            px.par_chunks_mut(ch),
+            py.par_chunks_mut(ch),
+            pz.par_chunks_mut(ch),
+            vx.par_chunks_mut(ch),
+            vy.par_chunks_mut(ch),
+            vz.par_chunks_mut(ch),
+            perm.par_chunks(ch),
+        )
+            .into_par_iter()
+            .for_each(|(x, y, z, ux, uy, uz, idx)| {
+                for (j, &i) in idx.iter().enumerate() {
+                    let i = i as usize;
+                    (x[j], y[j], z[j]) = (src.pos[0][i], src.pos[1][i], src.pos[2][i]);
+                    (ux[j], uy[j], uz[j]) = (src.vel[0][i], src.vel[1][i], src.vel[2][i]);
+                }
+            });
+        std::mem::swap(&mut self.state, &mut self.spare);
     }
 }
 
