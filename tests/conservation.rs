@@ -183,3 +183,27 @@ fn shear_conserves_transverse_momentum_and_particle_count() {
         );
     }
 }
+
+/// A body force adds exactly N·F·h of momentum per step (collisions conserve the rest).
+#[test]
+fn body_force_adds_momentum_at_the_applied_rate() {
+    let mut cfg = common::small_config([8, 8, 8], 10);
+    cfg.body_force = [0.01, 0.0, -0.002];
+    cfg.mass = 2.0;
+    let mut s = Solvent::new(cfg.clone()).unwrap();
+    let n = s.n_fluid() as f64;
+    let p0 = s.moments().unwrap().momentum;
+    let steps = 25;
+    for _ in 0..steps {
+        s.step().unwrap();
+    }
+    let p1 = s.moments().unwrap().momentum;
+    for k in 0..3 {
+        let expected = n * cfg.body_force[k] * cfg.time_step * steps as f64;
+        assert!(
+            ((p1[k] - p0[k]) - expected).abs() <= 1e-10 * n,
+            "component {k}: gained {} expected {expected}",
+            p1[k] - p0[k]
+        );
+    }
+}

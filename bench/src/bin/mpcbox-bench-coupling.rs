@@ -1,0 +1,112 @@
+//! `mpcbox-bench-coupling`: overhead of the coupled step (solutes handed over, embedded in the
+//! collision, velocities handed back) over the plain fluid step, at several solute densities.
+//! Each step the solutes stream ballistically on the host first, as an MD code would move them.
+
+use std::time::Instant;
+
+use clap::Parser;
+use mpcbox::config::{Config, DeviceChoice, Thermostat};
+use mpcbox::rng::CellStream;
+use mpcbox::Solvent;
+
+#[derive(Parser)]
+#[command(about = "Coupled-step overhead over the plain MPC step")]
+struct Args {
+    /// Box edges in cells (cubic), comma separated.
+    #[arg(long, default_value = "32", value_delimiter = ',')]
+    sizes: Vec<u32>,
+    /// Solutes per cell, comma separated.
+    #[arg(long, default_value = "0.1,0.7", value_delimiter = ',')]
+    densities: Vec<f64>,
+    #[arg(long, default_value_t = 20)]
+    steps: u64,
+    /// auto | cpu | cuda:N
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Use the split form (begin_step / finish_step) instead of one call.
+    #[arg(long)]
+    split: bool,
+}
+
+fn main() {
+    let args = Args::parse();
+    let device = match args.device.as_str() {
+        "cpu" => DeviceChoice::Cpu,
+        "auto" => DeviceChoice::Auto,
+        d => DeviceChoice::Cuda(vec![d
+            .trim_start_matches("cuda:")
+            .parse()
+            .expect("--device cuda:N")]),
+    };
+    println!("| cells | fluid | solutes/cell | solutes | device | plain ms/step | coupled ms/step | overhead |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for &l in &args.sizes {
+        let mut cfg = Config::from_ron_str(&format!(
+            "(cells: ({l}, {l}, {l}), particles_per_cell: 10, time_step: 0.1, \
+             collision: Srd(angle_deg: 130.0), thermostat: Mbs, steps: 1)"
+        ))
+        .expect("valid config");
+        cfg.thermostat = Thermostat::Mbs;
+        cfg.device = device.clone();
+        cfg.output.observable_interval = 0;
+        cfg.output.equilibration_steps = u64::MAX;
+        let mut s = match Solvent::new(cfg) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("{l}^3: {e}");
+                continue;
+            }
+        };
+        let time = |s: &mut Solvent, f: &mut dyn FnMut(&mut Solvent)| -> f64 {
+            f(s);
+            let _ = s.moments();
+            let t0 = Instant::now();
+            for _ in 0..args.steps {
+                f(s);
+            }
+            let _ = s.moments();
+            t0.elapsed().as_secs_f64() * 1e3 / args.steps as f64
+        };
+        let plain = time(&mut s, &mut |s: &mut Solvent| {
+            s.step().expect("step");
+        });
+        for &rho in &args.densities {
+            let n = (rho * (l as f64).powi(3)) as usize;
+            let mut r = CellStream::for_particle(99, 0);
+            let mut pos: Vec<[f64; 3]> = (0..n)
+                .map(|_| {
+                    [
+                        r.uniform() * l as f64,
+                        r.uniform() * l as f64,
+                        r.uniform() * l as f64,
+                    ]
+                })
+                .collect();
+            let mut vel: Vec<[f64; 3]> = (0..n)
+                .map(|_| [0.3 * r.normal(), 0.3 * r.normal(), 0.3 * r.normal()])
+                .collect();
+            let mass = vec![10.0; n];
+            let split = args.split;
+            let coupled = time(&mut s, &mut |s: &mut Solvent| {
+                for (p, v) in pos.iter_mut().zip(&vel) {
+                    for k in 0..3 {
+                        p[k] += 0.1 * v[k];
+                    }
+                }
+                if split {
+                    s.begin_step(&pos, &vel, &mass).expect("begin");
+                    s.finish_step(&mut vel).expect("finish");
+                } else {
+                    s.step_with_solutes(&pos, &mut vel, &mass)
+                        .expect("coupled step");
+                }
+            });
+            println!(
+                "| {l}³ | {} | {rho} | {n} | {} | {plain:.2} | {coupled:.2} | {:+.1}% |",
+                s.n_fluid(),
+                s.backend_description(),
+                100.0 * (coupled / plain - 1.0)
+            );
+        }
+    }
+}
