@@ -42,3 +42,14 @@ pub fn human_bytes(b: u64) -> String {
     }
     format!("{v:.2} {}", units[u])
 }
+
+/// The CUDA backend (default cell-sum method): positions 3×4 B, velocities 3×8 B, packed cell
+/// word 4 B, reorder scratch 8 B per particle; per cell 8 doubles (sums, then collision
+/// parameters in place) and a u32 counter. The linked-list method adds 4 B per particle.
+pub fn cuda_footprint(cfg: &Config) -> Footprint {
+    Footprint::new(
+        cfg,
+        crate::backend::cuda::BYTES_PER_PARTICLE,
+        crate::backend::cuda::BYTES_PER_CELL,
+    )
+}
