@@ -348,6 +348,24 @@ impl CudaDevice {
         &self.stream
     }
 
+    /// Device-to-device copy bandwidth in bytes/s, counting bytes read and written, for
+    /// buffers of `bytes` each over `reps` copies (after one warm-up copy).
+    pub fn copy_bandwidth(&self, bytes: usize, reps: usize) -> Result<f64> {
+        let s = &self.stream;
+        let n = bytes / 8;
+        let src = s.alloc_zeros::<f64>(n).map_err(drv("alloc"))?;
+        let mut dst = s.alloc_zeros::<f64>(n).map_err(drv("alloc"))?;
+        s.memcpy_dtod(&src, &mut dst).map_err(drv("copy"))?;
+        s.synchronize().map_err(drv("sync"))?;
+        let t0 = std::time::Instant::now();
+        for _ in 0..reps {
+            s.memcpy_dtod(&src, &mut dst).map_err(drv("copy"))?;
+        }
+        s.synchronize().map_err(drv("sync"))?;
+        let dt = t0.elapsed().as_secs_f64();
+        Ok(2.0 * (n * 8) as f64 * reps as f64 / dt)
+    }
+
     /// Debug entry point: rotation axes and MBS thermostat energies of `cells[i]` holding
     /// `counts[i]` particles (energy 0 for fewer than two), computed on the GPU.
     pub fn cell_draws(
@@ -585,6 +603,22 @@ impl CudaBackend {
         };
         be.upload(state)?;
         Ok(be)
+    }
+
+    /// Change the run constants (thermostat, shear, force, ...) keeping the fluid; the box
+    /// must stay the same (benchmarks switch variants this way).
+    pub fn set_physics(&mut self, phys: Physics) -> Result<()> {
+        if phys.cells != self.phys.cells {
+            return Err(MpcError::Device(
+                "set_physics cannot change the box; fix: open a new backend".into(),
+            ));
+        }
+        self.phys = phys;
+        Ok(())
+    }
+
+    pub fn physics(&self) -> &Physics {
+        &self.phys
     }
 
     pub fn method(&self) -> CellSumMethod {

@@ -1,0 +1,171 @@
+//! GPU throughput of the CUDA backend: particle-steps per second for cubic boxes (default 64³,
+//! 128³, 256³ cells × 10 particles, SRD 130°, h = 0.1, grid shift), with and without the MBS
+//! thermostat and Lees-Edwards shear, for each cell-sum method; plus the device-to-device copy
+//! bandwidth and the achieved fraction of the roofline given the bytes each particle-step moves.
+//!
+//! Usage: mpcbox-bench-gpu [--sizes 64,128,256] [--steps 20] [--warmup 5] [--methods atomics,list]
+
+use std::time::Instant;
+
+use clap::Parser;
+use mpcbox::backend::cuda::{CellSumMethod, CudaBackend, CudaDevice};
+use mpcbox::config::{Config, Thermostat};
+use mpcbox::physics::Physics;
+use mpcbox::state::FluidState;
+
+#[derive(Parser)]
+struct Args {
+    /// Edge lengths of the cubic boxes, in cells.
+    #[arg(long, value_delimiter = ',', default_value = "64,128,256")]
+    sizes: Vec<u32>,
+    /// Particles per cell.
+    #[arg(long, default_value_t = 10)]
+    m: u32,
+    /// Timed steps per variant.
+    #[arg(long, default_value_t = 20)]
+    steps: u64,
+    /// Untimed steps before timing.
+    #[arg(long, default_value_t = 5)]
+    warmup: u64,
+    /// Cell-sum methods to measure.
+    #[arg(long, value_delimiter = ',', default_value = "atomics,list")]
+    methods: Vec<String>,
+    /// Steps between reorderings (as tuning.reorder_interval; 0: never).
+    #[arg(long, default_value_t = 10)]
+    reorder: u64,
+    /// GPU ordinal.
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+}
+
+fn config(l: u32, m: u32, mbs: bool, shear: bool) -> Config {
+    let mut cfg = Config::from_ron_str(&format!(
+        "(cells: ({l}, {l}, {l}), particles_per_cell: {m}, time_step: 0.1, \
+          collision: Srd(angle_deg: 130.0), steps: 100, device: Cuda([0]))"
+    ))
+    .expect("bench config is valid");
+    cfg.thermostat = if mbs {
+        Thermostat::Mbs
+    } else {
+        Thermostat::None
+    };
+    cfg.shear_rate = if shear { 0.01 } else { 0.0 };
+    cfg.grid_shift = true;
+    cfg.seed = 12345;
+    cfg
+}
+
+/// DRAM bytes one particle-step moves at least, as counted for the roofline: particle arrays
+/// (stream+bin: read/write 36 B, write the 4-B cell word; collide: read the cell word, read and
+/// write 24 B of velocity, and 12 B of position when the stress is measured), the cell buffer
+/// (zero 64 B, read 48 B of sums, write 64 B of parameters, read 64 B in the collision: 240 B
+/// per cell over M particles), the amortised reorder (about 150 B per particle), and for the
+/// list method the list (4 B next written, 36 B of random reads per particle).
+fn bytes_per_particle_step(method: CellSumMethod, stress: bool, m: u32, reorder: u64) -> f64 {
+    let mut b = 76.0 + 52.0;
+    if stress {
+        b += 12.0;
+    }
+    let cell = match method {
+        CellSumMethod::Atomics => 240.0,
+        CellSumMethod::List => 8.0 + 48.0 + 48.0 + 64.0 + 64.0,
+    };
+    b += cell / m as f64;
+    if method == CellSumMethod::List {
+        b += 40.0;
+    }
+    if reorder > 0 {
+        b += 150.0 / reorder as f64;
+    }
+    b
+}
+
+fn main() {
+    let args = Args::parse();
+    let methods: Vec<CellSumMethod> = args
+        .methods
+        .iter()
+        .map(|s| CellSumMethod::parse(s).unwrap_or_else(|| panic!("unknown method {s}")))
+        .collect();
+    let dev = match CudaDevice::open(args.device) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+    };
+    let device = dev.describe();
+    let bw = dev
+        .copy_bandwidth(1 << 30, 20)
+        .expect("device-to-device copy");
+    drop(dev);
+    println!("device: {device}");
+    println!(
+        "device-to-device copy: {:.0} GB/s (bytes read + written, 1 GiB buffers)",
+        bw / 1e9
+    );
+    println!();
+    println!("| cells | particles | method | MBS | shear | Mparticle-steps/s | ms/step | bytes/particle-step | roofline Mp-steps/s | achieved/roofline |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for &l in &args.sizes {
+        let base = config(l, args.m, false, false);
+        let t0 = Instant::now();
+        let st = FluidState::initial(&base);
+        eprintln!(
+            "{l}^3: initial state of {} particles in {:.1} s",
+            st.len(),
+            t0.elapsed().as_secs_f64()
+        );
+        for &method in &methods {
+            let phys = Physics::from_config(&base);
+            let mut be = match CudaBackend::with_method(phys, &st, args.device, method) {
+                Ok(b) => b,
+                Err(e) => {
+                    println!(
+                        "| {l}³ | {} | {} | - | - | error: {e} | | | | |",
+                        st.len(),
+                        method.name()
+                    );
+                    continue;
+                }
+            };
+            for (mbs, shear) in [(false, false), (true, false), (false, true), (true, true)] {
+                let cfg = config(l, args.m, mbs, shear);
+                let phys = Physics::from_config(&cfg);
+                be.set_physics(phys.clone()).unwrap();
+                let plan = |step: u64| {
+                    let reorder = args.reorder > 0 && (step + 1) % args.reorder == 0;
+                    phys.plan(step, shear, reorder)
+                };
+                for step in 0..args.warmup {
+                    be.enqueue_step(&plan(step), None).unwrap();
+                }
+                be.synchronize().unwrap();
+                let t = Instant::now();
+                for step in args.warmup..args.warmup + args.steps {
+                    be.enqueue_step(&plan(step), None).unwrap();
+                }
+                be.synchronize().unwrap();
+                let dt = t.elapsed().as_secs_f64();
+                let r = be.read_report().unwrap();
+                assert!(r.relative_energy.is_finite() && r.relative_dof > 0.0);
+                let n = st.len() as f64;
+                let rate = n * args.steps as f64 / dt;
+                let bytes = bytes_per_particle_step(method, shear, args.m, args.reorder);
+                let roof = bw / bytes;
+                println!(
+                    "| {l}³ | {} | {} | {} | {} | {:.0} | {:.3} | {:.0} | {:.0} | {:.2} |",
+                    st.len(),
+                    method.name(),
+                    if mbs { "yes" } else { "no" },
+                    if shear { "yes" } else { "no" },
+                    rate / 1e6,
+                    dt * 1e3 / args.steps as f64,
+                    bytes,
+                    roof / 1e6,
+                    rate / roof
+                );
+            }
+        }
+    }
+}
