@@ -92,6 +92,134 @@ extern "C" __global__ void mpc_stream_bin_atomic(MpcParams p, float *__restrict_
     }
 }
 
+// Warp-aggregated version of mpc_add_to_cell (NVIDIA's reduce_peers): the lanes of a warp that
+// bin into the same cell (found with __match_any_sync) add their values in a tree, and only the
+// lowest lane does the six atomics. All 32 lanes must call it; invalid lanes pass valid = false.
+__device__ __forceinline__ void mpc_add_to_cell_warp(double *cells, bool valid, unsigned int cell, double m,
+                                                     double v0, double v1, double v2) {
+    const unsigned int full = 0xffffffffu;
+    unsigned int key = valid ? cell : 0xffffffffu;
+    unsigned int peers = __match_any_sync(full, key);
+    unsigned int lane = threadIdx.x & 31;
+    unsigned int below = peers & ((1u << lane) - 1u);
+    bool leader = below == 0;
+    unsigned int rel = __popc(below);
+    unsigned int up = lane == 31 ? 0u : (peers & ~((2u << lane) - 1u));
+    double s0 = m * v0, s1 = m * v1, s2 = m * v2, s3 = m;
+    double s4 = m * (v0 * v0 + v1 * v1 + v2 * v2), s5 = 1.0;
+    while (__any_sync(full, up != 0)) {
+        int next = __ffs(up);
+        int src = next ? next - 1 : (int)lane;
+        double t0 = __shfl_sync(full, s0, src);
+        double t1 = __shfl_sync(full, s1, src);
+        double t2 = __shfl_sync(full, s2, src);
+        double t3 = __shfl_sync(full, s3, src);
+        double t4 = __shfl_sync(full, s4, src);
+        double t5 = __shfl_sync(full, s5, src);
+        if (next) {
+            s0 += t0;
+            s1 += t1;
+            s2 += t2;
+            s3 += t3;
+            s4 += t4;
+            s5 += t5;
+        }
+        unsigned int done = __ballot_sync(full, rel & 1u);
+        up &= ~done;
+        rel >>= 1;
+    }
+    if (valid && leader) {
+        double *c = cells + (size_t)cell * MPC_CELL_STRIDE;
+        atomicAdd(c + 0, s0);
+        atomicAdd(c + 1, s1);
+        atomicAdd(c + 2, s2);
+        atomicAdd(c + 3, s3);
+        atomicAdd(c + 4, s4);
+        atomicAdd(c + 5, s5);
+    }
+}
+
+// Pass 1, "warp" method: as mpc_stream_bin_atomic with warp-aggregated atomics.
+extern "C" __global__ void mpc_stream_bin_warp(MpcParams p, float *__restrict__ px, float *__restrict__ py,
+                                               float *__restrict__ pz, double *__restrict__ vx,
+                                               double *__restrict__ vy, double *__restrict__ vz,
+                                               unsigned int *__restrict__ cellw, double *cells, double *report) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    double kin = 0.0;
+    bool valid = i < p.n_fluid;
+    unsigned int cell = 0;
+    double w0 = 0.0, w1 = 0.0, w2 = 0.0;
+    if (valid) {
+        float pos[3] = {px[i], py[i], pz[i]};
+        double v[3] = {vx[i], vy[i], vz[i]};
+        if (p.measure_stress) {
+            kin = mpc_kinetic_stress(p, (double)pos[1], v);
+        }
+        mpc_stream(p, pos, v);
+        px[i] = pos[0];
+        py[i] = pos[1];
+        pz[i] = pos[2];
+        vx[i] = v[0];
+        vy[i] = v[1];
+        vz[i] = v[2];
+        MpcLocation loc = mpc_locate(p, (double)pos[0], (double)pos[1], (double)pos[2]);
+        cellw[i] = mpc_pack_cell(loc.cell, loc.image);
+        cell = loc.cell;
+        w0 = v[0] + mpc_image_velocity(p, loc.image);
+        w1 = v[1];
+        w2 = v[2];
+    }
+    mpc_add_to_cell_warp(cells, valid, cell, p.mass, w0, w1, w2);
+    if (p.measure_stress) {
+        mpc_block_add(kin, report + 2);
+    }
+}
+
+// "fused" method: the collision of step n (params pc, cell parameters in cells_prev) and the
+// streaming + binning + warp-aggregated sums of step n+1 (params p, sums into cells_next) in one
+// pass over the particles. Only used when step n's collisional stress is not measured.
+extern "C" __global__ void mpc_collide_stream_bin(MpcParams pc, MpcParams p, float *__restrict__ px,
+                                                  float *__restrict__ py, float *__restrict__ pz,
+                                                  double *__restrict__ vx, double *__restrict__ vy,
+                                                  double *__restrict__ vz, unsigned int *__restrict__ cellw,
+                                                  const double *__restrict__ cells_prev, double *cells_next,
+                                                  double *report) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    double kin = 0.0;
+    bool valid = i < p.n_fluid;
+    unsigned int cell = 0;
+    double w0 = 0.0, w1 = 0.0, w2 = 0.0;
+    if (valid) {
+        unsigned int w = cellw[i];
+        double cp[8];
+        mpc_load_params(cells_prev, mpc_cell_of(w), cp);
+        float pos[3] = {px[i], py[i], pz[i]};
+        double v0[3] = {vx[i], vy[i], vz[i]};
+        double v[3];
+        mpc_collide(pc, cp, mpc_image_of(w), v0, v);
+        if (p.measure_stress) {
+            kin = mpc_kinetic_stress(p, (double)pos[1], v);
+        }
+        mpc_stream(p, pos, v);
+        px[i] = pos[0];
+        py[i] = pos[1];
+        pz[i] = pos[2];
+        vx[i] = v[0];
+        vy[i] = v[1];
+        vz[i] = v[2];
+        MpcLocation loc = mpc_locate(p, (double)pos[0], (double)pos[1], (double)pos[2]);
+        cellw[i] = mpc_pack_cell(loc.cell, loc.image);
+        cell = loc.cell;
+        w0 = v[0] + mpc_image_velocity(p, loc.image);
+        w1 = v[1];
+        w2 = v[2];
+    }
+    mpc_add_to_cell_warp(cells_next, valid, cell, p.mass, w0, w1, w2);
+    if (p.measure_stress) {
+        mpc_block_add(kin, report + 2);
+    }
+}
+
 // Pass 1 without the sums (list method): stream, bin, store the cell word and push the particle
 // onto its cell's linked list (head[cell], next[i]).
 extern "C" __global__ void mpc_stream_bin_list(MpcParams p, float *__restrict__ px, float *__restrict__ py,

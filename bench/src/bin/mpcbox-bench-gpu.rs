@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use clap::Parser;
-use mpcbox::backend::cuda::{CellSumMethod, CudaBackend, CudaDevice};
+use mpcbox::backend::cuda::{CellSumMethod, CudaBackend, CudaDevice, PHASE_NAMES};
 use mpcbox::config::{Config, Thermostat};
 use mpcbox::physics::Physics;
 use mpcbox::state::FluidState;
@@ -28,11 +28,14 @@ struct Args {
     #[arg(long, default_value_t = 5)]
     warmup: u64,
     /// Cell-sum methods to measure.
-    #[arg(long, value_delimiter = ',', default_value = "atomics,list")]
+    #[arg(long, value_delimiter = ',', default_value = "atomics,warp,list,fused")]
     methods: Vec<String>,
     /// Steps between reorderings (as tuning.reorder_interval; 0: never).
     #[arg(long, default_value_t = 10)]
     reorder: u64,
+    /// Also print a per-phase time breakdown (synchronised phases) at this box edge.
+    #[arg(long, default_value_t = 128)]
+    profile_size: u32,
     /// GPU ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
@@ -60,19 +63,25 @@ fn config(l: u32, m: u32, mbs: bool, shear: bool) -> Config {
 /// write 24 B of velocity, and 12 B of position when the stress is measured), the cell buffer
 /// (zero 64 B, read 48 B of sums, write 64 B of parameters, read 64 B in the collision: 240 B
 /// per cell over M particles), the amortised reorder (about 150 B per particle), and for the
-/// list method the list (4 B next written, 36 B of random reads per particle).
+/// list method the list (4 B next written, 36 B of random reads per particle); the fused
+/// method saves the second pass over the particles when the stress is not measured.
 fn bytes_per_particle_step(method: CellSumMethod, stress: bool, m: u32, reorder: u64) -> f64 {
     let mut b = 76.0 + 52.0;
     if stress {
         b += 12.0;
     }
     let cell = match method {
-        CellSumMethod::Atomics => 240.0,
+        CellSumMethod::Atomics | CellSumMethod::Warp | CellSumMethod::Fused => 240.0,
         CellSumMethod::List => 8.0 + 48.0 + 48.0 + 64.0 + 64.0,
     };
     b += cell / m as f64;
     if method == CellSumMethod::List {
         b += 40.0;
+    }
+    // fused (when the stress is not measured): one pass reads pos, vel and the cell word and
+    // writes them once (80 B) instead of the separate collision pass (52 B more)
+    if method == CellSumMethod::Fused && !stress {
+        b -= 48.0;
     }
     if reorder > 0 {
         b += 150.0 / reorder as f64;
@@ -105,6 +114,7 @@ fn main() {
         bw / 1e9
     );
     println!();
+    let mut profiles: Vec<String> = Vec::new();
     println!("| cells | particles | method | MBS | shear | Mparticle-steps/s | ms/step | bytes/particle-step | roofline Mp-steps/s | achieved/roofline |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for &l in &args.sizes {
@@ -137,17 +147,41 @@ fn main() {
                     let reorder = args.reorder > 0 && (step + 1) % args.reorder == 0;
                     phys.plan(step, shear, reorder)
                 };
-                for step in 0..args.warmup {
+                // warm up past at least one reorder, so every variant starts cell-ordered
+                let warmup = args.warmup.max(args.reorder);
+                for step in 0..warmup {
                     be.enqueue_step(&plan(step), None).unwrap();
                 }
                 be.synchronize().unwrap();
                 let t = Instant::now();
-                for step in args.warmup..args.warmup + args.steps {
+                for step in warmup..warmup + args.steps {
                     be.enqueue_step(&plan(step), None).unwrap();
                 }
                 be.synchronize().unwrap();
                 let dt = t.elapsed().as_secs_f64();
                 let r = be.read_report().unwrap();
+                if l == args.profile_size {
+                    be.set_profiling(true);
+                    let p0 = warmup + args.steps;
+                    for step in p0..p0 + args.steps {
+                        be.enqueue_step(&plan(step), None).unwrap();
+                    }
+                    be.synchronize().unwrap();
+                    let ph = be.phase_seconds();
+                    be.set_profiling(false);
+                    let parts: Vec<String> = PHASE_NAMES
+                        .iter()
+                        .zip(ph)
+                        .map(|(name, t)| format!("{name} {:.3}", t * 1e3 / args.steps as f64))
+                        .collect();
+                    profiles.push(format!(
+                        "| {l}³ | {} | {} | {} | {} |",
+                        method.name(),
+                        if mbs { "yes" } else { "no" },
+                        if shear { "yes" } else { "no" },
+                        parts.join(" · ")
+                    ));
+                }
                 assert!(r.relative_energy.is_finite() && r.relative_dof > 0.0);
                 let n = st.len() as f64;
                 let rate = n * args.steps as f64 / dt;
@@ -166,6 +200,16 @@ fn main() {
                     rate / roof
                 );
             }
+        }
+    }
+    if !profiles.is_empty() {
+        println!();
+        println!("Per-phase time, ms per step (each phase synchronised):");
+        println!();
+        println!("| cells | method | MBS | shear | phases |");
+        println!("|---|---|---|---|---|");
+        for p in profiles {
+            println!("{p}");
         }
     }
 }

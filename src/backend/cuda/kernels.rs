@@ -16,6 +16,8 @@ pub const MPC_CU: &str = include_str!("../../../kernels/mpc.cu");
 pub const KERNEL_NAMES: &[&str] = &[
     "mpc_stream_bin_atomic",
     "mpc_stream_bin_list",
+    "mpc_stream_bin_warp",
+    "mpc_collide_stream_bin",
     "mpc_list_sums",
     "mpc_solute_bin",
     "mpc_cell_params",

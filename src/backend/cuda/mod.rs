@@ -7,9 +7,12 @@
 //!
 //! 1. zero the cell buffer (8 doubles per cell);
 //! 2. **stream + bin + sum** (one thread per particle): stream, bin on the shifted grid, store
-//!    the cell word, add `m v`, `m`, `m v²` and 1 to the cell with f64 `atomicAdd` (method
-//!    [`CellSumMethod::Atomics`], the default) — or push the particle onto a linked cell list
-//!    with `atomicExch` and sum the lists one thread per cell ([`CellSumMethod::List`]);
+//!    the cell word, add `m v`, `m`, `m v²` and 1 to the cell with f64 `atomicAdd`
+//!    ([`CellSumMethod::Atomics`], talk 003's "easy approach"); or first add within each warp
+//!    the lanes that share a cell ([`CellSumMethod::Warp`]); or push the particle onto a
+//!    linked cell list with `atomicExch` and sum the lists one thread per cell
+//!    ([`CellSumMethod::List`]); or ([`CellSumMethod::Fused`]) do the previous step's
+//!    collision in the same pass (rotation(n) + streaming(n+1), two cell buffers alternating);
 //! 3. solutes (uploaded each step) are binned and added with atomics;
 //! 4. **cell pass** (one thread per cell): sums → cell velocity, Philox rotation axis, MBS
 //!    factor, written over the sums in place; Σ E_rel and Σ (Nc − 1) reduced per block;
@@ -49,30 +52,51 @@ pub const RESERVE_BYTES: u64 = 512 << 20;
 /// Threads of the scan over cells (each handles a contiguous chunk).
 const SCAN_CHUNKS: usize = 65_536;
 
-/// How the per-cell sums are formed (selectable with `MPCBOX_CUDA_METHOD=atomics|list`).
+/// How the per-cell sums are formed and the passes arranged (selectable with
+/// `MPCBOX_CUDA_METHOD=atomics|warp|list|fused`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CellSumMethod {
-    /// Six f64/f32 atomics per particle into the cell buffer, fused with streaming (default).
+    /// Six f64 atomics per particle into the cell buffer, in the streaming kernel (talk 003's
+    /// "easy approach").
     Atomics,
+    /// As `Atomics`, but the lanes of a warp that share a cell first add in registers
+    /// (`__match_any_sync` + shuffles), so one lane per cell and warp does the atomics.
+    Warp,
     /// Linked cell lists (`atomicExch` on a head per cell), then one thread per cell sums its
     /// list (talk 003's "faster" method).
     List,
+    /// `Warp` sums, and the collision of step n fused with the streaming of step n+1 (one pass
+    /// over the particles per step) whenever step n's collisional stress is not measured; two
+    /// cell buffers alternate.
+    Fused,
 }
 
 impl CellSumMethod {
-    pub const ALL: [CellSumMethod; 2] = [CellSumMethod::Atomics, CellSumMethod::List];
+    pub const ALL: [CellSumMethod; 4] = [
+        CellSumMethod::Atomics,
+        CellSumMethod::Warp,
+        CellSumMethod::List,
+        CellSumMethod::Fused,
+    ];
+
+    /// The default: the fastest measured on an H200 (see the benchmark).
+    pub const DEFAULT: CellSumMethod = CellSumMethod::Atomics;
 
     pub fn name(self) -> &'static str {
         match self {
             CellSumMethod::Atomics => "atomics",
+            CellSumMethod::Warp => "warp",
             CellSumMethod::List => "list",
+            CellSumMethod::Fused => "fused",
         }
     }
 
     pub fn parse(s: &str) -> Option<CellSumMethod> {
         match s.trim().to_ascii_lowercase().as_str() {
             "atomics" | "atomic" => Some(CellSumMethod::Atomics),
+            "warp" => Some(CellSumMethod::Warp),
             "list" | "lists" | "linked" => Some(CellSumMethod::List),
+            "fused" => Some(CellSumMethod::Fused),
             _ => None,
         }
     }
@@ -82,20 +106,23 @@ impl CellSumMethod {
         match std::env::var("MPCBOX_CUDA_METHOD") {
             Ok(v) => CellSumMethod::parse(&v).unwrap_or_else(|| {
                 tracing::warn!(
-                    "MPCBOX_CUDA_METHOD={v:?} is unknown (atomics, list); using atomics"
+                    "MPCBOX_CUDA_METHOD={v:?} is unknown (atomics, warp, list, fused); using {}",
+                    CellSumMethod::DEFAULT.name()
                 );
-                CellSumMethod::Atomics
+                CellSumMethod::DEFAULT
             }),
-            Err(_) => CellSumMethod::Atomics,
+            Err(_) => CellSumMethod::DEFAULT,
         }
     }
 
     /// Extra bytes per particle and per cell beyond the common footprint.
     fn extra_bytes(self) -> (u64, u64) {
         match self {
-            CellSumMethod::Atomics => (0, 0),
+            CellSumMethod::Atomics | CellSumMethod::Warp => (0, 0),
             // next[] per particle; the list heads share the per-cell counter array
             CellSumMethod::List => (4, 0),
+            // a second cell buffer
+            CellSumMethod::Fused => (0, 64),
         }
     }
 }
@@ -215,6 +242,8 @@ const _: () = assert!(std::mem::size_of::<KernelParams>() == 184);
 struct Kernels {
     stream_bin_atomic: CudaFunction,
     stream_bin_list: CudaFunction,
+    stream_bin_warp: CudaFunction,
+    collide_stream_bin: CudaFunction,
     list_sums: CudaFunction,
     solute_bin: CudaFunction,
     cell_params: CudaFunction,
@@ -252,6 +281,8 @@ impl Kernels {
         let k = Kernels {
             stream_bin_atomic: f("mpc_stream_bin_atomic")?,
             stream_bin_list: f("mpc_stream_bin_list")?,
+            stream_bin_warp: f("mpc_stream_bin_warp")?,
+            collide_stream_bin: f("mpc_collide_stream_bin")?,
             list_sums: f("mpc_list_sums")?,
             solute_bin: f("mpc_solute_bin")?,
             cell_params: f("mpc_cell_params")?,
@@ -485,6 +516,11 @@ pub struct CudaBackend {
     cellw: CudaSlice<u32>,
     /// 8 doubles per cell: sums, then parameters.
     cells: CudaSlice<f64>,
+    /// Fused method: the other cell buffer (the two alternate).
+    cells_alt: Option<CudaSlice<f64>>,
+    /// Fused method: the parameters of the step whose fluid collision is still pending (its
+    /// cell parameters are in `cells`).
+    pending: Option<KernelParams>,
     /// One u32 per cell: reorder counts/offsets, list heads.
     counter: CudaSlice<u32>,
     /// 8 bytes per particle: reorder scratch.
@@ -498,7 +534,21 @@ pub struct CudaBackend {
     prof_cnt: CudaSlice<u64>,
     solutes: Option<SoluteBuffers>,
     device_bytes: u64,
+    /// When set, every phase is synchronised and timed into `phase_seconds`.
+    profiling: bool,
+    phase_seconds: [f64; PHASES],
+    phase_mark: Option<std::time::Instant>,
 }
+
+/// Phases timed by [`CudaBackend::set_profiling`].
+pub const PHASE_NAMES: [&str; 5] = [
+    "stream+bin+sums",
+    "solutes",
+    "cell params",
+    "collide",
+    "reorder",
+];
+const PHASES: usize = 5;
 
 impl CudaBackend {
     /// Open GPU `ordinal` for the config `cfg`; the fluid is `state`, or a fresh
@@ -580,11 +630,16 @@ impl CudaBackend {
         let mut be = CudaBackend {
             cellw: unsafe { s.alloc::<u32>(nn) }.map_err(alloc_err)?,
             cells: s.alloc_zeros::<f64>(8 * ncells).map_err(alloc_err)?,
+            cells_alt: match method {
+                CellSumMethod::Fused => Some(s.alloc_zeros::<f64>(8 * ncells).map_err(alloc_err)?),
+                _ => None,
+            },
+            pending: None,
             counter: s.alloc_zeros::<u32>(ncells).map_err(alloc_err)?,
             temp: unsafe { s.alloc::<f64>(nn) }.map_err(alloc_err)?,
             next: match method {
                 CellSumMethod::List => Some(unsafe { s.alloc::<u32>(nn) }.map_err(alloc_err)?),
-                CellSumMethod::Atomics => None,
+                _ => None,
             },
             scan_partial: s.alloc_zeros::<u32>(SCAN_CHUNKS).map_err(alloc_err)?,
             report: s.alloc_zeros::<f64>(4).map_err(alloc_err)?,
@@ -592,6 +647,9 @@ impl CudaBackend {
             prof_sum: s.alloc_zeros::<f64>(ly).map_err(alloc_err)?,
             prof_cnt: s.alloc_zeros::<u64>(ly).map_err(alloc_err)?,
             solutes: None,
+            profiling: false,
+            phase_seconds: [0.0; PHASES],
+            phase_mark: None,
             pos,
             vel,
             n,
@@ -613,6 +671,7 @@ impl CudaBackend {
                 "set_physics cannot change the box; fix: open a new backend".into(),
             ));
         }
+        self.flush()?;
         self.phys = phys;
         Ok(())
     }
@@ -789,6 +848,67 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// Time every phase (synchronising after each; slower) or not; resets the timers.
+    pub fn set_profiling(&mut self, on: bool) {
+        self.profiling = on;
+        self.phase_seconds = [0.0; PHASES];
+    }
+
+    /// Seconds spent per phase (see [`PHASE_NAMES`]) since profiling was switched on.
+    pub fn phase_seconds(&self) -> [f64; PHASES] {
+        self.phase_seconds
+    }
+
+    fn phase_start(&mut self) -> Result<()> {
+        if self.profiling {
+            self.synchronize()?;
+            self.phase_mark = Some(std::time::Instant::now());
+        }
+        Ok(())
+    }
+
+    fn phase_end(&mut self, phase: usize) -> Result<()> {
+        if self.profiling {
+            self.synchronize()?;
+            if let Some(t) = self.phase_mark.take() {
+                self.phase_seconds[phase] += t.elapsed().as_secs_f64();
+            }
+            self.phase_mark = Some(std::time::Instant::now());
+        }
+        Ok(())
+    }
+
+    /// Queue the fluid collision with parameters `p` and the cell parameters in `cells`.
+    fn launch_collide(&mut self, p: &KernelParams) -> Result<()> {
+        let s = self.dev.stream.clone();
+        let [px, py, pz] = &self.pos;
+        let [vx, vy, vz] = &mut self.vel;
+        unsafe {
+            s.launch_builder(&self.dev.k.collide)
+                .arg(p)
+                .arg(px)
+                .arg(py)
+                .arg(pz)
+                .arg(vx)
+                .arg(vy)
+                .arg(vz)
+                .arg(&self.cellw)
+                .arg(&self.cells)
+                .arg(&mut self.report)
+                .launch(grid(self.n))
+                .map_err(drv("collide"))?;
+        }
+        Ok(())
+    }
+
+    /// Fused method: apply a pending fluid collision now.
+    pub fn flush(&mut self) -> Result<()> {
+        if let Some(pp) = self.pending.take() {
+            self.launch_collide(&pp)?;
+        }
+        Ok(())
+    }
+
     /// Queue one step without reading anything back (the benchmark uses this directly).
     pub fn enqueue_step(
         &mut self,
@@ -799,16 +919,51 @@ impl CudaBackend {
         let p = self.params(plan, ns);
         let s = self.dev.stream.clone();
         let n = self.n;
+        self.phase_start()?;
         s.memset_zeros(&mut self.report).map_err(drv("memset"))?;
         // 1-2: stream, bin, cell sums
+        let pending = self.pending.take();
         match self.method {
-            CellSumMethod::Atomics => {
-                s.memset_zeros(&mut self.cells).map_err(drv("memset"))?;
+            CellSumMethod::Fused if pending.is_some() => {
+                let pc = pending.unwrap_or_default();
+                let alt = self.cells_alt.as_mut().ok_or_else(|| {
+                    MpcError::Device("fused method without a second cell buffer".into())
+                })?;
+                s.memset_zeros(alt).map_err(drv("memset"))?;
                 let k = &self.dev.k;
                 let [px, py, pz] = &mut self.pos;
                 let [vx, vy, vz] = &mut self.vel;
                 unsafe {
-                    s.launch_builder(&k.stream_bin_atomic)
+                    s.launch_builder(&k.collide_stream_bin)
+                        .arg(&pc)
+                        .arg(&p)
+                        .arg(px)
+                        .arg(py)
+                        .arg(pz)
+                        .arg(vx)
+                        .arg(vy)
+                        .arg(vz)
+                        .arg(&mut self.cellw)
+                        .arg(&self.cells)
+                        .arg(&mut *alt)
+                        .arg(&mut self.report)
+                        .launch(grid(n))
+                        .map_err(drv("collide/stream/bin"))?;
+                }
+                std::mem::swap(&mut self.cells, alt);
+            }
+            CellSumMethod::Atomics | CellSumMethod::Warp | CellSumMethod::Fused => {
+                s.memset_zeros(&mut self.cells).map_err(drv("memset"))?;
+                let k = &self.dev.k;
+                let f = if self.method == CellSumMethod::Atomics {
+                    &k.stream_bin_atomic
+                } else {
+                    &k.stream_bin_warp
+                };
+                let [px, py, pz] = &mut self.pos;
+                let [vx, vy, vz] = &mut self.vel;
+                unsafe {
+                    s.launch_builder(f)
                         .arg(&p)
                         .arg(px)
                         .arg(py)
@@ -868,6 +1023,7 @@ impl CudaBackend {
                 }
             }
         }
+        self.phase_end(0)?;
         // 3: solutes
         if ns > 0 {
             self.ensure_solute_capacity(ns)?;
@@ -899,6 +1055,7 @@ impl CudaBackend {
                 }
             }
         }
+        self.phase_end(1)?;
         // 4: cell pass
         let k = &self.dev.k;
         unsafe {
@@ -909,26 +1066,17 @@ impl CudaBackend {
                 .launch(grid(self.ncells))
                 .map_err(drv("cell params"))?;
         }
-        // 5: collide
-        {
-            let [px, py, pz] = &self.pos;
-            let [vx, vy, vz] = &mut self.vel;
-            unsafe {
-                s.launch_builder(&k.collide)
-                    .arg(&p)
-                    .arg(px)
-                    .arg(py)
-                    .arg(pz)
-                    .arg(vx)
-                    .arg(vy)
-                    .arg(vz)
-                    .arg(&self.cellw)
-                    .arg(&self.cells)
-                    .arg(&mut self.report)
-                    .launch(grid(n))
-                    .map_err(drv("collide"))?;
-            }
+        self.phase_end(2)?;
+        // 5: collide (the fused method defers the fluid collision into the next step's pass
+        // unless this step's stress is measured or the fluid is reordered now)
+        let defer =
+            self.method == CellSumMethod::Fused && !plan.measure_stress && !(plan.reorder && n > 0);
+        if defer {
+            self.pending = Some(p);
+        } else {
+            self.launch_collide(&p)?;
         }
+        let k = &self.dev.k;
         if let (Some(b), Some(sb)) = (solutes, self.solutes.as_mut()) {
             if ns > 0 {
                 unsafe {
@@ -948,10 +1096,13 @@ impl CudaBackend {
                     .map_err(drv("solute download"))?;
             }
         }
+        self.phase_end(3)?;
         // 6: reorder
         if plan.reorder && n > 0 {
             self.reorder()?;
         }
+        self.phase_end(4)?;
+        self.phase_mark = None;
         Ok(())
     }
 
@@ -990,6 +1141,7 @@ impl Backend for CudaBackend {
     }
 
     fn moments(&mut self) -> Result<FluidMoments> {
+        self.flush()?;
         let s = self.dev.stream.clone();
         let ly = self.phys.cells[1] as usize;
         s.memset_zeros(&mut self.moment_sums)
@@ -1030,6 +1182,7 @@ impl Backend for CudaBackend {
     }
 
     fn download(&mut self) -> Result<FluidState> {
+        self.flush()?;
         let s = &self.dev.stream;
         let n = self.n;
         let mut st = FluidState::default();
@@ -1056,6 +1209,8 @@ impl Backend for CudaBackend {
                 self.n
             )));
         }
+        // a pending collision belonged to the state being replaced
+        self.pending = None;
         let s = &self.dev.stream;
         let n = self.n;
         for k in 0..3 {
