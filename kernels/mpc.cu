@@ -92,11 +92,11 @@ extern "C" __global__ void mpc_stream_bin_atomic(MpcParams p, float *__restrict_
     }
 }
 
-// Warp-aggregated version of mpc_add_to_cell (NVIDIA's reduce_peers): the lanes of a warp that
-// bin into the same cell (found with __match_any_sync) add their values in a tree, and only the
-// lowest lane does the six atomics. All 32 lanes must call it; invalid lanes pass valid = false.
-__device__ __forceinline__ void mpc_add_to_cell_warp(double *cells, bool valid, unsigned int cell, double m,
-                                                     double v0, double v1, double v2) {
+// Warp reduction of the six cell-sum terms over the lanes that bin into the same cell (NVIDIA's
+// reduce_peers: __match_any_sync, then a shuffle tree). Returns true on the lowest lane of each
+// group, which then holds the group's sums in s[0..6]. All 32 lanes must call it.
+__device__ __forceinline__ bool mpc_warp_reduce_cell(bool valid, unsigned int cell, double m, double v0, double v1,
+                                                     double v2, double s[6]) {
     const unsigned int full = 0xffffffffu;
     unsigned int key = valid ? cell : 0xffffffffu;
     unsigned int peers = __match_any_sync(full, key);
@@ -128,22 +128,90 @@ __device__ __forceinline__ void mpc_add_to_cell_warp(double *cells, bool valid, 
         up &= ~done;
         rel >>= 1;
     }
-    if (valid && leader) {
+    s[0] = s0;
+    s[1] = s1;
+    s[2] = s2;
+    s[3] = s3;
+    s[4] = s4;
+    s[5] = s5;
+    return valid && leader;
+}
+
+// Warp-aggregated cell sums: one lane per cell and warp does the six global atomics.
+__device__ __forceinline__ void mpc_add_to_cell_warp(double *cells, bool valid, unsigned int cell, double m,
+                                                     double v0, double v1, double v2) {
+    double s[6];
+    if (mpc_warp_reduce_cell(valid, cell, m, v0, v1, v2, s)) {
         double *c = cells + (size_t)cell * MPC_CELL_STRIDE;
-        atomicAdd(c + 0, s0);
-        atomicAdd(c + 1, s1);
-        atomicAdd(c + 2, s2);
-        atomicAdd(c + 3, s3);
-        atomicAdd(c + 4, s4);
-        atomicAdd(c + 5, s5);
+#pragma unroll
+        for (int k = 0; k < 6; ++k) {
+            atomicAdd(c + k, s[k]);
+        }
+    }
+}
+
+// Block-aggregated cell sums (talk 003's partial cell lists in shared memory, as sums): warp
+// groups are reduced first, then each group leader adds into a per-block hash table of cells in
+// shared memory (atomicCAS on the key, linear probing), and the block flushes one set of six
+// global atomics per distinct cell. The hash is geometry aware: low x bits, then z and y parity
+// bits, so the cells one block touches (a run along x in one or two rows, ±1 in y and z after
+// the grid shift) land in distinct slots. Every thread of the block must call it.
+#define MPC_HASH_SLOTS 512
+#define MPC_EMPTY_KEY 0xffffffffu
+__device__ __forceinline__ unsigned int mpc_cell_hash(const MpcParams &p, unsigned int cell) {
+    unsigned int ix = cell % p.cells[0];
+    unsigned int rest = cell / p.cells[0];
+    unsigned int iz = rest % p.cells[2];
+    unsigned int iy = rest / p.cells[2];
+    return ((ix & 63u) | ((iz & 1u) << 6) | ((iy & 3u) << 7)) & (MPC_HASH_SLOTS - 1);
+}
+
+__device__ __forceinline__ void mpc_add_to_cell_block(const MpcParams &p, double *cells, bool valid,
+                                                      unsigned int cell, double m, double v0, double v1, double v2) {
+    __shared__ unsigned int keys[MPC_HASH_SLOTS];
+    __shared__ double vals[6 * MPC_HASH_SLOTS];
+    for (unsigned int k = threadIdx.x; k < MPC_HASH_SLOTS; k += blockDim.x) {
+        keys[k] = MPC_EMPTY_KEY;
+    }
+    for (unsigned int k = threadIdx.x; k < 6 * MPC_HASH_SLOTS; k += blockDim.x) {
+        vals[k] = 0.0;
+    }
+    __syncthreads();
+    double s[6];
+    if (mpc_warp_reduce_cell(valid, cell, m, v0, v1, v2, s)) {
+        unsigned int slot = mpc_cell_hash(p, cell);
+        for (;;) {
+            unsigned int prev = atomicCAS(keys + slot, MPC_EMPTY_KEY, cell);
+            if (prev == MPC_EMPTY_KEY || prev == cell) {
+                break;
+            }
+            slot = (slot + 1) & (MPC_HASH_SLOTS - 1);
+        }
+#pragma unroll
+        for (int k = 0; k < 6; ++k) {
+            atomicAdd(vals + 6 * slot + k, s[k]);
+        }
+    }
+    __syncthreads();
+    for (unsigned int k = threadIdx.x; k < MPC_HASH_SLOTS; k += blockDim.x) {
+        unsigned int c = keys[k];
+        if (c != MPC_EMPTY_KEY) {
+            double *g = cells + (size_t)c * MPC_CELL_STRIDE;
+#pragma unroll
+            for (int j = 0; j < 6; ++j) {
+                atomicAdd(g + j, vals[6 * k + j]);
+            }
+        }
     }
 }
 
 // Pass 1, "warp" method: as mpc_stream_bin_atomic with warp-aggregated atomics.
+// agg = 0: warp aggregation; 1: warp + block (shared-memory hash) aggregation.
 extern "C" __global__ void mpc_stream_bin_warp(MpcParams p, float *__restrict__ px, float *__restrict__ py,
                                                float *__restrict__ pz, double *__restrict__ vx,
                                                double *__restrict__ vy, double *__restrict__ vz,
-                                               unsigned int *__restrict__ cellw, double *cells, double *report) {
+                                               unsigned int *__restrict__ cellw, double *cells, double *report,
+                                               unsigned int agg) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     double kin = 0.0;
     bool valid = i < p.n_fluid;
@@ -169,7 +237,11 @@ extern "C" __global__ void mpc_stream_bin_warp(MpcParams p, float *__restrict__ 
         w1 = v[1];
         w2 = v[2];
     }
-    mpc_add_to_cell_warp(cells, valid, cell, p.mass, w0, w1, w2);
+    if (agg) {
+        mpc_add_to_cell_block(p, cells, valid, cell, p.mass, w0, w1, w2);
+    } else {
+        mpc_add_to_cell_warp(cells, valid, cell, p.mass, w0, w1, w2);
+    }
     if (p.measure_stress) {
         mpc_block_add(kin, report + 2);
     }
@@ -183,7 +255,7 @@ extern "C" __global__ void mpc_collide_stream_bin(MpcParams pc, MpcParams p, flo
                                                   double *__restrict__ vx, double *__restrict__ vy,
                                                   double *__restrict__ vz, unsigned int *__restrict__ cellw,
                                                   const double *__restrict__ cells_prev, double *cells_next,
-                                                  double *report) {
+                                                  double *report, unsigned int agg) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     double kin = 0.0;
     bool valid = i < p.n_fluid;
@@ -214,7 +286,11 @@ extern "C" __global__ void mpc_collide_stream_bin(MpcParams pc, MpcParams p, flo
         w1 = v[1];
         w2 = v[2];
     }
-    mpc_add_to_cell_warp(cells_next, valid, cell, p.mass, w0, w1, w2);
+    if (agg) {
+        mpc_add_to_cell_block(p, cells_next, valid, cell, p.mass, w0, w1, w2);
+    } else {
+        mpc_add_to_cell_warp(cells_next, valid, cell, p.mass, w0, w1, w2);
+    }
     if (p.measure_stress) {
         mpc_block_add(kin, report + 2);
     }

@@ -291,6 +291,20 @@ fn gpu_warp_method_agrees_with_cpu() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
+fn gpu_shared_method_agrees_with_cpu() {
+    agree_with_cpu(CellSumMethod::Shared, 4, false);
+    agree_with_cpu(CellSumMethod::Shared, 3, true);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_fused_shared_method_agrees_with_cpu() {
+    agree_with_cpu(CellSumMethod::FusedShared, 0, false);
+    agree_with_cpu(CellSumMethod::FusedShared, 4, true);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_fused_method_agrees_with_cpu() {
     agree_with_cpu(CellSumMethod::Fused, 0, false);
     agree_with_cpu(CellSumMethod::Fused, 4, true);

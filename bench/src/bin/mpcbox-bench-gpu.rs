@@ -28,7 +28,11 @@ struct Args {
     #[arg(long, default_value_t = 5)]
     warmup: u64,
     /// Cell-sum methods to measure.
-    #[arg(long, value_delimiter = ',', default_value = "atomics,warp,list,fused")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "atomics,warp,shared,list,fused,fused-shared"
+    )]
     methods: Vec<String>,
     /// Steps between reorderings (as tuning.reorder_interval; 0: never).
     #[arg(long, default_value_t = 10)]
@@ -71,8 +75,8 @@ fn bytes_per_particle_step(method: CellSumMethod, stress: bool, m: u32, reorder:
         b += 12.0;
     }
     let cell = match method {
-        CellSumMethod::Atomics | CellSumMethod::Warp | CellSumMethod::Fused => 240.0,
         CellSumMethod::List => 8.0 + 48.0 + 48.0 + 64.0 + 64.0,
+        _ => 240.0,
     };
     b += cell / m as f64;
     if method == CellSumMethod::List {
@@ -80,7 +84,8 @@ fn bytes_per_particle_step(method: CellSumMethod, stress: bool, m: u32, reorder:
     }
     // fused (when the stress is not measured): one pass reads pos, vel and the cell word and
     // writes them once (80 B) instead of the separate collision pass (52 B more)
-    if method == CellSumMethod::Fused && !stress {
+    let fused = matches!(method, CellSumMethod::Fused | CellSumMethod::FusedShared);
+    if fused && !stress {
         b -= 48.0;
     }
     if reorder > 0 {

@@ -53,7 +53,7 @@ pub const RESERVE_BYTES: u64 = 512 << 20;
 const SCAN_CHUNKS: usize = 65_536;
 
 /// How the per-cell sums are formed and the passes arranged (selectable with
-/// `MPCBOX_CUDA_METHOD=atomics|warp|list|fused`).
+/// `MPCBOX_CUDA_METHOD=atomics|warp|shared|list|fused|fused-shared`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CellSumMethod {
     /// Six f64 atomics per particle into the cell buffer, in the streaming kernel (talk 003's
@@ -65,18 +65,26 @@ pub enum CellSumMethod {
     /// Linked cell lists (`atomicExch` on a head per cell), then one thread per cell sums its
     /// list (talk 003's "faster" method).
     List,
+    /// `Warp`, then the warp leaders add into a per-block hash table of cells in shared memory
+    /// (geometry-aware hash, talk 003's partial lists in shared memory), and each block does one
+    /// set of atomics per distinct cell.
+    Shared,
     /// `Warp` sums, and the collision of step n fused with the streaming of step n+1 (one pass
     /// over the particles per step) whenever step n's collisional stress is not measured; two
     /// cell buffers alternate.
     Fused,
+    /// `Fused` with the `Shared` block aggregation.
+    FusedShared,
 }
 
 impl CellSumMethod {
-    pub const ALL: [CellSumMethod; 4] = [
+    pub const ALL: [CellSumMethod; 6] = [
         CellSumMethod::Atomics,
         CellSumMethod::Warp,
+        CellSumMethod::Shared,
         CellSumMethod::List,
         CellSumMethod::Fused,
+        CellSumMethod::FusedShared,
     ];
 
     /// The default: the fastest measured on an H200 (see the benchmark).
@@ -86,8 +94,10 @@ impl CellSumMethod {
         match self {
             CellSumMethod::Atomics => "atomics",
             CellSumMethod::Warp => "warp",
+            CellSumMethod::Shared => "shared",
             CellSumMethod::List => "list",
             CellSumMethod::Fused => "fused",
+            CellSumMethod::FusedShared => "fused-shared",
         }
     }
 
@@ -96,7 +106,9 @@ impl CellSumMethod {
             "atomics" | "atomic" => Some(CellSumMethod::Atomics),
             "warp" => Some(CellSumMethod::Warp),
             "list" | "lists" | "linked" => Some(CellSumMethod::List),
+            "shared" => Some(CellSumMethod::Shared),
             "fused" => Some(CellSumMethod::Fused),
+            "fused-shared" | "fused_shared" => Some(CellSumMethod::FusedShared),
             _ => None,
         }
     }
@@ -106,7 +118,7 @@ impl CellSumMethod {
         match std::env::var("MPCBOX_CUDA_METHOD") {
             Ok(v) => CellSumMethod::parse(&v).unwrap_or_else(|| {
                 tracing::warn!(
-                    "MPCBOX_CUDA_METHOD={v:?} is unknown (atomics, warp, list, fused); using {}",
+                    "MPCBOX_CUDA_METHOD={v:?} is unknown (atomics, warp, shared, list, fused, fused-shared); using {}",
                     CellSumMethod::DEFAULT.name()
                 );
                 CellSumMethod::DEFAULT
@@ -118,11 +130,11 @@ impl CellSumMethod {
     /// Extra bytes per particle and per cell beyond the common footprint.
     fn extra_bytes(self) -> (u64, u64) {
         match self {
-            CellSumMethod::Atomics | CellSumMethod::Warp => (0, 0),
+            CellSumMethod::Atomics | CellSumMethod::Warp | CellSumMethod::Shared => (0, 0),
             // next[] per particle; the list heads share the per-cell counter array
             CellSumMethod::List => (4, 0),
             // a second cell buffer
-            CellSumMethod::Fused => (0, 64),
+            CellSumMethod::Fused | CellSumMethod::FusedShared => (0, 64),
         }
     }
 }
@@ -631,7 +643,9 @@ impl CudaBackend {
             cellw: unsafe { s.alloc::<u32>(nn) }.map_err(alloc_err)?,
             cells: s.alloc_zeros::<f64>(8 * ncells).map_err(alloc_err)?,
             cells_alt: match method {
-                CellSumMethod::Fused => Some(s.alloc_zeros::<f64>(8 * ncells).map_err(alloc_err)?),
+                CellSumMethod::Fused | CellSumMethod::FusedShared => {
+                    Some(s.alloc_zeros::<f64>(8 * ncells).map_err(alloc_err)?)
+                }
                 _ => None,
             },
             pending: None,
@@ -923,8 +937,12 @@ impl CudaBackend {
         s.memset_zeros(&mut self.report).map_err(drv("memset"))?;
         // 1-2: stream, bin, cell sums
         let pending = self.pending.take();
+        let agg: u32 = matches!(
+            self.method,
+            CellSumMethod::Shared | CellSumMethod::FusedShared
+        ) as u32;
         match self.method {
-            CellSumMethod::Fused if pending.is_some() => {
+            CellSumMethod::Fused | CellSumMethod::FusedShared if pending.is_some() => {
                 let pc = pending.unwrap_or_default();
                 let alt = self.cells_alt.as_mut().ok_or_else(|| {
                     MpcError::Device("fused method without a second cell buffer".into())
@@ -947,12 +965,17 @@ impl CudaBackend {
                         .arg(&self.cells)
                         .arg(&mut *alt)
                         .arg(&mut self.report)
+                        .arg(&agg)
                         .launch(grid(n))
                         .map_err(drv("collide/stream/bin"))?;
                 }
                 std::mem::swap(&mut self.cells, alt);
             }
-            CellSumMethod::Atomics | CellSumMethod::Warp | CellSumMethod::Fused => {
+            CellSumMethod::Atomics
+            | CellSumMethod::Warp
+            | CellSumMethod::Shared
+            | CellSumMethod::Fused
+            | CellSumMethod::FusedShared => {
                 s.memset_zeros(&mut self.cells).map_err(drv("memset"))?;
                 let k = &self.dev.k;
                 let f = if self.method == CellSumMethod::Atomics {
@@ -963,8 +986,8 @@ impl CudaBackend {
                 let [px, py, pz] = &mut self.pos;
                 let [vx, vy, vz] = &mut self.vel;
                 unsafe {
-                    s.launch_builder(f)
-                        .arg(&p)
+                    let mut b = s.launch_builder(f);
+                    b.arg(&p)
                         .arg(px)
                         .arg(py)
                         .arg(pz)
@@ -973,9 +996,11 @@ impl CudaBackend {
                         .arg(vz)
                         .arg(&mut self.cellw)
                         .arg(&mut self.cells)
-                        .arg(&mut self.report)
-                        .launch(grid(n))
-                        .map_err(drv("stream/bin"))?;
+                        .arg(&mut self.report);
+                    if self.method != CellSumMethod::Atomics {
+                        b.arg(&agg);
+                    }
+                    b.launch(grid(n)).map_err(drv("stream/bin"))?;
                 }
             }
             CellSumMethod::List => {
@@ -1069,8 +1094,11 @@ impl CudaBackend {
         self.phase_end(2)?;
         // 5: collide (the fused method defers the fluid collision into the next step's pass
         // unless this step's stress is measured or the fluid is reordered now)
-        let defer =
-            self.method == CellSumMethod::Fused && !plan.measure_stress && !(plan.reorder && n > 0);
+        let fused = matches!(
+            self.method,
+            CellSumMethod::Fused | CellSumMethod::FusedShared
+        );
+        let defer = fused && !plan.measure_stress && !(plan.reorder && n > 0);
         if defer {
             self.pending = Some(p);
         } else {
