@@ -214,9 +214,11 @@ fn check(path: &PathBuf) -> Result<(), MpcError> {
         cpu.bytes_per_particle,
         cpu.bytes_per_cell
     );
-    let gpu = mpcbox::memory::cuda_footprint(&cfg);
+    let gpu =
+        mpcbox::memory::cuda_footprint_for(&cfg, mpcbox::backend::cuda::CellSumMethod::from_env());
     println!(
-        "  CUDA backend memory: {} ({} B/particle, {} B/cell, plus {} reserve)",
+        "  CUDA backend memory ({} method): {} ({} B/particle, {} B/cell, plus {} reserve)",
+        mpcbox::backend::cuda::CellSumMethod::from_env().name(),
         mpcbox::memory::human_bytes(gpu.total_bytes),
         gpu.bytes_per_particle,
         gpu.bytes_per_cell,

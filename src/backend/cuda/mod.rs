@@ -87,8 +87,10 @@ impl CellSumMethod {
         CellSumMethod::FusedShared,
     ];
 
-    /// The default: the fastest measured on an H200 (see the benchmark).
-    pub const DEFAULT: CellSumMethod = CellSumMethod::Atomics;
+    /// The default: the fastest measured on an H200 (mpcbox-bench-gpu, 64³ to 256³ cells ×
+    /// 10): `Fused`, as fast as `Warp` when the stress is measured every step and about 1.2×
+    /// faster otherwise; `Warp` is about 1.5× faster than `Atomics`.
+    pub const DEFAULT: CellSumMethod = CellSumMethod::Fused;
 
     pub fn name(self) -> &'static str {
         match self {
@@ -127,6 +129,12 @@ impl CellSumMethod {
         }
     }
 
+    /// Device bytes per particle and per cell of this method.
+    pub fn bytes_per_particle_and_cell(self) -> (u64, u64) {
+        let (ep, ec) = self.extra_bytes();
+        (BYTES_PER_PARTICLE + ep, BYTES_PER_CELL + ec)
+    }
+
     /// Extra bytes per particle and per cell beyond the common footprint.
     fn extra_bytes(self) -> (u64, u64) {
         match self {
@@ -142,8 +150,9 @@ impl CellSumMethod {
 /// Bytes per particle of the CUDA backend: position 3×4, velocity 3×8, cell word 4, and an
 /// 8-byte scratch slot used by the reorder (permutation, then one array at a time).
 pub const BYTES_PER_PARTICLE: u64 = 12 + 24 + 4 + 8;
-/// Bytes per cell: 8 doubles (sums, then collision parameters in place) and a u32 counter
-/// (reorder counts/offsets; list heads).
+/// Bytes per cell common to every method: 8 doubles (sums, then collision parameters in
+/// place) and a u32 counter (reorder counts/offsets; list heads). The fused methods add a
+/// second 64-byte cell buffer.
 pub const BYTES_PER_CELL: u64 = 8 * 8 + 4;
 
 /// Device bytes for `n` particles and `ncells` cells with a method (without the reserve).
@@ -203,8 +212,8 @@ fn check_fits(device: &str, n: u64, ncells: u64, method: CellSumMethod, free: u6
     }
     let needed = device_bytes(n, ncells, method);
     if n > MAX_CUDA_PARTICLES || needed + RESERVE_BYTES > free {
-        let fit = free.saturating_sub(RESERVE_BYTES + ncells * BYTES_PER_CELL)
-            / (BYTES_PER_PARTICLE + method.extra_bytes().0);
+        let (bp, bc) = method.bytes_per_particle_and_cell();
+        let fit = free.saturating_sub(RESERVE_BYTES + ncells * bc) / bp;
         return Err(MpcError::OutOfMemory {
             device: device.to_string(),
             needed_bytes: needed + RESERVE_BYTES,
@@ -212,8 +221,8 @@ fn check_fits(device: &str, n: u64, ncells: u64, method: CellSumMethod, free: u6
             fix: format!(
                 "this GPU holds about {fit} fluid particles with this box ({} B/particle, {} \
                  B/cell, {} MiB reserve); use fewer cells or particles per cell, or device: Cpu",
-                BYTES_PER_PARTICLE + method.extra_bytes().0,
-                BYTES_PER_CELL,
+                bp,
+                bc,
                 RESERVE_BYTES >> 20
             ),
         });
@@ -1282,6 +1291,15 @@ mod tests {
         assert_eq!(BYTES_PER_CELL, 68);
         assert!(
             device_bytes(10, 1, CellSumMethod::List) > device_bytes(10, 1, CellSumMethod::Atomics)
+        );
+        for m in CellSumMethod::ALL {
+            let (bp, bc) = m.bytes_per_particle_and_cell();
+            assert!(bp <= 52 && bc <= 132, "{m:?}: {bp} B/particle, {bc} B/cell");
+            assert_eq!(CellSumMethod::parse(m.name()), Some(m));
+        }
+        assert_eq!(
+            CellSumMethod::DEFAULT.bytes_per_particle_and_cell(),
+            (48, 132)
         );
     }
 
