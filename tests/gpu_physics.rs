@@ -142,3 +142,37 @@ fn gpu_lees_edwards_viscosity_matches_srd_theory() {
     );
     assert!((temp - 1.0).abs() < 0.01, "temperature {temp}");
 }
+
+/// A CPU run checkpointed and resumed on the GPU continues as the CPU run does (to rounding).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_resumes_a_cpu_checkpoint() {
+    let mut cfg = common::small_config([10, 12, 8], 10);
+    cfg.shear_rate = 0.05;
+    cfg.thermostat = Thermostat::Mbs;
+    cfg.seed = 99;
+    cfg.tuning.reorder_interval = 7;
+    let mut cpu = Solvent::new(cfg.clone()).unwrap();
+    for _ in 0..15 {
+        cpu.step().unwrap();
+    }
+    let ck = cpu.checkpoint().unwrap();
+    let mut gpu = Solvent::from_checkpoint(ck, Some(DeviceChoice::Cuda(vec![0]))).unwrap();
+    assert!(gpu.backend_description().starts_with("cuda"));
+    assert_eq!(gpu.step_count(), 15);
+    for _ in 0..10 {
+        let a = cpu.step().unwrap();
+        let b = gpu.step().unwrap();
+        assert!((a.relative_energy - b.relative_energy).abs() <= 1e-9 * a.relative_energy);
+        assert_eq!(a.relative_dof, b.relative_dof);
+    }
+    let (sc, sg) = (cpu.fluid_state().unwrap(), gpu.fluid_state().unwrap());
+    for k in 0..3 {
+        for (a, b) in sc.vel[k].iter().zip(&sg.vel[k]) {
+            assert!((a - b).abs() <= 1e-9 * a.abs().max(1.0), "{a} vs {b}");
+        }
+    }
+    let (oc, og) = (cpu.observables().unwrap(), gpu.observables().unwrap());
+    assert!((oc.kinetic_energy - og.kinetic_energy).abs() <= 1e-9 * oc.kinetic_energy);
+    assert!((oc.temperature - og.temperature).abs() <= 1e-9);
+}

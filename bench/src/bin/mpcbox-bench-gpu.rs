@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use mpcbox::backend::cuda::{CellSumMethod, CudaBackend, CudaDevice, PHASE_NAMES};
+use mpcbox::backend::Backend;
 use mpcbox::config::{Config, Thermostat};
 use mpcbox::physics::Physics;
 use mpcbox::state::FluidState;
@@ -120,8 +121,13 @@ fn main() {
     );
     println!();
     let mut profiles: Vec<String> = Vec::new();
-    println!("| cells | particles | method | MBS | shear | Mparticle-steps/s | ms/step | bytes/particle-step | roofline Mp-steps/s | achieved/roofline |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "default method: {} (MPCBOX_CUDA_METHOD selects another)",
+        CellSumMethod::DEFAULT.name()
+    );
+    println!();
+    println!("| cells | particles | method | MBS | shear | Mparticle-steps/s | ms/step | bytes/particle-step | roofline Mp-steps/s | achieved/roofline | Mp-steps/s via Backend::step (sync each step) |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for &l in &args.sizes {
         let base = config(l, args.m, false, false);
         let t0 = Instant::now();
@@ -165,9 +171,16 @@ fn main() {
                 be.synchronize().unwrap();
                 let dt = t.elapsed().as_secs_f64();
                 let r = be.read_report().unwrap();
+                // the same through Backend::step, which waits for each step's report
+                let p1 = warmup + args.steps;
+                let t = Instant::now();
+                for step in p1..p1 + args.steps {
+                    Backend::step(&mut be, &plan(step), None).unwrap();
+                }
+                let dt_sync = t.elapsed().as_secs_f64();
                 if l == args.profile_size {
                     be.set_profiling(true);
-                    let p0 = warmup + args.steps;
+                    let p0 = warmup + 2 * args.steps;
                     for step in p0..p0 + args.steps {
                         be.enqueue_step(&plan(step), None).unwrap();
                     }
@@ -193,7 +206,7 @@ fn main() {
                 let bytes = bytes_per_particle_step(method, shear, args.m, args.reorder);
                 let roof = bw / bytes;
                 println!(
-                    "| {l}³ | {} | {} | {} | {} | {:.0} | {:.3} | {:.0} | {:.0} | {:.2} |",
+                    "| {l}³ | {} | {} | {} | {} | {:.0} | {:.3} | {:.0} | {:.0} | {:.2} | {:.0} |",
                     st.len(),
                     method.name(),
                     if mbs { "yes" } else { "no" },
@@ -202,7 +215,8 @@ fn main() {
                     dt * 1e3 / args.steps as f64,
                     bytes,
                     roof / 1e6,
-                    rate / roof
+                    rate / roof,
+                    n * args.steps as f64 / dt_sync / 1e6
                 );
             }
         }
