@@ -312,6 +312,49 @@ fn gpu_fused_method_agrees_with_cpu() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
+fn gpu_generates_the_cpu_initial_state_bit_for_bit() {
+    for (cells, shear) in [
+        ([12, 10, 8], 0.05),
+        ([40, 36, 30], 0.0),
+        ([64, 64, 64], 0.02),
+    ] {
+        let mut cfg = gpu_config(cells, 10);
+        cfg.shear_rate = shear;
+        let phys = Physics::from_config(&cfg);
+        let t0 = std::time::Instant::now();
+        let mut gpu = CudaBackend::open(&cfg, &phys, None, 0, CellSumMethod::DEFAULT).unwrap();
+        let t_gpu = t0.elapsed().as_secs_f64();
+        let g = gpu.download().unwrap();
+        let t0 = std::time::Instant::now();
+        let c = FluidState::initial(&cfg);
+        let t_cpu = t0.elapsed().as_secs_f64();
+        let mut differ = 0usize;
+        for k in 0..3 {
+            differ += c.pos[k]
+                .iter()
+                .zip(&g.pos[k])
+                .filter(|(a, b)| a != b)
+                .count();
+            differ += c.vel[k]
+                .iter()
+                .zip(&g.vel[k])
+                .filter(|(a, b)| a.to_bits() != b.to_bits())
+                .count();
+        }
+        eprintln!(
+            "{cells:?}: {} particles, GPU open+generate {t_gpu:.3} s, CPU generate {t_cpu:.3} s, \
+             {differ} components differ",
+            c.len()
+        );
+        assert_eq!(
+            differ, 0,
+            "GPU initial state differs from FluidState::initial"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_download_upload_round_trip() {
     let cfg = gpu_config([8, 8, 8], 5);
     let phys = Physics::from_config(&cfg);

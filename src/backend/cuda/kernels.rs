@@ -36,6 +36,10 @@ pub const KERNEL_NAMES: &[&str] = &[
     "mpc_debug_det_ln",
     "mpc_debug_initial_particle",
     "mpc_fill_u32",
+    "mpc_init_particles",
+    "mpc_chunk_sums",
+    "mpc_shift_scale",
+    "mpc_add_flow",
 ];
 
 /// The single translation unit handed to NVRTC: the headers, then the kernels. `#pragma once`

@@ -21,6 +21,10 @@
 //! 6. optionally **reorder** by cell: counting sort (count, scan, scatter), each cell's segment
 //!    sorted so that the permutation equals the CPU backend's, then a gather per array.
 //!
+//! A fresh fluid is generated on the GPU (`mpc_init_particles`, then the CPU's chunked mean and
+//! energy sums reproduced chunk by chunk), equal bit for bit to `FluidState::initial`; a given
+//! state (resume, tests) is uploaded.
+//!
 //! The kernels (`kernels/*.cu`, `*.cuh`) mirror `physics.rs` and `rng.rs` operation by
 //! operation and are compiled by NVRTC with `--fmad=false`: per-cell draws equal the CPU's bit
 //! for bit, and velocities differ from the CPU backend only by the summation order of the cell
@@ -283,6 +287,10 @@ struct Kernels {
     debug_det_ln: CudaFunction,
     debug_initial_particle: CudaFunction,
     fill_u32: CudaFunction,
+    init_particles: CudaFunction,
+    chunk_sums: CudaFunction,
+    shift_scale: CudaFunction,
+    add_flow: CudaFunction,
 }
 
 impl Kernels {
@@ -322,6 +330,10 @@ impl Kernels {
             debug_det_ln: f("mpc_debug_det_ln")?,
             debug_initial_particle: f("mpc_debug_initial_particle")?,
             fill_u32: f("mpc_fill_u32")?,
+            init_particles: f("mpc_init_particles")?,
+            chunk_sums: f("mpc_chunk_sums")?,
+            shift_scale: f("mpc_shift_scale")?,
+            add_flow: f("mpc_add_flow")?,
         };
         Ok((module, k))
     }
@@ -572,8 +584,9 @@ pub const PHASE_NAMES: [&str; 5] = [
 const PHASES: usize = 5;
 
 impl CudaBackend {
-    /// Open GPU `ordinal` for the config `cfg`; the fluid is `state`, or a fresh
-    /// `FluidState::initial(cfg)` built only after the memory check passed.
+    /// Open GPU `ordinal` for the config `cfg`; the fluid is `state`, or the initial state of
+    /// `cfg` generated on the GPU (equal bit for bit to `FluidState::initial(cfg)`), after the
+    /// memory check passed.
     pub fn open(
         cfg: &Config,
         phys: &Physics,
@@ -588,10 +601,125 @@ impl CudaBackend {
         match state {
             Some(s) => CudaBackend::with_device(dev, phys.clone(), s, method),
             None => {
-                let st = FluidState::initial(cfg);
-                CudaBackend::with_device(dev, phys.clone(), &st, method)
+                let mut be = CudaBackend::allocate(dev, phys.clone(), n as usize, method)?;
+                be.generate_initial_state(cfg)?;
+                Ok(be)
             }
         }
+    }
+
+    /// Fill the fluid with the initial state of `cfg`, generated on the GPU with the same
+    /// per-particle Philox streams and the same chunked reductions as `FluidState::initial`.
+    fn generate_initial_state(&mut self, cfg: &Config) -> Result<()> {
+        use crate::config::InitialFlow;
+        use crate::state::REDUCTION_CHUNK;
+        let n = self.n;
+        if n as u64 != cfg.n_fluid() {
+            return Err(MpcError::Device("initial state size mismatch".into()));
+        }
+        self.pending = None;
+        let s = self.dev.stream.clone();
+        let nu = n as u32;
+        let sigma = (cfg.kt / cfg.mass).sqrt();
+        let len = self.phys.length;
+        let k = &self.dev.k;
+        {
+            let [px, py, pz] = &mut self.pos;
+            let [vx, vy, vz] = &mut self.vel;
+            unsafe {
+                s.launch_builder(&k.init_particles)
+                    .arg(&cfg.seed)
+                    .arg(&len[0])
+                    .arg(&len[1])
+                    .arg(&len[2])
+                    .arg(&sigma)
+                    .arg(px)
+                    .arg(py)
+                    .arg(pz)
+                    .arg(vx)
+                    .arg(vy)
+                    .arg(vz)
+                    .arg(&nu)
+                    .launch(grid(n))
+                    .map_err(drv("initial state"))?;
+            }
+        }
+        if n > 1 {
+            let (mean, _) = self.mean_velocity_and_energy(REDUCTION_CHUNK)?;
+            for c in 0..3 {
+                self.shift_scale(c, mean[c], 1.0, 0)?;
+            }
+            let (_, ke) = self.mean_velocity_and_energy(REDUCTION_CHUNK)?;
+            let target = 1.5 * (n as f64 - 1.0) * cfg.kt / cfg.mass;
+            if ke > 0.0 {
+                let f = (target / ke).sqrt();
+                for c in 0..3 {
+                    self.shift_scale(c, 0.0, f, 1)?;
+                }
+            }
+        }
+        if cfg.initial_flow == InitialFlow::Steady && cfg.shear_rate != 0.0 {
+            let p = self.params(&self.phys.plan(0, false, false), 0);
+            unsafe {
+                s.launch_builder(&self.dev.k.add_flow)
+                    .arg(&p)
+                    .arg(&self.pos[1])
+                    .arg(&mut self.vel[0])
+                    .launch(grid(n))
+                    .map_err(drv("initial flow"))?;
+            }
+        }
+        self.synchronize()
+    }
+
+    /// `FluidState::mean_velocity_and_energy` on the GPU: chunk sums, added on the host in order.
+    fn mean_velocity_and_energy(&mut self, chunk: usize) -> Result<([f64; 3], f64)> {
+        let n = self.n;
+        let nchunks = n.div_ceil(chunk).max(1);
+        let s = self.dev.stream.clone();
+        let mut partial = s.alloc_zeros::<f64>(4 * nchunks).map_err(drv("alloc"))?;
+        let (nu, cu, ncu) = (n as u32, chunk as u32, nchunks as u32);
+        unsafe {
+            s.launch_builder(&self.dev.k.chunk_sums)
+                .arg(&self.vel[0])
+                .arg(&self.vel[1])
+                .arg(&self.vel[2])
+                .arg(&mut partial)
+                .arg(&nu)
+                .arg(&cu)
+                .arg(&ncu)
+                .launch(LaunchConfig {
+                    grid_dim: ((nchunks as u32).div_ceil(64), 1, 1),
+                    block_dim: (64, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+                .map_err(drv("chunk sums"))?;
+        }
+        let parts = s.clone_dtoh(&partial).map_err(drv("copy"))?;
+        let mut t = [0.0; 4];
+        for p in parts.chunks_exact(4).take(n.div_ceil(chunk)) {
+            for k in 0..4 {
+                t[k] += p[k];
+            }
+        }
+        let nf = n.max(1) as f64;
+        Ok(([t[0] / nf, t[1] / nf, t[2] / nf], t[3]))
+    }
+
+    fn shift_scale(&mut self, component: usize, sub: f64, mul: f64, op: u32) -> Result<()> {
+        let s = self.dev.stream.clone();
+        let nu = self.n as u32;
+        unsafe {
+            s.launch_builder(&self.dev.k.shift_scale)
+                .arg(&mut self.vel[component])
+                .arg(&sub)
+                .arg(&mul)
+                .arg(&op)
+                .arg(&nu)
+                .launch(grid(self.n))
+                .map_err(drv("initial state"))?;
+        }
+        Ok(())
     }
 
     /// A backend on GPU `ordinal` holding `state`, default cell-sum method.
@@ -619,7 +747,18 @@ impl CudaBackend {
         state
             .validate(&phys)
             .map_err(|e| MpcError::Device(format!("initial fluid state: {e}")))?;
-        let n = state.len();
+        let mut be = CudaBackend::allocate(dev, phys, state.len(), method)?;
+        be.upload(state)?;
+        Ok(be)
+    }
+
+    /// Allocate every buffer for `n` fluid particles (contents unset) after the memory check.
+    fn allocate(
+        dev: CudaDevice,
+        phys: Physics,
+        n: usize,
+        method: CellSumMethod,
+    ) -> Result<CudaBackend> {
         let ncells = phys.n_cells();
         let (free, _) = dev.free_memory()?;
         let needed = check_fits(&dev.describe(), n as u64, ncells as u64, method, free)?;
@@ -632,8 +771,8 @@ impl CudaBackend {
         };
         let nn = n.max(1);
         let ly = phys.cells[1] as usize;
-        // SAFETY (alloc): every buffer is written before it is read (state upload below, the
-        // per-step memsets and kernels).
+        // SAFETY (alloc): every buffer is written before it is read (state upload or
+        // generation by the caller, the per-step memsets and kernels).
         let pos = unsafe {
             [
                 s.alloc::<f32>(nn).map_err(alloc_err)?,
@@ -648,7 +787,7 @@ impl CudaBackend {
                 s.alloc::<f64>(nn).map_err(alloc_err)?,
             ]
         };
-        let mut be = CudaBackend {
+        let be = CudaBackend {
             cellw: unsafe { s.alloc::<u32>(nn) }.map_err(alloc_err)?,
             cells: s.alloc_zeros::<f64>(8 * ncells).map_err(alloc_err)?,
             cells_alt: match method {
@@ -682,7 +821,6 @@ impl CudaBackend {
             device_bytes: needed,
             dev,
         };
-        be.upload(state)?;
         Ok(be)
     }
 
