@@ -40,15 +40,33 @@ __device__ void mpc_block_add(double x, double *target) {
     __syncthreads();
 }
 
+// Raw cell sums while binning (MPC_CELL_STRIDE doubles per cell):
+//   [0..3) sum m v, [3] solute mass, [4] sum m v^2, [5] fluid count, [6] solute count.
+// The fluid mass is m * (fluid count), so a fluid particle needs five atomics, not six;
+// mpc_cell_params rebuilds [sum m v, mass, sum m v^2, count] from these.
+#define MPC_SUM_SOLUTE_MASS 3
+#define MPC_SUM_FLUID_COUNT 5
+#define MPC_SUM_SOLUTE_COUNT 6
+
 __device__ __forceinline__ void mpc_add_to_cell(double *cells, unsigned int cell, double m, double v0, double v1,
                                                 double v2) {
     double *c = cells + (size_t)cell * MPC_CELL_STRIDE;
     atomicAdd(c + 0, m * v0);
     atomicAdd(c + 1, m * v1);
     atomicAdd(c + 2, m * v2);
-    atomicAdd(c + 3, m);
     atomicAdd(c + 4, m * (v0 * v0 + v1 * v1 + v2 * v2));
-    atomicAdd(c + 5, 1.0);
+    atomicAdd(c + MPC_SUM_FLUID_COUNT, 1.0);
+}
+
+__device__ __forceinline__ void mpc_add_solute_to_cell(double *cells, unsigned int cell, double m, double v0,
+                                                       double v1, double v2) {
+    double *c = cells + (size_t)cell * MPC_CELL_STRIDE;
+    atomicAdd(c + 0, m * v0);
+    atomicAdd(c + 1, m * v1);
+    atomicAdd(c + 2, m * v2);
+    atomicAdd(c + MPC_SUM_SOLUTE_MASS, m);
+    atomicAdd(c + 4, m * (v0 * v0 + v1 * v1 + v2 * v2));
+    atomicAdd(c + MPC_SUM_SOLUTE_COUNT, 1.0);
 }
 
 __device__ __forceinline__ void mpc_load_params(const double *cells, unsigned int cell, double cp[8]) {
@@ -113,14 +131,12 @@ __device__ __forceinline__ bool mpc_warp_reduce_cell(bool valid, unsigned int ce
         double t0 = __shfl_sync(full, s0, src);
         double t1 = __shfl_sync(full, s1, src);
         double t2 = __shfl_sync(full, s2, src);
-        double t3 = __shfl_sync(full, s3, src);
         double t4 = __shfl_sync(full, s4, src);
         double t5 = __shfl_sync(full, s5, src);
         if (next) {
             s0 += t0;
             s1 += t1;
             s2 += t2;
-            s3 += t3;
             s4 += t4;
             s5 += t5;
         }
@@ -143,10 +159,11 @@ __device__ __forceinline__ void mpc_add_to_cell_warp(double *cells, bool valid, 
     double s[6];
     if (mpc_warp_reduce_cell(valid, cell, m, v0, v1, v2, s)) {
         double *c = cells + (size_t)cell * MPC_CELL_STRIDE;
-#pragma unroll
-        for (int k = 0; k < 6; ++k) {
-            atomicAdd(c + k, s[k]);
-        }
+        atomicAdd(c + 0, s[0]);
+        atomicAdd(c + 1, s[1]);
+        atomicAdd(c + 2, s[2]);
+        atomicAdd(c + 4, s[4]);
+        atomicAdd(c + MPC_SUM_FLUID_COUNT, s[5]);
     }
 }
 
@@ -189,7 +206,9 @@ __device__ __forceinline__ void mpc_add_to_cell_block(const MpcParams &p, double
         }
 #pragma unroll
         for (int k = 0; k < 6; ++k) {
-            atomicAdd(vals + 6 * slot + k, s[k]);
+            if (k != 3) {
+                atomicAdd(vals + 6 * slot + k, s[k]);
+            }
         }
     }
     __syncthreads();
@@ -199,7 +218,9 @@ __device__ __forceinline__ void mpc_add_to_cell_block(const MpcParams &p, double
             double *g = cells + (size_t)c * MPC_CELL_STRIDE;
 #pragma unroll
             for (int j = 0; j < 6; ++j) {
-                atomicAdd(g + j, vals[6 * k + j]);
+                if (j != 3) {
+                    atomicAdd(g + j, vals[6 * k + j]);
+                }
             }
         }
     }
@@ -337,7 +358,7 @@ extern "C" __global__ void mpc_list_sums(MpcParams p, const unsigned int *__rest
     if (c >= p.n_cells) {
         return;
     }
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, sm = 0.0, s4 = 0.0, sn = 0.0;
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s4 = 0.0, sn = 0.0;
     double m = p.mass;
     unsigned int j = head[c];
     while (j != 0xffffffffu) {
@@ -348,7 +369,6 @@ extern "C" __global__ void mpc_list_sums(MpcParams p, const unsigned int *__rest
         s0 += m * v0;
         s1 += m * v1;
         s2 += m * v2;
-        sm += m;
         s4 += m * (v0 * v0 + v1 * v1 + v2 * v2);
         sn += 1.0;
         j = __ldg(next + j);
@@ -357,9 +377,10 @@ extern "C" __global__ void mpc_list_sums(MpcParams p, const unsigned int *__rest
     o[0] = s0;
     o[1] = s1;
     o[2] = s2;
-    o[3] = sm;
+    o[MPC_SUM_SOLUTE_MASS] = 0.0;
     o[4] = s4;
-    o[5] = sn;
+    o[MPC_SUM_FLUID_COUNT] = sn;
+    o[MPC_SUM_SOLUTE_COUNT] = 0.0;
 }
 
 // Solutes: bin on the shifted grid (f64 positions) and add to the cell sums.
@@ -373,7 +394,7 @@ extern "C" __global__ void mpc_solute_bin(MpcParams p, const double *__restrict_
     MpcLocation loc = mpc_locate(p, spos[3 * i], spos[3 * i + 1], spos[3 * i + 2]);
     scellw[i] = mpc_pack_cell(loc.cell, loc.image);
     double w0 = svel[3 * i] + mpc_image_velocity(p, loc.image);
-    mpc_add_to_cell(cells, loc.cell, smass[i], w0, svel[3 * i + 1], svel[3 * i + 2]);
+    mpc_add_solute_to_cell(cells, loc.cell, smass[i], w0, svel[3 * i + 1], svel[3 * i + 2]);
 }
 
 // Pass 3, one thread per cell: sums -> collision parameters, in place.
@@ -384,13 +405,13 @@ extern "C" __global__ void mpc_cell_params(MpcParams p, double *cells, double *r
     if (c < p.n_cells) {
         double *o = cells + (size_t)c * MPC_CELL_STRIDE;
         double s[6];
-        double2 a = ((double2 *)o)[0], b = ((double2 *)o)[1], d = ((double2 *)o)[2];
+        double2 a = ((double2 *)o)[0], b = ((double2 *)o)[1], d = ((double2 *)o)[2], e = ((double2 *)o)[3];
         s[0] = a.x;
         s[1] = a.y;
         s[2] = b.x;
-        s[3] = b.y;
+        s[3] = p.mass * d.y + b.y;  // fluid mass + solute mass
         s[4] = d.x;
-        s[5] = d.y;
+        s[5] = d.y + e.x;  // fluid + solute count
         if (s[5] >= 2.0) {
             e_rel = mpc_relative_energy(s);
             dof = s[5] - 1.0;

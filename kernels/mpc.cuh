@@ -27,7 +27,7 @@ struct MpcParams {
     unsigned int n_cells;
 };
 
-// Doubles per cell in the cell buffer: sums [px, py, pz, m, m v^2, count] during binning,
+// Doubles per cell in the cell buffer: raw sums during binning (layout in mpc.cu),
 // overwritten in place by the parameters [ux, uy, uz, ax, ay, az, scale, active].
 #define MPC_CELL_STRIDE 8
 // The cell index takes the low 30 bits of a particle's cell word, the LE image + 1 the top 2.

@@ -7,7 +7,8 @@
 //!
 //! 1. zero the cell buffer (8 doubles per cell);
 //! 2. **stream + bin + sum** (one thread per particle): stream, bin on the shifted grid, store
-//!    the cell word, add `m v`, `m`, `m v²` and 1 to the cell with f64 `atomicAdd`
+//!    the cell word, add `m v`, `m v²` and 1 to the cell with f64 `atomicAdd` (five atomics: the
+//!    fluid mass is m × count; solutes add their mass and count to separate slots)
 //!    ([`CellSumMethod::Atomics`], talk 003's "easy approach"); or first add within each warp
 //!    the lanes that share a cell ([`CellSumMethod::Warp`]); or push the particle onto a
 //!    linked cell list with `atomicExch` and sum the lists one thread per cell
@@ -60,11 +61,11 @@ const SCAN_CHUNKS: usize = 65_536;
 /// `MPCBOX_CUDA_METHOD=atomics|warp|shared|list|fused|fused-shared`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CellSumMethod {
-    /// Six f64 atomics per particle into the cell buffer, in the streaming kernel (talk 003's
+    /// Five f64 atomics per particle into the cell buffer, in the streaming kernel (talk 003's
     /// "easy approach").
     Atomics,
     /// As `Atomics`, but the lanes of a warp that share a cell first add in registers
-    /// (`__match_any_sync` + shuffles), so one lane per cell and warp does the atomics.
+    /// (`__match_any_sync` + shuffles), so one lane per cell and warp does the five atomics.
     Warp,
     /// Linked cell lists (`atomicExch` on a head per cell), then one thread per cell sums its
     /// list (talk 003's "faster" method).
