@@ -526,11 +526,15 @@ extern "C" __global__ void mpc_moments(MpcParams p, const float *__restrict__ py
 
 // ---- reorder by cell: counting sort ----
 
+// Counts per cell, one atomic per group of warp lanes with the same cell (all lanes call).
 extern "C" __global__ void mpc_count_cells(const unsigned int *__restrict__ cellw, unsigned int *counts,
                                            unsigned int n) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) {
-        atomicAdd(counts + mpc_cell_of(cellw[i]), 1u);
+    unsigned int key = i < n ? mpc_cell_of(cellw[i]) : 0xffffffffu;
+    unsigned int peers = __match_any_sync(0xffffffffu, key);
+    unsigned int lane = threadIdx.x & 31;
+    if (i < n && (peers & ((1u << lane) - 1u)) == 0) {
+        atomicAdd(counts + key, (unsigned int)__popc(peers));
     }
 }
 
@@ -601,12 +605,22 @@ extern "C" __global__ void mpc_scan_apply(unsigned int *inout, const unsigned in
 }
 
 // Scatter particle indices to their cell's segment; afterwards cursor[c] is the end of cell c.
+// (warp-aggregated: the lowest lane of each same-cell group reserves the group's slots)
 extern "C" __global__ void mpc_scatter(const unsigned int *__restrict__ cellw, unsigned int *cursor,
                                        unsigned int *__restrict__ perm, unsigned int n) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned int key = i < n ? mpc_cell_of(cellw[i]) : 0xffffffffu;
+    unsigned int peers = __match_any_sync(0xffffffffu, key);
+    unsigned int lane = threadIdx.x & 31;
+    unsigned int below = peers & ((1u << lane) - 1u);
+    unsigned int leader = __ffs(peers) - 1;
+    unsigned int base = 0;
+    if (i < n && below == 0) {
+        base = atomicAdd(cursor + key, (unsigned int)__popc(peers));
+    }
+    base = __shfl_sync(0xffffffffu, base, leader);
     if (i < n) {
-        unsigned int slot = atomicAdd(cursor + mpc_cell_of(cellw[i]), 1u);
-        perm[slot] = i;
+        perm[base + __popc(below)] = i;
     }
 }
 
