@@ -57,8 +57,8 @@ fn gpu_full_steps_conserve_momentum_and_energy() {
         assert!((e1 - e0).abs() / e0 < 1e-11, "energy drift {e0} -> {e1}");
         // the GPU moments agree with the downloaded state
         let m = s.moments().unwrap();
-        for k in 0..3 {
-            assert!((m.momentum[k] - p1[k]).abs() <= 1e-9 * st.len() as f64);
+        for (a, b) in m.momentum.iter().zip(p1) {
+            assert!((a - b).abs() <= 1e-9 * st.len() as f64);
         }
         assert!((m.kinetic_energy - e1).abs() <= 1e-12 * e1);
         assert_eq!(m.profile_count.iter().sum::<u64>(), st.len() as u64);

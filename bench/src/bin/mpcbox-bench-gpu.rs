@@ -94,6 +94,7 @@ fn bytes_per_particle_step(method: CellSumMethod, stress: bool, m: u32, reorder:
     b
 }
 
+#[allow(clippy::manual_is_multiple_of)] // rust-version 1.80
 fn main() {
     let args = Args::parse();
     let methods: Vec<CellSumMethod> = args

@@ -119,7 +119,8 @@ pub fn compile_cubin(major: i32, minor: i32) -> Result<Vec<u8>, String> {
 
 /// The cubin for an architecture, compiled on first use and kept for the process.
 pub fn cubin_for(major: i32, minor: i32) -> Result<Vec<u8>, String> {
-    static CACHE: OnceLock<Mutex<HashMap<(i32, i32), Vec<u8>>>> = OnceLock::new();
+    type CubinCache = Mutex<HashMap<(i32, i32), Vec<u8>>>;
+    static CACHE: OnceLock<CubinCache> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(c) = map.get(&(major, minor)) {
