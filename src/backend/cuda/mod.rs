@@ -50,8 +50,9 @@ use crate::state::FluidState;
 const BLOCK: u32 = 256;
 /// Largest cell count: the cell index takes 30 bits of the packed cell word.
 pub const MAX_CUDA_CELLS: u64 = 1 << 30;
-/// Largest particle count: indices are 32-bit and u32::MAX ends a cell list.
-pub const MAX_CUDA_PARTICLES: u64 = u32::MAX as u64 - 1;
+/// Largest particle count: indices (and thread indices rounded up to a block) are 32-bit, and
+/// u32::MAX ends a cell list.
+pub const MAX_CUDA_PARTICLES: u64 = u32::MAX as u64 - 1024;
 /// Device memory kept free beside the footprint (context, modules, driver pools).
 pub const RESERVE_BYTES: u64 = 512 << 20;
 /// Threads of the scan over cells (each handles a contiguous chunk).
@@ -215,8 +216,14 @@ fn check_fits(device: &str, n: u64, ncells: u64, method: CellSumMethod, free: u6
              index); fix: use a smaller box or device: Cpu"
         )));
     }
+    if n > MAX_CUDA_PARTICLES {
+        return Err(MpcError::Device(format!(
+            "{n} fluid particles exceed the CUDA backend's limit of {MAX_CUDA_PARTICLES} (32-bit \
+             indices); fix: use a smaller box or fewer particles per cell"
+        )));
+    }
     let needed = device_bytes(n, ncells, method);
-    if n > MAX_CUDA_PARTICLES || needed + RESERVE_BYTES > free {
+    if needed + RESERVE_BYTES > free {
         let (bp, bc) = method.bytes_per_particle_and_cell();
         let fit = free.saturating_sub(RESERVE_BYTES + ncells * bc) / bp;
         return Err(MpcError::OutOfMemory {
@@ -1445,8 +1452,8 @@ mod tests {
     fn oversize_is_refused_with_a_fix() {
         let e = check_fits(
             "test gpu",
-            1 << 33,
-            1 << 28,
+            3_000_000_000,
+            300_000_000,
             CellSumMethod::Atomics,
             80 << 30,
         )
@@ -1463,6 +1470,10 @@ mod tests {
         assert!(check_fits("g", 1000, 100, CellSumMethod::Atomics, 80 << 30).is_ok());
         assert!(matches!(
             check_fits("g", 10, (1 << 30) + 1, CellSumMethod::Atomics, u64::MAX),
+            Err(MpcError::Device(_))
+        ));
+        assert!(matches!(
+            check_fits("g", 1 << 33, 1 << 20, CellSumMethod::Atomics, u64::MAX),
             Err(MpcError::Device(_))
         ));
     }
