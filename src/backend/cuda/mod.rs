@@ -1089,6 +1089,28 @@ impl CudaBackend {
         let s = self.dev.stream.clone();
         let n = self.n;
         self.phase_start()?;
+        // Solute positions, velocities and masses go up first, ahead of the fluid kernels in
+        // the stream (a pageable copy would otherwise wait for them).
+        if let Some(b) = solutes.as_deref() {
+            if ns > 0 {
+                self.ensure_solute_capacity(ns)?;
+                let sb = self
+                    .solutes
+                    .as_mut()
+                    .ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
+                // SAFETY: [f64; 3] is three contiguous f64 without padding.
+                let pos =
+                    unsafe { std::slice::from_raw_parts(b.pos.as_ptr() as *const f64, 3 * ns) };
+                let vel =
+                    unsafe { std::slice::from_raw_parts(b.vel.as_ptr() as *const f64, 3 * ns) };
+                s.memcpy_htod(pos, &mut sb.pos.slice_mut(..3 * ns))
+                    .map_err(drv("solute upload"))?;
+                s.memcpy_htod(vel, &mut sb.vel.slice_mut(..3 * ns))
+                    .map_err(drv("solute upload"))?;
+                s.memcpy_htod(b.mass, &mut sb.mass.slice_mut(..ns))
+                    .map_err(drv("solute upload"))?;
+            }
+        }
         s.memset_zeros(&mut self.report).map_err(drv("memset"))?;
         // 1-2: stream, bin, cell sums
         let pending = self.pending.take();
@@ -1204,24 +1226,10 @@ impl CudaBackend {
             }
         }
         self.phase_end(0)?;
-        // 3: solutes
-        if ns > 0 {
-            self.ensure_solute_capacity(ns)?;
-        }
+        // 3: solutes (uploaded at the start of the step)
         let mut solutes = solutes;
-        if let (Some(b), Some(sb)) = (solutes.as_deref_mut(), self.solutes.as_mut()) {
+        if let (Some(_), Some(sb)) = (solutes.as_deref_mut(), self.solutes.as_mut()) {
             if ns > 0 {
-                // SAFETY: [f64; 3] is three contiguous f64 without padding.
-                let pos =
-                    unsafe { std::slice::from_raw_parts(b.pos.as_ptr() as *const f64, 3 * ns) };
-                let vel =
-                    unsafe { std::slice::from_raw_parts(b.vel.as_ptr() as *const f64, 3 * ns) };
-                s.memcpy_htod(pos, &mut sb.pos.slice_mut(..3 * ns))
-                    .map_err(drv("solute upload"))?;
-                s.memcpy_htod(vel, &mut sb.vel.slice_mut(..3 * ns))
-                    .map_err(drv("solute upload"))?;
-                s.memcpy_htod(b.mass, &mut sb.mass.slice_mut(..ns))
-                    .map_err(drv("solute upload"))?;
                 unsafe {
                     s.launch_builder(&self.dev.k.solute_bin)
                         .arg(&p)
