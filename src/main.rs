@@ -214,6 +214,35 @@ fn check(path: &PathBuf) -> Result<(), MpcError> {
         cpu.bytes_per_particle,
         cpu.bytes_per_cell
     );
+    let gpu =
+        mpcbox::memory::cuda_footprint_for(&cfg, mpcbox::backend::cuda::CellSumMethod::from_env());
+    println!(
+        "  CUDA backend memory ({} method): {} ({} B/particle, {} B/cell, plus {} reserve)",
+        mpcbox::backend::cuda::CellSumMethod::from_env().name(),
+        mpcbox::memory::human_bytes(gpu.total_bytes),
+        gpu.bytes_per_particle,
+        gpu.bytes_per_cell,
+        mpcbox::memory::human_bytes(mpcbox::backend::cuda::RESERVE_BYTES)
+    );
+    match mpcbox::backend::cuda::probe() {
+        Ok(count) => {
+            for k in 0..count {
+                match mpcbox::backend::cuda::device_memory(k) {
+                    Ok((free, total)) => {
+                        let fits = gpu.total_bytes + mpcbox::backend::cuda::RESERVE_BYTES <= free;
+                        println!(
+                            "  GPU {k}: {} free of {} -> {}",
+                            mpcbox::memory::human_bytes(free),
+                            mpcbox::memory::human_bytes(total),
+                            if fits { "fits" } else { "does NOT fit" }
+                        );
+                    }
+                    Err(e) => println!("  GPU {k}: cannot read its memory ({e})"),
+                }
+            }
+        }
+        Err(why) => println!("  no usable CUDA GPU here ({why})"),
+    }
     Ok(())
 }
 

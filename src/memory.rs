@@ -42,3 +42,17 @@ pub fn human_bytes(b: u64) -> String {
     }
     format!("{v:.2} {}", units[u])
 }
+
+/// The CUDA backend with its default method (`MPCBOX_CUDA_METHOD` unset): positions 3×4 B,
+/// velocities 3×8 B, packed cell word 4 B, reorder scratch 8 B per particle (48 B); per cell
+/// 8 doubles (sums, then collision parameters in place) and a u32 counter (68 B), plus a second
+/// 64-B cell buffer for the fused default (132 B). The linked-list method adds 4 B per particle.
+pub fn cuda_footprint(cfg: &Config) -> Footprint {
+    cuda_footprint_for(cfg, crate::backend::cuda::CellSumMethod::DEFAULT)
+}
+
+/// The CUDA backend with a given cell-sum method.
+pub fn cuda_footprint_for(cfg: &Config, method: crate::backend::cuda::CellSumMethod) -> Footprint {
+    let (bp, bc) = method.bytes_per_particle_and_cell();
+    Footprint::new(cfg, bp, bc)
+}

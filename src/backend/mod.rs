@@ -5,6 +5,7 @@
 //! the whole state comes back only for checkpoints and tests ([`Backend::download`]).
 
 pub mod cpu;
+pub mod cuda;
 
 use crate::error::Result;
 use crate::physics::StepPlan;
@@ -119,12 +120,34 @@ pub fn open(
     };
     match &cfg.device {
         DeviceChoice::Cpu => cpu(state),
-        DeviceChoice::Auto => {
-            tracing::info!("device Auto: no CUDA backend in this build, using the CPU backend");
-            cpu(state)
+        DeviceChoice::Auto => match cuda::probe() {
+            Ok(_) => match cuda::open_backend(cfg, phys, state, 0) {
+                Ok(b) => Ok(b),
+                Err(e @ crate::error::MpcError::OutOfMemory { .. }) => {
+                    tracing::warn!(
+                        "device Auto: the system does not fit GPU 0 ({e}); using the CPU backend"
+                    );
+                    cpu(state)
+                }
+                Err(e) => {
+                    tracing::info!("device Auto: CUDA GPU 0 unusable ({e}), using the CPU backend");
+                    cpu(state)
+                }
+            },
+            Err(why) => {
+                tracing::info!("device Auto: no usable CUDA GPU ({why}), using the CPU backend");
+                cpu(state)
+            }
+        },
+        DeviceChoice::Cuda(ids) if ids.len() == 1 => {
+            cuda::open_backend(cfg, phys, state, ids[0] as usize)
         }
+        DeviceChoice::Cuda(ids) if ids.is_empty() => Err(crate::error::MpcError::Device(
+            "device: Cuda([]) names no GPU; fix: name one, e.g. Cuda([0]), or use Auto".into(),
+        )),
         DeviceChoice::Cuda(_) | DeviceChoice::AllGpus => Err(crate::error::MpcError::Device(
-            "this build has no CUDA backend yet; fix: use device: Cpu or Auto".into(),
+            "multi-GPU runs are not implemented yet; fix: name one GPU, e.g. device: Cuda([0])"
+                .into(),
         )),
     }
 }

@@ -1,0 +1,781 @@
+// Kernels of the CUDA backend (src/backend/cuda). The host prepends rng.cuh and mpc.cuh and
+// compiles this with NVRTC (--fmad=false, -DMPCBOX_NVRTC) once per process.
+//
+// One step with the default "atomics" cell-sum method:
+//   memset(cells) -> mpc_stream_bin_atomic (stream, bin, f64 atomicAdd of the cell sums)
+//   -> [mpc_solute_bin] -> mpc_cell_params (in place: sums -> parameters)
+//   -> mpc_collide -> [mpc_solute_collide] -> [reorder: count, scan, scatter, sort, gather].
+#ifndef MPCBOX_NVRTC
+#include "rng.cuh"
+#include "mpc.cuh"
+#endif
+
+__device__ __forceinline__ double mpc_warp_sum(double x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        x += __shfl_down_sync(0xffffffffu, x, o);
+    }
+    return x;
+}
+
+// Sum x over the block and add the result to *target (one atomic per block). Every thread of
+// the block must call it.
+__device__ void mpc_block_add(double x, double *target) {
+    __shared__ double part[32];
+    int lane = threadIdx.x & 31;
+    int wid = threadIdx.x >> 5;
+    x = mpc_warp_sum(x);
+    if (lane == 0) {
+        part[wid] = x;
+    }
+    __syncthreads();
+    if (wid == 0) {
+        int nw = (blockDim.x + 31) >> 5;
+        double y = lane < nw ? part[lane] : 0.0;
+        y = mpc_warp_sum(y);
+        if (lane == 0 && y != 0.0) {
+            atomicAdd(target, y);
+        }
+    }
+    __syncthreads();
+}
+
+// Raw cell sums while binning (MPC_CELL_STRIDE doubles per cell):
+//   [0..3) sum m v, [3] solute mass, [4] sum m v^2, [5] fluid count, [6] solute count.
+// The fluid mass is m * (fluid count), so a fluid particle needs five atomics, not six;
+// mpc_cell_params rebuilds [sum m v, mass, sum m v^2, count] from these.
+#define MPC_SUM_SOLUTE_MASS 3
+#define MPC_SUM_FLUID_COUNT 5
+#define MPC_SUM_SOLUTE_COUNT 6
+
+__device__ __forceinline__ void mpc_add_to_cell(double *cells, unsigned int cell, double m, double v0, double v1,
+                                                double v2) {
+    double *c = cells + (size_t)cell * MPC_CELL_STRIDE;
+    atomicAdd(c + 0, m * v0);
+    atomicAdd(c + 1, m * v1);
+    atomicAdd(c + 2, m * v2);
+    atomicAdd(c + 4, m * (v0 * v0 + v1 * v1 + v2 * v2));
+    atomicAdd(c + MPC_SUM_FLUID_COUNT, 1.0);
+}
+
+__device__ __forceinline__ void mpc_add_solute_to_cell(double *cells, unsigned int cell, double m, double v0,
+                                                       double v1, double v2) {
+    double *c = cells + (size_t)cell * MPC_CELL_STRIDE;
+    atomicAdd(c + 0, m * v0);
+    atomicAdd(c + 1, m * v1);
+    atomicAdd(c + 2, m * v2);
+    atomicAdd(c + MPC_SUM_SOLUTE_MASS, m);
+    atomicAdd(c + 4, m * (v0 * v0 + v1 * v1 + v2 * v2));
+    atomicAdd(c + MPC_SUM_SOLUTE_COUNT, 1.0);
+}
+
+__device__ __forceinline__ void mpc_load_params(const double *cells, unsigned int cell, double cp[8]) {
+    const double2 *c = (const double2 *)(cells + (size_t)cell * MPC_CELL_STRIDE);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        double2 t = __ldg(c + k);
+        cp[2 * k] = t.x;
+        cp[2 * k + 1] = t.y;
+    }
+}
+
+// Pass 1 (atomics method): stream each fluid particle, bin it on the shifted grid, store its
+// cell word, add it to its cell's sums. report[2] += kinetic stress when measured.
+extern "C" __global__ void mpc_stream_bin_atomic(MpcParams p, float *__restrict__ px, float *__restrict__ py,
+                                                 float *__restrict__ pz, double *__restrict__ vx,
+                                                 double *__restrict__ vy, double *__restrict__ vz,
+                                                 unsigned int *__restrict__ cellw, double *cells, double *report) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    double kin = 0.0;
+    if (i < p.n_fluid) {
+        float pos[3] = {px[i], py[i], pz[i]};
+        double v[3] = {vx[i], vy[i], vz[i]};
+        if (p.measure_stress) {
+            kin = mpc_kinetic_stress(p, (double)pos[1], v);
+        }
+        mpc_stream(p, pos, v);
+        px[i] = pos[0];
+        py[i] = pos[1];
+        pz[i] = pos[2];
+        vx[i] = v[0];
+        vy[i] = v[1];
+        vz[i] = v[2];
+        MpcLocation loc = mpc_locate(p, (double)pos[0], (double)pos[1], (double)pos[2]);
+        cellw[i] = mpc_pack_cell(loc.cell, loc.image);
+        double w0 = v[0] + mpc_image_velocity(p, loc.image);
+        mpc_add_to_cell(cells, loc.cell, p.mass, w0, v[1], v[2]);
+    }
+    if (p.measure_stress) {
+        mpc_block_add(kin, report + 2);
+    }
+}
+
+// Warp reduction of the six cell-sum terms over the lanes that bin into the same cell (NVIDIA's
+// reduce_peers: __match_any_sync, then a shuffle tree). Returns true on the lowest lane of each
+// group, which then holds the group's sums in s[0..6]. All 32 lanes must call it.
+__device__ __forceinline__ bool mpc_warp_reduce_cell(bool valid, unsigned int cell, double m, double v0, double v1,
+                                                     double v2, double s[6]) {
+    const unsigned int full = 0xffffffffu;
+    unsigned int key = valid ? cell : 0xffffffffu;
+    unsigned int peers = __match_any_sync(full, key);
+    unsigned int lane = threadIdx.x & 31;
+    unsigned int below = peers & ((1u << lane) - 1u);
+    bool leader = below == 0;
+    unsigned int rel = __popc(below);
+    unsigned int up = lane == 31 ? 0u : (peers & ~((2u << lane) - 1u));
+    double s0 = m * v0, s1 = m * v1, s2 = m * v2, s3 = m;
+    double s4 = m * (v0 * v0 + v1 * v1 + v2 * v2), s5 = 1.0;
+    while (__any_sync(full, up != 0)) {
+        int next = __ffs(up);
+        int src = next ? next - 1 : (int)lane;
+        double t0 = __shfl_sync(full, s0, src);
+        double t1 = __shfl_sync(full, s1, src);
+        double t2 = __shfl_sync(full, s2, src);
+        double t4 = __shfl_sync(full, s4, src);
+        double t5 = __shfl_sync(full, s5, src);
+        if (next) {
+            s0 += t0;
+            s1 += t1;
+            s2 += t2;
+            s4 += t4;
+            s5 += t5;
+        }
+        unsigned int done = __ballot_sync(full, rel & 1u);
+        up &= ~done;
+        rel >>= 1;
+    }
+    s[0] = s0;
+    s[1] = s1;
+    s[2] = s2;
+    s[3] = s3;
+    s[4] = s4;
+    s[5] = s5;
+    return valid && leader;
+}
+
+// Warp-aggregated cell sums: one lane per cell and warp does the six global atomics.
+__device__ __forceinline__ void mpc_add_to_cell_warp(double *cells, bool valid, unsigned int cell, double m,
+                                                     double v0, double v1, double v2) {
+    double s[6];
+    if (mpc_warp_reduce_cell(valid, cell, m, v0, v1, v2, s)) {
+        double *c = cells + (size_t)cell * MPC_CELL_STRIDE;
+        atomicAdd(c + 0, s[0]);
+        atomicAdd(c + 1, s[1]);
+        atomicAdd(c + 2, s[2]);
+        atomicAdd(c + 4, s[4]);
+        atomicAdd(c + MPC_SUM_FLUID_COUNT, s[5]);
+    }
+}
+
+// Block-aggregated cell sums (talk 003's partial cell lists in shared memory, as sums): warp
+// groups are reduced first, then each group leader adds into a per-block hash table of cells in
+// shared memory (atomicCAS on the key, linear probing), and the block flushes one set of six
+// global atomics per distinct cell. The hash is geometry aware: low x bits, then z and y parity
+// bits, so the cells one block touches (a run along x in one or two rows, ±1 in y and z after
+// the grid shift) land in distinct slots. Every thread of the block must call it.
+#define MPC_HASH_SLOTS 512
+#define MPC_EMPTY_KEY 0xffffffffu
+__device__ __forceinline__ unsigned int mpc_cell_hash(const MpcParams &p, unsigned int cell) {
+    unsigned int ix = cell % p.cells[0];
+    unsigned int rest = cell / p.cells[0];
+    unsigned int iz = rest % p.cells[2];
+    unsigned int iy = rest / p.cells[2];
+    return ((ix & 63u) | ((iz & 1u) << 6) | ((iy & 3u) << 7)) & (MPC_HASH_SLOTS - 1);
+}
+
+__device__ __forceinline__ void mpc_add_to_cell_block(const MpcParams &p, double *cells, bool valid,
+                                                      unsigned int cell, double m, double v0, double v1, double v2) {
+    __shared__ unsigned int keys[MPC_HASH_SLOTS];
+    __shared__ double vals[6 * MPC_HASH_SLOTS];
+    for (unsigned int k = threadIdx.x; k < MPC_HASH_SLOTS; k += blockDim.x) {
+        keys[k] = MPC_EMPTY_KEY;
+    }
+    for (unsigned int k = threadIdx.x; k < 6 * MPC_HASH_SLOTS; k += blockDim.x) {
+        vals[k] = 0.0;
+    }
+    __syncthreads();
+    double s[6];
+    if (mpc_warp_reduce_cell(valid, cell, m, v0, v1, v2, s)) {
+        unsigned int slot = mpc_cell_hash(p, cell);
+        for (;;) {
+            unsigned int prev = atomicCAS(keys + slot, MPC_EMPTY_KEY, cell);
+            if (prev == MPC_EMPTY_KEY || prev == cell) {
+                break;
+            }
+            slot = (slot + 1) & (MPC_HASH_SLOTS - 1);
+        }
+#pragma unroll
+        for (int k = 0; k < 6; ++k) {
+            if (k != 3) {
+                atomicAdd(vals + 6 * slot + k, s[k]);
+            }
+        }
+    }
+    __syncthreads();
+    for (unsigned int k = threadIdx.x; k < MPC_HASH_SLOTS; k += blockDim.x) {
+        unsigned int c = keys[k];
+        if (c != MPC_EMPTY_KEY) {
+            double *g = cells + (size_t)c * MPC_CELL_STRIDE;
+#pragma unroll
+            for (int j = 0; j < 6; ++j) {
+                if (j != 3) {
+                    atomicAdd(g + j, vals[6 * k + j]);
+                }
+            }
+        }
+    }
+}
+
+// Pass 1, "warp" method: as mpc_stream_bin_atomic with warp-aggregated atomics.
+// agg = 0: warp aggregation; 1: warp + block (shared-memory hash) aggregation.
+extern "C" __global__ void mpc_stream_bin_warp(MpcParams p, float *__restrict__ px, float *__restrict__ py,
+                                               float *__restrict__ pz, double *__restrict__ vx,
+                                               double *__restrict__ vy, double *__restrict__ vz,
+                                               unsigned int *__restrict__ cellw, double *cells, double *report,
+                                               unsigned int agg) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    double kin = 0.0;
+    bool valid = i < p.n_fluid;
+    unsigned int cell = 0;
+    double w0 = 0.0, w1 = 0.0, w2 = 0.0;
+    if (valid) {
+        float pos[3] = {px[i], py[i], pz[i]};
+        double v[3] = {vx[i], vy[i], vz[i]};
+        if (p.measure_stress) {
+            kin = mpc_kinetic_stress(p, (double)pos[1], v);
+        }
+        mpc_stream(p, pos, v);
+        px[i] = pos[0];
+        py[i] = pos[1];
+        pz[i] = pos[2];
+        vx[i] = v[0];
+        vy[i] = v[1];
+        vz[i] = v[2];
+        MpcLocation loc = mpc_locate(p, (double)pos[0], (double)pos[1], (double)pos[2]);
+        cellw[i] = mpc_pack_cell(loc.cell, loc.image);
+        cell = loc.cell;
+        w0 = v[0] + mpc_image_velocity(p, loc.image);
+        w1 = v[1];
+        w2 = v[2];
+    }
+    if (agg) {
+        mpc_add_to_cell_block(p, cells, valid, cell, p.mass, w0, w1, w2);
+    } else {
+        mpc_add_to_cell_warp(cells, valid, cell, p.mass, w0, w1, w2);
+    }
+    if (p.measure_stress) {
+        mpc_block_add(kin, report + 2);
+    }
+}
+
+// "fused" method: the collision of step n (params pc, cell parameters in cells_prev) and the
+// streaming + binning + warp-aggregated sums of step n+1 (params p, sums into cells_next) in one
+// pass over the particles. Only used when step n's collisional stress is not measured.
+extern "C" __global__ void mpc_collide_stream_bin(MpcParams pc, MpcParams p, float *__restrict__ px,
+                                                  float *__restrict__ py, float *__restrict__ pz,
+                                                  double *__restrict__ vx, double *__restrict__ vy,
+                                                  double *__restrict__ vz, unsigned int *__restrict__ cellw,
+                                                  const double *__restrict__ cells_prev, double *cells_next,
+                                                  double *report, unsigned int agg) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    double kin = 0.0;
+    bool valid = i < p.n_fluid;
+    unsigned int cell = 0;
+    double w0 = 0.0, w1 = 0.0, w2 = 0.0;
+    if (valid) {
+        unsigned int w = cellw[i];
+        double cp[8];
+        mpc_load_params(cells_prev, mpc_cell_of(w), cp);
+        float pos[3] = {px[i], py[i], pz[i]};
+        double v0[3] = {vx[i], vy[i], vz[i]};
+        double v[3];
+        mpc_collide(pc, cp, mpc_image_of(w), v0, v);
+        if (p.measure_stress) {
+            kin = mpc_kinetic_stress(p, (double)pos[1], v);
+        }
+        mpc_stream(p, pos, v);
+        px[i] = pos[0];
+        py[i] = pos[1];
+        pz[i] = pos[2];
+        vx[i] = v[0];
+        vy[i] = v[1];
+        vz[i] = v[2];
+        MpcLocation loc = mpc_locate(p, (double)pos[0], (double)pos[1], (double)pos[2]);
+        cellw[i] = mpc_pack_cell(loc.cell, loc.image);
+        cell = loc.cell;
+        w0 = v[0] + mpc_image_velocity(p, loc.image);
+        w1 = v[1];
+        w2 = v[2];
+    }
+    if (agg) {
+        mpc_add_to_cell_block(p, cells_next, valid, cell, p.mass, w0, w1, w2);
+    } else {
+        mpc_add_to_cell_warp(cells_next, valid, cell, p.mass, w0, w1, w2);
+    }
+    if (p.measure_stress) {
+        mpc_block_add(kin, report + 2);
+    }
+}
+
+// Pass 1 without the sums (list method): stream, bin, store the cell word and push the particle
+// onto its cell's linked list (head[cell], next[i]).
+extern "C" __global__ void mpc_stream_bin_list(MpcParams p, float *__restrict__ px, float *__restrict__ py,
+                                               float *__restrict__ pz, double *__restrict__ vx,
+                                               double *__restrict__ vy, double *__restrict__ vz,
+                                               unsigned int *__restrict__ cellw, unsigned int *head,
+                                               unsigned int *__restrict__ next, double *report) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    double kin = 0.0;
+    if (i < p.n_fluid) {
+        float pos[3] = {px[i], py[i], pz[i]};
+        double v[3] = {vx[i], vy[i], vz[i]};
+        if (p.measure_stress) {
+            kin = mpc_kinetic_stress(p, (double)pos[1], v);
+        }
+        mpc_stream(p, pos, v);
+        px[i] = pos[0];
+        py[i] = pos[1];
+        pz[i] = pos[2];
+        vx[i] = v[0];
+        vy[i] = v[1];
+        vz[i] = v[2];
+        MpcLocation loc = mpc_locate(p, (double)pos[0], (double)pos[1], (double)pos[2]);
+        cellw[i] = mpc_pack_cell(loc.cell, loc.image);
+        next[i] = atomicExch(head + loc.cell, i);
+    }
+    if (p.measure_stress) {
+        mpc_block_add(kin, report + 2);
+    }
+}
+
+// List method, per cell: walk the cell's list summing its fluid particles into cells[c*8..].
+// Solutes are added afterwards by mpc_solute_bin (atomics); cells must be zeroed before.
+extern "C" __global__ void mpc_list_sums(MpcParams p, const unsigned int *__restrict__ head,
+                                         const unsigned int *__restrict__ next, const double *__restrict__ vx,
+                                         const double *__restrict__ vy, const double *__restrict__ vz,
+                                         const unsigned int *__restrict__ cellw, double *cells) {
+    unsigned int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= p.n_cells) {
+        return;
+    }
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s4 = 0.0, sn = 0.0;
+    double m = p.mass;
+    unsigned int j = head[c];
+    while (j != 0xffffffffu) {
+        int image = mpc_image_of(__ldg(cellw + j));
+        double v0 = __ldg(vx + j) + mpc_image_velocity(p, image);
+        double v1 = __ldg(vy + j);
+        double v2 = __ldg(vz + j);
+        s0 += m * v0;
+        s1 += m * v1;
+        s2 += m * v2;
+        s4 += m * (v0 * v0 + v1 * v1 + v2 * v2);
+        sn += 1.0;
+        j = __ldg(next + j);
+    }
+    double *o = cells + (size_t)c * MPC_CELL_STRIDE;
+    o[0] = s0;
+    o[1] = s1;
+    o[2] = s2;
+    o[MPC_SUM_SOLUTE_MASS] = 0.0;
+    o[4] = s4;
+    o[MPC_SUM_FLUID_COUNT] = sn;
+    o[MPC_SUM_SOLUTE_COUNT] = 0.0;
+}
+
+// Solutes: bin on the shifted grid (f64 positions) and add to the cell sums.
+extern "C" __global__ void mpc_solute_bin(MpcParams p, const double *__restrict__ spos,
+                                          const double *__restrict__ svel, const double *__restrict__ smass,
+                                          unsigned int *__restrict__ scellw, double *cells) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= p.n_solutes) {
+        return;
+    }
+    MpcLocation loc = mpc_locate(p, spos[3 * i], spos[3 * i + 1], spos[3 * i + 2]);
+    scellw[i] = mpc_pack_cell(loc.cell, loc.image);
+    double w0 = svel[3 * i] + mpc_image_velocity(p, loc.image);
+    mpc_add_solute_to_cell(cells, loc.cell, smass[i], w0, svel[3 * i + 1], svel[3 * i + 2]);
+}
+
+// Pass 3, one thread per cell: sums -> collision parameters, in place.
+// report[0] += relative energy, report[1] += (Nc - 1) over cells with Nc >= 2.
+extern "C" __global__ void mpc_cell_params(MpcParams p, double *cells, double *report) {
+    unsigned int c = blockIdx.x * blockDim.x + threadIdx.x;
+    double e_rel = 0.0, dof = 0.0;
+    if (c < p.n_cells) {
+        double *o = cells + (size_t)c * MPC_CELL_STRIDE;
+        double s[6];
+        double2 a = ((double2 *)o)[0], b = ((double2 *)o)[1], d = ((double2 *)o)[2], e = ((double2 *)o)[3];
+        s[0] = a.x;
+        s[1] = a.y;
+        s[2] = b.x;
+        s[3] = p.mass * d.y + b.y;  // fluid mass + solute mass
+        s[4] = d.x;
+        s[5] = d.y + e.x;  // fluid + solute count
+        if (s[5] >= 2.0) {
+            e_rel = mpc_relative_energy(s);
+            dof = s[5] - 1.0;
+        }
+        double out[8];
+        mpc_cell_params(p, c, s, out);
+        double2 *o2 = (double2 *)o;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            o2[k] = make_double2(out[2 * k], out[2 * k + 1]);
+        }
+    }
+    mpc_block_add(e_rel, report + 0);
+    mpc_block_add(dof, report + 1);
+}
+
+// Pass 4, one thread per fluid particle: collide. report[3] += collisional stress when measured.
+extern "C" __global__ void mpc_collide(MpcParams p, const float *__restrict__ px, const float *__restrict__ py,
+                                       const float *__restrict__ pz, double *__restrict__ vx,
+                                       double *__restrict__ vy, double *__restrict__ vz,
+                                       const unsigned int *__restrict__ cellw, const double *__restrict__ cells,
+                                       double *report) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    double coll = 0.0;
+    if (i < p.n_fluid) {
+        unsigned int w = cellw[i];
+        double cp[8];
+        mpc_load_params(cells, mpc_cell_of(w), cp);
+        double v[3] = {vx[i], vy[i], vz[i]};
+        double u[3];
+        mpc_collide(p, cp, mpc_image_of(w), v, u);
+        if (p.measure_stress && cp[7] != 0.0) {
+            MpcLocation loc = mpc_locate(p, (double)px[i], (double)py[i], (double)pz[i]);
+            coll = p.mass * (u[0] - v[0]) * loc.y_in_cell;
+        }
+        vx[i] = u[0];
+        vy[i] = u[1];
+        vz[i] = u[2];
+    }
+    if (p.measure_stress) {
+        mpc_block_add(coll, report + 3);
+    }
+}
+
+extern "C" __global__ void mpc_solute_collide(MpcParams p, const unsigned int *__restrict__ scellw,
+                                              const double *__restrict__ cells, double *__restrict__ svel) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= p.n_solutes) {
+        return;
+    }
+    unsigned int w = scellw[i];
+    double cp[8];
+    mpc_load_params(cells, mpc_cell_of(w), cp);
+    double v[3] = {svel[3 * i], svel[3 * i + 1], svel[3 * i + 2]};
+    double u[3];
+    mpc_collide(p, cp, mpc_image_of(w), v, u);
+    svel[3 * i] = u[0];
+    svel[3 * i + 1] = u[1];
+    svel[3 * i + 2] = u[2];
+}
+
+// Moments: out[0..3] += m v, out[3] += 1/2 m v^2; vx(y) profile over Ly bins. With
+// use_shared the bins are first summed in dynamic shared memory (Ly doubles + Ly u64).
+extern "C" __global__ void mpc_moments(MpcParams p, const float *__restrict__ py, const double *__restrict__ vx,
+                                       const double *__restrict__ vy, const double *__restrict__ vz, double *out,
+                                       double *prof_sum, unsigned long long *prof_cnt, unsigned int use_shared) {
+    extern __shared__ double smem[];
+    unsigned int ly = p.cells[1];
+    double *ssum = smem;
+    unsigned long long *scnt = (unsigned long long *)(smem + ly);
+    if (use_shared) {
+        for (unsigned int b = threadIdx.x; b < ly; b += blockDim.x) {
+            ssum[b] = 0.0;
+            scnt[b] = 0;
+        }
+        __syncthreads();
+    }
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    if (i < p.n_fluid) {
+        double m = p.mass;
+        double v0 = vx[i], v1 = vy[i], v2 = vz[i];
+        s0 = m * v0;
+        s1 = m * v1;
+        s2 = m * v2;
+        s3 = 0.5 * m * (v0 * v0 + v1 * v1 + v2 * v2);
+        unsigned int b = (unsigned int)py[i];
+        if (b > ly - 1) {
+            b = ly - 1;
+        }
+        if (use_shared) {
+            atomicAdd(ssum + b, v0);
+            atomicAdd(scnt + b, 1ull);
+        } else {
+            atomicAdd(prof_sum + b, v0);
+            atomicAdd(prof_cnt + b, 1ull);
+        }
+    }
+    mpc_block_add(s0, out + 0);
+    mpc_block_add(s1, out + 1);
+    mpc_block_add(s2, out + 2);
+    mpc_block_add(s3, out + 3);
+    if (use_shared) {
+        for (unsigned int b = threadIdx.x; b < ly; b += blockDim.x) {
+            if (scnt[b] != 0) {
+                atomicAdd(prof_sum + b, ssum[b]);
+                atomicAdd(prof_cnt + b, scnt[b]);
+            }
+        }
+    }
+}
+
+// ---- reorder by cell: counting sort ----
+
+// Counts per cell, one atomic per group of warp lanes with the same cell (all lanes call).
+extern "C" __global__ void mpc_count_cells(const unsigned int *__restrict__ cellw, unsigned int *counts,
+                                           unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned int key = i < n ? mpc_cell_of(cellw[i]) : 0xffffffffu;
+    unsigned int peers = __match_any_sync(0xffffffffu, key);
+    unsigned int lane = threadIdx.x & 31;
+    if (i < n && (peers & ((1u << lane) - 1u)) == 0) {
+        atomicAdd(counts + key, (unsigned int)__popc(peers));
+    }
+}
+
+// Scan, step 1: thread t sums its chunk [t*chunk, (t+1)*chunk) into partial[t].
+extern "C" __global__ void mpc_scan_chunk_sums(const unsigned int *__restrict__ in, unsigned int *partial,
+                                               unsigned int n, unsigned int chunk, unsigned int nchunks) {
+    unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nchunks) {
+        return;
+    }
+    unsigned long long lo = (unsigned long long)t * chunk;
+    unsigned long long hi = lo + chunk;
+    if (hi > n) {
+        hi = n;
+    }
+    unsigned int s = 0;
+    for (unsigned long long k = lo; k < hi; ++k) {
+        s += in[k];
+    }
+    partial[t] = s;
+}
+
+// Scan, step 2: exclusive scan of partial[0..nchunks) by one block of 1024 threads.
+extern "C" __global__ void mpc_scan_partials(unsigned int *partial, unsigned int nchunks) {
+    __shared__ unsigned int tot[1024];
+    unsigned int per = (nchunks + 1023) / 1024;
+    unsigned int lo = threadIdx.x * per;
+    unsigned int hi = lo + per < nchunks ? lo + per : nchunks;
+    unsigned int s = 0;
+    for (unsigned int k = lo; k < hi; ++k) {
+        s += partial[k];
+    }
+    tot[threadIdx.x] = s;
+    __syncthreads();
+    // Hillis-Steele inclusive scan of tot
+    for (unsigned int o = 1; o < 1024; o <<= 1) {
+        unsigned int add = threadIdx.x >= o ? tot[threadIdx.x - o] : 0;
+        __syncthreads();
+        tot[threadIdx.x] += add;
+        __syncthreads();
+    }
+    unsigned int run = tot[threadIdx.x] - s;
+    for (unsigned int k = lo; k < hi; ++k) {
+        unsigned int x = partial[k];
+        partial[k] = run;
+        run += x;
+    }
+}
+
+// Scan, step 3: exclusive scan of each chunk in place, offset by its partial.
+extern "C" __global__ void mpc_scan_apply(unsigned int *inout, const unsigned int *__restrict__ partial,
+                                          unsigned int n, unsigned int chunk, unsigned int nchunks) {
+    unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nchunks) {
+        return;
+    }
+    unsigned long long lo = (unsigned long long)t * chunk;
+    unsigned long long hi = lo + chunk;
+    if (hi > n) {
+        hi = n;
+    }
+    unsigned int run = partial[t];
+    for (unsigned long long k = lo; k < hi; ++k) {
+        unsigned int x = inout[k];
+        inout[k] = run;
+        run += x;
+    }
+}
+
+// Scatter particle indices to their cell's segment; afterwards cursor[c] is the end of cell c.
+// (warp-aggregated: the lowest lane of each same-cell group reserves the group's slots)
+extern "C" __global__ void mpc_scatter(const unsigned int *__restrict__ cellw, unsigned int *cursor,
+                                       unsigned int *__restrict__ perm, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned int key = i < n ? mpc_cell_of(cellw[i]) : 0xffffffffu;
+    unsigned int peers = __match_any_sync(0xffffffffu, key);
+    unsigned int lane = threadIdx.x & 31;
+    unsigned int below = peers & ((1u << lane) - 1u);
+    unsigned int leader = __ffs(peers) - 1;
+    unsigned int base = 0;
+    if (i < n && below == 0) {
+        base = atomicAdd(cursor + key, (unsigned int)__popc(peers));
+    }
+    base = __shfl_sync(0xffffffffu, base, leader);
+    if (i < n) {
+        perm[base + __popc(below)] = i;
+    }
+}
+
+// Sort each cell's segment ascending (insertion sort), so the permutation is deterministic and
+// equal to the CPU backend's.
+extern "C" __global__ void mpc_sort_segments(const unsigned int *__restrict__ ends, unsigned int *perm,
+                                             unsigned int ncells) {
+    unsigned int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= ncells) {
+        return;
+    }
+    unsigned int lo = c == 0 ? 0 : ends[c - 1];
+    unsigned int hi = ends[c];
+    for (unsigned int k = lo + 1; k < hi; ++k) {
+        unsigned int x = perm[k];
+        unsigned int j = k;
+        while (j > lo && perm[j - 1] > x) {
+            perm[j] = perm[j - 1];
+            --j;
+        }
+        perm[j] = x;
+    }
+}
+
+extern "C" __global__ void mpc_gather_f32(const unsigned int *__restrict__ perm, const float *__restrict__ src,
+                                          float *__restrict__ dst, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        dst[i] = src[perm[i]];
+    }
+}
+
+extern "C" __global__ void mpc_gather_f64(const unsigned int *__restrict__ perm, const double *__restrict__ src,
+                                          double *__restrict__ dst, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        dst[i] = src[perm[i]];
+    }
+}
+
+// ---- debug entry points for the tests ----
+
+// Rotation axes and thermostat energies of cells[i] with counts[i] particles (energy 0 if < 2).
+extern "C" __global__ void mpc_debug_cell_draws(unsigned long long seed, unsigned long long step,
+                                                const unsigned int *__restrict__ cells,
+                                                const unsigned int *__restrict__ counts, double kt, double *axes,
+                                                double *energies, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    double a[3];
+    mpc_cell_rotation_axis(seed, step, cells[i], a);
+    axes[3 * i] = a[0];
+    axes[3 * i + 1] = a[1];
+    axes[3 * i + 2] = a[2];
+    energies[i] = counts[i] >= 2 ? mpc_cell_thermostat_energy(seed, step, cells[i], counts[i], kt) : 0.0;
+}
+
+extern "C" __global__ void mpc_debug_det_ln(const double *__restrict__ x, double *y, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        y[i] = mpc_det_ln(x[i]);
+    }
+}
+
+// Raw Philox blocks and initial particles (mirror of state::initial_particle).
+extern "C" __global__ void mpc_debug_initial_particle(unsigned long long seed, double lx, double ly, double lz,
+                                                      double sigma, float *pos, double *vel, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    MpcCellStream s = mpc_particle_stream(seed, i);
+    pos[3 * i] = mpc_wrap_coordinate(mpc_uniform(&s) * lx, lx);
+    pos[3 * i + 1] = mpc_wrap_coordinate(mpc_uniform(&s) * ly, ly);
+    pos[3 * i + 2] = mpc_wrap_coordinate(mpc_uniform(&s) * lz, lz);
+    vel[3 * i] = sigma * mpc_normal(&s);
+    vel[3 * i + 1] = sigma * mpc_normal(&s);
+    vel[3 * i + 2] = sigma * mpc_normal(&s);
+}
+
+extern "C" __global__ void mpc_fill_u32(unsigned int *dst, unsigned int value, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        dst[i] = value;
+    }
+}
+
+// ---- initial state on the GPU (mirror of FluidState::initial, bit for bit) ----
+
+// Positions uniform in the box and thermal velocities, each particle from its own Philox stream
+// (state::initial_particle).
+extern "C" __global__ void mpc_init_particles(unsigned long long seed, double lx, double ly, double lz, double sigma,
+                                              float *__restrict__ px, float *__restrict__ py,
+                                              float *__restrict__ pz, double *__restrict__ vx,
+                                              double *__restrict__ vy, double *__restrict__ vz, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    MpcCellStream s = mpc_particle_stream(seed, i);
+    px[i] = mpc_wrap_coordinate(mpc_uniform(&s) * lx, lx);
+    py[i] = mpc_wrap_coordinate(mpc_uniform(&s) * ly, ly);
+    pz[i] = mpc_wrap_coordinate(mpc_uniform(&s) * lz, lz);
+    vx[i] = sigma * mpc_normal(&s);
+    vy[i] = sigma * mpc_normal(&s);
+    vz[i] = sigma * mpc_normal(&s);
+}
+
+// Per-chunk sums [sum vx, sum vy, sum vz, sum v^2/2] in the CPU's order (one thread per chunk of
+// REDUCTION_CHUNK particles, sequential inside), so FluidState::mean_velocity_and_energy is
+// reproduced exactly once the host adds the chunks in order.
+extern "C" __global__ void mpc_chunk_sums(const double *__restrict__ vx, const double *__restrict__ vy,
+                                          const double *__restrict__ vz, double *partial, unsigned int n,
+                                          unsigned int chunk, unsigned int nchunks) {
+    unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nchunks) {
+        return;
+    }
+    unsigned long long lo = (unsigned long long)t * chunk;
+    unsigned long long hi = lo + chunk;
+    if (hi > n) {
+        hi = n;
+    }
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    for (unsigned long long i = lo; i < hi; ++i) {
+        double v0 = vx[i], v1 = vy[i], v2 = vz[i];
+        s0 += v0;
+        s1 += v1;
+        s2 += v2;
+        s3 += 0.5 * (v0 * v0 + v1 * v1 + v2 * v2);
+    }
+    partial[4 * t] = s0;
+    partial[4 * t + 1] = s1;
+    partial[4 * t + 2] = s2;
+    partial[4 * t + 3] = s3;
+}
+
+// v -= sub (op 0) or v *= mul (op 1).
+extern "C" __global__ void mpc_shift_scale(double *v, double sub, double mul, unsigned int op, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        if (op == 0) {
+            v[i] -= sub;
+        } else {
+            v[i] *= mul;
+        }
+    }
+}
+
+// The steady shear profile added to vx.
+extern "C" __global__ void mpc_add_flow(MpcParams p, const float *__restrict__ py, double *vx) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < p.n_fluid) {
+        vx[i] += mpc_flow_velocity(p, (double)py[i]);
+    }
+}

@@ -1,0 +1,218 @@
+// The MPC-SRD step on one particle or one cell: a mirror of src/physics.rs (Physics::stream,
+// locate, cell_params, collide, kinetic_stress), operation by operation. f32 positions, f64
+// velocities. Compiled with --fmad=false so that the arithmetic rounds exactly as in Rust.
+#pragma once
+
+// Run constants plus the plan of one step. Layout mirrors `KernelParams` in
+// src/backend/cuda/mod.rs (#[repr(C)]): keep both in sync.
+struct MpcParams {
+    double length[3];
+    double h;
+    double mass;
+    double kt;
+    double cos_angle;
+    double sin_angle;
+    double accel[3];
+    double shear_rate;
+    double le_velocity;
+    double shift[3];
+    double le_offset;
+    unsigned long long seed;
+    unsigned long long step;
+    unsigned int cells[3];
+    unsigned int thermostat;
+    unsigned int measure_stress;
+    unsigned int n_fluid;
+    unsigned int n_solutes;
+    unsigned int n_cells;
+};
+
+// Doubles per cell in the cell buffer: raw sums during binning (layout in mpc.cu),
+// overwritten in place by the parameters [ux, uy, uz, ax, ay, az, scale, active].
+#define MPC_CELL_STRIDE 8
+// The cell index takes the low 30 bits of a particle's cell word, the LE image + 1 the top 2.
+#define MPC_CELL_MASK 0x3fffffffu
+#define MPC_IMAGE_SHIFT 30
+
+__device__ __forceinline__ unsigned int mpc_pack_cell(unsigned int cell, int image) {
+    return cell | ((unsigned int)(image + 1) << MPC_IMAGE_SHIFT);
+}
+__device__ __forceinline__ unsigned int mpc_cell_of(unsigned int w) { return w & MPC_CELL_MASK; }
+__device__ __forceinline__ int mpc_image_of(unsigned int w) { return (int)(w >> MPC_IMAGE_SHIFT) - 1; }
+
+__device__ __forceinline__ double mpc_wrap_f64(double x, double l) {
+    double r = x - l * floor(x / l);
+    if (r < 0.0) {
+        r += l;
+    }
+    if (r >= l) {
+        r -= l;
+    }
+    return r;
+}
+
+__device__ __forceinline__ float mpc_wrap_coordinate(double x, double l) {
+    float f = (float)mpc_wrap_f64(x, l);
+    if (f >= (float)l) {
+        return 0.0f;
+    }
+    return f;
+}
+
+__device__ __forceinline__ unsigned int mpc_clamp_index(double s, unsigned int n) {
+    double i = floor(s);
+    if (i < 0.0) {
+        return 0;
+    } else if (i >= (double)n) {
+        return n - 1;
+    } else {
+        return (unsigned int)i;
+    }
+}
+
+__device__ __forceinline__ double mpc_flow_velocity(const MpcParams &p, double y) {
+    return p.shear_rate * (y - 0.5 * p.length[1]);
+}
+
+// Physics::stream: returns the new position in pos and velocity in v.
+__device__ __forceinline__ void mpc_stream(const MpcParams &p, float pos[3], double v[3]) {
+    double h = p.h;
+    double hh = 0.5 * h * h;
+    double x = (double)pos[0] + v[0] * h + p.accel[0] * hh;
+    double y = (double)pos[1] + v[1] * h + p.accel[1] * hh;
+    double z = (double)pos[2] + v[2] * h + p.accel[2] * hh;
+    v[0] = v[0] + p.accel[0] * h;
+    v[1] = v[1] + p.accel[1] * h;
+    v[2] = v[2] + p.accel[2] * h;
+    double ly = p.length[1];
+    int crossings = 0;
+    double yw = y;
+    if (y >= ly) {
+        crossings = 1;
+        yw = y - ly;
+    } else if (y < 0.0) {
+        crossings = -1;
+        yw = y + ly;
+    }
+    float yf = (float)yw;
+    if (yf >= (float)ly) {
+        crossings += 1;
+        yf = 0.0f;
+    }
+    if (crossings != 0) {
+        double c = (double)crossings;
+        x -= c * p.le_offset;
+        v[0] -= c * p.le_velocity;
+    }
+    pos[0] = mpc_wrap_coordinate(x, p.length[0]);
+    pos[1] = yf;
+    pos[2] = mpc_wrap_coordinate(z, p.length[2]);
+}
+
+struct MpcLocation {
+    unsigned int cell;
+    int image;
+    double y_in_cell;
+};
+
+// Physics::locate.
+__device__ __forceinline__ MpcLocation mpc_locate(const MpcParams &p, double px, double py, double pz) {
+    double lx = p.length[0], ly = p.length[1], lz = p.length[2];
+    double ys = py + p.shift[1];
+    int image = 0;
+    if (ys >= ly) {
+        ys -= ly;
+        image = -1;
+    } else if (ys < 0.0) {
+        ys += ly;
+        image = 1;
+    }
+    double xs = mpc_wrap_f64(px + p.shift[0] + (double)image * p.le_offset, lx);
+    double zs = mpc_wrap_f64(pz + p.shift[2], lz);
+    unsigned int ix = mpc_clamp_index(xs, p.cells[0]);
+    unsigned int iy = mpc_clamp_index(ys, p.cells[1]);
+    unsigned int iz = mpc_clamp_index(zs, p.cells[2]);
+    MpcLocation loc;
+    loc.cell = (iy * p.cells[2] + iz) * p.cells[0] + ix;
+    loc.image = image;
+    loc.y_in_cell = ys - ((double)iy + 0.5);
+    return loc;
+}
+
+__device__ __forceinline__ double mpc_image_velocity(const MpcParams &p, int image) {
+    return (double)image * p.le_velocity;
+}
+
+// Physics::kinetic_stress.
+__device__ __forceinline__ double mpc_kinetic_stress(const MpcParams &p, double y_start, const double v[3]) {
+    double y_mid = y_start + 0.5 * v[1] * p.h;
+    return p.mass * v[1] * (v[0] - mpc_flow_velocity(p, y_mid));
+}
+
+// CellSums::relative_energy from the raw sums [px, py, pz, m, mv2, count].
+__device__ __forceinline__ double mpc_relative_energy(const double s[6]) {
+    if (s[5] < 2.0) {
+        return 0.0;
+    }
+    double p2 = s[0] * s[0] + s[1] * s[1] + s[2] * s[2];
+    return 0.5 * (s[4] - p2 / s[3]);
+}
+
+// Physics::cell_params: sums in s[0..6], parameters out in out[0..8].
+__device__ __forceinline__ void mpc_cell_params(const MpcParams &p, unsigned int cell, const double s[6], double out[8]) {
+    unsigned int count = (unsigned int)s[5];
+    if (count < 2) {
+        for (int k = 0; k < 8; ++k) {
+            out[k] = 0.0;
+        }
+        return;
+    }
+    double inv_m = 1.0 / s[3];
+    out[0] = s[0] * inv_m;
+    out[1] = s[1] * inv_m;
+    out[2] = s[2] * inv_m;
+    double axis[3];
+    mpc_cell_rotation_axis(p.seed, p.step, cell, axis);
+    out[3] = axis[0];
+    out[4] = axis[1];
+    out[5] = axis[2];
+    double scale = 1.0;
+    if (p.thermostat) {
+        double e_rel = mpc_relative_energy(s);
+        if (e_rel > 0.0) {
+            double target = mpc_cell_thermostat_energy(p.seed, p.step, cell, count, p.kt);
+            scale = sqrt(target / e_rel);
+        }
+    }
+    out[6] = scale;
+    out[7] = 1.0;
+}
+
+// Physics::collide: cp = [ux, uy, uz, ax, ay, az, scale, active].
+__device__ __forceinline__ void mpc_collide(const MpcParams &p, const double cp[8], int image, const double v[3],
+                                            double w[3]) {
+    if (cp[7] == 0.0) {
+        w[0] = v[0];
+        w[1] = v[1];
+        w[2] = v[2];
+        return;
+    }
+    double off = mpc_image_velocity(p, image);
+    double u0 = cp[0], u1 = cp[1], u2 = cp[2];
+    double n0 = cp[3], n1 = cp[4], n2 = cp[5];
+    double r0 = v[0] + off - u0;
+    double r1 = v[1] - u1;
+    double r2 = v[2] - u2;
+    double d = n0 * r0 + n1 * r1 + n2 * r2;
+    double par0 = d * n0, par1 = d * n1, par2 = d * n2;
+    double cr0 = n1 * r2 - n2 * r1;
+    double cr1 = n2 * r0 - n0 * r2;
+    double cr2 = n0 * r1 - n1 * r0;
+    double c = p.cos_angle, s = p.sin_angle, f = cp[6];
+    double rot0 = par0 + c * (r0 - par0) + s * cr0;
+    double rot1 = par1 + c * (r1 - par1) + s * cr1;
+    double rot2 = par2 + c * (r2 - par2) + s * cr2;
+    w[0] = u0 + f * rot0 - off;
+    w[1] = u1 + f * rot1;
+    w[2] = u2 + f * rot2;
+}

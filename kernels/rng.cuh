@@ -1,0 +1,209 @@
+// Per-cell random numbers on the GPU: a line-by-line mirror of src/rng.rs.
+//
+// Philox4x32-10 keyed by the run seed, counter [block, cell, step_lo, (step_hi & 0xffff) |
+// purpose << 16]; everything after the raw words uses only IEEE-exact operations and det_ln, and
+// the module is compiled with --fmad=false, so every draw equals the CPU's bit for bit.
+// Changing the order of operations here or in src/rng.rs means changing it in both.
+#pragma once
+
+#define MPC_PHILOX_M0 0xD2511F53u
+#define MPC_PHILOX_M1 0xCD9E8D57u
+#define MPC_PHILOX_W0 0x9E3779B9u
+#define MPC_PHILOX_W1 0xBB67AE85u
+
+#define MPC_PURPOSE_ROTATION_AXIS 0u
+#define MPC_PURPOSE_THERMOSTAT 1u
+
+typedef unsigned long long mpc_u64;
+
+struct MpcWords4 {
+    unsigned int w[4];
+};
+
+__device__ __forceinline__ MpcWords4 mpc_philox4x32_10(MpcWords4 c, unsigned int k0, unsigned int k1) {
+#pragma unroll
+    for (int round = 0; round < 10; ++round) {
+        if (round > 0) {
+            k0 += MPC_PHILOX_W0;
+            k1 += MPC_PHILOX_W1;
+        }
+        unsigned int hi0 = __umulhi(MPC_PHILOX_M0, c.w[0]);
+        unsigned int lo0 = MPC_PHILOX_M0 * c.w[0];
+        unsigned int hi1 = __umulhi(MPC_PHILOX_M1, c.w[2]);
+        unsigned int lo1 = MPC_PHILOX_M1 * c.w[2];
+        MpcWords4 n;
+        n.w[0] = hi1 ^ c.w[1] ^ k0;
+        n.w[1] = lo1;
+        n.w[2] = hi0 ^ c.w[3] ^ k1;
+        n.w[3] = lo0;
+        c = n;
+    }
+    return c;
+}
+
+// A uniform double in [0, 1) with 53 random bits, from two 32-bit words.
+__device__ __forceinline__ double mpc_u01_from_words(unsigned int a, unsigned int b) {
+    mpc_u64 bits = (((mpc_u64)(a >> 5)) << 26) | ((mpc_u64)(b >> 6));
+    return (double)bits * (1.0 / 9007199254740992.0);
+}
+
+#define MPC_LN2_HI 6.93147180369123816490e-01
+#define MPC_LN2_LO 1.90821492927058770002e-10
+#define MPC_SQRT_HALF 0.70710678118654752440
+#define MPC_F64_MIN_POSITIVE 2.2250738585072014e-308
+
+// Natural logarithm from IEEE-exact operations only (mirror of rng::det_ln).
+__device__ __noinline__ double mpc_det_ln(double x) {
+    if (!(x > 0.0)) {
+        return __longlong_as_double(0x7ff8000000000000LL);
+    }
+    if (x == __longlong_as_double(0x7ff0000000000000LL)) {
+        return x;
+    }
+    long long e = 0;
+    if (x < MPC_F64_MIN_POSITIVE) {
+        x *= 18014398509481984.0;  // 2^54
+        e -= 54;
+    }
+    mpc_u64 bits = (mpc_u64)__double_as_longlong(x);
+    e += (long long)((bits >> 52) & 0x7ff) - 1023;
+    double m = __longlong_as_double((long long)((bits & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL));
+    if (m > 2.0 * MPC_SQRT_HALF) {
+        m *= 0.5;
+        e += 1;
+    }
+    double s = (m - 1.0) / (m + 1.0);
+    double z = s * s;
+    double p = 1.0 / 23.0;
+    p = p * z + 1.0 / 21.0;
+    p = p * z + 1.0 / 19.0;
+    p = p * z + 1.0 / 17.0;
+    p = p * z + 1.0 / 15.0;
+    p = p * z + 1.0 / 13.0;
+    p = p * z + 1.0 / 11.0;
+    p = p * z + 1.0 / 9.0;
+    p = p * z + 1.0 / 7.0;
+    p = p * z + 1.0 / 5.0;
+    p = p * z + 1.0 / 3.0;
+    double ln_m = 2.0 * s + 2.0 * s * (z * p);
+    double ef = (double)e;
+    return ef * MPC_LN2_HI + (ef * MPC_LN2_LO + ln_m);
+}
+
+// A Philox word stream at one address (mirror of rng::CellStream).
+struct MpcCellStream {
+    unsigned int key0, key1;
+    MpcWords4 counter;
+    MpcWords4 block;
+    unsigned int used;
+};
+
+__device__ __forceinline__ MpcCellStream mpc_cell_stream(mpc_u64 seed, mpc_u64 step, unsigned int cell,
+                                                         unsigned int purpose) {
+    MpcCellStream s;
+    s.key0 = (unsigned int)seed;
+    s.key1 = (unsigned int)(seed >> 32);
+    s.counter.w[0] = 0;
+    s.counter.w[1] = cell;
+    s.counter.w[2] = (unsigned int)step;
+    s.counter.w[3] = (((unsigned int)(step >> 32)) & 0xffffu) | (purpose << 16);
+    s.used = 4;
+    return s;
+}
+
+__device__ __forceinline__ MpcCellStream mpc_particle_stream(mpc_u64 seed, mpc_u64 index) {
+    MpcCellStream s;
+    s.key0 = (unsigned int)seed;
+    s.key1 = (unsigned int)(seed >> 32);
+    s.counter.w[0] = 0;
+    s.counter.w[1] = (unsigned int)index;
+    s.counter.w[2] = (unsigned int)(index >> 32);
+    s.counter.w[3] = 0xffffffffu;
+    s.used = 4;
+    return s;
+}
+
+__device__ __forceinline__ unsigned int mpc_next_u32(MpcCellStream *s) {
+    if (s->used == 4) {
+        s->block = mpc_philox4x32_10(s->counter, s->key0, s->key1);
+        s->counter.w[0] += 1u;
+        s->used = 0;
+    }
+    unsigned int w;
+    switch (s->used) {
+        case 0: w = s->block.w[0]; break;
+        case 1: w = s->block.w[1]; break;
+        case 2: w = s->block.w[2]; break;
+        default: w = s->block.w[3]; break;
+    }
+    s->used += 1;
+    return w;
+}
+
+__device__ __forceinline__ double mpc_uniform(MpcCellStream *s) {
+    unsigned int a = mpc_next_u32(s);
+    unsigned int b = mpc_next_u32(s);
+    return mpc_u01_from_words(a, b);
+}
+
+// Standard normal by Marsaglia's polar method.
+__device__ __forceinline__ double mpc_normal(MpcCellStream *s) {
+    for (;;) {
+        double v1 = 2.0 * mpc_uniform(s) - 1.0;
+        double v2 = 2.0 * mpc_uniform(s) - 1.0;
+        double q = v1 * v1 + v2 * v2;
+        if (q < 1.0 && q > 0.0) {
+            return v1 * sqrt(-2.0 * mpc_det_ln(q) / q);
+        }
+    }
+}
+
+// Gamma(shape, 1) for shape >= 1 by Marsaglia and Tsang (2000).
+__device__ __noinline__ double mpc_gamma(MpcCellStream *s, double shape) {
+    double d = shape - 1.0 / 3.0;
+    double c = 1.0 / sqrt(9.0 * d);
+    for (;;) {
+        double x = mpc_normal(s);
+        double v = 1.0 + c * x;
+        if (v <= 0.0) {
+            continue;
+        }
+        v = v * v * v;
+        double u = mpc_uniform(s);
+        double x2 = x * x;
+        if (u < 1.0 - 0.0331 * (x2 * x2)) {
+            return d * v;
+        }
+        if (mpc_det_ln(u) < 0.5 * x2 + d * (1.0 - v + mpc_det_ln(v))) {
+            return d * v;
+        }
+    }
+}
+
+// A uniformly distributed unit vector (Marsaglia 1972).
+__device__ __forceinline__ void mpc_unit_vector(MpcCellStream *s, double out[3]) {
+    for (;;) {
+        double x1 = 2.0 * mpc_uniform(s) - 1.0;
+        double x2 = 2.0 * mpc_uniform(s) - 1.0;
+        double q = x1 * x1 + x2 * x2;
+        if (q < 1.0) {
+            double r = 2.0 * sqrt(1.0 - q);
+            out[0] = x1 * r;
+            out[1] = x2 * r;
+            out[2] = 1.0 - 2.0 * q;
+            return;
+        }
+    }
+}
+
+__device__ __forceinline__ void mpc_cell_rotation_axis(mpc_u64 seed, mpc_u64 step, unsigned int cell, double out[3]) {
+    MpcCellStream s = mpc_cell_stream(seed, step, cell, MPC_PURPOSE_ROTATION_AXIS);
+    mpc_unit_vector(&s, out);
+}
+
+__device__ __forceinline__ double mpc_cell_thermostat_energy(mpc_u64 seed, mpc_u64 step, unsigned int cell,
+                                                             unsigned int n, double kt) {
+    double shape = 1.5 * ((double)n - 1.0);
+    MpcCellStream s = mpc_cell_stream(seed, step, cell, MPC_PURPOSE_THERMOSTAT);
+    return kt * mpc_gamma(&s, shape);
+}

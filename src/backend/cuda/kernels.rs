@@ -1,0 +1,215 @@
+//! The CUDA kernel sources (`kernels/*.cu`, `kernels/*.cuh`, embedded at build time) and their
+//! NVRTC compilation, once per process and GPU architecture.
+
+use std::collections::HashMap;
+use std::ffi::{CStr, CString};
+use std::sync::{Mutex, OnceLock};
+
+/// `kernels/rng.cuh`: Philox4x32-10, det_ln and the per-cell draws (mirror of `src/rng.rs`).
+pub const RNG_CUH: &str = include_str!("../../../kernels/rng.cuh");
+/// `kernels/mpc.cuh`: the per-particle and per-cell step functions (mirror of `src/physics.rs`).
+pub const MPC_CUH: &str = include_str!("../../../kernels/mpc.cuh");
+/// `kernels/mpc.cu`: the kernels.
+pub const MPC_CU: &str = include_str!("../../../kernels/mpc.cu");
+
+/// Every kernel entry point the backend loads.
+pub const KERNEL_NAMES: &[&str] = &[
+    "mpc_stream_bin_atomic",
+    "mpc_stream_bin_list",
+    "mpc_stream_bin_warp",
+    "mpc_collide_stream_bin",
+    "mpc_list_sums",
+    "mpc_solute_bin",
+    "mpc_cell_params",
+    "mpc_collide",
+    "mpc_solute_collide",
+    "mpc_moments",
+    "mpc_count_cells",
+    "mpc_scan_chunk_sums",
+    "mpc_scan_partials",
+    "mpc_scan_apply",
+    "mpc_scatter",
+    "mpc_sort_segments",
+    "mpc_gather_f32",
+    "mpc_gather_f64",
+    "mpc_debug_cell_draws",
+    "mpc_debug_det_ln",
+    "mpc_debug_initial_particle",
+    "mpc_fill_u32",
+    "mpc_init_particles",
+    "mpc_chunk_sums",
+    "mpc_shift_scale",
+    "mpc_add_flow",
+];
+
+/// The single translation unit handed to NVRTC: the headers, then the kernels. `#pragma once`
+/// is dropped (meaningless in one concatenated file); `MPCBOX_NVRTC` skips the `#include`s.
+pub fn full_source() -> String {
+    let mut s = String::with_capacity(RNG_CUH.len() + MPC_CUH.len() + MPC_CU.len() + 64);
+    for (name, text) in [
+        ("rng.cuh", RNG_CUH),
+        ("mpc.cuh", MPC_CUH),
+        ("mpc.cu", MPC_CU),
+    ] {
+        s.push_str(&format!("#line 1 \"{name}\"\n"));
+        s.push_str(&text.replace("#pragma once", ""));
+        s.push('\n');
+    }
+    s
+}
+
+/// NVRTC options: the device's real architecture, no fused multiply-add (so the arithmetic
+/// rounds exactly as the Rust code), IEEE division and square root.
+pub fn compile_options(major: i32, minor: i32) -> Vec<String> {
+    vec![
+        format!("--gpu-architecture=sm_{major}{minor}"),
+        "--fmad=false".into(),
+        "--prec-div=true".into(),
+        "--prec-sqrt=true".into(),
+        "--ftz=false".into(),
+        "--std=c++17".into(),
+        "-DMPCBOX_NVRTC".into(),
+        "-lineinfo".into(),
+    ]
+}
+
+fn c_chars_to_string(v: &[std::ffi::c_char]) -> String {
+    let bytes: Vec<u8> = v.iter().map(|&c| c as u8).take_while(|&b| b != 0).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Compile the kernels to a cubin for compute capability `major.minor`.
+pub fn compile_cubin(major: i32, minor: i32) -> Result<Vec<u8>, String> {
+    use cudarc::nvrtc::{result, sys};
+    let src = CString::new(full_source()).map_err(|e| format!("kernel source: {e}"))?;
+    let name: &CStr = c"mpcbox_kernels.cu";
+    let prog = result::create_program(&src, Some(name))
+        .map_err(|e| format!("nvrtcCreateProgram failed: {e:?}"))?;
+    let opts = compile_options(major, minor);
+    let compiled = unsafe { result::compile_program(prog, &opts) };
+    let log = unsafe { result::get_program_log(prog) }
+        .map(|l| c_chars_to_string(&l))
+        .unwrap_or_default();
+    if let Err(e) = compiled {
+        let _ = unsafe { result::destroy_program(prog) };
+        return Err(format!(
+            "NVRTC could not compile the kernels ({e:?}) with {opts:?}:\n{log}"
+        ));
+    }
+    if !log.trim().is_empty() {
+        tracing::debug!("NVRTC log: {log}");
+    }
+    let mut size = 0usize;
+    let cubin = unsafe {
+        let r = sys::nvrtcGetCUBINSize(prog, &mut size as *mut usize);
+        if r != sys::nvrtcResult::NVRTC_SUCCESS {
+            let _ = result::destroy_program(prog);
+            return Err(format!("nvrtcGetCUBINSize failed: {r:?}"));
+        }
+        let mut buf = vec![0u8; size];
+        let r = sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut std::ffi::c_char);
+        let _ = result::destroy_program(prog);
+        if r != sys::nvrtcResult::NVRTC_SUCCESS {
+            return Err(format!("nvrtcGetCUBIN failed: {r:?}"));
+        }
+        buf
+    };
+    Ok(cubin)
+}
+
+/// The cubin for an architecture, compiled on first use and kept for the process.
+pub fn cubin_for(major: i32, minor: i32) -> Result<Vec<u8>, String> {
+    type CubinCache = Mutex<HashMap<(i32, i32), Vec<u8>>>;
+    static CACHE: OnceLock<CubinCache> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(c) = map.get(&(major, minor)) {
+        return Ok(c.clone());
+    }
+    let t0 = std::time::Instant::now();
+    let c = compile_cubin(major, minor)?;
+    tracing::info!(
+        "compiled the CUDA kernels for sm_{major}{minor} in {:.2} s ({} bytes)",
+        t0.elapsed().as_secs_f64(),
+        c.len()
+    );
+    map.insert((major, minor), c.clone());
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_are_embedded_and_declare_every_kernel() {
+        let src = full_source();
+        assert!(!src.contains("#pragma once"));
+        for name in KERNEL_NAMES {
+            assert!(
+                src.contains(&format!("void {name}(")),
+                "kernel {name} missing from kernels/*.cu"
+            );
+        }
+        // the mirrors of the Rust functions are there
+        for f in [
+            "mpc_philox4x32_10",
+            "mpc_det_ln",
+            "mpc_gamma",
+            "mpc_unit_vector",
+            "mpc_stream",
+            "mpc_locate",
+            "mpc_cell_params",
+            "mpc_collide",
+            "mpc_kinetic_stress",
+        ] {
+            assert!(src.contains(f), "{f} missing");
+        }
+    }
+
+    #[test]
+    fn options_forbid_fused_multiply_add() {
+        let o = compile_options(9, 0);
+        assert!(o.contains(&"--fmad=false".to_string()));
+        assert!(o.contains(&"--gpu-architecture=sm_90".to_string()));
+    }
+
+    /// Compiles the kernels where an NVRTC library is loadable (no GPU needed); skipped otherwise.
+    #[test]
+    fn kernels_compile_with_nvrtc_when_available() {
+        if !super::super::nvrtc_present() {
+            eprintln!("skipped: no NVRTC library on this machine");
+            return;
+        }
+        let cubin = compile_cubin(9, 0).expect("kernels compile");
+        assert!(cubin.len() > 1000);
+    }
+}
+
+#[cfg(test)]
+mod ptx_tests {
+    use super::*;
+
+    /// With --fmad=false the generated code must contain no fused multiply-add in f64 or f32.
+    #[test]
+    fn ptx_has_no_fused_multiply_add_when_nvrtc_available() {
+        if !super::super::nvrtc_present() {
+            eprintln!("skipped: no NVRTC library on this machine");
+            return;
+        }
+        let mut opts = compile_options(9, 0);
+        opts[0] = "--gpu-architecture=compute_90".into();
+        let ptx = cudarc::nvrtc::compile_ptx_with_opts(
+            full_source(),
+            cudarc::nvrtc::CompileOptions {
+                options: opts,
+                ..Default::default()
+            },
+        )
+        .expect("kernels compile to PTX")
+        .to_src();
+        assert!(ptx.contains("mpc_collide"));
+        assert!(!ptx.contains("fma.rn.f64"), "PTX contains f64 FMA");
+        assert!(!ptx.contains("fma.rn.f32"), "PTX contains f32 FMA");
+    }
+}

@@ -1,0 +1,394 @@
+//! The CUDA backend against the CPU reference: random draws bit for bit, whole steps to
+//! rounding, reorder, solutes, memory refusal. Tests that need a GPU are ignored by default
+//! (`cargo test -- --include-ignored` on a machine with one); the rest run everywhere.
+
+mod common;
+
+use mpcbox::backend::cpu::CpuBackend;
+use mpcbox::backend::cuda::{self, CellSumMethod, CudaBackend, CudaDevice};
+use mpcbox::backend::{Backend, SoluteBatch, StepReport};
+use mpcbox::config::{Config, DeviceChoice, Thermostat};
+use mpcbox::error::MpcError;
+use mpcbox::physics::Physics;
+use mpcbox::rng::{self, CellStream};
+use mpcbox::state::{initial_particle, FluidState};
+
+// ---------- no GPU needed ----------
+
+#[test]
+fn cuda_footprint_is_within_50_bytes_per_particle() {
+    let cfg = common::small_config([64, 64, 64], 10);
+    let f = mpcbox::memory::cuda_footprint(&cfg);
+    assert!(f.bytes_per_particle <= 50, "{f:?}");
+    assert_eq!(
+        f.total_bytes,
+        cfg.n_fluid() * f.bytes_per_particle + cfg.n_cells() * f.bytes_per_cell
+    );
+    // leaner than the CPU backend per particle
+    assert!(f.bytes_per_particle <= mpcbox::memory::cpu_footprint(&cfg).bytes_per_particle);
+}
+
+#[test]
+fn auto_uses_the_gpu_when_usable_and_the_cpu_otherwise() {
+    let mut cfg = common::small_config([6, 6, 6], 5);
+    cfg.device = DeviceChoice::Auto;
+    let phys = Physics::from_config(&cfg);
+    let be = mpcbox::backend::open(&cfg, &phys, None).unwrap();
+    match cuda::probe() {
+        Ok(_) => assert!(be.describe().starts_with("cuda"), "{}", be.describe()),
+        Err(why) => {
+            eprintln!("no CUDA here: {why}");
+            assert!(be.describe().starts_with("cpu"), "{}", be.describe());
+        }
+    }
+}
+
+#[test]
+fn multi_gpu_and_missing_gpu_give_clear_errors() {
+    let mut cfg = common::small_config([6, 6, 6], 5);
+    let phys = Physics::from_config(&cfg);
+    for d in [DeviceChoice::Cuda(vec![0, 1]), DeviceChoice::AllGpus] {
+        cfg.device = d;
+        match mpcbox::backend::open(&cfg, &phys, None) {
+            Err(MpcError::Device(m)) => assert!(m.contains("multi-GPU"), "{m}"),
+            Err(e) => panic!("unexpected error {e}"),
+            Ok(_) => panic!("multi-GPU must be refused for now"),
+        }
+    }
+    if cuda::probe().is_err() {
+        cfg.device = DeviceChoice::Cuda(vec![0]);
+        match mpcbox::backend::open(&cfg, &phys, None) {
+            Err(MpcError::Device(m)) => assert!(m.contains("CUDA"), "{m}"),
+            Err(e) => panic!("unexpected error {e}"),
+            Ok(_) => panic!("no GPU here, yet Cuda([0]) opened"),
+        }
+    }
+}
+
+// ---------- GPU ----------
+
+fn gpu_config(cells: [u32; 3], m: u32) -> Config {
+    let mut cfg = common::small_config(cells, m);
+    cfg.shear_rate = 0.05;
+    cfg.thermostat = Thermostat::Mbs;
+    cfg.grid_shift = true;
+    cfg.seed = 4242;
+    cfg
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_cell_draws_equal_the_cpu_bit_for_bit() {
+    let dev = CudaDevice::open(0).unwrap();
+    let n = 50_000usize;
+    let cells: Vec<u32> = (0..n as u32)
+        .map(|c| c.wrapping_mul(2_654_435_761))
+        .collect();
+    let counts: Vec<u32> = (0..n as u32).map(|c| c % 41).collect();
+    for (seed, step) in [(1u64, 0u64), (4242, 17), (u64::MAX - 5, (1u64 << 40) + 3)] {
+        let (axes, energies) = dev.cell_draws(seed, step, &cells, &counts, 1.3).unwrap();
+        for i in 0..n {
+            let a = rng::cell_rotation_axis(seed, step, cells[i]);
+            assert_eq!(
+                axes[i], a,
+                "axis of cell {} (seed {seed}, step {step})",
+                cells[i]
+            );
+            let e = if counts[i] >= 2 {
+                rng::cell_thermostat_energy(seed, step, cells[i], counts[i], 1.3)
+            } else {
+                0.0
+            };
+            assert_eq!(
+                energies[i].to_bits(),
+                e.to_bits(),
+                "MBS energy of cell {} with {} particles",
+                cells[i],
+                counts[i]
+            );
+        }
+    }
+    // det_ln over many decades, subnormals included
+    let mut xs = vec![4.9e-320, 1e-310, 1.0, 2.0, 0.5, f64::MIN_POSITIVE];
+    let mut s = CellStream::for_particle(9, 9);
+    for _ in 0..20_000 {
+        let u = s.uniform();
+        xs.push(u);
+        xs.push(u * 1e-200);
+        xs.push((u + 1e-3) * 1e250);
+    }
+    let ys = dev.det_ln(&xs).unwrap();
+    for (x, y) in xs.iter().zip(&ys) {
+        assert_eq!(y.to_bits(), rng::det_ln(*x).to_bits(), "det_ln({x})");
+    }
+    // initial particles from their Philox streams
+    let len = [13.0, 7.0, 5.0];
+    let parts = dev.initial_particles(77, len, 0.8, 20_000).unwrap();
+    for (i, (p, v)) in parts.iter().enumerate() {
+        let (pc, vc) = initial_particle(77, i as u64, len, 0.8);
+        assert_eq!(*p, pc, "initial position {i}");
+        assert_eq!(*v, vc, "initial velocity {i}");
+    }
+}
+
+fn rel_close(a: f64, b: f64, tol: f64) -> bool {
+    (a - b).abs() <= tol * a.abs().max(b.abs()).max(1.0)
+}
+
+fn compare_states(cpu: &FluidState, gpu: &FluidState, what: &str) -> (f64, usize) {
+    assert_eq!(cpu.len(), gpu.len());
+    let mut worst = 0.0f64;
+    let mut pos_diff = 0usize;
+    let mut max_dpos = 0.0f32;
+    for i in 0..cpu.len() {
+        for k in 0..3 {
+            let (a, b) = (cpu.vel[k][i], gpu.vel[k][i]);
+            let r = (a - b).abs() / a.abs().max(b.abs()).max(1.0);
+            worst = worst.max(r);
+            if cpu.pos[k][i] != gpu.pos[k][i] {
+                pos_diff += 1;
+                max_dpos = max_dpos.max((cpu.pos[k][i] - gpu.pos[k][i]).abs());
+            }
+        }
+    }
+    assert!(
+        worst <= 1e-9,
+        "{what}: velocity relative difference {worst:e}"
+    );
+    assert!(
+        pos_diff * 1000 <= cpu.len() && max_dpos <= 1e-5,
+        "{what}: {pos_diff} position components differ (max {max_dpos})"
+    );
+    (worst, pos_diff)
+}
+
+fn compare_reports(c: &StepReport, g: &StepReport, what: &str) {
+    assert!(
+        rel_close(c.relative_energy, g.relative_energy, 1e-9),
+        "{what}: {c:?} vs {g:?}"
+    );
+    assert_eq!(c.relative_dof, g.relative_dof, "{what}");
+    let scale = c.kinetic_stress_sum.abs().max(1.0);
+    assert!(
+        (c.kinetic_stress_sum - g.kinetic_stress_sum).abs() <= 1e-9 * scale,
+        "{what}: kinetic stress {c:?} vs {g:?}"
+    );
+    let scale = c.collisional_stress_sum.abs().max(1.0);
+    assert!(
+        (c.collisional_stress_sum - g.collisional_stress_sum).abs() <= 1e-9 * scale,
+        "{what}: collisional stress {c:?} vs {g:?}"
+    );
+}
+
+/// Steps both backends from the same state with the same plans; solutes optional.
+fn agree_with_cpu(method: CellSumMethod, reorder_every: u64, with_solutes: bool) {
+    let cfg = gpu_config([12, 10, 8], 10);
+    let phys = Physics::from_config(&cfg);
+    let st0 = FluidState::initial(&cfg);
+    let mut cpu = CpuBackend::new(phys.clone(), st0.clone(), 2).unwrap();
+    let mut gpu = CudaBackend::with_method(phys.clone(), &st0, 0, method).unwrap();
+    let ns = if with_solutes { 40 } else { 0 };
+    let mut s = CellStream::for_particle(3, 3);
+    let mut spos: Vec<[f64; 3]> = (0..ns)
+        .map(|_| [s.uniform() * 12.0, s.uniform() * 10.0, s.uniform() * 8.0])
+        .collect();
+    let smass: Vec<f64> = (0..ns).map(|i| 1.0 + (i % 5) as f64).collect();
+    let mut svel_c: Vec<[f64; 3]> = (0..ns)
+        .map(|_| [s.normal(), s.normal(), s.normal()])
+        .collect();
+    let mut svel_g = svel_c.clone();
+    for step in 0..10u64 {
+        let reorder = reorder_every > 0 && (step + 1) % reorder_every == 0;
+        // measure the stress on most steps, not all (the fused method defers unmeasured ones)
+        let measure = step % 3 != 1;
+        let plan = phys.plan(step, measure, reorder);
+        let (rc, rg) = if with_solutes {
+            let mut bc = SoluteBatch {
+                pos: &spos,
+                vel: &mut svel_c,
+                mass: &smass,
+            };
+            let rc = cpu.step(&plan, Some(&mut bc)).unwrap();
+            let mut bg = SoluteBatch {
+                pos: &spos,
+                vel: &mut svel_g,
+                mass: &smass,
+            };
+            let rg = gpu.step(&plan, Some(&mut bg)).unwrap();
+            (rc, rg)
+        } else {
+            (
+                cpu.step(&plan, None).unwrap(),
+                gpu.step(&plan, None).unwrap(),
+            )
+        };
+        let what = format!("{} step {}", method.name(), step + 1);
+        compare_reports(&rc, &rg, &what);
+        for (a, b) in svel_c.iter().zip(&svel_g) {
+            for k in 0..3 {
+                assert!(
+                    rel_close(a[k], b[k], 1e-9),
+                    "{what}: solute velocity {a:?} vs {b:?}"
+                );
+            }
+        }
+        // move the solutes ballistically (same on both sides)
+        for (p, v) in spos.iter_mut().zip(&svel_c) {
+            for k in 0..3 {
+                p[k] = mpcbox::physics::wrap_f64(p[k] + 0.1 * v[k], phys.length[k]);
+            }
+        }
+        if step == 0 || step == 9 {
+            let (w, d) = compare_states(&cpu.download().unwrap(), &gpu.download().unwrap(), &what);
+            eprintln!(
+                "{what}: max relative velocity difference {w:e}, {d} position components differ"
+            );
+        }
+    }
+    let mc = cpu.moments().unwrap();
+    let mg = gpu.moments().unwrap();
+    assert_eq!(mc.particles, mg.particles);
+    assert_eq!(mc.profile_count, mg.profile_count);
+    for k in 0..3 {
+        assert!((mc.momentum[k] - mg.momentum[k]).abs() <= 1e-9 * mc.particles as f64);
+    }
+    assert!(rel_close(mc.kinetic_energy, mg.kinetic_energy, 1e-9));
+    for (a, b) in mc.profile_sum.iter().zip(&mg.profile_sum) {
+        assert!((a - b).abs() <= 1e-9 * 1000.0, "profile {a} vs {b}");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_steps_agree_with_cpu_shear_mbs_grid_shift() {
+    agree_with_cpu(CellSumMethod::Atomics, 0, false);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_steps_agree_with_cpu_with_reorder() {
+    agree_with_cpu(CellSumMethod::Atomics, 3, false);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_steps_agree_with_cpu_with_solutes() {
+    agree_with_cpu(CellSumMethod::Atomics, 4, true);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_list_method_agrees_with_cpu() {
+    agree_with_cpu(CellSumMethod::List, 5, true);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_warp_method_agrees_with_cpu() {
+    agree_with_cpu(CellSumMethod::Warp, 4, false);
+    agree_with_cpu(CellSumMethod::Warp, 3, true);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_shared_method_agrees_with_cpu() {
+    agree_with_cpu(CellSumMethod::Shared, 4, false);
+    agree_with_cpu(CellSumMethod::Shared, 3, true);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_fused_shared_method_agrees_with_cpu() {
+    agree_with_cpu(CellSumMethod::FusedShared, 0, false);
+    agree_with_cpu(CellSumMethod::FusedShared, 4, true);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_fused_method_agrees_with_cpu() {
+    agree_with_cpu(CellSumMethod::Fused, 0, false);
+    agree_with_cpu(CellSumMethod::Fused, 4, true);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_generates_the_cpu_initial_state_bit_for_bit() {
+    for (cells, shear) in [
+        ([12, 10, 8], 0.05),
+        ([40, 36, 30], 0.0),
+        ([64, 64, 64], 0.02),
+    ] {
+        let mut cfg = gpu_config(cells, 10);
+        cfg.shear_rate = shear;
+        let phys = Physics::from_config(&cfg);
+        let t0 = std::time::Instant::now();
+        let mut gpu = CudaBackend::open(&cfg, &phys, None, 0, CellSumMethod::DEFAULT).unwrap();
+        let t_gpu = t0.elapsed().as_secs_f64();
+        let g = gpu.download().unwrap();
+        let t0 = std::time::Instant::now();
+        let c = FluidState::initial(&cfg);
+        let t_cpu = t0.elapsed().as_secs_f64();
+        let mut differ = 0usize;
+        for k in 0..3 {
+            differ += c.pos[k]
+                .iter()
+                .zip(&g.pos[k])
+                .filter(|(a, b)| a != b)
+                .count();
+            differ += c.vel[k]
+                .iter()
+                .zip(&g.vel[k])
+                .filter(|(a, b)| a.to_bits() != b.to_bits())
+                .count();
+        }
+        eprintln!(
+            "{cells:?}: {} particles, GPU open+generate {t_gpu:.3} s, CPU generate {t_cpu:.3} s, \
+             {differ} components differ",
+            c.len()
+        );
+        assert_eq!(
+            differ, 0,
+            "GPU initial state differs from FluidState::initial"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_download_upload_round_trip() {
+    let cfg = gpu_config([8, 8, 8], 5);
+    let phys = Physics::from_config(&cfg);
+    let st = FluidState::initial(&cfg);
+    let mut gpu = CudaBackend::new(phys, &st, 0).unwrap();
+    assert_eq!(gpu.download().unwrap(), st);
+    let mut st2 = st.clone();
+    st2.vel[1][3] = 0.25;
+    gpu.upload(&st2).unwrap();
+    assert_eq!(gpu.download().unwrap(), st2);
+    assert_eq!(gpu.n_fluid(), st.len());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_oversize_config_is_refused_before_allocation() {
+    let mut cfg = common::small_config([1024, 1024, 300], 10);
+    cfg.device = DeviceChoice::Cuda(vec![0]);
+    let phys = Physics::from_config(&cfg);
+    let t0 = std::time::Instant::now();
+    match mpcbox::backend::open(&cfg, &phys, None) {
+        Err(MpcError::OutOfMemory {
+            needed_bytes,
+            available_bytes,
+            fix,
+            ..
+        }) => {
+            eprintln!("refused: needs {needed_bytes}, {available_bytes} free; fix: {fix}");
+            assert!(needed_bytes > available_bytes);
+            assert!(!fix.is_empty());
+        }
+        Err(e) => panic!("expected OutOfMemory, got {e}"),
+        Ok(_) => panic!("a 150 GB system must not fit"),
+    }
+    // refused before building the 3-billion-particle host state
+    assert!(t0.elapsed().as_secs_f64() < 30.0);
+}
