@@ -383,16 +383,20 @@ extern "C" __global__ void mpc_list_sums(MpcParams p, const unsigned int *__rest
     o[MPC_SUM_SOLUTE_COUNT] = 0.0;
 }
 
-// Solutes: bin on the shifted grid (f64 positions) and add to the cell sums.
+// Solutes: bin on the shifted grid (f64 positions, anywhere: wrapped through Lees-Edwards
+// periods) and add to the cell sums. The cell goes to scell, the image (any number of periods)
+// to simage.
 extern "C" __global__ void mpc_solute_bin(MpcParams p, const double *__restrict__ spos,
                                           const double *__restrict__ svel, const double *__restrict__ smass,
-                                          unsigned int *__restrict__ scellw, double *cells) {
+                                          unsigned int *__restrict__ scell, int *__restrict__ simage,
+                                          double *cells) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= p.n_solutes) {
         return;
     }
-    MpcLocation loc = mpc_locate(p, spos[3 * i], spos[3 * i + 1], spos[3 * i + 2]);
-    scellw[i] = mpc_pack_cell(loc.cell, loc.image);
+    MpcLocation loc = mpc_locate_solute(p, spos[3 * i], spos[3 * i + 1], spos[3 * i + 2]);
+    scell[i] = loc.cell;
+    simage[i] = loc.image;
     double w0 = svel[3 * i] + mpc_image_velocity(p, loc.image);
     mpc_add_solute_to_cell(cells, loc.cell, smass[i], w0, svel[3 * i + 1], svel[3 * i + 2]);
 }
@@ -456,18 +460,18 @@ extern "C" __global__ void mpc_collide(MpcParams p, const float *__restrict__ px
     }
 }
 
-extern "C" __global__ void mpc_solute_collide(MpcParams p, const unsigned int *__restrict__ scellw,
-                                              const double *__restrict__ cells, double *__restrict__ svel) {
+extern "C" __global__ void mpc_solute_collide(MpcParams p, const unsigned int *__restrict__ scell,
+                                              const int *__restrict__ simage, const double *__restrict__ cells,
+                                              double *__restrict__ svel) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= p.n_solutes) {
         return;
     }
-    unsigned int w = scellw[i];
     double cp[8];
-    mpc_load_params(cells, mpc_cell_of(w), cp);
+    mpc_load_params(cells, scell[i], cp);
     double v[3] = {svel[3 * i], svel[3 * i + 1], svel[3 * i + 2]};
     double u[3];
-    mpc_collide(p, cp, mpc_image_of(w), v, u);
+    mpc_collide(p, cp, simage[i], v, u);
     svel[3 * i] = u[0];
     svel[3 * i + 1] = u[1];
     svel[3 * i + 2] = u[2];

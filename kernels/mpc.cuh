@@ -139,6 +139,19 @@ __device__ __forceinline__ MpcLocation mpc_locate(const MpcParams &p, double px,
     return loc;
 }
 
+// Physics::locate_solute: a solute anywhere (unwrapped MD coordinates) is brought into the
+// box through whole periods in y as its Lees-Edwards image, then binned; the image counts
+// every period, so it can exceed the 2 bits a fluid particle's cell word holds.
+__device__ __forceinline__ MpcLocation mpc_locate_solute(const MpcParams &p, double px, double py, double pz) {
+    double ly = p.length[1];
+    double periods = floor(py / ly);
+    double y = py - periods * ly;
+    double x = px - periods * p.le_offset;
+    MpcLocation loc = mpc_locate(p, x, y, pz);
+    loc.image -= (int)periods;
+    return loc;
+}
+
 __device__ __forceinline__ double mpc_image_velocity(const MpcParams &p, int image) {
     return (double)image * p.le_velocity;
 }

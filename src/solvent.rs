@@ -43,6 +43,8 @@ pub struct Solvent {
 struct PendingStep {
     plan: StepPlan,
     sample: bool,
+    /// Number of solutes handed over.
+    n: usize,
     pos: Vec<[f64; 3]>,
     vel: Vec<[f64; 3]>,
     mass: Vec<f64>,
@@ -179,39 +181,25 @@ impl Solvent {
                 "pass one position, one velocity and one mass per solute",
             );
         }
-        for (i, p) in pos.iter().enumerate() {
-            if !p.iter().all(|c| c.is_finite()) {
-                return bad(
-                    "positions",
-                    format!("solute {i} has a non-finite position {p:?}"),
-                    "pass finite positions",
-                );
-            }
-            if p.iter().any(|c| c.abs() > MAX_SOLUTE_COORDINATE) {
-                return bad(
-                    "positions",
-                    format!("solute {i} is at {p:?}, over {MAX_SOLUTE_COORDINATE:e} cells from the origin"),
-                    "pass positions in the MPC box's units (cell size a = 1); coordinates outside the box are wrapped",
-                );
-            }
+        // In parallel: an MD code may hand over millions of solutes every step.
+        use rayon::prelude::*;
+        if let Some((i, p)) = pos.par_iter().enumerate().find_first(|(_, p)| !p.iter().all(|c| c.is_finite())) {
+            return bad("positions", format!("solute {i} has a non-finite position {p:?}"), "pass finite positions");
         }
-        for (i, v) in vel.iter().enumerate() {
-            if !v.iter().all(|c| c.is_finite()) {
-                return bad(
-                    "velocities",
-                    format!("solute {i} has a non-finite velocity {v:?}"),
-                    "pass finite velocities",
-                );
-            }
+        if let Some((i, p)) =
+            pos.par_iter().enumerate().find_first(|(_, p)| p.iter().any(|c| c.abs() > MAX_SOLUTE_COORDINATE))
+        {
+            return bad(
+                "positions",
+                format!("solute {i} is at {p:?}, over {MAX_SOLUTE_COORDINATE:e} cells from the origin"),
+                "pass positions in the MPC box's units (cell size a = 1); coordinates outside the box are wrapped",
+            );
         }
-        for (i, &m) in mass.iter().enumerate() {
-            if !(m.is_finite() && m > 0.0) {
-                return bad(
-                    "masses",
-                    format!("solute {i} has mass {m}"),
-                    "pass finite masses > 0",
-                );
-            }
+        if let Some((i, v)) = vel.par_iter().enumerate().find_first(|(_, v)| !v.iter().all(|c| c.is_finite())) {
+            return bad("velocities", format!("solute {i} has a non-finite velocity {v:?}"), "pass finite velocities");
+        }
+        if let Some((i, m)) = mass.par_iter().enumerate().find_first(|(_, m)| !(m.is_finite() && **m > 0.0)) {
+            return bad("masses", format!("solute {i} has mass {m}"), "pass finite masses > 0");
         }
         Ok(())
     }
@@ -222,7 +210,7 @@ impl Solvent {
         let sample = self.is_sample(step);
         let measure = self.phys.shear_rate != 0.0 && (sample || self.is_observable_step(step));
         let reorder = {
-            let k = self.config.tuning.reorder_interval;
+            let k = self.config.tuning.reorder_interval.unwrap_or_else(|| self.backend.preferred_reorder_interval());
             k > 0 && (step + 1) % k == 0
         };
         (self.phys.plan(step, measure, reorder), sample)
@@ -287,12 +275,15 @@ impl Solvent {
         self.check_solutes(pos, vel, mass)?;
         let (plan, sample) = self.next_plan();
         self.backend.begin_coupled(&plan, pos, vel, mass)?;
+        // A backend that copied the solutes (to the GPU) needs nothing kept here.
+        let keep = !self.backend.keeps_coupled_inputs();
         self.pending = Some(PendingStep {
             plan,
             sample,
-            pos: pos.to_vec(),
-            vel: vel.to_vec(),
-            mass: mass.to_vec(),
+            n: pos.len(),
+            pos: if keep { pos.to_vec() } else { Vec::new() },
+            vel: if keep { vel.to_vec() } else { Vec::new() },
+            mass: if keep { mass.to_vec() } else { Vec::new() },
         });
         Ok(())
     }
@@ -305,25 +296,25 @@ impl Solvent {
                 "finish_step without begin_step; fix: call begin_step first".into(),
             ));
         };
-        if vel_out.len() != p.vel.len() {
+        if vel_out.len() != p.n {
             return Err(MpcError::Solute {
                 field: "vel_out".into(),
-                problem: format!("{} slots for {} solutes", vel_out.len(), p.vel.len()),
+                problem: format!("{} slots for {} solutes", vel_out.len(), p.n),
                 fix: "pass an output array as long as the solute arrays given to begin_step".into(),
             });
         }
         let mut p = self.pending.take().expect("checked above");
-        let report = if p.pos.is_empty() {
-            self.backend.step(&p.plan, None)?
-        } else {
-            let mut batch = SoluteBatch {
-                pos: &p.pos,
-                vel: &mut p.vel,
-                mass: &p.mass,
-            };
+        // Always through finish_coupled (also for zero solutes): begin_coupled may already
+        // have streamed the fluid.
+        let report = if self.backend.keeps_coupled_inputs() {
+            let mut batch = SoluteBatch { pos: &[], vel: vel_out, mass: &[] };
             self.backend.finish_coupled(&p.plan, &mut batch)?
+        } else {
+            let mut batch = SoluteBatch { pos: &p.pos, vel: &mut p.vel, mass: &p.mass };
+            let r = self.backend.finish_coupled(&p.plan, &mut batch)?;
+            vel_out.copy_from_slice(&p.vel);
+            r
         };
-        vel_out.copy_from_slice(&p.vel);
         self.complete(&p.plan, p.sample, report)
     }
 

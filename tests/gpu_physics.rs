@@ -151,7 +151,7 @@ fn gpu_resumes_a_cpu_checkpoint() {
     cfg.shear_rate = 0.05;
     cfg.thermostat = Thermostat::Mbs;
     cfg.seed = 99;
-    cfg.tuning.reorder_interval = 7;
+    cfg.tuning.reorder_interval = Some(7);
     let mut cpu = Solvent::new(cfg.clone()).unwrap();
     for _ in 0..15 {
         cpu.step().unwrap();

@@ -13,7 +13,7 @@ fn config() -> Config {
     cfg.shear_rate = 0.05;
     cfg.thermostat = Thermostat::Mbs;
     cfg.seed = 99;
-    cfg.tuning.reorder_interval = 7;
+    cfg.tuning.reorder_interval = Some(7);
     cfg
 }
 

@@ -52,7 +52,7 @@ fn config(
     cfg.device = device;
     cfg.tuning.cpu_threads = threads;
     if let Some(r) = reorder {
-        cfg.tuning.reorder_interval = r;
+        cfg.tuning.reorder_interval = Some(r);
     }
     cfg.output.observable_interval = 0;
     cfg.output.equilibration_steps = u64::MAX; // time the bare step: no sampling

@@ -75,6 +75,12 @@ pub trait Backend: Send {
     /// Replace the fluid state (resume, tests).
     fn upload(&mut self, state: &FluidState) -> Result<()>;
 
+    /// Steps between reorderings of the fluid by cell when the config leaves it unset: the
+    /// interval measured fastest on this kind of backend.
+    fn preferred_reorder_interval(&self) -> u64 {
+        4
+    }
+
     /// First half of a coupled step: a backend may start streaming the fluid and uploading the
     /// solutes asynchronously here. The default does nothing; the work happens in
     /// [`Backend::finish_coupled`].
@@ -86,6 +92,13 @@ pub trait Backend: Send {
         _mass: &[f64],
     ) -> Result<()> {
         Ok(())
+    }
+
+    /// Whether `begin_coupled` takes its own copy of the solutes (then `finish_coupled` gets
+    /// only the velocity array to write, with empty `pos` and `mass`). The default backend
+    /// does its work in `finish_coupled` and needs the inputs there.
+    fn keeps_coupled_inputs(&self) -> bool {
+        false
     }
 
     /// Second half of a coupled step begun with [`Backend::begin_coupled`] with the same plan
