@@ -93,6 +93,25 @@ pub fn read_data_file(path: &Path, style: Option<AtomStyle>) -> Result<System, C
     parse_data(&text, &path.display().to_string(), style)
 }
 
+/// Header count lines other than atoms / bonds / atom types / bond types.
+fn known_count(words: &[&str]) -> bool {
+    matches!(
+        words,
+        ["angles"]
+            | ["dihedrals"]
+            | ["impropers"]
+            | ["angle", "types"]
+            | ["dihedral", "types"]
+            | ["improper", "types"]
+            | ["ellipsoids"]
+            | ["lines"]
+            | ["triangles"]
+            | ["bodies"]
+            | ["extra", _, "per", "atom"]
+            | ["extra", "special", "per", "atom"]
+    )
+}
+
 fn section_of(line: &str) -> Option<(&'static str, Option<&str>)> {
     let (body, comment) = match line.find('#') {
         Some(k) => (&line[..k], Some(line[k + 1..].trim())),
@@ -178,8 +197,16 @@ pub fn parse_data(text: &str, name: &str, style: Option<AtomStyle>) -> Result<Sy
                     "use an orthorhombic box",
                 ))
             }
-            // angles, dihedrals, extra/... counts: not used
-            _ => {}
+            // other counts LAMMPS writes (angles, dihedrals, extra/... per atom): not used
+            [c, rest @ ..] if c.parse::<usize>().is_ok() && known_count(rest) => {}
+            _ => {
+                return Err(ctx.err(
+                    k,
+                    "header",
+                    format!("`{body}` is neither a header line nor a section name"),
+                    "use `<count> atoms`, `<count> atom types`, `<lo> <hi> xlo xhi`, ... and section names such as `Masses`, `Atoms # bond`, `Bonds`",
+                ))
+            }
         }
     }
     let n_atoms = n_atoms.ok_or_else(|| {
