@@ -208,7 +208,7 @@ fn auto_mode_follows_the_crossover() {
         .unwrap();
         assert_eq!(md.uses_verlet_list(), expect_list, "{cells}³ cells");
     }
-    // a box under 3 list cells wide never uses lists
+    // a box edge under 2.5 list radii never uses lists
     let tiny = fcc_lattice([2, 2, 2], 0.8442, 1.0);
     let md = Md::new(
         tiny,
@@ -218,4 +218,47 @@ fn auto_mode_follows_the_crossover() {
     )
     .unwrap();
     assert!(!md.uses_verlet_list());
+}
+
+#[test]
+fn both_stencils_find_the_same_neighbours() {
+    use mpcbox::md::neighbor::VerletList;
+    let sys = random_gas(3000, [9.0, 10.0, 11.0], 1.0, 9);
+    let r_list = 2.2;
+    let sets = |dims: [usize; 3]| {
+        let mut cl = CellList::default();
+        cl.build(&sys.pos, sys.box_len, dims);
+        let mut vl = VerletList::default();
+        vl.build(&sys.pos, sys.box_len, &cl, r_list);
+        (0..sys.len())
+            .map(|i| {
+                let mut v = vl.list[vl.offset[i]..vl.offset[i + 1]].to_vec();
+                v.sort_unstable();
+                v
+            })
+            .collect::<Vec<_>>()
+    };
+    let coarse = CellList::dims_for(sys.box_len, r_list).unwrap();
+    let fine = CellList::dims_for_list(sys.box_len, r_list).unwrap();
+    assert_eq!(coarse, [4, 4, 5]);
+    assert_eq!(fine, [8, 9, 10]);
+    let (a, b) = (sets(coarse), sets(fine));
+    assert_eq!(a, b);
+    // against brute force for a few particles
+    for i in [0usize, 17, 2999] {
+        let mut want = vec![];
+        for j in 0..sys.len() {
+            let mut r2 = 0.0;
+            for k in 0..3 {
+                let l = sys.box_len[k];
+                let mut d = sys.pos[i][k] - sys.pos[j][k];
+                d -= l * (d / l).round();
+                r2 += d * d;
+            }
+            if j != i && r2 < r_list * r_list {
+                want.push(j as u32);
+            }
+        }
+        assert_eq!(a[i], want, "particle {i}");
+    }
 }

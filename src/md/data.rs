@@ -108,7 +108,6 @@ fn known_count(words: &[&str]) -> bool {
             | ["triangles"]
             | ["bodies"]
             | ["extra", _, "per", "atom"]
-            | ["extra", "special", "per", "atom"]
     )
 }
 

@@ -101,12 +101,17 @@ enum Neigh<'a> {
     All(usize),
 }
 
-/// Run `kernel(i, j, &mut f_i) -> (energy, virial)` over every neighbour j of every i, adding
-/// into `force`; returns half the summed energy and virial (every pair is seen twice).
-fn pair_pass<K>(force: &mut [[f64; 3]], neigh: Neigh<'_>, kernel: K) -> (f64, f64)
-where
-    K: Fn(usize, usize, &mut [f64; 3]) -> (f64, f64) + Sync,
-{
+/// A pair interaction evaluated from particle i's side: `begin` loads what i needs once,
+/// `pair` adds the force of neighbour j on i into `acc` and returns (energy, virial) of the pair.
+trait PairKernel: Sync {
+    type I: Copy;
+    fn begin(&self, i: usize) -> Self::I;
+    fn pair(&self, i: &Self::I, j: usize, acc: &mut [f64; 3]) -> (f64, f64);
+}
+
+/// Run `kernel` over every neighbour j of every i, adding into `force`; returns half the summed
+/// energy and virial (every pair is seen twice).
+fn pair_pass<K: PairKernel>(force: &mut [[f64; 3]], neigh: Neigh<'_>, kernel: &K) -> (f64, f64) {
     let parts: Vec<(f64, f64)> = force
         .par_chunks_mut(CHUNK)
         .enumerate()
@@ -115,11 +120,12 @@ where
             let mut w = 0.0;
             for (k, fi) in fchunk.iter_mut().enumerate() {
                 let i = c * CHUNK + k;
+                let st = kernel.begin(i);
                 let mut acc = [0.0; 3];
                 match neigh {
                     Neigh::List(v) => {
                         for &j in &v.list[v.offset[i]..v.offset[i + 1]] {
-                            let (de, dw) = kernel(i, j as usize, &mut acc);
+                            let (de, dw) = kernel.pair(&st, j as usize, &mut acc);
                             e += de;
                             w += dw;
                         }
@@ -127,7 +133,7 @@ where
                     Neigh::All(n) => {
                         for j in 0..n {
                             if j != i {
-                                let (de, dw) = kernel(i, j, &mut acc);
+                                let (de, dw) = kernel.pair(&st, j, &mut acc);
                                 e += de;
                                 w += dw;
                             }
@@ -154,33 +160,124 @@ fn separation(a: [f64; 3], b: [f64; 3], l: [f64; 3], h: [f64; 3]) -> [f64; 3] {
     ]
 }
 
-fn lj_pass(force: &mut [[f64; 3]], neigh: Neigh<'_>, sys: &System, table: &LjTable) -> (f64, f64) {
-    let (pos, typ) = (&sys.pos, &sys.typ);
-    let l = sys.box_len;
-    let h = [l[0] / 2.0, l[1] / 2.0, l[2] / 2.0];
-    let n = table.n;
-    let single = n == 1;
-    pair_pass(force, neigh, |i, j, acc| {
-        let d = separation(pos[i], pos[j], l, h);
-        let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
-        let p = if single {
-            &table.pairs[0]
-        } else {
-            &table.pairs[typ[i] as usize * n + typ[j] as usize]
-        };
-        if r2 < p.rc2 {
-            let (fr, e) = p.eval(r2);
-            acc[0] += fr * d[0];
-            acc[1] += fr * d[1];
-            acc[2] += fr * d[2];
-            (e, fr * r2)
-        } else {
-            (0.0, 0.0)
-        }
-    })
+/// LJ over a type table; `SINGLE` skips the type lookup for one-type systems.
+struct LjKernel<'a, const SINGLE: bool> {
+    pos: &'a [[f64; 3]],
+    typ: &'a [u32],
+    table: &'a LjTable,
+    l: [f64; 3],
+    h: [f64; 3],
 }
 
-/// DPD pair forces; `conservative` false gives the thermostat-only variant (no a_ij term).
+impl<const SINGLE: bool> PairKernel for LjKernel<'_, SINGLE> {
+    type I = ([f64; 3], usize);
+
+    #[inline(always)]
+    fn begin(&self, i: usize) -> Self::I {
+        let row = if SINGLE {
+            0
+        } else {
+            self.typ[i] as usize * self.table.n
+        };
+        (self.pos[i], row)
+    }
+
+    #[inline(always)]
+    fn pair(&self, st: &Self::I, j: usize, acc: &mut [f64; 3]) -> (f64, f64) {
+        let d = separation(st.0, self.pos[j], self.l, self.h);
+        let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+        let p = if SINGLE {
+            &self.table.pairs[0]
+        } else {
+            &self.table.pairs[st.1 + self.typ[j] as usize]
+        };
+        // branch-free: most list entries are inside rc, the rest are masked out
+        let inside = if r2 < p.rc2 { 1.0 } else { 0.0 };
+        let (fr, e) = p.eval(r2);
+        let fr = fr * inside;
+        acc[0] += fr * d[0];
+        acc[1] += fr * d[1];
+        acc[2] += fr * d[2];
+        (e * inside, fr * r2)
+    }
+}
+
+fn lj_pass(force: &mut [[f64; 3]], neigh: Neigh<'_>, sys: &System, table: &LjTable) -> (f64, f64) {
+    let l = sys.box_len;
+    let h = [l[0] / 2.0, l[1] / 2.0, l[2] / 2.0];
+    if table.n == 1 {
+        let k = LjKernel::<true> {
+            pos: &sys.pos,
+            typ: &sys.typ,
+            table,
+            l,
+            h,
+        };
+        pair_pass(force, neigh, &k)
+    } else {
+        let k = LjKernel::<false> {
+            pos: &sys.pos,
+            typ: &sys.typ,
+            table,
+            l,
+            h,
+        };
+        pair_pass(force, neigh, &k)
+    }
+}
+
+/// DPD pair forces; `conservative` false is the thermostat-only variant (no a_ij term).
+struct DpdKernel<'a> {
+    sys: &'a System,
+    p: &'a DpdParams,
+    conservative: bool,
+    l: [f64; 3],
+    h: [f64; 3],
+    noise: f64,
+    key: [u32; 2],
+    step: u64,
+}
+
+impl PairKernel for DpdKernel<'_> {
+    type I = usize;
+
+    #[inline(always)]
+    fn begin(&self, i: usize) -> usize {
+        i
+    }
+
+    #[inline(always)]
+    fn pair(&self, &i: &usize, j: usize, acc: &mut [f64; 3]) -> (f64, f64) {
+        let (sys, p) = (self.sys, self.p);
+        let d = separation(sys.pos[i], sys.pos[j], self.l, self.h);
+        let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+        let rc = p.cutoff;
+        if r2 >= rc * rc || r2 == 0.0 {
+            return (0.0, 0.0);
+        }
+        let r = r2.sqrt();
+        let wc = 1.0 - r / rc;
+        let wr = p.weight_r(r);
+        let (vi, vj) = (sys.vel[i], sys.vel[j]);
+        // (e · v_ij) r
+        let erv = d[0] * (vi[0] - vj[0]) + d[1] * (vi[1] - vj[1]) + d[2] * (vi[2] - vj[2]);
+        let theta = dpd_theta(self.key, sys.tag[i], sys.tag[j], self.step);
+        let mut f = -p.gamma * wr * wr * erv / r + self.noise * wr * theta;
+        let (mut e, mut w) = (0.0, 0.0);
+        if self.conservative {
+            let a = p.a[sys.typ[i] as usize * p.n + sys.typ[j] as usize];
+            f += a * wc;
+            e = 0.5 * a * rc * wc * wc;
+            w = a * wc * r;
+        }
+        let fr = f / r;
+        acc[0] += fr * d[0];
+        acc[1] += fr * d[1];
+        acc[2] += fr * d[2];
+        (e, w)
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn dpd_pass(
     force: &mut [[f64; 3]],
@@ -193,42 +290,18 @@ fn dpd_pass(
     seed: u64,
     step: u64,
 ) -> (f64, f64) {
-    let (pos, vel, typ, tag) = (&sys.pos, &sys.vel, &sys.typ, &sys.tag);
     let l = sys.box_len;
-    let h = [l[0] / 2.0, l[1] / 2.0, l[2] / 2.0];
-    let rc = p.cutoff;
-    let rc2 = rc * rc;
-    let sigma = (2.0 * p.gamma * kt).sqrt();
-    let noise = sigma / dt.sqrt();
-    let key = dpd_key(seed);
-    let n = p.n;
-    pair_pass(force, neigh, |i, j, acc| {
-        let d = separation(pos[i], pos[j], l, h);
-        let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
-        if r2 >= rc2 || r2 == 0.0 {
-            return (0.0, 0.0);
-        }
-        let r = r2.sqrt();
-        let wc = 1.0 - r / rc;
-        let wr = p.weight_r(r);
-        let (vi, vj) = (vel[i], vel[j]);
-        // (e · v_ij) r
-        let erv = d[0] * (vi[0] - vj[0]) + d[1] * (vi[1] - vj[1]) + d[2] * (vi[2] - vj[2]);
-        let theta = dpd_theta(key, tag[i], tag[j], step);
-        let mut f = -p.gamma * wr * wr * erv / r + noise * wr * theta;
-        let (mut e, mut w) = (0.0, 0.0);
-        if conservative {
-            let a = p.a[typ[i] as usize * n + typ[j] as usize];
-            f += a * wc;
-            e = 0.5 * a * rc * wc * wc;
-            w = a * wc * r;
-        }
-        let fr = f / r;
-        acc[0] += fr * d[0];
-        acc[1] += fr * d[1];
-        acc[2] += fr * d[2];
-        (e, w)
-    })
+    let k = DpdKernel {
+        sys,
+        p,
+        conservative,
+        l,
+        h: [l[0] / 2.0, l[1] / 2.0, l[2] / 2.0],
+        noise: (2.0 * p.gamma * kt).sqrt() / dt.sqrt(),
+        key: dpd_key(seed),
+        step,
+    };
+    pair_pass(force, neigh, &k)
 }
 
 impl Md {
@@ -396,7 +469,7 @@ impl Md {
             return false;
         }
         let r_list = rc + self.settings.skin;
-        let fits = CellList::dims_for(self.sys.box_len, r_list).is_some();
+        let fits = CellList::dims_for_list(self.sys.box_len, r_list).is_some();
         match self.settings.neighbor {
             NeighborMode::AllPairs => false,
             NeighborMode::Verlet => fits,
@@ -540,7 +613,8 @@ impl Md {
             self.permute(&perm);
         }
         let r_list = self.cutoff() + skin;
-        let dims = CellList::dims_for(l, r_list).expect("checked when the list mode was chosen");
+        let dims =
+            CellList::dims_for_list(l, r_list).expect("checked when the list mode was chosen");
         self.cells.build(&self.sys.pos, l, dims);
         self.verlet.build(&self.sys.pos, l, &self.cells, r_list);
     }

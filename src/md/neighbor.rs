@@ -12,12 +12,12 @@ pub const CHUNK: usize = 512;
 /// How neighbours are found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum NeighborMode {
-    /// All-pairs below [`ALL_PAIRS_CROSSOVER`] list neighbours per particle ratio (see
-    /// [`prefer_all_pairs`]) or when the box holds fewer than 3 list cells per edge;
-    /// cell lists + Verlet lists otherwise.
+    /// All pairs when [`prefer_all_pairs`] says so (N below [`ALL_PAIRS_CROSSOVER`] times
+    /// the list neighbours per particle) or when a box edge is under 2.5 list radii; cell lists
+    /// + Verlet lists otherwise.
     #[default]
     Auto,
-    /// Cell lists + Verlet lists (falls back to all-pairs when the box is under 3 cells wide).
+    /// Cell lists + Verlet lists (falls back to all pairs when a box edge is under 2.5 list radii).
     Verlet,
     /// Every pair, every step, no list.
     AllPairs,
@@ -63,14 +63,27 @@ pub struct CellList {
 impl CellList {
     /// Cells of at least `min_len` per edge; None when fewer than 3 fit along some edge.
     pub fn dims_for(box_len: [f64; 3], min_len: f64) -> Option<[usize; 3]> {
+        Self::dims_at_least(box_len, min_len, 3)
+    }
+
+    /// Cells of at least `min_len` per edge; None when fewer than `min_dims` fit along some edge.
+    pub fn dims_at_least(box_len: [f64; 3], min_len: f64, min_dims: usize) -> Option<[usize; 3]> {
         let mut d = [0usize; 3];
         for k in 0..3 {
             d[k] = (box_len[k] / min_len).floor() as usize;
-            if d[k] < 3 {
+            if d[k] < min_dims {
                 return None;
             }
         }
         Some(d)
+    }
+
+    /// The cells for Verlet lists of radius `r_list`: at least r_list/2 wide, so that the
+    /// 5×5×5 stencil around a particle's cell covers the list sphere with fewer candidates
+    /// than 27 cells of width r_list. None when the box holds fewer than 5 such cells per edge
+    /// (edge < 2.5 r_list); then all pairs are used.
+    pub fn dims_for_list(box_len: [f64; 3], r_list: f64) -> Option<[usize; 3]> {
+        Self::dims_at_least(box_len, 0.5 * r_list, 5)
     }
 
     #[inline(always)]
@@ -134,52 +147,71 @@ pub struct VerletList {
 }
 
 impl VerletList {
-    /// Build from a cell list whose cells are at least `r_list` wide (27-cell stencil).
+    /// Build from a cell list: every cell within `r_list` of particle i's cell is scanned
+    /// (27 cells when cells are r_list wide, 125 when they are r_list/2 wide). The cell list
+    /// needs at least 2·reach + 1 cells per edge so that no cell is visited twice.
     pub fn build(&mut self, pos: &[[f64; 3]], box_len: [f64; 3], cells: &CellList, r_list: f64) {
         let n = pos.len();
         let rl2 = r_list * r_list;
         let half = [box_len[0] / 2.0, box_len[1] / 2.0, box_len[2] / 2.0];
         let d = cells.dims;
+        let reach =
+            [0, 1, 2].map(|k| (r_list / cells.cell_len[k] - 1e-12).ceil().max(1.0) as usize);
+        for k in 0..3 {
+            assert!(d[k] > 2 * reach[k], "cell list too coarse for the stencil");
+        }
+        let offsets = |k: usize| -> Vec<usize> {
+            (0..=2 * reach[k])
+                .map(|o| (o + d[k] - reach[k]) % d[k])
+                .collect()
+        };
+        let (ox, oy, oz) = (offsets(0), offsets(1), offsets(2));
         let cell_of = cells.cell_of();
         let parts: Vec<(Vec<u32>, Vec<u32>)> = (0..n.div_ceil(CHUNK))
             .into_par_iter()
             .map(|c| {
                 let lo = c * CHUNK;
                 let hi = (lo + CHUNK).min(n);
-                let mut list = Vec::with_capacity((hi - lo) * 64);
+                // written branch-free: every candidate is stored, the length only advances
+                // for those inside r_list
+                let mut buf: Vec<u32> = vec![0; (hi - lo) * 96];
+                let mut len = 0usize;
                 let mut counts = Vec::with_capacity(hi - lo);
                 for i in lo..hi {
                     let xi = pos[i];
                     let ci = cell_of[i] as usize;
                     let (ix, iy, iz) = (ci % d[0], (ci / d[0]) % d[1], ci / (d[0] * d[1]));
-                    let before = list.len();
-                    for dz in [d[2] - 1, 0, 1] {
-                        let z = (iz + dz) % d[2];
-                        for dy in [d[1] - 1, 0, 1] {
-                            let y = (iy + dy) % d[1];
-                            for dx in [d[0] - 1, 0, 1] {
-                                let x = (ix + dx) % d[0];
-                                let cc = (z * d[1] + y) * d[0] + x;
+                    let before = len;
+                    // ix + dx < 2 d: wrap with a compare instead of a division
+                    let wrap = |a: usize, n: usize| if a >= n { a - n } else { a };
+                    for &dz in &oz {
+                        let z = wrap(iz + dz, d[2]);
+                        for &dy in &oy {
+                            let y = wrap(iy + dy, d[1]);
+                            let row = (z * d[1] + y) * d[0];
+                            for &dx in &ox {
+                                let cc = row + wrap(ix + dx, d[0]);
                                 let s = cells.start[cc] as usize;
                                 let e = cells.start[cc + 1] as usize;
+                                if buf.len() < len + (e - s) {
+                                    buf.resize(2 * buf.len() + (e - s), 0);
+                                }
                                 for &j in &cells.members[s..e] {
-                                    if j as usize == i {
-                                        continue;
-                                    }
                                     let xj = pos[j as usize];
                                     let rx = min_image(xi[0] - xj[0], box_len[0], half[0]);
                                     let ry = min_image(xi[1] - xj[1], box_len[1], half[1]);
                                     let rz = min_image(xi[2] - xj[2], box_len[2], half[2]);
-                                    if rx * rx + ry * ry + rz * rz < rl2 {
-                                        list.push(j);
-                                    }
+                                    let r2 = rx * rx + ry * ry + rz * rz;
+                                    buf[len] = j;
+                                    len += ((r2 < rl2) & (j as usize != i)) as usize;
                                 }
                             }
                         }
                     }
-                    counts.push((list.len() - before) as u32);
+                    counts.push((len - before) as u32);
                 }
-                (list, counts)
+                buf.truncate(len);
+                (buf, counts)
             })
             .collect();
         self.offset.clear();
