@@ -23,11 +23,12 @@ pub enum NeighborMode {
     AllPairs,
 }
 
-/// Measured crossover (`mpcbox-bench-md --crossover`, LJ liquid ρ* = 0.8442, rc = 2.5, skin 0.3,
-/// on the 2-core development machine): all-pairs wins while N is below about this many times
-/// the number of particles within rc + skin of a particle. Below that the list bookkeeping
-/// costs more than the extra distance checks.
-pub const ALL_PAIRS_CROSSOVER: f64 = 3.0;
+/// Measured crossover (`mpcbox-bench-md --crossover`, LJ liquid ρ* = 0.8442, skin 0.3, rc 1.5
+/// and 2.5, 2-core development machine): with N = x · (particles within rc + skin of one
+/// particle), Verlet lists were 3.6× faster at x = 5.2, 5.2× at x = 6.4 and 9× at x = 11; the
+/// ratio grows about as 0.7·x, so all pairs only win below x ≈ 1.4–1.5, i.e. for boxes that
+/// are barely larger than the list sphere (where lists usually cannot be built anyway).
+pub const ALL_PAIRS_CROSSOVER: f64 = 1.5;
 
 /// Whether the all-pairs path is expected to be faster for `n` particles at number density
 /// `density` with list radius `r_list`.

@@ -45,10 +45,14 @@ struct Args {
 }
 
 fn lj_system(cells: usize, threads: usize, dt: f64, mode: NeighborMode) -> Md {
+    lj_system_rc(cells, threads, dt, mode, 2.5)
+}
+
+fn lj_system_rc(cells: usize, threads: usize, dt: f64, mode: NeighborMode, rc: f64) -> Md {
     let mut sys = fcc_lattice([cells; 3], 0.8442, 1.0);
     maxwell_velocities(&mut sys, 0.72, 87287);
     let ff = ForceField {
-        pair: PairStyle::Lj(LjTable::uniform(1, 1.0, 1.0, 2.5, true)),
+        pair: PairStyle::Lj(LjTable::uniform(1, 1.0, 1.0, rc, true)),
         bond_styles: vec![],
     };
     let settings = MdSettings {
@@ -241,36 +245,46 @@ fn drift(args: &Args) {
 }
 
 fn crossover() {
-    println!("All pairs vs cell + Verlet lists, LJ rc = 2.5, skin 0.3, rho* = 0.8442, 2 threads");
+    println!("All pairs vs cell + Verlet lists, LJ (shifted), skin 0.3, rho* = 0.8442, T* = 0.72, all threads");
     println!();
-    println!("| atoms | N / (list neighbours) | all-pairs us/step | Verlet us/step | faster |");
-    println!("|---:|---:|---:|---:|---|");
-    let per = 4.0 / 3.0 * std::f64::consts::PI * 2.8f64.powi(3) * 0.8442;
-    for cells in [4usize, 5, 6, 7, 8, 9, 10] {
-        let mut t = [0.0; 2];
-        let mut n = 0;
-        for (k, mode) in [NeighborMode::AllPairs, NeighborMode::Verlet]
-            .into_iter()
-            .enumerate()
-        {
-            let mut md = lj_system(cells, 0, 0.005, mode);
-            md.run(20).expect("warm-up");
-            let steps = 400;
-            let t0 = Instant::now();
-            md.run(steps).expect("run");
-            t[k] = t0.elapsed().as_secs_f64() / steps as f64 * 1e6;
-            n = md.sys.len();
-            if k == 1 && !md.uses_verlet_list() {
-                t[k] = f64::NAN;
+    println!(
+        "| rc | atoms | N / (list neighbours) | all-pairs us/step | Verlet us/step | faster |"
+    );
+    println!("|---:|---:|---:|---:|---:|---|");
+    for (rc, cells_list) in [(1.5, vec![3usize, 4, 5, 6]), (2.5, vec![4, 5, 6, 7, 8])] {
+        let per = 4.0 / 3.0 * std::f64::consts::PI * (rc + 0.3f64).powi(3) * 0.8442;
+        for cells in cells_list {
+            let mut t = [0.0; 2];
+            let mut n = 0;
+            for (k, mode) in [NeighborMode::AllPairs, NeighborMode::Verlet]
+                .into_iter()
+                .enumerate()
+            {
+                let mut md = lj_system_rc(cells, 0, 0.005, mode, rc);
+                md.run(20).expect("warm-up");
+                let steps = 400;
+                let t0 = Instant::now();
+                md.run(steps).expect("run");
+                t[k] = t0.elapsed().as_secs_f64() / steps as f64 * 1e6;
+                n = md.sys.len();
+                if k == 1 && !md.uses_verlet_list() {
+                    t[k] = f64::NAN;
+                }
             }
+            println!(
+                "| {rc} | {n} | {:.1} | {:.1} | {:.1} | {} |",
+                n as f64 / per,
+                t[0],
+                t[1],
+                if t[1].is_nan() {
+                    "(box too small for lists)"
+                } else if t[0] < t[1] {
+                    "all-pairs"
+                } else {
+                    "Verlet"
+                }
+            );
         }
-        println!(
-            "| {n} | {:.1} | {:.1} | {:.1} | {} |",
-            n as f64 / per,
-            t[0],
-            t[1],
-            if t[0] < t[1] { "all-pairs" } else { "Verlet" }
-        );
     }
 }
 
