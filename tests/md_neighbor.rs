@@ -232,7 +232,7 @@ fn both_stencils_find_the_same_neighbours() {
         vl.build(&sys.pos, sys.box_len, &cl, r_list);
         (0..sys.len())
             .map(|i| {
-                let mut v = vl.list[vl.offset[i]..vl.offset[i + 1]].to_vec();
+                let mut v = vl.neighbors(i).to_vec();
                 v.sort_unstable();
                 v
             })

@@ -124,7 +124,9 @@ fn pair_pass<K: PairKernel>(force: &mut [[f64; 3]], neigh: Neigh<'_>, kernel: &K
                 let mut acc = [0.0; 3];
                 match neigh {
                     Neigh::List(v) => {
-                        for &j in &v.list[v.offset[i]..v.offset[i + 1]] {
+                        let ch = &v.chunks[c];
+                        let nb = &ch.list[ch.offset[k] as usize..ch.offset[k + 1] as usize];
+                        for &j in nb {
                             let (de, dw) = kernel.pair(&st, j as usize, &mut acc);
                             e += de;
                             w += dw;

@@ -136,11 +136,19 @@ impl CellList {
     }
 }
 
-/// A full Verlet list in CSR form: neighbours of i are `list[offset[i]..offset[i + 1]]`.
+/// The neighbours of one chunk of [`CHUNK`] particles, CSR: neighbours of the chunk's k-th
+/// particle are `list[offset[k]..offset[k + 1]]`. Buffers persist across rebuilds, so a
+/// rebuild neither allocates nor copies once the lists have reached their size.
+#[derive(Clone, Debug, Default)]
+pub struct ChunkList {
+    pub offset: Vec<u32>,
+    pub list: Vec<u32>,
+}
+
+/// A full Verlet list (each pair in both particles' lists), stored per chunk of particles.
 #[derive(Clone, Debug, Default)]
 pub struct VerletList {
-    pub offset: Vec<usize>,
-    pub list: Vec<u32>,
+    pub chunks: Vec<ChunkList>,
     /// Positions when the list was built (for the skin/2 displacement criterion).
     pub built_at: Vec<[f64; 3]>,
     pub r_list: f64,
@@ -168,70 +176,74 @@ impl VerletList {
         };
         let (ox, oy, oz) = (offsets(0), offsets(1), offsets(2));
         let cell_of = cells.cell_of();
-        let parts: Vec<(Vec<u32>, Vec<u32>)> = (0..n.div_ceil(CHUNK))
-            .into_par_iter()
-            .map(|c| {
-                let lo = c * CHUNK;
-                let hi = (lo + CHUNK).min(n);
-                // written branch-free: every candidate is stored, the length only advances
-                // for those inside r_list
-                let mut buf: Vec<u32> = vec![0; (hi - lo) * 96];
-                let mut len = 0usize;
-                let mut counts = Vec::with_capacity(hi - lo);
-                for i in lo..hi {
-                    let xi = pos[i];
-                    let ci = cell_of[i] as usize;
-                    let (ix, iy, iz) = (ci % d[0], (ci / d[0]) % d[1], ci / (d[0] * d[1]));
-                    let before = len;
-                    // ix + dx < 2 d: wrap with a compare instead of a division
-                    let wrap = |a: usize, n: usize| if a >= n { a - n } else { a };
-                    for &dz in &oz {
-                        let z = wrap(iz + dz, d[2]);
-                        for &dy in &oy {
-                            let y = wrap(iy + dy, d[1]);
-                            let row = (z * d[1] + y) * d[0];
-                            for &dx in &ox {
-                                let cc = row + wrap(ix + dx, d[0]);
-                                let s = cells.start[cc] as usize;
-                                let e = cells.start[cc + 1] as usize;
-                                if buf.len() < len + (e - s) {
-                                    buf.resize(2 * buf.len() + (e - s), 0);
-                                }
-                                for &j in &cells.members[s..e] {
-                                    let xj = pos[j as usize];
-                                    let rx = min_image(xi[0] - xj[0], box_len[0], half[0]);
-                                    let ry = min_image(xi[1] - xj[1], box_len[1], half[1]);
-                                    let rz = min_image(xi[2] - xj[2], box_len[2], half[2]);
-                                    let r2 = rx * rx + ry * ry + rz * rz;
-                                    buf[len] = j;
-                                    len += ((r2 < rl2) & (j as usize != i)) as usize;
-                                }
+        self.chunks
+            .resize_with(n.div_ceil(CHUNK), ChunkList::default);
+        self.chunks.par_iter_mut().enumerate().for_each(|(c, ch)| {
+            let lo = c * CHUNK;
+            let hi = (lo + CHUNK).min(n);
+            // written branch-free: every candidate is stored, the length only advances
+            // for those inside r_list
+            let cap = ch.list.capacity().max((hi - lo) * 96);
+            ch.list.resize(cap, 0);
+            let buf = &mut ch.list;
+            let mut len = 0usize;
+            ch.offset.clear();
+            ch.offset.push(0);
+            for i in lo..hi {
+                let xi = pos[i];
+                let ci = cell_of[i] as usize;
+                let (ix, iy, iz) = (ci % d[0], (ci / d[0]) % d[1], ci / (d[0] * d[1]));
+                // ix + dx < 2 d: wrap with a compare instead of a division
+                let wrap = |a: usize, n: usize| if a >= n { a - n } else { a };
+                for &dz in &oz {
+                    let z = wrap(iz + dz, d[2]);
+                    for &dy in &oy {
+                        let y = wrap(iy + dy, d[1]);
+                        let row = (z * d[1] + y) * d[0];
+                        for &dx in &ox {
+                            let cc = row + wrap(ix + dx, d[0]);
+                            let s = cells.start[cc] as usize;
+                            let e = cells.start[cc + 1] as usize;
+                            if buf.len() < len + (e - s) {
+                                buf.resize(2 * buf.len() + (e - s), 0);
+                            }
+                            for &j in &cells.members[s..e] {
+                                let xj = pos[j as usize];
+                                let rx = min_image(xi[0] - xj[0], box_len[0], half[0]);
+                                let ry = min_image(xi[1] - xj[1], box_len[1], half[1]);
+                                let rz = min_image(xi[2] - xj[2], box_len[2], half[2]);
+                                let r2 = rx * rx + ry * ry + rz * rz;
+                                buf[len] = j;
+                                len += ((r2 < rl2) & (j as usize != i)) as usize;
                             }
                         }
                     }
-                    counts.push((len - before) as u32);
                 }
-                buf.truncate(len);
-                (buf, counts)
-            })
-            .collect();
-        self.offset.clear();
-        self.offset.reserve(n + 1);
-        self.offset.push(0);
-        let total: usize = parts.iter().map(|p| p.0.len()).sum();
-        self.list.clear();
-        self.list.reserve(total);
-        for (l, counts) in parts {
-            for c in counts {
-                let last = *self.offset.last().expect("offset starts with 0");
-                self.offset.push(last + c as usize);
+                ch.offset.push(len as u32);
             }
-            self.list.extend_from_slice(&l);
-        }
+            buf.truncate(len);
+        });
         self.built_at.clear();
         self.built_at.extend_from_slice(pos);
         self.r_list = r_list;
         self.builds += 1;
+    }
+
+    /// Neighbours of particle i.
+    #[inline(always)]
+    pub fn neighbors(&self, i: usize) -> &[u32] {
+        let ch = &self.chunks[i / CHUNK];
+        let k = i % CHUNK;
+        &ch.list[ch.offset[k] as usize..ch.offset[k + 1] as usize]
+    }
+
+    /// Total number of list entries.
+    pub fn len(&self) -> usize {
+        self.chunks.iter().map(|c| c.list.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Largest displacement² since the build (minimum image), over fixed chunks.
