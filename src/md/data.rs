@@ -224,6 +224,14 @@ pub fn parse_data(text: &str, name: &str, style: Option<AtomStyle>) -> Result<Sy
             "add the type count to the header, e.g. `1 atom types`",
         )
     })?;
+    if n_types == 0 || n_types > 1 << 16 {
+        return Err(ctx.err(
+            k,
+            "header",
+            format!("{n_types} atom types"),
+            "give between 1 and 65536 atom types",
+        ));
+    }
     let mut box_lo = [0.0; 3];
     let mut box_len = [0.0; 3];
     for a in 0..3 {
@@ -247,9 +255,10 @@ pub fn parse_data(text: &str, name: &str, style: Option<AtomStyle>) -> Result<Sy
         box_len[a] = hi[a] - l;
     }
     let mut masses: Vec<Option<f64>> = vec![None; n_types];
-    let mut atoms: Vec<(u32, u32, u32, [f64; 3], [i32; 3])> = Vec::with_capacity(n_atoms);
+    let mut atoms: Vec<(u32, u32, u32, [f64; 3], [i32; 3])> =
+        Vec::with_capacity(n_atoms.min(1 << 20));
     let mut velocities: Vec<(u32, [f64; 3], usize)> = Vec::new();
-    let mut bonds: Vec<Bond> = Vec::with_capacity(n_bonds);
+    let mut bonds: Vec<Bond> = Vec::with_capacity(n_bonds.min(1 << 20));
     // sections
     while k < lines.len() {
         let Some((section, hint)) = section_of(lines[k]) else {
