@@ -7,6 +7,7 @@ use mpcbox::md::{
     DpdParams, ForceField, LjTable, Md, MdSettings, MdThermostat, NeighborMode, PairStyle,
 };
 
+#[allow(clippy::too_many_arguments)]
 fn lj_liquid(
     cells: usize,
     density: f64,

@@ -238,9 +238,12 @@ impl MdConfig {
                 exponent,
                 ..
             } => {
-                if !(gamma.is_finite() && *gamma >= 0.0)
-                    || !(cutoff.is_finite() && *cutoff > 0.0)
-                    || !(exponent.is_finite() && *exponent > 0.0)
+                if !gamma.is_finite()
+                    || *gamma < 0.0
+                    || !cutoff.is_finite()
+                    || *cutoff <= 0.0
+                    || !exponent.is_finite()
+                    || *exponent <= 0.0
                 {
                     return Err(err(
                         "md.pair.Dpd",

@@ -64,6 +64,9 @@ const SECTIONS: &[&str] = &[
     "Bodies",
 ];
 
+/// (id, type, molecule, position, image flags) of one `Atoms` line.
+type AtomRow = (u32, u32, u32, [f64; 3], [i32; 3]);
+
 struct Ctx<'a> {
     name: &'a str,
 }
@@ -255,8 +258,7 @@ pub fn parse_data(text: &str, name: &str, style: Option<AtomStyle>) -> Result<Sy
         box_len[a] = hi[a] - l;
     }
     let mut masses: Vec<Option<f64>> = vec![None; n_types];
-    let mut atoms: Vec<(u32, u32, u32, [f64; 3], [i32; 3])> =
-        Vec::with_capacity(n_atoms.min(1 << 20));
+    let mut atoms: Vec<AtomRow> = Vec::with_capacity(n_atoms.min(1 << 20));
     let mut velocities: Vec<(u32, [f64; 3], usize)> = Vec::new();
     let mut bonds: Vec<Bond> = Vec::with_capacity(n_bonds.min(1 << 20));
     // sections
@@ -490,8 +492,8 @@ pub fn parse_data(text: &str, name: &str, style: Option<AtomStyle>) -> Result<Sy
     for (tag, t, mol, p, img) in atoms {
         sys.push(p, [0.0; 3], t, tag, mol);
         let last = sys.len() - 1;
-        for a in 0..3 {
-            sys.image[last][a] += img[a];
+        for (s, i) in sys.image[last].iter_mut().zip(img) {
+            *s += i;
         }
     }
     if !velocities.is_empty() {

@@ -110,8 +110,13 @@ trait PairKernel: Sync {
 }
 
 /// Run `kernel` over every neighbour j of every i, adding into `force`; returns half the summed
-/// energy and virial (every pair is seen twice).
-fn pair_pass<K: PairKernel>(force: &mut [[f64; 3]], neigh: Neigh<'_>, kernel: &K) -> (f64, f64) {
+/// energy and virial (every pair is seen twice) when `ENERGY`, else zeros (the energy and
+/// virial arithmetic is then compiled out, as on MD steps without output).
+fn pair_pass<K: PairKernel, const ENERGY: bool>(
+    force: &mut [[f64; 3]],
+    neigh: Neigh<'_>,
+    kernel: &K,
+) -> (f64, f64) {
     let parts: Vec<(f64, f64)> = force
         .par_chunks_mut(CHUNK)
         .enumerate()
@@ -128,16 +133,20 @@ fn pair_pass<K: PairKernel>(force: &mut [[f64; 3]], neigh: Neigh<'_>, kernel: &K
                         let nb = &ch.list[ch.offset[k] as usize..ch.offset[k + 1] as usize];
                         for &j in nb {
                             let (de, dw) = kernel.pair(&st, j as usize, &mut acc);
-                            e += de;
-                            w += dw;
+                            if ENERGY {
+                                e += de;
+                                w += dw;
+                            }
                         }
                     }
                     Neigh::All(n) => {
                         for j in 0..n {
                             if j != i {
                                 let (de, dw) = kernel.pair(&st, j, &mut acc);
-                                e += de;
-                                w += dw;
+                                if ENERGY {
+                                    e += de;
+                                    w += dw;
+                                }
                             }
                         }
                     }
@@ -204,7 +213,13 @@ impl<const SINGLE: bool> PairKernel for LjKernel<'_, SINGLE> {
     }
 }
 
-fn lj_pass(force: &mut [[f64; 3]], neigh: Neigh<'_>, sys: &System, table: &LjTable) -> (f64, f64) {
+fn lj_pass(
+    force: &mut [[f64; 3]],
+    neigh: Neigh<'_>,
+    sys: &System,
+    table: &LjTable,
+    energy: bool,
+) -> (f64, f64) {
     let l = sys.box_len;
     let h = [l[0] / 2.0, l[1] / 2.0, l[2] / 2.0];
     if table.n == 1 {
@@ -215,7 +230,11 @@ fn lj_pass(force: &mut [[f64; 3]], neigh: Neigh<'_>, sys: &System, table: &LjTab
             l,
             h,
         };
-        pair_pass(force, neigh, &k)
+        if energy {
+            pair_pass::<_, true>(force, neigh, &k)
+        } else {
+            pair_pass::<_, false>(force, neigh, &k)
+        }
     } else {
         let k = LjKernel::<false> {
             pos: &sys.pos,
@@ -224,7 +243,11 @@ fn lj_pass(force: &mut [[f64; 3]], neigh: Neigh<'_>, sys: &System, table: &LjTab
             l,
             h,
         };
-        pair_pass(force, neigh, &k)
+        if energy {
+            pair_pass::<_, true>(force, neigh, &k)
+        } else {
+            pair_pass::<_, false>(force, neigh, &k)
+        }
     }
 }
 
@@ -303,7 +326,7 @@ fn dpd_pass(
         key: dpd_key(seed),
         step,
     };
-    pair_pass(force, neigh, &k)
+    pair_pass::<_, true>(force, neigh, &k)
 }
 
 impl Md {
@@ -624,10 +647,12 @@ impl Md {
     /// All forces at the current positions (and velocities, for DPD) and step.
     pub fn compute_forces(&mut self) -> Result<()> {
         let pool = self.pool.clone();
-        pool.install(|| self.compute_forces_inner())
+        pool.install(|| self.compute_forces_inner(true))
     }
 
-    fn compute_forces_inner(&mut self) -> Result<()> {
+    /// Forces; pair energy and virial only when `energy` (the report keeps the last values
+    /// otherwise).
+    fn compute_forces_inner(&mut self, energy: bool) -> Result<()> {
         self.update_neighbors();
         let neigh = if self.use_list {
             Neigh::List(&self.verlet)
@@ -641,7 +666,7 @@ impl Md {
         let mut rep = ForceReport::default();
         let (e, w) = match &self.ff.pair {
             PairStyle::None => (0.0, 0.0),
-            PairStyle::Lj(t) => lj_pass(&mut self.force, neigh, &self.sys, t),
+            PairStyle::Lj(t) => lj_pass(&mut self.force, neigh, &self.sys, t, energy),
             PairStyle::Dpd(p) => dpd_pass(
                 &mut self.force,
                 neigh,
@@ -680,7 +705,9 @@ impl Md {
             rep.bond_energy = e;
             rep.virial += w;
         }
-        self.report = rep;
+        if energy {
+            self.report = rep;
+        }
         Ok(())
     }
 
@@ -690,7 +717,9 @@ impl Md {
         let h = [l[0] / 2.0, l[1] / 2.0, l[2] / 2.0];
         let styles = &self.ff.bond_styles;
         let (off, partner) = (&self.bond_offset, &self.bond_partner);
-        let parts: Vec<std::result::Result<(f64, f64), (u32, u32, f64)>> = self
+        // per chunk: (energy, virial), or the tags and length of a broken bond
+        type ChunkResult = std::result::Result<(f64, f64), (u32, u32, f64)>;
+        let parts: Vec<ChunkResult> = self
             .force
             .par_chunks_mut(CHUNK)
             .enumerate()
@@ -745,10 +774,11 @@ impl Md {
     /// One MD step: velocity Verlet (B A B), or B A O A B with the Langevin thermostat.
     pub fn step(&mut self) -> Result<()> {
         let pool = self.pool.clone();
-        pool.install(|| self.step_inner())
+        pool.install(|| self.step_inner(true))
     }
 
-    fn step_inner(&mut self) -> Result<()> {
+    /// One step; `energy`: also evaluate the potential energy and virial.
+    fn step_inner(&mut self, energy: bool) -> Result<()> {
         let dt = self.settings.dt;
         self.kick(0.5 * dt);
         match self.thermostat {
@@ -761,17 +791,17 @@ impl Md {
         }
         self.wrap();
         self.step += 1;
-        self.compute_forces_inner()?;
+        self.compute_forces_inner(energy)?;
         self.kick(0.5 * dt);
         Ok(())
     }
 
-    /// `n` MD steps.
+    /// `n` MD steps; energy and virial are evaluated on the last one (for [`Md::report`]).
     pub fn run(&mut self, n: u64) -> Result<()> {
         let pool = self.pool.clone();
         pool.install(|| {
-            for _ in 0..n {
-                self.step_inner()?;
+            for k in 0..n {
+                self.step_inner(k + 1 == n)?;
             }
             Ok(())
         })

@@ -244,7 +244,7 @@ impl BondStyle {
         } else {
             r0.is_finite() && r0 >= 0.0
         };
-        if !(k.is_finite() && k >= 0.0) || !ok_r0 {
+        if !k.is_finite() || k < 0.0 || !ok_r0 {
             return Err(ConfigError {
                 field: format!("md.bonds[{index}] ({name})"),
                 problem: format!("k = {k}, r0 = {r0}"),

@@ -18,8 +18,8 @@ pub fn chain_geometry(sys: &System) -> BTreeMap<u32, ([f64; 3], f64)> {
         let u = sys.unwrapped(i);
         let e = acc.entry(mol).or_insert((0.0, [0.0; 3], Vec::new()));
         e.0 += m;
-        for k in 0..3 {
-            e.1[k] += m * u[k];
+        for (s, x) in e.1.iter_mut().zip(u) {
+            *s += m * x;
         }
         e.2.push(i);
     }
