@@ -267,6 +267,11 @@ fn bad_md_configs_name_the_field_and_the_fix() {
         assert_eq!(e.field, field, "{e}");
         assert!(e.to_string().contains("fix:"));
     }
+    let e = Config::from_ron_str(&md_config(
+        "steps_per_collision: 5, system: Chains(n_chains: 1, chain_length: 4), pair: Wca(epsilon: 1.0, sigma: 1.0), bonds: [Fene(k: 30.0, r0: 1.5)], thermostat: Langevin(damping: NaN)",
+    ))
+    .unwrap_err();
+    assert_eq!(e.field, "md.thermostat.Langevin.damping");
     // shear with MD is refused
     let text = md_config(
         "steps_per_collision: 5, system: Chains(n_chains: 1, chain_length: 4), pair: Wca(epsilon: 1.0, sigma: 1.0), bonds: [Fene(k: 30.0, r0: 1.5)]",
@@ -318,4 +323,43 @@ fn md_config_errors_at_build_time_are_clear() {
     let (f, msg) = field_of(build(&good, ""));
     assert_eq!(f, "Bonds", "{msg}");
     assert!(msg.contains("bond type 1"), "{msg}");
+}
+
+#[test]
+fn pair_coefficients_from_the_config_cover_every_type_pair() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("two_types.data");
+    std::fs::write(&path, GOOD).unwrap();
+    let cfg_with = |pair: &str| {
+        Config::from_ron_str(&md_config(&format!(
+            "steps_per_collision: 5, system: DataFile(path: {:?}), pair: {pair}, \
+             bonds: [Harmonic(k: 100.0, r0: 1.0)], thermostat: Langevin(damping: 1.0)",
+            path.display().to_string()
+        )))
+        .unwrap()
+    };
+    let build = |pair: &str| {
+        let cfg = cfg_with(pair);
+        cfg.md.as_ref().unwrap().build(&cfg)
+    };
+    let mut md = build(
+        "Lj(coeffs: [(1, 1, 1.0, 1.0, 2.5), (1, 2, 1.0, 0.9, 2.5), (2, 2, 0.5, 0.8, 2.0)], shift: true)",
+    )
+    .unwrap();
+    md.run(20).unwrap();
+    assert!(md.potential_energy().is_finite());
+    let (f, msg) = field_of(
+        build("Lj(coeffs: [(1, 1, 1.0, 1.0, 2.5), (1, 2, 1.0, 0.9, 2.5)])")
+            .err()
+            .unwrap(),
+    );
+    assert_eq!(f, "md.pair.Lj.coeffs");
+    assert!(msg.contains("(2, 2)"), "{msg}");
+    let mut dpd = build("Dpd(a: [(1, 1, 25.0), (1, 2, 30.0), (2, 2, 25.0)], gamma: 4.5)").unwrap();
+    dpd.run(20).unwrap();
+    let (f, msg) = field_of(build("Dpd(a: [(1, 1, 25.0)], gamma: 4.5)").err().unwrap());
+    assert_eq!(f, "md.pair.Dpd.a");
+    assert!(msg.contains("(1, 2)"), "{msg}");
+    let (f, _) = field_of(build("Lj(coeffs: [(0, 1, 1.0, 1.0, 2.5)])").err().unwrap());
+    assert_eq!(f, "md.pair.Lj.coeffs");
 }

@@ -160,6 +160,33 @@ impl MdConfig {
         for (k, b) in self.bonds.iter().enumerate() {
             b.validate(k)?;
         }
+        match self.thermostat {
+            MdThermostat::Langevin { damping } if !damping.is_finite() || damping < 0.0 => {
+                return Err(err(
+                    "md.thermostat.Langevin.damping",
+                    format!("must be finite and ≥ 0 (got {damping})"),
+                    "give a friction rate such as 1.0 (1/time)",
+                ));
+            }
+            MdThermostat::Dpd {
+                gamma,
+                cutoff,
+                exponent,
+            } if !gamma.is_finite()
+                || gamma < 0.0
+                || !cutoff.is_finite()
+                || cutoff <= 0.0
+                || !exponent.is_finite()
+                || exponent <= 0.0 =>
+            {
+                return Err(err(
+                    "md.thermostat.Dpd",
+                    format!("gamma = {gamma}, cutoff = {cutoff}, exponent = {exponent}"),
+                    "use gamma ≥ 0, cutoff > 0, exponent > 0 (e.g. 4.5, 1.0, 1.0)",
+                ));
+            }
+            _ => {}
+        }
         match &self.system {
             SystemSpec::Chains {
                 n_chains,
