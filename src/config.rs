@@ -135,6 +135,9 @@ pub struct Config {
     pub device: DeviceChoice,
     #[serde(default)]
     pub tuning: TuningConfig,
+    /// Solutes simulated by the bundled MD engine and coupled through the collision.
+    #[serde(default)]
+    pub md: Option<crate::md::MdConfig>,
 }
 
 fn one() -> f64 {
@@ -324,6 +327,9 @@ impl Config {
                 format!("{} steps exceed the limit of 2^47", self.steps),
                 "run fewer steps per job and resume from checkpoints",
             );
+        }
+        if let Some(md) = &self.md {
+            md.validate(self)?;
         }
         Ok(())
     }

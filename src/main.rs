@@ -9,7 +9,8 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use mpcbox::config::{Config, DeviceChoice};
-use mpcbox::run::{run_job, Progress};
+use mpcbox::md::coupled::Coupling;
+use mpcbox::run::{run_job, run_job_with, Progress};
 use mpcbox::{Checkpoint, MpcError, Solvent};
 
 #[derive(Parser)]
@@ -184,7 +185,36 @@ fn run(
         from: 0,
         t0: Instant::now(),
     };
-    let summary = run_job(&mut solvent, total, &dir, &mut progress)?;
+    let summary = match solvent.config().md.clone() {
+        None => run_job(&mut solvent, total, &dir, &mut progress)?,
+        Some(md) => {
+            if resume.is_some() {
+                return Err(MpcError::Config(mpcbox::ConfigError {
+                    field: "md".into(),
+                    problem: "checkpoints hold only the fluid, not the MD solutes".into(),
+                    fix: "start runs with an md section from the config, without --resume".into(),
+                }));
+            }
+            let mut coupling = Coupling::new(&md, &solvent)?.with_output(&dir)?;
+            tracing::info!(
+                md_particles = coupling.md.sys.len(),
+                md_dt = coupling.md.settings().dt,
+                steps_per_collision = md.steps_per_collision,
+                "MD solutes coupled through the MPC collision"
+            );
+            let s = run_job_with(&mut solvent, total, &dir, &mut progress, &mut |s| {
+                coupling.step(s)
+            })?;
+            let chains = coupling.finish(&dir)?;
+            tracing::info!(
+                rg_mean = chains.rg_mean,
+                com_msd = chains.com_msd,
+                max_bond = chains.max_bond,
+                "chains"
+            );
+            s
+        }
+    };
     tracing::info!(
         particle_steps_per_second = format!("{:.3e}", summary.particle_steps_per_second),
         "run finished"

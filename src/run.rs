@@ -80,6 +80,24 @@ pub fn run_job(
     dir: &Path,
     progress: &mut dyn Progress,
 ) -> Result<Summary> {
+    run_job_with(
+        solvent,
+        total_steps,
+        dir,
+        progress,
+        &mut |s: &mut Solvent| s.step().map(|_| ()),
+    )
+}
+
+/// [`run_job`] with each MPC step taken by `advance` (e.g. MD steps followed by a collision
+/// with solutes, see [`crate::md::coupled`]).
+pub fn run_job_with(
+    solvent: &mut Solvent,
+    total_steps: u64,
+    dir: &Path,
+    progress: &mut dyn Progress,
+    advance: &mut dyn FnMut(&mut Solvent) -> Result<()>,
+) -> Result<Summary> {
     std::fs::create_dir_all(dir).map_err(|e| MpcError::io(dir, e))?;
     let csv_path = dir.join(OBSERVABLES_CSV);
     let resuming = solvent.step_count() > 0 && csv_path.exists();
@@ -101,7 +119,7 @@ pub fn run_job(
     let t0 = Instant::now();
     while solvent.step_count() < total_steps {
         let step = solvent.step_count();
-        solvent.step()?;
+        advance(solvent)?;
         if solvent.is_observable_step(step) {
             let o = solvent.observables()?;
             let (sk, sc) = o

@@ -1,0 +1,408 @@
+//! The `md` section of a run config: what the solutes are, how they interact, and how often
+//! the MPC collision couples them to the fluid.
+//!
+//! ```ron
+//! md: (
+//!     steps_per_collision: 20,   // MD steps per MPC collision: dt = time_step / 20
+//!     system: Chains(n_chains: 8, chain_length: 32, bead_mass: 5.0),
+//!     pair: Wca(epsilon: 1.0, sigma: 1.0),
+//!     bonds: [Fene(k: 30.0, r0: 1.5)],
+//! )
+//! ```
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::build::{maxwell_velocities, polymer_chains};
+use super::data::{read_data_file, AtomStyle};
+use super::engine::{Md, MdSettings};
+use super::forcefield::{BondStyle, DpdParams, ForceField, LjTable, MdThermostat, PairStyle};
+use super::neighbor::NeighborMode;
+use super::system::System;
+use crate::config::Config;
+use crate::error::{ConfigError, Result};
+
+/// Where the solute particles come from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub enum SystemSpec {
+    /// Linear bead-spring chains placed as self-avoiding random walks; bond type 1 along each
+    /// chain, one particle type.
+    Chains {
+        n_chains: usize,
+        chain_length: usize,
+        #[serde(default = "one")]
+        bead_mass: f64,
+        /// Initial bond length (must be below a FENE R0).
+        #[serde(default = "bond_length")]
+        bond_length: f64,
+    },
+    /// A LAMMPS data file (Masses, Atoms, optional Velocities and Bonds). Its box must be the
+    /// MPC box: 0..Lx etc. in units of the cell size.
+    DataFile {
+        path: PathBuf,
+        /// Used when the `Atoms` line has no `# style` comment.
+        #[serde(default)]
+        atom_style: Option<AtomStyle>,
+    },
+}
+
+/// The non-bonded interaction. Types are 1-based as in LAMMPS.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub enum PairSpec {
+    None,
+    /// LJ with (type i, type j, epsilon, sigma, cutoff) for every type pair; `shift` subtracts
+    /// U(rc) so the energy is continuous.
+    Lj {
+        coeffs: Vec<(usize, usize, f64, f64, f64)>,
+        #[serde(default)]
+        shift: bool,
+    },
+    /// Purely repulsive LJ (rc = 2^(1/6) σ, shifted) between all types.
+    Wca {
+        epsilon: f64,
+        sigma: f64,
+    },
+    /// DPD with (type i, type j, a_ij) for every type pair; DPD thermostats itself.
+    Dpd {
+        a: Vec<(usize, usize, f64)>,
+        gamma: f64,
+        #[serde(default = "one")]
+        cutoff: f64,
+        /// s of w_R = (1 − r/rc)^s.
+        #[serde(default = "one")]
+        exponent: f64,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MdConfig {
+    /// MD steps per MPC collision N: the MD time step is dt = time_step / N.
+    pub steps_per_collision: u32,
+    pub system: SystemSpec,
+    pub pair: PairSpec,
+    /// Bond styles by bond type (entry 0 is bond type 1).
+    #[serde(default)]
+    pub bonds: Vec<BondStyle>,
+    /// Extra thermostat on the MD particles (the MPC fluid thermostats them already through
+    /// the collisions).
+    #[serde(default)]
+    pub thermostat: MdThermostat,
+    #[serde(default = "skin")]
+    pub skin: f64,
+    #[serde(default)]
+    pub neighbor: NeighborMode,
+    /// Morton reordering every this many list builds (0: never).
+    #[serde(default = "twenty")]
+    pub reorder_every: u64,
+    /// MPC steps between extended-XYZ frames in `trajectory.xyz` (0: none).
+    #[serde(default)]
+    pub trajectory_interval: u64,
+    /// MPC steps between rows of `md.csv` (0: none).
+    #[serde(default = "ten")]
+    pub observable_interval: u64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+fn bond_length() -> f64 {
+    0.97
+}
+fn skin() -> f64 {
+    0.3
+}
+fn twenty() -> u64 {
+    20
+}
+fn ten() -> u64 {
+    10
+}
+
+fn err(field: &str, problem: String, fix: &str) -> ConfigError {
+    ConfigError {
+        field: field.into(),
+        problem,
+        fix: fix.into(),
+    }
+}
+
+impl MdConfig {
+    /// Checks that need no file access; called from [`Config::validate`].
+    pub fn validate(&self, cfg: &Config) -> std::result::Result<(), ConfigError> {
+        if self.steps_per_collision == 0 {
+            return Err(err(
+                "md.steps_per_collision",
+                "must be at least 1".into(),
+                "set the number of MD steps per MPC collision, e.g. 20 (dt = time_step / N)",
+            ));
+        }
+        if cfg.shear_rate != 0.0 {
+            return Err(err(
+                "md",
+                format!(
+                    "the MD engine has no Lees-Edwards boundaries (shear_rate = {})",
+                    cfg.shear_rate
+                ),
+                "set shear_rate: 0.0 for runs with an md section",
+            ));
+        }
+        if !(self.skin.is_finite() && self.skin >= 0.0) {
+            return Err(err(
+                "md.skin",
+                format!("must be finite and ≥ 0 (got {})", self.skin),
+                "use a Verlet skin such as 0.3",
+            ));
+        }
+        for (k, b) in self.bonds.iter().enumerate() {
+            b.validate(k)?;
+        }
+        match self.thermostat {
+            MdThermostat::Langevin { damping } if !damping.is_finite() || damping < 0.0 => {
+                return Err(err(
+                    "md.thermostat.Langevin.damping",
+                    format!("must be finite and ≥ 0 (got {damping})"),
+                    "give a friction rate such as 1.0 (1/time)",
+                ));
+            }
+            MdThermostat::Dpd {
+                gamma,
+                cutoff,
+                exponent,
+            } if !gamma.is_finite()
+                || gamma < 0.0
+                || !cutoff.is_finite()
+                || cutoff <= 0.0
+                || !exponent.is_finite()
+                || exponent <= 0.0 =>
+            {
+                return Err(err(
+                    "md.thermostat.Dpd",
+                    format!("gamma = {gamma}, cutoff = {cutoff}, exponent = {exponent}"),
+                    "use gamma ≥ 0, cutoff > 0, exponent > 0 (e.g. 4.5, 1.0, 1.0)",
+                ));
+            }
+            _ => {}
+        }
+        match &self.system {
+            SystemSpec::Chains {
+                n_chains,
+                chain_length,
+                bead_mass,
+                bond_length,
+            } => {
+                if *n_chains == 0 || *chain_length == 0 {
+                    return Err(err(
+                        "md.system.Chains",
+                        format!("n_chains = {n_chains}, chain_length = {chain_length}"),
+                        "give at least one chain of at least one bead",
+                    ));
+                }
+                if !(bead_mass.is_finite() && *bead_mass > 0.0) {
+                    return Err(err(
+                        "md.system.Chains.bead_mass",
+                        format!("must be finite and > 0 (got {bead_mass})"),
+                        "give the bead mass, e.g. 5.0 (in fluid-particle masses)",
+                    ));
+                }
+                if !(bond_length.is_finite() && *bond_length > 0.0) {
+                    return Err(err(
+                        "md.system.Chains.bond_length",
+                        format!("must be finite and > 0 (got {bond_length})"),
+                        "use an initial bond length such as 0.97",
+                    ));
+                }
+                if *chain_length > 1 {
+                    match self.bonds.first() {
+                        None => {
+                            return Err(err(
+                                "md.bonds",
+                                "chains need bond type 1 but no bond style is given".into(),
+                                "add bonds: [Fene(k: 30.0, r0: 1.5)]",
+                            ))
+                        }
+                        Some(BondStyle::Fene { r0, .. }) if bond_length >= r0 => {
+                            return Err(err(
+                                "md.system.Chains.bond_length",
+                                format!(
+                                    "initial bond length {bond_length} is at or beyond the FENE R0 = {r0}"
+                                ),
+                                "start bonds shorter than R0, e.g. bond_length: 0.97 with r0: 1.5",
+                            ))
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            SystemSpec::DataFile { path, .. } => {
+                if path.as_os_str().is_empty() {
+                    return Err(err(
+                        "md.system.DataFile.path",
+                        "is empty".into(),
+                        "give the path of a LAMMPS data file",
+                    ));
+                }
+            }
+        }
+        match &self.pair {
+            PairSpec::Wca { epsilon, sigma } => {
+                for (name, v) in [("epsilon", epsilon), ("sigma", sigma)] {
+                    if !(v.is_finite() && *v > 0.0) {
+                        return Err(err(
+                            &format!("md.pair.Wca.{name}"),
+                            format!("must be finite and > 0 (got {v})"),
+                            "use epsilon: 1.0, sigma: 1.0",
+                        ));
+                    }
+                }
+            }
+            PairSpec::Dpd {
+                gamma,
+                cutoff,
+                exponent,
+                ..
+            } => {
+                if !gamma.is_finite()
+                    || *gamma < 0.0
+                    || !cutoff.is_finite()
+                    || *cutoff <= 0.0
+                    || !exponent.is_finite()
+                    || *exponent <= 0.0
+                {
+                    return Err(err(
+                        "md.pair.Dpd",
+                        format!("gamma = {gamma}, cutoff = {cutoff}, exponent = {exponent}"),
+                        "use gamma ≥ 0, cutoff > 0, exponent > 0 (e.g. 4.5, 1.0, 1.0)",
+                    ));
+                }
+            }
+            PairSpec::Lj { coeffs, .. } if coeffs.is_empty() => {
+                return Err(err(
+                    "md.pair.Lj.coeffs",
+                    "is empty".into(),
+                    "give (i, j, epsilon, sigma, cutoff) for every type pair, e.g. [(1, 1, 1.0, 1.0, 2.5)]",
+                ))
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn force_field(&self, n_types: usize) -> std::result::Result<ForceField, ConfigError> {
+        let pair = match &self.pair {
+            PairSpec::None => PairStyle::None,
+            PairSpec::Wca { epsilon, sigma } => {
+                PairStyle::Lj(LjTable::wca(n_types, *epsilon, *sigma))
+            }
+            PairSpec::Lj { coeffs, shift } => {
+                let mut entries = Vec::with_capacity(coeffs.len());
+                for &(i, j, e, s, rc) in coeffs {
+                    if i == 0 || j == 0 {
+                        return Err(err(
+                            "md.pair.Lj.coeffs",
+                            format!("type ({i}, {j}): types are 1-based"),
+                            "number types from 1 as in LAMMPS",
+                        ));
+                    }
+                    entries.push((i - 1, j - 1, e, s, rc));
+                }
+                PairStyle::Lj(LjTable::from_entries(n_types, &entries, *shift)?)
+            }
+            PairSpec::Dpd {
+                a,
+                gamma,
+                cutoff,
+                exponent,
+            } => {
+                let mut p = DpdParams::uniform(n_types, f64::NAN, *gamma, *cutoff, *exponent);
+                for &(i, j, aij) in a {
+                    if i == 0 || j == 0 || i > n_types || j > n_types {
+                        return Err(err(
+                            "md.pair.Dpd.a",
+                            format!("type pair ({i}, {j}) outside 1..={n_types}"),
+                            "use 1-based types that exist in the system",
+                        ));
+                    }
+                    p.a[(i - 1) * n_types + (j - 1)] = aij;
+                    p.a[(j - 1) * n_types + (i - 1)] = aij;
+                }
+                if let Some(k) = p.a.iter().position(|v| !v.is_finite()) {
+                    return Err(err(
+                        "md.pair.Dpd.a",
+                        format!(
+                            "no finite a_ij for type pair ({}, {})",
+                            k / n_types + 1,
+                            k % n_types + 1
+                        ),
+                        "give (i, j, a_ij) for every type pair",
+                    ));
+                }
+                PairStyle::Dpd(p)
+            }
+        };
+        Ok(ForceField {
+            pair,
+            bond_styles: self.bonds.clone(),
+        })
+    }
+
+    /// The solute system of this config (box = the MPC box).
+    pub fn system(&self, cfg: &Config) -> std::result::Result<System, ConfigError> {
+        let box_len = cfg.cells.map(|c| c as f64);
+        let mut sys = match &self.system {
+            SystemSpec::Chains {
+                n_chains,
+                chain_length,
+                bead_mass,
+                bond_length,
+            } => polymer_chains(
+                box_len,
+                *n_chains,
+                *chain_length,
+                *bead_mass,
+                *bond_length,
+                0.9 * bond_length.min(1.0),
+                cfg.seed,
+            )?,
+            SystemSpec::DataFile { path, atom_style } => {
+                let s = read_data_file(path, *atom_style)?;
+                for k in 0..3 {
+                    if (s.box_len[k] - box_len[k]).abs() > 1e-9 * box_len[k] {
+                        return Err(err(
+                            "md.system.DataFile.path",
+                            format!(
+                                "the data file box {:?} differs from the MPC box {:?} (cells)",
+                                s.box_len, box_len
+                            ),
+                            "make xlo xhi etc. span exactly the MPC box, or change `cells`",
+                        ));
+                    }
+                }
+                s
+            }
+        };
+        if sys.vel.iter().all(|v| *v == [0.0; 3]) {
+            maxwell_velocities(&mut sys, cfg.kt, cfg.seed);
+        }
+        Ok(sys)
+    }
+
+    /// The MD engine of this config, with initial forces computed.
+    pub fn build(&self, cfg: &Config) -> Result<Md> {
+        let sys = self.system(cfg)?;
+        let ff = self.force_field(sys.n_types().max(1))?;
+        let settings = MdSettings {
+            dt: cfg.time_step / self.steps_per_collision as f64,
+            kt: cfg.kt,
+            seed: cfg.seed,
+            skin: self.skin,
+            neighbor: self.neighbor,
+            reorder_every: self.reorder_every,
+            threads: cfg.tuning.cpu_threads,
+        };
+        Md::new(sys, ff, self.thermostat, settings)
+    }
+}

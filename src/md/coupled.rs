@@ -1,0 +1,135 @@
+//! MD solutes in an MPC solvent: N MD steps, then one MPC step with the solutes embedded in the
+//! collision through [`Solvent::step_with_solutes`] (the same public API external MD codes
+//! use). The solvent time step is h = N·dt.
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use super::config::MdConfig;
+use super::engine::Md;
+use super::observe::{write_xyz_frame, ChainObserver, ChainSample};
+use crate::error::{MpcError, Result};
+use crate::solvent::Solvent;
+
+pub const MD_CSV: &str = "md.csv";
+pub const TRAJECTORY_XYZ: &str = "trajectory.xyz";
+pub const MD_SUMMARY_JSON: &str = "md_summary.json";
+
+/// The MD side of a coupled run.
+pub struct Coupling {
+    pub md: Md,
+    pub steps_per_collision: u32,
+    observer: ChainObserver,
+    csv: Option<(PathBuf, BufWriter<std::fs::File>)>,
+    xyz: Option<(PathBuf, BufWriter<std::fs::File>)>,
+    observable_interval: u64,
+    trajectory_interval: u64,
+    last: ChainSample,
+}
+
+impl Coupling {
+    /// An MD engine for `md` on top of `solvent` (same box, kT, seed), without output files.
+    pub fn new(md_cfg: &MdConfig, solvent: &Solvent) -> Result<Coupling> {
+        let md = md_cfg.build(solvent.config())?;
+        let observer = ChainObserver::new(&md.sys);
+        let last = observer.sample(&md.sys);
+        Ok(Coupling {
+            md,
+            steps_per_collision: md_cfg.steps_per_collision,
+            observer,
+            csv: None,
+            xyz: None,
+            observable_interval: md_cfg.observable_interval,
+            trajectory_interval: md_cfg.trajectory_interval,
+            last,
+        })
+    }
+
+    /// Write `md.csv` and `trajectory.xyz` into `dir` from now on.
+    pub fn with_output(mut self, dir: &Path) -> Result<Coupling> {
+        std::fs::create_dir_all(dir).map_err(|e| MpcError::io(dir, e))?;
+        let open = |name: &str| -> Result<(PathBuf, BufWriter<std::fs::File>)> {
+            let p = dir.join(name);
+            let f = std::fs::File::create(&p).map_err(|e| MpcError::io(&p, e))?;
+            Ok((p, BufWriter::new(f)))
+        };
+        if self.observable_interval > 0 {
+            let (p, mut w) = open(MD_CSV)?;
+            writeln!(
+                w,
+                "mpc_step,time,md_kinetic_energy,md_potential_energy,md_momentum_x,md_momentum_y,md_momentum_z,rg_mean,rg2_mean,com_msd,max_bond"
+            )
+            .map_err(|e| MpcError::io(&p, e))?;
+            self.csv = Some((p, w));
+        }
+        if self.trajectory_interval > 0 {
+            let (p, mut w) = open(TRAJECTORY_XYZ)?;
+            write_xyz_frame(&mut w, &self.md.sys, 0.0).map_err(|e| MpcError::io(&p, e))?;
+            self.xyz = Some((p, w));
+        }
+        Ok(self)
+    }
+
+    /// One coupled step: N MD steps, then the MPC collision of fluid and solutes.
+    pub fn step(&mut self, solvent: &mut Solvent) -> Result<()> {
+        self.md.run(self.steps_per_collision as u64)?;
+        let mass = self.md.sys.masses();
+        let sys = &mut self.md.sys;
+        solvent.step_with_solutes(&sys.pos, &mut sys.vel, &mass)?;
+        self.md.velocities_changed()?;
+        let k = solvent.step_count();
+        let time = solvent.time();
+        if self.observable_interval > 0 && k % self.observable_interval == 0 {
+            self.last = self.observer.sample(&self.md.sys);
+            let p = self.md.momentum();
+            let s = self.last;
+            let ke = self.md.kinetic_energy();
+            let pe = self.md.potential_energy();
+            if let Some((path, w)) = &mut self.csv {
+                writeln!(
+                    w,
+                    "{k},{time},{ke:e},{pe:e},{:e},{:e},{:e},{:.6},{:.6},{:.6},{:.6}",
+                    p[0], p[1], p[2], s.rg_mean, s.rg2_mean, s.com_msd, s.max_bond
+                )
+                .map_err(|e| MpcError::io(path, e))?;
+            }
+        }
+        if self.trajectory_interval > 0 && k % self.trajectory_interval == 0 {
+            if let Some((path, w)) = &mut self.xyz {
+                write_xyz_frame(w, &self.md.sys, time).map_err(|e| MpcError::io(path, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Chain observables now.
+    pub fn chain_sample(&self) -> ChainSample {
+        self.observer.sample(&self.md.sys)
+    }
+
+    /// Flush files and write `md_summary.json`.
+    pub fn finish(&mut self, dir: &Path) -> Result<ChainSample> {
+        for (p, w) in [&mut self.csv, &mut self.xyz].into_iter().flatten() {
+            w.flush().map_err(|e| MpcError::io(p, e))?;
+        }
+        let s = self.chain_sample();
+        let summary = serde_json::json!({
+            "md_particles": self.md.sys.len(),
+            "md_steps": self.md.step_count(),
+            "md_dt": self.md.settings().dt,
+            "steps_per_collision": self.steps_per_collision,
+            "neighbor": if self.md.uses_verlet_list() { "verlet" } else { "all-pairs" },
+            "chains": s,
+            "md_kinetic_energy": self.md.kinetic_energy(),
+            "md_potential_energy": self.md.potential_energy(),
+        });
+        let p = dir.join(MD_SUMMARY_JSON);
+        std::fs::create_dir_all(dir).map_err(|e| MpcError::io(dir, e))?;
+        std::fs::write(
+            &p,
+            serde_json::to_string_pretty(&summary).expect("json") + "\n",
+        )
+        .map_err(|e| MpcError::io(&p, e))?;
+        Ok(s)
+    }
+}
