@@ -183,11 +183,21 @@ impl Solvent {
         }
         // In parallel: an MD code may hand over millions of solutes every step.
         use rayon::prelude::*;
-        if let Some((i, p)) = pos.par_iter().enumerate().find_first(|(_, p)| !p.iter().all(|c| c.is_finite())) {
-            return bad("positions", format!("solute {i} has a non-finite position {p:?}"), "pass finite positions");
+        if let Some((i, p)) = pos
+            .par_iter()
+            .enumerate()
+            .find_first(|(_, p)| !p.iter().all(|c| c.is_finite()))
+        {
+            return bad(
+                "positions",
+                format!("solute {i} has a non-finite position {p:?}"),
+                "pass finite positions",
+            );
         }
-        if let Some((i, p)) =
-            pos.par_iter().enumerate().find_first(|(_, p)| p.iter().any(|c| c.abs() > MAX_SOLUTE_COORDINATE))
+        if let Some((i, p)) = pos
+            .par_iter()
+            .enumerate()
+            .find_first(|(_, p)| p.iter().any(|c| c.abs() > MAX_SOLUTE_COORDINATE))
         {
             return bad(
                 "positions",
@@ -195,11 +205,27 @@ impl Solvent {
                 "pass positions in the MPC box's units (cell size a = 1); coordinates outside the box are wrapped",
             );
         }
-        if let Some((i, v)) = vel.par_iter().enumerate().find_first(|(_, v)| !v.iter().all(|c| c.is_finite())) {
-            return bad("velocities", format!("solute {i} has a non-finite velocity {v:?}"), "pass finite velocities");
+        if let Some((i, v)) = vel
+            .par_iter()
+            .enumerate()
+            .find_first(|(_, v)| !v.iter().all(|c| c.is_finite()))
+        {
+            return bad(
+                "velocities",
+                format!("solute {i} has a non-finite velocity {v:?}"),
+                "pass finite velocities",
+            );
         }
-        if let Some((i, m)) = mass.par_iter().enumerate().find_first(|(_, m)| !(m.is_finite() && **m > 0.0)) {
-            return bad("masses", format!("solute {i} has mass {m}"), "pass finite masses > 0");
+        if let Some((i, m)) = mass
+            .par_iter()
+            .enumerate()
+            .find_first(|(_, m)| !(m.is_finite() && **m > 0.0))
+        {
+            return bad(
+                "masses",
+                format!("solute {i} has mass {m}"),
+                "pass finite masses > 0",
+            );
         }
         Ok(())
     }
@@ -210,7 +236,11 @@ impl Solvent {
         let sample = self.is_sample(step);
         let measure = self.phys.shear_rate != 0.0 && (sample || self.is_observable_step(step));
         let reorder = {
-            let k = self.config.tuning.reorder_interval.unwrap_or_else(|| self.backend.preferred_reorder_interval());
+            let k = self
+                .config
+                .tuning
+                .reorder_interval
+                .unwrap_or_else(|| self.backend.preferred_reorder_interval());
             k > 0 && (step + 1) % k == 0
         };
         (self.phys.plan(step, measure, reorder), sample)
@@ -307,10 +337,18 @@ impl Solvent {
         // Always through finish_coupled (also for zero solutes): begin_coupled may already
         // have streamed the fluid.
         let report = if self.backend.keeps_coupled_inputs() {
-            let mut batch = SoluteBatch { pos: &[], vel: vel_out, mass: &[] };
+            let mut batch = SoluteBatch {
+                pos: &[],
+                vel: vel_out,
+                mass: &[],
+            };
             self.backend.finish_coupled(&p.plan, &mut batch)?
         } else {
-            let mut batch = SoluteBatch { pos: &p.pos, vel: &mut p.vel, mass: &p.mass };
+            let mut batch = SoluteBatch {
+                pos: &p.pos,
+                vel: &mut p.vel,
+                mass: &p.mass,
+            };
             let r = self.backend.finish_coupled(&p.plan, &mut batch)?;
             vel_out.copy_from_slice(&p.vel);
             r

@@ -411,18 +411,32 @@ fn gpu_split_coupled_steps_with_unwrapped_solutes_agree_with_cpu() {
     gpu_cfg.device = DeviceChoice::Cuda(vec![0]);
     let mut cpu = Solvent::new(cpu_cfg).unwrap();
     let mut gpu = Solvent::new(gpu_cfg).unwrap();
-    assert!(gpu.backend_description().starts_with("cuda"), "{}", gpu.backend_description());
+    assert!(
+        gpu.backend_description().starts_with("cuda"),
+        "{}",
+        gpu.backend_description()
+    );
     let ns = (0.7 * 12.0 * 10.0 * 8.0) as usize;
     let mut r = CellStream::for_particle(8, 8);
     let len = [12.0, 10.0, 8.0];
     let mut pos: Vec<[f64; 3]> = (0..ns)
         .map(|_| {
-            let k = [(r.next_u32() % 7) as f64 - 3.0, (r.next_u32() % 7) as f64 - 3.0, (r.next_u32() % 7) as f64 - 3.0];
-            [r.uniform() * len[0] + k[0] * len[0], r.uniform() * len[1] + k[1] * len[1], r.uniform() * len[2] + k[2] * len[2]]
+            let k = [
+                (r.next_u32() % 7) as f64 - 3.0,
+                (r.next_u32() % 7) as f64 - 3.0,
+                (r.next_u32() % 7) as f64 - 3.0,
+            ];
+            [
+                r.uniform() * len[0] + k[0] * len[0],
+                r.uniform() * len[1] + k[1] * len[1],
+                r.uniform() * len[2] + k[2] * len[2],
+            ]
         })
         .collect();
     let mass: Vec<f64> = (0..ns).map(|i| 2.0 + (i % 3) as f64).collect();
-    let mut vc: Vec<[f64; 3]> = (0..ns).map(|_| [r.normal(), r.normal(), r.normal()]).collect();
+    let mut vc: Vec<[f64; 3]> = (0..ns)
+        .map(|_| [r.normal(), r.normal(), r.normal()])
+        .collect();
     let mut vg = vc.clone();
     for step in 0..10 {
         cpu.step_with_solutes(&pos, &mut vc, &mass).unwrap();
@@ -432,7 +446,10 @@ fn gpu_split_coupled_steps_with_unwrapped_solutes_agree_with_cpu() {
         vg = out;
         for (a, b) in vc.iter().zip(&vg) {
             for k in 0..3 {
-                assert!(rel_close(a[k], b[k], 1e-9), "step {step}: solute velocity {a:?} vs {b:?}");
+                assert!(
+                    rel_close(a[k], b[k], 1e-9),
+                    "step {step}: solute velocity {a:?} vs {b:?}"
+                );
             }
         }
         for (p, v) in pos.iter_mut().zip(&vc) {
@@ -441,7 +458,11 @@ fn gpu_split_coupled_steps_with_unwrapped_solutes_agree_with_cpu() {
             }
         }
     }
-    let (w, d) = compare_states(&cpu.fluid_state().unwrap(), &gpu.fluid_state().unwrap(), "split coupled");
+    let (w, d) = compare_states(
+        &cpu.fluid_state().unwrap(),
+        &gpu.fluid_state().unwrap(),
+        "split coupled",
+    );
     eprintln!("split coupled, 10 steps: max relative fluid velocity difference {w:e}, {d} position components differ");
     assert!(w <= 1e-9);
 }

@@ -585,7 +585,9 @@ impl SoluteTransfer {
 /// on the critical path of a coupled step.
 fn parallel_copy(dst: &mut [f64], src: &[f64]) {
     use rayon::prelude::*;
-    dst.par_chunks_mut(1 << 16).zip(src.par_chunks(1 << 16)).for_each(|(d, s)| d.copy_from_slice(s));
+    dst.par_chunks_mut(1 << 16)
+        .zip(src.par_chunks(1 << 16))
+        .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
 pub struct CudaBackend {
@@ -1164,7 +1166,10 @@ impl CudaBackend {
         if let Some(b) = solutes {
             if ns > 0 {
                 self.solute_collide(&p, ns)?;
-                let sb = self.solutes.as_ref().ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
+                let sb = self
+                    .solutes
+                    .as_ref()
+                    .ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
                 s.memcpy_dtoh(&sb.vel.slice(..3 * ns), b.vel.as_flattened_mut())
                     .map_err(drv("solute download"))?;
             }
@@ -1306,7 +1311,10 @@ impl CudaBackend {
             return Ok(());
         }
         let s = self.dev.stream.clone();
-        let sb = self.solutes.as_mut().ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
+        let sb = self
+            .solutes
+            .as_mut()
+            .ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
         unsafe {
             s.launch_builder(&self.dev.k.solute_bin)
                 .arg(p)
@@ -1339,7 +1347,10 @@ impl CudaBackend {
     /// Step 5, solutes: collide in place on the device.
     fn solute_collide(&mut self, p: &KernelParams, ns: usize) -> Result<()> {
         let s = self.dev.stream.clone();
-        let sb = self.solutes.as_mut().ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
+        let sb = self
+            .solutes
+            .as_mut()
+            .ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
         unsafe {
             s.launch_builder(&self.dev.k.solute_collide)
                 .arg(p)
@@ -1356,7 +1367,10 @@ impl CudaBackend {
     /// Step 5, fluid: collide now, or (fused method) defer into the next step's pass unless
     /// this step's stress is measured or the fluid is reordered now.
     fn fluid_collide(&mut self, plan: &StepPlan, p: &KernelParams) -> Result<()> {
-        let fused = matches!(self.method, CellSumMethod::Fused | CellSumMethod::FusedShared);
+        let fused = matches!(
+            self.method,
+            CellSumMethod::Fused | CellSumMethod::FusedShared
+        );
         let defer = fused && !plan.measure_stress && !(plan.reorder && self.n > 0);
         if defer {
             self.pending = Some(*p);
@@ -1382,12 +1396,20 @@ impl CudaBackend {
         let ctx = self.dev.ctx.clone();
         let (upload, download) = match self.coupled.take() {
             Some(c) => (c.upload, c.download),
-            None => (ctx.new_stream().map_err(drv("stream"))?, ctx.new_stream().map_err(drv("stream"))?),
+            None => (
+                ctx.new_stream().map_err(drv("stream"))?,
+                ctx.new_stream().map_err(drv("stream"))?,
+            ),
         };
         let pin = |len: usize, host_reads: bool| {
             // write-combined pages are fast to fill and to send, slow for the host to read
-            let flags = if host_reads { 0 } else { cudarc::driver::sys::CU_MEMHOSTALLOC_WRITECOMBINED };
-            unsafe { ctx.alloc_pinned_with_flags::<f64>(len.max(1), flags) }.map_err(drv("pinned host memory"))
+            let flags = if host_reads {
+                0
+            } else {
+                cudarc::driver::sys::CU_MEMHOSTALLOC_WRITECOMBINED
+            };
+            unsafe { ctx.alloc_pinned_with_flags::<f64>(len.max(1), flags) }
+                .map_err(drv("pinned host memory"))
         };
         self.coupled = Some(CoupledIo {
             upload,
@@ -1456,9 +1478,17 @@ impl Backend for CudaBackend {
 
     /// Send the solutes up on the upload stream while the fluid streams on the main stream;
     /// see [`SoluteTransfer`] for the two ways.
-    fn begin_coupled(&mut self, plan: &StepPlan, pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> Result<()> {
+    fn begin_coupled(
+        &mut self,
+        plan: &StepPlan,
+        pos: &[[f64; 3]],
+        vel: &[[f64; 3]],
+        mass: &[f64],
+    ) -> Result<()> {
         if self.in_flight.is_some() {
-            return Err(MpcError::Device("begin_coupled twice without finish_coupled".into()));
+            return Err(MpcError::Device(
+                "begin_coupled twice without finish_coupled".into(),
+            ));
         }
         let ns = pos.len();
         let p = self.params(plan, ns);
@@ -1479,12 +1509,24 @@ impl Backend for CudaBackend {
                 // The pinned buffers' own events are not recorded while event tracking is off:
                 // wait for the previous upload explicitly before refilling them.
                 io.upload.synchronize().map_err(drv("upload stream"))?;
-                parallel_copy(io.pos.as_mut_slice().map_err(drv("pinned"))?, pos.as_flattened());
-                parallel_copy(io.vel.as_mut_slice().map_err(drv("pinned"))?, vel.as_flattened());
+                parallel_copy(
+                    io.pos.as_mut_slice().map_err(drv("pinned"))?,
+                    pos.as_flattened(),
+                );
+                parallel_copy(
+                    io.vel.as_mut_slice().map_err(drv("pinned"))?,
+                    vel.as_flattened(),
+                );
                 parallel_copy(io.mass.as_mut_slice().map_err(drv("pinned"))?, mass);
-                io.upload.memcpy_htod(&io.pos, &mut sb.pos.slice_mut(..3 * ns)).map_err(drv("solute upload"))?;
-                io.upload.memcpy_htod(&io.vel, &mut sb.vel.slice_mut(..3 * ns)).map_err(drv("solute upload"))?;
-                io.upload.memcpy_htod(&io.mass, &mut sb.mass.slice_mut(..ns)).map_err(drv("solute upload"))?;
+                io.upload
+                    .memcpy_htod(&io.pos, &mut sb.pos.slice_mut(..3 * ns))
+                    .map_err(drv("solute upload"))?;
+                io.upload
+                    .memcpy_htod(&io.vel, &mut sb.vel.slice_mut(..3 * ns))
+                    .map_err(drv("solute upload"))?;
+                io.upload
+                    .memcpy_htod(&io.mass, &mut sb.mass.slice_mut(..ns))
+                    .map_err(drv("solute upload"))?;
                 self.fluid_pass(&p)?;
             }
             SoluteTransfer::Pageable => {
@@ -1493,9 +1535,15 @@ impl Backend for CudaBackend {
                 self.fluid_pass(&p)?;
                 let io = self.coupled.as_ref().expect("made above");
                 let sb = self.solutes.as_mut().expect("made above");
-                io.upload.memcpy_htod(pos.as_flattened(), &mut sb.pos.slice_mut(..3 * ns)).map_err(drv("solute upload"))?;
-                io.upload.memcpy_htod(vel.as_flattened(), &mut sb.vel.slice_mut(..3 * ns)).map_err(drv("solute upload"))?;
-                io.upload.memcpy_htod(mass, &mut sb.mass.slice_mut(..ns)).map_err(drv("solute upload"))?;
+                io.upload
+                    .memcpy_htod(pos.as_flattened(), &mut sb.pos.slice_mut(..3 * ns))
+                    .map_err(drv("solute upload"))?;
+                io.upload
+                    .memcpy_htod(vel.as_flattened(), &mut sb.vel.slice_mut(..3 * ns))
+                    .map_err(drv("solute upload"))?;
+                io.upload
+                    .memcpy_htod(mass, &mut sb.mass.slice_mut(..ns))
+                    .map_err(drv("solute upload"))?;
             }
         }
         self.in_flight = Some((p, ns));
@@ -1504,9 +1552,15 @@ impl Backend for CudaBackend {
 
     /// Bin and collide the solutes as soon as they are up; their velocities go down on the
     /// download stream while the fluid collides on the main stream.
-    fn finish_coupled(&mut self, plan: &StepPlan, solutes: &mut SoluteBatch<'_>) -> Result<StepReport> {
+    fn finish_coupled(
+        &mut self,
+        plan: &StepPlan,
+        solutes: &mut SoluteBatch<'_>,
+    ) -> Result<StepReport> {
         let Some((p, ns)) = self.in_flight.take() else {
-            return Err(MpcError::Device("finish_coupled without begin_coupled".into()));
+            return Err(MpcError::Device(
+                "finish_coupled without begin_coupled".into(),
+            ));
         };
         if ns != solutes.vel.len() {
             return Err(MpcError::Device(format!(
@@ -1534,7 +1588,9 @@ impl Backend for CudaBackend {
         io.download.wait(&solutes_done).map_err(drv("event"))?;
         match SoluteTransfer::from_env() {
             SoluteTransfer::Pinned => {
-                io.download.memcpy_dtoh(&sb.vel.slice(..3 * ns), &mut io.out).map_err(drv("solute download"))?;
+                io.download
+                    .memcpy_dtoh(&sb.vel.slice(..3 * ns), &mut io.out)
+                    .map_err(drv("solute download"))?;
                 // explicit wait: the pinned buffer's event is not recorded with tracking off
                 io.download.synchronize().map_err(drv("solute download"))?;
                 let out = io.out.as_slice().map_err(drv("solute download"))?;
