@@ -40,6 +40,29 @@ pub enum DeviceChoice {
     AllGpus,
 }
 
+impl DeviceChoice {
+    /// The command-line spelling: `auto`, `cpu`, `all`, `cuda:0` or `cuda:0,1,2,3`.
+    pub fn parse_cli(text: &str) -> Result<DeviceChoice, ConfigError> {
+        let t = text.trim().to_ascii_lowercase();
+        let bad = || ConfigError {
+            field: "--device".into(),
+            problem: format!("`{text}` is not a device"),
+            fix: "use auto, cpu, all, or cuda:0 / cuda:0,1,2,3".into(),
+        };
+        match t.as_str() {
+            "auto" => Ok(DeviceChoice::Auto),
+            "cpu" => Ok(DeviceChoice::Cpu),
+            "all" => Ok(DeviceChoice::AllGpus),
+            _ => {
+                let list = t.strip_prefix("cuda:").ok_or_else(bad)?;
+                let ids: Result<Vec<u32>, _> =
+                    list.split(',').map(|s| s.trim().parse::<u32>()).collect();
+                ids.map(DeviceChoice::Cuda).map_err(|_| bad())
+            }
+        }
+    }
+}
+
 /// Initial fluid flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum InitialFlow {

@@ -50,28 +50,6 @@ enum Command {
     Check { config: PathBuf },
 }
 
-fn parse_device(text: &str) -> Result<DeviceChoice, MpcError> {
-    let t = text.trim().to_ascii_lowercase();
-    let bad = || {
-        MpcError::Config(mpcbox::ConfigError {
-            field: "--device".into(),
-            problem: format!("`{text}` is not a device"),
-            fix: "use auto, cpu, all, or cuda:0 / cuda:0,1,2,3".into(),
-        })
-    };
-    match t.as_str() {
-        "auto" => Ok(DeviceChoice::Auto),
-        "cpu" => Ok(DeviceChoice::Cpu),
-        "all" => Ok(DeviceChoice::AllGpus),
-        _ => {
-            let list = t.strip_prefix("cuda:").ok_or_else(bad)?;
-            let ids: Result<Vec<u32>, _> =
-                list.split(',').map(|s| s.trim().parse::<u32>()).collect();
-            ids.map(DeviceChoice::Cuda).map_err(|_| bad())
-        }
-    }
-}
-
 struct Bar {
     bar: Option<ProgressBar>,
     particles: u64,
@@ -117,7 +95,7 @@ fn run(
     resume: Option<PathBuf>,
     quiet: bool,
 ) -> Result<(), MpcError> {
-    let device = device.as_deref().map(parse_device).transpose()?;
+    let device = device.as_deref().map(DeviceChoice::parse_cli).transpose()?;
     let mut solvent = match (&resume, &config) {
         (Some(ck), _) => {
             let mut ck = Checkpoint::load(ck)?;

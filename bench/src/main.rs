@@ -61,13 +61,12 @@ fn config(
 
 fn main() {
     let args = Args::parse();
-    let device = match args.device.as_str() {
-        "cpu" => DeviceChoice::Cpu,
-        "auto" => DeviceChoice::Auto,
-        d => DeviceChoice::Cuda(vec![d
-            .trim_start_matches("cuda:")
-            .parse()
-            .expect("--device cuda:N")]),
+    let device = match DeviceChoice::parse_cli(&args.device) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
     };
     println!("| cells | particles | shear | device | particle-steps/s | ms/step |");
     println!("|---|---|---|---|---|---|");
