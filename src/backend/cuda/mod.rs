@@ -1504,6 +1504,9 @@ impl Backend for CudaBackend {
         // the device buffers may be overwritten.
         match mode {
             SoluteTransfer::Pinned => {
+                // fluid kernels first (asynchronous): the GPU streams the fluid while the host
+                // fills the pinned staging and the copy engine sends it up
+                self.fluid_pass(&p)?;
                 let io = self.coupled.as_mut().expect("made above");
                 let sb = self.solutes.as_mut().expect("made above");
                 // The pinned buffers' own events are not recorded while event tracking is off:
@@ -1527,7 +1530,6 @@ impl Backend for CudaBackend {
                 io.upload
                     .memcpy_htod(&io.mass, &mut sb.mass.slice_mut(..ns))
                     .map_err(drv("solute upload"))?;
-                self.fluid_pass(&p)?;
             }
             SoluteTransfer::Pageable => {
                 // fluid kernels first (asynchronous), then the copies, which return when done:
