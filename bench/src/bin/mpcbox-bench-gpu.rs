@@ -168,12 +168,12 @@ fn main() {
                 // warm up past at least one reorder, so every variant starts cell-ordered
                 let warmup = args.warmup.max(args.reorder);
                 for step in 0..warmup {
-                    be.enqueue_step(&plan(step), None).unwrap();
+                    be.enqueue_step(&plan(step)).unwrap();
                 }
                 be.synchronize().unwrap();
                 let t = Instant::now();
                 for step in warmup..warmup + args.steps {
-                    be.enqueue_step(&plan(step), None).unwrap();
+                    be.enqueue_step(&plan(step)).unwrap();
                 }
                 be.synchronize().unwrap();
                 let dt = t.elapsed().as_secs_f64();
@@ -189,7 +189,7 @@ fn main() {
                     be.set_profiling(true);
                     let p0 = warmup + 2 * args.steps;
                     for step in p0..p0 + args.steps {
-                        be.enqueue_step(&plan(step), None).unwrap();
+                        be.enqueue_step(&plan(step)).unwrap();
                     }
                     be.synchronize().unwrap();
                     let ph = be.phase_seconds();

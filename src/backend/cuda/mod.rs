@@ -1130,50 +1130,16 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Queue one step without reading anything back (the benchmark uses this directly).
-    pub fn enqueue_step(
-        &mut self,
-        plan: &StepPlan,
-        solutes: Option<&mut SoluteBatch<'_>>,
-    ) -> Result<()> {
-        let ns = solutes.as_ref().map_or(0, |b| b.len());
-        let p = self.params(plan, ns);
-        let s = self.dev.stream.clone();
+    /// Queue one step of the fluid alone without reading anything back (the benchmark uses
+    /// this directly). Coupled steps go through `begin_coupled` / `finish_coupled`.
+    pub fn enqueue_step(&mut self, plan: &StepPlan) -> Result<()> {
+        let p = self.params(plan, 0);
         self.phase_start()?;
-        // Solute positions, velocities and masses go up first, ahead of the fluid kernels in
-        // the stream (a pageable copy would otherwise wait for them).
-        if let Some(b) = solutes.as_deref() {
-            if ns > 0 {
-                self.ensure_solute_capacity(ns)?;
-                let sb = self
-                    .solutes
-                    .as_mut()
-                    .ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
-                s.memcpy_htod(b.pos.as_flattened(), &mut sb.pos.slice_mut(..3 * ns))
-                    .map_err(drv("solute upload"))?;
-                s.memcpy_htod(b.vel.as_flattened(), &mut sb.vel.slice_mut(..3 * ns))
-                    .map_err(drv("solute upload"))?;
-                s.memcpy_htod(b.mass, &mut sb.mass.slice_mut(..ns))
-                    .map_err(drv("solute upload"))?;
-            }
-        }
-        self.fluid_pass(&p)?;
-        self.solute_bin(&p, ns)?;
-        self.phase_end(1)?;
+        self.fluid_pass(&p)?; // ends phase 0
+        self.phase_end(1)?; // no solutes here
         self.cell_pass(&p)?;
         self.phase_end(2)?;
         self.fluid_collide(plan, &p)?;
-        if let Some(b) = solutes {
-            if ns > 0 {
-                self.solute_collide(&p, ns)?;
-                let sb = self
-                    .solutes
-                    .as_ref()
-                    .ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
-                s.memcpy_dtoh(&sb.vel.slice(..3 * ns), b.vel.as_flattened_mut())
-                    .map_err(drv("solute download"))?;
-            }
-        }
         self.phase_end(3)?;
         self.reorder_if(plan)?;
         self.phase_end(4)?;
@@ -1464,7 +1430,7 @@ impl Backend for CudaBackend {
                 self.finish_coupled(plan, b)
             }
             _ => {
-                self.enqueue_step(plan, None)?;
+                self.enqueue_step(plan)?;
                 self.read_report()
             }
         }
