@@ -85,7 +85,12 @@ __device__ __forceinline__ double md_weight_r(double r, double rc, double s) {
     } else if (s == 2.0) {
         return x * x;
     }
+#ifdef MD_FMA_CHECK
+    return x;
+#else
+    // libdevice pow (general exponents only; it uses FMA internally): within an ulp of powf
     return pow(x, s);
+#endif
 }
 
 // Md::kick(dt/2); drift(dt) or drift(dt/2), ornstein_uhlenbeck, drift(dt/2); wrap; and the
@@ -234,12 +239,13 @@ __device__ __forceinline__ void md_list_try(unsigned int i, unsigned int j, cons
     }
 }
 
-// Full Verlet list of particle i (both sides of every pair): the 27 cells around i's cell, or
-// every particle when `all_pairs` (boxes narrower than 3 list radii). Records the build positions.
+// Full Verlet list of particle i (both sides of every pair): the (2 reach + 1)^3 cells around
+// i's cell (cells at least r_list / reach wide, at least 2 reach + 1 per dimension), or every
+// particle when `all_pairs` (boxes narrower than 3 list radii). Records the build positions.
 extern "C" __global__ void md_build_list(unsigned int n, const double *pos, const unsigned int *count,
                                          const unsigned int *members, unsigned int cap, unsigned int dx,
                                          unsigned int dy, unsigned int dz, double cx, double cy, double cz,
-                                         double lx, double ly, double lz, double rl2, int all_pairs,
+                                         double lx, double ly, double lz, double rl2, int all_pairs, int reach,
                                          unsigned int *list, unsigned int *nneigh, unsigned int max_neigh,
                                          double *built_at, unsigned int *flags) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -258,12 +264,12 @@ extern "C" __global__ void md_build_list(unsigned int n, const double *pos, cons
         int a = (int)md_cell_coord(pi[0], cx, dx);
         int b = (int)md_cell_coord(pi[1], cy, dy);
         int c = (int)md_cell_coord(pi[2], cz, dz);
-        for (int oz = -1; oz <= 1; ++oz) {
-            int zz = (c + oz + (int)dz) % (int)dz;
-            for (int oy = -1; oy <= 1; ++oy) {
-                int yy = (b + oy + (int)dy) % (int)dy;
-                for (int ox = -1; ox <= 1; ++ox) {
-                    int xx = (a + ox + (int)dx) % (int)dx;
+        for (int oz = -reach; oz <= reach; ++oz) {
+            int zz = (c + oz + 2 * (int)dz) % (int)dz;
+            for (int oy = -reach; oy <= reach; ++oy) {
+                int yy = (b + oy + 2 * (int)dy) % (int)dy;
+                for (int ox = -reach; ox <= reach; ++ox) {
+                    int xx = (a + ox + 2 * (int)dx) % (int)dx;
                     unsigned int cell = ((unsigned int)zz * dy + (unsigned int)yy) * dx + (unsigned int)xx;
                     unsigned int m = count[cell] < cap ? count[cell] : cap;
                     const unsigned int *v = members + (size_t)cell * cap;
@@ -285,14 +291,19 @@ extern "C" __global__ void md_build_list(unsigned int n, const double *pos, cons
 // thermostat pass (th_on), then i's bonds, in the order of Md::compute_forces_inner. With
 // `energy`, per-particle sums of pair energy/virial and bond energy/virial (each pair counted
 // from both sides, halved by the host).
-extern "C" __global__ void md_forces(
-    unsigned int n, const double *pos, const double *vel, const unsigned int *typ, const unsigned int *tag,
-    const unsigned int *list, const unsigned int *nneigh, double lx, double ly, double lz, int style,
-    unsigned int ntypes, const MdPairLj *lj, const double *dpd_a, double dpd_gamma, double dpd_rc, double dpd_s,
-    double dpd_noise, int th_on, double th_gamma, double th_rc, double th_s, double th_noise, unsigned int dk0,
-    unsigned int dk1, mpc_u64 step, const unsigned int *bond_off, const unsigned int *bond_j,
-    const unsigned int *bond_kind, const int *bond_style, const double *bond_k, const double *bond_r0,
-    double *force, int energy, double *e_pair, double *w_pair, double *e_bond, double *w_bond, unsigned int *flags) {
+#define MD_FORCES_PARAMS                                                                                     \
+    unsigned int n, const double *pos, const double *vel, const unsigned int *typ, const unsigned int *tag, \
+    const unsigned int *list, const unsigned int *nneigh, double lx, double ly, double lz, int style, \
+    unsigned int ntypes, const MdPairLj *lj, const double *dpd_a, double dpd_gamma, double dpd_rc, double dpd_s, \
+    double dpd_noise, int th_on, double th_gamma, double th_rc, double th_s, double th_noise, unsigned int dk0, \
+    unsigned int dk1, mpc_u64 step, const unsigned int *bond_off, const unsigned int *bond_j, \
+    const unsigned int *bond_kind, const int *bond_style, const double *bond_k, const double *bond_r0, \
+    double *force, int energy, double *e_pair, double *w_pair, double *e_bond, double *w_bond, unsigned int *flags
+
+// FAST: one-type LJ without DPD thermostat or bonds (the benchmark case): the pair
+// coefficients are loaded once and the neighbour types are not read (as LjKernel<SINGLE>).
+template <bool FAST>
+__device__ __forceinline__ void md_forces_body(MD_FORCES_PARAMS) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) {
         return;
@@ -304,16 +315,17 @@ extern "C" __global__ void md_forces(
     unsigned int ti = typ[i];
     double f[3] = {0.0, 0.0, 0.0};
     double ep = 0.0, wp = 0.0;
-    if (style == 1) {
+    if (FAST || style == 1) {
         double acc[3] = {0.0, 0.0, 0.0};
-        const MdPairLj *row = lj + (size_t)ti * ntypes;
+        const MdPairLj *row = lj + (FAST ? 0 : (size_t)ti * ntypes);
+        MdPairLj p0 = row[0];
         for (unsigned int k = 0; k < nn; ++k) {
             unsigned int j = list[(size_t)k * n + i];
             double d0 = md_min_image(pi[0] - pos[3 * j], l[0], hl[0]);
             double d1 = md_min_image(pi[1] - pos[3 * j + 1], l[1], hl[1]);
             double d2 = md_min_image(pi[2] - pos[3 * j + 2], l[2], hl[2]);
             double r2 = d0 * d0 + d1 * d1 + d2 * d2;
-            MdPairLj p = row[typ[j]];
+            MdPairLj p = FAST ? p0 : row[typ[j]];
             if (r2 < p.rc2) {
                 double inv2 = 1.0 / r2;
                 double inv6 = inv2 * inv2 * inv2;
@@ -331,7 +343,7 @@ extern "C" __global__ void md_forces(
         f[1] = acc[1];
         f[2] = acc[2];
     }
-    for (int pass = 0; pass < 2; ++pass) {
+    for (int pass = 0; pass < (FAST ? 0 : 2); ++pass) {
         // pass 0: DPD pair style (conservative); pass 1: DPD thermostat (no a_ij)
         bool on = pass == 0 ? style == 2 : th_on != 0;
         if (!on) {
@@ -377,7 +389,7 @@ extern "C" __global__ void md_forces(
         f[2] += acc[2];
     }
     double eb = 0.0, wb = 0.0;
-    for (unsigned int b = bond_off[i]; b < bond_off[i + 1]; ++b) {
+    for (unsigned int b = bond_off[i]; !FAST && b < bond_off[i + 1]; ++b) {
         unsigned int j = bond_j[b];
         unsigned int kind = bond_kind[b];
         double d0 = md_min_image(pi[0] - pos[3 * j], l[0], hl[0]);
@@ -401,7 +413,8 @@ extern "C" __global__ void md_forces(
                 continue;
             }
             fr = -kk / (1.0 - x);
-            u = -0.5 * kk * r0 * r0 * log(1.0 - x);
+            // det_ln (IEEE-exact operations, within 2 ulp of ln): libdevice's log uses FMA
+            u = -0.5 * kk * r0 * r0 * mpc_det_ln(1.0 - x);
         }
         f[0] += fr * d0;
         f[1] += fr * d1;
@@ -418,4 +431,17 @@ extern "C" __global__ void md_forces(
         e_bond[i] = eb;
         w_bond[i] = wb;
     }
+}
+
+#define MD_FORCES_ARGS                                                                                       \
+    n, pos, vel, typ, tag, list, nneigh, lx, ly, lz, style, ntypes, lj, dpd_a, dpd_gamma, dpd_rc, dpd_s,      \
+        dpd_noise, th_on, th_gamma, th_rc, th_s, th_noise, dk0, dk1, step, bond_off, bond_j, bond_kind,      \
+        bond_style, bond_k, bond_r0, force, energy, e_pair, w_pair, e_bond, w_bond, flags
+
+extern "C" __global__ void md_forces(MD_FORCES_PARAMS) {
+    md_forces_body<false>(MD_FORCES_ARGS);
+}
+
+extern "C" __global__ void md_forces_lj1(MD_FORCES_PARAMS) {
+    md_forces_body<true>(MD_FORCES_ARGS);
 }

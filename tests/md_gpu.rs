@@ -128,7 +128,22 @@ fn gpu_lj_liquid_matches_cpu() {
         MdThermostat::None,
         settings(0.005, 1.0, 7),
         200,
-        "LJ liquid",
+        "LJ liquid (two types)",
+    );
+    // one type: the specialised kernel (coefficients loaded once)
+    let mut sys = fcc_lattice([6; 3], 0.8442, 1.0);
+    maxwell_velocities(&mut sys, 0.72, 11);
+    let ff = ForceField {
+        pair: PairStyle::Lj(LjTable::uniform(1, 1.0, 1.0, 2.5, true)),
+        bond_styles: vec![],
+    };
+    compare(
+        sys,
+        ff,
+        MdThermostat::None,
+        settings(0.005, 0.72, 7),
+        200,
+        "LJ liquid (one type)",
     );
 }
 
@@ -363,6 +378,8 @@ fn md_kernels_compile_without_fma_when_nvrtc_available() {
     }
     let mut opts = cuda::kernels::compile_options(9, 0);
     opts[0] = "--gpu-architecture=compute_90".into();
+    // leaves out libdevice's pow (general DPD exponents only), which uses FMA internally
+    opts.push("-DMD_FMA_CHECK".into());
     let ptx = cudarc::nvrtc::compile_ptx_with_opts(
         cuda::kernels::md_source(),
         cudarc::nvrtc::CompileOptions {
@@ -372,7 +389,12 @@ fn md_kernels_compile_without_fma_when_nvrtc_available() {
     )
     .expect("MD kernels compile to PTX")
     .to_src();
-    for k in ["md_forces", "md_first_half", "md_build_list"] {
+    for k in [
+        "md_forces",
+        "md_forces_lj1",
+        "md_first_half",
+        "md_build_list",
+    ] {
         assert!(ptx.contains(k), "{k} missing");
     }
     assert!(!ptx.contains("fma.rn.f64"), "PTX contains f64 FMA");

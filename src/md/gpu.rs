@@ -96,6 +96,8 @@ struct MdKernels {
     cell_sort: CudaFunction,
     build_list: CudaFunction,
     forces: CudaFunction,
+    /// One-type LJ without thermostat passes or bonds.
+    forces_lj1: CudaFunction,
 }
 
 fn md_cubin(major: i32, minor: i32) -> std::result::Result<Vec<u8>, String> {
@@ -167,6 +169,8 @@ pub struct GpuMd {
     p: Params,
     /// Cells per dimension of the list build, or None for all pairs.
     dims: Option<[usize; 3]>,
+    /// Stencil reach in cells (1: 3³ cells, 2: 5³ cells).
+    reach: i32,
     builds: u64,
     report: ForceReport,
 }
@@ -210,6 +214,7 @@ impl GpuMd {
             cell_sort: f("md_cell_sort")?,
             build_list: f("md_build_list")?,
             forces: f("md_forces")?,
+            forces_lj1: f("md_forces_lj1")?,
         };
         let n = sys.len();
         let s = &stream;
@@ -335,10 +340,15 @@ impl GpuMd {
             _ => ff.pair.cutoff(),
         };
         let r_list = cutoff + settings.skin;
-        let dims = if cutoff > 0.0 {
-            CellList::dims_for(sys.box_len, r_list)
+        // cells of r_list/2 with a 5³ stencil (fewer candidates), else of r_list with 3³,
+        // else all pairs
+        let (dims, reach) = if cutoff > 0.0 {
+            match CellList::dims_for_list(sys.box_len, r_list) {
+                Some(d) => (Some(d), 2),
+                None => (CellList::dims_for(sys.box_len, r_list), 1),
+            }
         } else {
-            None
+            (None, 1)
         };
         let ncells = dims.map(|d| d[0] * d[1] * d[2]).unwrap_or(1);
         let rho = n as f64 / sys.volume();
@@ -398,6 +408,7 @@ impl GpuMd {
             w_bond,
             p,
             dims,
+            reach,
             builds: 0,
             report: ForceReport::default(),
         };
@@ -642,6 +653,7 @@ impl GpuMd {
                     .arg(&l[2])
                     .arg(&rl2)
                     .arg(&all_pairs)
+                    .arg(&self.reach)
                     .arg(&mut self.list)
                     .arg(&mut self.nneigh)
                     .arg(&mn)
@@ -676,8 +688,14 @@ impl GpuMd {
         let step = self.step;
         let s = self.stream.clone();
         let p = &self.p;
+        let fast = p.style == 1 && p.ntypes == 1 && p.th_on == 0 && self.sys.bonds.is_empty();
+        let kernel = if fast {
+            &self.k.forces_lj1
+        } else {
+            &self.k.forces
+        };
         unsafe {
-            s.launch_builder(&self.k.forces)
+            s.launch_builder(kernel)
                 .arg(&n)
                 .arg(&self.pos)
                 .arg(&self.vel)
