@@ -103,7 +103,8 @@ struct MdKernels {
 fn md_cubin(major: i32, minor: i32) -> std::result::Result<Vec<u8>, String> {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
-    static CACHE: OnceLock<Mutex<HashMap<(i32, i32), Vec<u8>>>> = OnceLock::new();
+    type CubinCache = Mutex<HashMap<(i32, i32), Vec<u8>>>;
+    static CACHE: OnceLock<CubinCache> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(c) = map.get(&(major, minor)) {
