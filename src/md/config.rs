@@ -104,6 +104,10 @@ pub struct MdConfig {
     /// MPC steps between rows of `md.csv` (0: none).
     #[serde(default = "ten")]
     pub observable_interval: u64,
+    /// Which engine runs the MD: `Auto` (the GPU engine when a CUDA GPU is usable, else the
+    /// CPU), `Cpu` or `Cuda` (an error when no GPU is usable).
+    #[serde(default)]
+    pub backend: super::gpu::MdBackend,
 }
 
 fn one() -> f64 {

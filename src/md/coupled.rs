@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::config::MdConfig;
 use super::engine::Md;
+use super::gpu::{GpuMd, MdBackend};
 use super::observe::{write_xyz_frame, ChainObserver, ChainSample};
 use crate::error::{MpcError, Result};
 use crate::solvent::Solvent;
@@ -17,7 +18,11 @@ pub const MD_SUMMARY_JSON: &str = "md_summary.json";
 
 /// The MD side of a coupled run.
 pub struct Coupling {
+    /// The CPU engine; with a GPU engine it holds the host copy of the system (positions and
+    /// velocities synced after every block of MD steps) and is not stepped.
     pub md: Md,
+    /// The GPU engine (`md.backend` Auto with a usable GPU, or Cuda).
+    pub gpu: Option<GpuMd>,
     pub steps_per_collision: u32,
     observer: ChainObserver,
     csv: Option<(PathBuf, BufWriter<std::fs::File>)>,
@@ -31,10 +36,30 @@ impl Coupling {
     /// An MD engine for `md` on top of `solvent` (same box, kT, seed), without output files.
     pub fn new(md_cfg: &MdConfig, solvent: &Solvent) -> Result<Coupling> {
         let md = md_cfg.build(solvent.config())?;
+        let gpu = if md_cfg.backend.use_gpu()? {
+            // same particle order as the CPU engine (after its initial reordering)
+            match GpuMd::new(
+                md.sys.clone(),
+                md.ff.clone(),
+                md.thermostat,
+                md.settings().clone(),
+                0,
+            ) {
+                Ok(g) => Some(g),
+                Err(e) if md_cfg.backend == MdBackend::Auto => {
+                    tracing::warn!("MD on the CPU: the GPU MD engine could not start: {e}");
+                    None
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            None
+        };
         let observer = ChainObserver::new(&md.sys);
         let last = observer.sample(&md.sys);
         Ok(Coupling {
             md,
+            gpu,
             steps_per_collision: md_cfg.steps_per_collision,
             observer,
             csv: None,
@@ -72,11 +97,22 @@ impl Coupling {
 
     /// One coupled step: N MD steps, then the MPC collision of fluid and solutes.
     pub fn step(&mut self, solvent: &mut Solvent) -> Result<()> {
-        self.md.run(self.steps_per_collision as u64)?;
         let mass = self.md.sys.masses();
-        let sys = &mut self.md.sys;
-        solvent.step_with_solutes(&sys.pos, &mut sys.vel, &mass)?;
-        self.md.velocities_changed()?;
+        if let Some(g) = &mut self.gpu {
+            g.run(self.steps_per_collision as u64)?;
+            let s = g.system()?;
+            let sys = &mut self.md.sys;
+            sys.pos.copy_from_slice(&s.pos);
+            sys.vel.copy_from_slice(&s.vel);
+            sys.image.copy_from_slice(&s.image);
+            solvent.step_with_solutes(&sys.pos, &mut sys.vel, &mass)?;
+            g.set_velocities(&sys.vel)?;
+        } else {
+            self.md.run(self.steps_per_collision as u64)?;
+            let sys = &mut self.md.sys;
+            solvent.step_with_solutes(&sys.pos, &mut sys.vel, &mass)?;
+            self.md.velocities_changed()?;
+        }
         let k = solvent.step_count();
         let time = solvent.time();
         if self.observable_interval > 0 && k % self.observable_interval == 0 {
@@ -84,7 +120,7 @@ impl Coupling {
             let p = self.md.momentum();
             let s = self.last;
             let ke = self.md.kinetic_energy();
-            let pe = self.md.potential_energy();
+            let pe = self.potential_energy();
             if let Some((path, w)) = &mut self.csv {
                 writeln!(
                     w,
@@ -102,6 +138,22 @@ impl Coupling {
         Ok(())
     }
 
+    /// Potential energy of the last evaluation (GPU engine when there is one).
+    pub fn potential_energy(&self) -> f64 {
+        match &self.gpu {
+            Some(g) => g.potential_energy(),
+            None => self.md.potential_energy(),
+        }
+    }
+
+    /// MD steps done.
+    pub fn md_steps(&self) -> u64 {
+        match &self.gpu {
+            Some(g) => g.step_count(),
+            None => self.md.step_count(),
+        }
+    }
+
     /// Chain observables now.
     pub fn chain_sample(&self) -> ChainSample {
         self.observer.sample(&self.md.sys)
@@ -115,13 +167,14 @@ impl Coupling {
         let s = self.chain_sample();
         let summary = serde_json::json!({
             "md_particles": self.md.sys.len(),
-            "md_steps": self.md.step_count(),
+            "md_steps": self.md_steps(),
+            "md_backend": self.gpu.as_ref().map_or("cpu".to_string(), |g| g.describe()),
             "md_dt": self.md.settings().dt,
             "steps_per_collision": self.steps_per_collision,
             "neighbor": if self.md.uses_verlet_list() { "verlet" } else { "all-pairs" },
             "chains": s,
             "md_kinetic_energy": self.md.kinetic_energy(),
-            "md_potential_energy": self.md.potential_energy(),
+            "md_potential_energy": self.potential_energy(),
         });
         let p = dir.join(MD_SUMMARY_JSON);
         std::fs::create_dir_all(dir).map_err(|e| MpcError::io(dir, e))?;

@@ -12,6 +12,20 @@ pub const MPC_CUH: &str = include_str!("../../../kernels/mpc.cuh");
 /// `kernels/mpc.cu`: the kernels.
 pub const MPC_CU: &str = include_str!("../../../kernels/mpc.cu");
 
+/// `kernels/md.cu`: the kernels of the GPU MD engine (`crate::md::gpu`).
+pub const MD_CU: &str = include_str!("../../../kernels/md.cu");
+
+/// The translation unit of the MD kernels: rng.cuh, then md.cu.
+pub fn md_source() -> String {
+    let mut s = String::new();
+    for (name, text) in [("rng.cuh", RNG_CUH), ("md.cu", MD_CU)] {
+        s.push_str(&format!("#line 1 \"{name}\"\n"));
+        s.push_str(&text.replace("#pragma once", ""));
+        s.push('\n');
+    }
+    s
+}
+
 /// Every kernel entry point the backend loads.
 pub const KERNEL_NAMES: &[&str] = &[
     "mpc_stream_bin_atomic",
@@ -80,9 +94,18 @@ fn c_chars_to_string(v: &[std::ffi::c_char]) -> String {
 
 /// Compile the kernels to a cubin for compute capability `major.minor`.
 pub fn compile_cubin(major: i32, minor: i32) -> Result<Vec<u8>, String> {
+    compile_source_cubin(full_source(), c"mpcbox_kernels.cu", major, minor)
+}
+
+/// Compile one translation unit `source` to a cubin with [`compile_options`].
+pub fn compile_source_cubin(
+    source: String,
+    name: &CStr,
+    major: i32,
+    minor: i32,
+) -> Result<Vec<u8>, String> {
     use cudarc::nvrtc::{result, sys};
-    let src = CString::new(full_source()).map_err(|e| format!("kernel source: {e}"))?;
-    let name: &CStr = c"mpcbox_kernels.cu";
+    let src = CString::new(source).map_err(|e| format!("kernel source: {e}"))?;
     let prog = result::create_program(&src, Some(name))
         .map_err(|e| format!("nvrtcCreateProgram failed: {e:?}"))?;
     let opts = compile_options(major, minor);

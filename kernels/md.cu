@@ -1,0 +1,447 @@
+// Kernels of the GPU MD engine (src/md/gpu.rs): a mirror of src/md/engine.rs. The host prepends
+// rng.cuh and compiles this with NVRTC (--fmad=false, -DMPCBOX_NVRTC), so every per-pair and
+// per-particle expression rounds exactly as the Rust code. Only the order in which a particle
+// sums its neighbours differs from the CPU (the neighbour lists are built in cell order here),
+// so forces agree with the CPU engine to rounding.
+//
+// Layout: positions, velocities and forces are interleaved xyz (as System::pos); the Verlet list
+// is column-major (neighbour k of particle i at list[k * n + i]) for coalesced reads.
+//
+// One step: md_first_half (kick, drift [, O-U, drift], wrap, displacement check) -> [rebuild:
+// md_cell_bin, md_cell_sort, md_build_list] -> md_forces -> md_second_half (kick).
+#ifndef MPCBOX_NVRTC
+#include "rng.cuh"
+#endif
+
+// flags[0]: some particle moved more than skin/2 since the last list build
+// flags[1]: the largest cell occupancy seen when binning (cell capacity overflow if > cap)
+// flags[2]: the largest neighbour count seen when building (overflow if > max_neigh)
+// flags[3]: a FENE bond is broken; flags[4], flags[5]: its tags
+#define MD_FLAG_REBUILD 0
+#define MD_FLAG_CELL_MAX 1
+#define MD_FLAG_NEIGH_MAX 2
+#define MD_FLAG_BROKEN 3
+
+struct MdPairLj {
+    double lj1, lj2, lj3, lj4, rc2, shift;
+};
+
+__device__ __forceinline__ double md_min_image(double d, double l, double half) {
+    if (d > half) {
+        d -= l;
+    } else if (d < -half) {
+        d += l;
+    }
+    return d;
+}
+
+// forcefield::normals3 (Marsaglia polar, det_ln) with a precomputed key.
+__device__ void md_normals3(unsigned int k0, unsigned int k1, unsigned int tag, mpc_u64 step, double out[3]) {
+    int got = 0;
+    unsigned int attempt = 0;
+    while (got < 3) {
+        MpcWords4 c;
+        c.w[0] = tag;
+        c.w[1] = attempt;
+        c.w[2] = (unsigned int)step;
+        c.w[3] = (unsigned int)(step >> 32);
+        MpcWords4 w = mpc_philox4x32_10(c, k0, k1);
+        attempt += 1;
+        double v1 = 2.0 * mpc_u01_from_words(w.w[0], w.w[1]) - 1.0;
+        double v2 = 2.0 * mpc_u01_from_words(w.w[2], w.w[3]) - 1.0;
+        double s = v1 * v1 + v2 * v2;
+        if (s < 1.0 && s > 0.0) {
+            double f = sqrt(-2.0 * mpc_det_ln(s) / s);
+            out[got] = v1 * f;
+            got += 1;
+            if (got < 3) {
+                out[got] = v2 * f;
+                got += 1;
+            }
+        }
+    }
+}
+
+// forcefield::dpd_theta
+__device__ __forceinline__ double md_dpd_theta(unsigned int k0, unsigned int k1, unsigned int ti, unsigned int tj,
+                                               mpc_u64 step) {
+    MpcWords4 c;
+    c.w[0] = ti < tj ? ti : tj;
+    c.w[1] = ti < tj ? tj : ti;
+    c.w[2] = (unsigned int)step;
+    c.w[3] = (unsigned int)(step >> 32);
+    MpcWords4 w = mpc_philox4x32_10(c, k0, k1);
+    double u = mpc_u01_from_words(w.w[0], w.w[1]);
+    return sqrt(3.0) * (2.0 * u - 1.0);
+}
+
+// DpdParams::weight_r
+__device__ __forceinline__ double md_weight_r(double r, double rc, double s) {
+    double x = 1.0 - r / rc;
+    if (s == 1.0) {
+        return x;
+    } else if (s == 0.5) {
+        return sqrt(x);
+    } else if (s == 2.0) {
+        return x * x;
+    }
+#ifdef MD_FMA_CHECK
+    return x;
+#else
+    // libdevice pow (general exponents only; it uses FMA internally): within an ulp of powf
+    return pow(x, s);
+#endif
+}
+
+// Md::kick(dt/2); drift(dt) or drift(dt/2), ornstein_uhlenbeck, drift(dt/2); wrap; and the
+// skin/2 displacement criterion against the positions of the last list build. `step` is the
+// step count before the increment (as in Md::ornstein_uhlenbeck).
+extern "C" __global__ void md_first_half(unsigned int n, double *pos, double *vel, const double *force,
+                                         const double *inv_mass, int *image, const unsigned int *tag,
+                                         const double *built_at, unsigned int *flags, double dt, int langevin,
+                                         double c1, double c2, double kt, unsigned int lk0, unsigned int lk1,
+                                         mpc_u64 step, double lx, double ly, double lz, double quarter_skin2) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    double h = 0.5 * dt;
+    double a = h * inv_mass[i];
+    double v[3], p[3];
+    for (int k = 0; k < 3; ++k) {
+        v[k] = vel[3 * i + k] + a * force[3 * i + k];
+        p[k] = pos[3 * i + k];
+    }
+    if (langevin) {
+        for (int k = 0; k < 3; ++k) {
+            p[k] += h * v[k];
+        }
+        double s = sqrt(c2 * kt * inv_mass[i]);
+        double xi[3];
+        md_normals3(lk0, lk1, tag[i], step, xi);
+        for (int k = 0; k < 3; ++k) {
+            v[k] = c1 * v[k] + s * xi[k];
+        }
+        for (int k = 0; k < 3; ++k) {
+            p[k] += h * v[k];
+        }
+    } else {
+        for (int k = 0; k < 3; ++k) {
+            p[k] += dt * v[k];
+        }
+    }
+    double l[3] = {lx, ly, lz};
+    for (int k = 0; k < 3; ++k) {
+        if (p[k] >= l[k] || p[k] < 0.0) {
+            double sh = floor(p[k] / l[k]);
+            p[k] -= sh * l[k];
+            if (p[k] >= l[k]) {
+                p[k] -= l[k];
+            }
+            if (p[k] < 0.0) {
+                p[k] = 0.0;
+            }
+            image[3 * i + k] += (int)sh;
+        }
+    }
+    double d2 = 0.0;
+    for (int k = 0; k < 3; ++k) {
+        vel[3 * i + k] = v[k];
+        pos[3 * i + k] = p[k];
+        double d = md_min_image(p[k] - built_at[3 * i + k], l[k], l[k] / 2.0);
+        d2 += d * d;
+    }
+    if (d2 > quarter_skin2) {
+        flags[MD_FLAG_REBUILD] = 1u;
+    }
+}
+
+// Md::kick(dt/2) after the forces.
+extern "C" __global__ void md_second_half(unsigned int n, double *vel, const double *force, const double *inv_mass,
+                                          double dt) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    double a = 0.5 * dt * inv_mass[i];
+    for (int k = 0; k < 3; ++k) {
+        vel[3 * i + k] += a * force[3 * i + k];
+    }
+}
+
+__device__ __forceinline__ unsigned int md_cell_coord(double p, double cell_len, unsigned int dim) {
+    int c = (int)(p / cell_len);
+    if (c < 0) {
+        c = 0;
+    }
+    if (c >= (int)dim) {
+        c = (int)dim - 1;
+    }
+    return (unsigned int)c;
+}
+
+// Bin particles into cells of fixed capacity; counts must be zero on entry.
+extern "C" __global__ void md_cell_bin(unsigned int n, const double *pos, unsigned int *count, unsigned int *members,
+                                       unsigned int cap, unsigned int dx, unsigned int dy, unsigned int dz, double cx,
+                                       double cy, double cz, unsigned int *flags) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    unsigned int a = md_cell_coord(pos[3 * i], cx, dx);
+    unsigned int b = md_cell_coord(pos[3 * i + 1], cy, dy);
+    unsigned int c = md_cell_coord(pos[3 * i + 2], cz, dz);
+    unsigned int cell = (c * dy + b) * dx + a;
+    unsigned int slot = atomicAdd(&count[cell], 1u);
+    if (slot < cap) {
+        members[cell * cap + slot] = i;
+    }
+    atomicMax(&flags[MD_FLAG_CELL_MAX], slot + 1);
+}
+
+// Sort each cell's members by index (insertion sort), so the lists do not depend on the order of
+// the binning atomics: the GPU engine is run-to-run deterministic.
+extern "C" __global__ void md_cell_sort(unsigned int ncells, const unsigned int *count, unsigned int *members,
+                                        unsigned int cap) {
+    unsigned int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= ncells) {
+        return;
+    }
+    unsigned int m = count[c] < cap ? count[c] : cap;
+    unsigned int *v = members + (size_t)c * cap;
+    for (unsigned int a = 1; a < m; ++a) {
+        unsigned int x = v[a];
+        unsigned int b = a;
+        while (b > 0 && v[b - 1] > x) {
+            v[b] = v[b - 1];
+            --b;
+        }
+        v[b] = x;
+    }
+}
+
+__device__ __forceinline__ void md_list_try(unsigned int i, unsigned int j, const double *pos, const double pi[3],
+                                            const double l[3], const double hl[3], double rl2,
+                                            unsigned int *list, unsigned int n, unsigned int max_neigh,
+                                            unsigned int *cnt) {
+    if (j == i) {
+        return;
+    }
+    double d0 = md_min_image(pi[0] - pos[3 * j], l[0], hl[0]);
+    double d1 = md_min_image(pi[1] - pos[3 * j + 1], l[1], hl[1]);
+    double d2 = md_min_image(pi[2] - pos[3 * j + 2], l[2], hl[2]);
+    double r2 = d0 * d0 + d1 * d1 + d2 * d2;
+    if (r2 < rl2) {
+        if (*cnt < max_neigh) {
+            list[(size_t)(*cnt) * n + i] = j;
+        }
+        *cnt += 1;
+    }
+}
+
+// Full Verlet list of particle i (both sides of every pair): the (2 reach + 1)^3 cells around
+// i's cell (cells at least r_list / reach wide, at least 2 reach + 1 per dimension), or every
+// particle when `all_pairs` (boxes narrower than 3 list radii). Records the build positions.
+extern "C" __global__ void md_build_list(unsigned int n, const double *pos, const unsigned int *count,
+                                         const unsigned int *members, unsigned int cap, unsigned int dx,
+                                         unsigned int dy, unsigned int dz, double cx, double cy, double cz,
+                                         double lx, double ly, double lz, double rl2, int all_pairs, int reach,
+                                         unsigned int *list, unsigned int *nneigh, unsigned int max_neigh,
+                                         double *built_at, unsigned int *flags) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    double pi[3] = {pos[3 * i], pos[3 * i + 1], pos[3 * i + 2]};
+    double l[3] = {lx, ly, lz};
+    double hl[3] = {lx / 2.0, ly / 2.0, lz / 2.0};
+    unsigned int cnt = 0;
+    if (all_pairs) {
+        for (unsigned int j = 0; j < n; ++j) {
+            md_list_try(i, j, pos, pi, l, hl, rl2, list, n, max_neigh, &cnt);
+        }
+    } else {
+        int a = (int)md_cell_coord(pi[0], cx, dx);
+        int b = (int)md_cell_coord(pi[1], cy, dy);
+        int c = (int)md_cell_coord(pi[2], cz, dz);
+        for (int oz = -reach; oz <= reach; ++oz) {
+            int zz = (c + oz + 2 * (int)dz) % (int)dz;
+            for (int oy = -reach; oy <= reach; ++oy) {
+                int yy = (b + oy + 2 * (int)dy) % (int)dy;
+                for (int ox = -reach; ox <= reach; ++ox) {
+                    int xx = (a + ox + 2 * (int)dx) % (int)dx;
+                    unsigned int cell = ((unsigned int)zz * dy + (unsigned int)yy) * dx + (unsigned int)xx;
+                    unsigned int m = count[cell] < cap ? count[cell] : cap;
+                    const unsigned int *v = members + (size_t)cell * cap;
+                    for (unsigned int s = 0; s < m; ++s) {
+                        md_list_try(i, v[s], pos, pi, l, hl, rl2, list, n, max_neigh, &cnt);
+                    }
+                }
+            }
+        }
+    }
+    nneigh[i] = cnt < max_neigh ? cnt : max_neigh;
+    atomicMax(&flags[MD_FLAG_NEIGH_MAX], cnt);
+    for (int k = 0; k < 3; ++k) {
+        built_at[3 * i + k] = pi[k];
+    }
+}
+
+// All forces on particle i: the pair style (0 none, 1 LJ, 2 DPD) over i's list, then the DPD
+// thermostat pass (th_on), then i's bonds, in the order of Md::compute_forces_inner. With
+// `energy`, per-particle sums of pair energy/virial and bond energy/virial (each pair counted
+// from both sides, halved by the host).
+#define MD_FORCES_PARAMS                                                                                     \
+    unsigned int n, const double *pos, const double *vel, const unsigned int *typ, const unsigned int *tag, \
+    const unsigned int *list, const unsigned int *nneigh, double lx, double ly, double lz, int style, \
+    unsigned int ntypes, const MdPairLj *lj, const double *dpd_a, double dpd_gamma, double dpd_rc, double dpd_s, \
+    double dpd_noise, int th_on, double th_gamma, double th_rc, double th_s, double th_noise, unsigned int dk0, \
+    unsigned int dk1, mpc_u64 step, const unsigned int *bond_off, const unsigned int *bond_j, \
+    const unsigned int *bond_kind, const int *bond_style, const double *bond_k, const double *bond_r0, \
+    double *force, int energy, double *e_pair, double *w_pair, double *e_bond, double *w_bond, unsigned int *flags
+
+// FAST: one-type LJ without DPD thermostat or bonds (the benchmark case): the pair
+// coefficients are loaded once and the neighbour types are not read (as LjKernel<SINGLE>).
+template <bool FAST>
+__device__ __forceinline__ void md_forces_body(MD_FORCES_PARAMS) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    double l[3] = {lx, ly, lz};
+    double hl[3] = {lx / 2.0, ly / 2.0, lz / 2.0};
+    double pi[3] = {pos[3 * i], pos[3 * i + 1], pos[3 * i + 2]};
+    unsigned int nn = nneigh[i];
+    unsigned int ti = typ[i];
+    double f[3] = {0.0, 0.0, 0.0};
+    double ep = 0.0, wp = 0.0;
+    if (FAST || style == 1) {
+        double acc[3] = {0.0, 0.0, 0.0};
+        const MdPairLj *row = lj + (FAST ? 0 : (size_t)ti * ntypes);
+        MdPairLj p0 = row[0];
+        for (unsigned int k = 0; k < nn; ++k) {
+            unsigned int j = list[(size_t)k * n + i];
+            double d0 = md_min_image(pi[0] - pos[3 * j], l[0], hl[0]);
+            double d1 = md_min_image(pi[1] - pos[3 * j + 1], l[1], hl[1]);
+            double d2 = md_min_image(pi[2] - pos[3 * j + 2], l[2], hl[2]);
+            double r2 = d0 * d0 + d1 * d1 + d2 * d2;
+            MdPairLj p = FAST ? p0 : row[typ[j]];
+            if (r2 < p.rc2) {
+                double inv2 = 1.0 / r2;
+                double inv6 = inv2 * inv2 * inv2;
+                double fr = inv6 * (p.lj1 * inv6 - p.lj2) * inv2;
+                acc[0] += fr * d0;
+                acc[1] += fr * d1;
+                acc[2] += fr * d2;
+                if (energy) {
+                    ep += inv6 * (p.lj3 * inv6 - p.lj4) - p.shift;
+                    wp += fr * r2;
+                }
+            }
+        }
+        f[0] = acc[0];
+        f[1] = acc[1];
+        f[2] = acc[2];
+    }
+    for (int pass = 0; pass < (FAST ? 0 : 2); ++pass) {
+        // pass 0: DPD pair style (conservative); pass 1: DPD thermostat (no a_ij)
+        bool on = pass == 0 ? style == 2 : th_on != 0;
+        if (!on) {
+            continue;
+        }
+        double gamma = pass == 0 ? dpd_gamma : th_gamma;
+        double rc = pass == 0 ? dpd_rc : th_rc;
+        double s = pass == 0 ? dpd_s : th_s;
+        double noise = pass == 0 ? dpd_noise : th_noise;
+        double vi[3] = {vel[3 * i], vel[3 * i + 1], vel[3 * i + 2]};
+        unsigned int tgi = tag[i];
+        double acc[3] = {0.0, 0.0, 0.0};
+        for (unsigned int k = 0; k < nn; ++k) {
+            unsigned int j = list[(size_t)k * n + i];
+            double d0 = md_min_image(pi[0] - pos[3 * j], l[0], hl[0]);
+            double d1 = md_min_image(pi[1] - pos[3 * j + 1], l[1], hl[1]);
+            double d2 = md_min_image(pi[2] - pos[3 * j + 2], l[2], hl[2]);
+            double r2 = d0 * d0 + d1 * d1 + d2 * d2;
+            if (r2 >= rc * rc || r2 == 0.0) {
+                continue;
+            }
+            double r = sqrt(r2);
+            double wc = 1.0 - r / rc;
+            double wr = md_weight_r(r, rc, s);
+            double erv = d0 * (vi[0] - vel[3 * j]) + d1 * (vi[1] - vel[3 * j + 1]) + d2 * (vi[2] - vel[3 * j + 2]);
+            double theta = md_dpd_theta(dk0, dk1, tgi, tag[j], step);
+            double fm = -gamma * wr * wr * erv / r + noise * wr * theta;
+            if (pass == 0) {
+                double a = dpd_a[ti * ntypes + typ[j]];
+                fm += a * wc;
+                if (energy) {
+                    ep += 0.5 * a * rc * wc * wc;
+                    wp += a * wc * r;
+                }
+            }
+            double fr = fm / r;
+            acc[0] += fr * d0;
+            acc[1] += fr * d1;
+            acc[2] += fr * d2;
+        }
+        f[0] += acc[0];
+        f[1] += acc[1];
+        f[2] += acc[2];
+    }
+    double eb = 0.0, wb = 0.0;
+    for (unsigned int b = bond_off[i]; !FAST && b < bond_off[i + 1]; ++b) {
+        unsigned int j = bond_j[b];
+        unsigned int kind = bond_kind[b];
+        double d0 = md_min_image(pi[0] - pos[3 * j], l[0], hl[0]);
+        double d1 = md_min_image(pi[1] - pos[3 * j + 1], l[1], hl[1]);
+        double d2 = md_min_image(pi[2] - pos[3 * j + 2], l[2], hl[2]);
+        double r2 = d0 * d0 + d1 * d1 + d2 * d2;
+        double kk = bond_k[kind], r0 = bond_r0[kind];
+        double fr, u;
+        if (bond_style[kind] == 0) {
+            double r = sqrt(r2);
+            double dr = r - r0;
+            fr = r > 0.0 ? -kk * dr / r : 0.0;
+            u = 0.5 * kk * dr * dr;
+        } else {
+            double x = r2 / (r0 * r0);
+            if (!(x < 1.0) || isinf(x)) {
+                if (atomicExch(&flags[MD_FLAG_BROKEN], 1u) == 0u) {
+                    flags[MD_FLAG_BROKEN + 1] = tag[i];
+                    flags[MD_FLAG_BROKEN + 2] = tag[j];
+                }
+                continue;
+            }
+            fr = -kk / (1.0 - x);
+            // det_ln (IEEE-exact operations, within 2 ulp of ln): libdevice's log uses FMA
+            u = -0.5 * kk * r0 * r0 * mpc_det_ln(1.0 - x);
+        }
+        f[0] += fr * d0;
+        f[1] += fr * d1;
+        f[2] += fr * d2;
+        eb += u;
+        wb += fr * r2;
+    }
+    for (int k = 0; k < 3; ++k) {
+        force[3 * i + k] = f[k];
+    }
+    if (energy) {
+        e_pair[i] = ep;
+        w_pair[i] = wp;
+        e_bond[i] = eb;
+        w_bond[i] = wb;
+    }
+}
+
+#define MD_FORCES_ARGS                                                                                       \
+    n, pos, vel, typ, tag, list, nneigh, lx, ly, lz, style, ntypes, lj, dpd_a, dpd_gamma, dpd_rc, dpd_s,      \
+        dpd_noise, th_on, th_gamma, th_rc, th_s, th_noise, dk0, dk1, step, bond_off, bond_j, bond_kind,      \
+        bond_style, bond_k, bond_r0, force, energy, e_pair, w_pair, e_bond, w_bond, flags
+
+extern "C" __global__ void md_forces(MD_FORCES_PARAMS) {
+    md_forces_body<false>(MD_FORCES_ARGS);
+}
+
+extern "C" __global__ void md_forces_lj1(MD_FORCES_PARAMS) {
+    md_forces_body<true>(MD_FORCES_ARGS);
+}

@@ -1,0 +1,436 @@
+//! The GPU MD engine (`mpcbox::md::GpuMd`) against the CPU engine: forces, positions and
+//! velocities after N steps for an LJ liquid (two types), a DPD fluid and a bead-spring polymer
+//! with a Langevin thermostat; the NIST LJ energy and DPD momentum conservation on the GPU.
+//! Tests that need a GPU are ignored by default (`cargo test -- --include-ignored` on a machine
+//! with one); the backend selection tests run everywhere.
+
+use std::collections::HashMap;
+
+use mpcbox::backend::cuda;
+use mpcbox::md::build::{fcc_lattice, maxwell_velocities, polymer_chains, random_gas};
+use mpcbox::md::{
+    BondStyle, DpdParams, ForceField, GpuMd, LjTable, Md, MdBackend, MdSettings, MdThermostat,
+    NeighborMode, PairStyle, System,
+};
+
+/// max |a − b| / max |a| over all components.
+fn rel_diff(a: &[[f64; 3]], b: &[[f64; 3]]) -> f64 {
+    let mut num: f64 = 0.0;
+    let mut den: f64 = 0.0;
+    for (x, y) in a.iter().zip(b) {
+        for k in 0..3 {
+            num = num.max((x[k] - y[k]).abs());
+            den = den.max(x[k].abs());
+        }
+    }
+    num / den.max(f64::MIN_POSITIVE)
+}
+
+/// Per-particle arrays of `sys` in the particle order of `reference` (matched by tag).
+fn by_tag(reference: &System, sys: &System, v: &[[f64; 3]]) -> Vec<[f64; 3]> {
+    let at: HashMap<u32, usize> = sys.tag.iter().enumerate().map(|(i, &t)| (t, i)).collect();
+    reference.tag.iter().map(|t| v[at[t]]).collect()
+}
+
+fn unwrapped(sys: &System) -> Vec<[f64; 3]> {
+    (0..sys.len()).map(|i| sys.unwrapped(i)).collect()
+}
+
+fn settings(dt: f64, kt: f64, seed: u64) -> MdSettings {
+    MdSettings {
+        dt,
+        kt,
+        seed,
+        skin: 0.3,
+        neighbor: NeighborMode::Verlet,
+        reorder_every: 10,
+        threads: 0,
+    }
+}
+
+/// Build both engines on the same system, compare forces, run `steps`, compare the state and
+/// the energies; returns the worst relative difference.
+fn compare(
+    sys: System,
+    ff: ForceField,
+    th: MdThermostat,
+    st: MdSettings,
+    steps: u64,
+    what: &str,
+) -> f64 {
+    let mut cpu = Md::new(sys, ff.clone(), th, st.clone()).expect("valid system");
+    let mut gpu = GpuMd::new(cpu.sys.clone(), ff, th, st, 0).expect("GPU engine");
+    let gf = gpu.forces().unwrap();
+    let df = rel_diff(cpu.forces(), &by_tag(&cpu.sys, gpu.system().unwrap(), &gf));
+    let de0 = ((cpu.potential_energy() - gpu.potential_energy())
+        / cpu.potential_energy().abs().max(1e-300))
+    .abs();
+    cpu.run(steps).unwrap();
+    gpu.run(steps).unwrap();
+    let gs = gpu.system().unwrap().clone();
+    let dp = rel_diff(
+        &unwrapped(&cpu.sys),
+        &by_tag(&cpu.sys, &gs, &unwrapped(&gs)),
+    );
+    let dv = rel_diff(&cpu.sys.vel, &by_tag(&cpu.sys, &gs, &gs.vel));
+    let gf = gpu.forces().unwrap();
+    let df2 = rel_diff(cpu.forces(), &by_tag(&cpu.sys, &gs, &gf));
+    let de = ((cpu.potential_energy() - gpu.potential_energy())
+        / cpu.potential_energy().abs().max(1e-300))
+    .abs();
+    let dk = ((cpu.kinetic_energy() - gpu.kinetic_energy().unwrap()) / cpu.kinetic_energy()).abs();
+    println!(
+        "{what} ({} particles, {steps} steps, GPU list builds {}): forces at start {df:.2e}, \
+         potential energy at start {de0:.2e}; after: positions {dp:.2e}, velocities {dv:.2e}, \
+         forces {df2:.2e}, potential energy {de:.2e}, kinetic energy {dk:.2e}",
+        cpu.sys.len(),
+        gpu.list_builds()
+    );
+    assert!(gpu.list_builds() > 1, "the GPU list was never rebuilt");
+    let worst = [df, de0, dp, dv, df2, de, dk]
+        .into_iter()
+        .fold(0.0f64, f64::max);
+    assert!(worst <= 1e-9, "{what}: CPU and GPU differ by {worst:e}");
+    worst
+}
+
+fn two_type_lj_liquid() -> (System, ForceField) {
+    let mut sys = fcc_lattice([6; 3], 0.8442, 1.0);
+    sys.type_mass = vec![1.0, 1.5];
+    for i in 0..sys.len() {
+        sys.typ[i] = (i % 3 == 0) as u32;
+    }
+    maxwell_velocities(&mut sys, 1.0, 11);
+    let table = LjTable::from_entries(
+        2,
+        &[
+            (0, 0, 1.0, 1.0, 2.5),
+            (0, 1, 1.2, 0.95, 2.4),
+            (1, 1, 0.8, 1.05, 2.2),
+        ],
+        true,
+    )
+    .unwrap();
+    let ff = ForceField {
+        pair: PairStyle::Lj(table),
+        bond_styles: vec![],
+    };
+    (sys, ff)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_lj_liquid_matches_cpu() {
+    let (sys, ff) = two_type_lj_liquid();
+    compare(
+        sys,
+        ff,
+        MdThermostat::None,
+        settings(0.005, 1.0, 7),
+        200,
+        "LJ liquid (two types)",
+    );
+    // one type: the specialised kernel (coefficients loaded once)
+    let mut sys = fcc_lattice([6; 3], 0.8442, 1.0);
+    maxwell_velocities(&mut sys, 0.72, 11);
+    let ff = ForceField {
+        pair: PairStyle::Lj(LjTable::uniform(1, 1.0, 1.0, 2.5, true)),
+        bond_styles: vec![],
+    };
+    compare(
+        sys,
+        ff,
+        MdThermostat::None,
+        settings(0.005, 0.72, 7),
+        200,
+        "LJ liquid (one type)",
+    );
+}
+
+fn dpd_system(l: f64, rho: f64) -> (System, ForceField) {
+    let n = (rho * l * l * l).round() as usize;
+    let mut sys = random_gas(n, [l; 3], 1.0, 5);
+    maxwell_velocities(&mut sys, 1.0, 6);
+    let ff = ForceField {
+        pair: PairStyle::Dpd(DpdParams::uniform(1, 25.0, 4.5, 1.0, 1.0)),
+        bond_styles: vec![],
+    };
+    (sys, ff)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_dpd_fluid_matches_cpu() {
+    let (sys, ff) = dpd_system(6.0, 3.0);
+    compare(
+        sys,
+        ff,
+        MdThermostat::None,
+        settings(0.01, 1.0, 99),
+        100,
+        "DPD fluid",
+    );
+}
+
+fn polymer(langevin: bool) -> (System, ForceField, MdThermostat) {
+    let mut sys = polymer_chains([12.0; 3], 12, 24, 1.0, 0.97, 0.9, 3).unwrap();
+    maxwell_velocities(&mut sys, 1.0, 4);
+    // half the chains with harmonic bonds (type 2), half FENE (type 1)
+    let nb = sys.bonds.len();
+    for b in sys.bonds[nb / 2..].iter_mut() {
+        b.kind = 1;
+    }
+    let ff = ForceField {
+        pair: PairStyle::Lj(LjTable::wca(1, 1.0, 1.0)),
+        bond_styles: vec![
+            BondStyle::Fene { k: 30.0, r0: 1.5 },
+            BondStyle::Harmonic { k: 100.0, r0: 0.97 },
+        ],
+    };
+    let th = if langevin {
+        MdThermostat::Langevin { damping: 1.0 }
+    } else {
+        MdThermostat::None
+    };
+    (sys, ff, th)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_bead_spring_polymer_matches_cpu() {
+    let (sys, ff, th) = polymer(false);
+    compare(sys, ff, th, settings(0.005, 1.0, 5), 300, "polymer NVE");
+    let (sys, ff, th) = polymer(true);
+    compare(
+        sys,
+        ff,
+        th,
+        settings(0.005, 1.0, 5),
+        300,
+        "polymer Langevin",
+    );
+    // LJ with a DPD thermostat on top
+    let (sys, ff) = two_type_lj_liquid();
+    compare(
+        sys,
+        ff,
+        MdThermostat::Dpd {
+            gamma: 4.5,
+            cutoff: 1.5,
+            exponent: 1.0,
+        },
+        settings(0.005, 1.0, 5),
+        100,
+        "LJ + DPD thermostat",
+    );
+}
+
+/// As `lj_nvt_potential_energy_matches_nist_truncated_value` in tests/md_physics.rs, on the GPU:
+/// NIST SRSW LJ at T* = 0.85, ρ* = 0.776, truncated at 3σ: U/N = −5.2714.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_lj_nvt_potential_energy_matches_nist() {
+    let mut sys = fcc_lattice([6; 3], 0.776, 1.0);
+    maxwell_velocities(&mut sys, 0.85, 11);
+    let ff = ForceField {
+        pair: PairStyle::Lj(LjTable::uniform(1, 1.0, 1.0, 3.0, false)),
+        bond_styles: vec![],
+    };
+    let mut md = GpuMd::new(
+        sys,
+        ff,
+        MdThermostat::Langevin { damping: 1.0 },
+        settings(0.005, 0.85, 2024),
+        0,
+    )
+    .unwrap();
+    let n = md.len() as f64;
+    md.run(2000).unwrap();
+    let (mut sum, mut t_sum, mut samples) = (0.0, 0.0, 0);
+    for _ in 0..800 {
+        md.run(10).unwrap();
+        sum += md.potential_energy() / n;
+        t_sum += md.temperature().unwrap();
+        samples += 1;
+    }
+    let u = sum / samples as f64;
+    let t = t_sum / samples as f64;
+    println!("GPU LJ NVT: U/N = {u:.5} (NIST −5.2714), T = {t:.4}");
+    assert!((t - 0.85).abs() < 0.02, "temperature {t}");
+    assert!(
+        ((u - -5.2714) / 5.2714).abs() < 0.01,
+        "U/N = {u}, NIST −5.2714"
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_dpd_conserves_total_momentum() {
+    let (sys, ff) = dpd_system(6.0, 3.0);
+    let mut md = GpuMd::new(sys, ff, MdThermostat::None, settings(0.02, 1.0, 99), 0).unwrap();
+    let p0 = md.momentum().unwrap();
+    let mut worst: f64 = 0.0;
+    for _ in 0..20 {
+        md.run(10).unwrap();
+        let p = md.momentum().unwrap();
+        let sys = md.system().unwrap();
+        let scale: f64 = (0..sys.len())
+            .map(|i| sys.mass(i) * sys.vel[i].iter().map(|c| c.abs()).sum::<f64>())
+            .sum();
+        let d = ((p[0] - p0[0]).powi(2) + (p[1] - p0[1]).powi(2) + (p[2] - p0[2]).powi(2)).sqrt();
+        worst = worst.max(d / scale);
+    }
+    println!("GPU DPD relative momentum change: {worst:e}");
+    assert!(worst <= 1e-12, "momentum drift {worst}");
+}
+
+/// Two GPU runs of the same system are bitwise identical (cell members are sorted).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_runs_are_bitwise_reproducible() {
+    let run = || {
+        let (sys, ff) = dpd_system(6.0, 3.0);
+        let mut md = GpuMd::new(sys, ff, MdThermostat::None, settings(0.01, 1.0, 1), 0).unwrap();
+        md.run(50).unwrap();
+        let s = md.system().unwrap();
+        s.pos
+            .iter()
+            .chain(&s.vel)
+            .flat_map(|a| a.iter().map(|x| x.to_bits()))
+            .collect::<Vec<u64>>()
+    };
+    assert!(run() == run());
+}
+
+/// A FENE bond stretched beyond R0 on the GPU is a clear error, not NaNs.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_broken_fene_bond_is_an_error() {
+    let (sys, ff, th) = polymer(false);
+    let mut md = GpuMd::new(sys, ff, th, settings(0.5, 1.0, 5), 0).unwrap();
+    let e = md.run(200).unwrap_err().to_string();
+    assert!(e.contains("FENE"), "{e}");
+}
+
+/// `md.backend`: Auto uses the GPU exactly when one is usable (the CPU otherwise), Cpu never,
+/// Cuda without a GPU is a clear config error.
+#[test]
+fn md_backend_auto_falls_back_to_the_cpu_without_a_gpu() {
+    assert!(!MdBackend::Cpu.use_gpu().unwrap());
+    let usable = cuda::probe().is_ok();
+    assert_eq!(MdBackend::Auto.use_gpu().unwrap(), usable);
+    match MdBackend::Cuda.use_gpu() {
+        Ok(on) => assert!(usable && on),
+        Err(e) => {
+            assert!(!usable);
+            let msg = e.to_string();
+            assert!(msg.contains("md.backend"), "{msg}");
+        }
+    }
+    assert_eq!(MdBackend::default(), MdBackend::Auto);
+}
+
+/// A coupled run with `md.backend: Auto` works on any machine (GPU engine or CPU fallback),
+/// and the config field parses.
+#[test]
+fn coupled_run_with_auto_backend() {
+    use mpcbox::md::coupled::Coupling;
+    use mpcbox::{Config, Solvent};
+    let cfg = Config::from_file(std::path::Path::new("examples/polymer_in_solvent.ron")).unwrap();
+    let md = cfg.md.clone().unwrap();
+    assert_eq!(md.backend, MdBackend::Auto);
+    let mut cfg = cfg;
+    cfg.md = Some(mpcbox::md::MdConfig {
+        system: mpcbox::md::config::SystemSpec::DataFile {
+            path: "examples/two_chains.data".into(),
+            atom_style: None,
+        },
+        ..md
+    });
+    cfg.particles_per_cell = 3;
+    let mut solvent = Solvent::new(cfg.clone()).unwrap();
+    let mut c = Coupling::new(cfg.md.as_ref().unwrap(), &solvent).unwrap();
+    assert_eq!(c.gpu.is_some(), cuda::probe().is_ok());
+    for _ in 0..5 {
+        c.step(&mut solvent).unwrap();
+    }
+    assert_eq!(c.md_steps(), 5 * c.steps_per_collision as u64);
+    let p: mpcbox::md::MdConfig = ron::from_str(
+        "(steps_per_collision: 10, system: Chains(n_chains: 1, chain_length: 4), pair: None, \
+         backend: Cuda)",
+    )
+    .unwrap();
+    assert_eq!(p.backend, MdBackend::Cuda);
+    assert!(ron::from_str::<mpcbox::md::MdConfig>(
+        "(steps_per_collision: 10, system: Chains(n_chains: 1, chain_length: 4), pair: None, \
+         backend: Gpu)"
+    )
+    .is_err());
+}
+
+/// The MD kernels compile with NVRTC (where the library is loadable, no GPU needed) and, with
+/// --fmad=false, contain no fused multiply-add.
+#[test]
+fn md_kernels_compile_without_fma_when_nvrtc_available() {
+    if !cuda::nvrtc_present() {
+        eprintln!("skipped: no NVRTC library on this machine");
+        return;
+    }
+    let mut opts = cuda::kernels::compile_options(9, 0);
+    opts[0] = "--gpu-architecture=compute_90".into();
+    // leaves out libdevice's pow (general DPD exponents only), which uses FMA internally
+    opts.push("-DMD_FMA_CHECK".into());
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(
+        cuda::kernels::md_source(),
+        cudarc::nvrtc::CompileOptions {
+            options: opts,
+            ..Default::default()
+        },
+    )
+    .expect("MD kernels compile to PTX")
+    .to_src();
+    for k in [
+        "md_forces",
+        "md_forces_lj1",
+        "md_first_half",
+        "md_build_list",
+    ] {
+        assert!(ptx.contains(k), "{k} missing");
+    }
+    assert!(!ptx.contains("fma.rn.f64"), "PTX contains f64 FMA");
+}
+
+/// A coupled MD + MPC run (CPU fluid) with the GPU MD engine follows the CPU MD engine: bead
+/// positions and velocities after 10 MPC steps (100 MD steps) agree to ≤ 1e-9 relative.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_coupled_run_matches_cpu() {
+    use mpcbox::config::DeviceChoice;
+    use mpcbox::md::coupled::Coupling;
+    use mpcbox::{Config, Solvent};
+    let run = |backend: MdBackend| {
+        let mut cfg =
+            Config::from_file(std::path::Path::new("examples/polymer_in_solvent.ron")).unwrap();
+        cfg.device = DeviceChoice::Cpu;
+        cfg.particles_per_cell = 3;
+        let md = cfg.md.clone().unwrap();
+        cfg.md = Some(mpcbox::md::MdConfig { backend, ..md });
+        let mut solvent = Solvent::new(cfg.clone()).unwrap();
+        let mut c = Coupling::new(cfg.md.as_ref().unwrap(), &solvent).unwrap();
+        assert_eq!(c.gpu.is_some(), backend == MdBackend::Cuda);
+        for _ in 0..10 {
+            c.step(&mut solvent).unwrap();
+        }
+        (c.md.sys.clone(), c.potential_energy())
+    };
+    let (cpu, ecpu) = run(MdBackend::Cpu);
+    let (gpu, egpu) = run(MdBackend::Cuda);
+    let dp = rel_diff(&unwrapped(&cpu), &by_tag(&cpu, &gpu, &unwrapped(&gpu)));
+    let dv = rel_diff(&cpu.vel, &by_tag(&cpu, &gpu, &gpu.vel));
+    let de = ((ecpu - egpu) / ecpu).abs();
+    println!(
+        "coupled ({} beads): positions {dp:.2e}, velocities {dv:.2e}, energy {de:.2e}",
+        cpu.len()
+    );
+    assert!(dp <= 1e-9 && dv <= 1e-9 && de <= 1e-9);
+}
