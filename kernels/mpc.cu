@@ -79,6 +79,34 @@ __device__ __forceinline__ void mpc_load_params(const double *cells, unsigned in
     }
 }
 
+// The common part of every pass-1 kernel: particle i, with position pos and velocity v (as
+// loaded, or just collided by the fused kernel), is streamed, stored back and binned on the
+// shifted grid; its cell word goes to cellw[i]. *kin gets its kinetic stress when measured, wv
+// the velocity (LE image offset included) it adds to its cell.
+__device__ __forceinline__ MpcLocation mpc_stream_store_bin(const MpcParams &p, unsigned int i, float pos[3],
+                                                            double v[3], float *__restrict__ px,
+                                                            float *__restrict__ py, float *__restrict__ pz,
+                                                            double *__restrict__ vx, double *__restrict__ vy,
+                                                            double *__restrict__ vz, unsigned int *__restrict__ cellw,
+                                                            double *kin, double wv[3]) {
+    if (p.measure_stress) {
+        *kin = mpc_kinetic_stress(p, (double)pos[1], v);
+    }
+    mpc_stream(p, pos, v);
+    px[i] = pos[0];
+    py[i] = pos[1];
+    pz[i] = pos[2];
+    vx[i] = v[0];
+    vy[i] = v[1];
+    vz[i] = v[2];
+    MpcLocation loc = mpc_locate(p, (double)pos[0], (double)pos[1], (double)pos[2]);
+    cellw[i] = mpc_pack_cell(loc.cell, loc.image);
+    wv[0] = v[0] + mpc_image_velocity(p, loc.image);
+    wv[1] = v[1];
+    wv[2] = v[2];
+    return loc;
+}
+
 // Pass 1 (atomics method): stream each fluid particle, bin it on the shifted grid, store its
 // cell word, add it to its cell's sums. report[2] += kinetic stress when measured.
 extern "C" __global__ void mpc_stream_bin_atomic(MpcParams p, float *__restrict__ px, float *__restrict__ py,
@@ -90,20 +118,9 @@ extern "C" __global__ void mpc_stream_bin_atomic(MpcParams p, float *__restrict_
     if (i < p.n_fluid) {
         float pos[3] = {px[i], py[i], pz[i]};
         double v[3] = {vx[i], vy[i], vz[i]};
-        if (p.measure_stress) {
-            kin = mpc_kinetic_stress(p, (double)pos[1], v);
-        }
-        mpc_stream(p, pos, v);
-        px[i] = pos[0];
-        py[i] = pos[1];
-        pz[i] = pos[2];
-        vx[i] = v[0];
-        vy[i] = v[1];
-        vz[i] = v[2];
-        MpcLocation loc = mpc_locate(p, (double)pos[0], (double)pos[1], (double)pos[2]);
-        cellw[i] = mpc_pack_cell(loc.cell, loc.image);
-        double w0 = v[0] + mpc_image_velocity(p, loc.image);
-        mpc_add_to_cell(cells, loc.cell, p.mass, w0, v[1], v[2]);
+        double wv[3];
+        MpcLocation loc = mpc_stream_store_bin(p, i, pos, v, px, py, pz, vx, vy, vz, cellw, &kin, wv);
+        mpc_add_to_cell(cells, loc.cell, p.mass, wv[0], wv[1], wv[2]);
     }
     if (p.measure_stress) {
         mpc_block_add(kin, report + 2);
@@ -241,22 +258,12 @@ extern "C" __global__ void mpc_stream_bin_warp(MpcParams p, float *__restrict__ 
     if (valid) {
         float pos[3] = {px[i], py[i], pz[i]};
         double v[3] = {vx[i], vy[i], vz[i]};
-        if (p.measure_stress) {
-            kin = mpc_kinetic_stress(p, (double)pos[1], v);
-        }
-        mpc_stream(p, pos, v);
-        px[i] = pos[0];
-        py[i] = pos[1];
-        pz[i] = pos[2];
-        vx[i] = v[0];
-        vy[i] = v[1];
-        vz[i] = v[2];
-        MpcLocation loc = mpc_locate(p, (double)pos[0], (double)pos[1], (double)pos[2]);
-        cellw[i] = mpc_pack_cell(loc.cell, loc.image);
+        double wv[3];
+        MpcLocation loc = mpc_stream_store_bin(p, i, pos, v, px, py, pz, vx, vy, vz, cellw, &kin, wv);
         cell = loc.cell;
-        w0 = v[0] + mpc_image_velocity(p, loc.image);
-        w1 = v[1];
-        w2 = v[2];
+        w0 = wv[0];
+        w1 = wv[1];
+        w2 = wv[2];
     }
     if (agg) {
         mpc_add_to_cell_block(p, cells, valid, cell, p.mass, w0, w1, w2);
@@ -290,22 +297,12 @@ extern "C" __global__ void mpc_collide_stream_bin(MpcParams pc, MpcParams p, flo
         double v0[3] = {vx[i], vy[i], vz[i]};
         double v[3];
         mpc_collide(pc, cp, mpc_image_of(w), v0, v);
-        if (p.measure_stress) {
-            kin = mpc_kinetic_stress(p, (double)pos[1], v);
-        }
-        mpc_stream(p, pos, v);
-        px[i] = pos[0];
-        py[i] = pos[1];
-        pz[i] = pos[2];
-        vx[i] = v[0];
-        vy[i] = v[1];
-        vz[i] = v[2];
-        MpcLocation loc = mpc_locate(p, (double)pos[0], (double)pos[1], (double)pos[2]);
-        cellw[i] = mpc_pack_cell(loc.cell, loc.image);
+        double wv[3];
+        MpcLocation loc = mpc_stream_store_bin(p, i, pos, v, px, py, pz, vx, vy, vz, cellw, &kin, wv);
         cell = loc.cell;
-        w0 = v[0] + mpc_image_velocity(p, loc.image);
-        w1 = v[1];
-        w2 = v[2];
+        w0 = wv[0];
+        w1 = wv[1];
+        w2 = wv[2];
     }
     if (agg) {
         mpc_add_to_cell_block(p, cells_next, valid, cell, p.mass, w0, w1, w2);
@@ -329,18 +326,8 @@ extern "C" __global__ void mpc_stream_bin_list(MpcParams p, float *__restrict__ 
     if (i < p.n_fluid) {
         float pos[3] = {px[i], py[i], pz[i]};
         double v[3] = {vx[i], vy[i], vz[i]};
-        if (p.measure_stress) {
-            kin = mpc_kinetic_stress(p, (double)pos[1], v);
-        }
-        mpc_stream(p, pos, v);
-        px[i] = pos[0];
-        py[i] = pos[1];
-        pz[i] = pos[2];
-        vx[i] = v[0];
-        vy[i] = v[1];
-        vz[i] = v[2];
-        MpcLocation loc = mpc_locate(p, (double)pos[0], (double)pos[1], (double)pos[2]);
-        cellw[i] = mpc_pack_cell(loc.cell, loc.image);
+        double wv[3];
+        MpcLocation loc = mpc_stream_store_bin(p, i, pos, v, px, py, pz, vx, vy, vz, cellw, &kin, wv);
         next[i] = atomicExch(head + loc.cell, i);
     }
     if (p.measure_stress) {

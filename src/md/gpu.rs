@@ -100,21 +100,6 @@ struct MdKernels {
     forces_lj1: CudaFunction,
 }
 
-fn md_cubin(major: i32, minor: i32) -> std::result::Result<Vec<u8>, String> {
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-    type CubinCache = Mutex<HashMap<(i32, i32), Vec<u8>>>;
-    static CACHE: OnceLock<CubinCache> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(c) = map.get(&(major, minor)) {
-        return Ok(c.clone());
-    }
-    let c = kernels::compile_source_cubin(kernels::md_source(), c"mpcbox_md.cu", major, minor)?;
-    map.insert((major, minor), c.clone());
-    Ok(c)
-}
-
 /// Static description of the interactions, uploaded once.
 struct Params {
     style: i32,
@@ -196,18 +181,8 @@ impl GpuMd {
         let dev = CudaDevice::open(ordinal)?;
         let ctx = dev.context().clone();
         let stream = dev.stream().clone();
-        let (major, minor) = ctx
-            .compute_capability()
-            .map_err(drv("compute capability"))?;
-        let cubin = md_cubin(major, minor).map_err(MpcError::Device)?;
-        let module = ctx
-            .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
-            .map_err(drv("module load"))?;
-        let f = |name: &str| {
-            module
-                .load_function(name)
-                .map_err(|e| MpcError::Device(format!("CUDA kernel {name}: {e:?}")))
-        };
+        let module = crate::backend::cuda::load_module(&ctx, kernels::md_cubin_for)?;
+        let f = |name: &str| crate::backend::cuda::kernel(&module, name);
         let k = MdKernels {
             first_half: f("md_first_half")?,
             second_half: f("md_second_half")?,

@@ -140,24 +140,40 @@ pub fn compile_source_cubin(
     Ok(cubin)
 }
 
-/// The cubin for an architecture, compiled on first use and kept for the process.
-pub fn cubin_for(major: i32, minor: i32) -> Result<Vec<u8>, String> {
-    type CubinCache = Mutex<HashMap<(i32, i32), Vec<u8>>>;
+/// A module's cubin for an architecture, compiled on first use and kept for the process.
+fn cached_cubin(
+    name: &'static CStr,
+    source: fn() -> String,
+    major: i32,
+    minor: i32,
+) -> Result<Vec<u8>, String> {
+    type CubinCache = Mutex<HashMap<(&'static CStr, i32, i32), Vec<u8>>>;
     static CACHE: OnceLock<CubinCache> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(c) = map.get(&(major, minor)) {
+    if let Some(c) = map.get(&(name, major, minor)) {
         return Ok(c.clone());
     }
     let t0 = std::time::Instant::now();
-    let c = compile_cubin(major, minor)?;
+    let c = compile_source_cubin(source(), name, major, minor)?;
     tracing::info!(
-        "compiled the CUDA kernels for sm_{major}{minor} in {:.2} s ({} bytes)",
+        "compiled {} for sm_{major}{minor} in {:.2} s ({} bytes)",
+        name.to_string_lossy(),
         t0.elapsed().as_secs_f64(),
         c.len()
     );
-    map.insert((major, minor), c.clone());
+    map.insert((name, major, minor), c.clone());
     Ok(c)
+}
+
+/// The fluid kernels' cubin for an architecture (compiled once per process).
+pub fn cubin_for(major: i32, minor: i32) -> Result<Vec<u8>, String> {
+    cached_cubin(c"mpcbox_kernels.cu", full_source, major, minor)
+}
+
+/// The MD engine's cubin for an architecture (compiled once per process).
+pub fn md_cubin_for(major: i32, minor: i32) -> Result<Vec<u8>, String> {
+    cached_cubin(c"mpcbox_md.cu", md_source, major, minor)
 }
 
 #[cfg(test)]

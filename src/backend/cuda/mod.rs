@@ -197,8 +197,28 @@ pub fn probe() -> std::result::Result<usize, String> {
     }
 }
 
-fn drv(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> MpcError + '_ {
+pub(crate) fn drv(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> MpcError + '_ {
     move |e| MpcError::Device(format!("CUDA {what}: {e:?}"))
+}
+
+/// Compile (`compile` gets the device's compute capability) and load a module into `ctx`.
+pub(crate) fn load_module(
+    ctx: &Arc<CudaContext>,
+    compile: impl FnOnce(i32, i32) -> std::result::Result<Vec<u8>, String>,
+) -> Result<Arc<CudaModule>> {
+    let (major, minor) = ctx
+        .compute_capability()
+        .map_err(drv("compute capability"))?;
+    let cubin = compile(major, minor).map_err(MpcError::Device)?;
+    ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
+        .map_err(drv("module load"))
+}
+
+/// A kernel of a loaded module, by name.
+pub(crate) fn kernel(module: &Arc<CudaModule>, name: &str) -> Result<CudaFunction> {
+    module
+        .load_function(name)
+        .map_err(|e| MpcError::Device(format!("CUDA kernel {name}: {e:?}")))
 }
 
 /// Free and total memory of a device, by ordinal.
@@ -303,18 +323,8 @@ struct Kernels {
 
 impl Kernels {
     fn load(ctx: &Arc<CudaContext>) -> Result<(Arc<CudaModule>, Kernels)> {
-        let (major, minor) = ctx
-            .compute_capability()
-            .map_err(drv("compute capability"))?;
-        let cubin = kernels::cubin_for(major, minor).map_err(MpcError::Device)?;
-        let module = ctx
-            .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
-            .map_err(drv("module load"))?;
-        let f = |name: &str| {
-            module
-                .load_function(name)
-                .map_err(|e| MpcError::Device(format!("CUDA kernel {name}: {e:?}")))
-        };
+        let module = load_module(ctx, kernels::cubin_for)?;
+        let f = |name: &str| kernel(&module, name);
         let k = Kernels {
             stream_bin_atomic: f("mpc_stream_bin_atomic")?,
             stream_bin_list: f("mpc_stream_bin_list")?,
