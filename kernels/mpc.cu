@@ -243,6 +243,21 @@ __device__ __forceinline__ void mpc_add_to_cell_block(const MpcParams &p, double
     }
 }
 
+// The common end of the warp-aggregated pass-1 kernels: every lane (valid or not, for the
+// warp and block collectives) adds its contribution to its cell, then the block's kinetic stress.
+__device__ __forceinline__ void mpc_sum_and_report(const MpcParams &p, double *cells, bool valid, unsigned int cell,
+                                                   const double wv[3], unsigned int agg, double kin,
+                                                   double *report) {
+    if (agg) {
+        mpc_add_to_cell_block(p, cells, valid, cell, p.mass, wv[0], wv[1], wv[2]);
+    } else {
+        mpc_add_to_cell_warp(cells, valid, cell, p.mass, wv[0], wv[1], wv[2]);
+    }
+    if (p.measure_stress) {
+        mpc_block_add(kin, report + 2);
+    }
+}
+
 // Pass 1, "warp" method: as mpc_stream_bin_atomic with warp-aggregated atomics.
 // agg = 0: warp aggregation; 1: warp + block (shared-memory hash) aggregation.
 extern "C" __global__ void mpc_stream_bin_warp(MpcParams p, float *__restrict__ px, float *__restrict__ py,
@@ -254,25 +269,14 @@ extern "C" __global__ void mpc_stream_bin_warp(MpcParams p, float *__restrict__ 
     double kin = 0.0;
     bool valid = i < p.n_fluid;
     unsigned int cell = 0;
-    double w0 = 0.0, w1 = 0.0, w2 = 0.0;
+    double wv[3] = {0.0, 0.0, 0.0};
     if (valid) {
         float pos[3] = {px[i], py[i], pz[i]};
         double v[3] = {vx[i], vy[i], vz[i]};
-        double wv[3];
         MpcLocation loc = mpc_stream_store_bin(p, i, pos, v, px, py, pz, vx, vy, vz, cellw, &kin, wv);
         cell = loc.cell;
-        w0 = wv[0];
-        w1 = wv[1];
-        w2 = wv[2];
     }
-    if (agg) {
-        mpc_add_to_cell_block(p, cells, valid, cell, p.mass, w0, w1, w2);
-    } else {
-        mpc_add_to_cell_warp(cells, valid, cell, p.mass, w0, w1, w2);
-    }
-    if (p.measure_stress) {
-        mpc_block_add(kin, report + 2);
-    }
+    mpc_sum_and_report(p, cells, valid, cell, wv, agg, kin, report);
 }
 
 // "fused" method: the collision of step n (params pc, cell parameters in cells_prev) and the
@@ -288,7 +292,7 @@ extern "C" __global__ void mpc_collide_stream_bin(MpcParams pc, MpcParams p, flo
     double kin = 0.0;
     bool valid = i < p.n_fluid;
     unsigned int cell = 0;
-    double w0 = 0.0, w1 = 0.0, w2 = 0.0;
+    double wv[3] = {0.0, 0.0, 0.0};
     if (valid) {
         unsigned int w = cellw[i];
         double cp[8];
@@ -297,21 +301,10 @@ extern "C" __global__ void mpc_collide_stream_bin(MpcParams pc, MpcParams p, flo
         double v0[3] = {vx[i], vy[i], vz[i]};
         double v[3];
         mpc_collide(pc, cp, mpc_image_of(w), v0, v);
-        double wv[3];
         MpcLocation loc = mpc_stream_store_bin(p, i, pos, v, px, py, pz, vx, vy, vz, cellw, &kin, wv);
         cell = loc.cell;
-        w0 = wv[0];
-        w1 = wv[1];
-        w2 = wv[2];
     }
-    if (agg) {
-        mpc_add_to_cell_block(p, cells_next, valid, cell, p.mass, w0, w1, w2);
-    } else {
-        mpc_add_to_cell_warp(cells_next, valid, cell, p.mass, w0, w1, w2);
-    }
-    if (p.measure_stress) {
-        mpc_block_add(kin, report + 2);
-    }
+    mpc_sum_and_report(p, cells_next, valid, cell, wv, agg, kin, report);
 }
 
 // Pass 1 without the sums (list method): stream, bin, store the cell word and push the particle
