@@ -79,16 +79,86 @@ __device__ __forceinline__ void mpc_load_params(const double *cells, unsigned in
     }
 }
 
+// Slab mode: where particles that leave this GPU's layers go. Passed by value to the pass-1
+// kernels; unused (zero) on one GPU.
+#define MPC_RECORD_WORDS 5
+struct MpcMigration {
+    unsigned long long *send[2];  // to the lower / upper neighbour, MPC_RECORD_WORDS u64 each
+    unsigned int *counters;      // [sent down, sent up, free-slot stack top, overflow flags]
+    unsigned int *holes;         // stack of free particle slots
+    const unsigned int *ids;     // global particle ids
+    unsigned int send_capacity;
+    unsigned int pad;
+};
+
+// Reserve one slot of counter *c for each calling lane: the lanes that call together with the
+// same key take consecutive slots with one atomic (emigrants are clustered near the slab
+// borders, so per-lane atomics on the same three counters would serialise).
+__device__ __forceinline__ unsigned int mpc_warp_reserve(unsigned int *c, unsigned int key) {
+    unsigned int active = __activemask();
+    unsigned int peers = __match_any_sync(active, key);
+    unsigned int lane = threadIdx.x & 31;
+    int leader = __ffs(peers) - 1;
+    unsigned int base = 0;
+    if ((int)lane == leader) {
+        base = atomicAdd(c, (unsigned int)__popc(peers));
+    }
+    base = __shfl_sync(peers, base, leader);
+    return base + __popc(peers & ((1u << lane) - 1u));
+}
+
+// The side (0 down, 1 up) on which global cell gc lies, outside this slab: the nearer one,
+// periodically in y.
+__device__ __forceinline__ unsigned int mpc_emigration_side(const MpcParams &p, unsigned int gc) {
+    unsigned int layer = p.cells[0] * p.cells[2];
+    unsigned int iy = gc / layer;
+    unsigned int lo = p.cell_offset / layer;
+    unsigned int hi = lo + p.n_cells / layer;
+    unsigned int ly = p.cells[1];
+    unsigned int down, up;  // layers to cross going down / up
+    if (iy < lo) {
+        down = lo - iy;
+        up = iy + ly - hi + 1;
+    } else {
+        up = iy - hi + 1;
+        down = lo + ly - iy;
+    }
+    return down <= up ? 0u : 1u;
+}
+
+// Pack particle i (position x, y, z, velocity v) for the neighbour on side `side` and push its
+// slot onto the free-slot stack. Not inlined, with scalar arguments: the rare path must not
+// cost the pass-1 kernels registers or local memory.
+__device__ __noinline__ void mpc_emigrate(unsigned long long *send, unsigned int *counters, unsigned int *holes,
+                                          unsigned int id, unsigned int capacity, unsigned int side,
+                                          unsigned int i, float x, float y, float z, double v0, double v1,
+                                          double v2) {
+    unsigned int slot = mpc_warp_reserve(counters + side, side);
+    if (slot < capacity) {
+        unsigned long long *r = send + (size_t)slot * MPC_RECORD_WORDS;
+        r[0] = (unsigned long long)__double_as_longlong(v0);
+        r[1] = (unsigned long long)__double_as_longlong(v1);
+        r[2] = (unsigned long long)__double_as_longlong(v2);
+        r[3] = (unsigned long long)__float_as_uint(x) | ((unsigned long long)__float_as_uint(y) << 32);
+        r[4] = (unsigned long long)__float_as_uint(z) | ((unsigned long long)id << 32);
+    } else {
+        atomicOr(counters + 3, 1u);
+    }
+    holes[mpc_warp_reserve(counters + 2, 0u)] = i;
+}
+
 // The common part of every pass-1 kernel: particle i, with position pos and velocity v (as
 // loaded, or just collided by the fused kernel), is streamed, stored back and binned on the
 // shifted grid; its cell word goes to cellw[i]. *kin gets its kinetic stress when measured, wv
-// the velocity (LE image offset included) it adds to its cell.
-__device__ __forceinline__ MpcLocation mpc_stream_store_bin(const MpcParams &p, unsigned int i, float pos[3],
-                                                            double v[3], float *__restrict__ px,
-                                                            float *__restrict__ py, float *__restrict__ pz,
-                                                            double *__restrict__ vx, double *__restrict__ vy,
-                                                            double *__restrict__ vz, unsigned int *__restrict__ cellw,
-                                                            double *kin, double wv[3]) {
+// the velocity (LE image offset included) it adds to its cell. In slab mode a particle whose
+// cell another GPU owns emigrates; then *stays is false. loc.cell is the local cell.
+__device__ __forceinline__ MpcLocation mpc_stream_store_bin(const MpcParams &p, const MpcMigration &m,
+                                                            unsigned int i, float pos[3], double v[3],
+                                                            float *__restrict__ px, float *__restrict__ py,
+                                                            float *__restrict__ pz, double *__restrict__ vx,
+                                                            double *__restrict__ vy, double *__restrict__ vz,
+                                                            unsigned int *__restrict__ cellw, double *kin,
+                                                            double wv[3], bool *stays) {
     if (p.measure_stress) {
         *kin = mpc_kinetic_stress(p, (double)pos[1], v);
     }
@@ -100,11 +170,26 @@ __device__ __forceinline__ MpcLocation mpc_stream_store_bin(const MpcParams &p, 
     vy[i] = v[1];
     vz[i] = v[2];
     MpcLocation loc = mpc_locate(p, (double)pos[0], (double)pos[1], (double)pos[2]);
-    cellw[i] = mpc_pack_cell(loc.cell, loc.image);
+    unsigned int c = mpc_local_cell(p, loc.cell);
+    *stays = c != MPC_DEAD;
+    if (!*stays) {
+        unsigned int side = mpc_emigration_side(p, loc.cell);
+        mpc_emigrate(side ? m.send[1] : m.send[0], m.counters, m.holes, m.ids[i], m.send_capacity, side, i, pos[0], pos[1], pos[2],
+                     v[0], v[1], v[2]);
+        cellw[i] = MPC_DEAD;
+        return loc;
+    }
+    loc.cell = c;
+    cellw[i] = mpc_pack_cell(c, loc.image);
     wv[0] = v[0] + mpc_image_velocity(p, loc.image);
     wv[1] = v[1];
     wv[2] = v[2];
     return loc;
+}
+
+// Whether slot i holds a particle (always below n_fluid on one GPU; slab mode has free slots).
+__device__ __forceinline__ bool mpc_live(const MpcParams &p, const unsigned int *cellw, unsigned int i) {
+    return i < p.n_fluid && !(p.slab && cellw[i] == MPC_DEAD);
 }
 
 // Pass 1 (atomics method): stream each fluid particle, bin it on the shifted grid, store its
@@ -112,15 +197,19 @@ __device__ __forceinline__ MpcLocation mpc_stream_store_bin(const MpcParams &p, 
 extern "C" __global__ void mpc_stream_bin_atomic(MpcParams p, float *__restrict__ px, float *__restrict__ py,
                                                  float *__restrict__ pz, double *__restrict__ vx,
                                                  double *__restrict__ vy, double *__restrict__ vz,
-                                                 unsigned int *__restrict__ cellw, double *cells, double *report) {
+                                                 unsigned int *__restrict__ cellw, double *cells, double *report,
+                                                 MpcMigration m) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     double kin = 0.0;
-    if (i < p.n_fluid) {
+    if (mpc_live(p, cellw, i)) {
         float pos[3] = {px[i], py[i], pz[i]};
         double v[3] = {vx[i], vy[i], vz[i]};
         double wv[3];
-        MpcLocation loc = mpc_stream_store_bin(p, i, pos, v, px, py, pz, vx, vy, vz, cellw, &kin, wv);
-        mpc_add_to_cell(cells, loc.cell, p.mass, wv[0], wv[1], wv[2]);
+        bool stays;
+        MpcLocation loc = mpc_stream_store_bin(p, m, i, pos, v, px, py, pz, vx, vy, vz, cellw, &kin, wv, &stays);
+        if (stays) {
+            mpc_add_to_cell(cells, loc.cell, p.mass, wv[0], wv[1], wv[2]);
+        }
     }
     if (p.measure_stress) {
         mpc_block_add(kin, report + 2);
@@ -264,16 +353,16 @@ extern "C" __global__ void mpc_stream_bin_warp(MpcParams p, float *__restrict__ 
                                                float *__restrict__ pz, double *__restrict__ vx,
                                                double *__restrict__ vy, double *__restrict__ vz,
                                                unsigned int *__restrict__ cellw, double *cells, double *report,
-                                               unsigned int agg) {
+                                               unsigned int agg, MpcMigration m) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     double kin = 0.0;
-    bool valid = i < p.n_fluid;
+    bool valid = mpc_live(p, cellw, i);
     unsigned int cell = 0;
     double wv[3] = {0.0, 0.0, 0.0};
     if (valid) {
         float pos[3] = {px[i], py[i], pz[i]};
         double v[3] = {vx[i], vy[i], vz[i]};
-        MpcLocation loc = mpc_stream_store_bin(p, i, pos, v, px, py, pz, vx, vy, vz, cellw, &kin, wv);
+        MpcLocation loc = mpc_stream_store_bin(p, m, i, pos, v, px, py, pz, vx, vy, vz, cellw, &kin, wv, &valid);
         cell = loc.cell;
     }
     mpc_sum_and_report(p, cells, valid, cell, wv, agg, kin, report);
@@ -287,21 +376,21 @@ extern "C" __global__ void mpc_collide_stream_bin(MpcParams pc, MpcParams p, flo
                                                   double *__restrict__ vx, double *__restrict__ vy,
                                                   double *__restrict__ vz, unsigned int *__restrict__ cellw,
                                                   const double *__restrict__ cells_prev, double *cells_next,
-                                                  double *report, unsigned int agg) {
+                                                  double *report, unsigned int agg, MpcMigration m) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     double kin = 0.0;
-    bool valid = i < p.n_fluid;
+    unsigned int w = i < p.n_fluid ? cellw[i] : MPC_DEAD;
+    bool valid = w != MPC_DEAD;
     unsigned int cell = 0;
     double wv[3] = {0.0, 0.0, 0.0};
     if (valid) {
-        unsigned int w = cellw[i];
         double cp[8];
         mpc_load_params(cells_prev, mpc_cell_of(w), cp);
         float pos[3] = {px[i], py[i], pz[i]};
         double v0[3] = {vx[i], vy[i], vz[i]};
         double v[3];
         mpc_collide(pc, cp, mpc_image_of(w), v0, v);
-        MpcLocation loc = mpc_stream_store_bin(p, i, pos, v, px, py, pz, vx, vy, vz, cellw, &kin, wv);
+        MpcLocation loc = mpc_stream_store_bin(p, m, i, pos, v, px, py, pz, vx, vy, vz, cellw, &kin, wv, &valid);
         cell = loc.cell;
     }
     mpc_sum_and_report(p, cells_next, valid, cell, wv, agg, kin, report);
@@ -320,7 +409,9 @@ extern "C" __global__ void mpc_stream_bin_list(MpcParams p, float *__restrict__ 
         float pos[3] = {px[i], py[i], pz[i]};
         double v[3] = {vx[i], vy[i], vz[i]};
         double wv[3];
-        MpcLocation loc = mpc_stream_store_bin(p, i, pos, v, px, py, pz, vx, vy, vz, cellw, &kin, wv);
+        bool stays;  // one GPU only: every particle stays
+        MpcMigration none = {};
+        MpcLocation loc = mpc_stream_store_bin(p, none, i, pos, v, px, py, pz, vx, vy, vz, cellw, &kin, wv, &stays);
         next[i] = atomicExch(head + loc.cell, i);
     }
     if (p.measure_stress) {
@@ -375,8 +466,13 @@ extern "C" __global__ void mpc_solute_bin(MpcParams p, const double *__restrict_
         return;
     }
     MpcLocation loc = mpc_locate_solute(p, spos[3 * i], spos[3 * i + 1], spos[3 * i + 2]);
-    scell[i] = loc.cell;
+    unsigned int c = mpc_local_cell(p, loc.cell);
+    scell[i] = c;
     simage[i] = loc.image;
+    if (c == MPC_DEAD) {  // slab mode: another GPU owns this solute's cell
+        return;
+    }
+    loc.cell = c;
     double w0 = svel[3 * i] + mpc_image_velocity(p, loc.image);
     mpc_add_solute_to_cell(cells, loc.cell, smass[i], w0, svel[3 * i + 1], svel[3 * i + 2]);
 }
@@ -401,7 +497,7 @@ extern "C" __global__ void mpc_cell_params(MpcParams p, double *cells, double *r
             dof = s[5] - 1.0;
         }
         double out[8];
-        mpc_cell_params(p, c, s, out);
+        mpc_cell_params(p, c + p.cell_offset, s, out);  // draws keyed by the global cell
         double2 *o2 = (double2 *)o;
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
@@ -420,8 +516,8 @@ extern "C" __global__ void mpc_collide(MpcParams p, const float *__restrict__ px
                                        double *report) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     double coll = 0.0;
-    if (i < p.n_fluid) {
-        unsigned int w = cellw[i];
+    unsigned int w = i < p.n_fluid ? cellw[i] : MPC_DEAD;
+    if (w != MPC_DEAD) {
         double cp[8];
         mpc_load_params(cells, mpc_cell_of(w), cp);
         double v[3] = {vx[i], vy[i], vz[i]};
@@ -447,8 +543,16 @@ extern "C" __global__ void mpc_solute_collide(MpcParams p, const unsigned int *_
     if (i >= p.n_solutes) {
         return;
     }
+    unsigned int c = scell[i];
+    if (c == MPC_DEAD) {
+        // slab mode: the owning GPU writes this solute; the host adds the GPUs' outputs
+        svel[3 * i] = 0.0;
+        svel[3 * i + 1] = 0.0;
+        svel[3 * i + 2] = 0.0;
+        return;
+    }
     double cp[8];
-    mpc_load_params(cells, scell[i], cp);
+    mpc_load_params(cells, c, cp);
     double v[3] = {svel[3 * i], svel[3 * i + 1], svel[3 * i + 2]};
     double u[3];
     mpc_collide(p, cp, simage[i], v, u);
@@ -457,10 +561,50 @@ extern "C" __global__ void mpc_solute_collide(MpcParams p, const unsigned int *_
     svel[3 * i + 2] = u[2];
 }
 
+// Slab mode: unpack `count` particles received from a neighbour (records as in mpc_emigrate).
+// Arrival j = first + k fills free slot holes[hole_top - 1 - j] while j < fill, then appends
+// at n_old + (j - fill). Each is binned with the step's plan and added to the cell sums; one
+// whose cell this GPU does not own (it crossed more than a neighbour's slab) sets flag 2.
+extern "C" __global__ void mpc_immigrate(MpcParams p, const unsigned long long *__restrict__ recv, unsigned int count,
+                                         unsigned int first, unsigned int fill, unsigned int hole_top,
+                                         unsigned int n_old, float *__restrict__ px, float *__restrict__ py,
+                                         float *__restrict__ pz, double *__restrict__ vx, double *__restrict__ vy,
+                                         double *__restrict__ vz, unsigned int *__restrict__ cellw,
+                                         unsigned int *__restrict__ ids, const unsigned int *__restrict__ holes,
+                                         double *cells, unsigned int *counters) {
+    unsigned int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= count) {
+        return;
+    }
+    unsigned int j = first + k;
+    unsigned int slot = j < fill ? holes[hole_top - 1 - j] : n_old + (j - fill);
+    const unsigned long long *r = recv + (size_t)k * MPC_RECORD_WORDS;
+    double v[3] = {__longlong_as_double((long long)r[0]), __longlong_as_double((long long)r[1]),
+                   __longlong_as_double((long long)r[2])};
+    float pos[3] = {__uint_as_float((unsigned int)r[3]), __uint_as_float((unsigned int)(r[3] >> 32)),
+                    __uint_as_float((unsigned int)r[4])};
+    px[slot] = pos[0];
+    py[slot] = pos[1];
+    pz[slot] = pos[2];
+    vx[slot] = v[0];
+    vy[slot] = v[1];
+    vz[slot] = v[2];
+    ids[slot] = (unsigned int)(r[4] >> 32);
+    MpcLocation loc = mpc_locate(p, (double)pos[0], (double)pos[1], (double)pos[2]);
+    unsigned int c = mpc_local_cell(p, loc.cell);
+    if (c == MPC_DEAD) {
+        atomicOr(counters + 3, 2u);
+        c = 0;
+    }
+    cellw[slot] = mpc_pack_cell(c, loc.image);
+    mpc_add_to_cell(cells, c, p.mass, v[0] + mpc_image_velocity(p, loc.image), v[1], v[2]);
+}
+
 // Moments: out[0..3] += m v, out[3] += 1/2 m v^2; vx(y) profile over Ly bins. With
 // use_shared the bins are first summed in dynamic shared memory (Ly doubles + Ly u64).
 extern "C" __global__ void mpc_moments(MpcParams p, const float *__restrict__ py, const double *__restrict__ vx,
-                                       const double *__restrict__ vy, const double *__restrict__ vz, double *out,
+                                       const double *__restrict__ vy, const double *__restrict__ vz,
+                                       const unsigned int *__restrict__ cellw, double *out,
                                        double *prof_sum, unsigned long long *prof_cnt, unsigned int use_shared) {
     extern __shared__ double smem[];
     unsigned int ly = p.cells[1];
@@ -475,7 +619,7 @@ extern "C" __global__ void mpc_moments(MpcParams p, const float *__restrict__ py
     }
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    if (i < p.n_fluid) {
+    if (mpc_live(p, cellw, i)) {
         double m = p.mass;
         double v0 = vx[i], v1 = vy[i], v2 = vz[i];
         s0 = m * v0;
@@ -510,11 +654,16 @@ extern "C" __global__ void mpc_moments(MpcParams p, const float *__restrict__ py
 
 // ---- reorder by cell: counting sort ----
 
+// The reorder key of a slot: its cell; free slots (slab mode) sort last, into bin ncells.
+__device__ __forceinline__ unsigned int mpc_sort_key(unsigned int w, unsigned int ncells) {
+    return w == MPC_DEAD ? ncells : mpc_cell_of(w);
+}
+
 // Counts per cell, one atomic per group of warp lanes with the same cell (all lanes call).
 extern "C" __global__ void mpc_count_cells(const unsigned int *__restrict__ cellw, unsigned int *counts,
-                                           unsigned int n) {
+                                           unsigned int n, unsigned int ncells) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    unsigned int key = i < n ? mpc_cell_of(cellw[i]) : 0xffffffffu;
+    unsigned int key = i < n ? mpc_sort_key(cellw[i], ncells) : 0xffffffffu;
     unsigned int peers = __match_any_sync(0xffffffffu, key);
     unsigned int lane = threadIdx.x & 31;
     if (i < n && (peers & ((1u << lane) - 1u)) == 0) {
@@ -591,9 +740,9 @@ extern "C" __global__ void mpc_scan_apply(unsigned int *inout, const unsigned in
 // Scatter particle indices to their cell's segment; afterwards cursor[c] is the end of cell c.
 // (warp-aggregated: the lowest lane of each same-cell group reserves the group's slots)
 extern "C" __global__ void mpc_scatter(const unsigned int *__restrict__ cellw, unsigned int *cursor,
-                                       unsigned int *__restrict__ perm, unsigned int n) {
+                                       unsigned int *__restrict__ perm, unsigned int n, unsigned int ncells) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    unsigned int key = i < n ? mpc_cell_of(cellw[i]) : 0xffffffffu;
+    unsigned int key = i < n ? mpc_sort_key(cellw[i], ncells) : 0xffffffffu;
     unsigned int peers = __match_any_sync(0xffffffffu, key);
     unsigned int lane = threadIdx.x & 31;
     unsigned int below = peers & ((1u << lane) - 1u);

@@ -25,6 +25,10 @@ struct MpcParams {
     unsigned int n_fluid;
     unsigned int n_solutes;
     unsigned int n_cells;
+    // Slab mode (several GPUs): this GPU holds the global cells [cell_offset, cell_offset +
+    // n_cells), whole y layers; slab = 0 on one GPU (cell_offset 0, every cell).
+    unsigned int cell_offset;
+    unsigned int slab;
 };
 
 // Doubles per cell in the cell buffer: raw sums during binning (layout in mpc.cu),
@@ -33,12 +37,24 @@ struct MpcParams {
 // The cell index takes the low 30 bits of a particle's cell word, the LE image + 1 the top 2.
 #define MPC_CELL_MASK 0x3fffffffu
 #define MPC_IMAGE_SHIFT 30
+// The cell word of a free slot in slab mode (a particle that left for another GPU): its image
+// bits (3) never occur in a live particle's word.
+#define MPC_DEAD 0xffffffffu
 
 __device__ __forceinline__ unsigned int mpc_pack_cell(unsigned int cell, int image) {
     return cell | ((unsigned int)(image + 1) << MPC_IMAGE_SHIFT);
 }
 __device__ __forceinline__ unsigned int mpc_cell_of(unsigned int w) { return w & MPC_CELL_MASK; }
 __device__ __forceinline__ int mpc_image_of(unsigned int w) { return (int)(w >> MPC_IMAGE_SHIFT) - 1; }
+
+// The index of global cell gc in this GPU's cell buffer, or MPC_DEAD when another GPU owns it.
+__device__ __forceinline__ unsigned int mpc_local_cell(const MpcParams &p, unsigned int gc) {
+    if (!p.slab) {
+        return gc;
+    }
+    unsigned int c = gc - p.cell_offset;  // wraps around for cells below the slab
+    return c < p.n_cells ? c : MPC_DEAD;
+}
 
 __device__ __forceinline__ double mpc_wrap_f64(double x, double l) {
     double r = x - l * floor(x / l);

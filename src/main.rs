@@ -251,6 +251,22 @@ fn check(path: &PathBuf) -> Result<(), MpcError> {
         }
         Err(why) => println!("  no usable CUDA GPU here ({why})"),
     }
+    let gpus = match &cfg.device {
+        mpcbox::config::DeviceChoice::Cuda(list) if list.len() > 1 => Some(list.len()),
+        mpcbox::config::DeviceChoice::AllGpus => mpcbox::backend::cuda::probe().ok(),
+        _ => None,
+    };
+    if let Some(g) = gpus.filter(|&g| g > 1) {
+        let phys = mpcbox::physics::Physics::from_config(&cfg);
+        let bounds = mpcbox::backend::cuda::multi::slab_bounds(cfg.cells[1], g);
+        let layers: Vec<u32> = bounds.windows(2).map(|w| w[1] - w[0]).collect();
+        let need = mpcbox::backend::cuda::multi::min_slab_layers(&phys);
+        println!(
+            "  {g} GPUs: y slabs of {layers:?} layers (at least {need} needed), about {} per GPU \
+             plus 10% slack for arriving particles",
+            mpcbox::memory::human_bytes(gpu.total_bytes / g as u64)
+        );
+    }
     Ok(())
 }
 

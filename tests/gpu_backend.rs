@@ -44,24 +44,31 @@ fn auto_uses_the_gpu_when_usable_and_the_cpu_otherwise() {
 }
 
 #[test]
-fn multi_gpu_and_missing_gpu_give_clear_errors() {
-    let mut cfg = common::small_config([6, 6, 6], 5);
+fn multi_gpu_without_gpus_and_missing_gpu_give_clear_errors() {
+    let mut cfg = common::small_config([6, 24, 6], 5);
     let phys = Physics::from_config(&cfg);
-    for d in [DeviceChoice::Cuda(vec![0, 1]), DeviceChoice::AllGpus] {
-        cfg.device = d;
-        match mpcbox::backend::open(&cfg, &phys, None) {
-            Err(MpcError::Device(m)) => assert!(m.contains("multi-GPU"), "{m}"),
-            Err(e) => panic!("unexpected error {e}"),
-            Ok(_) => panic!("multi-GPU must be refused for now"),
+    if cuda::probe().is_err() {
+        for d in [
+            DeviceChoice::Cuda(vec![0, 1]),
+            DeviceChoice::AllGpus,
+            DeviceChoice::Cuda(vec![0]),
+        ] {
+            cfg.device = d.clone();
+            match mpcbox::backend::open(&cfg, &phys, None) {
+                Err(MpcError::Device(m)) => assert!(m.contains("CUDA"), "{d:?}: {m}"),
+                Err(e) => panic!("unexpected error {e}"),
+                Ok(_) => panic!("no GPU here, yet {d:?} opened"),
+            }
         }
     }
-    if cuda::probe().is_err() {
-        cfg.device = DeviceChoice::Cuda(vec![0]);
-        match mpcbox::backend::open(&cfg, &phys, None) {
-            Err(MpcError::Device(m)) => assert!(m.contains("CUDA"), "{m}"),
-            Err(e) => panic!("unexpected error {e}"),
-            Ok(_) => panic!("no GPU here, yet Cuda([0]) opened"),
-        }
+    // slabs thinner than a step's reach are refused before any GPU is touched
+    let thin = common::small_config([6, 6, 6], 5);
+    let mut t = thin.clone();
+    t.device = DeviceChoice::Cuda(vec![0, 1, 2]);
+    match mpcbox::backend::open(&t, &Physics::from_config(&thin), None) {
+        Err(MpcError::Device(m)) => assert!(m.contains("layers") && m.contains("fix"), "{m}"),
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("slabs of 2 layers must be refused"),
     }
 }
 

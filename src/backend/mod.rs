@@ -158,9 +158,22 @@ pub fn open(
         DeviceChoice::Cuda(ids) if ids.is_empty() => Err(crate::error::MpcError::Device(
             "device: Cuda([]) names no GPU; fix: name one, e.g. Cuda([0]), or use Auto".into(),
         )),
-        DeviceChoice::Cuda(_) | DeviceChoice::AllGpus => Err(crate::error::MpcError::Device(
-            "multi-GPU runs are not implemented yet; fix: name one GPU, e.g. device: Cuda([0])"
-                .into(),
-        )),
+        DeviceChoice::Cuda(ids) => {
+            let ordinals: Vec<usize> = ids.iter().map(|&i| i as usize).collect();
+            cuda::multi::open_backend(cfg, phys, state, &ordinals)
+        }
+        DeviceChoice::AllGpus => {
+            let count = cuda::probe().map_err(|why| {
+                crate::error::MpcError::Device(format!(
+                    "device: AllGpus needs CUDA GPUs, but {why}; fix: use Auto or Cpu"
+                ))
+            })?;
+            if count == 1 {
+                cuda::open_backend(cfg, phys, state, 0)
+            } else {
+                let ordinals: Vec<usize> = (0..count).collect();
+                cuda::multi::open_backend(cfg, phys, state, &ordinals)
+            }
+        }
     }
 }

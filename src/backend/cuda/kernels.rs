@@ -54,6 +54,7 @@ pub const KERNEL_NAMES: &[&str] = &[
     "mpc_chunk_sums",
     "mpc_shift_scale",
     "mpc_add_flow",
+    "mpc_immigrate",
 ];
 
 /// The single translation unit handed to NVRTC: the headers, then the kernels. `#pragma once`

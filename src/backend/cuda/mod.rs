@@ -32,6 +32,7 @@
 //! sums (atomics), i.e. at the rounding level.
 
 pub mod kernels;
+pub mod multi;
 
 use std::sync::Arc;
 
@@ -285,14 +286,35 @@ struct KernelParams {
     n_fluid: u32,
     n_solutes: u32,
     n_cells: u32,
+    cell_offset: u32,
+    slab: u32,
 }
 
 // SAFETY: plain-old-data with the C layout of `MpcParams`.
 unsafe impl DeviceRepr for KernelParams {}
 
-const _: () = assert!(std::mem::size_of::<KernelParams>() == 184);
+const _: () = assert!(std::mem::size_of::<KernelParams>() == 192);
+
+/// Where emigrating particles go (slab mode); mirrors `struct MpcMigration` in `kernels/mpc.cu`.
+/// Zero on one GPU. Raw device addresses: the buffers live as long as the backend.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct MigrationArgs {
+    send: [u64; 2],
+    counters: u64,
+    holes: u64,
+    ids: u64,
+    send_capacity: u32,
+    pad: u32,
+}
+
+// SAFETY: plain-old-data with the C layout of `MpcMigration`.
+unsafe impl DeviceRepr for MigrationArgs {}
+
+const _: () = assert!(std::mem::size_of::<MigrationArgs>() == 48);
 
 struct Kernels {
+    immigrate: CudaFunction,
     stream_bin_atomic: CudaFunction,
     stream_bin_list: CudaFunction,
     stream_bin_warp: CudaFunction,
@@ -326,6 +348,7 @@ impl Kernels {
         let module = load_module(ctx, kernels::cubin_for)?;
         let f = |name: &str| kernel(&module, name);
         let k = Kernels {
+            immigrate: f("mpc_immigrate")?,
             stream_bin_atomic: f("mpc_stream_bin_atomic")?,
             stream_bin_list: f("mpc_stream_bin_list")?,
             stream_bin_warp: f("mpc_stream_bin_warp")?,
@@ -634,6 +657,8 @@ pub struct CudaBackend {
     /// A coupled step begun (`begin_coupled`) and not finished: its parameters and solute count.
     in_flight: Option<(KernelParams, usize)>,
     device_bytes: u64,
+    /// Slab mode (one of several GPUs): layers held, migration buffers, particle ids.
+    slab: Option<multi::Slab>,
     /// When set, every phase is synchronised and timed into `phase_seconds`.
     profiling: bool,
     phase_seconds: [f64; PHASES],
@@ -827,6 +852,17 @@ impl CudaBackend {
         method: CellSumMethod,
     ) -> Result<CudaBackend> {
         let ncells = phys.n_cells();
+        CudaBackend::allocate_cells(dev, phys, n, ncells, method)
+    }
+
+    /// As `allocate` with `ncells` cells in the cell buffer (a slab's layers in slab mode).
+    fn allocate_cells(
+        dev: CudaDevice,
+        phys: Physics,
+        n: usize,
+        ncells: usize,
+        method: CellSumMethod,
+    ) -> Result<CudaBackend> {
         let (free, _) = dev.free_memory()?;
         let needed = check_fits(&dev.describe(), n as u64, ncells as u64, method, free)?;
         let s = dev.stream.clone();
@@ -864,7 +900,8 @@ impl CudaBackend {
                 _ => None,
             },
             pending: None,
-            counter: s.alloc_zeros::<u32>(ncells).map_err(alloc_err)?,
+            // one more bin: free slots (slab mode) sort last
+            counter: s.alloc_zeros::<u32>(ncells + 1).map_err(alloc_err)?,
             temp: unsafe { s.alloc::<f64>(nn) }.map_err(alloc_err)?,
             next: match method {
                 CellSumMethod::List => Some(unsafe { s.alloc::<u32>(nn) }.map_err(alloc_err)?),
@@ -878,6 +915,7 @@ impl CudaBackend {
             solutes: None,
             coupled: None,
             in_flight: None,
+            slab: None,
             profiling: false,
             phase_seconds: [0.0; PHASES],
             phase_mark: None,
@@ -950,6 +988,8 @@ impl CudaBackend {
             n_fluid: self.n as u32,
             n_solutes: n_solutes as u32,
             n_cells: self.ncells as u32,
+            cell_offset: self.slab.as_ref().map_or(0, |sl| sl.cell_offset),
+            slab: self.slab.is_some() as u32,
         }
     }
 
@@ -973,7 +1013,7 @@ impl CudaBackend {
     /// Exclusive prefix sum of `counter[0..ncells]` in place.
     fn scan_counter(&mut self) -> Result<()> {
         let s = self.dev.stream.clone();
-        let nc = self.ncells;
+        let nc = self.ncells + 1;
         let chunk = nc.div_ceil(SCAN_CHUNKS).max(1);
         let nchunks = nc.div_ceil(chunk);
         let (ncu, chu, nchu) = (nc as u32, chunk as u32, nchunks as u32);
@@ -1020,6 +1060,7 @@ impl CudaBackend {
                 .arg(&self.cellw)
                 .arg(&mut self.counter)
                 .arg(&nu)
+                .arg(&ncu)
                 .launch(grid(n))
                 .map_err(drv("reorder"))?;
         }
@@ -1032,6 +1073,7 @@ impl CudaBackend {
                 .arg(&mut self.counter)
                 .arg(&mut self.temp)
                 .arg(&nu)
+                .arg(&ncu)
                 .launch(grid(n))
                 .map_err(drv("reorder"))?;
             s.launch_builder(&k.sort_segments)
@@ -1075,6 +1117,30 @@ impl CudaBackend {
                 s.memcpy_dtod(&src, &mut self.pos[c].slice_mut(..n))
                     .map_err(drv("reorder copy"))?;
             }
+        }
+        if let Some(sl) = self.slab.as_mut() {
+            // the ids travel with their particles; free slots sorted last are dropped
+            unsafe {
+                let ids = sl
+                    .ids
+                    .transmute::<f32>(n)
+                    .ok_or_else(|| MpcError::Device("slab id buffer too small".into()))?;
+                s.launch_builder(&k.gather_f32)
+                    .arg(&self.cellw)
+                    .arg(&ids)
+                    .arg(&mut self.temp)
+                    .arg(&nu)
+                    .launch(grid(n))
+                    .map_err(drv("reorder"))?;
+                let src = self
+                    .temp
+                    .transmute::<u32>(n)
+                    .ok_or_else(|| MpcError::Device("reorder scratch too small".into()))?;
+                s.memcpy_dtod(&src, &mut sl.ids.slice_mut(..n))
+                    .map_err(drv("reorder copy"))?;
+            }
+            self.n -= sl.free_slots;
+            sl.free_slots = 0;
         }
         Ok(())
     }
@@ -1164,6 +1230,7 @@ impl CudaBackend {
         let n = self.n;
         let p = *p;
         s.memset_zeros(&mut self.report).map_err(drv("memset"))?;
+        let margs = self.begin_migration()?;
         // 1-2: stream, bin, cell sums
         let pending = self.pending.take();
         let agg: u32 = matches!(
@@ -1195,6 +1262,7 @@ impl CudaBackend {
                         .arg(&mut *alt)
                         .arg(&mut self.report)
                         .arg(&agg)
+                        .arg(&margs)
                         .launch(grid(n))
                         .map_err(drv("collide/stream/bin"))?;
                 }
@@ -1229,8 +1297,16 @@ impl CudaBackend {
                     if self.method != CellSumMethod::Atomics {
                         b.arg(&agg);
                     }
+                    b.arg(&margs);
                     b.launch(grid(n)).map_err(drv("stream/bin"))?;
                 }
+            }
+            CellSumMethod::List if self.slab.is_some() => {
+                return Err(MpcError::Device(
+                    "the list cell-sum method runs on one GPU only; fix: unset \
+                     MPCBOX_CUDA_METHOD or set it to fused"
+                        .into(),
+                ));
             }
             CellSumMethod::List => {
                 let k = &self.dev.k;
@@ -1277,6 +1353,7 @@ impl CudaBackend {
                 }
             }
         }
+        self.end_migration()?;
         self.phase_end(0)?;
         Ok(())
     }
@@ -1606,6 +1683,7 @@ impl Backend for CudaBackend {
                 .arg(&self.vel[0])
                 .arg(&self.vel[1])
                 .arg(&self.vel[2])
+                .arg(&self.cellw)
                 .arg(&mut self.moment_sums)
                 .arg(&mut self.prof_sum)
                 .arg(&mut self.prof_cnt)
@@ -1617,7 +1695,7 @@ impl Backend for CudaBackend {
         let profile_sum = s.clone_dtoh(&self.prof_sum).map_err(drv("copy"))?;
         let profile_count = s.clone_dtoh(&self.prof_cnt).map_err(drv("copy"))?;
         Ok(FluidMoments {
-            particles: self.n as u64,
+            particles: self.live() as u64,
             momentum: [m[0], m[1], m[2]],
             kinetic_energy: m[3],
             profile_sum,
