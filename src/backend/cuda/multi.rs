@@ -31,6 +31,9 @@ use super::*;
 /// Bytes of one migrating particle (`MPC_RECORD_WORDS` u64 in `kernels/mpc.cu`).
 const RECORD_WORDS: usize = 5;
 
+/// Staged transfers move in chunks of this many u64 (2 MiB), pipelining the two PCIe legs.
+const STAGING_CHUNK_WORDS: usize = 1 << 18;
+
 /// How packed particles cross between GPUs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transfer {
@@ -333,6 +336,10 @@ impl MultiCudaBackend {
         let g = self.slabs.len();
         // outgoing: device → peer (Peer) or device → pinned host (Host), per sending GPU
         let mut out_events: Vec<Option<CudaEvent>> = Vec::with_capacity(g);
+        // Host: one event per chunk sent down, so the receiver's upload of a chunk overlaps the
+        // download of the next (PCIe is full duplex, each GPU has copy engines both ways)
+        let mut chunk_events: Vec<[Vec<CudaEvent>; 2]> =
+            (0..g).map(|_| [Vec::new(), Vec::new()]).collect();
         for k in 0..g {
             let src_ctx = self.slabs[k].dev.ctx.clone();
             let out = self.slab_of(k).copy_out.clone();
@@ -371,14 +378,19 @@ impl MultiCudaBackend {
                             .and_then(|s| s.staging.as_mut())
                             .ok_or_else(|| MpcError::Device("no staging buffers".into()))?;
                         let host = &mut stage[dir].as_mut_slice().map_err(drv("staging"))?[..words];
-                        unsafe {
-                            src_ctx.bind_to_thread().map_err(drv("bind"))?;
-                            cudarc::driver::result::memcpy_dtoh_async(
-                                host,
-                                src_ptr,
-                                out.cu_stream(),
-                            )
-                            .map_err(drv("staging copy"))?;
+                        src_ctx.bind_to_thread().map_err(drv("bind"))?;
+                        for (c, chunk) in host.chunks_mut(STAGING_CHUNK_WORDS).enumerate() {
+                            let at = src_ptr + (c * STAGING_CHUNK_WORDS * 8) as u64;
+                            unsafe {
+                                cudarc::driver::result::memcpy_dtoh_async(
+                                    chunk,
+                                    at,
+                                    out.cu_stream(),
+                                )
+                                .map_err(drv("staging copy"))?;
+                            }
+                            chunk_events[k][dir]
+                                .push(out.record_event(None).map_err(drv("event"))?);
                         }
                     }
                 }
@@ -409,23 +421,26 @@ impl MultiCudaBackend {
                 match self.transfer {
                     Transfer::Peer => main.wait(ev).map_err(drv("event"))?,
                     Transfer::Host => {
-                        inn.wait(ev).map_err(drv("event"))?;
                         let words = count * RECORD_WORDS;
                         let dst_ptr = self.slab_of(d).recv[side].device_ptr(&inn).0;
                         let stage = self.slab_of(src).staging.as_ref().expect("host transfer");
                         let host = &stage[dir].as_slice().map_err(drv("staging"))?[..words];
-                        unsafe {
-                            self.slabs[d]
-                                .dev
-                                .ctx
-                                .bind_to_thread()
-                                .map_err(drv("bind"))?;
-                            cudarc::driver::result::memcpy_htod_async(
-                                dst_ptr,
-                                host,
-                                inn.cu_stream(),
-                            )
-                            .map_err(drv("staging copy"))?;
+                        self.slabs[d]
+                            .dev
+                            .ctx
+                            .bind_to_thread()
+                            .map_err(drv("bind"))?;
+                        for (c, chunk) in host.chunks(STAGING_CHUNK_WORDS).enumerate() {
+                            inn.wait(&chunk_events[src][dir][c]).map_err(drv("event"))?;
+                            let at = dst_ptr + (c * STAGING_CHUNK_WORDS * 8) as u64;
+                            unsafe {
+                                cudarc::driver::result::memcpy_htod_async(
+                                    at,
+                                    chunk,
+                                    inn.cu_stream(),
+                                )
+                                .map_err(drv("staging copy"))?;
+                            }
                         }
                     }
                 }
