@@ -6,7 +6,7 @@ mod common;
 
 use mpcbox::backend::cpu::CpuBackend;
 use mpcbox::backend::cuda::{self, CellSumMethod, CudaBackend, CudaDevice};
-use mpcbox::backend::{Backend, SoluteBatch, StepReport};
+use mpcbox::backend::{Backend, SoluteBatch};
 use mpcbox::config::{Config, DeviceChoice, Thermostat};
 use mpcbox::error::MpcError;
 use mpcbox::physics::Physics;
@@ -138,55 +138,6 @@ fn gpu_cell_draws_equal_the_cpu_bit_for_bit() {
     }
 }
 
-fn rel_close(a: f64, b: f64, tol: f64) -> bool {
-    (a - b).abs() <= tol * a.abs().max(b.abs()).max(1.0)
-}
-
-fn compare_states(cpu: &FluidState, gpu: &FluidState, what: &str) -> (f64, usize) {
-    assert_eq!(cpu.len(), gpu.len());
-    let mut worst = 0.0f64;
-    let mut pos_diff = 0usize;
-    let mut max_dpos = 0.0f32;
-    for i in 0..cpu.len() {
-        for k in 0..3 {
-            let (a, b) = (cpu.vel[k][i], gpu.vel[k][i]);
-            let r = (a - b).abs() / a.abs().max(b.abs()).max(1.0);
-            worst = worst.max(r);
-            if cpu.pos[k][i] != gpu.pos[k][i] {
-                pos_diff += 1;
-                max_dpos = max_dpos.max((cpu.pos[k][i] - gpu.pos[k][i]).abs());
-            }
-        }
-    }
-    assert!(
-        worst <= 1e-9,
-        "{what}: velocity relative difference {worst:e}"
-    );
-    assert!(
-        pos_diff * 1000 <= cpu.len() && max_dpos <= 1e-5,
-        "{what}: {pos_diff} position components differ (max {max_dpos})"
-    );
-    (worst, pos_diff)
-}
-
-fn compare_reports(c: &StepReport, g: &StepReport, what: &str) {
-    assert!(
-        rel_close(c.relative_energy, g.relative_energy, 1e-9),
-        "{what}: {c:?} vs {g:?}"
-    );
-    assert_eq!(c.relative_dof, g.relative_dof, "{what}");
-    let scale = c.kinetic_stress_sum.abs().max(1.0);
-    assert!(
-        (c.kinetic_stress_sum - g.kinetic_stress_sum).abs() <= 1e-9 * scale,
-        "{what}: kinetic stress {c:?} vs {g:?}"
-    );
-    let scale = c.collisional_stress_sum.abs().max(1.0);
-    assert!(
-        (c.collisional_stress_sum - g.collisional_stress_sum).abs() <= 1e-9 * scale,
-        "{what}: collisional stress {c:?} vs {g:?}"
-    );
-}
-
 /// Steps both backends from the same state with the same plans; solutes optional.
 fn agree_with_cpu(method: CellSumMethod, reorder_every: u64, with_solutes: bool) {
     let cfg = gpu_config([12, 10, 8], 10);
@@ -230,11 +181,11 @@ fn agree_with_cpu(method: CellSumMethod, reorder_every: u64, with_solutes: bool)
             )
         };
         let what = format!("{} step {}", method.name(), step + 1);
-        compare_reports(&rc, &rg, &what);
+        common::compare_reports(&rc, &rg, 1e-9, 1e-9, &what);
         for (a, b) in svel_c.iter().zip(&svel_g) {
             for k in 0..3 {
                 assert!(
-                    rel_close(a[k], b[k], 1e-9),
+                    common::rel_close(a[k], b[k], 1e-9),
                     "{what}: solute velocity {a:?} vs {b:?}"
                 );
             }
@@ -246,7 +197,12 @@ fn agree_with_cpu(method: CellSumMethod, reorder_every: u64, with_solutes: bool)
             }
         }
         if step == 0 || step == 9 {
-            let (w, d) = compare_states(&cpu.download().unwrap(), &gpu.download().unwrap(), &what);
+            let (w, d) = common::compare_states(
+                &cpu.download().unwrap(),
+                &gpu.download().unwrap(),
+                1e-9,
+                &what,
+            );
             eprintln!(
                 "{what}: max relative velocity difference {w:e}, {d} position components differ"
             );
@@ -259,7 +215,11 @@ fn agree_with_cpu(method: CellSumMethod, reorder_every: u64, with_solutes: bool)
     for k in 0..3 {
         assert!((mc.momentum[k] - mg.momentum[k]).abs() <= 1e-9 * mc.particles as f64);
     }
-    assert!(rel_close(mc.kinetic_energy, mg.kinetic_energy, 1e-9));
+    assert!(common::rel_close(
+        mc.kinetic_energy,
+        mg.kinetic_energy,
+        1e-9
+    ));
     for (a, b) in mc.profile_sum.iter().zip(&mg.profile_sum) {
         assert!((a - b).abs() <= 1e-9 * 1000.0, "profile {a} vs {b}");
     }
@@ -454,7 +414,7 @@ fn gpu_split_coupled_steps_with_unwrapped_solutes_agree_with_cpu() {
         for (a, b) in vc.iter().zip(&vg) {
             for k in 0..3 {
                 assert!(
-                    rel_close(a[k], b[k], 1e-9),
+                    common::rel_close(a[k], b[k], 1e-9),
                     "step {step}: solute velocity {a:?} vs {b:?}"
                 );
             }
@@ -465,9 +425,10 @@ fn gpu_split_coupled_steps_with_unwrapped_solutes_agree_with_cpu() {
             }
         }
     }
-    let (w, d) = compare_states(
+    let (w, d) = common::compare_states(
         &cpu.fluid_state().unwrap(),
         &gpu.fluid_state().unwrap(),
+        1e-9,
         "split coupled",
     );
     eprintln!("split coupled, 10 steps: max relative fluid velocity difference {w:e}, {d} position components differ");

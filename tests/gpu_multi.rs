@@ -7,7 +7,7 @@ mod common;
 use mpcbox::backend::cpu::CpuBackend;
 use mpcbox::backend::cuda::multi::MultiCudaBackend;
 use mpcbox::backend::cuda::{self, CudaBackend};
-use mpcbox::backend::{Backend, StepReport};
+use mpcbox::backend::Backend;
 use mpcbox::config::{Config, DeviceChoice, Thermostat};
 use mpcbox::physics::{theory, Physics};
 use mpcbox::rng::CellStream;
@@ -32,54 +32,6 @@ fn sheared_config(cells: [u32; 3]) -> Config {
     cfg.grid_shift = true;
     cfg.seed = 99;
     cfg
-}
-
-fn rel_close(a: f64, b: f64, tol: f64) -> bool {
-    (a - b).abs() <= tol * a.abs().max(b.abs()).max(1.0)
-}
-
-/// Largest relative velocity difference and the number of differing position components.
-fn compare(reference: &FluidState, other: &FluidState, what: &str) -> (f64, usize) {
-    assert_eq!(reference.len(), other.len(), "{what}: particle count");
-    let mut worst = 0.0f64;
-    let mut pos_diff = 0;
-    let mut max_dpos = 0.0f32;
-    for i in 0..reference.len() {
-        for k in 0..3 {
-            let (a, b) = (reference.vel[k][i], other.vel[k][i]);
-            worst = worst.max((a - b).abs() / a.abs().max(b.abs()).max(1.0));
-            if reference.pos[k][i] != other.pos[k][i] {
-                pos_diff += 1;
-                max_dpos = max_dpos.max((reference.pos[k][i] - other.pos[k][i]).abs());
-            }
-        }
-    }
-    assert!(
-        worst <= 1e-12,
-        "{what}: relative velocity difference {worst:e}"
-    );
-    assert!(
-        pos_diff * 1000 <= reference.len() && max_dpos <= 1e-5,
-        "{what}: {pos_diff} position components differ (max {max_dpos})"
-    );
-    (worst, pos_diff)
-}
-
-fn compare_reports(c: &StepReport, g: &StepReport, what: &str) {
-    assert!(
-        rel_close(c.relative_energy, g.relative_energy, 1e-12),
-        "{what}: {c:?} vs {g:?}"
-    );
-    assert_eq!(c.relative_dof, g.relative_dof, "{what}");
-    for (a, b) in [
-        (c.kinetic_stress_sum, g.kinetic_stress_sum),
-        (c.collisional_stress_sum, g.collisional_stress_sum),
-    ] {
-        assert!(
-            (a - b).abs() <= 1e-10 * a.abs().max(1.0),
-            "{what}: stress {c:?} vs {g:?}"
-        );
-    }
 }
 
 /// The same seed on 1, 2, 3 and 4 GPUs gives the CPU's trajectory to ≤ 1e-12 (relative, in
@@ -111,10 +63,16 @@ fn same_trajectory_on_one_to_four_gpus() {
             // the order of particles on a GPU does not change the physics: reorder on slabs
             let reorder = g > 1 && s % 3 == 2;
             let r = be.step(&phys.plan(s, s % 4 == 3, reorder), None).unwrap();
-            compare_reports(&cpu_reports[s as usize], &r, &format!("{g} GPUs, step {s}"));
+            common::compare_reports(
+                &cpu_reports[s as usize],
+                &r,
+                1e-12,
+                1e-10,
+                &format!("{g} GPUs, step {s}"),
+            );
         }
         let st = be.download().unwrap();
-        let (w, d) = compare(&reference, &st, &format!("{g} GPUs"));
+        let (w, d) = common::compare_states(&reference, &st, 1e-12, &format!("{g} GPUs"));
         eprintln!(
             "{g} GPU(s) ({}): after {steps} steps max relative velocity difference to the CPU \
              {w:e}, {d} position components differ",
@@ -198,7 +156,7 @@ fn multi_gpu_steps_conserve_momentum_and_energy() {
     for k in 0..3 {
         assert!((m.momentum[k] - p[k]).abs() <= 1e-9 * n);
     }
-    assert!(rel_close(
+    assert!(common::rel_close(
         m.kinetic_energy,
         common::kinetic_energy(&before, 1.0),
         1e-12
@@ -290,7 +248,7 @@ fn coupled_steps_with_solutes_agree_with_cpu() {
             for (a, b) in vc.iter().zip(&vg) {
                 for k in 0..3 {
                     assert!(
-                        rel_close(a[k], b[k], 1e-12),
+                        common::rel_close(a[k], b[k], 1e-12),
                         "shear {shear}, step {step}: solute velocity {a:?} vs {b:?}"
                     );
                 }
@@ -301,9 +259,10 @@ fn coupled_steps_with_solutes_agree_with_cpu() {
                 }
             }
         }
-        let (w, d) = compare(
+        let (w, d) = common::compare_states(
             &cpu.fluid_state().unwrap(),
             &gpu.fluid_state().unwrap(),
+            1e-12,
             &format!("coupled, shear {shear}"),
         );
         eprintln!(

@@ -30,3 +30,67 @@ pub fn kinetic_energy(st: &mpcbox::state::FluidState, m: f64) -> f64 {
         .map(|k| st.vel[k].iter().map(|v| 0.5 * m * v * v).sum::<f64>())
         .sum()
 }
+
+pub fn rel_close(a: f64, b: f64, tol: f64) -> bool {
+    (a - b).abs() <= tol * a.abs().max(b.abs()).max(1.0)
+}
+
+/// Two states of the same particles: asserts velocities agree to `vel_tol` (relative) and at
+/// most one position component in 1000 differs (by ≤ 1e-5, f32 rounding of a velocity that
+/// differs in its last bits); returns the worst relative velocity difference and the count of
+/// differing position components.
+pub fn compare_states(
+    reference: &mpcbox::state::FluidState,
+    other: &mpcbox::state::FluidState,
+    vel_tol: f64,
+    what: &str,
+) -> (f64, usize) {
+    assert_eq!(reference.len(), other.len(), "{what}: particle count");
+    let mut worst = 0.0f64;
+    let mut pos_diff = 0usize;
+    let mut max_dpos = 0.0f32;
+    for i in 0..reference.len() {
+        for k in 0..3 {
+            let (a, b) = (reference.vel[k][i], other.vel[k][i]);
+            worst = worst.max((a - b).abs() / a.abs().max(b.abs()).max(1.0));
+            if reference.pos[k][i] != other.pos[k][i] {
+                pos_diff += 1;
+                max_dpos = max_dpos.max((reference.pos[k][i] - other.pos[k][i]).abs());
+            }
+        }
+    }
+    assert!(
+        worst <= vel_tol,
+        "{what}: velocity relative difference {worst:e}"
+    );
+    assert!(
+        pos_diff * 1000 <= reference.len() && max_dpos <= 1e-5,
+        "{what}: {pos_diff} position components differ (max {max_dpos})"
+    );
+    (worst, pos_diff)
+}
+
+/// Two backends' reports of the same step: relative energy to `energy_tol` (relative), the
+/// same degrees of freedom, stresses to `stress_tol` relative to max(1, |reference|).
+pub fn compare_reports(
+    c: &mpcbox::backend::StepReport,
+    g: &mpcbox::backend::StepReport,
+    energy_tol: f64,
+    stress_tol: f64,
+    what: &str,
+) {
+    assert!(
+        rel_close(c.relative_energy, g.relative_energy, energy_tol),
+        "{what}: {c:?} vs {g:?}"
+    );
+    assert_eq!(c.relative_dof, g.relative_dof, "{what}");
+    for (a, b) in [
+        (c.kinetic_stress_sum, g.kinetic_stress_sum),
+        (c.collisional_stress_sum, g.collisional_stress_sum),
+    ] {
+        assert!(
+            (a - b).abs() <= stress_tol * a.abs().max(1.0),
+            "{what}: stress {c:?} vs {g:?}"
+        );
+    }
+}

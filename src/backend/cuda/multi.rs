@@ -965,10 +965,7 @@ impl Backend for MultiCudaBackend {
         plan: &StepPlan,
         solutes: Option<&mut SoluteBatch<'_>>,
     ) -> Result<StepReport> {
-        match solutes {
-            Some(b) if !b.is_empty() => self.run_step(plan, Some(b)),
-            _ => self.run_step(plan, None),
-        }
+        self.run_step(plan, solutes.filter(|b| !b.is_empty()))
     }
 
     fn moments(&mut self) -> Result<FluidMoments> {
