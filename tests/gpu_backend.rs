@@ -182,14 +182,7 @@ fn agree_with_cpu(method: CellSumMethod, reorder_every: u64, with_solutes: bool)
         };
         let what = format!("{} step {}", method.name(), step + 1);
         common::compare_reports(&rc, &rg, 1e-9, 1e-9, &what);
-        for (a, b) in svel_c.iter().zip(&svel_g) {
-            for k in 0..3 {
-                assert!(
-                    common::rel_close(a[k], b[k], 1e-9),
-                    "{what}: solute velocity {a:?} vs {b:?}"
-                );
-            }
-        }
+        common::assert_solute_velocities_close(&svel_c, &svel_g, 1e-9, &what);
         // move the solutes ballistically (same on both sides)
         for (p, v) in spos.iter_mut().zip(&svel_c) {
             for k in 0..3 {
@@ -411,14 +404,7 @@ fn gpu_split_coupled_steps_with_unwrapped_solutes_agree_with_cpu() {
         let mut out = vec![[0.0; 3]; ns];
         gpu.finish_step(&mut out).unwrap();
         vg = out;
-        for (a, b) in vc.iter().zip(&vg) {
-            for k in 0..3 {
-                assert!(
-                    common::rel_close(a[k], b[k], 1e-9),
-                    "step {step}: solute velocity {a:?} vs {b:?}"
-                );
-            }
-        }
+        common::assert_solute_velocities_close(&vc, &vg, 1e-9, &format!("step {step}"));
         for (p, v) in pos.iter_mut().zip(&vc) {
             for k in 0..3 {
                 p[k] += 0.1 * v[k]; // unwrapped, as an MD code may keep them

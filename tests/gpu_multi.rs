@@ -245,14 +245,12 @@ fn coupled_steps_with_solutes_agree_with_cpu() {
         for step in 0..10 {
             cpu.step_with_solutes(&pos, &mut vc, &mass).unwrap();
             gpu.step_with_solutes(&pos, &mut vg, &mass).unwrap();
-            for (a, b) in vc.iter().zip(&vg) {
-                for k in 0..3 {
-                    assert!(
-                        common::rel_close(a[k], b[k], 1e-12),
-                        "shear {shear}, step {step}: solute velocity {a:?} vs {b:?}"
-                    );
-                }
-            }
+            common::assert_solute_velocities_close(
+                &vc,
+                &vg,
+                1e-12,
+                &format!("shear {shear}, step {step}"),
+            );
             for (p, v) in pos.iter_mut().zip(&vc) {
                 for k in 0..3 {
                     p[k] += 0.1 * v[k];

@@ -94,3 +94,21 @@ pub fn compare_reports(
         );
     }
 }
+
+/// Solute velocities of two backends after the same coupled step agree to `tol` (relative).
+pub fn assert_solute_velocities_close(
+    reference: &[[f64; 3]],
+    other: &[[f64; 3]],
+    tol: f64,
+    what: &str,
+) {
+    assert_eq!(reference.len(), other.len(), "{what}: solute count");
+    for (a, b) in reference.iter().zip(other) {
+        for k in 0..3 {
+            assert!(
+                rel_close(a[k], b[k], tol),
+                "{what}: solute velocity {a:?} vs {b:?}"
+            );
+        }
+    }
+}
