@@ -2,7 +2,7 @@
 //! one MPC step per call, optionally with solutes embedded in the collision. The CLI, the C and
 //! Python bindings and the bundled MD engine all drive the fluid through this type.
 
-use crate::backend::{self, Backend, FluidMoments, SoluteBatch, StepReport};
+use crate::backend::{self, Backend, DeviceSolutes, FluidMoments, SoluteBatch, StepReport};
 use crate::checkpoint::Checkpoint;
 use crate::config::{Config, DeviceChoice};
 use crate::error::{MpcError, Result};
@@ -160,6 +160,25 @@ impl Solvent {
         self.advance(Some(&mut batch))
     }
 
+    /// [`Solvent::step_with_solutes`] for solutes that live on the fluid's GPU (an MD code on the
+    /// same GPU, CuPy/PyTorch arrays, a C code's device buffers): no host round trip. Bad input
+    /// (host or foreign pointers, short buffers, NaN/inf, masses ≤ 0) is rejected before
+    /// anything changes. Ordered with the caller's work on `solutes.stream`.
+    pub fn step_with_device_solutes(&mut self, solutes: &DeviceSolutes) -> Result<StepReport> {
+        if self.pending.is_some() {
+            return Err(MpcError::Device(
+                "a coupled step was begun and not finished; fix: call finish_step before stepping again".into(),
+            ));
+        }
+        if solutes.n == 0 {
+            return self.advance(None);
+        }
+        self.backend.check_device_solutes(solutes)?;
+        let (plan, sample) = self.next_plan();
+        let report = self.backend.step_device_solutes(&plan, solutes)?;
+        self.complete(&plan, sample, report)
+    }
+
     /// Reject solute arrays that the collision cannot take.
     pub fn check_solutes(&self, pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> Result<()> {
         let bad = |field: &str, problem: String, fix: &str| {
@@ -181,49 +200,37 @@ impl Solvent {
                 "pass one position, one velocity and one mass per solute",
             );
         }
-        // In parallel: an MD code may hand over millions of solutes every step.
-        use rayon::prelude::*;
-        if let Some((i, p)) = pos
-            .par_iter()
-            .enumerate()
-            .find_first(|(_, p)| !p.iter().all(|c| c.is_finite()))
-        {
+        // On the bounded host pool (`crate::host`): an MD code may hand over millions of
+        // solutes every step, and rayon's global pool is slow to wake on many-core hosts.
+        use crate::host::find_first;
+        if let Some(i) = find_first(pos, |p| !p.iter().all(|c| c.is_finite())) {
             return bad(
                 "positions",
-                format!("solute {i} has a non-finite position {p:?}"),
+                format!("solute {i} has a non-finite position {:?}", pos[i]),
                 "pass finite positions",
             );
         }
-        if let Some((i, p)) = pos
-            .par_iter()
-            .enumerate()
-            .find_first(|(_, p)| p.iter().any(|c| c.abs() > MAX_SOLUTE_COORDINATE))
-        {
+        if let Some(i) = find_first(pos, |p| p.iter().any(|c| c.abs() > MAX_SOLUTE_COORDINATE)) {
             return bad(
                 "positions",
-                format!("solute {i} is at {p:?}, over {MAX_SOLUTE_COORDINATE:e} cells from the origin"),
+                format!(
+                    "solute {i} is at {:?}, over {MAX_SOLUTE_COORDINATE:e} cells from the origin",
+                    pos[i]
+                ),
                 "pass positions in the MPC box's units (cell size a = 1); coordinates outside the box are wrapped",
             );
         }
-        if let Some((i, v)) = vel
-            .par_iter()
-            .enumerate()
-            .find_first(|(_, v)| !v.iter().all(|c| c.is_finite()))
-        {
+        if let Some(i) = find_first(vel, |v| !v.iter().all(|c| c.is_finite())) {
             return bad(
                 "velocities",
-                format!("solute {i} has a non-finite velocity {v:?}"),
+                format!("solute {i} has a non-finite velocity {:?}", vel[i]),
                 "pass finite velocities",
             );
         }
-        if let Some((i, m)) = mass
-            .par_iter()
-            .enumerate()
-            .find_first(|(_, m)| !(m.is_finite() && **m > 0.0))
-        {
+        if let Some(i) = find_first(mass, |m| !(m.is_finite() && *m > 0.0)) {
             return bad(
                 "masses",
-                format!("solute {i} has mass {m}"),
+                format!("solute {i} has mass {}", mass[i]),
                 "pass finite masses > 0",
             );
         }

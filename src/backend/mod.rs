@@ -28,6 +28,22 @@ impl SoluteBatch<'_> {
     }
 }
 
+/// Solutes whose arrays live in the memory of the backend's GPU (an MD code running on the same
+/// GPU): nothing crosses PCIe. Pointers are CUDA device addresses (`CUdeviceptr`) in the same
+/// process; layouts as the host API: `pos` and `vel` hold 3n f64 (x0, y0, z0, x1, ...), `mass`
+/// n f64. `vel` is overwritten with the collided velocities.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceSolutes {
+    pub pos: u64,
+    pub vel: u64,
+    pub mass: u64,
+    pub n: usize,
+    /// The caller's CUDA stream (`CUstream` as an integer; 0 = the legacy default stream). The
+    /// step waits for the work queued on it before it reads the solutes, and work queued on it
+    /// after the call sees the new velocities; the host is not blocked for that ordering.
+    pub stream: u64,
+}
+
 /// Raw sums of one step, normalised by the caller.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct StepReport {
@@ -99,6 +115,31 @@ pub trait Backend: Send {
     /// does its work in `finish_coupled` and needs the inputs there.
     fn keeps_coupled_inputs(&self) -> bool {
         false
+    }
+
+    /// Check device-resident solutes before anything changes: the pointers are device memory of
+    /// this backend's GPU(s), large enough for `n`, and the values are valid (finite positions
+    /// within the coordinate limit, finite velocities, masses > 0). The default refuses: the
+    /// backend holds no GPU memory.
+    fn check_device_solutes(&mut self, _solutes: &DeviceSolutes) -> Result<()> {
+        Err(crate::error::MpcError::Device(format!(
+            "{} takes no device-resident solutes; fix: hand the solutes over as host arrays \
+             (step_with_solutes) or run the fluid on a CUDA GPU (device: Cuda([0]))",
+            self.describe()
+        )))
+    }
+
+    /// One MPC step with device-resident solutes, checked with
+    /// [`Backend::check_device_solutes`]: their velocities are collided in place on the GPU.
+    fn step_device_solutes(
+        &mut self,
+        _plan: &StepPlan,
+        solutes: &DeviceSolutes,
+    ) -> Result<StepReport> {
+        self.check_device_solutes(solutes)?;
+        Err(crate::error::MpcError::Device(
+            "device-resident solutes are not implemented by this backend".into(),
+        ))
     }
 
     /// Second half of a coupled step begun with [`Backend::begin_coupled`] with the same plan
