@@ -106,6 +106,12 @@ impl Solvent {
         &self.phys
     }
 
+    /// The CUDA GPU the fluid lives on (the first one of several), or None on the CPU: where
+    /// device-resident solutes must live.
+    pub fn cuda_ordinal(&self) -> Option<usize> {
+        self.backend.cuda_ordinal()
+    }
+
     pub fn backend_description(&self) -> String {
         self.backend.describe()
     }

@@ -97,7 +97,7 @@ fn chains_stay_intact_and_thermalise() {
         }
     }
     let t = t_sum / 200.0;
-    let s = c.chain_sample();
+    let s = c.chain_sample().unwrap();
     println!(
         "beads kT = {t:.3}, Rg = {:.3}, MSD = {:.3}, max bond {max_bond:.3}",
         s.rg_mean, s.com_msd

@@ -12,6 +12,9 @@ use std::path::Path;
 
 use mpcbox::{Checkpoint, Config, MpcError, Solvent};
 
+mod device;
+pub use device::mpcbox_step_device;
+
 /// An mpcbox solvent (opaque).
 pub struct MpcboxSolvent {
     inner: Solvent,

@@ -117,6 +117,11 @@ pub trait Backend: Send {
         false
     }
 
+    /// The CUDA GPU this backend's fluid lives on (the first of several), None on the CPU.
+    fn cuda_ordinal(&self) -> Option<usize> {
+        None
+    }
+
     /// Check device-resident solutes before anything changes: the pointers are device memory of
     /// this backend's GPU(s), large enough for `n`, and the values are valid (finite positions
     /// within the coordinate limit, finite velocities, masses > 0). The default refuses: the

@@ -23,6 +23,9 @@ pub struct Coupling {
     pub md: Md,
     /// The GPU engine (`md.backend` Auto with a usable GPU, or Cuda).
     pub gpu: Option<GpuMd>,
+    /// The GPU engine hands its beads to a fluid on the same GPU as device pointers (no host
+    /// round trip); `md.sys` is then refreshed only when it is observed.
+    device_resident: bool,
     pub steps_per_collision: u32,
     observer: ChainObserver,
     csv: Option<(PathBuf, BufWriter<std::fs::File>)>,
@@ -36,6 +39,8 @@ impl Coupling {
     /// An MD engine for `md` on top of `solvent` (same box, kT, seed), without output files.
     pub fn new(md_cfg: &MdConfig, solvent: &Solvent) -> Result<Coupling> {
         let md = md_cfg.build(solvent.config())?;
+        // The GPU engine runs on the fluid's (first) GPU, so the beads can stay there.
+        let fluid_gpu = solvent.cuda_ordinal();
         let gpu = if md_cfg.backend.use_gpu()? {
             // same particle order as the CPU engine (after its initial reordering)
             match GpuMd::new(
@@ -43,7 +48,7 @@ impl Coupling {
                 md.ff.clone(),
                 md.thermostat,
                 md.settings().clone(),
-                0,
+                fluid_gpu.unwrap_or(0),
             ) {
                 Ok(g) => Some(g),
                 Err(e) if md_cfg.backend == MdBackend::Auto => {
@@ -55,11 +60,14 @@ impl Coupling {
         } else {
             None
         };
+        let device_resident = gpu.as_ref().is_some_and(|g| Some(g.ordinal()) == fluid_gpu)
+            && std::env::var("MPCBOX_COUPLING").as_deref() != Ok("host");
         let observer = ChainObserver::new(&md.sys);
         let last = observer.sample(&md.sys);
         Ok(Coupling {
             md,
             gpu,
+            device_resident,
             steps_per_collision: md_cfg.steps_per_collision,
             observer,
             csv: None,
@@ -95,27 +103,74 @@ impl Coupling {
         Ok(self)
     }
 
-    /// One coupled step: N MD steps, then the MPC collision of fluid and solutes.
-    pub fn step(&mut self, solvent: &mut Solvent) -> Result<()> {
-        let mass = self.md.sys.masses();
+    /// How the beads reach the fluid: "device-resident (GPU N)", "host round trip" or "CPU".
+    pub fn path_description(&self) -> String {
+        match &self.gpu {
+            Some(g) if self.device_resident => format!("device-resident (GPU {})", g.ordinal()),
+            Some(_) => "GPU MD, host round trip".into(),
+            None => "CPU MD".into(),
+        }
+    }
+
+    /// Hand the beads over through host memory even when they could stay on the GPU (for
+    /// comparisons; `MPCBOX_COUPLING=host` does the same for a whole run).
+    pub fn use_host_round_trip(&mut self) {
+        self.device_resident = false;
+    }
+
+    /// Bring `md.sys` up to date with the GPU engine (positions, velocities, images).
+    fn sync_host(&mut self) -> Result<()> {
         if let Some(g) = &mut self.gpu {
-            g.run(self.steps_per_collision as u64)?;
             let s = g.system()?;
             let sys = &mut self.md.sys;
             sys.pos.copy_from_slice(&s.pos);
             sys.vel.copy_from_slice(&s.vel);
             sys.image.copy_from_slice(&s.image);
-            solvent.step_with_solutes(&sys.pos, &mut sys.vel, &mass)?;
-            g.set_velocities(&sys.vel)?;
-        } else {
-            self.md.run(self.steps_per_collision as u64)?;
-            let sys = &mut self.md.sys;
-            solvent.step_with_solutes(&sys.pos, &mut sys.vel, &mass)?;
-            self.md.velocities_changed()?;
+        }
+        Ok(())
+    }
+
+    /// The MD system as it is now (downloaded from the GPU engine when needed).
+    pub fn system(&mut self) -> Result<&super::System> {
+        self.sync_host()?;
+        Ok(&self.md.sys)
+    }
+
+    /// One coupled step: N MD steps, then the MPC collision of fluid and solutes.
+    pub fn step(&mut self, solvent: &mut Solvent) -> Result<()> {
+        match &mut self.gpu {
+            Some(g) if self.device_resident => {
+                g.run(self.steps_per_collision as u64)?;
+                solvent.step_with_device_solutes(&g.device_solutes())?;
+                g.velocities_changed()?;
+            }
+            Some(g) => {
+                g.run(self.steps_per_collision as u64)?;
+                let mass = self.md.sys.masses();
+                let s = g.system()?;
+                let sys = &mut self.md.sys;
+                sys.pos.copy_from_slice(&s.pos);
+                sys.vel.copy_from_slice(&s.vel);
+                sys.image.copy_from_slice(&s.image);
+                solvent.step_with_solutes(&sys.pos, &mut sys.vel, &mass)?;
+                g.set_velocities(&sys.vel)?;
+            }
+            None => {
+                self.md.run(self.steps_per_collision as u64)?;
+                let mass = self.md.sys.masses();
+                let sys = &mut self.md.sys;
+                solvent.step_with_solutes(&sys.pos, &mut sys.vel, &mass)?;
+                self.md.velocities_changed()?;
+            }
         }
         let k = solvent.step_count();
         let time = solvent.time();
-        if self.observable_interval > 0 && k % self.observable_interval == 0 {
+        let observe = self.observable_interval > 0 && k % self.observable_interval == 0;
+        let frame = self.trajectory_interval > 0 && k % self.trajectory_interval == 0;
+        if self.device_resident && (observe || frame) {
+            self.sync_host()?;
+        }
+        if observe {
             self.last = self.observer.sample(&self.md.sys);
             let p = self.md.momentum();
             let s = self.last;
@@ -130,7 +185,7 @@ impl Coupling {
                 .map_err(|e| MpcError::io(path, e))?;
             }
         }
-        if self.trajectory_interval > 0 && k % self.trajectory_interval == 0 {
+        if frame {
             if let Some((path, w)) = &mut self.xyz {
                 write_xyz_frame(w, &self.md.sys, time).map_err(|e| MpcError::io(path, e))?;
             }
@@ -155,8 +210,9 @@ impl Coupling {
     }
 
     /// Chain observables now.
-    pub fn chain_sample(&self) -> ChainSample {
-        self.observer.sample(&self.md.sys)
+    pub fn chain_sample(&mut self) -> Result<ChainSample> {
+        self.sync_host()?;
+        Ok(self.observer.sample(&self.md.sys))
     }
 
     /// Flush files and write `md_summary.json`.
@@ -164,7 +220,7 @@ impl Coupling {
         for (p, w) in [&mut self.csv, &mut self.xyz].into_iter().flatten() {
             w.flush().map_err(|e| MpcError::io(p, e))?;
         }
-        let s = self.chain_sample();
+        let s = self.chain_sample()?;
         let summary = serde_json::json!({
             "md_particles": self.md.sys.len(),
             "md_steps": self.md_steps(),

@@ -15,7 +15,8 @@
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
+    CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
+    PushKernelArg,
 };
 
 use super::engine::{ForceReport, Md, MdSettings};
@@ -23,6 +24,7 @@ use super::forcefield::{dpd_key, BondStyle, ForceField, MdThermostat, PairStyle}
 use super::neighbor::{CellList, CHUNK};
 use super::system::System;
 use crate::backend::cuda::{kernels, CudaDevice};
+use crate::backend::DeviceSolutes;
 use crate::error::{ConfigError, MpcError, Result};
 use crate::rng::{philox_key, splitmix64};
 
@@ -140,6 +142,9 @@ pub struct GpuMd {
     tag: CudaSlice<u32>,
     inv_mass: CudaSlice<f64>,
     inv_mass_host: Vec<f64>,
+    /// Masses on the device, for the MPC collision of device-resident solutes (uploaded once:
+    /// they never change).
+    mass: CudaSlice<f64>,
     built_at: CudaSlice<f64>,
     flags: CudaSlice<u32>,
     cell_count: CudaSlice<u32>,
@@ -206,6 +211,7 @@ impl GpuMd {
         let tag = up_u32(&sys.tag)?;
         let inv_mass_host: Vec<f64> = (0..n).map(|i| 1.0 / sys.mass(i)).collect();
         let inv_mass = up_f64(&inv_mass_host)?;
+        let mass = up_f64(&sys.masses())?;
         let zeros = |m: usize| s.alloc_zeros::<f64>(m.max(1)).map_err(drv("alloc"));
         let force = zeros(3 * n)?;
         let built_at = zeros(3 * n)?;
@@ -370,6 +376,7 @@ impl GpuMd {
             tag,
             inv_mass,
             inv_mass_host,
+            mass,
             built_at,
             flags,
             cell_count,
@@ -836,6 +843,31 @@ impl GpuMd {
             self.compute_forces()?;
         }
         Ok(())
+    }
+
+    /// The GPU this engine runs on.
+    pub fn ordinal(&self) -> usize {
+        self.dev.context().ordinal()
+    }
+
+    /// The particles as device-resident solutes of an MPC collision on the same GPU
+    /// ([`crate::Solvent::step_with_device_solutes`]): positions, velocities and masses stay
+    /// where they are, ordered on this engine's stream. The collision overwrites the
+    /// velocities, so the host copy is marked stale; call [`GpuMd::velocities_changed`] after
+    /// the collision (velocity-dependent forces).
+    pub fn device_solutes(&mut self) -> DeviceSolutes {
+        self.host_current = false;
+        let addr = |b: &CudaSlice<f64>| {
+            let (ptr, _sync) = b.device_ptr(&self.stream);
+            ptr
+        };
+        DeviceSolutes {
+            pos: addr(&self.pos),
+            vel: addr(&self.vel),
+            mass: addr(&self.mass),
+            n: self.n,
+            stream: self.stream.cu_stream() as u64,
+        }
     }
 
     /// Wait for the GPU.

@@ -12,6 +12,9 @@ pub const MPC_CUH: &str = include_str!("../../../kernels/mpc.cuh");
 /// `kernels/mpc.cu`: the kernels.
 pub const MPC_CU: &str = include_str!("../../../kernels/mpc.cu");
 
+/// `kernels/solute_check.cu`: validation of device-resident solutes.
+pub const SOLUTE_CHECK_CU: &str = include_str!("../../../kernels/solute_check.cu");
+
 /// `kernels/md.cu`: the kernels of the GPU MD engine (`crate::md::gpu`).
 pub const MD_CU: &str = include_str!("../../../kernels/md.cu");
 
@@ -55,16 +58,20 @@ pub const KERNEL_NAMES: &[&str] = &[
     "mpc_shift_scale",
     "mpc_add_flow",
     "mpc_immigrate",
+    "mpc_check_solutes",
 ];
 
 /// The single translation unit handed to NVRTC: the headers, then the kernels. `#pragma once`
 /// is dropped (meaningless in one concatenated file); `MPCBOX_NVRTC` skips the `#include`s.
 pub fn full_source() -> String {
-    let mut s = String::with_capacity(RNG_CUH.len() + MPC_CUH.len() + MPC_CU.len() + 64);
+    let mut s = String::with_capacity(
+        RNG_CUH.len() + MPC_CUH.len() + MPC_CU.len() + SOLUTE_CHECK_CU.len() + 64,
+    );
     for (name, text) in [
         ("rng.cuh", RNG_CUH),
         ("mpc.cuh", MPC_CUH),
         ("mpc.cu", MPC_CU),
+        ("solute_check.cu", SOLUTE_CHECK_CU),
     ] {
         s.push_str(&format!("#line 1 \"{name}\"\n"));
         s.push_str(&text.replace("#pragma once", ""));

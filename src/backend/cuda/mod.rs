@@ -31,8 +31,11 @@
 //! for bit, and velocities differ from the CPU backend only by the summation order of the cell
 //! sums (atomics), i.e. at the rounding level.
 
+mod device_solutes;
 pub mod kernels;
 pub mod multi;
+
+pub use device_solutes::DeviceSoluteArrays;
 
 use std::sync::Arc;
 
@@ -341,6 +344,7 @@ struct Kernels {
     chunk_sums: CudaFunction,
     shift_scale: CudaFunction,
     add_flow: CudaFunction,
+    check_solutes: CudaFunction,
 }
 
 impl Kernels {
@@ -375,6 +379,7 @@ impl Kernels {
             chunk_sums: f("mpc_chunk_sums")?,
             shift_scale: f("mpc_shift_scale")?,
             add_flow: f("mpc_add_flow")?,
+            check_solutes: f("mpc_check_solutes")?,
         };
         Ok((module, k))
     }
@@ -656,6 +661,8 @@ pub struct CudaBackend {
     coupled: Option<CoupledIo>,
     /// A coupled step begun (`begin_coupled`) and not finished: its parameters and solute count.
     in_flight: Option<(KernelParams, usize)>,
+    /// Device-resident solutes: their cells, images, check buffer and ordering events.
+    device_solutes: Option<device_solutes::DeviceSoluteState>,
     device_bytes: u64,
     /// Slab mode (one of several GPUs): layers held, migration buffers, particle ids.
     slab: Option<multi::Slab>,
@@ -915,6 +922,7 @@ impl CudaBackend {
             solutes: None,
             coupled: None,
             in_flight: None,
+            device_solutes: None,
             slab: None,
             profiling: false,
             phase_seconds: [0.0; PHASES],
@@ -1521,6 +1529,22 @@ impl Backend for CudaBackend {
                 self.read_report()
             }
         }
+    }
+
+    fn cuda_ordinal(&self) -> Option<usize> {
+        Some(self.dev.ordinal)
+    }
+
+    fn check_device_solutes(&mut self, solutes: &super::DeviceSolutes) -> Result<()> {
+        self.check_device_solutes_here(solutes)
+    }
+
+    fn step_device_solutes(
+        &mut self,
+        plan: &StepPlan,
+        solutes: &super::DeviceSolutes,
+    ) -> Result<StepReport> {
+        self.step_device_solutes_here(plan, solutes)
     }
 
     /// The solutes go to the GPU here (their copy), so `finish_coupled` needs only the

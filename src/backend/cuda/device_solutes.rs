@@ -1,0 +1,331 @@
+//! Device-resident solutes: a coupled step whose solute arrays already live in this GPU's memory
+//! (the bundled GPU MD engine, CuPy/PyTorch arrays, a C code's device buffers). The solutes are
+//! checked, binned, summed into the cells and collided in place on the GPU; the only host
+//! traffic is the check's four indices and the step's report, as in a fluid-only step.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::driver::sys;
+use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, PushKernelArg};
+
+use super::{drv, grid, CudaBackend};
+use crate::backend::{DeviceSolutes, StepReport};
+use crate::error::{MpcError, Result};
+use crate::physics::StepPlan;
+use crate::solvent::MAX_SOLUTE_COORDINATE;
+
+/// What a device-resident coupled step keeps between steps: the solutes' cells and images (the
+/// arrays themselves are the caller's), the check's result buffer and the events that order the
+/// step with the caller's stream.
+pub(super) struct DeviceSoluteState {
+    capacity: usize,
+    cell: CudaSlice<u32>,
+    image: CudaSlice<i32>,
+    first_bad: CudaSlice<u32>,
+    caller_ready: CudaEvent,
+    velocities_done: CudaEvent,
+}
+
+fn solute_error(field: &str, problem: String, fix: &str) -> MpcError {
+    MpcError::Solute {
+        field: field.into(),
+        problem,
+        fix: fix.into(),
+    }
+}
+
+/// One pointer attribute of `addr` as a plain value of type `T` (the attribute's C type).
+fn pointer_attribute<T: Default>(addr: u64, attribute: sys::CUpointer_attribute) -> Option<T> {
+    let mut value = T::default();
+    // SAFETY: `value` is a valid, writable `T`, and the caller pairs each attribute with its C
+    // type (MEMORY_TYPE: u32, DEVICE_ORDINAL: i32, RANGE_START_ADDR: CUdeviceptr = u64,
+    // RANGE_SIZE: size_t = usize); the driver only reads `addr` as an integer.
+    let r = unsafe { sys::cuPointerGetAttribute(&mut value as *mut T as *mut c_void, attribute, addr) };
+    (r == sys::CUresult::CUDA_SUCCESS).then_some(value)
+}
+
+/// Refuse `addr` unless it is device memory of GPU `ordinal` with `bytes` readable from it.
+fn check_device_pointer(addr: u64, bytes: usize, field: &str, ordinal: usize) -> Result<()> {
+    use sys::CUpointer_attribute as A;
+    let host_fix = "pass an array allocated on the fluid's GPU (cudaMalloc, cuMemAlloc, CuPy, \
+                    PyTorch), or hand host arrays over with step_with_solutes / mpcbox_step";
+    if addr == 0 {
+        return Err(solute_error(field, "is a NULL device pointer".into(), host_fix));
+    }
+    if addr % 8 != 0 {
+        return Err(solute_error(
+            field,
+            format!("device pointer {addr:#x} is not aligned to 8 bytes"),
+            "pass float64 arrays starting at an element boundary",
+        ));
+    }
+    let Some(kind) = pointer_attribute::<u32>(addr, A::CU_POINTER_ATTRIBUTE_MEMORY_TYPE) else {
+        return Err(solute_error(
+            field,
+            format!("{addr:#x} is not CUDA memory (a host array?)"),
+            host_fix,
+        ));
+    };
+    if kind != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32 {
+        return Err(solute_error(
+            field,
+            format!("{addr:#x} is host memory, not device memory"),
+            host_fix,
+        ));
+    }
+    let owner = pointer_attribute::<i32>(addr, A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL).unwrap_or(-1);
+    if owner != ordinal as i32 {
+        return Err(solute_error(
+            field,
+            format!("lives on GPU {owner}, the fluid on GPU {ordinal}"),
+            &format!(
+                "allocate the solutes on cuda:{ordinal}, or run the fluid on the solutes' GPU \
+                 (device: Cuda([{owner}]))"
+            ),
+        ));
+    }
+    let start = pointer_attribute::<u64>(addr, A::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR);
+    let size = pointer_attribute::<usize>(addr, A::CU_POINTER_ATTRIBUTE_RANGE_SIZE);
+    if let (Some(start), Some(size)) = (start, size) {
+        let available = (start + size as u64).saturating_sub(addr);
+        if available < bytes as u64 {
+            return Err(solute_error(
+                field,
+                format!("the allocation holds {available} bytes from {addr:#x}; {bytes} are needed"),
+                "pass arrays of 3n (pos, vel) and n (mass) float64 for n solutes",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Make `waiter` wait for everything queued on `signaller` so far (a raw `CUstream`; 0 is the
+/// legacy default stream), through `event`, without blocking the host.
+fn order_after(event: &CudaEvent, signaller: sys::CUstream, waiter: sys::CUstream) -> Result<()> {
+    // SAFETY: `event` belongs to the backend's context, which is current (bound by the caller);
+    // both streams are live streams of that context (the caller's, whose validity the public
+    // API documents, and the backend's own).
+    let r = unsafe { sys::cuEventRecord(event.cu_event(), signaller) };
+    if r != sys::CUresult::CUDA_SUCCESS {
+        return Err(MpcError::Device(format!(
+            "cuEventRecord on the solutes' stream failed ({r:?}); fix: pass a live CUDA stream \
+             of the fluid's GPU, or 0"
+        )));
+    }
+    // SAFETY: as above; the event was recorded just now.
+    let r = unsafe { sys::cuStreamWaitEvent(waiter, event.cu_event(), 0) };
+    if r != sys::CUresult::CUDA_SUCCESS {
+        return Err(MpcError::Device(format!("cuStreamWaitEvent failed ({r:?})")));
+    }
+    Ok(())
+}
+
+impl CudaBackend {
+    /// The cells/images/check buffers for `ns` device-resident solutes, grown on demand.
+    fn ensure_device_solute_state(&mut self, ns: usize) -> Result<()> {
+        if !self.device_solutes.as_ref().is_some_and(|d| d.capacity >= ns) {
+            let cap = ns.next_power_of_two().max(64);
+            let s = &self.dev.stream;
+            let ctx = &self.dev.ctx;
+            self.device_solutes = Some(DeviceSoluteState {
+                capacity: cap,
+                cell: s.alloc_zeros::<u32>(cap).map_err(drv("solute alloc"))?,
+                image: s.alloc_zeros::<i32>(cap).map_err(drv("solute alloc"))?,
+                first_bad: s.alloc_zeros::<u32>(4).map_err(drv("solute alloc"))?,
+                caller_ready: ctx.new_event(None).map_err(drv("event"))?,
+                velocities_done: ctx.new_event(None).map_err(drv("event"))?,
+            });
+        }
+        Ok(())
+    }
+
+    /// [`crate::backend::Backend::check_device_solutes`] on this GPU: pointer checks, then one
+    /// kernel over the values (after the caller's queued work), whose four indices come back.
+    pub(super) fn check_device_solutes_here(&mut self, s: &DeviceSolutes) -> Result<()> {
+        if self.in_flight.is_some() {
+            return Err(MpcError::Device(
+                "a coupled step was begun and not finished; fix: call finish_step first".into(),
+            ));
+        }
+        let ns = s.n;
+        if ns > u32::MAX as usize / 3 {
+            return Err(solute_error(
+                "lengths",
+                format!("{ns} solutes"),
+                "pass at most 1.4e9 solutes per step",
+            ));
+        }
+        self.dev.ctx.bind_to_thread().map_err(drv("bind"))?;
+        let ordinal = self.dev.ordinal;
+        check_device_pointer(s.pos, 24 * ns, "positions", ordinal)?;
+        check_device_pointer(s.vel, 24 * ns, "velocities", ordinal)?;
+        check_device_pointer(s.mass, 8 * ns, "masses", ordinal)?;
+        let main = self.dev.stream.clone();
+        self.ensure_device_solute_state(ns)?;
+        let st = self.device_solutes.as_mut().expect("made above");
+        order_after(&st.caller_ready, s.stream as sys::CUstream, main.cu_stream())?;
+        main.memcpy_htod(&[u32::MAX; 4], &mut st.first_bad)
+            .map_err(drv("solute check"))?;
+        let n32 = ns as u32;
+        // SAFETY: mpc_check_solutes(const double*, const double*, const double*, unsigned int,
+        // double, unsigned int*): three device addresses checked above to hold 3n, 3n and n
+        // doubles on this GPU, n, the limit, and a 4-element u32 buffer; one thread per solute.
+        unsafe {
+            main.launch_builder(&self.dev.k.check_solutes)
+                .arg(&s.pos)
+                .arg(&s.vel)
+                .arg(&s.mass)
+                .arg(&n32)
+                .arg(&MAX_SOLUTE_COORDINATE)
+                .arg(&mut st.first_bad)
+                .launch(grid(ns))
+                .map_err(drv("solute check"))?;
+        }
+        let mut first = [0u32; 4];
+        main.memcpy_dtoh(&st.first_bad, &mut first)
+            .map_err(drv("solute check"))?;
+        let problems = [
+            ("positions", "a non-finite position", "pass finite positions"),
+            (
+                "positions",
+                "a coordinate over 1e9 cells from the origin",
+                "pass positions in the MPC box's units (cell size a = 1); coordinates outside \
+                 the box are wrapped",
+            ),
+            ("velocities", "a non-finite velocity", "pass finite velocities"),
+            ("masses", "a mass that is not finite and > 0", "pass finite masses > 0"),
+        ];
+        for (k, (field, what, fix)) in problems.iter().enumerate() {
+            if first[k] != u32::MAX {
+                return Err(solute_error(field, format!("solute {} has {what}", first[k]), fix));
+            }
+        }
+        Ok(())
+    }
+
+    /// [`crate::backend::Backend::step_device_solutes`] on this GPU, for solutes checked by
+    /// [`CudaBackend::check_device_solutes_here`]: the fluid streams, the solutes are binned and
+    /// summed from the caller's arrays, the cells collide, and the solute velocities are
+    /// overwritten in place; the caller's stream is ordered after that update.
+    pub(super) fn step_device_solutes_here(
+        &mut self,
+        plan: &StepPlan,
+        s: &DeviceSolutes,
+    ) -> Result<StepReport> {
+        let ns = s.n;
+        let p = self.params(plan, ns);
+        self.fluid_pass(&p)?;
+        let main = self.dev.stream.clone();
+        self.ensure_device_solute_state(ns)?;
+        let st = self.device_solutes.as_mut().expect("made above");
+        // SAFETY: mpc_solute_bin(MpcParams, const double* spos, const double* svel, const double*
+        // smass, unsigned* scell, int* simage, double* cells): the params by value, the caller's
+        // arrays (checked: 3n, 3n, n doubles on this GPU, the caller's work on them ordered
+        // before this stream), index arrays of capacity >= n, and the cell buffer.
+        unsafe {
+            main.launch_builder(&self.dev.k.solute_bin)
+                .arg(&p)
+                .arg(&s.pos)
+                .arg(&s.vel)
+                .arg(&s.mass)
+                .arg(&mut st.cell)
+                .arg(&mut st.image)
+                .arg(&mut self.cells)
+                .launch(grid(ns))
+                .map_err(drv("solute bin"))?;
+        }
+        self.cell_pass(&p)?;
+        let st = self.device_solutes.as_mut().expect("made above");
+        // SAFETY: mpc_solute_collide(MpcParams, const unsigned* scell, const int* simage, const
+        // double* cells, double* svel): the index arrays written by the bin kernel above on the
+        // same stream, the cell parameters, and the caller's velocity array (3n doubles).
+        unsafe {
+            main.launch_builder(&self.dev.k.solute_collide)
+                .arg(&p)
+                .arg(&st.cell)
+                .arg(&st.image)
+                .arg(&self.cells)
+                .arg(&s.vel)
+                .launch(grid(ns))
+                .map_err(drv("solute collide"))?;
+        }
+        order_after(&st.velocities_done, main.cu_stream(), s.stream as sys::CUstream)?;
+        self.fluid_collide(plan, &p)?;
+        self.reorder_if(plan)?;
+        self.read_report()
+    }
+}
+
+/// Solute arrays on a GPU, owned by mpcbox: for tests, benchmarks and examples that need
+/// device-resident solutes without an MD code of their own.
+pub struct DeviceSoluteArrays {
+    stream: Arc<CudaStream>,
+    n: usize,
+    pub pos: CudaSlice<f64>,
+    pub vel: CudaSlice<f64>,
+    pub mass: CudaSlice<f64>,
+}
+
+impl DeviceSoluteArrays {
+    /// Copy host solutes to GPU `ordinal`.
+    pub fn upload(
+        ordinal: usize,
+        pos: &[[f64; 3]],
+        vel: &[[f64; 3]],
+        mass: &[f64],
+    ) -> Result<DeviceSoluteArrays> {
+        if vel.len() != pos.len() || mass.len() != pos.len() {
+            return Err(solute_error(
+                "lengths",
+                format!("{} positions, {} velocities, {} masses", pos.len(), vel.len(), mass.len()),
+                "pass one position, one velocity and one mass per solute",
+            ));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(drv("context"))?;
+        let stream = ctx.default_stream();
+        Ok(DeviceSoluteArrays {
+            n: pos.len(),
+            pos: stream.clone_htod(pos.as_flattened()).map_err(drv("upload"))?,
+            vel: stream.clone_htod(vel.as_flattened()).map_err(drv("upload"))?,
+            mass: stream.clone_htod(mass).map_err(drv("upload"))?,
+            stream,
+        })
+    }
+
+    /// The arrays as [`DeviceSolutes`] (ordered on the legacy default stream).
+    pub fn solutes(&self) -> DeviceSolutes {
+        let addr = |b: &CudaSlice<f64>| {
+            let (ptr, _sync) = b.device_ptr(&self.stream);
+            ptr
+        };
+        DeviceSolutes {
+            pos: addr(&self.pos),
+            vel: addr(&self.vel),
+            mass: addr(&self.mass),
+            n: self.n,
+            stream: 0,
+        }
+    }
+
+    /// Overwrite the positions (e.g. after moving the solutes on the host).
+    pub fn set_positions(&mut self, pos: &[[f64; 3]]) -> Result<()> {
+        self.stream
+            .memcpy_htod(pos.as_flattened(), &mut self.pos)
+            .map_err(drv("upload"))
+    }
+
+    /// The velocities as they are now (waits for queued work).
+    pub fn velocities(&self) -> Result<Vec<[f64; 3]>> {
+        let flat = self.stream.clone_dtoh(&self.vel).map_err(drv("download"))?;
+        Ok(flat.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect())
+    }
+
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+}

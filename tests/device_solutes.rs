@@ -1,0 +1,259 @@
+//! Device-resident solutes (`Solvent::step_with_device_solutes`): the same collision as the
+//! host path, conservation, bad device input refused with nothing changed, and the bundled GPU
+//! MD engine coupled without a host round trip. GPU tests are ignored without a GPU.
+
+mod common;
+
+use mpcbox::backend::cuda::DeviceSoluteArrays;
+use mpcbox::backend::DeviceSolutes;
+use mpcbox::config::{Config, DeviceChoice, Thermostat};
+use mpcbox::error::MpcError;
+use mpcbox::rng::CellStream;
+use mpcbox::Solvent;
+
+/// `n` solutes of mixed masses spread over (and beyond) an `l`-cell box.
+fn solutes(n: usize, l: [u32; 3], seed: u64) -> (Vec<[f64; 3]>, Vec<[f64; 3]>, Vec<f64>) {
+    let mut r = CellStream::for_particle(seed, 0);
+    let pos = (0..n)
+        .map(|i| {
+            // some far outside the box: wrapped through several periods
+            let out = if i % 7 == 0 { 3.0 } else { 1.0 };
+            [
+                (r.uniform() * out - 0.5 * (out - 1.0)) * l[0] as f64,
+                (r.uniform() * out - 0.5 * (out - 1.0)) * l[1] as f64,
+                r.uniform() * l[2] as f64,
+            ]
+        })
+        .collect();
+    let vel = (0..n)
+        .map(|_| [0.3 * r.normal(), 0.3 * r.normal(), 0.3 * r.normal()])
+        .collect();
+    let mass = (0..n).map(|i| [1.0, 5.0, 10.0][i % 3]).collect();
+    (pos, vel, mass)
+}
+
+fn gpu_config(cells: [u32; 3], shear: f64) -> Config {
+    let mut cfg = common::small_config(cells, 10);
+    cfg.device = DeviceChoice::Cuda(vec![0]);
+    cfg.thermostat = Thermostat::Mbs;
+    cfg.shear_rate = shear;
+    cfg.tuning.reorder_interval = Some(3);
+    cfg
+}
+
+fn momentum(s: &mut Solvent, vel: &[[f64; 3]], mass: &[f64]) -> [f64; 3] {
+    let mut p = s.moments().unwrap().momentum;
+    for (v, m) in vel.iter().zip(mass) {
+        for k in 0..3 {
+            p[k] += m * v[k];
+        }
+    }
+    p
+}
+
+// ---------- no GPU needed ----------
+
+#[test]
+fn a_cpu_fluid_refuses_device_solutes_and_stays_unchanged() {
+    let mut s = Solvent::new(common::small_config([6, 6, 6], 5)).unwrap();
+    let before = s.fluid_state().unwrap();
+    let fake = DeviceSolutes {
+        pos: 0x1000,
+        vel: 0x2000,
+        mass: 0x3000,
+        n: 4,
+        stream: 0,
+    };
+    match s.step_with_device_solutes(&fake) {
+        Err(MpcError::Device(m)) => {
+            assert!(m.contains("step_with_solutes"), "the message names the fix: {m}")
+        }
+        other => panic!("expected a device error, got {other:?}"),
+    }
+    assert_eq!(s.step_count(), 0);
+    assert_eq!(s.fluid_state().unwrap(), before);
+    // zero solutes is the plain step, on any backend
+    let none = DeviceSolutes::default();
+    s.step_with_device_solutes(&none).unwrap();
+    assert_eq!(s.step_count(), 1);
+}
+
+// ---------- GPU ----------
+
+/// Host arrays and the same arrays on the device give the same step to rounding (only the
+/// order of the f64 atomic cell sums differs), with shear, MBS, reorders and wrapped solutes.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn device_solutes_collide_as_host_solutes() {
+    let cfg = gpu_config([8, 12, 8], 0.05);
+    let (pos, vel0, mass) = solutes(700, cfg.cells, 5);
+    let mut host = Solvent::new(cfg.clone()).unwrap();
+    let mut dev = Solvent::new(cfg).unwrap();
+    let mut vel = vel0.clone();
+    let mut arrays = DeviceSoluteArrays::upload(0, &pos, &vel0, &mass).unwrap();
+    for step in 0..8 {
+        host.step_with_solutes(&pos, &mut vel, &mass).unwrap();
+        dev.step_with_device_solutes(&arrays.solutes()).unwrap();
+        let got = arrays.velocities().unwrap();
+        common::assert_solute_velocities_close(&vel, &got, 1e-12, &format!("step {step}"));
+        // keep the two runs on one trajectory (rounding would otherwise grow)
+        arrays = DeviceSoluteArrays::upload(0, &pos, &vel, &mass).unwrap();
+    }
+    let (a, b) = (host.fluid_state().unwrap(), dev.fluid_state().unwrap());
+    common::compare_states(&a, &b, 1e-12, "fluid after 8 coupled steps");
+}
+
+/// Without shear, fluid + solute momentum is conserved by every device-resident step.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn device_coupled_steps_conserve_momentum() {
+    let mut cfg = gpu_config([10, 10, 10], 0.0);
+    cfg.thermostat = Thermostat::None;
+    let (pos, vel, mass) = solutes(3000, cfg.cells, 9);
+    let mut s = Solvent::new(cfg).unwrap();
+    let arrays = DeviceSoluteArrays::upload(0, &pos, &vel, &mass).unwrap();
+    let mut p0 = momentum(&mut s, &vel, &mass);
+    let scale = mass.iter().sum::<f64>() + s.n_fluid() as f64;
+    for _ in 0..20 {
+        s.step_with_device_solutes(&arrays.solutes()).unwrap();
+        let v = arrays.velocities().unwrap();
+        let p1 = momentum(&mut s, &v, &mass);
+        for k in 0..3 {
+            assert!(
+                (p1[k] - p0[k]).abs() <= 1e-12 * scale,
+                "momentum {p0:?} -> {p1:?}"
+            );
+        }
+        p0 = p1;
+    }
+}
+
+/// Host pointers, NULL, short buffers, NaN and bad masses are refused, naming the array, and
+/// neither the fluid nor the solutes change.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bad_device_input_is_refused_and_changes_nothing() {
+    let cfg = gpu_config([6, 6, 6], 0.0);
+    let (pos, vel, mass) = solutes(100, cfg.cells, 3);
+    let mut s = Solvent::new(cfg).unwrap();
+    s.step().unwrap();
+    let before = s.fluid_state().unwrap();
+    let good = DeviceSoluteArrays::upload(0, &pos, &vel, &mass).unwrap();
+    let host_vel = vel.clone();
+    let cases: Vec<(&str, DeviceSolutes, &str)> = vec![
+        (
+            "host array",
+            DeviceSolutes {
+                pos: pos.as_ptr() as u64,
+                ..good.solutes()
+            },
+            "positions",
+        ),
+        (
+            "NULL",
+            DeviceSolutes {
+                mass: 0,
+                ..good.solutes()
+            },
+            "masses",
+        ),
+        (
+            "too short",
+            DeviceSolutes {
+                n: 100_000,
+                ..good.solutes()
+            },
+            "positions",
+        ),
+    ];
+    for (what, bad, field) in cases {
+        match s.step_with_device_solutes(&bad) {
+            Err(MpcError::Solute { field: f, .. }) => assert_eq!(f, field, "{what}"),
+            other => panic!("{what}: expected a solute error, got {other:?}"),
+        }
+    }
+    let mut nan_pos = pos.clone();
+    nan_pos[42][1] = f64::NAN;
+    let mut bad_mass = mass.clone();
+    bad_mass[17] = 0.0;
+    for (what, p, m, field, index) in [
+        ("NaN position", &nan_pos, &mass, "positions", 42),
+        ("zero mass", &pos, &bad_mass, "masses", 17),
+    ] {
+        let arrays = DeviceSoluteArrays::upload(0, p, &vel, m).unwrap();
+        match s.step_with_device_solutes(&arrays.solutes()) {
+            Err(MpcError::Solute { field: f, problem, .. }) => {
+                assert_eq!(f, field, "{what}");
+                assert!(problem.contains(&format!("solute {index} ")), "{what}: {problem}");
+            }
+            other => panic!("{what}: expected a solute error, got {other:?}"),
+        }
+        assert_eq!(arrays.velocities().unwrap(), host_vel, "{what}: solutes changed");
+    }
+    assert_eq!(s.step_count(), 1, "no step was counted");
+    assert_eq!(s.fluid_state().unwrap(), before, "the fluid changed");
+    assert_eq!(good.velocities().unwrap(), host_vel);
+    // and the good arrays still work afterwards
+    s.step_with_device_solutes(&good.solutes()).unwrap();
+    assert_eq!(s.step_count(), 2);
+}
+
+/// Solutes on another GPU than the fluid's are refused (needs two GPUs; passes with a message
+/// on one).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn solutes_on_another_gpu_are_refused() {
+    let gpus = mpcbox::backend::cuda::probe().unwrap();
+    if gpus < 2 {
+        eprintln!("one GPU: nothing to check");
+        return;
+    }
+    let cfg = gpu_config([6, 6, 6], 0.0);
+    let (pos, vel, mass) = solutes(50, cfg.cells, 4);
+    let mut s = Solvent::new(cfg).unwrap();
+    let elsewhere = DeviceSoluteArrays::upload(1, &pos, &vel, &mass).unwrap();
+    match s.step_with_device_solutes(&elsewhere.solutes()) {
+        Err(MpcError::Solute { problem, fix, .. }) => {
+            assert!(problem.contains("GPU 1"), "{problem}");
+            assert!(fix.contains("cuda:0"), "{fix}");
+        }
+        other => panic!("expected a solute error, got {other:?}"),
+    }
+    assert_eq!(s.step_count(), 0);
+}
+
+/// The bundled GPU MD engine with the fluid on the same GPU hands its beads over as device
+/// pointers, and follows the host round trip to rounding (10 collisions, 100 MD steps).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_md_engine_couples_without_a_host_round_trip() {
+    use mpcbox::md::coupled::Coupling;
+    use mpcbox::md::MdBackend;
+    let run = |device_resident: bool| {
+        let mut cfg =
+            Config::from_file(std::path::Path::new("examples/polymer_in_solvent.ron")).unwrap();
+        cfg.device = DeviceChoice::Cuda(vec![0]);
+        let md = cfg.md.clone().unwrap();
+        cfg.md = Some(mpcbox::md::MdConfig {
+            backend: MdBackend::Cuda,
+            ..md
+        });
+        let mut solvent = Solvent::new(cfg.clone()).unwrap();
+        let mut c = Coupling::new(cfg.md.as_ref().unwrap(), &solvent).unwrap();
+        if !device_resident {
+            c.use_host_round_trip();
+        }
+        let path = c.path_description();
+        assert_eq!(path.starts_with("device-resident"), device_resident, "{path}");
+        for _ in 0..10 {
+            c.step(&mut solvent).unwrap();
+        }
+        let sys = c.system().unwrap().clone();
+        (sys, solvent.fluid_state().unwrap())
+    };
+    let (host_sys, host_fluid) = run(false);
+    let (dev_sys, dev_fluid) = run(true);
+    common::assert_solute_velocities_close(&host_sys.vel, &dev_sys.vel, 1e-9, "bead velocities");
+    common::assert_solute_velocities_close(&host_sys.pos, &dev_sys.pos, 1e-9, "bead positions");
+    common::compare_states(&host_fluid, &dev_fluid, 1e-9, "fluid");
+}
