@@ -37,6 +37,16 @@ module mpcbox
       real(c_double), intent(inout) :: vel(3, *)
       real(c_double), intent(in) :: mass(*)
     end function
+    ! Device-resident solutes (CUDA Fortran or OpenACC device arrays: pass c_devloc / c_loc of
+    ! the device data): pos(3,n), vel(3,n), mass(n) in the fluid GPU's memory; stream may be
+    ! c_null_ptr (the default stream).
+    integer(c_int) function mpcbox_step_device(s, n, pos, vel, mass, stream) &
+        bind(C, name="mpcbox_step_device")
+      import :: c_ptr, c_int, c_size_t
+      type(c_ptr), value :: s
+      integer(c_size_t), value :: n
+      type(c_ptr), value :: pos, vel, mass, stream
+    end function
     integer(c_int) function mpcbox_step_fluid(s, steps) bind(C, name="mpcbox_step_fluid")
       import :: c_ptr, c_int, c_int64_t
       type(c_ptr), value :: s

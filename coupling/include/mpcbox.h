@@ -145,6 +145,27 @@ int mpcbox_restore(struct MpcboxSolvent *solvent, const char *path);
 // call on the same thread.
 const char *mpcbox_last_error(void);
 
+// One MPC step with `n` solutes whose arrays live in the memory of the fluid's GPU. `pos[3n]`,
+// `vel[3n]` (in and out) and `mass[n]` are CUDA device pointers (as `cudaMalloc`, `cuMemAlloc`,
+// CuPy or PyTorch give them), laid out as in `mpcbox_step`; `stream` is the caller's
+// `cudaStream_t` / `CUstream` (NULL: the legacy default stream). The step waits for the work
+// already queued on `stream` before it reads the solutes, and the caller's work queued on
+// `stream` afterwards sees the new velocities. Pointers that are not device memory of the
+// fluid's GPU, buffers shorter than `n` solutes, NaN/inf, coordinates beyond 1e9 cells and
+// masses <= 0 are refused (`MPCBOX_STATUS_SOLUTE`, message naming the array) and nothing
+// changes. A solvent on the CPU refuses with `MPCBOX_STATUS_DEVICE`.
+//
+// # Safety
+// `solvent` must come from an `mpcbox_create_*` function. The pointers are only passed to the
+// CUDA driver, which checks what they point to; `stream`, if not NULL, must be a live stream
+// of the current process.
+int mpcbox_step_device(struct MpcboxSolvent *solvent,
+                       uintptr_t n,
+                       const double *pos,
+                       double *vel,
+                       const double *mass,
+                       void *stream);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
