@@ -95,7 +95,11 @@ mod tests {
             let mut dst = vec![0.0; n];
             copy(&mut dst, &src);
             assert_eq!(dst, src, "copy of {n}");
-            assert_eq!(find_first(&src, |&x| x < 0.0), None, "nothing to find in {n}");
+            assert_eq!(
+                find_first(&src, |&x| x < 0.0),
+                None,
+                "nothing to find in {n}"
+            );
             if n > 5 {
                 // two hits: the first one must be reported, whichever chunk finds one first
                 let at = n - 3;

@@ -66,7 +66,10 @@ fn a_cpu_fluid_refuses_device_solutes_and_stays_unchanged() {
     };
     match s.step_with_device_solutes(&fake) {
         Err(MpcError::Device(m)) => {
-            assert!(m.contains("step_with_solutes"), "the message names the fix: {m}")
+            assert!(
+                m.contains("step_with_solutes"),
+                "the message names the fix: {m}"
+            )
         }
         other => panic!("expected a device error, got {other:?}"),
     }
@@ -182,13 +185,22 @@ fn bad_device_input_is_refused_and_changes_nothing() {
     ] {
         let arrays = DeviceSoluteArrays::upload(0, p, &vel, m).unwrap();
         match s.step_with_device_solutes(&arrays.solutes()) {
-            Err(MpcError::Solute { field: f, problem, .. }) => {
+            Err(MpcError::Solute {
+                field: f, problem, ..
+            }) => {
                 assert_eq!(f, field, "{what}");
-                assert!(problem.contains(&format!("solute {index} ")), "{what}: {problem}");
+                assert!(
+                    problem.contains(&format!("solute {index} ")),
+                    "{what}: {problem}"
+                );
             }
             other => panic!("{what}: expected a solute error, got {other:?}"),
         }
-        assert_eq!(arrays.velocities().unwrap(), host_vel, "{what}: solutes changed");
+        assert_eq!(
+            arrays.velocities().unwrap(),
+            host_vel,
+            "{what}: solutes changed"
+        );
     }
     assert_eq!(s.step_count(), 1, "no step was counted");
     assert_eq!(s.fluid_state().unwrap(), before, "the fluid changed");
@@ -244,7 +256,11 @@ fn gpu_md_engine_couples_without_a_host_round_trip() {
             c.use_host_round_trip();
         }
         let path = c.path_description();
-        assert_eq!(path.starts_with("device-resident"), device_resident, "{path}");
+        assert_eq!(
+            path.starts_with("device-resident"),
+            device_resident,
+            "{path}"
+        );
         for _ in 0..10 {
             c.step(&mut solvent).unwrap();
         }

@@ -27,6 +27,10 @@ struct Args {
     /// Use the split form (begin_step / finish_step) instead of one call.
     #[arg(long)]
     split: bool,
+    /// Hand the solutes over as device arrays on the fluid's GPU (no PCIe traffic);
+    /// the solutes do not move between steps in this mode.
+    #[arg(long)]
+    device_resident: bool,
     /// Plain steps before timing (past the first reorders).
     #[arg(long, default_value_t = 45)]
     warmup: u64,
@@ -41,8 +45,8 @@ fn main() {
             std::process::exit(2);
         }
     };
-    println!("| cells | fluid | solutes/cell | solutes | device | plain ms/step | coupled ms/step | overhead |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| cells | fluid | solutes/cell | solutes | device | path | host threads | plain ms/step | coupled ms/step | overhead |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for &l in &args.sizes {
         let mut cfg = Config::from_ron_str(&format!(
             "(cells: ({l}, {l}, {l}), particles_per_cell: 10, time_step: 0.1, \
@@ -101,26 +105,56 @@ fn main() {
                 .collect();
             let mass = vec![10.0; n];
             let split = args.split;
-            let coupled = time(&mut s, &mut |s: &mut Solvent| {
-                for (p, v) in pos.iter_mut().zip(&vel) {
-                    for k in 0..3 {
-                        p[k] += 0.1 * v[k];
+            let coupled = if args.device_resident {
+                let arrays = match mpcbox::backend::cuda::DeviceSoluteArrays::upload(
+                    s.cuda_ordinal().unwrap_or(0),
+                    &pos,
+                    &vel,
+                    &mass,
+                ) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        eprintln!("device-resident solutes need the fluid on a GPU: {e}");
+                        std::process::exit(2);
                     }
-                }
-                let t0 = Instant::now();
-                if split {
-                    s.begin_step(&pos, &vel, &mass).expect("begin");
-                    s.finish_step(&mut vel).expect("finish");
-                } else {
-                    s.step_with_solutes(&pos, &mut vel, &mass)
-                        .expect("coupled step");
-                }
-                t0.elapsed().as_secs_f64()
-            });
+                };
+                let solutes = arrays.solutes();
+                time(&mut s, &mut |s: &mut Solvent| {
+                    let t0 = Instant::now();
+                    s.step_with_device_solutes(&solutes)
+                        .expect("device-resident coupled step");
+                    t0.elapsed().as_secs_f64()
+                })
+            } else {
+                time(&mut s, &mut |s: &mut Solvent| {
+                    for (p, v) in pos.iter_mut().zip(&vel) {
+                        for k in 0..3 {
+                            p[k] += 0.1 * v[k];
+                        }
+                    }
+                    let t0 = Instant::now();
+                    if split {
+                        s.begin_step(&pos, &vel, &mass).expect("begin");
+                        s.finish_step(&mut vel).expect("finish");
+                    } else {
+                        s.step_with_solutes(&pos, &mut vel, &mass)
+                            .expect("coupled step");
+                    }
+                    t0.elapsed().as_secs_f64()
+                })
+            };
+            let mode = if args.device_resident {
+                "device-resident"
+            } else if split {
+                "host, split"
+            } else {
+                "host"
+            };
             println!(
-                "| {l}³ | {} | {rho} | {n} | {} | {plain:.2} | {coupled:.2} | {:+.1}% |",
+                "| {l}³ | {} | {rho} | {n} | {} | {mode} | {} | {plain:.2} | {coupled:.2} | {:+.1}% |",
                 s.n_fluid(),
                 s.backend_description(),
+                mpcbox::host::host_threads(),
                 100.0 * (coupled / plain - 1.0)
             );
         }

@@ -81,9 +81,7 @@ fn main() {
     drop(fluid);
 
     // MD alone, on the GPU the fluid uses first.
-    let md = md_cfg
-        .build(&cfg)
-        .unwrap_or_else(|e| fail(&e.to_string()));
+    let md = md_cfg.build(&cfg).unwrap_or_else(|e| fail(&e.to_string()));
     let beads = md.sys.len();
     let ordinal = match &cfg.device {
         DeviceChoice::Cuda(ids) if !ids.is_empty() => ids[0] as usize,
@@ -109,8 +107,7 @@ fn main() {
 
     // Coupled.
     let mut solvent = Solvent::new(cfg.clone()).unwrap_or_else(|e| fail(&e.to_string()));
-    let mut coupling =
-        Coupling::new(&md_cfg, &solvent).unwrap_or_else(|e| fail(&e.to_string()));
+    let mut coupling = Coupling::new(&md_cfg, &solvent).unwrap_or_else(|e| fail(&e.to_string()));
     for _ in 0..a.warmup {
         coupling
             .step(&mut solvent)

@@ -41,7 +41,8 @@ fn pointer_attribute<T: Default>(addr: u64, attribute: sys::CUpointer_attribute)
     // SAFETY: `value` is a valid, writable `T`, and the caller pairs each attribute with its C
     // type (MEMORY_TYPE: u32, DEVICE_ORDINAL: i32, RANGE_START_ADDR: CUdeviceptr = u64,
     // RANGE_SIZE: size_t = usize); the driver only reads `addr` as an integer.
-    let r = unsafe { sys::cuPointerGetAttribute(&mut value as *mut T as *mut c_void, attribute, addr) };
+    let r =
+        unsafe { sys::cuPointerGetAttribute(&mut value as *mut T as *mut c_void, attribute, addr) };
     (r == sys::CUresult::CUDA_SUCCESS).then_some(value)
 }
 
@@ -51,7 +52,11 @@ fn check_device_pointer(addr: u64, bytes: usize, field: &str, ordinal: usize) ->
     let host_fix = "pass an array allocated on the fluid's GPU (cudaMalloc, cuMemAlloc, CuPy, \
                     PyTorch), or hand host arrays over with step_with_solutes / mpcbox_step";
     if addr == 0 {
-        return Err(solute_error(field, "is a NULL device pointer".into(), host_fix));
+        return Err(solute_error(
+            field,
+            "is a NULL device pointer".into(),
+            host_fix,
+        ));
     }
     if addr % 8 != 0 {
         return Err(solute_error(
@@ -74,7 +79,8 @@ fn check_device_pointer(addr: u64, bytes: usize, field: &str, ordinal: usize) ->
             host_fix,
         ));
     }
-    let owner = pointer_attribute::<i32>(addr, A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL).unwrap_or(-1);
+    let owner =
+        pointer_attribute::<i32>(addr, A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL).unwrap_or(-1);
     if owner != ordinal as i32 {
         return Err(solute_error(
             field,
@@ -92,7 +98,9 @@ fn check_device_pointer(addr: u64, bytes: usize, field: &str, ordinal: usize) ->
         if available < bytes as u64 {
             return Err(solute_error(
                 field,
-                format!("the allocation holds {available} bytes from {addr:#x}; {bytes} are needed"),
+                format!(
+                    "the allocation holds {available} bytes from {addr:#x}; {bytes} are needed"
+                ),
                 "pass arrays of 3n (pos, vel) and n (mass) float64 for n solutes",
             ));
         }
@@ -116,7 +124,9 @@ fn order_after(event: &CudaEvent, signaller: sys::CUstream, waiter: sys::CUstrea
     // SAFETY: as above; the event was recorded just now.
     let r = unsafe { sys::cuStreamWaitEvent(waiter, event.cu_event(), 0) };
     if r != sys::CUresult::CUDA_SUCCESS {
-        return Err(MpcError::Device(format!("cuStreamWaitEvent failed ({r:?})")));
+        return Err(MpcError::Device(format!(
+            "cuStreamWaitEvent failed ({r:?})"
+        )));
     }
     Ok(())
 }
@@ -124,7 +134,11 @@ fn order_after(event: &CudaEvent, signaller: sys::CUstream, waiter: sys::CUstrea
 impl CudaBackend {
     /// The cells/images/check buffers for `ns` device-resident solutes, grown on demand.
     fn ensure_device_solute_state(&mut self, ns: usize) -> Result<()> {
-        if !self.device_solutes.as_ref().is_some_and(|d| d.capacity >= ns) {
+        if !self
+            .device_solutes
+            .as_ref()
+            .is_some_and(|d| d.capacity >= ns)
+        {
             let cap = ns.next_power_of_two().max(64);
             let s = &self.dev.stream;
             let ctx = &self.dev.ctx;
@@ -164,7 +178,11 @@ impl CudaBackend {
         let main = self.dev.stream.clone();
         self.ensure_device_solute_state(ns)?;
         let st = self.device_solutes.as_mut().expect("made above");
-        order_after(&st.caller_ready, s.stream as sys::CUstream, main.cu_stream())?;
+        order_after(
+            &st.caller_ready,
+            s.stream as sys::CUstream,
+            main.cu_stream(),
+        )?;
         main.memcpy_htod(&[u32::MAX; 4], &mut st.first_bad)
             .map_err(drv("solute check"))?;
         let n32 = ns as u32;
@@ -186,19 +204,35 @@ impl CudaBackend {
         main.memcpy_dtoh(&st.first_bad, &mut first)
             .map_err(drv("solute check"))?;
         let problems = [
-            ("positions", "a non-finite position", "pass finite positions"),
+            (
+                "positions",
+                "a non-finite position",
+                "pass finite positions",
+            ),
             (
                 "positions",
                 "a coordinate over 1e9 cells from the origin",
                 "pass positions in the MPC box's units (cell size a = 1); coordinates outside \
                  the box are wrapped",
             ),
-            ("velocities", "a non-finite velocity", "pass finite velocities"),
-            ("masses", "a mass that is not finite and > 0", "pass finite masses > 0"),
+            (
+                "velocities",
+                "a non-finite velocity",
+                "pass finite velocities",
+            ),
+            (
+                "masses",
+                "a mass that is not finite and > 0",
+                "pass finite masses > 0",
+            ),
         ];
         for (k, (field, what, fix)) in problems.iter().enumerate() {
             if first[k] != u32::MAX {
-                return Err(solute_error(field, format!("solute {} has {what}", first[k]), fix));
+                return Err(solute_error(
+                    field,
+                    format!("solute {} has {what}", first[k]),
+                    fix,
+                ));
             }
         }
         Ok(())
@@ -250,7 +284,11 @@ impl CudaBackend {
                 .launch(grid(ns))
                 .map_err(drv("solute collide"))?;
         }
-        order_after(&st.velocities_done, main.cu_stream(), s.stream as sys::CUstream)?;
+        order_after(
+            &st.velocities_done,
+            main.cu_stream(),
+            s.stream as sys::CUstream,
+        )?;
         self.fluid_collide(plan, &p)?;
         self.reorder_if(plan)?;
         self.read_report()
@@ -278,7 +316,12 @@ impl DeviceSoluteArrays {
         if vel.len() != pos.len() || mass.len() != pos.len() {
             return Err(solute_error(
                 "lengths",
-                format!("{} positions, {} velocities, {} masses", pos.len(), vel.len(), mass.len()),
+                format!(
+                    "{} positions, {} velocities, {} masses",
+                    pos.len(),
+                    vel.len(),
+                    mass.len()
+                ),
                 "pass one position, one velocity and one mass per solute",
             ));
         }
@@ -286,8 +329,12 @@ impl DeviceSoluteArrays {
         let stream = ctx.default_stream();
         Ok(DeviceSoluteArrays {
             n: pos.len(),
-            pos: stream.clone_htod(pos.as_flattened()).map_err(drv("upload"))?,
-            vel: stream.clone_htod(vel.as_flattened()).map_err(drv("upload"))?,
+            pos: stream
+                .clone_htod(pos.as_flattened())
+                .map_err(drv("upload"))?,
+            vel: stream
+                .clone_htod(vel.as_flattened())
+                .map_err(drv("upload"))?,
             mass: stream.clone_htod(mass).map_err(drv("upload"))?,
             stream,
         })

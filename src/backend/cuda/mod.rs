@@ -619,13 +619,10 @@ impl SoluteTransfer {
     }
 }
 
-/// Copy `src` into `dst` (equal lengths) with all cores: host copies into pinned staging are
-/// on the critical path of a coupled step.
+/// Copy `src` into `dst` (equal lengths) on the bounded host pool ([`crate::host`]): host
+/// copies into pinned staging are on the critical path of a coupled step.
 fn parallel_copy(dst: &mut [f64], src: &[f64]) {
-    use rayon::prelude::*;
-    dst.par_chunks_mut(1 << 16)
-        .zip(src.par_chunks(1 << 16))
-        .for_each(|(d, s)| d.copy_from_slice(s));
+    crate::host::copy(dst, src);
 }
 
 pub struct CudaBackend {
