@@ -26,3 +26,27 @@ extern "C" __global__ void mpc_check_solutes(const double *__restrict__ spos, co
         atomicMin(first_bad + 3, i);
     }
 }
+
+// Several GPUs, solutes held on one of them: each GPU collides the solutes in its own cells and
+// writes their velocities straight into the home GPU's array (peer memory over NVLink); the
+// solutes of other GPUs' cells are left alone (their owner writes them).
+extern "C" __global__ void mpc_solute_collide_owned(MpcParams p, const unsigned int *__restrict__ scell,
+                                                    const int *__restrict__ simage,
+                                                    const double *__restrict__ cells, double *svel) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= p.n_solutes) {
+        return;
+    }
+    unsigned int c = scell[i];
+    if (c == MPC_DEAD) {
+        return;
+    }
+    double cp[8];
+    mpc_load_params(cells, c, cp);
+    double v[3] = {svel[3 * i], svel[3 * i + 1], svel[3 * i + 2]};
+    double u[3];
+    mpc_collide(p, cp, simage[i], v, u);
+    svel[3 * i] = u[0];
+    svel[3 * i + 1] = u[1];
+    svel[3 * i + 2] = u[2];
+}

@@ -201,9 +201,20 @@ fn main() {
         println!("|---|---|");
         for b in 1..count.min(4) {
             match measure_transfer(0, b, args.copy_bytes, 5) {
-                Ok((peer, host)) => {
-                    println!("| GPU 0 → {b}, peer copy | {:.1} |", peer / 1e9);
-                    println!("| GPU 0 → {b}, via pinned host | {:.1} |", host / 1e9);
+                Ok(r) => {
+                    println!(
+                        "| GPU 0 → {b}, peer copy, pool memory not opened to the peer | {:.1} |",
+                        r.peer_pool_closed / 1e9
+                    );
+                    println!(
+                        "| GPU 0 → {b}, peer copy, pool opened (mpcbox) | {:.1} |",
+                        r.peer_pool_open / 1e9
+                    );
+                    println!(
+                        "| GPU 0 → {b}, peer copy, cuMemAlloc memory (hardware reference) | {:.1} |",
+                        r.peer_plain_alloc / 1e9
+                    );
+                    println!("| GPU 0 → {b}, via pinned host | {:.1} |", r.via_host / 1e9);
                 }
                 Err(e) => println!("| GPU 0 → {b} | error: {e} |"),
             }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, PushKernelArg};
 
-use super::{drv, grid, CudaBackend};
+use super::{drv, grid, CudaBackend, KernelParams};
 use crate::backend::{DeviceSolutes, StepReport};
 use crate::error::{MpcError, Result};
 use crate::physics::StepPlan;
@@ -247,51 +247,77 @@ impl CudaBackend {
         plan: &StepPlan,
         s: &DeviceSolutes,
     ) -> Result<StepReport> {
-        let ns = s.n;
-        let p = self.params(plan, ns);
+        let p = self.params(plan, s.n);
         self.fluid_pass(&p)?;
+        self.bin_solutes_from(&p, s)?;
+        self.cell_pass(&p)?;
+        self.collide_owned_solutes(&p, s)?;
+        let st = self
+            .device_solutes
+            .as_ref()
+            .expect("made by bin_solutes_from");
+        order_after(
+            &st.velocities_done,
+            self.dev.stream.cu_stream(),
+            s.stream as sys::CUstream,
+        )?;
+        self.fluid_collide(plan, &p)?;
+        self.reorder_if(plan)?;
+        self.read_report()
+    }
+
+    /// Bin the solutes of `s` (arrays on this GPU, or on a peer GPU this one may read) and add
+    /// those in this GPU's cells to the cell sums.
+    pub(super) fn bin_solutes_from(&mut self, p: &KernelParams, s: &DeviceSolutes) -> Result<()> {
+        self.ensure_device_solute_state(s.n)?;
         let main = self.dev.stream.clone();
-        self.ensure_device_solute_state(ns)?;
         let st = self.device_solutes.as_mut().expect("made above");
         // SAFETY: mpc_solute_bin(MpcParams, const double* spos, const double* svel, const double*
         // smass, unsigned* scell, int* simage, double* cells): the params by value, the caller's
-        // arrays (checked: 3n, 3n, n doubles on this GPU, the caller's work on them ordered
-        // before this stream), index arrays of capacity >= n, and the cell buffer.
+        // arrays (checked: 3n, 3n, n doubles, readable by this GPU, the caller's work on them
+        // finished before the check returned), index arrays of capacity >= n, the cell buffer.
         unsafe {
             main.launch_builder(&self.dev.k.solute_bin)
-                .arg(&p)
+                .arg(p)
                 .arg(&s.pos)
                 .arg(&s.vel)
                 .arg(&s.mass)
                 .arg(&mut st.cell)
                 .arg(&mut st.image)
                 .arg(&mut self.cells)
-                .launch(grid(ns))
+                .launch(grid(s.n))
                 .map_err(drv("solute bin"))?;
         }
-        self.cell_pass(&p)?;
-        let st = self.device_solutes.as_mut().expect("made above");
-        // SAFETY: mpc_solute_collide(MpcParams, const unsigned* scell, const int* simage, const
-        // double* cells, double* svel): the index arrays written by the bin kernel above on the
-        // same stream, the cell parameters, and the caller's velocity array (3n doubles).
+        Ok(())
+    }
+
+    /// Collide the solutes this GPU binned into its cells and write their velocities into
+    /// `s.vel` (possibly peer memory); solutes of other GPUs' cells are left to their owner.
+    pub(super) fn collide_owned_solutes(
+        &mut self,
+        p: &KernelParams,
+        s: &DeviceSolutes,
+    ) -> Result<()> {
+        let main = self.dev.stream.clone();
+        let st = self
+            .device_solutes
+            .as_ref()
+            .ok_or_else(|| MpcError::Device("solutes collided before they were binned".into()))?;
+        // SAFETY: mpc_solute_collide_owned(MpcParams, const unsigned* scell, const int* simage,
+        // const double* cells, double* svel): the index arrays written by the bin kernel on
+        // this stream, the cell parameters, and the caller's velocity array (3n doubles); each
+        // solute is written by the one GPU that owns its cell.
         unsafe {
-            main.launch_builder(&self.dev.k.solute_collide)
-                .arg(&p)
+            main.launch_builder(&self.dev.k.solute_collide_owned)
+                .arg(p)
                 .arg(&st.cell)
                 .arg(&st.image)
                 .arg(&self.cells)
                 .arg(&s.vel)
-                .launch(grid(ns))
+                .launch(grid(s.n))
                 .map_err(drv("solute collide"))?;
         }
-        order_after(
-            &st.velocities_done,
-            main.cu_stream(),
-            s.stream as sys::CUstream,
-        )?;
-        self.fluid_collide(plan, &p)?;
-        self.reorder_if(plan)?;
-        self.read_report()
+        Ok(())
     }
 }
 

@@ -59,6 +59,7 @@ pub const KERNEL_NAMES: &[&str] = &[
     "mpc_add_flow",
     "mpc_immigrate",
     "mpc_check_solutes",
+    "mpc_solute_collide_owned",
 ];
 
 /// The single translation unit handed to NVRTC: the headers, then the kernels. `#pragma once`

@@ -34,6 +34,8 @@
 mod device_solutes;
 pub mod kernels;
 pub mod multi;
+mod multi_solutes;
+pub mod transfer;
 
 pub use device_solutes::DeviceSoluteArrays;
 
@@ -345,6 +347,7 @@ struct Kernels {
     shift_scale: CudaFunction,
     add_flow: CudaFunction,
     check_solutes: CudaFunction,
+    solute_collide_owned: CudaFunction,
 }
 
 impl Kernels {
@@ -380,6 +383,7 @@ impl Kernels {
             shift_scale: f("mpc_shift_scale")?,
             add_flow: f("mpc_add_flow")?,
             check_solutes: f("mpc_check_solutes")?,
+            solute_collide_owned: f("mpc_solute_collide_owned")?,
         };
         Ok((module, k))
     }
@@ -443,6 +447,10 @@ impl CudaDevice {
 
     pub fn describe(&self) -> String {
         format!("cuda:{} {}", self.ordinal, self.name)
+    }
+
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
     }
 
     pub fn free_memory(&self) -> Result<(u64, u64)> {

@@ -27,6 +27,7 @@ use std::time::Instant;
 use cudarc::driver::{CudaEvent, DevicePtr, PinnedHostSlice};
 
 use super::*;
+use crate::backend::DeviceSolutes;
 
 /// Bytes of one migrating particle (`MPC_RECORD_WORDS` u64 in `kernels/mpc.cu`).
 const RECORD_WORDS: usize = 5;
@@ -44,12 +45,14 @@ pub enum Transfer {
 }
 
 impl Transfer {
-    /// `MPCBOX_MULTI_TRANSFER=peer|host`; through the host by default: on the 4 × H200
-    /// machine peer copies ran at PCIe speed (38 GB/s, peer access enabled) and the staged
-    /// transfers, parallel on every GPU's copy streams, gave the faster steps (README).
-    pub fn from_env() -> Transfer {
+    /// `MPCBOX_MULTI_TRANSFER=peer|host`; unset: peer copies where every pair of
+    /// neighbouring GPUs has peer access (with the pools opened to the peers they run at
+    /// NVLink speed), host staging otherwise.
+    pub fn from_env_or(peer_possible: bool) -> Transfer {
         match std::env::var("MPCBOX_MULTI_TRANSFER").as_deref() {
             Ok("peer") => Transfer::Peer,
+            Ok("host") => Transfer::Host,
+            _ if peer_possible => Transfer::Peer,
             _ => Transfer::Host,
         }
     }
@@ -138,7 +141,9 @@ impl CudaBackend {
 
 /// The multi-GPU backend: one [`CudaBackend`] in slab mode per GPU.
 pub struct MultiCudaBackend {
-    slabs: Vec<CudaBackend>,
+    pub(super) slabs: Vec<CudaBackend>,
+    /// Every GPU may read and write the first GPU's memory (solutes live there).
+    pub(super) home_reachable: bool,
     /// First layer of each slab, then Ly.
     bounds: Vec<u32>,
     phys: Physics,
@@ -151,6 +156,13 @@ pub struct MultiCudaBackend {
     phase_seconds: [f64; 3],
     /// Particles sent between GPUs since profiling was switched on.
     migrated: u64,
+}
+
+/// The solutes of one multi-GPU step.
+enum StepSolutes<'a, 'b> {
+    None,
+    Host(&'a mut SoluteBatch<'b>),
+    Device(DeviceSolutes),
 }
 
 /// Phases timed by [`MultiCudaBackend::set_profiling`].
@@ -224,11 +236,19 @@ impl MultiCudaBackend {
         let layer = (phys.cells[0] * phys.cells[2]) as usize;
         let density = state.len() as f64 / phys.n_cells().max(1) as f64;
         let layer_particles = (density * layer as f64).ceil() as usize;
-        let transfer = Transfer::from_env();
+        let devices = ordinals
+            .iter()
+            .map(|&ord| CudaDevice::open(ord))
+            .collect::<Result<Vec<_>>>()?;
+        let neighbours_peer = (0..g).all(|k| {
+            let up = (k + 1) % g;
+            super::transfer::can_access_peer(&devices[k], &devices[up])
+                && super::transfer::can_access_peer(&devices[up], &devices[k])
+        });
+        let transfer = Transfer::from_env_or(neighbours_peer);
         let mut slabs = Vec::with_capacity(g);
-        for (k, &ord) in ordinals.iter().enumerate() {
+        for (k, dev) in devices.into_iter().enumerate() {
             let (sub, ids) = &parts[k];
-            let dev = CudaDevice::open(ord)?;
             let layers = (bounds[k + 1] - bounds[k]) as usize;
             let ncells = layers * layer;
             let live = sub.len();
@@ -259,8 +279,16 @@ impl MultiCudaBackend {
             slabs.push(be);
         }
         enable_peer_access(&slabs)?;
+        let devices: Vec<&CudaDevice> = slabs.iter().map(|s| &s.dev).collect();
+        let granted = super::transfer::grant_pool_access(&devices)?;
+        tracing::debug!("memory pools opened to peers: {granted:?}");
+        let home = &slabs[0].dev;
+        let home_reachable = slabs[1..]
+            .iter()
+            .all(|s| super::transfer::can_access_peer(&s.dev, home));
         Ok(MultiCudaBackend {
             slabs,
+            home_reachable,
             bounds,
             phys: phys.clone(),
             n_total: state.len(),
@@ -270,6 +298,36 @@ impl MultiCudaBackend {
             phase_seconds: [0.0; 3],
             migrated: 0,
         })
+    }
+
+    /// Every buffer another GPU touches, as (device address, owning GPU, touching GPU): the
+    /// receive buffers (written by the neighbours' peer copies) and the home GPU's solute
+    /// buffers once made (read and written by every GPU's kernels). Each must be open to that
+    /// GPU ([`super::transfer::peer_can_access`]).
+    pub fn peer_touched_buffers(&self) -> Vec<(u64, usize, usize)> {
+        let g = self.slabs.len();
+        let mut out = Vec::new();
+        for k in 0..g {
+            let stream = &self.slabs[k].dev.stream;
+            let owner = self.slabs[k].dev.ordinal;
+            for side in 0..2 {
+                let sender = self.slabs[self.neighbour(k, side)].dev.ordinal;
+                if sender != owner {
+                    let ptr = self.slab_of(k).recv[side].device_ptr(stream).0;
+                    out.push((ptr, owner, sender));
+                }
+            }
+        }
+        if let Some(sb) = self.slabs[0].solutes.as_ref() {
+            let stream = &self.slabs[0].dev.stream;
+            let owner = self.slabs[0].dev.ordinal;
+            for s in &self.slabs[1..] {
+                for b in [&sb.pos, &sb.vel, &sb.mass] {
+                    out.push((b.device_ptr(stream).0, owner, s.dev.ordinal));
+                }
+            }
+        }
+        out
     }
 
     pub fn gpus(&self) -> usize {
@@ -456,23 +514,34 @@ impl MultiCudaBackend {
         self.slabs[k].slab()
     }
 
-    /// One step of all slabs; solutes (if any) go to every GPU.
-    fn run_step(
-        &mut self,
-        plan: &StepPlan,
-        solutes: Option<&mut SoluteBatch<'_>>,
-    ) -> Result<StepReport> {
-        let ns = solutes.as_ref().map_or(0, |b| b.len());
+    /// One step of all slabs. Solutes: device-resident ones are read from the home GPU by
+    /// every GPU; host ones are uploaded once to the home GPU when every GPU can reach it
+    /// (`multi_solutes`), else to every GPU.
+    fn run_step(&mut self, plan: &StepPlan, solutes: StepSolutes<'_, '_>) -> Result<StepReport> {
+        let ns = match &solutes {
+            StepSolutes::None => 0,
+            StepSolutes::Host(b) => b.len(),
+            StepSolutes::Device(d) => d.n,
+        };
         let mut t = Instant::now();
         // 1. pass 1 everywhere (collide n if deferred, stream, bin, pack emigrants)
         for s in &mut self.slabs {
             let p = s.params(plan, ns);
             s.fluid_pass(&p)?;
         }
-        if let Some(b) = solutes.as_ref() {
-            for s in &mut self.slabs {
-                s.upload_solutes_blocking(b.pos, &*b.vel, b.mass)?;
+        // where every GPU reads the solutes from (None: each GPU has its own copy)
+        let mut on_home: Option<DeviceSolutes> = None;
+        match &solutes {
+            StepSolutes::Device(d) => on_home = Some(*d),
+            StepSolutes::Host(b) if self.home_reachable => {
+                on_home = Some(self.upload_solutes_home(b.pos, &*b.vel, b.mass)?);
             }
+            StepSolutes::Host(b) => {
+                for s in &mut self.slabs {
+                    s.upload_solutes_blocking(b.pos, &*b.vel, b.mass)?;
+                }
+            }
+            StepSolutes::None => {}
         }
         self.synchronize_all()?;
         let mut sent = vec![[0usize; 2]; self.slabs.len()];
@@ -505,15 +574,24 @@ impl MultiCudaBackend {
         // 3. solutes, cell parameters, collision (or deferred), reorder
         for s in &mut self.slabs {
             let p = s.params(plan, ns);
-            s.solute_bin(&p, ns)?;
+            match &on_home {
+                Some(d) if ns > 0 => s.bin_solutes_from(&p, d)?,
+                _ => s.solute_bin(&p, ns)?,
+            }
             s.cell_pass(&p)?;
-            if ns > 0 {
-                s.solute_collide(&p, ns)?;
+            match &on_home {
+                Some(d) if ns > 0 => s.collide_owned_solutes(&p, d)?,
+                _ if ns > 0 => s.solute_collide(&p, ns)?,
+                _ => {}
             }
             s.fluid_collide(plan, &p)?;
             s.reorder_if(plan)?;
         }
-        if let Some(b) = solutes {
+        let mut host_solutes = match solutes {
+            StepSolutes::Host(b) => Some(b),
+            _ => None,
+        };
+        if let (Some(b), None) = (host_solutes.as_mut(), &on_home) {
             let out = b.vel.as_flattened_mut();
             out.fill(0.0);
             for s in &mut self.slabs {
@@ -544,6 +622,10 @@ impl MultiCudaBackend {
                     s.dev.describe()
                 )));
             }
+        }
+        if let (Some(b), Some(_)) = (host_solutes, &on_home) {
+            // every GPU has finished (synchronised above): the home buffers hold all velocities
+            self.download_solutes_home(b.vel)?;
         }
         let live: usize = self.slabs.iter().map(|s| s.live()).sum();
         if live != self.n_total {
@@ -635,7 +717,7 @@ impl CudaBackend {
     }
 
     /// Slab mode: copy all solutes to this GPU (it bins only those in its cells).
-    fn upload_solutes_blocking(
+    pub(super) fn upload_solutes_blocking(
         &mut self,
         pos: &[[f64; 3]],
         vel: &[[f64; 3]],
@@ -834,72 +916,112 @@ fn split_by_slab(state: &FluidState, bounds: &[u32]) -> Vec<(FluidState, Vec<u32
         .collect()
 }
 
-/// Bandwidth in bytes/s of one copy of `bytes` from GPU `a` to GPU `b`: by a peer copy (peer
-/// access enabled where allowed) and through pinned host memory (device → host on a's
-/// stream, host → device on b's), each the best of `reps`.
-pub fn measure_transfer(a: usize, b: usize, bytes: usize, reps: usize) -> Result<(f64, f64)> {
+/// GPU-to-GPU copy rates (bytes/s, one direction) measured by [`measure_transfer`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TransferRates {
+    /// Peer copy of stream-ordered pool memory (what cudarc allocates) before the pool is
+    /// opened to the peer: the driver stages it through the host.
+    pub peer_pool_closed: f64,
+    /// The same memory after `cuMemPoolSetAccess` (what the backend does at open).
+    pub peer_pool_open: f64,
+    /// Reference: peer copy of plain `cuMemAlloc` memory, the hardware's GPU-to-GPU rate.
+    pub peer_plain_alloc: f64,
+    /// Through pinned host memory (device → host on a's stream, host → device on b's).
+    pub via_host: f64,
+}
+
+/// Best of `reps` timed runs of `copy` moving `bytes`, in bytes/s.
+fn best_rate(bytes: usize, reps: usize, mut copy: impl FnMut() -> Result<()>) -> Result<f64> {
+    copy()?; // warm-up
+    let mut best = 0.0f64;
+    for _ in 0..reps {
+        let t = Instant::now();
+        copy()?;
+        best = best.max(bytes as f64 / t.elapsed().as_secs_f64());
+    }
+    Ok(best)
+}
+
+/// Copy rates of `bytes` from GPU `a` to GPU `b`, each the best of `reps`: peer copies of pool
+/// memory before and after the pool is opened to the peer, of plain allocations (the
+/// hardware's reference, same run), and through pinned host memory.
+pub fn measure_transfer(a: usize, b: usize, bytes: usize, reps: usize) -> Result<TransferRates> {
     let da = CudaDevice::open(a)?;
     let db = CudaDevice::open(b)?;
     let words = bytes / 8;
+    let bytes = words * 8;
     let src = da.stream.alloc_zeros::<u64>(words).map_err(drv("alloc"))?;
     let dst = db.stream.alloc_zeros::<u64>(words).map_err(drv("alloc"))?;
-    let mut can = 0;
-    unsafe {
-        cudarc::driver::sys::cuDeviceCanAccessPeer(
-            &mut can,
-            da.ctx.cu_device(),
-            db.ctx.cu_device(),
-        );
-    }
-    if can != 0 {
-        for (x, y) in [(&da, &db), (&db, &da)] {
-            x.ctx.bind_to_thread().map_err(drv("bind"))?;
-            let r = unsafe { cudarc::driver::sys::cuCtxEnablePeerAccess(y.ctx.cu_ctx(), 0) };
-            eprintln!("peer access {} -> {}: {r:?}", x.ordinal, y.ordinal);
-        }
-    } else {
+    if !super::transfer::can_access_peer(&da, &db) {
         eprintln!("peer access {a} -> {b}: the driver says it is not possible");
     }
-    let sp = src.device_ptr(&da.stream).0;
-    let dp = dst.device_ptr(&db.stream).0;
-    let mut peer = 0.0f64;
-    for _ in 0..reps {
+    for (x, y) in [(&da, &db), (&db, &da)] {
+        x.ctx.bind_to_thread().map_err(drv("bind"))?;
+        // SAFETY: both contexts are live; enabling twice returns an error code, not UB.
+        let r = unsafe { cudarc::driver::sys::cuCtxEnablePeerAccess(y.ctx.cu_ctx(), 0) };
+        tracing::debug!("peer access {} -> {}: {r:?}", x.ordinal, y.ordinal);
+    }
+    let peer_copy = |dp: u64, sp: u64| -> Result<()> {
         da.ctx.bind_to_thread().map_err(drv("bind"))?;
-        let t = Instant::now();
+        // SAFETY: `dp`/`sp` are live allocations of `bytes` bytes on b and a; the copy is
+        // synchronised before the buffers can be dropped.
         unsafe {
             cudarc::driver::result::memcpy_peer_async(
                 db.ctx.cu_ctx(),
                 dp,
                 da.ctx.cu_ctx(),
                 sp,
-                words * 8,
+                bytes,
                 da.stream.cu_stream(),
             )
             .map_err(drv("peer copy"))?;
         }
-        da.stream.synchronize().map_err(drv("sync"))?;
-        peer = peer.max((words * 8) as f64 / t.elapsed().as_secs_f64());
+        da.stream.synchronize().map_err(drv("sync"))
+    };
+    let sp = src.device_ptr(&da.stream).0;
+    let dp = dst.device_ptr(&db.stream).0;
+    let mut rates = TransferRates {
+        peer_pool_closed: best_rate(bytes, reps, || peer_copy(dp, sp))?,
+        ..Default::default()
+    };
+    super::transfer::grant_pool_access(&[&da, &db])?;
+    rates.peer_pool_open = best_rate(bytes, reps, || peer_copy(dp, sp))?;
+    // plain allocations, outside any pool
+    da.ctx.bind_to_thread().map_err(drv("bind"))?;
+    // SAFETY: plain device allocations of `bytes`, freed below after the copies completed.
+    let plain_src = unsafe { cudarc::driver::result::malloc_sync(bytes) }.map_err(drv("alloc"))?;
+    db.ctx.bind_to_thread().map_err(drv("bind"))?;
+    // SAFETY: as above.
+    let plain_dst = unsafe { cudarc::driver::result::malloc_sync(bytes) }.map_err(drv("alloc"))?;
+    rates.peer_plain_alloc = best_rate(bytes, reps, || peer_copy(plain_dst, plain_src))?;
+    for (ctx, ptr) in [(&da.ctx, plain_src), (&db.ctx, plain_dst)] {
+        ctx.bind_to_thread().map_err(drv("bind"))?;
+        // SAFETY: allocated above by malloc_sync in this context; every copy was synchronised.
+        unsafe { cudarc::driver::result::free_sync(ptr) }.map_err(drv("free"))?;
     }
     let flags = cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE;
+    // SAFETY: pinned host allocation of `words` u64, used only by the copies below.
     let mut stage =
         unsafe { da.ctx.alloc_pinned_with_flags::<u64>(words, flags) }.map_err(drv("pinned"))?;
-    let mut host = 0.0f64;
-    for _ in 0..reps {
+    rates.via_host = best_rate(bytes, reps, || {
         let h = stage.as_mut_slice().map_err(drv("pinned"))?;
-        let t = Instant::now();
+        da.ctx.bind_to_thread().map_err(drv("bind"))?;
+        // SAFETY: `h` is pinned memory of `bytes`; each copy is synchronised before the next
+        // use of `h`.
         unsafe {
-            da.ctx.bind_to_thread().map_err(drv("bind"))?;
             cudarc::driver::result::memcpy_dtoh_async(&mut *h, sp, da.stream.cu_stream())
                 .map_err(drv("staging"))?;
-            da.stream.synchronize().map_err(drv("sync"))?;
-            db.ctx.bind_to_thread().map_err(drv("bind"))?;
+        }
+        da.stream.synchronize().map_err(drv("sync"))?;
+        db.ctx.bind_to_thread().map_err(drv("bind"))?;
+        // SAFETY: as above.
+        unsafe {
             cudarc::driver::result::memcpy_htod_async(dp, &*h, db.stream.cu_stream())
                 .map_err(drv("staging"))?;
-            db.stream.synchronize().map_err(drv("sync"))?;
         }
-        host = host.max((words * 8) as f64 / t.elapsed().as_secs_f64());
-    }
-    Ok((peer, host))
+        db.stream.synchronize().map_err(drv("sync"))
+    })?;
+    Ok(rates)
 }
 
 /// Let neighbouring GPUs copy to each other directly where the hardware allows (copy-engine
@@ -965,7 +1087,26 @@ impl Backend for MultiCudaBackend {
         plan: &StepPlan,
         solutes: Option<&mut SoluteBatch<'_>>,
     ) -> Result<StepReport> {
-        self.run_step(plan, solutes.filter(|b| !b.is_empty()))
+        match solutes.filter(|b| !b.is_empty()) {
+            Some(b) => self.run_step(plan, StepSolutes::Host(b)),
+            None => self.run_step(plan, StepSolutes::None),
+        }
+    }
+
+    fn cuda_ordinal(&self) -> Option<usize> {
+        Some(self.slabs[0].dev.ordinal)
+    }
+
+    fn check_device_solutes(&mut self, solutes: &DeviceSolutes) -> Result<()> {
+        self.check_device_solutes_multi(solutes)
+    }
+
+    fn step_device_solutes(
+        &mut self,
+        plan: &StepPlan,
+        solutes: &DeviceSolutes,
+    ) -> Result<StepReport> {
+        self.run_step(plan, StepSolutes::Device(*solutes))
     }
 
     fn moments(&mut self) -> Result<FluidMoments> {
