@@ -13,6 +13,8 @@ use pyo3::types::PyDict;
 
 use ::mpcbox::{Checkpoint, Config, MpcError};
 
+mod cuda_arrays;
+
 fn py_err(e: MpcError) -> PyErr {
     match e {
         MpcError::Config(_) | MpcError::Solute { .. } => PyValueError::new_err(e.to_string()),
@@ -65,6 +67,38 @@ impl Solvent {
     }
 }
 
+impl Solvent {
+    /// [`Solvent::step`] for CUDA arrays: device pointers handed to the fluid's GPU.
+    fn step_cuda(
+        &mut self,
+        py: Python<'_>,
+        pos: &Bound<'_, PyAny>,
+        vel: &Bound<'_, PyAny>,
+        mass: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let p = cuda_arrays::cuda_array(pos, "pos", Some(3), false)?;
+        let v = cuda_arrays::cuda_array(vel, "vel", Some(3), true)?;
+        let m = cuda_arrays::cuda_array(mass, "mass", None, false)?;
+        if p.rows != v.rows || m.rows != v.rows {
+            return Err(PyValueError::new_err(format!(
+                "`pos`, `vel`, `mass` have {}, {}, {} rows; fix: pass one row per solute",
+                p.rows, v.rows, m.rows
+            )));
+        }
+        let solutes = ::mpcbox::backend::DeviceSolutes {
+            pos: p.ptr,
+            vel: v.ptr,
+            mass: m.ptr,
+            n: v.rows,
+            stream: v.stream.or(p.stream).unwrap_or(0),
+        };
+        let inner = self.get()?;
+        py.detach(|| inner.step_with_device_solutes(&solutes))
+            .map(|_| ())
+            .map_err(py_err)
+    }
+}
+
 #[pymethods]
 impl Solvent {
     /// Build from RON config text.
@@ -94,13 +128,22 @@ impl Solvent {
     }
 
     /// One MPC step with solutes: `vel` (n, 3) is updated in place. On error nothing changes.
+    /// numpy arrays go through host memory; CUDA arrays (CuPy, PyTorch: anything with
+    /// `__cuda_array_interface__`) on the fluid's GPU stay there (no host round trip), ordered
+    /// after the work queued on the arrays' stream.
     fn step(
         &mut self,
         py: Python<'_>,
-        pos: PyReadonlyArray2<'_, f64>,
-        mut vel: PyReadwriteArray2<'_, f64>,
-        mass: PyReadonlyArray1<'_, f64>,
+        pos: &Bound<'_, PyAny>,
+        vel: &Bound<'_, PyAny>,
+        mass: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
+        if cuda_arrays::is_cuda_array(vel) || cuda_arrays::is_cuda_array(pos) {
+            return self.step_cuda(py, pos, vel, mass);
+        }
+        let pos: PyReadonlyArray2<'_, f64> = pos.extract()?;
+        let mut vel: PyReadwriteArray2<'_, f64> = vel.extract()?;
+        let mass: PyReadonlyArray1<'_, f64> = mass.extract()?;
         let p = triples(&pos, "pos")?;
         let m = mass
             .as_slice()
