@@ -140,7 +140,8 @@ impl Coupling {
     pub fn step(&mut self, solvent: &mut Solvent) -> Result<()> {
         match &mut self.gpu {
             Some(g) if self.device_resident => {
-                g.run(self.steps_per_collision as u64)?;
+                // energies only where observed (below): they would cross PCIe every collision
+                g.advance(self.steps_per_collision as u64)?;
                 solvent.step_with_device_solutes(&g.device_solutes())?;
                 g.velocities_changed()?;
             }
@@ -169,6 +170,9 @@ impl Coupling {
         let frame = self.trajectory_interval > 0 && k % self.trajectory_interval == 0;
         if self.device_resident && (observe || frame) {
             self.sync_host()?;
+            if let Some(g) = &mut self.gpu {
+                g.compute_forces()?; // energy and virial of this configuration
+            }
         }
         if observe {
             self.last = self.observer.sample(&self.md.sys);
@@ -221,6 +225,9 @@ impl Coupling {
             w.flush().map_err(|e| MpcError::io(p, e))?;
         }
         let s = self.chain_sample()?;
+        if let (true, Some(g)) = (self.device_resident, &mut self.gpu) {
+            g.compute_forces()?;
+        }
         let summary = serde_json::json!({
             "md_particles": self.md.sys.len(),
             "md_steps": self.md_steps(),

@@ -825,8 +825,18 @@ impl GpuMd {
 
     /// `n` MD steps; energy and virial are evaluated on the last one.
     pub fn run(&mut self, n: u64) -> Result<()> {
+        self.run_steps(n, true)
+    }
+
+    /// `n` MD steps without evaluating energy and virial (their per-particle terms would come
+    /// back to the host): the coupled loop's steps between observations.
+    pub fn advance(&mut self, n: u64) -> Result<()> {
+        self.run_steps(n, false)
+    }
+
+    fn run_steps(&mut self, n: u64, energy_at_end: bool) -> Result<()> {
         for k in 0..n {
-            self.step_inner(k + 1 == n)?;
+            self.step_inner(energy_at_end && k + 1 == n)?;
         }
         let f = self.read_flags()?;
         if f[FLAG_BROKEN] != 0 {
