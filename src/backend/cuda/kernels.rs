@@ -9,24 +9,44 @@ use std::sync::{Mutex, OnceLock};
 pub const RNG_CUH: &str = include_str!("../../../kernels/rng.cuh");
 /// `kernels/mpc.cuh`: the per-particle and per-cell step functions (mirror of `src/physics.rs`).
 pub const MPC_CUH: &str = include_str!("../../../kernels/mpc.cuh");
-/// `kernels/mpc.cu`: the kernels.
-pub const MPC_CU: &str = include_str!("../../../kernels/mpc.cu");
 
-/// `kernels/solute_check.cu`: validation of device-resident solutes.
-pub const SOLUTE_CHECK_CU: &str = include_str!("../../../kernels/solute_check.cu");
+/// The fluid kernels' sources in dependency order (one file per step of the MPC algorithm,
+/// named after what it does; each file's header names the Rust module that launches it).
+pub const FLUID_SOURCES: &[(&str, &str)] = &[
+    ("rng.cuh", RNG_CUH),
+    ("mpc.cuh", MPC_CUH),
+    ("cell_sums.cuh", include_str!("../../../kernels/cell_sums.cuh")),
+    ("migrate.cuh", include_str!("../../../kernels/migrate.cuh")),
+    ("stream.cu", include_str!("../../../kernels/stream.cu")),
+    ("solutes.cu", include_str!("../../../kernels/solutes.cu")),
+    ("cells.cu", include_str!("../../../kernels/cells.cu")),
+    ("collide.cu", include_str!("../../../kernels/collide.cu")),
+    ("migrate.cu", include_str!("../../../kernels/migrate.cu")),
+    ("observe.cu", include_str!("../../../kernels/observe.cu")),
+    ("reorder.cu", include_str!("../../../kernels/reorder.cu")),
+    ("debug.cu", include_str!("../../../kernels/debug.cu")),
+    ("init.cu", include_str!("../../../kernels/init.cu")),
+];
 
 /// `kernels/md.cu`: the kernels of the GPU MD engine (`crate::md::gpu`).
 pub const MD_CU: &str = include_str!("../../../kernels/md.cu");
 
-/// The translation unit of the MD kernels: rng.cuh, then md.cu.
-pub fn md_source() -> String {
-    let mut s = String::new();
-    for (name, text) in [("rng.cuh", RNG_CUH), ("md.cu", MD_CU)] {
+/// One translation unit of `sources`: each file after a `#line` marker (so NVRTC's messages
+/// name the file and line), `#pragma once` dropped (meaningless in one concatenated unit);
+/// `MPCBOX_NVRTC` skips the `#include`s, which only serve editors and offline compilers.
+pub fn translation_unit(sources: &[(&str, &str)]) -> String {
+    let mut s = String::with_capacity(sources.iter().map(|(_, t)| t.len() + 32).sum());
+    for (name, text) in sources {
         s.push_str(&format!("#line 1 \"{name}\"\n"));
         s.push_str(&text.replace("#pragma once", ""));
         s.push('\n');
     }
     s
+}
+
+/// The translation unit of the MD kernels: rng.cuh, then md.cu.
+pub fn md_source() -> String {
+    translation_unit(&[("rng.cuh", RNG_CUH), ("md.cu", MD_CU)])
 }
 
 /// Every kernel entry point the backend loads.
@@ -62,23 +82,9 @@ pub const KERNEL_NAMES: &[&str] = &[
     "mpc_solute_collide_owned",
 ];
 
-/// The single translation unit handed to NVRTC: the headers, then the kernels. `#pragma once`
-/// is dropped (meaningless in one concatenated file); `MPCBOX_NVRTC` skips the `#include`s.
+/// The fluid kernels' translation unit handed to NVRTC.
 pub fn full_source() -> String {
-    let mut s = String::with_capacity(
-        RNG_CUH.len() + MPC_CUH.len() + MPC_CU.len() + SOLUTE_CHECK_CU.len() + 64,
-    );
-    for (name, text) in [
-        ("rng.cuh", RNG_CUH),
-        ("mpc.cuh", MPC_CUH),
-        ("mpc.cu", MPC_CU),
-        ("solute_check.cu", SOLUTE_CHECK_CU),
-    ] {
-        s.push_str(&format!("#line 1 \"{name}\"\n"));
-        s.push_str(&text.replace("#pragma once", ""));
-        s.push('\n');
-    }
-    s
+    translation_unit(FLUID_SOURCES)
 }
 
 /// NVRTC options: the device's real architecture, no fused multiply-add (so the arithmetic
@@ -188,6 +194,27 @@ pub fn md_cubin_for(major: i32, minor: i32) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_kernel_is_defined_once_and_every_include_is_embedded() {
+        let src = full_source();
+        for name in KERNEL_NAMES {
+            let decl = format!("extern \"C\" __global__ void {name}(");
+            assert_eq!(src.matches(&decl).count(), 1, "kernel {name}");
+        }
+        let embedded: Vec<&str> = FLUID_SOURCES.iter().map(|(n, _)| *n).collect();
+        for (file, text) in FLUID_SOURCES {
+            for line in text.lines().filter(|l| l.starts_with("#include \"")) {
+                let inc = line.trim_start_matches("#include \"").trim_end_matches('"');
+                assert!(embedded.contains(&inc), "{file} includes {inc}, which is not embedded");
+                let (pos_inc, pos_file) = (
+                    embedded.iter().position(|n| *n == inc),
+                    embedded.iter().position(|n| n == file),
+                );
+                assert!(pos_inc < pos_file, "{file} includes {inc}, which comes later");
+            }
+        }
+    }
 
     #[test]
     fn sources_are_embedded_and_declare_every_kernel() {

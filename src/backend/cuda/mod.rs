@@ -300,7 +300,7 @@ unsafe impl DeviceRepr for KernelParams {}
 
 const _: () = assert!(std::mem::size_of::<KernelParams>() == 192);
 
-/// Where emigrating particles go (slab mode); mirrors `struct MpcMigration` in `kernels/mpc.cu`.
+/// Where emigrating particles go (slab mode); mirrors `struct MpcMigration` in `kernels/migrate.cuh`.
 /// Zero on one GPU. Raw device addresses: the buffers live as long as the backend.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]

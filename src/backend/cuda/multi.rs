@@ -29,7 +29,7 @@ use cudarc::driver::{CudaEvent, DevicePtr, PinnedHostSlice};
 use super::*;
 use crate::backend::DeviceSolutes;
 
-/// Bytes of one migrating particle (`MPC_RECORD_WORDS` u64 in `kernels/mpc.cu`).
+/// Bytes of one migrating particle (`MPC_RECORD_WORDS` u64 in `kernels/migrate.cuh`).
 const RECORD_WORDS: usize = 5;
 
 /// Staged transfers move in chunks of this many u64 (2 MiB), pipelining the two PCIe legs.

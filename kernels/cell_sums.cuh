@@ -1,0 +1,209 @@
+// Cell sums while binning (launched from src/backend/cuda/step.rs through the pass-1 kernels):
+// block and warp reductions, per-particle / warp / block-aggregated atomics into the cells,
+// and loading a cell's collision parameters.
+#pragma once
+#ifndef MPCBOX_NVRTC
+#include "rng.cuh"
+#include "mpc.cuh"
+#endif
+
+__device__ __forceinline__ double mpc_warp_sum(double x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        x += __shfl_down_sync(0xffffffffu, x, o);
+    }
+    return x;
+}
+
+// Sum x over the block and add the result to *target (one atomic per block). Every thread of
+// the block must call it.
+__device__ void mpc_block_add(double x, double *target) {
+    __shared__ double part[32];
+    int lane = threadIdx.x & 31;
+    int wid = threadIdx.x >> 5;
+    x = mpc_warp_sum(x);
+    if (lane == 0) {
+        part[wid] = x;
+    }
+    __syncthreads();
+    if (wid == 0) {
+        int nw = (blockDim.x + 31) >> 5;
+        double y = lane < nw ? part[lane] : 0.0;
+        y = mpc_warp_sum(y);
+        if (lane == 0 && y != 0.0) {
+            atomicAdd(target, y);
+        }
+    }
+    __syncthreads();
+}
+
+// Raw cell sums while binning (MPC_CELL_STRIDE doubles per cell):
+//   [0..3) sum m v, [3] solute mass, [4] sum m v^2, [5] fluid count, [6] solute count.
+// The fluid mass is m * (fluid count), so a fluid particle needs five atomics, not six;
+// mpc_cell_params rebuilds [sum m v, mass, sum m v^2, count] from these.
+#define MPC_SUM_SOLUTE_MASS 3
+#define MPC_SUM_FLUID_COUNT 5
+#define MPC_SUM_SOLUTE_COUNT 6
+
+__device__ __forceinline__ void mpc_add_to_cell(double *cells, unsigned int cell, double m, double v0, double v1,
+                                                double v2) {
+    double *c = cells + (size_t)cell * MPC_CELL_STRIDE;
+    atomicAdd(c + 0, m * v0);
+    atomicAdd(c + 1, m * v1);
+    atomicAdd(c + 2, m * v2);
+    atomicAdd(c + 4, m * (v0 * v0 + v1 * v1 + v2 * v2));
+    atomicAdd(c + MPC_SUM_FLUID_COUNT, 1.0);
+}
+
+__device__ __forceinline__ void mpc_add_solute_to_cell(double *cells, unsigned int cell, double m, double v0,
+                                                       double v1, double v2) {
+    double *c = cells + (size_t)cell * MPC_CELL_STRIDE;
+    atomicAdd(c + 0, m * v0);
+    atomicAdd(c + 1, m * v1);
+    atomicAdd(c + 2, m * v2);
+    atomicAdd(c + MPC_SUM_SOLUTE_MASS, m);
+    atomicAdd(c + 4, m * (v0 * v0 + v1 * v1 + v2 * v2));
+    atomicAdd(c + MPC_SUM_SOLUTE_COUNT, 1.0);
+}
+
+__device__ __forceinline__ void mpc_load_params(const double *cells, unsigned int cell, double cp[8]) {
+    const double2 *c = (const double2 *)(cells + (size_t)cell * MPC_CELL_STRIDE);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        double2 t = __ldg(c + k);
+        cp[2 * k] = t.x;
+        cp[2 * k + 1] = t.y;
+    }
+}
+
+
+// Warp reduction of the six cell-sum terms over the lanes that bin into the same cell (NVIDIA's
+// reduce_peers: __match_any_sync, then a shuffle tree). Returns true on the lowest lane of each
+// group, which then holds the group's sums in s[0..6]. All 32 lanes must call it.
+__device__ __forceinline__ bool mpc_warp_reduce_cell(bool valid, unsigned int cell, double m, double v0, double v1,
+                                                     double v2, double s[6]) {
+    const unsigned int full = 0xffffffffu;
+    unsigned int key = valid ? cell : 0xffffffffu;
+    unsigned int peers = __match_any_sync(full, key);
+    unsigned int lane = threadIdx.x & 31;
+    unsigned int below = peers & ((1u << lane) - 1u);
+    bool leader = below == 0;
+    unsigned int rel = __popc(below);
+    unsigned int up = lane == 31 ? 0u : (peers & ~((2u << lane) - 1u));
+    double s0 = m * v0, s1 = m * v1, s2 = m * v2, s3 = m;
+    double s4 = m * (v0 * v0 + v1 * v1 + v2 * v2), s5 = 1.0;
+    while (__any_sync(full, up != 0)) {
+        int next = __ffs(up);
+        int src = next ? next - 1 : (int)lane;
+        double t0 = __shfl_sync(full, s0, src);
+        double t1 = __shfl_sync(full, s1, src);
+        double t2 = __shfl_sync(full, s2, src);
+        double t4 = __shfl_sync(full, s4, src);
+        double t5 = __shfl_sync(full, s5, src);
+        if (next) {
+            s0 += t0;
+            s1 += t1;
+            s2 += t2;
+            s4 += t4;
+            s5 += t5;
+        }
+        unsigned int done = __ballot_sync(full, rel & 1u);
+        up &= ~done;
+        rel >>= 1;
+    }
+    s[0] = s0;
+    s[1] = s1;
+    s[2] = s2;
+    s[3] = s3;
+    s[4] = s4;
+    s[5] = s5;
+    return valid && leader;
+}
+
+// Warp-aggregated cell sums: one lane per cell and warp does the six global atomics.
+__device__ __forceinline__ void mpc_add_to_cell_warp(double *cells, bool valid, unsigned int cell, double m,
+                                                     double v0, double v1, double v2) {
+    double s[6];
+    if (mpc_warp_reduce_cell(valid, cell, m, v0, v1, v2, s)) {
+        double *c = cells + (size_t)cell * MPC_CELL_STRIDE;
+        atomicAdd(c + 0, s[0]);
+        atomicAdd(c + 1, s[1]);
+        atomicAdd(c + 2, s[2]);
+        atomicAdd(c + 4, s[4]);
+        atomicAdd(c + MPC_SUM_FLUID_COUNT, s[5]);
+    }
+}
+
+// Block-aggregated cell sums (talk 003's partial cell lists in shared memory, as sums): warp
+// groups are reduced first, then each group leader adds into a per-block hash table of cells in
+// shared memory (atomicCAS on the key, linear probing), and the block flushes one set of six
+// global atomics per distinct cell. The hash is geometry aware: low x bits, then z and y parity
+// bits, so the cells one block touches (a run along x in one or two rows, ±1 in y and z after
+// the grid shift) land in distinct slots. Every thread of the block must call it.
+#define MPC_HASH_SLOTS 512
+#define MPC_EMPTY_KEY 0xffffffffu
+__device__ __forceinline__ unsigned int mpc_cell_hash(const MpcParams &p, unsigned int cell) {
+    unsigned int ix = cell % p.cells[0];
+    unsigned int rest = cell / p.cells[0];
+    unsigned int iz = rest % p.cells[2];
+    unsigned int iy = rest / p.cells[2];
+    return ((ix & 63u) | ((iz & 1u) << 6) | ((iy & 3u) << 7)) & (MPC_HASH_SLOTS - 1);
+}
+
+__device__ __forceinline__ void mpc_add_to_cell_block(const MpcParams &p, double *cells, bool valid,
+                                                      unsigned int cell, double m, double v0, double v1, double v2) {
+    __shared__ unsigned int keys[MPC_HASH_SLOTS];
+    __shared__ double vals[6 * MPC_HASH_SLOTS];
+    for (unsigned int k = threadIdx.x; k < MPC_HASH_SLOTS; k += blockDim.x) {
+        keys[k] = MPC_EMPTY_KEY;
+    }
+    for (unsigned int k = threadIdx.x; k < 6 * MPC_HASH_SLOTS; k += blockDim.x) {
+        vals[k] = 0.0;
+    }
+    __syncthreads();
+    double s[6];
+    if (mpc_warp_reduce_cell(valid, cell, m, v0, v1, v2, s)) {
+        unsigned int slot = mpc_cell_hash(p, cell);
+        for (;;) {
+            unsigned int prev = atomicCAS(keys + slot, MPC_EMPTY_KEY, cell);
+            if (prev == MPC_EMPTY_KEY || prev == cell) {
+                break;
+            }
+            slot = (slot + 1) & (MPC_HASH_SLOTS - 1);
+        }
+#pragma unroll
+        for (int k = 0; k < 6; ++k) {
+            if (k != 3) {
+                atomicAdd(vals + 6 * slot + k, s[k]);
+            }
+        }
+    }
+    __syncthreads();
+    for (unsigned int k = threadIdx.x; k < MPC_HASH_SLOTS; k += blockDim.x) {
+        unsigned int c = keys[k];
+        if (c != MPC_EMPTY_KEY) {
+            double *g = cells + (size_t)c * MPC_CELL_STRIDE;
+#pragma unroll
+            for (int j = 0; j < 6; ++j) {
+                if (j != 3) {
+                    atomicAdd(g + j, vals[6 * k + j]);
+                }
+            }
+        }
+    }
+}
+
+// The common end of the warp-aggregated pass-1 kernels: every lane (valid or not, for the
+// warp and block collectives) adds its contribution to its cell, then the block's kinetic stress.
+__device__ __forceinline__ void mpc_sum_and_report(const MpcParams &p, double *cells, bool valid, unsigned int cell,
+                                                   const double wv[3], unsigned int agg, double kin,
+                                                   double *report) {
+    if (agg) {
+        mpc_add_to_cell_block(p, cells, valid, cell, p.mass, wv[0], wv[1], wv[2]);
+    } else {
+        mpc_add_to_cell_warp(cells, valid, cell, p.mass, wv[0], wv[1], wv[2]);
+    }
+    if (p.measure_stress) {
+        mpc_block_add(kin, report + 2);
+    }
+}

@@ -1,0 +1,56 @@
+// Reductions for observables (src/backend/cuda/observe.rs).
+#ifndef MPCBOX_NVRTC
+#include "cell_sums.cuh"
+#endif
+
+// Moments: out[0..3] += m v, out[3] += 1/2 m v^2; vx(y) profile over Ly bins. With
+// use_shared the bins are first summed in dynamic shared memory (Ly doubles + Ly u64).
+extern "C" __global__ void mpc_moments(MpcParams p, const float *__restrict__ py, const double *__restrict__ vx,
+                                       const double *__restrict__ vy, const double *__restrict__ vz,
+                                       const unsigned int *__restrict__ cellw, double *out,
+                                       double *prof_sum, unsigned long long *prof_cnt, unsigned int use_shared) {
+    extern __shared__ double smem[];
+    unsigned int ly = p.cells[1];
+    double *ssum = smem;
+    unsigned long long *scnt = (unsigned long long *)(smem + ly);
+    if (use_shared) {
+        for (unsigned int b = threadIdx.x; b < ly; b += blockDim.x) {
+            ssum[b] = 0.0;
+            scnt[b] = 0;
+        }
+        __syncthreads();
+    }
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    if (mpc_live(p, cellw, i)) {
+        double m = p.mass;
+        double v0 = vx[i], v1 = vy[i], v2 = vz[i];
+        s0 = m * v0;
+        s1 = m * v1;
+        s2 = m * v2;
+        s3 = 0.5 * m * (v0 * v0 + v1 * v1 + v2 * v2);
+        unsigned int b = (unsigned int)py[i];
+        if (b > ly - 1) {
+            b = ly - 1;
+        }
+        if (use_shared) {
+            atomicAdd(ssum + b, v0);
+            atomicAdd(scnt + b, 1ull);
+        } else {
+            atomicAdd(prof_sum + b, v0);
+            atomicAdd(prof_cnt + b, 1ull);
+        }
+    }
+    mpc_block_add(s0, out + 0);
+    mpc_block_add(s1, out + 1);
+    mpc_block_add(s2, out + 2);
+    mpc_block_add(s3, out + 3);
+    if (use_shared) {
+        for (unsigned int b = threadIdx.x; b < ly; b += blockDim.x) {
+            if (scnt[b] != 0) {
+                atomicAdd(prof_sum + b, ssum[b]);
+                atomicAdd(prof_cnt + b, scnt[b]);
+            }
+        }
+    }
+}
