@@ -15,7 +15,10 @@ pub const MPC_CUH: &str = include_str!("../../../kernels/mpc.cuh");
 pub const FLUID_SOURCES: &[(&str, &str)] = &[
     ("rng.cuh", RNG_CUH),
     ("mpc.cuh", MPC_CUH),
-    ("cell_sums.cuh", include_str!("../../../kernels/cell_sums.cuh")),
+    (
+        "cell_sums.cuh",
+        include_str!("../../../kernels/cell_sums.cuh"),
+    ),
     ("migrate.cuh", include_str!("../../../kernels/migrate.cuh")),
     ("stream.cu", include_str!("../../../kernels/stream.cu")),
     ("solutes.cu", include_str!("../../../kernels/solutes.cu")),
@@ -206,12 +209,18 @@ mod tests {
         for (file, text) in FLUID_SOURCES {
             for line in text.lines().filter(|l| l.starts_with("#include \"")) {
                 let inc = line.trim_start_matches("#include \"").trim_end_matches('"');
-                assert!(embedded.contains(&inc), "{file} includes {inc}, which is not embedded");
+                assert!(
+                    embedded.contains(&inc),
+                    "{file} includes {inc}, which is not embedded"
+                );
                 let (pos_inc, pos_file) = (
                     embedded.iter().position(|n| *n == inc),
                     embedded.iter().position(|n| n == file),
                 );
-                assert!(pos_inc < pos_file, "{file} includes {inc}, which comes later");
+                assert!(
+                    pos_inc < pos_file,
+                    "{file} includes {inc}, which comes later"
+                );
             }
         }
     }

@@ -9,6 +9,7 @@
 
 use cudarc::driver::DevicePtr;
 
+use super::drv;
 use super::multi::MultiCudaBackend;
 use crate::backend::DeviceSolutes;
 use crate::error::{MpcError, Result};
@@ -33,42 +34,71 @@ impl MultiCudaBackend {
         Ok(())
     }
 
-    /// The home GPU's solute buffers holding `pos`, `vel`, `mass` (uploaded now, one PCIe
-    /// transfer), as device solutes every GPU reads.
+    /// The home GPU's solute buffers holding `pos`, `vel`, `mass` (one PCIe transfer, through
+    /// the home GPU's pinned staging filled on the host pool), as device solutes every GPU
+    /// reads. The copies are queued on the home GPU's main stream, before its kernels.
     pub(super) fn upload_solutes_home(
         &mut self,
         pos: &[[f64; 3]],
         vel: &[[f64; 3]],
         mass: &[f64],
     ) -> Result<DeviceSolutes> {
+        let ns = pos.len();
         let home = &mut self.slabs[0];
-        home.upload_solutes_blocking(pos, vel, mass)?;
+        home.ensure_solute_capacity(ns)?;
+        home.ensure_coupled_io(ns)?;
         let stream = home.dev.stream.clone();
-        let sb = home
-            .solutes
-            .as_ref()
-            .ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
+        let io = home.coupled.as_mut().expect("made above");
+        let sb = home.solutes.as_mut().expect("made above");
+        // the previous step's copies out of the staging buffers are complete: the step ended
+        // with every GPU synchronised
+        crate::host::copy(
+            io.pos.as_mut_slice().map_err(drv("pinned"))?,
+            pos.as_flattened(),
+        );
+        crate::host::copy(
+            io.vel.as_mut_slice().map_err(drv("pinned"))?,
+            vel.as_flattened(),
+        );
+        crate::host::copy(io.mass.as_mut_slice().map_err(drv("pinned"))?, mass);
+        stream
+            .memcpy_htod(&io.pos, &mut sb.pos.slice_mut(..3 * ns))
+            .map_err(drv("solute upload"))?;
+        stream
+            .memcpy_htod(&io.vel, &mut sb.vel.slice_mut(..3 * ns))
+            .map_err(drv("solute upload"))?;
+        stream
+            .memcpy_htod(&io.mass, &mut sb.mass.slice_mut(..ns))
+            .map_err(drv("solute upload"))?;
         let addr = |b: &cudarc::driver::CudaSlice<f64>| b.device_ptr(&stream).0;
         Ok(DeviceSolutes {
             pos: addr(&sb.pos),
             vel: addr(&sb.vel),
             mass: addr(&sb.mass),
-            n: pos.len(),
+            n: ns,
             stream: 0,
         })
     }
 
-    /// After every GPU has finished the step: the collided velocities from the home buffers.
+    /// After every GPU has finished the step: the collided velocities from the home buffers,
+    /// through the pinned staging.
     pub(super) fn download_solutes_home(&mut self, out: &mut [[f64; 3]]) -> Result<()> {
         let ns = out.len();
         let home = &mut self.slabs[0];
-        let sb = home
-            .solutes
-            .as_ref()
-            .ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
+        let (Some(io), Some(sb)) = (home.coupled.as_mut(), home.solutes.as_ref()) else {
+            return Err(MpcError::Device("solute buffers missing".into()));
+        };
         home.dev
             .stream
-            .memcpy_dtoh(&sb.vel.slice(..3 * ns), out.as_flattened_mut())
-            .map_err(super::drv("solute download"))
+            .memcpy_dtoh(&sb.vel.slice(..3 * ns), &mut io.out)
+            .map_err(drv("solute download"))?;
+        // explicit wait: event tracking is off, so the pinned buffer records no event
+        home.dev
+            .stream
+            .synchronize()
+            .map_err(drv("solute download"))?;
+        let staged = io.out.as_slice().map_err(drv("solute download"))?;
+        crate::host::copy(out.as_flattened_mut(), &staged[..3 * ns]);
+        Ok(())
     }
 }
