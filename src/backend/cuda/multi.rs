@@ -1024,8 +1024,8 @@ pub fn measure_transfer(a: usize, b: usize, bytes: usize, reps: usize) -> Result
     Ok(rates)
 }
 
-/// Let neighbouring GPUs copy to each other directly where the hardware allows (copy-engine
-/// transfers only: no kernel ever dereferences another GPU's memory).
+/// Let the GPUs of the run access each other's memory where the hardware allows (peer copies
+/// of migrating particles; peer loads and stores of the solutes on the first GPU).
 fn enable_peer_access(slabs: &[CudaBackend]) -> Result<()> {
     use cudarc::driver::sys;
     for a in slabs {
