@@ -23,13 +23,57 @@ impl Footprint {
 
 /// The CPU backend: positions 3×4 B, velocities 3×8 B, cell index 4 B, LE image 1 B, cell-list
 /// slot 4 B per particle (plus a transient copy of one component while reordering); per cell the
-/// collision parameters (7×8 B + flag), list start and fill counter.
+/// collision parameters (7×8 B + flag), list start and fill counter. A checkpoint copies the
+/// state once more (36 B per particle), so that is counted too.
 pub fn cpu_footprint(cfg: &Config) -> Footprint {
     Footprint::new(
         cfg,
-        12 + 24 + 4 + 1 + 4 + 8,
+        12 + 24 + 4 + 1 + 4 + 8 + CHECKPOINT_COPY_BYTES,
         std::mem::size_of::<crate::physics::CellParams>() as u64 + 8,
     )
+}
+
+/// The copy of the fluid state (f32 positions, f64 velocities) a checkpoint makes.
+const CHECKPOINT_COPY_BYTES: u64 = 12 + 24;
+
+/// Host memory the kernel says a new allocation can get without swapping (`MemAvailable`), or
+/// None where /proc/meminfo is not readable.
+pub fn host_available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Refuse, before anything is allocated, a fluid the CPU backend cannot hold in host memory.
+pub fn check_cpu_fits(cfg: &Config) -> crate::error::Result<()> {
+    let Some(available) = host_available_bytes() else {
+        return Ok(());
+    };
+    check_cpu_fits_in(cfg, available)
+}
+
+/// [`check_cpu_fits`] against a given amount of free host memory.
+pub fn check_cpu_fits_in(cfg: &Config, available: u64) -> crate::error::Result<()> {
+    let f = cpu_footprint(cfg);
+    if f.total_bytes <= available {
+        return Ok(());
+    }
+    let per_particle =
+        f.bytes_per_particle + f.bytes_per_cell / u64::from(cfg.particles_per_cell).max(1);
+    let fits = available / per_particle;
+    Err(crate::error::MpcError::OutOfMemory {
+        device: "the CPU (host memory)".into(),
+        needed_bytes: f.total_bytes,
+        available_bytes: available,
+        fix: format!(
+            "the CPU backend holds about {fits} particles in {} ({} needed for {} particles); \
+             make `cells` or `particles_per_cell` smaller, or run on a GPU (device: Cuda([0]))",
+            human_bytes(available),
+            human_bytes(f.total_bytes),
+            cfg.n_fluid()
+        ),
+    })
 }
 
 pub fn human_bytes(b: u64) -> String {

@@ -167,6 +167,7 @@ pub fn open(
 ) -> Result<Box<dyn Backend>> {
     use crate::config::DeviceChoice;
     let cpu = |state: Option<&FluidState>| -> Result<Box<dyn Backend>> {
+        crate::memory::check_cpu_fits(cfg)?;
         let st = match state {
             Some(s) => s.clone(),
             None => FluidState::initial(cfg),
