@@ -22,6 +22,10 @@ pub const FLUID_SOURCES: &[(&str, &str)] = &[
     ("migrate.cuh", include_str!("../../../kernels/migrate.cuh")),
     ("stream.cu", include_str!("../../../kernels/stream.cu")),
     ("solutes.cu", include_str!("../../../kernels/solutes.cu")),
+    (
+        "device_solutes.cu",
+        include_str!("../../../kernels/device_solutes.cu"),
+    ),
     ("cells.cu", include_str!("../../../kernels/cells.cu")),
     ("collide.cu", include_str!("../../../kernels/collide.cu")),
     ("migrate.cu", include_str!("../../../kernels/migrate.cu")),
