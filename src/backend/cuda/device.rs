@@ -111,8 +111,9 @@ macro_rules! kernel_store {
     };
 }
 
+// Each file's kernels are launched by the module of the same name (`stream.cu` by
+// `stream.rs`, `migrate.cu` by `multi/migrate.rs`, ...).
 kernel_store! {
-    // stream.rs
     "stream.cu" {
         stream_bin_atomic: "mpc_stream_bin_atomic",
         stream_bin_warp: "mpc_stream_bin_warp",
@@ -121,33 +122,26 @@ kernel_store! {
         stream_bin_list: "mpc_stream_bin_list",
         list_sums: "mpc_list_sums",
     }
-    // solutes.rs
     "solutes.cu" {
         solute_bin: "mpc_solute_bin",
         solute_collide: "mpc_solute_collide",
         solute_collide_owned: "mpc_solute_collide_owned",
     }
-    // device_solutes.rs
     "device_solutes.cu" {
         check_solutes: "mpc_check_solutes",
     }
-    // cells.rs
     "cells.cu" {
         cell_params: "mpc_cell_params",
     }
-    // collide.rs
     "collide.cu" {
         collide: "mpc_collide",
     }
-    // multi/migrate.rs
     "migrate.cu" {
         immigrate: "mpc_immigrate",
     }
-    // observe.rs
     "observe.cu" {
         moments: "mpc_moments",
     }
-    // reorder.rs
     "reorder.cu" {
         count_cells: "mpc_count_cells",
         scan_chunk_sums: "mpc_scan_chunk_sums",
@@ -158,13 +152,11 @@ kernel_store! {
         gather_f32: "mpc_gather_f32",
         gather_f64: "mpc_gather_f64",
     }
-    // debug.rs
     "debug.cu" {
         debug_cell_draws: "mpc_debug_cell_draws",
         debug_det_ln: "mpc_debug_det_ln",
         debug_initial_particle: "mpc_debug_initial_particle",
     }
-    // init.rs
     "init.cu" {
         init_particles: "mpc_init_particles",
         chunk_sums: "mpc_chunk_sums",

@@ -30,7 +30,6 @@
 //! operation and are compiled by NVRTC with `--fmad=false`: per-cell draws equal the CPU's bit
 //! for bit, and velocities differ from the CPU backend only by the summation order of the cell
 //! sums (atomics), i.e. at the rounding level.
-
 //!
 //! ## Modules
 //!
@@ -40,8 +39,8 @@
 //!
 //! | module | role | kernels |
 //! |---|---|---|
-//! | `device` | CUDA availability, context and stream, the kernel store (loaded once per GPU) | |
-//! | `kernels` | the kernel sources in dependency order, NVRTC compilation (cached per process) | |
+//! | `device` | CUDA checks, context and stream, the kernel store (loaded once per GPU) | |
+//! | `kernels` | the kernel sources in dependency order, NVRTC (cached per process) | |
 //! | `cell_sums` | [`CellSumMethod`]: how pass 1 forms the cell sums | `cell_sums.cuh` |
 //! | `params` | `KernelParams`, the kernels' by-value parameters of one step | `mpc.cuh` |
 //! | `buffers` | footprint, out-of-memory refusal, fluid / cell / solute buffers | |
@@ -53,10 +52,10 @@
 //! | `collide` | pass 4: the fluid collision, or deferred (fused) | `collide.cu` |
 //! | `reorder` | particles sorted by cell | `reorder.cu` |
 //! | `coupled` | host solutes: upload/download streams, pinned staging, events | |
-//! | `device_solutes` | the caller's device arrays: pointer and value checks, stream order | `device_solutes.cu` |
+//! | `device_solutes` | the caller's device arrays: checks, stream order | `device_solutes.cu` |
 //! | `observe` | report, moments and profile, state download/upload | `observe.cu` |
 //! | `debug` | test entry points (draws, `det_ln`, initial particles) | `debug.cu` |
-//! | `multi` | several GPUs: one `CudaBackend` per y slab (`slab`, `step`, `migrate`, `transfer`, `solutes`) | `migrate.cu`, `migrate.cuh` |
+//! | `multi` | several GPUs: one `CudaBackend` per y slab | `migrate.cu`, `migrate.cuh` |
 
 mod buffers;
 mod cell_sums;
