@@ -1,6 +1,6 @@
-// Cell sums while binning (launched from src/backend/cuda/step.rs through the pass-1 kernels):
-// block and warp reductions, per-particle / warp / block-aggregated atomics into the cells,
-// and loading a cell's collision parameters.
+// Cell sums while binning, the device side of CellSumMethod (src/backend/cuda/cell_sums.rs),
+// used by the pass-1 kernels of stream.cu: block and warp reductions, per-particle / warp /
+// block-aggregated atomics into the cells, and loading a cell's collision parameters.
 #pragma once
 #ifndef MPCBOX_NVRTC
 #include "rng.cuh"

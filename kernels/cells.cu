@@ -1,4 +1,4 @@
-// Pass 3 (src/backend/cuda/step.rs): per cell, the sums become the collision parameters.
+// Pass 3 (src/backend/cuda/cells.rs): per cell, the sums become the collision parameters.
 #ifndef MPCBOX_NVRTC
 #include "cell_sums.cuh"
 #endif

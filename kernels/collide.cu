@@ -1,4 +1,4 @@
-// Pass 4 (src/backend/cuda/step.rs): the collision of the fluid particles.
+// Pass 4 (src/backend/cuda/collide.rs): the collision of the fluid particles.
 #ifndef MPCBOX_NVRTC
 #include "cell_sums.cuh"
 #endif

@@ -1,4 +1,4 @@
-// Debug entry points for the tests (src/backend/cuda/device.rs): draws, det_ln, initial particles.
+// Debug entry points for the tests (src/backend/cuda/debug.rs): draws, det_ln, initial particles.
 #ifndef MPCBOX_NVRTC
 #include "rng.cuh"
 #include "mpc.cuh"

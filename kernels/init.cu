@@ -1,16 +1,8 @@
-// The initial state on the GPU (src/backend/cuda/init.rs), bit for bit FluidState::initial,
-// and small fills.
+// The initial state on the GPU (src/backend/cuda/init.rs), bit for bit FluidState::initial.
 #ifndef MPCBOX_NVRTC
 #include "rng.cuh"
 #include "mpc.cuh"
 #endif
-
-extern "C" __global__ void mpc_fill_u32(unsigned int *dst, unsigned int value, unsigned int n) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) {
-        dst[i] = value;
-    }
-}
 
 // ---- initial state on the GPU (mirror of FluidState::initial, bit for bit) ----
 

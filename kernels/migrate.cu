@@ -1,4 +1,4 @@
-// Slab mode (src/backend/cuda/multi): unpacking the particles a neighbouring GPU sent.
+// Slab mode (src/backend/cuda/multi/migrate.rs): unpacking the particles a neighbouring GPU sent.
 #ifndef MPCBOX_NVRTC
 #include "cell_sums.cuh"
 #include "migrate.cuh"

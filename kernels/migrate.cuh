@@ -1,4 +1,4 @@
-// Slab mode of several GPUs (src/backend/cuda/multi): the migration arguments of the pass-1
+// Slab mode of several GPUs (src/backend/cuda/multi/migrate.rs): the migration arguments of the pass-1
 // kernels and the packing of emigrants (the rare path, not inlined).
 #pragma once
 #ifndef MPCBOX_NVRTC

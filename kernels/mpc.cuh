@@ -4,7 +4,7 @@
 #pragma once
 
 // Run constants plus the plan of one step. Layout mirrors `KernelParams` in
-// src/backend/cuda/mod.rs (#[repr(C)]): keep both in sync.
+// src/backend/cuda/params.rs (#[repr(C)]): keep both in sync.
 struct MpcParams {
     double length[3];
     double h;
@@ -31,7 +31,7 @@ struct MpcParams {
     unsigned int slab;
 };
 
-// Doubles per cell in the cell buffer: raw sums during binning (layout in mpc.cu),
+// Doubles per cell in the cell buffer: raw sums during binning (layout in cell_sums.cuh),
 // overwritten in place by the parameters [ux, uy, uz, ax, ay, az, scale, active].
 #define MPC_CELL_STRIDE 8
 // The cell index takes the low 30 bits of a particle's cell word, the LE image + 1 the top 2.

@@ -1,5 +1,6 @@
-// Solutes in the collision (src/backend/cuda/coupled.rs, device_solutes.rs): binning with
-// their masses and Lees-Edwards images, and their collision.
+// Solutes in the collision (src/backend/cuda/solutes.rs): binning with their masses and
+// Lees-Edwards images, and their collision (host solutes in mpcbox's buffers, or the caller's
+// device-resident arrays).
 #ifndef MPCBOX_NVRTC
 #include "cell_sums.cuh"
 #endif
@@ -27,7 +28,7 @@ extern "C" __global__ void mpc_solute_bin(MpcParams p, const double *__restrict_
     mpc_add_solute_to_cell(cells, loc.cell, smass[i], w0, svel[3 * i + 1], svel[3 * i + 2]);
 }
 
-
+// Solutes in mpcbox's buffers: collide in place (slab mode: zeros for solutes another GPU owns).
 extern "C" __global__ void mpc_solute_collide(MpcParams p, const unsigned int *__restrict__ scell,
                                               const int *__restrict__ simage, const double *__restrict__ cells,
                                               double *__restrict__ svel) {
@@ -51,29 +52,6 @@ extern "C" __global__ void mpc_solute_collide(MpcParams p, const unsigned int *_
     svel[3 * i] = u[0];
     svel[3 * i + 1] = u[1];
     svel[3 * i + 2] = u[2];
-}
-
-extern "C" __global__ void mpc_check_solutes(const double *__restrict__ spos, const double *__restrict__ svel,
-                                             const double *__restrict__ smass, unsigned int n, double limit,
-                                             unsigned int *first_bad) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) {
-        return;
-    }
-    double x = spos[3 * i], y = spos[3 * i + 1], z = spos[3 * i + 2];
-    if (!(isfinite(x) && isfinite(y) && isfinite(z))) {
-        atomicMin(first_bad + 0, i);
-    } else if (fabs(x) > limit || fabs(y) > limit || fabs(z) > limit) {
-        atomicMin(first_bad + 1, i);
-    }
-    double a = svel[3 * i], b = svel[3 * i + 1], c = svel[3 * i + 2];
-    if (!(isfinite(a) && isfinite(b) && isfinite(c))) {
-        atomicMin(first_bad + 2, i);
-    }
-    double m = smass[i];
-    if (!(isfinite(m) && m > 0.0)) {
-        atomicMin(first_bad + 3, i);
-    }
 }
 
 // Several GPUs, solutes held on one of them: each GPU collides the solutes in its own cells and

@@ -1,4 +1,4 @@
-// Pass 1 (src/backend/cuda/step.rs): stream, store, bin on the shifted grid and sum into the
+// Pass 1 (src/backend/cuda/stream.rs): stream, store, bin on the shifted grid and sum into the
 // cells, one kernel per cell-sum method; the "fused" kernel also applies the previous step's
 // collision. One step with the "atomics" method:
 //   memset(cells) -> mpc_stream_bin_atomic -> [mpc_solute_bin] -> mpc_cell_params
@@ -124,6 +124,14 @@ extern "C" __global__ void mpc_collide_stream_bin(MpcParams pc, MpcParams p, flo
         cell = loc.cell;
     }
     mpc_sum_and_report(p, cells_next, valid, cell, wv, agg, kin, report);
+}
+
+// List method: every cell's list head set to the empty list (value 0xffffffff) before pass 1.
+extern "C" __global__ void mpc_fill_u32(unsigned int *dst, unsigned int value, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        dst[i] = value;
+    }
 }
 
 // Pass 1 without the sums (list method): stream, bin, store the cell word and push the particle

@@ -26,6 +26,7 @@ use crate::state::{FluidState, REDUCTION_CHUNK};
 struct DisjointWriter<T>(*mut T);
 // SAFETY: used only where every index is written by exactly one worker (see each use).
 unsafe impl<T: Send> Send for DisjointWriter<T> {}
+// SAFETY: as for Send: shared between workers only where their writes are disjoint.
 unsafe impl<T: Send> Sync for DisjointWriter<T> {}
 
 impl<T> DisjointWriter<T> {

@@ -1,7 +1,9 @@
 //! Device-resident solutes: a coupled step whose solute arrays already live in this GPU's memory
 //! (the bundled GPU MD engine, CuPy/PyTorch arrays, a C code's device buffers). The solutes are
-//! checked, binned, summed into the cells and collided in place on the GPU; the only host
-//! traffic is the check's four indices and the step's report, as in a fluid-only step.
+//! checked (driver pointer attributes, then `kernels/device_solutes.cu` over the values),
+//! binned, summed into the cells and collided in place on the GPU (`solutes.rs`); the only host
+//! traffic is the check's four indices and the step's report, as in a fluid-only step. The
+//! step is ordered with the caller's stream by events, without blocking the host.
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -9,7 +11,8 @@ use std::sync::Arc;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, PushKernelArg};
 
-use super::{drv, grid, CudaBackend, KernelParams};
+use super::device::{drv, grid};
+use super::CudaBackend;
 use crate::backend::{DeviceSolutes, StepReport};
 use crate::error::{MpcError, Result};
 use crate::physics::StepPlan;
@@ -20,8 +23,8 @@ use crate::solvent::MAX_SOLUTE_COORDINATE;
 /// step with the caller's stream.
 pub(super) struct DeviceSoluteState {
     capacity: usize,
-    cell: CudaSlice<u32>,
-    image: CudaSlice<i32>,
+    pub(super) cell: CudaSlice<u32>,
+    pub(super) image: CudaSlice<i32>,
     first_bad: CudaSlice<u32>,
     caller_ready: CudaEvent,
     velocities_done: CudaEvent,
@@ -108,6 +111,43 @@ fn check_device_pointer(addr: u64, bytes: usize, field: &str, ordinal: usize) ->
     Ok(())
 }
 
+/// The error for the first kind of bad value `mpc_check_solutes` found, if any.
+fn first_bad_to_error(first: &[u32; 4]) -> Result<()> {
+    let problems = [
+        (
+            "positions",
+            "a non-finite position",
+            "pass finite positions",
+        ),
+        (
+            "positions",
+            "a coordinate over 1e9 cells from the origin",
+            "pass positions in the MPC box's units (cell size a = 1); coordinates outside \
+             the box are wrapped",
+        ),
+        (
+            "velocities",
+            "a non-finite velocity",
+            "pass finite velocities",
+        ),
+        (
+            "masses",
+            "a mass that is not finite and > 0",
+            "pass finite masses > 0",
+        ),
+    ];
+    for (k, (field, what, fix)) in problems.iter().enumerate() {
+        if first[k] != u32::MAX {
+            return Err(solute_error(
+                field,
+                format!("solute {} has {what}", first[k]),
+                fix,
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Make `waiter` wait for everything queued on `signaller` so far (a raw `CUstream`; 0 is the
 /// legacy default stream), through `event`, without blocking the host.
 fn order_after(event: &CudaEvent, signaller: sys::CUstream, waiter: sys::CUstream) -> Result<()> {
@@ -133,7 +173,7 @@ fn order_after(event: &CudaEvent, signaller: sys::CUstream, waiter: sys::CUstrea
 
 impl CudaBackend {
     /// The cells/images/check buffers for `ns` device-resident solutes, grown on demand.
-    fn ensure_device_solute_state(&mut self, ns: usize) -> Result<()> {
+    pub(super) fn ensure_device_solute_state(&mut self, ns: usize) -> Result<()> {
         if !self
             .device_solutes
             .as_ref()
@@ -175,6 +215,14 @@ impl CudaBackend {
         check_device_pointer(s.pos, 24 * ns, "positions", ordinal)?;
         check_device_pointer(s.vel, 24 * ns, "velocities", ordinal)?;
         check_device_pointer(s.mass, 8 * ns, "masses", ordinal)?;
+        let first_bad = self.first_bad_solutes(s)?;
+        first_bad_to_error(&first_bad)
+    }
+
+    /// The first index of each kind of bad value in `s` (u32::MAX where none), from
+    /// `mpc_check_solutes` on the main stream, ordered after the caller's queued work.
+    fn first_bad_solutes(&mut self, s: &DeviceSolutes) -> Result<[u32; 4]> {
+        let ns = s.n;
         let main = self.dev.stream.clone();
         self.ensure_device_solute_state(ns)?;
         let st = self.device_solutes.as_mut().expect("made above");
@@ -203,39 +251,7 @@ impl CudaBackend {
         let mut first = [0u32; 4];
         main.memcpy_dtoh(&st.first_bad, &mut first)
             .map_err(drv("solute check"))?;
-        let problems = [
-            (
-                "positions",
-                "a non-finite position",
-                "pass finite positions",
-            ),
-            (
-                "positions",
-                "a coordinate over 1e9 cells from the origin",
-                "pass positions in the MPC box's units (cell size a = 1); coordinates outside \
-                 the box are wrapped",
-            ),
-            (
-                "velocities",
-                "a non-finite velocity",
-                "pass finite velocities",
-            ),
-            (
-                "masses",
-                "a mass that is not finite and > 0",
-                "pass finite masses > 0",
-            ),
-        ];
-        for (k, (field, what, fix)) in problems.iter().enumerate() {
-            if first[k] != u32::MAX {
-                return Err(solute_error(
-                    field,
-                    format!("solute {} has {what}", first[k]),
-                    fix,
-                ));
-            }
-        }
-        Ok(())
+        Ok(first)
     }
 
     /// [`crate::backend::Backend::step_device_solutes`] on this GPU, for solutes checked by
@@ -264,60 +280,6 @@ impl CudaBackend {
         self.fluid_collide(plan, &p)?;
         self.reorder_if(plan)?;
         self.read_report()
-    }
-
-    /// Bin the solutes of `s` (arrays on this GPU, or on a peer GPU this one may read) and add
-    /// those in this GPU's cells to the cell sums.
-    pub(super) fn bin_solutes_from(&mut self, p: &KernelParams, s: &DeviceSolutes) -> Result<()> {
-        self.ensure_device_solute_state(s.n)?;
-        let main = self.dev.stream.clone();
-        let st = self.device_solutes.as_mut().expect("made above");
-        // SAFETY: mpc_solute_bin(MpcParams, const double* spos, const double* svel, const double*
-        // smass, unsigned* scell, int* simage, double* cells): the params by value, the caller's
-        // arrays (checked: 3n, 3n, n doubles, readable by this GPU, the caller's work on them
-        // finished before the check returned), index arrays of capacity >= n, the cell buffer.
-        unsafe {
-            main.launch_builder(&self.dev.k.solute_bin)
-                .arg(p)
-                .arg(&s.pos)
-                .arg(&s.vel)
-                .arg(&s.mass)
-                .arg(&mut st.cell)
-                .arg(&mut st.image)
-                .arg(&mut self.cells)
-                .launch(grid(s.n))
-                .map_err(drv("solute bin"))?;
-        }
-        Ok(())
-    }
-
-    /// Collide the solutes this GPU binned into its cells and write their velocities into
-    /// `s.vel` (possibly peer memory); solutes of other GPUs' cells are left to their owner.
-    pub(super) fn collide_owned_solutes(
-        &mut self,
-        p: &KernelParams,
-        s: &DeviceSolutes,
-    ) -> Result<()> {
-        let main = self.dev.stream.clone();
-        let st = self
-            .device_solutes
-            .as_ref()
-            .ok_or_else(|| MpcError::Device("solutes collided before they were binned".into()))?;
-        // SAFETY: mpc_solute_collide_owned(MpcParams, const unsigned* scell, const int* simage,
-        // const double* cells, double* svel): the index arrays written by the bin kernel on
-        // this stream, the cell parameters, and the caller's velocity array (3n doubles); each
-        // solute is written by the one GPU that owns its cell.
-        unsafe {
-            main.launch_builder(&self.dev.k.solute_collide_owned)
-                .arg(p)
-                .arg(&st.cell)
-                .arg(&st.image)
-                .arg(&self.cells)
-                .arg(&s.vel)
-                .launch(grid(s.n))
-                .map_err(drv("solute collide"))?;
-        }
-        Ok(())
     }
 }
 

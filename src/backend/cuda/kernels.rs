@@ -10,8 +10,11 @@ pub const RNG_CUH: &str = include_str!("../../../kernels/rng.cuh");
 /// `kernels/mpc.cuh`: the per-particle and per-cell step functions (mirror of `src/physics.rs`).
 pub const MPC_CUH: &str = include_str!("../../../kernels/mpc.cuh");
 
-/// The fluid kernels' sources in dependency order (one file per step of the MPC algorithm,
-/// named after what it does; each file's header names the Rust module that launches it).
+/// The fluid kernels' sources in dependency order: the shared headers (`rng.cuh` and `mpc.cuh`
+/// mirror `src/rng.rs` and `src/physics.rs`; `cell_sums.cuh` and `migrate.cuh` are the device
+/// side of `cell_sums.rs` and `multi/migrate.rs`), then one `.cu` file per step of the MPC
+/// algorithm, named after the module of this backend that launches its kernels (`stream.cu`
+/// by `stream.rs`, `migrate.cu` by `multi/migrate.rs`, ...; each file's first line names it).
 pub const FLUID_SOURCES: &[(&str, &str)] = &[
     ("rng.cuh", RNG_CUH),
     ("mpc.cuh", MPC_CUH),
@@ -22,6 +25,10 @@ pub const FLUID_SOURCES: &[(&str, &str)] = &[
     ("migrate.cuh", include_str!("../../../kernels/migrate.cuh")),
     ("stream.cu", include_str!("../../../kernels/stream.cu")),
     ("solutes.cu", include_str!("../../../kernels/solutes.cu")),
+    (
+        "device_solutes.cu",
+        include_str!("../../../kernels/device_solutes.cu"),
+    ),
     ("cells.cu", include_str!("../../../kernels/cells.cu")),
     ("collide.cu", include_str!("../../../kernels/collide.cu")),
     ("migrate.cu", include_str!("../../../kernels/migrate.cu")),
@@ -52,38 +59,7 @@ pub fn md_source() -> String {
     translation_unit(&[("rng.cuh", RNG_CUH), ("md.cu", MD_CU)])
 }
 
-/// Every kernel entry point the backend loads.
-pub const KERNEL_NAMES: &[&str] = &[
-    "mpc_stream_bin_atomic",
-    "mpc_stream_bin_list",
-    "mpc_stream_bin_warp",
-    "mpc_collide_stream_bin",
-    "mpc_list_sums",
-    "mpc_solute_bin",
-    "mpc_cell_params",
-    "mpc_collide",
-    "mpc_solute_collide",
-    "mpc_moments",
-    "mpc_count_cells",
-    "mpc_scan_chunk_sums",
-    "mpc_scan_partials",
-    "mpc_scan_apply",
-    "mpc_scatter",
-    "mpc_sort_segments",
-    "mpc_gather_f32",
-    "mpc_gather_f64",
-    "mpc_debug_cell_draws",
-    "mpc_debug_det_ln",
-    "mpc_debug_initial_particle",
-    "mpc_fill_u32",
-    "mpc_init_particles",
-    "mpc_chunk_sums",
-    "mpc_shift_scale",
-    "mpc_add_flow",
-    "mpc_immigrate",
-    "mpc_check_solutes",
-    "mpc_solute_collide_owned",
-];
+pub use super::device::{KERNELS_BY_FILE, KERNEL_NAMES};
 
 /// The fluid kernels' translation unit handed to NVRTC.
 pub fn full_source() -> String {
@@ -127,11 +103,15 @@ pub fn compile_source_cubin(
     let prog = result::create_program(&src, Some(name))
         .map_err(|e| format!("nvrtcCreateProgram failed: {e:?}"))?;
     let opts = compile_options(major, minor);
+    // SAFETY: `prog` was created just above and is destroyed only on the paths below, after
+    // its last use; `opts` outlives the call.
     let compiled = unsafe { result::compile_program(prog, &opts) };
+    // SAFETY: `prog` is live (as above); the log is copied into a Rust string.
     let log = unsafe { result::get_program_log(prog) }
         .map(|l| c_chars_to_string(&l))
         .unwrap_or_default();
     if let Err(e) = compiled {
+        // SAFETY: `prog` is live and not used after this call.
         let _ = unsafe { result::destroy_program(prog) };
         return Err(format!(
             "NVRTC could not compile the kernels ({e:?}) with {opts:?}:\n{log}"
@@ -141,6 +121,9 @@ pub fn compile_source_cubin(
         tracing::debug!("NVRTC log: {log}");
     }
     let mut size = 0usize;
+    // SAFETY: `prog` compiled successfully and is live until `destroy_program`, after which it
+    // is not used; `size` is a valid out-pointer, and `buf` holds exactly the `size` bytes
+    // that nvrtcGetCUBIN writes.
     let cubin = unsafe {
         let r = sys::nvrtcGetCUBINSize(prog, &mut size as *mut usize);
         if r != sys::nvrtcResult::NVRTC_SUCCESS {
@@ -222,6 +205,45 @@ mod tests {
                     "{file} includes {inc}, which comes later"
                 );
             }
+        }
+    }
+
+    /// Each `.cu` file defines exactly the entry points the kernel store lists for it, and its
+    /// first line names the module that launches them: `stream.cu` by `stream.rs`,
+    /// `migrate.cu` by `multi/migrate.rs`, and so on. Headers define no entry points.
+    #[test]
+    fn each_kernels_file_is_launched_by_the_module_of_its_name() {
+        for (file, text) in FLUID_SOURCES {
+            let mut defined: Vec<&str> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("extern \"C\" __global__ void "))
+                .map(|rest| rest.split('(').next().unwrap_or(""))
+                .collect();
+            if file.ends_with(".cuh") {
+                assert!(defined.is_empty(), "{file} defines kernels {defined:?}");
+                continue;
+            }
+            let (_, listed) = KERNELS_BY_FILE
+                .iter()
+                .find(|(f, _)| f == file)
+                .unwrap_or_else(|| panic!("{file} is not in the kernel store"));
+            let mut listed = listed.to_vec();
+            defined.sort_unstable();
+            listed.sort_unstable();
+            assert_eq!(defined, listed, "kernels of {file}");
+            let stem = file.trim_end_matches(".cu");
+            let first = text.lines().next().unwrap_or("");
+            assert!(
+                first.contains(&format!("cuda/{stem}.rs)"))
+                    || first.contains(&format!("cuda/multi/{stem}.rs)")),
+                "{file} must name its module ({stem}.rs) on its first line: {first}"
+            );
+        }
+        for (file, _) in KERNELS_BY_FILE {
+            assert!(
+                FLUID_SOURCES.iter().any(|(n, _)| n == file),
+                "{file} is not embedded"
+            );
         }
     }
 

@@ -6,15 +6,58 @@
 //! and device solutes not at all. Needs peer access from every GPU to the home GPU; without
 //! it, host solutes go to every GPU through the host (the older path) and device solutes are
 //! refused.
+//!
+//! Without peer access, [`CudaBackend::upload_solutes_blocking`] copies the solutes to every
+//! GPU, each GPU collides those in its own cells and writes zeros for the others, and the host
+//! adds the GPUs' outputs (exact: one term is non-zero).
 
 use cudarc::driver::DevicePtr;
 
-use super::drv;
-use super::multi::MultiCudaBackend;
-use crate::backend::DeviceSolutes;
+use super::step::StepSolutes;
+use super::MultiCudaBackend;
+use crate::backend::cuda::device::drv;
+use crate::backend::cuda::CudaBackend;
+use crate::backend::{DeviceSolutes, SoluteBatch};
 use crate::error::{MpcError, Result};
 
 impl MultiCudaBackend {
+    /// Where every GPU reads this step's solutes from: the caller's device arrays, or host
+    /// solutes uploaded once to the home GPU when every GPU can reach it (None: host solutes
+    /// uploaded to every GPU here, or no solutes).
+    pub(super) fn place_solutes(
+        &mut self,
+        solutes: &StepSolutes<'_, '_>,
+    ) -> Result<Option<DeviceSolutes>> {
+        match solutes {
+            StepSolutes::Device(d) => Ok(Some(*d)),
+            StepSolutes::Host(b) if self.home_reachable => {
+                Ok(Some(self.upload_solutes_home(b.pos, &*b.vel, b.mass)?))
+            }
+            StepSolutes::Host(b) => {
+                for s in &mut self.slabs {
+                    s.upload_solutes_blocking(b.pos, &*b.vel, b.mass)?;
+                }
+                Ok(None)
+            }
+            StepSolutes::None => Ok(None),
+        }
+    }
+
+    /// Host solutes on every GPU: their velocities are the sum of the GPUs' outputs (exactly
+    /// one GPU owns each solute, the others wrote zeros).
+    pub(super) fn sum_solute_velocities(&mut self, b: &mut SoluteBatch<'_>) -> Result<()> {
+        let ns = b.len();
+        let out = b.vel.as_flattened_mut();
+        out.fill(0.0);
+        for s in &mut self.slabs {
+            s.download_solute_velocities(ns, &mut self.solute_scratch)?;
+            for (o, v) in out.iter_mut().zip(&self.solute_scratch) {
+                *o += *v;
+            }
+        }
+        Ok(())
+    }
+
     /// Check device-resident solutes: on the home GPU, like one GPU's check; their pool (if
     /// they come from a stream-ordered pool) is opened to the other GPUs.
     pub(super) fn check_device_solutes_multi(&mut self, s: &DeviceSolutes) -> Result<()> {
@@ -99,6 +142,42 @@ impl MultiCudaBackend {
             .map_err(drv("solute download"))?;
         let staged = io.out.as_slice().map_err(drv("solute download"))?;
         crate::host::copy(out.as_flattened_mut(), &staged[..3 * ns]);
+        Ok(())
+    }
+}
+
+impl CudaBackend {
+    /// Slab mode: copy all solutes to this GPU (it bins only those in its cells).
+    pub(super) fn upload_solutes_blocking(
+        &mut self,
+        pos: &[[f64; 3]],
+        vel: &[[f64; 3]],
+        mass: &[f64],
+    ) -> Result<()> {
+        let ns = pos.len();
+        self.ensure_solute_capacity(ns)?;
+        let s = self.dev.stream.clone();
+        let sb = self.solutes.as_mut().expect("made above");
+        s.memcpy_htod(pos.as_flattened(), &mut sb.pos.slice_mut(..3 * ns))
+            .map_err(drv("solute upload"))?;
+        s.memcpy_htod(vel.as_flattened(), &mut sb.vel.slice_mut(..3 * ns))
+            .map_err(drv("solute upload"))?;
+        s.memcpy_htod(mass, &mut sb.mass.slice_mut(..ns))
+            .map_err(drv("solute upload"))?;
+        Ok(())
+    }
+
+    /// Slab mode: this GPU's solute velocities (zeros for solutes another GPU owns).
+    fn download_solute_velocities(&mut self, ns: usize, out: &mut Vec<f64>) -> Result<()> {
+        out.resize(3 * ns, 0.0);
+        let sb = self
+            .solutes
+            .as_ref()
+            .ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
+        self.dev
+            .stream
+            .memcpy_dtoh(&sb.vel.slice(..3 * ns), &mut out[..])
+            .map_err(drv("solute download"))?;
         Ok(())
     }
 }

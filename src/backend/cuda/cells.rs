@@ -1,0 +1,29 @@
+//! Pass 3 of a step (`kernels/cells.cu`): one thread per cell turns the cell's sums into its
+//! collision parameters in place (cell velocity, rotation axis, thermostat factor) and adds
+//! the cell's relative energy and degrees of freedom to the report.
+
+use cudarc::driver::PushKernelArg;
+
+use super::device::{drv, grid};
+use super::params::KernelParams;
+use super::CudaBackend;
+use crate::error::Result;
+
+impl CudaBackend {
+    /// Step 4, one thread per cell: sums to collision parameters.
+    pub(super) fn cell_pass(&mut self, p: &KernelParams) -> Result<()> {
+        let s = self.dev.stream.clone();
+        // SAFETY: mpc_cell_params(MpcParams, double *cells, double *report): the parameters by
+        // value, the cell buffer of p.n_cells = self.ncells cells × 8 doubles, report 4
+        // doubles; one thread per cell, threads past n_cells only join the block reduction.
+        unsafe {
+            s.launch_builder(&self.dev.k.cell_params)
+                .arg(p)
+                .arg(&mut self.cell.sums)
+                .arg(&mut self.report)
+                .launch(grid(self.ncells))
+                .map_err(drv("cell params"))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,115 @@
+//! Debug entry points for the tests (`kernels/debug.cu`): the GPU's per-cell draws, `det_ln`
+//! and initial particles, compared bit for bit with `src/rng.rs` and `src/state.rs`.
+
+use cudarc::driver::PushKernelArg;
+
+use super::device::{drv, grid, CudaDevice};
+use crate::error::Result;
+
+impl CudaDevice {
+    /// Debug entry point: rotation axes and MBS thermostat energies of `cells[i]` holding
+    /// `counts[i]` particles (energy 0 for fewer than two), computed on the GPU.
+    pub fn cell_draws(
+        &self,
+        seed: u64,
+        step: u64,
+        cells: &[u32],
+        counts: &[u32],
+        kt: f64,
+    ) -> Result<(Vec<[f64; 3]>, Vec<f64>)> {
+        assert_eq!(cells.len(), counts.len());
+        let n = cells.len();
+        let s = &self.stream;
+        let d_cells = s.clone_htod(cells).map_err(drv("copy"))?;
+        let d_counts = s.clone_htod(counts).map_err(drv("copy"))?;
+        let mut axes = s.alloc_zeros::<f64>(3 * n.max(1)).map_err(drv("alloc"))?;
+        let mut energies = s.alloc_zeros::<f64>(n.max(1)).map_err(drv("alloc"))?;
+        let nn = n as u32;
+        // SAFETY: mpc_debug_cell_draws(u64 seed, u64 step, const u32 *cells, const u32 *counts,
+        // double kt, double *axes, double *energies, u32 n): the argument types match; cells and
+        // counts hold n values, axes 3n and energies n doubles; one thread per cell, threads
+        // past n return. Everything runs on this stream, read back below.
+        unsafe {
+            s.launch_builder(&self.k.debug_cell_draws)
+                .arg(&seed)
+                .arg(&step)
+                .arg(&d_cells)
+                .arg(&d_counts)
+                .arg(&kt)
+                .arg(&mut axes)
+                .arg(&mut energies)
+                .arg(&nn)
+                .launch(grid(n))
+                .map_err(drv("launch"))?;
+        }
+        let a = s.clone_dtoh(&axes).map_err(drv("copy"))?;
+        let e = s.clone_dtoh(&energies).map_err(drv("copy"))?;
+        Ok((
+            (0..n)
+                .map(|i| [a[3 * i], a[3 * i + 1], a[3 * i + 2]])
+                .collect(),
+            e[..n].to_vec(),
+        ))
+    }
+
+    /// Debug entry point: `det_ln` on the GPU.
+    pub fn det_ln(&self, xs: &[f64]) -> Result<Vec<f64>> {
+        let n = xs.len();
+        let s = &self.stream;
+        let dx = s.clone_htod(xs).map_err(drv("copy"))?;
+        let mut dy = s.alloc_zeros::<f64>(n.max(1)).map_err(drv("alloc"))?;
+        let nn = n as u32;
+        // SAFETY: mpc_debug_det_ln(const double *x, double *y, u32 n): x and y hold at least n
+        // doubles; threads past n return; read back on the same stream.
+        unsafe {
+            s.launch_builder(&self.k.debug_det_ln)
+                .arg(&dx)
+                .arg(&mut dy)
+                .arg(&nn)
+                .launch(grid(n))
+                .map_err(drv("launch"))?;
+        }
+        let y = s.clone_dtoh(&dy).map_err(drv("copy"))?;
+        Ok(y[..n].to_vec())
+    }
+
+    /// Debug entry point: `state::initial_particle` for particles 0..n on the GPU.
+    pub fn initial_particles(
+        &self,
+        seed: u64,
+        len: [f64; 3],
+        sigma: f64,
+        n: usize,
+    ) -> Result<Vec<([f32; 3], [f64; 3])>> {
+        let s = &self.stream;
+        let mut pos = s.alloc_zeros::<f32>(3 * n.max(1)).map_err(drv("alloc"))?;
+        let mut vel = s.alloc_zeros::<f64>(3 * n.max(1)).map_err(drv("alloc"))?;
+        let nn = n as u32;
+        // SAFETY: mpc_debug_initial_particle(u64 seed, double lx, double ly, double lz, double
+        // sigma, float *pos, double *vel, u32 n): pos and vel hold 3n values each; threads past
+        // n return; read back on the same stream.
+        unsafe {
+            s.launch_builder(&self.k.debug_initial_particle)
+                .arg(&seed)
+                .arg(&len[0])
+                .arg(&len[1])
+                .arg(&len[2])
+                .arg(&sigma)
+                .arg(&mut pos)
+                .arg(&mut vel)
+                .arg(&nn)
+                .launch(grid(n))
+                .map_err(drv("launch"))?;
+        }
+        let p = s.clone_dtoh(&pos).map_err(drv("copy"))?;
+        let v = s.clone_dtoh(&vel).map_err(drv("copy"))?;
+        Ok((0..n)
+            .map(|i| {
+                (
+                    [p[3 * i], p[3 * i + 1], p[3 * i + 2]],
+                    [v[3 * i], v[3 * i + 1], v[3 * i + 2]],
+                )
+            })
+            .collect())
+    }
+}

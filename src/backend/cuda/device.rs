@@ -1,0 +1,264 @@
+//! One GPU: whether CUDA can be used here at all (driver and NVRTC libraries, device count), the
+//! context and its stream, and the fluid kernels loaded once per device into a store of
+//! handles ([`FluidKernels`], one field per kernel, declared once with its name).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig};
+
+use super::kernels;
+use crate::error::{MpcError, Result};
+
+/// Threads per block of the per-particle and per-cell kernels.
+pub(super) const BLOCK: u32 = 256;
+
+/// One thread per element for `n` elements (at least one block).
+pub(super) fn grid(n: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: ((n as u32).div_ceil(BLOCK).max(1), 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// Whether the CUDA driver library can be loaded.
+pub fn driver_present() -> bool {
+    // SAFETY: `is_culib_present` only tries to load the shared library (dlopen) and reports
+    // whether it succeeded; a panic inside is caught here.
+    std::panic::catch_unwind(|| unsafe { cudarc::driver::sys::is_culib_present() }).unwrap_or(false)
+}
+
+/// Whether the NVRTC library can be loaded.
+pub fn nvrtc_present() -> bool {
+    // SAFETY: as in `driver_present`, for the NVRTC library.
+    std::panic::catch_unwind(|| unsafe { cudarc::nvrtc::sys::is_culib_present() }).unwrap_or(false)
+}
+
+/// Why no CUDA GPU can be used here, or the number of devices.
+pub fn probe() -> std::result::Result<usize, String> {
+    if !driver_present() {
+        return Err("no CUDA driver library (libcuda.so) could be loaded".into());
+    }
+    if !nvrtc_present() {
+        return Err(
+            "no NVRTC library (libnvrtc.so.13) could be loaded; fix: install the CUDA 13 \
+             toolkit or add its lib64 directory to LD_LIBRARY_PATH"
+                .into(),
+        );
+    }
+    match std::panic::catch_unwind(CudaContext::device_count) {
+        Ok(Ok(n)) if n > 0 => Ok(n as usize),
+        Ok(Ok(_)) => Err("the CUDA driver reports no device".into()),
+        Ok(Err(e)) => Err(format!("the CUDA driver failed to initialise: {e:?}")),
+        Err(_) => Err("the CUDA driver library panicked while initialising".into()),
+    }
+}
+
+/// A driver error as an [`MpcError`] naming what failed.
+pub(crate) fn drv(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> MpcError + '_ {
+    move |e| MpcError::Device(format!("CUDA {what}: {e:?}"))
+}
+
+/// Compile (`compile` gets the device's compute capability) and load a module into `ctx`.
+pub(crate) fn load_module(
+    ctx: &Arc<CudaContext>,
+    compile: impl FnOnce(i32, i32) -> std::result::Result<Vec<u8>, String>,
+) -> Result<Arc<CudaModule>> {
+    let (major, minor) = ctx
+        .compute_capability()
+        .map_err(drv("compute capability"))?;
+    let cubin = compile(major, minor).map_err(MpcError::Device)?;
+    ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
+        .map_err(drv("module load"))
+}
+
+/// A kernel of a loaded module, by name.
+pub(crate) fn kernel(module: &Arc<CudaModule>, name: &str) -> Result<CudaFunction> {
+    module
+        .load_function(name)
+        .map_err(|e| MpcError::Device(format!("CUDA kernel {name}: {e:?}")))
+}
+
+/// Free and total memory of a device, by ordinal.
+pub fn device_memory(ordinal: usize) -> Result<(u64, u64)> {
+    let ctx = CudaContext::new(ordinal).map_err(drv("context"))?;
+    let (free, total) = ctx.mem_get_info().map_err(drv("cuMemGetInfo"))?;
+    Ok((free as u64, total as u64))
+}
+
+/// Declares the kernel store: one `CudaFunction` field per kernel, the list of every entry
+/// point ([`kernels::KERNEL_NAMES`]) and the loader, from one table, so a kernel is named in
+/// one place and a missing one fails when the device opens, not in the middle of a run.
+macro_rules! kernel_store {
+    ($($file:literal { $($field:ident: $name:literal,)* })*) => {
+        /// Every fluid kernel of one device, loaded once when the device opens, grouped by
+        /// the kernels file that defines it (and the module of this backend that launches it).
+        pub(super) struct FluidKernels {
+            $($(pub(super) $field: CudaFunction,)*)*
+        }
+
+        impl FluidKernels {
+            fn load(module: &Arc<CudaModule>) -> Result<FluidKernels> {
+                Ok(FluidKernels { $($($field: kernel(module, $name)?,)*)* })
+            }
+        }
+
+        /// Every kernel entry point the backend loads.
+        pub const KERNEL_NAMES: &[&str] = &[$($($name,)*)*];
+
+        /// Each kernels file with the entry points it defines.
+        pub const KERNELS_BY_FILE: &[(&str, &[&str])] = &[$(($file, &[$($name,)*]),)*];
+    };
+}
+
+// Each file's kernels are launched by the module of the same name (`stream.cu` by
+// `stream.rs`, `migrate.cu` by `multi/migrate.rs`, ...).
+kernel_store! {
+    "stream.cu" {
+        stream_bin_atomic: "mpc_stream_bin_atomic",
+        stream_bin_warp: "mpc_stream_bin_warp",
+        collide_stream_bin: "mpc_collide_stream_bin",
+        fill_u32: "mpc_fill_u32",
+        stream_bin_list: "mpc_stream_bin_list",
+        list_sums: "mpc_list_sums",
+    }
+    "solutes.cu" {
+        solute_bin: "mpc_solute_bin",
+        solute_collide: "mpc_solute_collide",
+        solute_collide_owned: "mpc_solute_collide_owned",
+    }
+    "device_solutes.cu" {
+        check_solutes: "mpc_check_solutes",
+    }
+    "cells.cu" {
+        cell_params: "mpc_cell_params",
+    }
+    "collide.cu" {
+        collide: "mpc_collide",
+    }
+    "migrate.cu" {
+        immigrate: "mpc_immigrate",
+    }
+    "observe.cu" {
+        moments: "mpc_moments",
+    }
+    "reorder.cu" {
+        count_cells: "mpc_count_cells",
+        scan_chunk_sums: "mpc_scan_chunk_sums",
+        scan_partials: "mpc_scan_partials",
+        scan_apply: "mpc_scan_apply",
+        scatter: "mpc_scatter",
+        sort_segments: "mpc_sort_segments",
+        gather_f32: "mpc_gather_f32",
+        gather_f64: "mpc_gather_f64",
+    }
+    "debug.cu" {
+        debug_cell_draws: "mpc_debug_cell_draws",
+        debug_det_ln: "mpc_debug_det_ln",
+        debug_initial_particle: "mpc_debug_initial_particle",
+    }
+    "init.cu" {
+        init_particles: "mpc_init_particles",
+        chunk_sums: "mpc_chunk_sums",
+        shift_scale: "mpc_shift_scale",
+        add_flow: "mpc_add_flow",
+    }
+}
+
+/// A CUDA context and the compiled kernels on one GPU; shared by the backend and the debug
+/// entry points used by the tests.
+pub struct CudaDevice {
+    pub(super) ctx: Arc<CudaContext>,
+    pub(super) stream: Arc<CudaStream>,
+    _module: Arc<CudaModule>,
+    pub(super) k: FluidKernels,
+    pub(super) name: String,
+    pub(super) ordinal: usize,
+}
+
+impl CudaDevice {
+    /// Open GPU `ordinal`: context, stream, kernels (compiled once per process).
+    pub fn open(ordinal: usize) -> Result<CudaDevice> {
+        probe().map_err(|e| MpcError::Device(format!("CUDA unavailable: {e}")))?;
+        let opened = std::panic::catch_unwind(|| CudaDevice::open_checked(ordinal));
+        match opened {
+            Ok(r) => r,
+            Err(_) => Err(MpcError::Device(
+                "the CUDA library panicked while opening the device (driver too old for CUDA \
+                 13?); fix: update the NVIDIA driver or use device: Cpu"
+                    .into(),
+            )),
+        }
+    }
+
+    /// `open` once the libraries are known to load (may panic inside cudarc on an old driver).
+    fn open_checked(ordinal: usize) -> Result<CudaDevice> {
+        let count = CudaContext::device_count().map_err(drv("device count"))?;
+        if ordinal >= count as usize {
+            return Err(MpcError::Device(format!(
+                "CUDA device {ordinal} does not exist ({count} present); fix: name a device \
+                 in 0..{count}"
+            )));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(drv("context"))?;
+        // SAFETY: cudarc then records no per-buffer events and the backend orders its streams
+        // itself, as cudarc requires: buffers are allocated and freed on the main stream, and
+        // every other stream that uses one (coupled.rs's upload/download streams, the copy
+        // streams of multi/, the caller's stream in device_solutes.rs) is ordered after the
+        // main stream's work and joined back by an explicit event or a synchronisation, so no
+        // buffer is used before its allocation, written by two streams at once, or freed
+        // while another stream still uses it.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.default_stream();
+        let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
+        let module = load_module(&ctx, kernels::cubin_for)?;
+        let k = FluidKernels::load(&module)?;
+        Ok(CudaDevice {
+            ctx,
+            stream,
+            _module: module,
+            k,
+            name,
+            ordinal,
+        })
+    }
+
+    pub fn describe(&self) -> String {
+        format!("cuda:{} {}", self.ordinal, self.name)
+    }
+
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    pub fn free_memory(&self) -> Result<(u64, u64)> {
+        let (f, t) = self.ctx.mem_get_info().map_err(drv("cuMemGetInfo"))?;
+        Ok((f as u64, t as u64))
+    }
+
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Device-to-device copy bandwidth in bytes/s, counting bytes read and written, for
+    /// buffers of `bytes` each over `reps` copies (after one warm-up copy).
+    pub fn copy_bandwidth(&self, bytes: usize, reps: usize) -> Result<f64> {
+        let s = &self.stream;
+        let n = bytes / 8;
+        let src = s.alloc_zeros::<f64>(n).map_err(drv("alloc"))?;
+        let mut dst = s.alloc_zeros::<f64>(n).map_err(drv("alloc"))?;
+        s.memcpy_dtod(&src, &mut dst).map_err(drv("copy"))?;
+        s.synchronize().map_err(drv("sync"))?;
+        let t0 = std::time::Instant::now();
+        for _ in 0..reps {
+            s.memcpy_dtod(&src, &mut dst).map_err(drv("copy"))?;
+        }
+        s.synchronize().map_err(drv("sync"))?;
+        let dt = t0.elapsed().as_secs_f64();
+        Ok(2.0 * (n * 8) as f64 * reps as f64 / dt)
+    }
+}

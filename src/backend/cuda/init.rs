@@ -1,0 +1,152 @@
+//! A fresh fluid generated on the GPU (`kernels/init.cu`), equal bit for bit to
+//! `FluidState::initial`: the same per-particle Philox streams, the CPU's chunked mean and
+//! energy sums reproduced chunk by chunk, then the same shift and scale.
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+
+use super::device::{drv, grid};
+use super::CudaBackend;
+use crate::config::{Config, InitialFlow};
+use crate::error::{MpcError, Result};
+use crate::state::REDUCTION_CHUNK;
+
+impl CudaBackend {
+    /// Fill the fluid with the initial state of `cfg`, generated on the GPU with the same
+    /// per-particle Philox streams and the same chunked reductions as `FluidState::initial`.
+    pub(super) fn generate_initial_state(&mut self, cfg: &Config) -> Result<()> {
+        let n = self.n;
+        if n as u64 != cfg.n_fluid() {
+            return Err(MpcError::Device("initial state size mismatch".into()));
+        }
+        self.pending = None;
+        self.launch_init_particles(cfg)?;
+        if n > 1 {
+            self.remove_mean_and_set_temperature(cfg)?;
+        }
+        if cfg.initial_flow == InitialFlow::Steady && cfg.shear_rate != 0.0 {
+            self.add_steady_flow()?;
+        }
+        self.synchronize()
+    }
+
+    /// Positions uniform in the box and thermal velocities, one Philox stream per particle.
+    fn launch_init_particles(&mut self, cfg: &Config) -> Result<()> {
+        let s = self.dev.stream.clone();
+        let nu = self.n as u32;
+        let sigma = (cfg.kt / cfg.mass).sqrt();
+        let len = self.phys.length;
+        let [px, py, pz] = &mut self.fluid.pos;
+        let [vx, vy, vz] = &mut self.fluid.vel;
+        // SAFETY: mpc_init_particles(u64 seed, double lx, ly, lz, double sigma, float *px, *py,
+        // *pz, double *vx, *vy, *vz, u32 n): the argument types match and every array holds at
+        // least n = self.n slots; threads past n return.
+        unsafe {
+            s.launch_builder(&self.dev.k.init_particles)
+                .arg(&cfg.seed)
+                .arg(&len[0])
+                .arg(&len[1])
+                .arg(&len[2])
+                .arg(&sigma)
+                .arg(px)
+                .arg(py)
+                .arg(pz)
+                .arg(vx)
+                .arg(vy)
+                .arg(vz)
+                .arg(&nu)
+                .launch(grid(self.n))
+                .map_err(drv("initial state"))?;
+        }
+        Ok(())
+    }
+
+    /// As `FluidState::initial`: subtract the mean velocity, then scale to the temperature.
+    fn remove_mean_and_set_temperature(&mut self, cfg: &Config) -> Result<()> {
+        let (mean, _) = self.mean_velocity_and_energy(REDUCTION_CHUNK)?;
+        for (c, m) in mean.into_iter().enumerate() {
+            self.shift_scale(c, m, 1.0, 0)?;
+        }
+        let (_, ke) = self.mean_velocity_and_energy(REDUCTION_CHUNK)?;
+        let target = 1.5 * (self.n as f64 - 1.0) * cfg.kt / cfg.mass;
+        if ke > 0.0 {
+            let f = (target / ke).sqrt();
+            for c in 0..3 {
+                self.shift_scale(c, 0.0, f, 1)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The steady shear profile added to vx (`InitialFlow::Steady`).
+    fn add_steady_flow(&mut self) -> Result<()> {
+        let s = self.dev.stream.clone();
+        let p = self.params(&self.phys.plan(0, false, false), 0);
+        // SAFETY: mpc_add_flow(MpcParams, const float *py, double *vx): the parameters by
+        // value (p.n_fluid = self.n), both arrays hold self.n slots; threads past it return.
+        unsafe {
+            s.launch_builder(&self.dev.k.add_flow)
+                .arg(&p)
+                .arg(&self.fluid.pos[1])
+                .arg(&mut self.fluid.vel[0])
+                .launch(grid(self.n))
+                .map_err(drv("initial flow"))?;
+        }
+        Ok(())
+    }
+
+    /// `FluidState::mean_velocity_and_energy` on the GPU: chunk sums, added on the host in order.
+    fn mean_velocity_and_energy(&mut self, chunk: usize) -> Result<([f64; 3], f64)> {
+        let n = self.n;
+        let nchunks = n.div_ceil(chunk).max(1);
+        let s = self.dev.stream.clone();
+        let mut partial = s.alloc_zeros::<f64>(4 * nchunks).map_err(drv("alloc"))?;
+        let (nu, cu, ncu) = (n as u32, chunk as u32, nchunks as u32);
+        // SAFETY: mpc_chunk_sums(const double *vx, *vy, *vz, double *partial, u32 n, u32 chunk,
+        // u32 nchunks): the velocities hold n values, partial 4 × nchunks doubles; one thread
+        // per chunk, threads past nchunks return. Read back below on the same stream.
+        unsafe {
+            s.launch_builder(&self.dev.k.chunk_sums)
+                .arg(&self.fluid.vel[0])
+                .arg(&self.fluid.vel[1])
+                .arg(&self.fluid.vel[2])
+                .arg(&mut partial)
+                .arg(&nu)
+                .arg(&cu)
+                .arg(&ncu)
+                .launch(LaunchConfig {
+                    grid_dim: ((nchunks as u32).div_ceil(64), 1, 1),
+                    block_dim: (64, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+                .map_err(drv("chunk sums"))?;
+        }
+        let parts = s.clone_dtoh(&partial).map_err(drv("copy"))?;
+        let mut t = [0.0; 4];
+        for p in parts.chunks_exact(4).take(n.div_ceil(chunk)) {
+            for k in 0..4 {
+                t[k] += p[k];
+            }
+        }
+        let nf = n.max(1) as f64;
+        Ok(([t[0] / nf, t[1] / nf, t[2] / nf], t[3]))
+    }
+
+    /// Velocity component `component`: minus `sub` (op 0) or times `mul` (op 1).
+    fn shift_scale(&mut self, component: usize, sub: f64, mul: f64, op: u32) -> Result<()> {
+        let s = self.dev.stream.clone();
+        let nu = self.n as u32;
+        // SAFETY: mpc_shift_scale(double *v, double sub, double mul, u32 op, u32 n): v holds
+        // self.n values; threads past n return.
+        unsafe {
+            s.launch_builder(&self.dev.k.shift_scale)
+                .arg(&mut self.fluid.vel[component])
+                .arg(&sub)
+                .arg(&mul)
+                .arg(&op)
+                .arg(&nu)
+                .launch(grid(self.n))
+                .map_err(drv("initial state"))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,309 @@
+//! Particles crossing slab borders (`kernels/migrate.cu`, `kernels/migrate.cuh`). Pass 1 packs
+//! each particle whose new cell lies in another slab (40 B: velocity, position, global id) into
+//! the send buffer for the nearer neighbour and frees its slot; the host reads the counts, the
+//! packets cross on the copy streams (`transfer.rs`), and `mpc_immigrate` unpacks the arrivals
+//! into free slots (then appends), bins them and adds them to the cell sums.
+
+use cudarc::driver::{CudaEvent, DevicePtr, DeviceRepr, PushKernelArg};
+
+use super::transfer::{peer_copy_async, stage_to_device_async, stage_to_host_async};
+use super::{MultiCudaBackend, Transfer};
+use crate::backend::cuda::device::{drv, grid};
+use crate::backend::cuda::CudaBackend;
+use crate::error::{MpcError, Result};
+use crate::physics::StepPlan;
+
+/// Words (u64) of one migrating particle (`MPC_RECORD_WORDS` in `kernels/migrate.cuh`).
+pub(super) const RECORD_WORDS: usize = 5;
+
+/// Where emigrating particles go (slab mode); mirrors `struct MpcMigration` in `kernels/migrate.cuh`.
+/// Zero on one GPU. Raw device addresses: the buffers live as long as the backend.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(in crate::backend::cuda) struct MigrationArgs {
+    pub(super) send: [u64; 2],
+    pub(super) counters: u64,
+    pub(super) holes: u64,
+    pub(super) ids: u64,
+    pub(super) send_capacity: u32,
+    pub(super) pad: u32,
+}
+
+// SAFETY: plain-old-data (u64 and u32 fields, no padding: 48 bytes, checked below) with the C
+// layout of `MpcMigration`; the addresses are only dereferenced by the kernels, and only in
+// slab mode, where they point at buffers of the slab that live as long as the backend.
+unsafe impl DeviceRepr for MigrationArgs {}
+
+const _: () = assert!(std::mem::size_of::<MigrationArgs>() == 48);
+
+impl CudaBackend {
+    /// Before pass 1 in slab mode: reset the migration counters (the free-slot stack keeps its
+    /// height). Returns the kernels' migration arguments (zero on one GPU).
+    pub(in crate::backend::cuda) fn begin_migration(&mut self) -> Result<MigrationArgs> {
+        let Some(sl) = self.slab.as_mut() else {
+            return Ok(MigrationArgs::default());
+        };
+        // pinned, so the copy is queued without blocking; the previous one finished (the
+        // host read the last step's counters after it)
+        let init = sl.counters_init.as_mut_slice().map_err(drv("pinned"))?;
+        init.copy_from_slice(&[0, 0, sl.free_slots as u32, 0]);
+        self.dev
+            .stream
+            .memcpy_htod(&sl.counters_init, &mut sl.counters)
+            .map_err(drv("migration counters"))?;
+        Ok(sl.args)
+    }
+
+    /// After pass 1 in slab mode: queue the counters' copy to the host.
+    pub(in crate::backend::cuda) fn end_migration(&mut self) -> Result<()> {
+        if let Some(sl) = self.slab.as_mut() {
+            self.dev
+                .stream
+                .memcpy_dtoh(&sl.counters, &mut sl.counters_host)
+                .map_err(drv("migration counters"))?;
+        }
+        Ok(())
+    }
+
+    /// Slab mode: unpack the particles sent from below (`from[0]`) and above (`from[1]`) into
+    /// free slots (the stack holds `top` after pass 1), then append; bin them and add them to
+    /// this step's cell sums.
+    pub(super) fn immigrate(
+        &mut self,
+        plan: &StepPlan,
+        ns: usize,
+        from: [usize; 2],
+        top: usize,
+    ) -> Result<()> {
+        let total = from[0] + from[1];
+        let fill = total.min(top);
+        let n_old = self.n;
+        let n_new = n_old + total - fill;
+        let sl = self.slab.as_ref().expect("slab mode");
+        if n_new > sl.capacity {
+            return Err(MpcError::Device(format!(
+                "{}: {n_new} particle slots needed, {} allocated (the slab gained too many \
+                 particles); fix: fewer GPUs or a smaller box",
+                self.dev.describe(),
+                sl.capacity
+            )));
+        }
+        let p = self.params(plan, ns);
+        let s = self.dev.stream.clone();
+        let sl = self.slab.as_mut().expect("slab mode");
+        let mut first = 0u32;
+        for (side, &count) in from.iter().enumerate() {
+            if count == 0 {
+                continue;
+            }
+            let (cu, fu, tu, nu) = (count as u32, fill as u32, top as u32, n_old as u32);
+            let [px, py, pz] = &mut self.fluid.pos;
+            let [vx, vy, vz] = &mut self.fluid.vel;
+            // SAFETY: mpc_immigrate(MpcParams, const u64 *recv, u32 count, u32 first, u32 fill,
+            // u32 hole_top, u32 n_old, float *px, *py, *pz, double *vx, *vy, *vz, u32 *cellw, u32
+            // *ids, const u32 *holes, double *cells, u32 *counters): the argument types match;
+            // recv holds `count` records, copied in before this stream waited for them; the
+            // slots written are free slots from the stack (below `top`) or n_old.. n_new, within
+            // the capacity checked above, which every per-particle array holds; one thread per
+            // arrival.
+            unsafe {
+                s.launch_builder(&self.dev.k.immigrate)
+                    .arg(&p)
+                    .arg(&sl.recv[side])
+                    .arg(&cu)
+                    .arg(&first)
+                    .arg(&fu)
+                    .arg(&tu)
+                    .arg(&nu)
+                    .arg(px)
+                    .arg(py)
+                    .arg(pz)
+                    .arg(vx)
+                    .arg(vy)
+                    .arg(vz)
+                    .arg(&mut self.fluid.cellw)
+                    .arg(&mut sl.ids)
+                    .arg(&sl.holes)
+                    .arg(&mut self.cell.sums)
+                    .arg(&mut sl.counters)
+                    .launch(grid(count))
+                    .map_err(drv("immigrate"))?;
+            }
+            first += count as u32;
+        }
+        sl.free_slots = top - fill;
+        self.n = n_new;
+        Ok(())
+    }
+}
+
+impl MultiCudaBackend {
+    /// After pass 1 and a wait for every GPU: the particles each slab sent down and up, and
+    /// its free-slot stack height; an error if a send buffer overflowed.
+    pub(super) fn read_migration_counts(&mut self) -> Result<(Vec<[usize; 2]>, Vec<usize>)> {
+        let mut sent = vec![[0usize; 2]; self.slabs.len()];
+        let mut tops = vec![0usize; self.slabs.len()];
+        for (k, s) in self.slabs.iter_mut().enumerate() {
+            let sl = s.slab.as_mut().expect("slab mode");
+            let c = sl.counters_host.as_slice().map_err(drv("counters"))?;
+            if c[3] & 1 != 0 {
+                return Err(MpcError::Device(format!(
+                    "{}: more particles left the slab in one step than its send buffer holds \
+                     ({}); fix: a smaller time step h or fewer GPUs",
+                    s.dev.describe(),
+                    sl.send_capacity
+                )));
+            }
+            sent[k] = [c[0] as usize, c[1] as usize];
+            tops[k] = c[2] as usize;
+        }
+        Ok((sent, tops))
+    }
+
+    /// The exchange: the packets cross, then each slab unpacks what its neighbours sent.
+    pub(super) fn exchange(
+        &mut self,
+        plan: &StepPlan,
+        ns: usize,
+        sent: &[[usize; 2]],
+        tops: &[usize],
+    ) -> Result<()> {
+        self.send_emigrants(sent)?;
+        for (k, &top) in tops.iter().enumerate() {
+            let lower = self.neighbour(k, 0);
+            let upper = self.neighbour(k, 1);
+            let from = [sent[lower][1], sent[upper][0]];
+            self.migrated += (from[0] + from[1]) as u64;
+            self.slabs[k].immigrate(plan, ns, from, top)?;
+        }
+        Ok(())
+    }
+
+    /// Send each slab's packed emigrants to its neighbours on the copy streams and make each
+    /// main stream wait for its arrivals (and for its own outgoing copies, whose buffers the
+    /// next pass 1 overwrites). All GPUs' main streams are idle here (pass 1 was waited for).
+    fn send_emigrants(&mut self, sent: &[[usize; 2]]) -> Result<()> {
+        let g = self.slabs.len();
+        // Host: one event per chunk sent down, so the receiver's upload of a chunk overlaps the
+        // download of the next (PCIe is full duplex, each GPU has copy engines both ways)
+        let mut chunk_events: Vec<[Vec<CudaEvent>; 2]> =
+            (0..g).map(|_| [Vec::new(), Vec::new()]).collect();
+        let mut out_events: Vec<Option<CudaEvent>> = Vec::with_capacity(g);
+        for (k, events) in chunk_events.iter_mut().enumerate() {
+            out_events.push(self.send_from(k, sent[k], events)?);
+        }
+        for d in 0..g {
+            self.receive_into(d, sent, &out_events, &chunk_events)?;
+        }
+        Ok(())
+    }
+
+    /// Outgoing from slab k: device → peer (Peer) or device → pinned host (Host) on its copy-out
+    /// stream. Returns the event after its copies (None if it sent nothing), which its own main
+    /// stream also waits for: the next pass 1 refills the send buffers.
+    fn send_from(
+        &mut self,
+        k: usize,
+        sent: [usize; 2],
+        chunk_events: &mut [Vec<CudaEvent>; 2],
+    ) -> Result<Option<CudaEvent>> {
+        let src_ctx = self.slabs[k].dev.ctx.clone();
+        let out = self.slab_of(k).copy_out.clone();
+        let mut any = false;
+        for (dir, &count) in sent.iter().enumerate() {
+            if count == 0 {
+                continue;
+            }
+            any = true;
+            let words = count * RECORD_WORDS;
+            // raw addresses: event tracking is off, the guards do nothing
+            let src_ptr = self.slab_of(k).send[dir].device_ptr(&out).0;
+            match self.transfer {
+                Transfer::Peer => {
+                    let d = self.neighbour(k, dir);
+                    let dst_ctx = self.slabs[d].dev.ctx.clone();
+                    let dst_ptr = self.slab_of(d).recv[1 - dir].device_ptr(&out).0;
+                    // SAFETY: the send buffer holds `count` records of `words` u64 in all
+                    // (count <= send_capacity, checked by the overflow flag) and so does the
+                    // neighbour's receive buffer; both live as long as the backend and are
+                    // next touched after the receiver waited for `out`'s event (arrivals) and
+                    // this slab's main stream did (the next pass 1 refills the send buffer).
+                    unsafe {
+                        peer_copy_async(&src_ctx, src_ptr, &dst_ctx, dst_ptr, words * 8, &out)?
+                    };
+                }
+                Transfer::Host => {
+                    let stage = self.slabs[k]
+                        .slab
+                        .as_mut()
+                        .and_then(|s| s.staging.as_mut())
+                        .ok_or_else(|| MpcError::Device("no staging buffers".into()))?;
+                    let host = &mut stage[dir].as_mut_slice().map_err(drv("staging"))?[..words];
+                    // SAFETY: `words` u64 of the send buffer (as above) into this slab's
+                    // pinned staging; the host touches the staging again only in the next
+                    // step's exchange, after every GPU's main stream (which waits for `out`)
+                    // was synchronised.
+                    unsafe {
+                        stage_to_host_async(&src_ctx, src_ptr, host, &out, &mut chunk_events[dir])?
+                    };
+                }
+            }
+        }
+        if !any {
+            return Ok(None);
+        }
+        let ev = out.record_event(None).map_err(drv("event"))?;
+        // the next pass 1 refills the send buffers
+        self.slabs[k].dev.stream.wait(&ev).map_err(drv("event"))?;
+        Ok(Some(ev))
+    }
+
+    /// Incoming to slab d: its main stream waits for its neighbours' outgoing copies (and,
+    /// through host memory, copies the staged particles up on its own copy stream).
+    fn receive_into(
+        &mut self,
+        d: usize,
+        sent: &[[usize; 2]],
+        out_events: &[Option<CudaEvent>],
+        chunk_events: &[[Vec<CudaEvent>; 2]],
+    ) -> Result<()> {
+        let main = self.slabs[d].dev.stream.clone();
+        let inn = self.slab_of(d).copy_in.clone();
+        for side in 0..2 {
+            let src = self.neighbour(d, side);
+            let dir = 1 - side; // the direction the sender sent in
+            let count = sent[src][dir];
+            if count == 0 {
+                continue;
+            }
+            let ev = out_events[src].as_ref().expect("recorded above");
+            match self.transfer {
+                Transfer::Peer => main.wait(ev).map_err(drv("event"))?,
+                Transfer::Host => {
+                    let words = count * RECORD_WORDS;
+                    let dst_ptr = self.slab_of(d).recv[side].device_ptr(&inn).0;
+                    let stage = self.slab_of(src).staging.as_ref().expect("host transfer");
+                    let host = &stage[dir].as_slice().map_err(drv("staging"))?[..words];
+                    let dst_ctx = &self.slabs[d].dev.ctx;
+                    // SAFETY: the sender's staging (pinned, alive with the backend, refilled
+                    // only in the next step's exchange, after this slab's main stream, which
+                    // joins `inn` below, was synchronised) into this slab's receive buffer of
+                    // send_capacity records >= `count`.
+                    unsafe {
+                        stage_to_device_async(
+                            dst_ctx,
+                            host,
+                            dst_ptr,
+                            &inn,
+                            &chunk_events[src][dir],
+                        )?
+                    };
+                }
+            }
+        }
+        if self.transfer == Transfer::Host {
+            main.join(&inn).map_err(drv("event"))?;
+        }
+        Ok(())
+    }
+}

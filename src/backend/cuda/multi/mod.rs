@@ -1,0 +1,397 @@
+//! Several GPUs of one host: the box is cut along y into one slab of whole cell layers per GPU
+//! (talk 003, second half), driven by one host thread.
+//!
+//! Each GPU runs the single-GPU kernels on its own layers ([`CudaBackend`] in slab mode: its
+//! cell buffer holds only its layers, its draws are keyed by the global cell index). A particle
+//! always sits on the GPU that owns its cell on the current (shifted) grid, so cell sums never
+//! need to be combined across GPUs and both sides of a slab border rotate with one set of
+//! numbers. The price is migration every step: the pass-1 kernel packs each particle whose new
+//! cell lies outside the slab (40 B: velocity, position, global id) into a send buffer for the
+//! nearer neighbour and frees its slot; the buffers go to the neighbours by copy-engine
+//! transfers (peer copies, or through pinned host memory: `MPCBOX_MULTI_TRANSFER=peer|host`),
+//! and `mpc_immigrate` unpacks them into free slots (or appends), bins them with the same plan
+//! and adds them to the sums before the cell pass. No kernel reads another GPU's memory.
+//!
+//! The y boundary (Lees-Edwards under shear) needs nothing special: a particle's crossing is
+//! applied by the stream kernel wherever it runs, and the wrapped particle then migrates from
+//! the top slab to the bottom one like any other.
+//!
+//! Solutes live on the first GPU and are read and written there by every GPU over peer access
+//! (`solutes.rs`); without peer access they go to every GPU.
+//!
+//! Free slots are reused by arrivals and removed by the reorder (they sort last), which also
+//! carries the ids along; a download puts every particle back at its global id.
+//!
+//! | module | role |
+//! |---|---|
+//! | `slab` | how the box is cut; a slab's state, buffers, upload and download |
+//! | `step` | one step of all slabs as a sequence (pass 1, exchange, the rest), reports |
+//! | `migrate` | packing counts, the exchange, `mpc_immigrate` (`kernels/migrate.cu`) |
+//! | `transfer` | peer access and pool grants, the raw copies, transfer rates |
+//! | `solutes` | solutes on the home GPU (or on every GPU without peer access) |
+
+mod migrate;
+mod slab;
+mod solutes;
+mod step;
+pub mod transfer;
+
+pub(in crate::backend::cuda) use migrate::MigrationArgs;
+pub(in crate::backend::cuda) use slab::Slab;
+pub use slab::{min_slab_layers, slab_bounds};
+pub use step::MULTI_PHASE_NAMES;
+pub use transfer::{measure_transfer, Transfer, TransferRates};
+
+use cudarc::driver::DevicePtr;
+
+use super::{CellSumMethod, CudaBackend, CudaDevice};
+use crate::backend::{Backend, DeviceSolutes, FluidMoments, SoluteBatch, StepReport};
+use crate::config::Config;
+use crate::error::{MpcError, Result};
+use crate::physics::{Physics, StepPlan};
+use crate::state::FluidState;
+use slab::{split_by_slab, SlabLayout};
+use step::StepSolutes;
+
+/// The multi-GPU backend: one [`CudaBackend`] in slab mode per GPU.
+pub struct MultiCudaBackend {
+    slabs: Vec<CudaBackend>,
+    /// Every GPU may read and write the first GPU's memory (solutes live there).
+    home_reachable: bool,
+    /// First layer of each slab, then Ly.
+    bounds: Vec<u32>,
+    phys: Physics,
+    n_total: usize,
+    transfer: Transfer,
+    /// Solute velocities from one GPU (host scratch).
+    solute_scratch: Vec<f64>,
+    profiling: bool,
+    /// Seconds in [pass 1, exchange (counts, transfers, unpack), cells + collide + reorder].
+    phase_seconds: [f64; 3],
+    /// Particles sent between GPUs since profiling was switched on.
+    migrated: u64,
+}
+
+/// Refuse fewer than two GPUs, or slabs so thin that a particle could cross one in a step.
+fn check_gpu_count(phys: &Physics, g: usize) -> Result<()> {
+    if g < 2 {
+        return Err(MpcError::Device(
+            "the multi-GPU backend needs at least two GPUs".into(),
+        ));
+    }
+    let ly = phys.cells[1];
+    let need = min_slab_layers(phys);
+    if ly / (g as u32) < need {
+        return Err(MpcError::Device(format!(
+            "device: {g} GPUs give slabs of {} cell layers in y, fewer than the {need} a \
+             particle may cross in one step; fix: use at most {} GPUs for cells[1] = {ly}, \
+             or a taller box",
+            ly / g as u32,
+            (ly / need).max(1)
+        )));
+    }
+    Ok(())
+}
+
+impl MultiCudaBackend {
+    /// Open one slab per GPU in `ordinals` holding `state` (the config's initial state if
+    /// None, generated on the host so that any GPU count starts from the same particles).
+    pub fn open(
+        cfg: &Config,
+        phys: &Physics,
+        state: Option<&FluidState>,
+        ordinals: &[usize],
+    ) -> Result<MultiCudaBackend> {
+        check_gpu_count(phys, ordinals.len())?;
+        let method = CellSumMethod::from_env();
+        if method == CellSumMethod::List {
+            return Err(MpcError::Device(
+                "MPCBOX_CUDA_METHOD=list runs on one GPU only; fix: unset it or use fused".into(),
+            ));
+        }
+        let owned;
+        let state = match state {
+            Some(s) => s,
+            None => {
+                owned = FluidState::initial(cfg);
+                &owned
+            }
+        };
+        state
+            .validate(phys)
+            .map_err(|e| MpcError::Device(format!("fluid state: {e}")))?;
+        let layout = SlabLayout::new(phys, state.len(), ordinals.len());
+        let parts = split_by_slab(state, &layout.bounds);
+        let devices = ordinals
+            .iter()
+            .map(|&ord| CudaDevice::open(ord))
+            .collect::<Result<Vec<_>>>()?;
+        let transfer = Transfer::from_env_or(transfer::neighbours_have_peer_access(&devices));
+        let mut slabs = Vec::with_capacity(devices.len());
+        for (k, dev) in devices.into_iter().enumerate() {
+            let be = CudaBackend::open_slab(dev, phys, method, transfer, &layout, k, &parts[k])?;
+            slabs.push(be);
+        }
+        let home_reachable = connect_slabs(&slabs)?;
+        Ok(MultiCudaBackend {
+            slabs,
+            home_reachable,
+            bounds: layout.bounds,
+            phys: phys.clone(),
+            n_total: state.len(),
+            transfer,
+            solute_scratch: Vec::new(),
+            profiling: false,
+            phase_seconds: [0.0; 3],
+            migrated: 0,
+        })
+    }
+
+    /// Every buffer another GPU touches, as (device address, owning GPU, touching GPU): the
+    /// receive buffers (written by the neighbours' peer copies) and the home GPU's solute
+    /// buffers once made (read and written by every GPU's kernels). Each must be open to that
+    /// GPU ([`transfer::peer_can_access`]).
+    pub fn peer_touched_buffers(&self) -> Vec<(u64, usize, usize)> {
+        let g = self.slabs.len();
+        let mut out = Vec::new();
+        for k in 0..g {
+            let stream = &self.slabs[k].dev.stream;
+            let owner = self.slabs[k].dev.ordinal;
+            for side in 0..2 {
+                let sender = self.slabs[self.neighbour(k, side)].dev.ordinal;
+                if sender != owner {
+                    let ptr = self.slab_of(k).recv[side].device_ptr(stream).0;
+                    out.push((ptr, owner, sender));
+                }
+            }
+        }
+        if let Some(sb) = self.slabs[0].solutes.as_ref() {
+            let stream = &self.slabs[0].dev.stream;
+            let owner = self.slabs[0].dev.ordinal;
+            for s in &self.slabs[1..] {
+                for b in [&sb.pos, &sb.vel, &sb.mass] {
+                    out.push((b.device_ptr(stream).0, owner, s.dev.ordinal));
+                }
+            }
+        }
+        out
+    }
+
+    pub fn gpus(&self) -> usize {
+        self.slabs.len()
+    }
+
+    pub fn transfer(&self) -> Transfer {
+        self.transfer
+    }
+
+    /// Layers of each slab.
+    pub fn slab_layers(&self) -> Vec<u32> {
+        self.bounds.windows(2).map(|w| w[1] - w[0]).collect()
+    }
+
+    /// Live particles on each GPU.
+    pub fn slab_particles(&self) -> Vec<usize> {
+        self.slabs.iter().map(|s| s.live()).collect()
+    }
+
+    /// Time every phase (synchronising all GPUs after each; slower) or not; resets the timers.
+    pub fn set_profiling(&mut self, on: bool) {
+        self.profiling = on;
+        self.phase_seconds = [0.0; 3];
+        self.migrated = 0;
+    }
+
+    /// Seconds per phase (see [`MULTI_PHASE_NAMES`]) and particles migrated since profiling
+    /// was switched on.
+    pub fn phase_seconds(&self) -> ([f64; 3], u64) {
+        (self.phase_seconds, self.migrated)
+    }
+
+    /// The slab below (dir 0) or above (dir 1) slab k, periodically.
+    fn neighbour(&self, k: usize, dir: usize) -> usize {
+        let g = self.slabs.len();
+        if dir == 0 {
+            (k + g - 1) % g
+        } else {
+            (k + 1) % g
+        }
+    }
+
+    fn slab_of(&self, k: usize) -> &Slab {
+        self.slabs[k].slab()
+    }
+}
+
+/// Peer access between the slabs' GPUs where the hardware allows, each GPU's memory pool
+/// opened to its peers; whether every GPU reaches the first (home) GPU.
+fn connect_slabs(slabs: &[CudaBackend]) -> Result<bool> {
+    let devices: Vec<&CudaDevice> = slabs.iter().map(|s| &s.dev).collect();
+    transfer::enable_peer_access(&devices)?;
+    let granted = transfer::grant_pool_access(&devices)?;
+    tracing::debug!("memory pools opened to peers: {granted:?}");
+    let home = devices[0];
+    Ok(devices[1..]
+        .iter()
+        .all(|d| transfer::can_access_peer(d, home)))
+}
+
+impl Backend for MultiCudaBackend {
+    fn describe(&self) -> String {
+        let ids: Vec<String> = self
+            .slabs
+            .iter()
+            .map(|s| s.dev.ordinal.to_string())
+            .collect();
+        format!(
+            "cuda:{} {} × {} ({} cell sums, y slabs {:?}, {})",
+            ids.join(","),
+            self.slabs.len(),
+            self.slabs[0].dev.name,
+            self.slabs[0].method.name(),
+            self.slab_layers(),
+            self.transfer.name()
+        )
+    }
+
+    fn n_fluid(&self) -> usize {
+        self.n_total
+    }
+
+    fn preferred_reorder_interval(&self) -> u64 {
+        20
+    }
+
+    fn step(
+        &mut self,
+        plan: &StepPlan,
+        solutes: Option<&mut SoluteBatch<'_>>,
+    ) -> Result<StepReport> {
+        match solutes.filter(|b| !b.is_empty()) {
+            Some(b) => self.run_step(plan, StepSolutes::Host(b)),
+            None => self.run_step(plan, StepSolutes::None),
+        }
+    }
+
+    fn cuda_ordinal(&self) -> Option<usize> {
+        Some(self.slabs[0].dev.ordinal)
+    }
+
+    fn check_device_solutes(&mut self, solutes: &DeviceSolutes) -> Result<()> {
+        self.check_device_solutes_multi(solutes)
+    }
+
+    fn step_device_solutes(
+        &mut self,
+        plan: &StepPlan,
+        solutes: &DeviceSolutes,
+    ) -> Result<StepReport> {
+        self.run_step(plan, StepSolutes::Device(*solutes))
+    }
+
+    fn moments(&mut self) -> Result<FluidMoments> {
+        let mut total = FluidMoments::default();
+        for s in &mut self.slabs {
+            let m = s.moments()?;
+            total.particles += m.particles;
+            for k in 0..3 {
+                total.momentum[k] += m.momentum[k];
+            }
+            total.kinetic_energy += m.kinetic_energy;
+            if total.profile_sum.is_empty() {
+                total.profile_sum = m.profile_sum;
+                total.profile_count = m.profile_count;
+            } else {
+                for (a, b) in total.profile_sum.iter_mut().zip(&m.profile_sum) {
+                    *a += b;
+                }
+                for (a, b) in total.profile_count.iter_mut().zip(&m.profile_count) {
+                    *a += b;
+                }
+            }
+        }
+        Ok(total)
+    }
+
+    fn download(&mut self) -> Result<FluidState> {
+        let n = self.n_total;
+        let mut st = FluidState {
+            pos: [vec![0.0; n], vec![0.0; n], vec![0.0; n]],
+            vel: [vec![0.0; n], vec![0.0; n], vec![0.0; n]],
+        };
+        let mut seen = vec![false; n];
+        for s in &mut self.slabs {
+            let (part, ids) = s.download_slab()?;
+            for (j, &id) in ids.iter().enumerate() {
+                let i = id as usize;
+                if i >= n || seen[i] {
+                    return Err(MpcError::Device(format!(
+                        "multi-GPU download: particle id {i} is out of range or held twice"
+                    )));
+                }
+                seen[i] = true;
+                for k in 0..3 {
+                    st.pos[k][i] = part.pos[k][j];
+                    st.vel[k][i] = part.vel[k][j];
+                }
+            }
+        }
+        if let Some(i) = seen.iter().position(|&x| !x) {
+            return Err(MpcError::Device(format!(
+                "multi-GPU download: particle id {i} is on no GPU"
+            )));
+        }
+        Ok(st)
+    }
+
+    fn upload(&mut self, state: &FluidState) -> Result<()> {
+        state
+            .validate(&self.phys)
+            .map_err(|e| MpcError::Device(format!("uploaded fluid state: {e}")))?;
+        if state.len() != self.n_total {
+            return Err(MpcError::Device(format!(
+                "uploaded fluid state has {} particles, the GPUs hold {}; fix: upload a state \
+                 of the same size or open a new backend",
+                state.len(),
+                self.n_total
+            )));
+        }
+        let parts = split_by_slab(state, &self.bounds);
+        for (s, (part, ids)) in self.slabs.iter_mut().zip(parts) {
+            s.upload_slab(&part, &ids)?;
+        }
+        Ok(())
+    }
+}
+
+/// Open the multi-GPU backend on `ordinals` (two or more).
+pub fn open_backend(
+    cfg: &Config,
+    phys: &Physics,
+    state: Option<&FluidState>,
+    ordinals: &[usize],
+) -> Result<Box<dyn Backend>> {
+    let be = MultiCudaBackend::open(cfg, phys, state, ordinals)?;
+    tracing::info!("multi-GPU backend: {}", be.describe());
+    Ok(Box::new(be))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thin_slabs_are_refused() {
+        let cfg = crate::config::Config::from_ron_str(
+            "(cells: (4, 8, 4), particles_per_cell: 5, seed: 3, time_step: 0.1, steps: 10, collision: Srd(angle_deg: 130.0))",
+        )
+        .unwrap();
+        let phys = Physics::from_config(&cfg);
+        assert!(min_slab_layers(&phys) >= 3);
+        match MultiCudaBackend::open(&cfg, &phys, None, &[0, 1, 2, 3]) {
+            Err(MpcError::Device(m)) => assert!(m.contains("at most"), "{m}"),
+            Err(e) => panic!("unexpected {e}"),
+            Ok(_) => panic!("slabs of 2 layers must be refused"),
+        }
+    }
+}

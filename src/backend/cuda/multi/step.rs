@@ -1,0 +1,176 @@
+//! One step of all slabs, driven by one host thread: every GPU's work is queued
+//! asynchronously, and the host waits only for the migration counts after pass 1 and for the
+//! step's reports at the end.
+//!
+//! 1. every GPU: pass 1 (`stream.rs`: fused collision n, stream, bin, sum; emigrants packed);
+//! 2. exchange (`migrate.rs`, `transfer.rs`): the counts come back, the packets cross, each
+//!    GPU unpacks its arrivals into its cell sums;
+//! 3. every GPU: solutes (`solutes.rs`), cell pass, collision (or deferred), reorder; the
+//!    reports and flags come back and are summed, the particle count checked.
+
+use std::time::Instant;
+
+use super::MultiCudaBackend;
+use crate::backend::cuda::device::drv;
+use crate::backend::{DeviceSolutes, SoluteBatch, StepReport};
+use crate::error::{MpcError, Result};
+use crate::physics::StepPlan;
+
+/// Phases timed by [`MultiCudaBackend::set_profiling`].
+pub const MULTI_PHASE_NAMES: [&str; 3] = ["pass 1", "exchange", "cells+collide+reorder"];
+
+/// The solutes of one multi-GPU step.
+pub(super) enum StepSolutes<'a, 'b> {
+    None,
+    Host(&'a mut SoluteBatch<'b>),
+    Device(DeviceSolutes),
+}
+
+impl StepSolutes<'_, '_> {
+    fn len(&self) -> usize {
+        match self {
+            StepSolutes::None => 0,
+            StepSolutes::Host(b) => b.len(),
+            StepSolutes::Device(d) => d.n,
+        }
+    }
+}
+
+impl MultiCudaBackend {
+    /// One step of all slabs. Solutes: device-resident ones are read from the home GPU by
+    /// every GPU; host ones are uploaded once to the home GPU when every GPU can reach it
+    /// (`solutes.rs`), else to every GPU.
+    pub(super) fn run_step(
+        &mut self,
+        plan: &StepPlan,
+        solutes: StepSolutes<'_, '_>,
+    ) -> Result<StepReport> {
+        let ns = solutes.len();
+        let mut t = Instant::now();
+        // 1. pass 1 everywhere (collide n if deferred, stream, bin, pack emigrants)
+        for s in &mut self.slabs {
+            let p = s.params(plan, ns);
+            s.fluid_pass(&p)?;
+        }
+        // where every GPU reads the solutes from (None: each GPU has its own copy)
+        let on_home = self.place_solutes(&solutes)?;
+        self.synchronize_all()?;
+        let (sent, tops) = self.read_migration_counts()?;
+        self.mark(0, &mut t)?;
+        // 2. exchange: copies, then each slab unpacks what its neighbours sent
+        self.exchange(plan, ns, &sent, &tops)?;
+        self.mark(1, &mut t)?;
+        // 3. solutes, cell parameters, collision (or deferred), reorder
+        self.finish_slabs(plan, ns, on_home.as_ref())?;
+        let mut host_solutes = match solutes {
+            StepSolutes::Host(b) => Some(b),
+            _ => None,
+        };
+        if let (Some(b), None) = (host_solutes.as_mut(), &on_home) {
+            self.sum_solute_velocities(b)?;
+        }
+        let report = self.collect_reports()?;
+        if let (Some(b), Some(_)) = (host_solutes, &on_home) {
+            // every GPU has finished (synchronised above): the home buffers hold all velocities
+            self.download_solutes_home(b.vel)?;
+        }
+        self.check_particle_count(plan)?;
+        self.mark(2, &mut t)?;
+        Ok(report)
+    }
+
+    /// Step 3 on every GPU: solutes (from the home GPU's arrays, or each GPU's own copy), cell
+    /// pass, solute and fluid collision, reorder.
+    fn finish_slabs(
+        &mut self,
+        plan: &StepPlan,
+        ns: usize,
+        on_home: Option<&DeviceSolutes>,
+    ) -> Result<()> {
+        for s in &mut self.slabs {
+            let p = s.params(plan, ns);
+            match on_home {
+                Some(d) if ns > 0 => s.bin_solutes_from(&p, d)?,
+                _ => s.solute_bin(&p, ns)?,
+            }
+            s.cell_pass(&p)?;
+            match on_home {
+                Some(d) if ns > 0 => s.collide_owned_solutes(&p, d)?,
+                _ if ns > 0 => s.solute_collide(&p, ns)?,
+                _ => {}
+            }
+            s.fluid_collide(plan, &p)?;
+            s.reorder_if(plan)?;
+        }
+        Ok(())
+    }
+
+    /// Reports and flags: queued on every GPU, then waited for (one wait per GPU) and summed;
+    /// an error if a particle arrived in a cell its GPU does not own.
+    fn collect_reports(&mut self) -> Result<StepReport> {
+        for s in &mut self.slabs {
+            s.queue_tail_copies()?;
+        }
+        let mut report = StepReport::default();
+        for s in &mut self.slabs {
+            s.synchronize()?;
+            let sl = s.slab();
+            let r = sl.report_host.as_slice().map_err(drv("report"))?;
+            report.relative_energy += r[0];
+            report.relative_dof += r[1];
+            report.kinetic_stress_sum += r[2];
+            report.collisional_stress_sum += r[3];
+            if sl.counters_host.as_slice().map_err(drv("counters"))?[3] & 2 != 0 {
+                return Err(MpcError::Device(format!(
+                    "{}: a particle arrived in a cell this GPU does not own (it crossed a whole \
+                     slab in one step); fix: a smaller time step h or fewer GPUs",
+                    s.dev.describe()
+                )));
+            }
+        }
+        Ok(report)
+    }
+
+    /// Every particle is on exactly one GPU: the live counts add up to the total.
+    fn check_particle_count(&self, plan: &StepPlan) -> Result<()> {
+        let live: usize = self.slabs.iter().map(|s| s.live()).sum();
+        if live != self.n_total {
+            return Err(MpcError::Device(format!(
+                "multi-GPU step {}: {live} fluid particles on the GPUs, {} expected (a \
+                 migration lost or duplicated particles)",
+                plan.step, self.n_total
+            )));
+        }
+        Ok(())
+    }
+
+    pub(super) fn synchronize_all(&self) -> Result<()> {
+        for s in &self.slabs {
+            s.synchronize()?;
+        }
+        Ok(())
+    }
+
+    /// Profiling: wait for every GPU and add the time since `t` to `phase`.
+    fn mark(&mut self, phase: usize, t: &mut Instant) -> Result<()> {
+        if self.profiling {
+            self.synchronize_all()?;
+            self.phase_seconds[phase] += t.elapsed().as_secs_f64();
+            *t = Instant::now();
+        }
+        Ok(())
+    }
+}
+
+impl crate::backend::cuda::CudaBackend {
+    /// Queue the step's report and the migration flags to pinned host memory.
+    fn queue_tail_copies(&mut self) -> Result<()> {
+        let s = self.dev.stream.clone();
+        let sl = self.slab.as_mut().expect("slab mode");
+        s.memcpy_dtoh(&self.report, &mut sl.report_host)
+            .map_err(drv("report copy"))?;
+        s.memcpy_dtoh(&sl.counters, &mut sl.counters_host)
+            .map_err(drv("counters"))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,150 @@
+//! What comes back from the GPU (`kernels/observe.cu`): the step's report, the fluid's moments
+//! and velocity profile reduced on the device, and the whole state for checkpoints and tests
+//! (download, upload).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
+
+use super::buffers::OnAllocError;
+use super::device::{drv, grid};
+use super::CudaBackend;
+use crate::backend::{FluidMoments, StepReport};
+use crate::error::{MpcError, Result};
+use crate::state::FluidState;
+
+/// The moments' reduction targets.
+pub(super) struct MomentBuffers {
+    /// [Σ m vx, Σ m vy, Σ m vz, Σ ½ m v²].
+    sums: CudaSlice<f64>,
+    /// Σ vx and count per y layer of one cell.
+    profile_sum: CudaSlice<f64>,
+    profile_count: CudaSlice<u64>,
+}
+
+impl MomentBuffers {
+    /// Zeroed buffers for a box `ly` cells high.
+    pub(super) fn alloc(
+        s: &Arc<CudaStream>,
+        ly: usize,
+        oom: OnAllocError<'_>,
+    ) -> Result<MomentBuffers> {
+        Ok(MomentBuffers {
+            sums: s.alloc_zeros::<f64>(4).map_err(oom)?,
+            profile_sum: s.alloc_zeros::<f64>(ly).map_err(oom)?,
+            profile_count: s.alloc_zeros::<u64>(ly).map_err(oom)?,
+        })
+    }
+}
+
+impl CudaBackend {
+    /// The report of the last enqueued step (waits for it).
+    pub fn read_report(&self) -> Result<StepReport> {
+        let mut r = [0.0f64; 4];
+        self.dev
+            .stream
+            .memcpy_dtoh(&self.report, &mut r)
+            .map_err(drv("report copy"))?;
+        Ok(StepReport {
+            relative_energy: r[0],
+            relative_dof: r[1],
+            kinetic_stress_sum: r[2],
+            collisional_stress_sum: r[3],
+        })
+    }
+
+    /// [`crate::backend::Backend::moments`]: one kernel over the particles (a pending
+    /// collision applied first), the sums read back.
+    pub(super) fn reduce_moments(&mut self) -> Result<FluidMoments> {
+        self.flush()?;
+        let s = self.dev.stream.clone();
+        let ly = self.phys.cells[1] as usize;
+        let shared = (ly * 16) as u32;
+        let use_shared: u32 = (shared <= 40 * 1024) as u32;
+        let mut cfg = grid(self.n);
+        if use_shared == 1 {
+            cfg.shared_mem_bytes = shared;
+        }
+        let p = self.params(&self.phys.plan(0, false, false), 0);
+        let (f, m) = (&self.fluid, &mut self.moments);
+        s.memset_zeros(&mut m.sums).map_err(drv("memset"))?;
+        s.memset_zeros(&mut m.profile_sum).map_err(drv("memset"))?;
+        s.memset_zeros(&mut m.profile_count)
+            .map_err(drv("memset"))?;
+        // SAFETY: mpc_moments(MpcParams, const float *py, const double *vx, *vy, *vz, const u32
+        // *cellw, double *out, double *prof_sum, u64 *prof_cnt, u32 use_shared): the argument
+        // types match; the particle arrays hold p.n_fluid = self.n slots, out 4 doubles, the
+        // profiles Ly = p.cells[1] bins, and the dynamic shared memory (when used) is exactly
+        // Ly doubles + Ly u64. One thread per slot; all on the main stream, after the flush.
+        unsafe {
+            s.launch_builder(&self.dev.k.moments)
+                .arg(&p)
+                .arg(&f.pos[1])
+                .arg(&f.vel[0])
+                .arg(&f.vel[1])
+                .arg(&f.vel[2])
+                .arg(&f.cellw)
+                .arg(&mut m.sums)
+                .arg(&mut m.profile_sum)
+                .arg(&mut m.profile_count)
+                .arg(&use_shared)
+                .launch(cfg)
+                .map_err(drv("moments"))?;
+        }
+        let sums = s.clone_dtoh(&m.sums).map_err(drv("copy"))?;
+        let profile_sum = s.clone_dtoh(&m.profile_sum).map_err(drv("copy"))?;
+        let profile_count = s.clone_dtoh(&m.profile_count).map_err(drv("copy"))?;
+        Ok(FluidMoments {
+            particles: self.live() as u64,
+            momentum: [sums[0], sums[1], sums[2]],
+            kinetic_energy: sums[3],
+            profile_sum,
+            profile_count,
+        })
+    }
+
+    /// [`crate::backend::Backend::download`]: the fluid as it is now (a pending collision
+    /// applied first).
+    pub(super) fn download_state(&mut self) -> Result<FluidState> {
+        self.flush()?;
+        let s = &self.dev.stream;
+        let n = self.n;
+        let mut st = FluidState::default();
+        for k in 0..3 {
+            let mut p = s.clone_dtoh(&self.fluid.pos[k]).map_err(drv("download"))?;
+            p.truncate(n);
+            st.pos[k] = p;
+            let mut v = s.clone_dtoh(&self.fluid.vel[k]).map_err(drv("download"))?;
+            v.truncate(n);
+            st.vel[k] = v;
+        }
+        Ok(st)
+    }
+
+    /// [`crate::backend::Backend::upload`]: replace the fluid by `state` of the same size.
+    pub(super) fn upload_state(&mut self, state: &FluidState) -> Result<()> {
+        state
+            .validate(&self.phys)
+            .map_err(|e| MpcError::Device(format!("uploaded fluid state: {e}")))?;
+        if state.len() != self.n {
+            return Err(MpcError::Device(format!(
+                "uploaded fluid state has {} particles, the CUDA backend holds {}; fix: upload a \
+                 state of the same size or open a new backend",
+                state.len(),
+                self.n
+            )));
+        }
+        // a pending collision belonged to the state being replaced
+        self.pending = None;
+        let s = &self.dev.stream;
+        let n = self.n;
+        for k in 0..3 {
+            s.memcpy_htod(&state.pos[k][..], &mut self.fluid.pos[k].slice_mut(..n))
+                .map_err(drv("upload"))?;
+            s.memcpy_htod(&state.vel[k][..], &mut self.fluid.vel[k].slice_mut(..n))
+                .map_err(drv("upload"))?;
+        }
+        s.synchronize().map_err(drv("upload"))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,122 @@
+//! Solutes in the collision (`kernels/solutes.cu`): binned on the shifted grid with their
+//! masses and Lees-Edwards images, added to the cell sums, collided with their cell's
+//! parameters. Two sources: mpcbox's own solute buffers (host solutes uploaded by
+//! `coupled.rs` or `multi/solutes.rs`), or device arrays (the caller's, checked by
+//! `device_solutes.rs`, or the home GPU's in a multi-GPU run).
+
+use cudarc::driver::PushKernelArg;
+
+use super::device::{drv, grid};
+use super::params::KernelParams;
+use super::CudaBackend;
+use crate::backend::DeviceSolutes;
+use crate::error::{MpcError, Result};
+
+impl CudaBackend {
+    /// Step 3: bin the uploaded solutes and add them to the cell sums.
+    pub(super) fn solute_bin(&mut self, p: &KernelParams, ns: usize) -> Result<()> {
+        if ns == 0 {
+            return Ok(());
+        }
+        let s = self.dev.stream.clone();
+        let sb = self
+            .solutes
+            .as_mut()
+            .ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
+        // SAFETY: mpc_solute_bin(MpcParams, const double *spos, *svel, *smass, u32 *scell, int
+        // *simage, double *cells): the argument types match; the solute buffers hold at least
+        // p.n_solutes = ns solutes (capacity >= ns; pos/vel 3 doubles each), uploaded on this
+        // stream or on the upload stream this stream has joined; cells p.n_cells × 8 doubles.
+        unsafe {
+            s.launch_builder(&self.dev.k.solute_bin)
+                .arg(p)
+                .arg(&sb.pos)
+                .arg(&sb.vel)
+                .arg(&sb.mass)
+                .arg(&mut sb.cell)
+                .arg(&mut sb.image)
+                .arg(&mut self.cell.sums)
+                .launch(grid(ns))
+                .map_err(drv("solute bin"))?;
+        }
+        Ok(())
+    }
+
+    /// Step 5, solutes: collide in place on the device.
+    pub(super) fn solute_collide(&mut self, p: &KernelParams, ns: usize) -> Result<()> {
+        let s = self.dev.stream.clone();
+        let sb = self
+            .solutes
+            .as_mut()
+            .ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
+        // SAFETY: mpc_solute_collide(MpcParams, const u32 *scell, const int *simage, const
+        // double *cells, double *svel): the cells and images written by `solute_bin` on this
+        // stream for p.n_solutes = ns solutes (capacity >= ns), the cell parameters, and the
+        // velocities (3 doubles per solute).
+        unsafe {
+            s.launch_builder(&self.dev.k.solute_collide)
+                .arg(p)
+                .arg(&sb.cell)
+                .arg(&sb.image)
+                .arg(&self.cell.sums)
+                .arg(&mut sb.vel)
+                .launch(grid(ns))
+                .map_err(drv("solute collide"))?;
+        }
+        Ok(())
+    }
+
+    /// Bin the solutes of `s` (arrays on this GPU, or on a peer GPU this one may read) and add
+    /// those in this GPU's cells to the cell sums.
+    pub(super) fn bin_solutes_from(&mut self, p: &KernelParams, s: &DeviceSolutes) -> Result<()> {
+        self.ensure_device_solute_state(s.n)?;
+        let main = self.dev.stream.clone();
+        let st = self.device_solutes.as_mut().expect("made above");
+        // SAFETY: mpc_solute_bin(MpcParams, const double* spos, const double* svel, const double*
+        // smass, unsigned* scell, int* simage, double* cells): the params by value, the caller's
+        // arrays (checked: 3n, 3n, n doubles, readable by this GPU, the caller's work on them
+        // finished before the check returned), index arrays of capacity >= n, the cell buffer.
+        unsafe {
+            main.launch_builder(&self.dev.k.solute_bin)
+                .arg(p)
+                .arg(&s.pos)
+                .arg(&s.vel)
+                .arg(&s.mass)
+                .arg(&mut st.cell)
+                .arg(&mut st.image)
+                .arg(&mut self.cell.sums)
+                .launch(grid(s.n))
+                .map_err(drv("solute bin"))?;
+        }
+        Ok(())
+    }
+
+    /// Collide the solutes this GPU binned into its cells and write their velocities into
+    /// `s.vel` (possibly peer memory); solutes of other GPUs' cells are left to their owner.
+    pub(super) fn collide_owned_solutes(
+        &mut self,
+        p: &KernelParams,
+        s: &DeviceSolutes,
+    ) -> Result<()> {
+        let main = self.dev.stream.clone();
+        let st = self
+            .device_solutes
+            .as_ref()
+            .ok_or_else(|| MpcError::Device("solutes collided before they were binned".into()))?;
+        // SAFETY: mpc_solute_collide_owned(MpcParams, const unsigned* scell, const int* simage,
+        // const double* cells, double* svel): the index arrays written by the bin kernel on
+        // this stream, the cell parameters, and the caller's velocity array (3n doubles); each
+        // solute is written by the one GPU that owns its cell.
+        unsafe {
+            main.launch_builder(&self.dev.k.solute_collide_owned)
+                .arg(p)
+                .arg(&st.cell)
+                .arg(&st.image)
+                .arg(&self.cell.sums)
+                .arg(&s.vel)
+                .launch(grid(s.n))
+                .map_err(drv("solute collide"))?;
+        }
+        Ok(())
+    }
+}

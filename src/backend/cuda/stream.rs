@@ -1,0 +1,194 @@
+//! Pass 1 of a step (`kernels/stream.cu`): every fluid particle is streamed, binned on the
+//! shifted grid and summed into its cell, one kernel per [`CellSumMethod`]; the fused methods
+//! apply the previous step's deferred collision in the same pass. In slab mode the pass also
+//! packs the particles that leave this GPU's layers (`multi/migrate.rs`).
+
+use cudarc::driver::PushKernelArg;
+
+use super::device::{drv, grid};
+use super::multi::MigrationArgs;
+use super::params::KernelParams;
+use super::{CellSumMethod, CudaBackend};
+use crate::error::{MpcError, Result};
+
+impl CudaBackend {
+    /// Steps 1-2 on the main stream: zero the report, stream, bin and sum the fluid (for the
+    /// fused method also the pending collision of the previous step). Ends profiling phase 0.
+    pub(super) fn fluid_pass(&mut self, p: &KernelParams) -> Result<()> {
+        let s = self.dev.stream.clone();
+        s.memset_zeros(&mut self.report).map_err(drv("memset"))?;
+        let margs = self.begin_migration()?;
+        let pending = self.pending.take();
+        match (self.method, pending) {
+            (CellSumMethod::Fused | CellSumMethod::FusedShared, Some(pc)) => {
+                self.collide_stream_bin(&pc, p, &margs)?
+            }
+            (CellSumMethod::List, _) if self.slab.is_some() => {
+                return Err(MpcError::Device(
+                    "the list cell-sum method runs on one GPU only; fix: unset \
+                     MPCBOX_CUDA_METHOD or set it to fused"
+                        .into(),
+                ));
+            }
+            (CellSumMethod::List, _) => self.stream_bin_list(p)?,
+            _ => self.stream_bin_sum(p, &margs)?,
+        }
+        self.end_migration()?;
+        self.phase_end(0)?;
+        Ok(())
+    }
+
+    /// 1 for the methods that aggregate each block's sums in shared memory, else 0 (the
+    /// kernels' `agg` argument).
+    fn block_aggregation(&self) -> u32 {
+        matches!(
+            self.method,
+            CellSumMethod::Shared | CellSumMethod::FusedShared
+        ) as u32
+    }
+
+    /// Fused methods with a pending collision: collide step n (parameters `pc`, cell parameters
+    /// in the current cell buffer), then stream, bin and sum step n+1 into the other buffer,
+    /// which becomes the current one.
+    fn collide_stream_bin(
+        &mut self,
+        pc: &KernelParams,
+        p: &KernelParams,
+        margs: &MigrationArgs,
+    ) -> Result<()> {
+        let s = self.dev.stream.clone();
+        let agg = self.block_aggregation();
+        let alt =
+            self.cell.alt.as_mut().ok_or_else(|| {
+                MpcError::Device("fused method without a second cell buffer".into())
+            })?;
+        s.memset_zeros(alt).map_err(drv("memset"))?;
+        let [px, py, pz] = &mut self.fluid.pos;
+        let [vx, vy, vz] = &mut self.fluid.vel;
+        // SAFETY: mpc_collide_stream_bin(MpcParams pc, MpcParams p, float *px, *py, *pz, double
+        // *vx, *vy, *vz, u32 *cellw, const double *cells_prev, double *cells_next, double
+        // *report, u32 agg, MpcMigration m): the argument types match; the particle arrays hold
+        // p.n_fluid = self.n slots, both cell buffers p.n_cells × 8 doubles (distinct
+        // allocations), report 4 doubles; `margs` holds this slab's live migration buffers (or
+        // zeros on one GPU, then never dereferenced). One thread per slot, main stream.
+        unsafe {
+            s.launch_builder(&self.dev.k.collide_stream_bin)
+                .arg(pc)
+                .arg(p)
+                .arg(px)
+                .arg(py)
+                .arg(pz)
+                .arg(vx)
+                .arg(vy)
+                .arg(vz)
+                .arg(&mut self.fluid.cellw)
+                .arg(&self.cell.sums)
+                .arg(&mut *alt)
+                .arg(&mut self.report)
+                .arg(&agg)
+                .arg(margs)
+                .launch(grid(self.n))
+                .map_err(drv("collide/stream/bin"))?;
+        }
+        std::mem::swap(&mut self.cell.sums, alt);
+        Ok(())
+    }
+
+    /// Atomics, warp and shared methods (and the fused ones with nothing pending): stream,
+    /// bin and sum into the zeroed cell buffer.
+    fn stream_bin_sum(&mut self, p: &KernelParams, margs: &MigrationArgs) -> Result<()> {
+        let s = self.dev.stream.clone();
+        let agg = self.block_aggregation();
+        s.memset_zeros(&mut self.cell.sums).map_err(drv("memset"))?;
+        let atomics = self.method == CellSumMethod::Atomics;
+        let k = &self.dev.k;
+        let f = if atomics {
+            &k.stream_bin_atomic
+        } else {
+            &k.stream_bin_warp
+        };
+        let [px, py, pz] = &mut self.fluid.pos;
+        let [vx, vy, vz] = &mut self.fluid.vel;
+        // SAFETY: mpc_stream_bin_atomic(MpcParams, float *px, *py, *pz, double *vx, *vy, *vz,
+        // u32 *cellw, double *cells, double *report, MpcMigration) and mpc_stream_bin_warp (the
+        // same with u32 agg before the migration): the argument types match the kernel chosen
+        // (agg only for the warp kernel); the particle arrays hold p.n_fluid = self.n slots,
+        // cells p.n_cells × 8 doubles, report 4; `margs` as in `collide_stream_bin`.
+        unsafe {
+            let mut b = s.launch_builder(f);
+            b.arg(p)
+                .arg(px)
+                .arg(py)
+                .arg(pz)
+                .arg(vx)
+                .arg(vy)
+                .arg(vz)
+                .arg(&mut self.fluid.cellw)
+                .arg(&mut self.cell.sums)
+                .arg(&mut self.report);
+            if !atomics {
+                b.arg(&agg);
+            }
+            b.arg(margs);
+            b.launch(grid(self.n)).map_err(drv("stream/bin"))?;
+        }
+        Ok(())
+    }
+
+    /// List method (one GPU): empty the list heads, stream and bin pushing each particle on
+    /// its cell's list, then one thread per cell sums its list.
+    fn stream_bin_list(&mut self, p: &KernelParams) -> Result<()> {
+        let s = self.dev.stream.clone();
+        let k = &self.dev.k;
+        let empty = u32::MAX;
+        let ncu = self.ncells as u32;
+        let next = self
+            .fluid
+            .next
+            .as_mut()
+            .ok_or_else(|| MpcError::Device("list method without next[]".into()))?;
+        let [px, py, pz] = &mut self.fluid.pos;
+        let [vx, vy, vz] = &mut self.fluid.vel;
+        // SAFETY: the three kernels run in order on the main stream and their argument types
+        // match: mpc_fill_u32(u32 *dst, u32 value, u32 n) on the ncells + 1 counters (n =
+        // ncells); mpc_stream_bin_list(MpcParams, float *px, *py, *pz, double *vx, *vy, *vz, u32
+        // *cellw, u32 *head, u32 *next, double *report) over p.n_fluid = self.n slots, heads
+        // indexed by cells < ncells; mpc_list_sums(MpcParams, const u32 *head, const u32 *next,
+        // const double *vx, *vy, *vz, const u32 *cellw, double *cells) over ncells cells of 8
+        // doubles, following lists of slot indices < self.n ended by u32::MAX.
+        unsafe {
+            s.launch_builder(&k.fill_u32)
+                .arg(&mut self.cell.counter)
+                .arg(&empty)
+                .arg(&ncu)
+                .launch(grid(self.ncells))
+                .map_err(drv("fill"))?;
+            s.launch_builder(&k.stream_bin_list)
+                .arg(p)
+                .arg(&mut *px)
+                .arg(&mut *py)
+                .arg(&mut *pz)
+                .arg(&mut *vx)
+                .arg(&mut *vy)
+                .arg(&mut *vz)
+                .arg(&mut self.fluid.cellw)
+                .arg(&mut self.cell.counter)
+                .arg(&mut *next)
+                .arg(&mut self.report)
+                .launch(grid(self.n))
+                .map_err(drv("stream/bin"))?;
+            s.launch_builder(&k.list_sums)
+                .arg(p)
+                .arg(&self.cell.counter)
+                .arg(&*next)
+                .arg(&*vx)
+                .arg(&*vy)
+                .arg(&*vz)
+                .arg(&self.fluid.cellw)
+                .arg(&mut self.cell.sums)
+                .launch(grid(self.ncells))
+                .map_err(drv("list sums"))?;
+        }
+        Ok(())
+    }
+}
