@@ -2,6 +2,7 @@
 //! types, tags, molecule ids, per-type masses and bonds (by tag, so that reordering particles
 //! never touches them).
 
+use super::boundary::PeriodicBox;
 use crate::error::ConfigError;
 
 /// One bond between the particles tagged `a` and `b`, of bond type `kind` (0-based).
@@ -55,6 +56,11 @@ impl System {
 
     pub fn volume(&self) -> f64 {
         self.box_len.iter().product()
+    }
+
+    /// The boundary conditions: minimum images and wrapping.
+    pub fn periodic_box(&self) -> PeriodicBox {
+        PeriodicBox::new(self.box_len)
     }
 
     pub fn mass(&self, i: usize) -> f64 {
