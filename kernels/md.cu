@@ -1,6 +1,6 @@
-// Kernels of the GPU MD engine (src/md/gpu.rs): a mirror of src/md/engine.rs. The host prepends
-// rng.cuh and compiles this with NVRTC (--fmad=false, -DMPCBOX_NVRTC), so every per-pair and
-// per-particle expression rounds exactly as the Rust code. Only the order in which a particle
+// Kernels of the GPU MD engine (src/md/gpu/): a mirror of the CPU computes in src/md/. The host
+// prepends rng.cuh and compiles this with NVRTC (--fmad=false, -DMPCBOX_NVRTC), so every per-pair
+// and per-particle expression rounds exactly as the Rust code. Only the order in which a particle
 // sums its neighbours differs from the CPU (the neighbour lists are built in cell order here),
 // so forces agree with the CPU engine to rounding.
 //
@@ -9,6 +9,10 @@
 //
 // One step: md_first_half (kick, drift [, O-U, drift], wrap, displacement check) -> [rebuild:
 // md_cell_bin, md_cell_sort, md_build_list] -> md_forces -> md_second_half (kick).
+//
+// Sections, each launched from the Rust file named in its heading: boundary and random numbers
+// (md/boundary.rs, md/random.rs), integration (md/gpu/integrate.rs), neighbour lists
+// (md/gpu/neighbor.rs), forces (md/gpu/forces.rs).
 #ifndef MPCBOX_NVRTC
 #include "rng.cuh"
 #endif
@@ -26,6 +30,9 @@ struct MdPairLj {
     double lj1, lj2, lj3, lj4, rc2, shift;
 };
 
+// ---- boundary and random numbers (md/boundary.rs, md/random.rs) ----
+
+// boundary::min_image
 __device__ __forceinline__ double md_min_image(double d, double l, double half) {
     if (d > half) {
         d -= l;
@@ -35,7 +42,16 @@ __device__ __forceinline__ double md_min_image(double d, double l, double half) 
     return d;
 }
 
-// forcefield::normals3 (Marsaglia polar, det_ln) with a precomputed key.
+// PeriodicBox::delta: the minimum-image separation pi - r_j into d; returns |d|^2.
+__device__ __forceinline__ double md_delta(const double pi[3], const double *pos, unsigned int j, const double l[3],
+                                           const double hl[3], double d[3]) {
+    d[0] = md_min_image(pi[0] - pos[3 * j], l[0], hl[0]);
+    d[1] = md_min_image(pi[1] - pos[3 * j + 1], l[1], hl[1]);
+    d[2] = md_min_image(pi[2] - pos[3 * j + 2], l[2], hl[2]);
+    return d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+}
+
+// random::normals3 (Marsaglia polar, det_ln) with a precomputed key.
 __device__ void md_normals3(unsigned int k0, unsigned int k1, unsigned int tag, mpc_u64 step, double out[3]) {
     int got = 0;
     unsigned int attempt = 0;
@@ -62,7 +78,7 @@ __device__ void md_normals3(unsigned int k0, unsigned int k1, unsigned int tag, 
     }
 }
 
-// forcefield::dpd_theta
+// random::dpd_theta
 __device__ __forceinline__ double md_dpd_theta(unsigned int k0, unsigned int k1, unsigned int ti, unsigned int tj,
                                                mpc_u64 step) {
     MpcWords4 c;
@@ -93,9 +109,11 @@ __device__ __forceinline__ double md_weight_r(double r, double rc, double s) {
 #endif
 }
 
-// Md::kick(dt/2); drift(dt) or drift(dt/2), ornstein_uhlenbeck, drift(dt/2); wrap; and the
+// ---- integration (launched from md/gpu/integrate.rs; the CPU steps are md/integrate.rs) ----
+
+// integrate::kick(dt/2); drift(dt) or drift(dt/2), ornstein_uhlenbeck, drift(dt/2); wrap; and the
 // skin/2 displacement criterion against the positions of the last list build. `step` is the
-// step count before the increment (as in Md::ornstein_uhlenbeck).
+// step count before the increment (as in Md::step).
 extern "C" __global__ void md_first_half(unsigned int n, double *pos, double *vel, const double *force,
                                          const double *inv_mass, int *image, const unsigned int *tag,
                                          const double *built_at, unsigned int *flags, double dt, int langevin,
@@ -156,7 +174,7 @@ extern "C" __global__ void md_first_half(unsigned int n, double *pos, double *ve
     }
 }
 
-// Md::kick(dt/2) after the forces.
+// integrate::kick(dt/2) after the forces.
 extern "C" __global__ void md_second_half(unsigned int n, double *vel, const double *force, const double *inv_mass,
                                           double dt) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -168,6 +186,8 @@ extern "C" __global__ void md_second_half(unsigned int n, double *vel, const dou
         vel[3 * i + k] += a * force[3 * i + k];
     }
 }
+
+// ---- neighbour lists (launched from md/gpu/neighbor.rs; the CPU lists are md/neighbor) ----
 
 __device__ __forceinline__ unsigned int md_cell_coord(double p, double cell_len, unsigned int dim) {
     int c = (int)(p / cell_len);
@@ -227,10 +247,8 @@ __device__ __forceinline__ void md_list_try(unsigned int i, unsigned int j, cons
     if (j == i) {
         return;
     }
-    double d0 = md_min_image(pi[0] - pos[3 * j], l[0], hl[0]);
-    double d1 = md_min_image(pi[1] - pos[3 * j + 1], l[1], hl[1]);
-    double d2 = md_min_image(pi[2] - pos[3 * j + 2], l[2], hl[2]);
-    double r2 = d0 * d0 + d1 * d1 + d2 * d2;
+    double d[3];
+    double r2 = md_delta(pi, pos, j, l, hl, d);
     if (r2 < rl2) {
         if (*cnt < max_neigh) {
             list[(size_t)(*cnt) * n + i] = j;
@@ -287,6 +305,170 @@ extern "C" __global__ void md_build_list(unsigned int n, const double *pos, cons
     }
 }
 
+// ---- forces (launched from md/gpu/forces.rs; the CPU computes are md/pair and md/bond) ----
+
+// Particle i and what every pass over its neighbours reads.
+struct MdSite {
+    unsigned int i, n, nn; // the particle, the particle count, i's neighbour count
+    unsigned int ti;       // i's type
+    const unsigned int *list;
+    const double *pos, *vel;
+    const unsigned int *typ, *tag;
+    double pi[3], l[3], hl[3];
+};
+
+__device__ __forceinline__ MdSite md_site(unsigned int i, unsigned int n, const double *pos, const double *vel,
+                                          const unsigned int *typ, const unsigned int *tag, const unsigned int *list,
+                                          const unsigned int *nneigh, double lx, double ly, double lz) {
+    MdSite s;
+    s.i = i;
+    s.n = n;
+    s.list = list;
+    s.pos = pos;
+    s.vel = vel;
+    s.typ = typ;
+    s.tag = tag;
+    s.l[0] = lx;
+    s.l[1] = ly;
+    s.l[2] = lz;
+    s.hl[0] = lx / 2.0;
+    s.hl[1] = ly / 2.0;
+    s.hl[2] = lz / 2.0;
+    s.pi[0] = pos[3 * i];
+    s.pi[1] = pos[3 * i + 1];
+    s.pi[2] = pos[3 * i + 2];
+    s.nn = nneigh[i];
+    s.ti = typ[i];
+    return s;
+}
+
+// Neighbour k of the site (column-major list).
+__device__ __forceinline__ unsigned int md_neighbor(const MdSite &s, unsigned int k) {
+    return s.list[(size_t)k * s.n + s.i];
+}
+
+// LjKernel over i's list: the force is assigned to f, pair energy and virial added to *ep, *wp
+// when `energy`. FAST: one type, the coefficients are loaded once and neighbour types not read.
+template <bool FAST>
+__device__ __forceinline__ void md_lj_pass(const MdSite &s, const MdPairLj *lj, unsigned int ntypes, int energy,
+                                           double f[3], double *ep, double *wp) {
+    double acc[3] = {0.0, 0.0, 0.0};
+    const MdPairLj *row = lj + (FAST ? 0 : (size_t)s.ti * ntypes);
+    MdPairLj p0 = row[0];
+    for (unsigned int k = 0; k < s.nn; ++k) {
+        unsigned int j = md_neighbor(s, k);
+        double d[3];
+        double r2 = md_delta(s.pi, s.pos, j, s.l, s.hl, d);
+        MdPairLj p = FAST ? p0 : row[s.typ[j]];
+        if (r2 < p.rc2) {
+            double inv2 = 1.0 / r2;
+            double inv6 = inv2 * inv2 * inv2;
+            double fr = inv6 * (p.lj1 * inv6 - p.lj2) * inv2;
+            acc[0] += fr * d[0];
+            acc[1] += fr * d[1];
+            acc[2] += fr * d[2];
+            if (energy) {
+                *ep += inv6 * (p.lj3 * inv6 - p.lj4) - p.shift;
+                *wp += fr * r2;
+            }
+        }
+    }
+    f[0] = acc[0];
+    f[1] = acc[1];
+    f[2] = acc[2];
+}
+
+// One DPD pass: the pair style (conservative: with the a_ij term, energy and virial) or the
+// DPD thermostat (dissipative and random forces only).
+struct MdDpdPass {
+    double gamma, rc, s, noise;
+    int conservative;
+};
+
+// DpdKernel over i's list: the force is added to f, conservative energy and virial to *ep, *wp.
+__device__ __forceinline__ void md_dpd_pass(const MdSite &s, const MdDpdPass &q, const double *dpd_a,
+                                            unsigned int ntypes, unsigned int dk0, unsigned int dk1, mpc_u64 step,
+                                            int energy, double f[3], double *ep, double *wp) {
+    double vi[3] = {s.vel[3 * s.i], s.vel[3 * s.i + 1], s.vel[3 * s.i + 2]};
+    unsigned int tgi = s.tag[s.i];
+    double acc[3] = {0.0, 0.0, 0.0};
+    for (unsigned int k = 0; k < s.nn; ++k) {
+        unsigned int j = md_neighbor(s, k);
+        double d[3];
+        double r2 = md_delta(s.pi, s.pos, j, s.l, s.hl, d);
+        if (r2 >= q.rc * q.rc || r2 == 0.0) {
+            continue;
+        }
+        double r = sqrt(r2);
+        double wc = 1.0 - r / q.rc;
+        double wr = md_weight_r(r, q.rc, q.s);
+        const double *vj = s.vel + 3 * j;
+        double erv = d[0] * (vi[0] - vj[0]) + d[1] * (vi[1] - vj[1]) + d[2] * (vi[2] - vj[2]);
+        double theta = md_dpd_theta(dk0, dk1, tgi, s.tag[j], step);
+        double fm = -q.gamma * wr * wr * erv / r + q.noise * wr * theta;
+        if (q.conservative) {
+            double a = dpd_a[s.ti * ntypes + s.typ[j]];
+            fm += a * wc;
+            if (energy) {
+                *ep += 0.5 * a * q.rc * wc * wc;
+                *wp += a * wc * r;
+            }
+        }
+        double fr = fm / r;
+        acc[0] += fr * d[0];
+        acc[1] += fr * d[1];
+        acc[2] += fr * d[2];
+    }
+    f[0] += acc[0];
+    f[1] += acc[1];
+    f[2] += acc[2];
+}
+
+// The bond tables: CSR partners of every particle, their bond type + 1, and per type + 1 the
+// style (0 harmonic, 1 FENE), k and r0.
+struct MdBonds {
+    const unsigned int *off, *j, *kind;
+    const int *style;
+    const double *k, *r0;
+};
+
+// The bond pass over i's partners (BondStyle::eval): forces added to f, energy and virial to
+// *eb, *wb. A FENE bond at or beyond R0 raises MD_FLAG_BROKEN with its tags and is skipped.
+__device__ __forceinline__ void md_bond_pass(const MdSite &s, const MdBonds &bd, unsigned int *flags, double f[3],
+                                             double *eb, double *wb) {
+    for (unsigned int b = bd.off[s.i]; b < bd.off[s.i + 1]; ++b) {
+        unsigned int j = bd.j[b];
+        unsigned int kind = bd.kind[b];
+        double d[3];
+        double r2 = md_delta(s.pi, s.pos, j, s.l, s.hl, d);
+        double kk = bd.k[kind], r0 = bd.r0[kind];
+        double fr, u;
+        if (bd.style[kind] == 0) {
+            double r = sqrt(r2);
+            double dr = r - r0;
+            fr = r > 0.0 ? -kk * dr / r : 0.0;
+            u = 0.5 * kk * dr * dr;
+        } else {
+            double x = r2 / (r0 * r0);
+            if (!(x < 1.0) || isinf(x)) {
+                if (atomicExch(&flags[MD_FLAG_BROKEN], 1u) == 0u) {
+                    flags[MD_FLAG_BROKEN + 1] = s.tag[s.i];
+                    flags[MD_FLAG_BROKEN + 2] = s.tag[j];
+                }
+                continue;
+            }
+            fr = -kk / (1.0 - x);
+            // det_ln (IEEE-exact operations, within 2 ulp of ln): libdevice's log uses FMA
+            u = -0.5 * kk * r0 * r0 * mpc_det_ln(1.0 - x);
+        }
+        f[0] += fr * d[0];
+        f[1] += fr * d[1];
+        f[2] += fr * d[2];
+        *eb += u;
+        *wb += fr * r2;
+    }
+}
+
 // All forces on particle i: the pair style (0 none, 1 LJ, 2 DPD) over i's list, then the DPD
 // thermostat pass (th_on), then i's bonds, in the order of Md::compute_forces_inner. With
 // `energy`, per-particle sums of pair energy/virial and bond energy/virial (each pair counted
@@ -300,127 +482,31 @@ extern "C" __global__ void md_build_list(unsigned int n, const double *pos, cons
     const unsigned int *bond_kind, const int *bond_style, const double *bond_k, const double *bond_r0, \
     double *force, int energy, double *e_pair, double *w_pair, double *e_bond, double *w_bond, unsigned int *flags
 
-// FAST: one-type LJ without DPD thermostat or bonds (the benchmark case): the pair
-// coefficients are loaded once and the neighbour types are not read (as LjKernel<SINGLE>).
+// FAST: one-type LJ without DPD thermostat or bonds (the benchmark case), as LjKernel<SINGLE>.
 template <bool FAST>
 __device__ __forceinline__ void md_forces_body(MD_FORCES_PARAMS) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) {
         return;
     }
-    double l[3] = {lx, ly, lz};
-    double hl[3] = {lx / 2.0, ly / 2.0, lz / 2.0};
-    double pi[3] = {pos[3 * i], pos[3 * i + 1], pos[3 * i + 2]};
-    unsigned int nn = nneigh[i];
-    unsigned int ti = typ[i];
+    MdSite s = md_site(i, n, pos, vel, typ, tag, list, nneigh, lx, ly, lz);
     double f[3] = {0.0, 0.0, 0.0};
     double ep = 0.0, wp = 0.0;
     if (FAST || style == 1) {
-        double acc[3] = {0.0, 0.0, 0.0};
-        const MdPairLj *row = lj + (FAST ? 0 : (size_t)ti * ntypes);
-        MdPairLj p0 = row[0];
-        for (unsigned int k = 0; k < nn; ++k) {
-            unsigned int j = list[(size_t)k * n + i];
-            double d0 = md_min_image(pi[0] - pos[3 * j], l[0], hl[0]);
-            double d1 = md_min_image(pi[1] - pos[3 * j + 1], l[1], hl[1]);
-            double d2 = md_min_image(pi[2] - pos[3 * j + 2], l[2], hl[2]);
-            double r2 = d0 * d0 + d1 * d1 + d2 * d2;
-            MdPairLj p = FAST ? p0 : row[typ[j]];
-            if (r2 < p.rc2) {
-                double inv2 = 1.0 / r2;
-                double inv6 = inv2 * inv2 * inv2;
-                double fr = inv6 * (p.lj1 * inv6 - p.lj2) * inv2;
-                acc[0] += fr * d0;
-                acc[1] += fr * d1;
-                acc[2] += fr * d2;
-                if (energy) {
-                    ep += inv6 * (p.lj3 * inv6 - p.lj4) - p.shift;
-                    wp += fr * r2;
-                }
-            }
-        }
-        f[0] = acc[0];
-        f[1] = acc[1];
-        f[2] = acc[2];
-    }
-    for (int pass = 0; pass < (FAST ? 0 : 2); ++pass) {
-        // pass 0: DPD pair style (conservative); pass 1: DPD thermostat (no a_ij)
-        bool on = pass == 0 ? style == 2 : th_on != 0;
-        if (!on) {
-            continue;
-        }
-        double gamma = pass == 0 ? dpd_gamma : th_gamma;
-        double rc = pass == 0 ? dpd_rc : th_rc;
-        double s = pass == 0 ? dpd_s : th_s;
-        double noise = pass == 0 ? dpd_noise : th_noise;
-        double vi[3] = {vel[3 * i], vel[3 * i + 1], vel[3 * i + 2]};
-        unsigned int tgi = tag[i];
-        double acc[3] = {0.0, 0.0, 0.0};
-        for (unsigned int k = 0; k < nn; ++k) {
-            unsigned int j = list[(size_t)k * n + i];
-            double d0 = md_min_image(pi[0] - pos[3 * j], l[0], hl[0]);
-            double d1 = md_min_image(pi[1] - pos[3 * j + 1], l[1], hl[1]);
-            double d2 = md_min_image(pi[2] - pos[3 * j + 2], l[2], hl[2]);
-            double r2 = d0 * d0 + d1 * d1 + d2 * d2;
-            if (r2 >= rc * rc || r2 == 0.0) {
-                continue;
-            }
-            double r = sqrt(r2);
-            double wc = 1.0 - r / rc;
-            double wr = md_weight_r(r, rc, s);
-            double erv = d0 * (vi[0] - vel[3 * j]) + d1 * (vi[1] - vel[3 * j + 1]) + d2 * (vi[2] - vel[3 * j + 2]);
-            double theta = md_dpd_theta(dk0, dk1, tgi, tag[j], step);
-            double fm = -gamma * wr * wr * erv / r + noise * wr * theta;
-            if (pass == 0) {
-                double a = dpd_a[ti * ntypes + typ[j]];
-                fm += a * wc;
-                if (energy) {
-                    ep += 0.5 * a * rc * wc * wc;
-                    wp += a * wc * r;
-                }
-            }
-            double fr = fm / r;
-            acc[0] += fr * d0;
-            acc[1] += fr * d1;
-            acc[2] += fr * d2;
-        }
-        f[0] += acc[0];
-        f[1] += acc[1];
-        f[2] += acc[2];
+        md_lj_pass<FAST>(s, lj, ntypes, energy, f, &ep, &wp);
     }
     double eb = 0.0, wb = 0.0;
-    for (unsigned int b = bond_off[i]; !FAST && b < bond_off[i + 1]; ++b) {
-        unsigned int j = bond_j[b];
-        unsigned int kind = bond_kind[b];
-        double d0 = md_min_image(pi[0] - pos[3 * j], l[0], hl[0]);
-        double d1 = md_min_image(pi[1] - pos[3 * j + 1], l[1], hl[1]);
-        double d2 = md_min_image(pi[2] - pos[3 * j + 2], l[2], hl[2]);
-        double r2 = d0 * d0 + d1 * d1 + d2 * d2;
-        double kk = bond_k[kind], r0 = bond_r0[kind];
-        double fr, u;
-        if (bond_style[kind] == 0) {
-            double r = sqrt(r2);
-            double dr = r - r0;
-            fr = r > 0.0 ? -kk * dr / r : 0.0;
-            u = 0.5 * kk * dr * dr;
-        } else {
-            double x = r2 / (r0 * r0);
-            if (!(x < 1.0) || isinf(x)) {
-                if (atomicExch(&flags[MD_FLAG_BROKEN], 1u) == 0u) {
-                    flags[MD_FLAG_BROKEN + 1] = tag[i];
-                    flags[MD_FLAG_BROKEN + 2] = tag[j];
-                }
-                continue;
-            }
-            fr = -kk / (1.0 - x);
-            // det_ln (IEEE-exact operations, within 2 ulp of ln): libdevice's log uses FMA
-            u = -0.5 * kk * r0 * r0 * mpc_det_ln(1.0 - x);
+    if (!FAST) {
+        if (style == 2) {
+            MdDpdPass pair = {dpd_gamma, dpd_rc, dpd_s, dpd_noise, 1};
+            md_dpd_pass(s, pair, dpd_a, ntypes, dk0, dk1, step, energy, f, &ep, &wp);
         }
-        f[0] += fr * d0;
-        f[1] += fr * d1;
-        f[2] += fr * d2;
-        eb += u;
-        wb += fr * r2;
+        if (th_on != 0) {
+            MdDpdPass thermostat = {th_gamma, th_rc, th_s, th_noise, 0};
+            md_dpd_pass(s, thermostat, dpd_a, ntypes, dk0, dk1, step, energy, f, &ep, &wp);
+        }
+        MdBonds bonds = {bond_off, bond_j, bond_kind, bond_style, bond_k, bond_r0};
+        md_bond_pass(s, bonds, flags, f, &eb, &wb);
     }
     for (int k = 0; k < 3; ++k) {
         force[3 * i + k] = f[k];

@@ -1,6 +1,8 @@
 //! System builders: FCC lattices, bead-spring polymer chains, Maxwell–Boltzmann velocities.
 
-use super::forcefield::velocity_normals;
+use std::collections::HashMap;
+
+use super::random::velocity_normals;
 use super::system::{Bond, System};
 use crate::error::ConfigError;
 use crate::rng::{philox4x32_10, philox_key, splitmix64, u01_from_words};
@@ -95,6 +97,134 @@ pub fn maxwell_velocities(sys: &mut System, kt: f64, seed: u64) {
     }
 }
 
+/// The uniform numbers of the chain builder: one Philox stream, drawn in order.
+struct ChainRng {
+    key: [u32; 2],
+    counter: u32,
+}
+
+impl ChainRng {
+    fn uniform(&mut self) -> f64 {
+        let w = philox4x32_10([self.counter, 0, 0, 11], self.key);
+        self.counter = self.counter.wrapping_add(1);
+        u01_from_words(w[0], w[1])
+    }
+}
+
+/// Beads placed so far on a hash grid of cells at least `min_distance` wide, for the overlap
+/// check (periodic minimum image of unwrapped positions).
+struct BeadGrid {
+    box_len: [f64; 3],
+    min_distance: f64,
+    dims: [usize; 3],
+    cell_len: [f64; 3],
+    beads: HashMap<[usize; 3], Vec<[f64; 3]>>,
+}
+
+impl BeadGrid {
+    fn new(box_len: [f64; 3], min_distance: f64) -> BeadGrid {
+        let dims = [0, 1, 2].map(|k| ((box_len[k] / min_distance).floor() as usize).max(1));
+        BeadGrid {
+            box_len,
+            min_distance,
+            dims,
+            cell_len: [0, 1, 2].map(|k| box_len[k] / dims[k] as f64),
+            beads: HashMap::new(),
+        }
+    }
+
+    fn cell(&self, p: [f64; 3]) -> [usize; 3] {
+        [0, 1, 2].map(|k| {
+            let w = p[k].rem_euclid(self.box_len[k]);
+            ((w / self.cell_len[k]) as usize).min(self.dims[k] - 1)
+        })
+    }
+
+    /// No bead closer than `min_distance` to p.
+    fn is_free(&self, p: [f64; 3]) -> bool {
+        let (c, g, l) = (self.cell(p), self.dims, self.box_len);
+        let md2 = self.min_distance * self.min_distance;
+        for dz in [g[2] - 1, 0, 1] {
+            for dy in [g[1] - 1, 0, 1] {
+                for dx in [g[0] - 1, 0, 1] {
+                    let cc = [(c[0] + dx) % g[0], (c[1] + dy) % g[1], (c[2] + dz) % g[2]];
+                    let Some(list) = self.beads.get(&cc) else {
+                        continue;
+                    };
+                    for q in list {
+                        let mut r2 = 0.0;
+                        for k in 0..3 {
+                            let mut d = (p[k] - q[k]).rem_euclid(l[k]);
+                            if d > 0.5 * l[k] {
+                                d -= l[k];
+                            }
+                            r2 += d * d;
+                        }
+                        if r2 < md2 {
+                            return false;
+                        }
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    fn insert(&mut self, p: [f64; 3]) {
+        self.beads.entry(self.cell(p)).or_default().push(p);
+    }
+
+    fn remove(&mut self, q: [f64; 3]) {
+        let c = self.cell(q);
+        if let Some(v) = self.beads.get_mut(&c) {
+            v.retain(|x| *x != q);
+        }
+    }
+}
+
+/// A random unit vector times `bond_length` added to `prev` (two uniform draws).
+fn random_step(prev: [f64; 3], bond_length: f64, rng: &mut ChainRng) -> [f64; 3] {
+    let z = 2.0 * rng.uniform() - 1.0;
+    let phi = 2.0 * std::f64::consts::PI * rng.uniform();
+    let s = (1.0 - z * z).sqrt();
+    [
+        prev[0] + bond_length * s * phi.cos(),
+        prev[1] + bond_length * s * phi.sin(),
+        prev[2] + bond_length * z,
+    ]
+}
+
+/// One self-avoiding chain of `chain_length` beads (unwrapped positions), backing up one bead
+/// every 50 rejected tries; None when it does not fit within the try budget.
+fn place_chain(
+    grid: &mut BeadGrid,
+    rng: &mut ChainRng,
+    chain_length: usize,
+    bond_length: f64,
+) -> Option<Vec<[f64; 3]>> {
+    let mut placed: Vec<[f64; 3]> = Vec::with_capacity(chain_length);
+    let mut tries = 0usize;
+    while placed.len() < chain_length {
+        tries += 1;
+        if tries > 200 * chain_length + 10_000 {
+            return None;
+        }
+        let candidate = match placed.last() {
+            None => [0, 1, 2].map(|k| rng.uniform() * grid.box_len[k]),
+            Some(prev) => random_step(*prev, bond_length, rng),
+        };
+        if grid.is_free(candidate) {
+            grid.insert(candidate);
+            placed.push(candidate);
+        } else if placed.len() > 1 && tries % 50 == 0 {
+            // back up one bead when stuck
+            let q = placed.pop().expect("non-empty");
+            grid.remove(q);
+        }
+    }
+    Some(placed)
+}
+
 /// Bead-spring chains in a box: self-avoiding random walks with bond length `bond_length`,
 /// no two beads closer than `min_distance` (checked on a hash grid), chain c has molecule id
 /// c + 1 and beads tagged consecutively; bonds of type 0 along each chain.
@@ -112,61 +242,16 @@ pub fn polymer_chains(
         type_mass: vec![bead_mass],
         ..Default::default()
     };
-    let key = philox_key(splitmix64(seed ^ 0x4348_4149_4e53));
-    let mut counter = 0u32;
-    let mut uniform = || {
-        let w = philox4x32_10([counter, 0, 0, 11], key);
-        counter = counter.wrapping_add(1);
-        u01_from_words(w[0], w[1])
+    let mut rng = ChainRng {
+        key: philox_key(splitmix64(seed ^ 0x4348_4149_4e53)),
+        counter: 0,
     };
-    let gdim = [0, 1, 2].map(|k| ((box_len[k] / min_distance).floor() as usize).max(1));
-    let glen = [0, 1, 2].map(|k| box_len[k] / gdim[k] as f64);
-    let mut grid: std::collections::HashMap<[usize; 3], Vec<[f64; 3]>> = Default::default();
-    let cell = |p: [f64; 3]| {
-        [0, 1, 2].map(|k| {
-            let w = p[k].rem_euclid(box_len[k]);
-            ((w / glen[k]) as usize).min(gdim[k] - 1)
-        })
-    };
-    let free = |grid: &std::collections::HashMap<[usize; 3], Vec<[f64; 3]>>, p: [f64; 3]| {
-        let c = cell(p);
-        let md2 = min_distance * min_distance;
-        for dz in [gdim[2] - 1, 0, 1] {
-            for dy in [gdim[1] - 1, 0, 1] {
-                for dx in [gdim[0] - 1, 0, 1] {
-                    let cc = [
-                        (c[0] + dx) % gdim[0],
-                        (c[1] + dy) % gdim[1],
-                        (c[2] + dz) % gdim[2],
-                    ];
-                    if let Some(list) = grid.get(&cc) {
-                        for q in list {
-                            let mut r2 = 0.0;
-                            for k in 0..3 {
-                                let mut d = (p[k] - q[k]).rem_euclid(box_len[k]);
-                                if d > 0.5 * box_len[k] {
-                                    d -= box_len[k];
-                                }
-                                r2 += d * d;
-                            }
-                            if r2 < md2 {
-                                return false;
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        true
-    };
+    let mut grid = BeadGrid::new(box_len, min_distance);
     let mut tag = 1u32;
     for c in 0..n_chains {
-        let mut placed: Vec<[f64; 3]> = Vec::with_capacity(chain_length);
-        let mut tries = 0usize;
-        while placed.len() < chain_length {
-            tries += 1;
-            if tries > 200 * chain_length + 10_000 {
-                return Err(ConfigError {
+        let placed =
+            place_chain(&mut grid, &mut rng, chain_length, bond_length).ok_or_else(|| {
+                ConfigError {
                     field: "md.system.Chains".into(),
                     problem: format!(
                         "could not place chain {} without overlaps ({} beads in a box of {:?})",
@@ -175,32 +260,8 @@ pub fn polymer_chains(
                         box_len
                     ),
                     fix: "use fewer or shorter chains, or a larger box (cells)".into(),
-                });
-            }
-            let candidate = match placed.last() {
-                None => [0, 1, 2].map(|k| uniform() * box_len[k]),
-                Some(prev) => {
-                    let z = 2.0 * uniform() - 1.0;
-                    let phi = 2.0 * std::f64::consts::PI * uniform();
-                    let s = (1.0 - z * z).sqrt();
-                    [
-                        prev[0] + bond_length * s * phi.cos(),
-                        prev[1] + bond_length * s * phi.sin(),
-                        prev[2] + bond_length * z,
-                    ]
                 }
-            };
-            if free(&grid, candidate) {
-                grid.entry(cell(candidate)).or_default().push(candidate);
-                placed.push(candidate);
-            } else if placed.len() > 1 && tries % 50 == 0 {
-                // back up one bead when stuck
-                let q = placed.pop().expect("non-empty");
-                if let Some(v) = grid.get_mut(&cell(q)) {
-                    v.retain(|x| *x != q);
-                }
-            }
-        }
+            })?;
         for (k, p) in placed.iter().enumerate() {
             sys.push(*p, [0.0; 3], 0, tag, c as u32 + 1);
             if k > 0 {

@@ -18,7 +18,10 @@ use super::build::{maxwell_velocities, polymer_chains};
 use super::data::{read_data_file, AtomStyle};
 use super::engine::{Md, MdSettings};
 use super::forcefield::{BondStyle, DpdParams, ForceField, LjTable, MdThermostat, PairStyle};
+use super::gpu::MdBackend;
+use super::integrate::check_langevin_damping;
 use super::neighbor::NeighborMode;
+use super::settings::check_skin;
 use super::system::System;
 use crate::config::Config;
 use crate::error::{ConfigError, Result};
@@ -107,7 +110,7 @@ pub struct MdConfig {
     /// Which engine runs the MD: `Auto` (the GPU engine when a CUDA GPU is usable, else the
     /// CPU), `Cpu` or `Cuda` (an error when no GPU is usable).
     #[serde(default)]
-    pub backend: super::gpu::MdBackend,
+    pub backend: MdBackend,
 }
 
 fn one() -> f64 {
@@ -134,9 +137,46 @@ fn err(field: &str, problem: String, fix: &str) -> ConfigError {
     }
 }
 
+/// gamma ≥ 0, cutoff > 0, exponent > 0, all finite (the DPD pair style and thermostat).
+fn check_dpd(field: &str, gamma: f64, cutoff: f64, exponent: f64) -> Result<(), ConfigError> {
+    if !gamma.is_finite()
+        || gamma < 0.0
+        || !cutoff.is_finite()
+        || cutoff <= 0.0
+        || !exponent.is_finite()
+        || exponent <= 0.0
+    {
+        return Err(err(
+            field,
+            format!("gamma = {gamma}, cutoff = {cutoff}, exponent = {exponent}"),
+            "use gamma ≥ 0, cutoff > 0, exponent > 0 (e.g. 4.5, 1.0, 1.0)",
+        ));
+    }
+    Ok(())
+}
+
 impl MdConfig {
     /// Checks that need no file access; called from [`Config::validate`].
     pub fn validate(&self, cfg: &Config) -> std::result::Result<(), ConfigError> {
+        self.validate_run(cfg)?;
+        for (k, b) in self.bonds.iter().enumerate() {
+            b.validate(k)?;
+        }
+        match self.thermostat {
+            MdThermostat::Langevin { damping } => check_langevin_damping(damping)?,
+            MdThermostat::Dpd {
+                gamma,
+                cutoff,
+                exponent,
+            } => check_dpd("md.thermostat.Dpd", gamma, cutoff, exponent)?,
+            MdThermostat::None => {}
+        }
+        self.validate_system()?;
+        self.validate_pair()
+    }
+
+    /// Steps per collision, no shear, the Verlet skin.
+    fn validate_run(&self, cfg: &Config) -> std::result::Result<(), ConfigError> {
         if self.steps_per_collision == 0 {
             return Err(err(
                 "md.steps_per_collision",
@@ -154,93 +194,17 @@ impl MdConfig {
                 "set shear_rate: 0.0 for runs with an md section",
             ));
         }
-        if !(self.skin.is_finite() && self.skin >= 0.0) {
-            return Err(err(
-                "md.skin",
-                format!("must be finite and ≥ 0 (got {})", self.skin),
-                "use a Verlet skin such as 0.3",
-            ));
-        }
-        for (k, b) in self.bonds.iter().enumerate() {
-            b.validate(k)?;
-        }
-        match self.thermostat {
-            MdThermostat::Langevin { damping } if !damping.is_finite() || damping < 0.0 => {
-                return Err(err(
-                    "md.thermostat.Langevin.damping",
-                    format!("must be finite and ≥ 0 (got {damping})"),
-                    "give a friction rate such as 1.0 (1/time)",
-                ));
-            }
-            MdThermostat::Dpd {
-                gamma,
-                cutoff,
-                exponent,
-            } if !gamma.is_finite()
-                || gamma < 0.0
-                || !cutoff.is_finite()
-                || cutoff <= 0.0
-                || !exponent.is_finite()
-                || exponent <= 0.0 =>
-            {
-                return Err(err(
-                    "md.thermostat.Dpd",
-                    format!("gamma = {gamma}, cutoff = {cutoff}, exponent = {exponent}"),
-                    "use gamma ≥ 0, cutoff > 0, exponent > 0 (e.g. 4.5, 1.0, 1.0)",
-                ));
-            }
-            _ => {}
-        }
+        check_skin(self.skin)
+    }
+
+    fn validate_system(&self) -> std::result::Result<(), ConfigError> {
         match &self.system {
             SystemSpec::Chains {
                 n_chains,
                 chain_length,
                 bead_mass,
                 bond_length,
-            } => {
-                if *n_chains == 0 || *chain_length == 0 {
-                    return Err(err(
-                        "md.system.Chains",
-                        format!("n_chains = {n_chains}, chain_length = {chain_length}"),
-                        "give at least one chain of at least one bead",
-                    ));
-                }
-                if !(bead_mass.is_finite() && *bead_mass > 0.0) {
-                    return Err(err(
-                        "md.system.Chains.bead_mass",
-                        format!("must be finite and > 0 (got {bead_mass})"),
-                        "give the bead mass, e.g. 5.0 (in fluid-particle masses)",
-                    ));
-                }
-                if !(bond_length.is_finite() && *bond_length > 0.0) {
-                    return Err(err(
-                        "md.system.Chains.bond_length",
-                        format!("must be finite and > 0 (got {bond_length})"),
-                        "use an initial bond length such as 0.97",
-                    ));
-                }
-                if *chain_length > 1 {
-                    match self.bonds.first() {
-                        None => {
-                            return Err(err(
-                                "md.bonds",
-                                "chains need bond type 1 but no bond style is given".into(),
-                                "add bonds: [Fene(k: 30.0, r0: 1.5)]",
-                            ))
-                        }
-                        Some(BondStyle::Fene { r0, .. }) if bond_length >= r0 => {
-                            return Err(err(
-                                "md.system.Chains.bond_length",
-                                format!(
-                                    "initial bond length {bond_length} is at or beyond the FENE R0 = {r0}"
-                                ),
-                                "start bonds shorter than R0, e.g. bond_length: 0.97 with r0: 1.5",
-                            ))
-                        }
-                        _ => {}
-                    }
-                }
-            }
+            } => self.validate_chains(*n_chains, *chain_length, *bead_mass, *bond_length),
             SystemSpec::DataFile { path, .. } => {
                 if path.as_os_str().is_empty() {
                     return Err(err(
@@ -249,8 +213,64 @@ impl MdConfig {
                         "give the path of a LAMMPS data file",
                     ));
                 }
+                Ok(())
             }
         }
+    }
+
+    fn validate_chains(
+        &self,
+        n_chains: usize,
+        chain_length: usize,
+        bead_mass: f64,
+        bond_length: f64,
+    ) -> std::result::Result<(), ConfigError> {
+        if n_chains == 0 || chain_length == 0 {
+            return Err(err(
+                "md.system.Chains",
+                format!("n_chains = {n_chains}, chain_length = {chain_length}"),
+                "give at least one chain of at least one bead",
+            ));
+        }
+        if !(bead_mass.is_finite() && bead_mass > 0.0) {
+            return Err(err(
+                "md.system.Chains.bead_mass",
+                format!("must be finite and > 0 (got {bead_mass})"),
+                "give the bead mass, e.g. 5.0 (in fluid-particle masses)",
+            ));
+        }
+        if !(bond_length.is_finite() && bond_length > 0.0) {
+            return Err(err(
+                "md.system.Chains.bond_length",
+                format!("must be finite and > 0 (got {bond_length})"),
+                "use an initial bond length such as 0.97",
+            ));
+        }
+        if chain_length > 1 {
+            match self.bonds.first() {
+                None => {
+                    return Err(err(
+                        "md.bonds",
+                        "chains need bond type 1 but no bond style is given".into(),
+                        "add bonds: [Fene(k: 30.0, r0: 1.5)]",
+                    ))
+                }
+                Some(BondStyle::Fene { r0, .. }) if bond_length >= *r0 => {
+                    return Err(err(
+                        "md.system.Chains.bond_length",
+                        format!(
+                            "initial bond length {bond_length} is at or beyond the FENE R0 = {r0}"
+                        ),
+                        "start bonds shorter than R0, e.g. bond_length: 0.97 with r0: 1.5",
+                    ))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_pair(&self) -> std::result::Result<(), ConfigError> {
         match &self.pair {
             PairSpec::Wca { epsilon, sigma } => {
                 for (name, v) in [("epsilon", epsilon), ("sigma", sigma)] {
@@ -262,37 +282,21 @@ impl MdConfig {
                         ));
                     }
                 }
+                Ok(())
             }
             PairSpec::Dpd {
                 gamma,
                 cutoff,
                 exponent,
                 ..
-            } => {
-                if !gamma.is_finite()
-                    || *gamma < 0.0
-                    || !cutoff.is_finite()
-                    || *cutoff <= 0.0
-                    || !exponent.is_finite()
-                    || *exponent <= 0.0
-                {
-                    return Err(err(
-                        "md.pair.Dpd",
-                        format!("gamma = {gamma}, cutoff = {cutoff}, exponent = {exponent}"),
-                        "use gamma ≥ 0, cutoff > 0, exponent > 0 (e.g. 4.5, 1.0, 1.0)",
-                    ));
-                }
-            }
-            PairSpec::Lj { coeffs, .. } if coeffs.is_empty() => {
-                return Err(err(
-                    "md.pair.Lj.coeffs",
-                    "is empty".into(),
-                    "give (i, j, epsilon, sigma, cutoff) for every type pair, e.g. [(1, 1, 1.0, 1.0, 2.5)]",
-                ))
-            }
-            _ => {}
+            } => check_dpd("md.pair.Dpd", *gamma, *cutoff, *exponent),
+            PairSpec::Lj { coeffs, .. } if coeffs.is_empty() => Err(err(
+                "md.pair.Lj.coeffs",
+                "is empty".into(),
+                "give (i, j, epsilon, sigma, cutoff) for every type pair, e.g. [(1, 1, 1.0, 1.0, 2.5)]",
+            )),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     fn force_field(&self, n_types: usize) -> std::result::Result<ForceField, ConfigError> {

@@ -1,18 +1,33 @@
 //! The bundled molecular-dynamics engine: solutes (bead-spring polymers, LJ or DPD particles)
-//! for the MPC solvent, or a standalone MD code.
+//! for the MPC solvent, or a standalone MD code. Laid out as HOOMD-blue and OpenMM separate an
+//! engine: the system, the computes (neighbour lists, pair and bond forces, integrators and
+//! thermostats), and the engines that compose them, each GPU piece beside its CPU one.
 //!
-//! * [`system`]: particles (types, masses, tags, molecules, image counts) and bonds.
-//! * [`forcefield`]: LJ / WCA / DPD pair styles, harmonic and FENE bonds, thermostats, and the
-//!   Philox-based DPD and Langevin random numbers.
+//! System and set-up:
+//! * [`system`]: particles (types, masses, tags, molecules, image counts) and bonds;
+//!   [`boundary`]: the periodic box (minimum image, wrapping) every compute asks.
+//! * [`build`], [`data`]: FCC lattices, random gases, polymer chains, LAMMPS data files;
+//!   [`config`]: the `md` section of a run config.
+//!
+//! Computes (CPU):
 //! * [`neighbor`]: cell lists (counting sort + prefix sum), full Verlet lists with a skin,
 //!   Morton reordering, all-pairs for small systems.
-//! * [`engine`]: [`Md`], forces and integration (velocity Verlet, BAOAB Langevin), rayon
-//!   parallel and bitwise deterministic for any thread count.
-//! * [`gpu`]: [`gpu::GpuMd`], the same engine on a CUDA GPU; `md.backend` selects it.
-//! * [`build`], [`data`]: FCC lattices, polymer chains, LAMMPS data files.
-//! * [`config`]: the `md` section of a run config; [`coupled`]: MD + MPC through
-//!   [`crate::Solvent::step_with_solutes`]; [`observe`]: Rg, chain MSD, extended XYZ.
+//! * [`pair`]: LJ / WCA and DPD pair styles (DPD also as a thermostat); [`bond`]: harmonic and
+//!   FENE bonds; [`forcefield`]: the pair and bond styles of a run.
+//! * [`integrate`]: velocity Verlet, the BAOAB Langevin O step, the thermostat choice;
+//!   [`random`]: the Philox-based DPD, Langevin and initial-velocity streams.
+//!
+//! Engines:
+//! * [`engine`]: [`Md`], the CPU engine (rayon parallel, bitwise deterministic for any thread
+//!   count); [`settings`]: what both engines take ([`MdSettings`]) and report ([`ForceReport`]).
+//! * [`gpu`]: [`GpuMd`], the same engine on a CUDA GPU (kernels in `kernels/md.cu`), with one
+//!   file per CPU compute (`gpu::neighbor`, `gpu::forces`, `gpu::integrate`); `md.backend`
+//!   selects it.
+//! * [`coupled`]: MD + MPC through [`crate::Solvent::step_with_solutes`] (or device-resident
+//!   solutes on the GPU); [`observe`]: Rg, chain MSD, extended XYZ.
 
+pub mod bond;
+pub mod boundary;
 pub mod build;
 pub mod config;
 pub mod coupled;
@@ -20,10 +35,15 @@ pub mod data;
 pub mod engine;
 pub mod forcefield;
 pub mod gpu;
+pub mod integrate;
 pub mod neighbor;
 pub mod observe;
+pub mod pair;
+pub mod random;
+pub mod settings;
 pub mod system;
 
+pub use boundary::PeriodicBox;
 pub use config::MdConfig;
 pub use engine::{ForceReport, Md, MdSettings};
 pub use forcefield::{BondStyle, DpdParams, ForceField, LjTable, MdThermostat, PairStyle};

@@ -2,6 +2,7 @@
 //! types, tags, molecule ids, per-type masses and bonds (by tag, so that reordering particles
 //! never touches them).
 
+use super::boundary::PeriodicBox;
 use crate::error::ConfigError;
 
 /// One bond between the particles tagged `a` and `b`, of bond type `kind` (0-based).
@@ -55,6 +56,11 @@ impl System {
 
     pub fn volume(&self) -> f64 {
         self.box_len.iter().product()
+    }
+
+    /// The boundary conditions: minimum images and wrapping.
+    pub fn periodic_box(&self) -> PeriodicBox {
+        PeriodicBox::new(self.box_len)
     }
 
     pub fn mass(&self, i: usize) -> f64 {
@@ -124,7 +130,16 @@ impl System {
 
     /// Check everything a run relies on. Field names are those of the RON config / data file.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let n = self.len();
+        self.check_box()?;
+        self.check_array_lengths()?;
+        self.check_masses()?;
+        for i in 0..self.len() {
+            self.check_particle(i)?;
+        }
+        self.check_tags_and_bonds()
+    }
+
+    fn check_box(&self) -> Result<(), ConfigError> {
         for (k, &l) in self.box_len.iter().enumerate() {
             if !(l.is_finite() && l > 0.0) {
                 return Err(cfg_err(
@@ -134,6 +149,11 @@ impl System {
                 ));
             }
         }
+        Ok(())
+    }
+
+    fn check_array_lengths(&self) -> Result<(), ConfigError> {
+        let n = self.len();
         if self.vel.len() != n
             || self.image.len() != n
             || self.typ.len() != n
@@ -146,7 +166,11 @@ impl System {
                 "build the system with System::push",
             ));
         }
-        if self.type_mass.is_empty() && n > 0 {
+        Ok(())
+    }
+
+    fn check_masses(&self) -> Result<(), ConfigError> {
+        if self.type_mass.is_empty() && !self.is_empty() {
             return Err(cfg_err(
                 "Masses",
                 "no particle type has a mass".into(),
@@ -162,40 +186,48 @@ impl System {
                 ));
             }
         }
-        for i in 0..n {
-            if !self.pos[i].iter().all(|c| c.is_finite()) {
-                return Err(cfg_err(
-                    "Atoms",
-                    format!(
-                        "atom {} has a non-finite position {:?}",
-                        self.tag[i], self.pos[i]
-                    ),
-                    "give finite coordinates",
-                ));
-            }
-            if !self.vel[i].iter().all(|c| c.is_finite()) {
-                return Err(cfg_err(
-                    "Velocities",
-                    format!(
-                        "atom {} has a non-finite velocity {:?}",
-                        self.tag[i], self.vel[i]
-                    ),
-                    "give finite velocities",
-                ));
-            }
-            if self.typ[i] as usize >= self.n_types() {
-                return Err(cfg_err(
-                    "Masses",
-                    format!(
-                        "atom {} has type {} but only {} type(s) have a mass",
-                        self.tag[i],
-                        self.typ[i] + 1,
-                        self.n_types()
-                    ),
-                    "give a mass for every atom type (Masses section) or fix the atom's type",
-                ));
-            }
+        Ok(())
+    }
+
+    /// Finite position and velocity, a type with a mass.
+    fn check_particle(&self, i: usize) -> Result<(), ConfigError> {
+        if !self.pos[i].iter().all(|c| c.is_finite()) {
+            return Err(cfg_err(
+                "Atoms",
+                format!(
+                    "atom {} has a non-finite position {:?}",
+                    self.tag[i], self.pos[i]
+                ),
+                "give finite coordinates",
+            ));
         }
+        if !self.vel[i].iter().all(|c| c.is_finite()) {
+            return Err(cfg_err(
+                "Velocities",
+                format!(
+                    "atom {} has a non-finite velocity {:?}",
+                    self.tag[i], self.vel[i]
+                ),
+                "give finite velocities",
+            ));
+        }
+        if self.typ[i] as usize >= self.n_types() {
+            return Err(cfg_err(
+                "Masses",
+                format!(
+                    "atom {} has type {} but only {} type(s) have a mass",
+                    self.tag[i],
+                    self.typ[i] + 1,
+                    self.n_types()
+                ),
+                "give a mass for every atom type (Masses section) or fix the atom's type",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Unique tags; bonds join two different existing atoms.
+    fn check_tags_and_bonds(&self) -> Result<(), ConfigError> {
         let mut tags = self.tag.clone();
         tags.sort_unstable();
         if let Some(w) = tags.windows(2).find(|w| w[0] == w[1]) {

@@ -1,0 +1,141 @@
+//! Forces on the GPU (the counterpart of `md::pair` and `md::bond`): one launch of
+//! `md_forces` evaluates the pair style, the DPD thermostat and the bonds of each particle in
+//! the order of the CPU engine; `md_forces_lj1` is the one-type LJ case without thermostat
+//! or bonds. With energies, the per-particle terms come back and are summed over the CPU
+//! engine's fixed chunks.
+
+use cudarc::driver::{CudaSlice, LaunchArgs, PushKernelArg};
+
+use super::params::{Params, STYLE_LJ};
+use super::{drv, grid, GpuMd};
+use crate::error::Result;
+use crate::md::engine::ForceReport;
+use crate::md::neighbor::CHUNK;
+use crate::md::pair::dpd::noise_amplitude;
+use crate::md::random::dpd_key;
+
+/// The per-launch scalars of `md_forces`.
+struct ForceScalars {
+    n: u32,
+    box_len: [f64; 3],
+    dpd_noise: f64,
+    th_noise: f64,
+    key: [u32; 2],
+    step: u64,
+    energy: i32,
+}
+
+/// `style .. step` of md_forces: the pair style, the DPD thermostat and the noise stream.
+fn push_pair_params<'a>(b: &mut LaunchArgs<'a>, sc: &'a ForceScalars, p: &'a Params) {
+    b.arg(&p.style)
+        .arg(&p.ntypes)
+        .arg(&p.lj)
+        .arg(&p.dpd_a)
+        .arg(&p.dpd.0)
+        .arg(&p.dpd.1)
+        .arg(&p.dpd.2)
+        .arg(&sc.dpd_noise)
+        .arg(&p.th_on)
+        .arg(&p.th.0)
+        .arg(&p.th.1)
+        .arg(&p.th.2)
+        .arg(&sc.th_noise)
+        .arg(&sc.key[0])
+        .arg(&sc.key[1])
+        .arg(&sc.step);
+}
+
+/// `bond_off .. bond_r0` of md_forces.
+fn push_bonds<'a>(b: &mut LaunchArgs<'a>, p: &'a Params) {
+    b.arg(&p.bond_off)
+        .arg(&p.bond_j)
+        .arg(&p.bond_kind)
+        .arg(&p.bond_style)
+        .arg(&p.bond_k)
+        .arg(&p.bond_r0);
+}
+
+impl GpuMd {
+    fn force_scalars(&self, energy: bool) -> ForceScalars {
+        let st = &self.settings;
+        ForceScalars {
+            n: self.n as u32,
+            box_len: self.sys.box_len,
+            dpd_noise: noise_amplitude(self.p.dpd.0, st.kt, st.dt),
+            th_noise: noise_amplitude(self.p.th.0, st.kt, st.dt),
+            key: dpd_key(st.seed),
+            step: self.step,
+            energy: energy as i32,
+        }
+    }
+
+    /// Launch the force kernel (no list maintenance); energies when `energy`.
+    pub(super) fn launch_forces(&mut self, energy: bool) -> Result<()> {
+        let sc = self.force_scalars(energy);
+        let s = self.stream.clone();
+        let p = &self.p;
+        let fast =
+            p.style == STYLE_LJ && p.ntypes == 1 && p.th_on == 0 && self.sys.bonds.is_empty();
+        let kernel = if fast {
+            &self.k.forces_lj1
+        } else {
+            &self.k.forces
+        };
+        let (d, l, e) = (&mut self.parts, &self.lists, &mut self.energy);
+        let mut b = s.launch_builder(kernel);
+        b.arg(&sc.n).arg(&d.pos).arg(&d.vel).arg(&d.typ).arg(&d.tag);
+        l.push_list(&mut b);
+        b.arg(&sc.box_len[0])
+            .arg(&sc.box_len[1])
+            .arg(&sc.box_len[2]);
+        push_pair_params(&mut b, &sc, p);
+        push_bonds(&mut b, p);
+        b.arg(&mut d.force)
+            .arg(&sc.energy)
+            .arg(&mut e.e_pair)
+            .arg(&mut e.w_pair)
+            .arg(&mut e.e_bond)
+            .arg(&mut e.w_bond)
+            .arg(&mut self.flags);
+        // SAFETY: the arguments are MD_FORCES_PARAMS of kernels/md.cu in order and type (both
+        // md_forces and md_forces_lj1 take them). Per-particle buffers hold n (or 3n) elements;
+        // `list` holds max_neigh · n indices < n and `nneigh[i]` ≤ max_neigh (md_build_list caps
+        // it); the LJ table and `dpd_a` hold ntypes² entries (a single dummy when unused, and
+        // then not read) and every type is < ntypes (checked by Md::new); the bond CSR has n + 1
+        // offsets and its kinds index the style arrays (bond types checked by Md::new, + 1 for
+        // the dummy). The kernel returns for i ≥ n and writes only particle i's outputs.
+        unsafe { b.launch(grid(self.n)) }.map_err(drv("md_forces"))?;
+        if energy {
+            self.report = self.read_energy_report()?;
+        }
+        Ok(())
+    }
+
+    /// Σ of the per-particle terms over the CPU engine's fixed chunks, halved (every pair and
+    /// bond is seen from both sides).
+    fn read_energy_report(&self) -> Result<ForceReport> {
+        let sum = |d: &CudaSlice<f64>| -> Result<f64> {
+            let v = self.stream.clone_dtoh(d).map_err(drv("download"))?;
+            Ok(v[..self.n]
+                .chunks(CHUNK)
+                .map(|c| c.iter().sum::<f64>())
+                .sum::<f64>())
+        };
+        let e = &self.energy;
+        Ok(ForceReport {
+            pair_energy: 0.5 * sum(&e.e_pair)?,
+            bond_energy: 0.5 * sum(&e.e_bond)?,
+            virial: 0.5 * sum(&e.w_pair)? + 0.5 * sum(&e.w_bond)?,
+        })
+    }
+
+    /// Rebuild the list if needed, then all forces with energies; checks broken bonds.
+    pub fn compute_forces(&mut self) -> Result<()> {
+        if self.lists.builds == 0 {
+            self.build_list()?;
+        }
+        self.launch_forces(true)?;
+        let f = self.read_flags()?;
+        self.check_bonds_intact(&f)
+    }
+}

@@ -1,0 +1,143 @@
+//! Time steps on the GPU (the counterpart of `md::integrate`): `md_first_half` (kick, drift,
+//! or drift + O + drift for BAOAB Langevin, wrap, and the skin/2 displacement check), the list
+//! rebuild when some particle moved too far, the forces, `md_second_half` (kick).
+
+use cudarc::driver::PushKernelArg;
+
+use super::{drv, grid, GpuMd, FLAG_REBUILD};
+use crate::error::Result;
+use crate::md::forcefield::MdThermostat;
+use crate::md::integrate::ou_coefficients;
+use crate::md::random::langevin_key;
+
+/// The scalar arguments of `md_first_half`.
+struct HalfStep {
+    n: u32,
+    dt: f64,
+    /// 1 for BAOAB Langevin.
+    langevin: i32,
+    /// O-step coefficients (see `ou_coefficients`); 1 and 0 without Langevin.
+    c1: f64,
+    c2: f64,
+    kt: f64,
+    key: [u32; 2],
+    /// The step count before the increment (as the CPU's O step).
+    step: u64,
+    box_len: [f64; 3],
+    /// (skin/2)²: the rebuild threshold of the displacement since the last build.
+    quarter_skin2: f64,
+}
+
+impl GpuMd {
+    fn half_step(&self) -> HalfStep {
+        let st = &self.settings;
+        let (langevin, c1, c2) = match self.thermostat {
+            MdThermostat::Langevin { damping } => {
+                let (c1, c2) = ou_coefficients(damping, st.dt);
+                (1i32, c1, c2)
+            }
+            _ => (0i32, 1.0, 0.0),
+        };
+        HalfStep {
+            n: self.n as u32,
+            dt: st.dt,
+            langevin,
+            c1,
+            c2,
+            kt: st.kt,
+            key: langevin_key(st.seed),
+            step: self.step,
+            box_len: self.sys.box_len,
+            quarter_skin2: 0.25 * st.skin * st.skin,
+        }
+    }
+
+    /// `md_first_half`: everything of a step before the forces.
+    fn launch_first_half(&mut self) -> Result<()> {
+        let h = self.half_step();
+        let s = self.stream.clone();
+        let d = &mut self.parts;
+        let mut b = s.launch_builder(&self.k.first_half);
+        b.arg(&h.n)
+            .arg(&mut d.pos)
+            .arg(&mut d.vel)
+            .arg(&d.force)
+            .arg(&d.inv_mass)
+            .arg(&mut d.image)
+            .arg(&d.tag)
+            .arg(&d.built_at)
+            .arg(&mut self.flags)
+            .arg(&h.dt)
+            .arg(&h.langevin)
+            .arg(&h.c1)
+            .arg(&h.c2)
+            .arg(&h.kt)
+            .arg(&h.key[0])
+            .arg(&h.key[1])
+            .arg(&h.step)
+            .arg(&h.box_len[0])
+            .arg(&h.box_len[1])
+            .arg(&h.box_len[2])
+            .arg(&h.quarter_skin2);
+        // SAFETY: md_first_half's parameters in order and type (n, pos, vel, force, inv_mass,
+        // image, tag, built_at, flags, dt, langevin, c1, c2, kt, lk0, lk1, step, lx, ly, lz,
+        // quarter_skin2); the vector buffers hold 3n elements, `inv_mass` and `tag` n, `flags`
+        // NFLAGS words; the kernel returns for i ≥ n and touches only particle i's entries.
+        unsafe { b.launch(grid(self.n)) }.map_err(drv("md_first_half"))?;
+        Ok(())
+    }
+
+    /// `md_second_half`: the closing kick with the new forces.
+    fn launch_second_half(&mut self) -> Result<()> {
+        let (n, dt) = (self.n as u32, self.settings.dt);
+        let s = self.stream.clone();
+        let d = &mut self.parts;
+        let mut b = s.launch_builder(&self.k.second_half);
+        b.arg(&n)
+            .arg(&mut d.vel)
+            .arg(&d.force)
+            .arg(&d.inv_mass)
+            .arg(&dt);
+        // SAFETY: md_second_half's parameters in order and type (n, vel, force, inv_mass, dt);
+        // `vel` and `force` hold 3n f64 and `inv_mass` n; the kernel returns for i ≥ n.
+        unsafe { b.launch(grid(self.n)) }.map_err(drv("md_second_half"))?;
+        Ok(())
+    }
+
+    fn step_inner(&mut self, energy: bool) -> Result<()> {
+        self.launch_first_half()?;
+        self.host_current = false;
+        self.step += 1;
+        let f = self.read_flags()?;
+        self.check_bonds_intact(&f)?;
+        if f[FLAG_REBUILD] != 0 {
+            self.build_list()?;
+        }
+        self.launch_forces(energy)?;
+        self.launch_second_half()
+    }
+
+    /// One MD step: velocity Verlet, or BAOAB with the Langevin thermostat.
+    pub fn step(&mut self) -> Result<()> {
+        self.run(1)
+    }
+
+    /// `n` MD steps; energy and virial are evaluated on the last one.
+    pub fn run(&mut self, n: u64) -> Result<()> {
+        self.run_steps(n, true)
+    }
+
+    /// `n` MD steps without evaluating energy and virial (their per-particle terms would come
+    /// back to the host): the coupled loop's steps between observations.
+    pub fn advance(&mut self, n: u64) -> Result<()> {
+        self.run_steps(n, false)
+    }
+
+    fn run_steps(&mut self, n: u64, energy_at_end: bool) -> Result<()> {
+        for k in 0..n {
+            self.step_inner(energy_at_end && k + 1 == n)?;
+        }
+        let f = self.read_flags()?;
+        self.check_bonds_intact(&f)
+    }
+}

@@ -1,0 +1,308 @@
+//! The MD engine on a CUDA GPU ([`GpuMd`]): the same forces and integrators as the CPU engine
+//! [`Md`](crate::md::Md) (LJ / WCA, DPD pair style and DPD thermostat with the same Philox pair
+//! noise, harmonic and FENE bonds, velocity Verlet and BAOAB Langevin), in f64, with kernels
+//! from `kernels/md.cu` compiled by NVRTC with `--fmad=false`.
+//!
+//! Every per-pair and per-particle expression rounds exactly as in the CPU engine; a particle
+//! sums its neighbours in the order of the GPU list (cells in order, members sorted by index),
+//! which differs from the CPU list order, so forces agree with the CPU engine to rounding. The
+//! cell members are sorted after binning, so a GPU run is deterministic run to run.
+//!
+//! Particles stay in their input order on the GPU (no Morton reordering). Positions and
+//! velocities live on the device; [`GpuMd::system`] downloads them on demand and
+//! [`GpuMd::set_velocities`] uploads velocities changed from outside (MPC coupling).
+//!
+//! Layout (the scheme of the whole MD engine: a CPU compute in `md/<name>`, its GPU
+//! counterpart in `md/gpu/<name>.rs`, its kernels in a section of `kernels/md.cu` that names
+//! the Rust file): `setup` (device, kernels, uploads: the builder of [`GpuMd::new`]), `params`
+//! (force-field tables on the device), `neighbor` (cell binning and Verlet lists, for
+//! `md::neighbor`), `forces` (pair, DPD thermostat and bond forces in one kernel, for
+//! `md::pair` + `md::bond`) and `integrate` (the two half steps, for `md::integrate`).
+
+mod forces;
+mod integrate;
+mod neighbor;
+mod params;
+mod setup;
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig};
+
+use super::engine::{ForceReport, MdSettings};
+use super::forcefield::{ForceField, MdThermostat};
+use super::integrate::{chunk_kinetic_energy, chunk_momentum};
+use super::neighbor::CHUNK;
+use super::system::System;
+use crate::backend::cuda::CudaDevice;
+use crate::backend::DeviceSolutes;
+use crate::error::{ConfigError, MpcError, Result};
+
+use neighbor::DeviceLists;
+use params::Params;
+use setup::{DeviceParticles, EnergyTerms, MdKernels};
+
+/// Which engine runs the MD of a run config (`md.backend`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub enum MdBackend {
+    /// The GPU engine when a CUDA GPU is usable, else the CPU engine.
+    #[default]
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+impl MdBackend {
+    /// Whether a GPU engine should be used: `Cuda` fails with a clear error when no GPU is
+    /// usable; `Auto` falls back to the CPU.
+    pub fn use_gpu(self) -> Result<bool> {
+        match self {
+            MdBackend::Cpu => Ok(false),
+            MdBackend::Auto => Ok(crate::backend::cuda::probe().is_ok()),
+            MdBackend::Cuda => match crate::backend::cuda::probe() {
+                Ok(_) => Ok(true),
+                Err(why) => Err(MpcError::Config(ConfigError {
+                    field: "md.backend".into(),
+                    problem: format!("Cuda was requested but no CUDA GPU is usable: {why}"),
+                    fix: "use md.backend: Auto (falls back to the CPU) or Cpu".into(),
+                })),
+            },
+        }
+    }
+}
+
+/// Threads per block.
+const BLOCK: u32 = 128;
+
+/// Indices into the flag words the kernels raise (`MD_FLAG_*` in kernels/md.cu).
+const FLAG_REBUILD: usize = 0;
+const FLAG_CELL_MAX: usize = 1;
+const FLAG_NEIGH_MAX: usize = 2;
+const FLAG_BROKEN: usize = 3;
+const NFLAGS: usize = 8;
+
+fn drv(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> MpcError + '_ {
+    move |e| MpcError::Device(format!("CUDA {what} failed (MD engine): {e:?}"))
+}
+
+/// One thread per item.
+fn grid(n: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: ((n as u32).div_ceil(BLOCK).max(1), 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// The MD engine on one CUDA GPU. Same step API as [`Md`](crate::md::Md).
+pub struct GpuMd {
+    dev: CudaDevice,
+    stream: Arc<CudaStream>,
+    _module: Arc<CudaModule>,
+    k: MdKernels,
+    /// Host copy of the system; positions, velocities and images are current only after
+    /// [`GpuMd::system`].
+    sys: System,
+    host_current: bool,
+    pub ff: ForceField,
+    pub thermostat: MdThermostat,
+    settings: MdSettings,
+    step: u64,
+    n: usize,
+    parts: DeviceParticles,
+    inv_mass_host: Vec<f64>,
+    /// The `MD_FLAG_*` words.
+    flags: CudaSlice<u32>,
+    lists: DeviceLists,
+    energy: EnergyTerms,
+    p: Params,
+    report: ForceReport,
+}
+
+impl GpuMd {
+    /// A short description of the device.
+    pub fn describe(&self) -> String {
+        self.dev.describe()
+    }
+
+    pub fn settings(&self) -> &MdSettings {
+        &self.settings
+    }
+
+    pub fn step_count(&self) -> u64 {
+        self.step
+    }
+
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Number of neighbour list builds so far.
+    pub fn list_builds(&self) -> u64 {
+        self.lists.builds
+    }
+
+    pub fn cutoff(&self) -> f64 {
+        self.ff.cutoff_with(self.thermostat)
+    }
+
+    pub fn report(&self) -> ForceReport {
+        self.report
+    }
+
+    pub fn potential_energy(&self) -> f64 {
+        self.report.potential_energy()
+    }
+
+    /// The system with current positions, velocities and images (downloaded when stale).
+    pub fn system(&mut self) -> Result<&System> {
+        if !self.host_current {
+            let s = &self.stream;
+            let pos = s.clone_dtoh(&self.parts.pos).map_err(drv("download"))?;
+            let vel = s.clone_dtoh(&self.parts.vel).map_err(drv("download"))?;
+            let img = s.clone_dtoh(&self.parts.image).map_err(drv("download"))?;
+            for i in 0..self.n {
+                for k in 0..3 {
+                    self.sys.pos[i][k] = pos[3 * i + k];
+                    self.sys.vel[i][k] = vel[3 * i + k];
+                    self.sys.image[i][k] = img[3 * i + k];
+                }
+            }
+            self.host_current = true;
+        }
+        Ok(&self.sys)
+    }
+
+    /// Replace the velocities (e.g. after an MPC collision) and recompute velocity-dependent
+    /// forces (DPD).
+    pub fn set_velocities(&mut self, vel: &[[f64; 3]]) -> Result<()> {
+        assert_eq!(vel.len(), self.n, "one velocity per particle");
+        self.system()?;
+        self.sys.vel.copy_from_slice(vel);
+        let flat: Vec<f64> = vel.iter().flat_map(|a| a.iter().copied()).collect();
+        self.stream
+            .memcpy_htod(&flat, &mut self.parts.vel)
+            .map_err(drv("upload"))?;
+        self.velocities_changed()
+    }
+
+    /// Forces of the current configuration (downloaded), in the input particle order.
+    pub fn forces(&self) -> Result<Vec<[f64; 3]>> {
+        let f = self
+            .stream
+            .clone_dtoh(&self.parts.force)
+            .map_err(drv("download"))?;
+        Ok((0..self.n)
+            .map(|i| [f[3 * i], f[3 * i + 1], f[3 * i + 2]])
+            .collect())
+    }
+
+    fn velocities_host(&mut self) -> Result<Vec<[f64; 3]>> {
+        Ok(self.system()?.vel.clone())
+    }
+
+    /// Kinetic energy (velocities downloaded; the same chunked sum as
+    /// [`Md::kinetic_energy`](crate::md::Md::kinetic_energy)).
+    pub fn kinetic_energy(&mut self) -> Result<f64> {
+        let v = self.velocities_host()?;
+        let mut total = 0.0;
+        for c in 0..v.len().div_ceil(CHUNK) {
+            total += chunk_kinetic_energy(&v, &self.inv_mass_host, c);
+        }
+        Ok(total)
+    }
+
+    pub fn total_energy(&mut self) -> Result<f64> {
+        Ok(self.kinetic_energy()? + self.potential_energy())
+    }
+
+    /// Kinetic temperature with 3N − 3 degrees of freedom.
+    pub fn temperature(&mut self) -> Result<f64> {
+        let dof = (3 * self.n).saturating_sub(3).max(1) as f64;
+        Ok(2.0 * self.kinetic_energy()? / dof)
+    }
+
+    /// Virial pressure (2 KE + W) / (3V), conservative forces only.
+    pub fn pressure(&mut self) -> Result<f64> {
+        Ok((2.0 * self.kinetic_energy()? + self.report.virial) / (3.0 * self.sys.volume()))
+    }
+
+    /// Total momentum Σ m v (chunked as [`Md::momentum`](crate::md::Md::momentum)).
+    pub fn momentum(&mut self) -> Result<[f64; 3]> {
+        let v = self.velocities_host()?;
+        let mut out = [0.0; 3];
+        for c in 0..v.len().div_ceil(CHUNK) {
+            let p = chunk_momentum(&v, &self.inv_mass_host, c);
+            for k in 0..3 {
+                out[k] += p[k];
+            }
+        }
+        Ok(out)
+    }
+
+    fn read_flags(&self) -> Result<Vec<u32>> {
+        self.stream.clone_dtoh(&self.flags).map_err(drv("download"))
+    }
+
+    /// An error when a kernel has flagged a broken FENE bond.
+    fn check_bonds_intact(&self, f: &[u32]) -> Result<()> {
+        if f[FLAG_BROKEN] == 0 {
+            return Ok(());
+        }
+        let (a, b) = (f[FLAG_BROKEN + 1], f[FLAG_BROKEN + 2]);
+        Err(MpcError::Config(ConfigError {
+            field: "md.bonds".into(),
+            problem: format!(
+                "FENE bond {}-{} is stretched at or beyond R0, at MD step {} (GPU engine)",
+                a.min(b),
+                a.max(b),
+                self.step
+            ),
+            fix: "use a smaller MD time step (raise md.steps_per_collision), a softer start, or \
+                  a larger R0"
+                .into(),
+        }))
+    }
+
+    /// Recompute forces after velocities changed (DPD); a no-op otherwise.
+    pub fn velocities_changed(&mut self) -> Result<()> {
+        if self.ff.velocity_dependent(self.thermostat) {
+            self.compute_forces()?;
+        }
+        Ok(())
+    }
+
+    /// The GPU this engine runs on.
+    pub fn ordinal(&self) -> usize {
+        self.dev.context().ordinal()
+    }
+
+    /// The particles as device-resident solutes of an MPC collision on the same GPU
+    /// ([`crate::Solvent::step_with_device_solutes`]): positions, velocities and masses stay
+    /// where they are, ordered on this engine's stream. The collision overwrites the
+    /// velocities, so the host copy is marked stale; call [`GpuMd::velocities_changed`] after
+    /// the collision (velocity-dependent forces).
+    pub fn device_solutes(&mut self) -> DeviceSolutes {
+        self.host_current = false;
+        let addr = |b: &CudaSlice<f64>| {
+            let (ptr, _sync) = b.device_ptr(&self.stream);
+            ptr
+        };
+        DeviceSolutes {
+            pos: addr(&self.parts.pos),
+            vel: addr(&self.parts.vel),
+            mass: addr(&self.parts.mass),
+            n: self.n,
+            stream: self.stream.cu_stream() as u64,
+        }
+    }
+
+    /// Wait for the GPU.
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize().map_err(drv("sync"))
+    }
+}

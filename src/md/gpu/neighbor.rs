@@ -1,0 +1,260 @@
+//! Neighbour lists on the GPU (the counterpart of `md::neighbor`): particles are binned into
+//! cells of a fixed capacity (`md_cell_bin`), each cell's members sorted by index
+//! (`md_cell_sort`, so that lists do not depend on the order of the binning atomics), and full
+//! Verlet lists built from the (2 reach + 1)³ cells around each particle's cell, or from all
+//! pairs in small boxes (`md_build_list`). The list is column-major: neighbour k of particle i
+//! at `list[k * n + i]`. Capacities grow (and the build is repeated) when a kernel reports an
+//! overflow.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, LaunchArgs, PushKernelArg};
+
+use super::{drv, grid, GpuMd, FLAG_CELL_MAX, FLAG_NEIGH_MAX, NFLAGS};
+use crate::error::Result;
+use crate::md::neighbor::CellList;
+use crate::md::system::System;
+
+/// The device buffers and sizes of the cell and Verlet lists.
+pub(super) struct DeviceLists {
+    /// Members per cell.
+    cell_count: CudaSlice<u32>,
+    /// `cell_cap` slots per cell.
+    cell_members: CudaSlice<u32>,
+    cell_cap: usize,
+    /// `max_neigh` × n, column-major.
+    list: CudaSlice<u32>,
+    /// Neighbours of each particle (at most `max_neigh`).
+    nneigh: CudaSlice<u32>,
+    max_neigh: usize,
+    /// Cells per dimension of the list build, or None for all pairs.
+    dims: Option<[usize; 3]>,
+    /// Stencil reach in cells (1: 3³ cells, 2: 5³ cells).
+    reach: i32,
+    /// List builds so far.
+    pub builds: u64,
+}
+
+/// The cells (r_list/2 wide with a 5³ stencil when they fit, else r_list wide with 3³) and
+/// reach for list radius `r_list`; no cells (all pairs) without a cutoff or in small boxes.
+fn cell_layout(box_len: [f64; 3], cutoff: f64, r_list: f64) -> (Option<[usize; 3]>, i32) {
+    if cutoff > 0.0 {
+        match CellList::dims_for_list(box_len, r_list) {
+            Some(d) => (Some(d), 2),
+            None => (CellList::dims_for(box_len, r_list), 1),
+        }
+    } else {
+        (None, 1)
+    }
+}
+
+impl DeviceLists {
+    /// Buffers with first guesses of the cell capacity (twice the mean occupancy) and the
+    /// list width (1.5 times the mean neighbour count); both grow when too small.
+    pub(super) fn alloc(
+        s: &Arc<CudaStream>,
+        sys: &System,
+        cutoff: f64,
+        skin: f64,
+    ) -> Result<DeviceLists> {
+        let n = sys.len();
+        let r_list = cutoff + skin;
+        let (dims, reach) = cell_layout(sys.box_len, cutoff, r_list);
+        let ncells = dims.map(|d| d[0] * d[1] * d[2]).unwrap_or(1);
+        let rho = n as f64 / sys.volume();
+        let cell_cap = match dims {
+            Some(d) => {
+                let v =
+                    sys.box_len[0] * sys.box_len[1] * sys.box_len[2] / (d[0] * d[1] * d[2]) as f64;
+                ((rho * v * 2.0) as usize + 16).next_power_of_two()
+            }
+            None => 1,
+        };
+        let max_neigh = if cutoff > 0.0 {
+            let v = 4.0 / 3.0 * std::f64::consts::PI * r_list.powi(3);
+            ((rho * v * 1.5) as usize + 32).min(n.max(1))
+        } else {
+            1
+        };
+        let zeros = |m: usize| s.alloc_zeros::<u32>(m).map_err(drv("alloc"));
+        Ok(DeviceLists {
+            cell_count: zeros(ncells)?,
+            cell_members: zeros(ncells * cell_cap)?,
+            cell_cap,
+            list: zeros((max_neigh * n).max(1))?,
+            nneigh: zeros(n.max(1))?,
+            max_neigh,
+            dims,
+            reach,
+            builds: 0,
+        })
+    }
+}
+
+impl DeviceLists {
+    /// `list, nneigh` (as md_forces takes them).
+    pub(super) fn push_list<'a>(&'a self, b: &mut LaunchArgs<'a>) {
+        b.arg(&self.list).arg(&self.nneigh);
+    }
+}
+
+/// The scalar arguments of one list build.
+struct ListGeometry {
+    n: u32,
+    /// Cell slots per cell.
+    cap: u32,
+    /// Cells per dimension ([1, 1, 1] for all pairs).
+    dims: [u32; 3],
+    /// Cell edge lengths.
+    cell_len: [f64; 3],
+    box_len: [f64; 3],
+    /// Squared list radius.
+    rl2: f64,
+    /// 1: every particle is a candidate (no cells).
+    all_pairs: i32,
+    ncells: usize,
+}
+
+impl ListGeometry {
+    fn new(n: usize, lists: &DeviceLists, box_len: [f64; 3], r_list: f64) -> ListGeometry {
+        let (d, all_pairs) = match lists.dims {
+            Some(d) => (d, 0i32),
+            None => ([1, 1, 1], 1i32),
+        };
+        let l = box_len;
+        ListGeometry {
+            n: n as u32,
+            cap: lists.cell_cap as u32,
+            dims: [d[0] as u32, d[1] as u32, d[2] as u32],
+            cell_len: [l[0] / d[0] as f64, l[1] / d[1] as f64, l[2] / d[2] as f64],
+            box_len,
+            rl2: r_list * r_list,
+            all_pairs,
+            ncells: d[0] * d[1] * d[2],
+        }
+    }
+
+    /// `cap, dx, dy, dz, cx, cy, cz` (as md_cell_bin and md_build_list take them).
+    fn push_cells<'a>(&'a self, b: &mut LaunchArgs<'a>) {
+        b.arg(&self.cap)
+            .arg(&self.dims[0])
+            .arg(&self.dims[1])
+            .arg(&self.dims[2])
+            .arg(&self.cell_len[0])
+            .arg(&self.cell_len[1])
+            .arg(&self.cell_len[2]);
+    }
+}
+
+impl GpuMd {
+    /// Build the neighbour list (growing the cell capacity / list width until it fits).
+    pub(super) fn build_list(&mut self) -> Result<()> {
+        let r_list = self.cutoff() + self.settings.skin;
+        loop {
+            let zero = vec![0u32; NFLAGS];
+            self.stream
+                .memcpy_htod(&zero, &mut self.flags)
+                .map_err(drv("upload"))?;
+            let g = ListGeometry::new(self.n, &self.lists, self.sys.box_len, r_list);
+            if g.all_pairs == 0 {
+                if self.bin_cells(&g)? {
+                    continue;
+                }
+                self.sort_cells(&g)?;
+            }
+            if self.fill_list(&g)? {
+                continue;
+            }
+            self.lists.builds += 1;
+            return Ok(());
+        }
+    }
+
+    /// `md_cell_bin`; true when a cell overflowed (the capacity has been raised: bin again).
+    fn bin_cells(&mut self, g: &ListGeometry) -> Result<bool> {
+        let s = self.stream.clone();
+        let l = &mut self.lists;
+        s.memset_zeros(&mut l.cell_count).map_err(drv("memset"))?;
+        let mut b = s.launch_builder(&self.k.cell_bin);
+        b.arg(&g.n)
+            .arg(&self.parts.pos)
+            .arg(&mut l.cell_count)
+            .arg(&mut l.cell_members);
+        g.push_cells(&mut b);
+        b.arg(&mut self.flags);
+        // SAFETY: the arguments are md_cell_bin's parameters in order and type (kernels/md.cu:
+        // n, pos, count, members, cap, dx, dy, dz, cx, cy, cz, flags); `pos` holds 3n f64,
+        // `cell_count` ncells u32 (zeroed above) and `cell_members` ncells · cap u32; the
+        // kernel returns for i ≥ n, clamps cell coordinates into the grid and stores members
+        // only below cap; `flags` holds NFLAGS words. All buffers are this stream's.
+        unsafe { b.launch(grid(self.n)) }.map_err(drv("md_cell_bin"))?;
+        let f = self.read_flags()?;
+        let l = &mut self.lists;
+        if f[FLAG_CELL_MAX] as usize > l.cell_cap {
+            l.cell_cap = (f[FLAG_CELL_MAX] as usize).next_power_of_two();
+            l.cell_members = s
+                .alloc_zeros::<u32>(g.ncells * l.cell_cap)
+                .map_err(drv("alloc"))?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// `md_cell_sort`: each cell's members in index order.
+    fn sort_cells(&mut self, g: &ListGeometry) -> Result<()> {
+        let s = self.stream.clone();
+        let l = &mut self.lists;
+        let nc = g.ncells as u32;
+        let mut b = s.launch_builder(&self.k.cell_sort);
+        b.arg(&nc)
+            .arg(&l.cell_count)
+            .arg(&mut l.cell_members)
+            .arg(&g.cap);
+        // SAFETY: md_cell_sort's parameters in order and type (ncells, count, members, cap);
+        // `cell_count` holds ncells u32 and `cell_members` ncells · cap u32, the kernel
+        // returns for c ≥ ncells and touches only min(count, cap) slots of cell c.
+        unsafe { b.launch(grid(g.ncells)) }.map_err(drv("md_cell_sort"))?;
+        Ok(())
+    }
+
+    /// `md_build_list`; true when some particle had more neighbours than the list width
+    /// (the width has been raised: build again).
+    fn fill_list(&mut self, g: &ListGeometry) -> Result<bool> {
+        let s = self.stream.clone();
+        let l = &mut self.lists;
+        let mn = l.max_neigh as u32;
+        let mut b = s.launch_builder(&self.k.build_list);
+        b.arg(&g.n)
+            .arg(&self.parts.pos)
+            .arg(&l.cell_count)
+            .arg(&l.cell_members);
+        g.push_cells(&mut b);
+        b.arg(&g.box_len[0])
+            .arg(&g.box_len[1])
+            .arg(&g.box_len[2])
+            .arg(&g.rl2)
+            .arg(&g.all_pairs)
+            .arg(&l.reach)
+            .arg(&mut l.list)
+            .arg(&mut l.nneigh)
+            .arg(&mn)
+            .arg(&mut self.parts.built_at)
+            .arg(&mut self.flags);
+        // SAFETY: md_build_list's parameters in order and type (n, pos, count, members, cap,
+        // dx, dy, dz, cx, cy, cz, lx, ly, lz, rl2, all_pairs, reach, list, nneigh, max_neigh,
+        // built_at, flags); `list` holds max_neigh · n u32 and the kernel writes entry k of
+        // particle i only for k < max_neigh; `nneigh` holds n u32, `pos` and `built_at` 3n
+        // f64; cells are read only below min(count, cap) of cells inside the grid.
+        unsafe { b.launch(grid(self.n)) }.map_err(drv("md_build_list"))?;
+        let f = self.read_flags()?;
+        let l = &mut self.lists;
+        if f[FLAG_NEIGH_MAX] as usize > l.max_neigh {
+            l.max_neigh = f[FLAG_NEIGH_MAX] as usize + 16;
+            l.list = s
+                .alloc_zeros::<u32>(l.max_neigh * self.n)
+                .map_err(drv("alloc"))?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}

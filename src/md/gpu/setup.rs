@@ -1,0 +1,162 @@
+//! Building a GPU engine: [`GpuMd::new`] as named steps: the CPU engine's checks, the device
+//! and its kernels, the particle arrays, the force-field tables (`params`) and the
+//! neighbour-list buffers (`neighbor`), then the initial forces.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, CudaStream};
+
+use super::neighbor::DeviceLists;
+use super::params::Params;
+use super::{drv, GpuMd, NFLAGS};
+use crate::backend::cuda::{kernels, CudaDevice};
+use crate::error::Result;
+use crate::md::engine::{ForceReport, Md, MdSettings};
+use crate::md::forcefield::{ForceField, MdThermostat};
+use crate::md::system::System;
+
+/// The kernels of `kernels/md.cu`.
+pub(super) struct MdKernels {
+    pub first_half: CudaFunction,
+    pub second_half: CudaFunction,
+    pub cell_bin: CudaFunction,
+    pub cell_sort: CudaFunction,
+    pub build_list: CudaFunction,
+    pub forces: CudaFunction,
+    /// One-type LJ without thermostat passes or bonds.
+    pub forces_lj1: CudaFunction,
+}
+
+impl MdKernels {
+    /// Compile (or take from the cache) `kernels/md.cu` for `dev` and look up every kernel.
+    fn load(dev: &CudaDevice) -> Result<(Arc<CudaModule>, MdKernels)> {
+        let module = crate::backend::cuda::load_module(dev.context(), kernels::md_cubin_for)?;
+        let f = |name: &str| crate::backend::cuda::kernel(&module, name);
+        let k = MdKernels {
+            first_half: f("md_first_half")?,
+            second_half: f("md_second_half")?,
+            cell_bin: f("md_cell_bin")?,
+            cell_sort: f("md_cell_sort")?,
+            build_list: f("md_build_list")?,
+            forces: f("md_forces")?,
+            forces_lj1: f("md_forces_lj1")?,
+        };
+        Ok((module, k))
+    }
+}
+
+/// Per-particle device arrays, in the input particle order; vectors interleaved xyz as
+/// `System::pos`.
+pub(super) struct DeviceParticles {
+    pub pos: CudaSlice<f64>,
+    pub vel: CudaSlice<f64>,
+    pub force: CudaSlice<f64>,
+    pub image: CudaSlice<i32>,
+    pub typ: CudaSlice<u32>,
+    pub tag: CudaSlice<u32>,
+    pub inv_mass: CudaSlice<f64>,
+    /// Masses, for the MPC collision of device-resident solutes (uploaded once: they never
+    /// change).
+    pub mass: CudaSlice<f64>,
+    /// Positions at the last list build (skin/2 criterion).
+    pub built_at: CudaSlice<f64>,
+}
+
+/// `n` zeros (at least one element, so that empty systems allocate).
+pub(super) fn zeros_f64(s: &Arc<CudaStream>, n: usize) -> Result<CudaSlice<f64>> {
+    s.alloc_zeros::<f64>(n.max(1)).map_err(drv("alloc"))
+}
+
+fn flat<T: Copy>(v: &[[T; 3]]) -> Vec<T> {
+    v.iter().flat_map(|a| a.iter().copied()).collect()
+}
+
+impl DeviceParticles {
+    fn upload(s: &Arc<CudaStream>, sys: &System, inv_mass: &[f64]) -> Result<DeviceParticles> {
+        let n = sys.len();
+        Ok(DeviceParticles {
+            pos: s.clone_htod(&flat(&sys.pos)).map_err(drv("upload"))?,
+            vel: s.clone_htod(&flat(&sys.vel)).map_err(drv("upload"))?,
+            image: s.clone_htod(&flat(&sys.image)).map_err(drv("upload"))?,
+            typ: s.clone_htod(&sys.typ).map_err(drv("upload"))?,
+            tag: s.clone_htod(&sys.tag).map_err(drv("upload"))?,
+            inv_mass: s.clone_htod(inv_mass).map_err(drv("upload"))?,
+            mass: s.clone_htod(&sys.masses()).map_err(drv("upload"))?,
+            force: zeros_f64(s, 3 * n)?,
+            built_at: zeros_f64(s, 3 * n)?,
+        })
+    }
+}
+
+/// Per-particle energy and virial terms of the last evaluation with energies (each pair and
+/// bond from both sides; the host sums them over fixed chunks and halves).
+pub(super) struct EnergyTerms {
+    pub e_pair: CudaSlice<f64>,
+    pub w_pair: CudaSlice<f64>,
+    pub e_bond: CudaSlice<f64>,
+    pub w_bond: CudaSlice<f64>,
+}
+
+impl EnergyTerms {
+    fn alloc(s: &Arc<CudaStream>, n: usize) -> Result<EnergyTerms> {
+        Ok(EnergyTerms {
+            e_pair: zeros_f64(s, n)?,
+            w_pair: zeros_f64(s, n)?,
+            e_bond: zeros_f64(s, n)?,
+            w_bond: zeros_f64(s, n)?,
+        })
+    }
+}
+
+impl GpuMd {
+    /// Validate exactly as [`Md::new`] (by building the CPU engine's checks on a copy), open
+    /// GPU `ordinal`, upload, build the list and compute the initial forces.
+    pub fn new(
+        sys: System,
+        ff: ForceField,
+        thermostat: MdThermostat,
+        settings: MdSettings,
+        ordinal: usize,
+    ) -> Result<GpuMd> {
+        // The CPU engine's validation (and initial FENE check).
+        drop(Md::new(
+            sys.clone(),
+            ff.clone(),
+            thermostat,
+            settings.clone(),
+        )?);
+        let dev = CudaDevice::open(ordinal)?;
+        let (module, k) = MdKernels::load(&dev)?;
+        let stream = dev.stream().clone();
+        let n = sys.len();
+        let inv_mass_host: Vec<f64> = (0..n).map(|i| 1.0 / sys.mass(i)).collect();
+        let parts = DeviceParticles::upload(&stream, &sys, &inv_mass_host)?;
+        let energy = EnergyTerms::alloc(&stream, n)?;
+        let flags = stream.alloc_zeros::<u32>(NFLAGS).map_err(drv("alloc"))?;
+        let p = Params::upload(&stream, &sys, &ff, thermostat)?;
+        let cutoff = ff.cutoff_with(thermostat);
+        let lists = DeviceLists::alloc(&stream, &sys, cutoff, settings.skin)?;
+        let mut md = GpuMd {
+            dev,
+            stream,
+            _module: module,
+            k,
+            sys,
+            host_current: true,
+            ff,
+            thermostat,
+            settings,
+            step: 0,
+            n,
+            parts,
+            inv_mass_host,
+            flags,
+            lists,
+            energy,
+            p,
+            report: ForceReport::default(),
+        };
+        md.compute_forces()?;
+        Ok(md)
+    }
+}
