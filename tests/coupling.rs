@@ -75,8 +75,8 @@ fn solutes_thermalize_to_kt_with_mbs(p: Platform) {
             samples += n as f64;
         }
     }
-    for k in 0..3 {
-        let t = sum[k] / samples;
+    for (k, s_k) in sum.iter().enumerate() {
+        let t = s_k / samples;
         assert!(
             (t - 1.0).abs() < 0.02,
             "{p}: solute <m v_{k}^2> = {t}, expected kT = 1"

@@ -5,9 +5,10 @@ use mpcbox::md::{ForceField, GpuMd, Md, MdSettings, MdThermostat, System};
 
 use super::Platform;
 
+/// (Boxed: the engines differ in size by kilobytes.)
 pub enum MdEngine {
-    Cpu(Md),
-    Gpu(GpuMd),
+    Cpu(Box<Md>),
+    Gpu(Box<GpuMd>),
 }
 
 impl MdEngine {
@@ -20,9 +21,12 @@ impl MdEngine {
         settings: MdSettings,
     ) -> MdEngine {
         match p {
-            Platform::Cpu => MdEngine::Cpu(Md::new(sys, ff, thermostat, settings).unwrap()),
+            Platform::Cpu => {
+                MdEngine::Cpu(Box::new(Md::new(sys, ff, thermostat, settings).unwrap()))
+            }
             Platform::Gpu => {
-                MdEngine::Gpu(GpuMd::new(sys, ff, thermostat, settings, 0).expect("GPU engine"))
+                let gpu = GpuMd::new(sys, ff, thermostat, settings, 0).expect("GPU engine");
+                MdEngine::Gpu(Box::new(gpu))
             }
             Platform::MultiGpu(_) => panic!("the MD engine runs on one GPU"),
         }

@@ -39,11 +39,7 @@ pub fn sheared_config(cells: [u32; 3], seed: u64) -> Config {
 }
 
 pub fn total_momentum(st: &mpcbox::state::FluidState, m: f64) -> [f64; 3] {
-    let mut p = [0.0; 3];
-    for k in 0..3 {
-        p[k] = st.vel[k].iter().sum::<f64>() * m;
-    }
-    p
+    std::array::from_fn(|k| st.vel[k].iter().sum::<f64>() * m)
 }
 
 /// Momentum of the fluid (the backend's moments) plus that of the solutes.
