@@ -375,10 +375,11 @@ fn gpu_oversize_config_is_refused_before_allocation() {
     assert!(t0.elapsed().as_secs_f64() < 30.0);
 }
 
-/// `device: AllGpus` runs the slab decomposition where there are several GPUs.
+/// `device: AllGpus` runs the slab decomposition where there are several GPUs; a state
+/// survives download → upload.
 #[test]
 #[ignore = "needs two or more CUDA GPUs"]
-fn all_gpus_runs_the_decomposition() {
+fn all_gpus_runs_the_decomposition_and_round_trips_the_state() {
     let Some(p) = Platform::multi_gpu() else {
         return;
     };
@@ -391,4 +392,5 @@ fn all_gpus_runs_the_decomposition() {
     for _ in 0..25 {
         s.step().unwrap();
     }
+    common::assert_state_round_trips(&mut s, "AllGpus");
 }

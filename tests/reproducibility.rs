@@ -230,15 +230,5 @@ fn fluid_state_round_trips(p: Platform) {
     for _ in 0..25 {
         s.step().unwrap();
     }
-    let st = s.fluid_state().unwrap();
-    s.set_fluid_state(&st).unwrap();
-    let again = s.fluid_state().unwrap();
-    assert!(st == again, "{p}: state after 25 steps");
-    let mut short = st.clone();
-    for k in 0..3 {
-        short.pos[k].pop();
-        short.vel[k].pop();
-    }
-    let e = s.set_fluid_state(&short).unwrap_err().to_string();
-    assert!(e.contains("particles"), "{p}: {e}");
+    common::assert_state_round_trips(&mut s, &format!("{p}, after 25 steps"));
 }

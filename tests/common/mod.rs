@@ -53,6 +53,25 @@ pub fn fluid_and_solute_momentum(s: &mut Solvent, vel: &[[f64; 3]], mass: &[f64]
     p
 }
 
+/// The solvent's fluid survives download → upload, and a state one particle short is refused
+/// with a message that names the particles.
+pub fn assert_state_round_trips(s: &mut Solvent, what: &str) {
+    let st = s.fluid_state().unwrap();
+    s.set_fluid_state(&st).unwrap();
+    let again = s.fluid_state().unwrap();
+    assert!(
+        st == again,
+        "{what}: the state changed through download → upload"
+    );
+    let mut short = st.clone();
+    for k in 0..3 {
+        short.pos[k].pop();
+        short.vel[k].pop();
+    }
+    let e = s.set_fluid_state(&short).unwrap_err().to_string();
+    assert!(e.contains("particles"), "{what}: {e}");
+}
+
 pub fn kinetic_energy(st: &mpcbox::state::FluidState, m: f64) -> f64 {
     (0..3)
         .map(|k| st.vel[k].iter().map(|v| 0.5 * m * v * v).sum::<f64>())
