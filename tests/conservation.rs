@@ -134,21 +134,14 @@ fn full_steps_conserve_momentum_and_energy(p: Platform) {
         cfg.grid_shift = case.grid_shift;
         cfg.seed = case.seed;
         cfg.tuning.reorder_interval = case.reorder;
-        if let Some(cfg) = p.config(&cfg) {
+        if let Some(s) = p.solvent(&cfg) {
             let what = format!("{p}, {:?}, grid shift {}", case.cells, case.grid_shift);
-            free_fluid_conserves_momentum_and_energy(p, cfg, case.steps, &what);
+            free_fluid_conserves_momentum_and_energy(s, case.steps, &what);
         }
     }
 }
 
-fn free_fluid_conserves_momentum_and_energy(
-    p: Platform,
-    cfg: mpcbox::Config,
-    steps: usize,
-    what: &str,
-) {
-    let mut s = Solvent::new(cfg).unwrap();
-    p.check_backend(&s.backend_description());
+fn free_fluid_conserves_momentum_and_energy(mut s: Solvent, steps: usize, what: &str) {
     let mut st = s.fluid_state().unwrap();
     // Give the fluid a net momentum so "relative" has a meaningful scale.
     for v in st.vel[0].iter_mut() {
@@ -168,14 +161,7 @@ fn free_fluid_conserves_momentum_and_energy(
         );
         let eb = common::kinetic_energy(&before, 1.0);
         let ea = common::kinetic_energy(&after, 1.0);
-        for k in 0..3 {
-            assert!(
-                (pa[k] - pb[k]).abs() / scale <= 1e-12,
-                "{what}: step momentum {k}: {} -> {}",
-                pb[k],
-                pa[k]
-            );
-        }
+        common::assert_momentum_kept(pb, pa, scale, &format!("{what}, step"));
         assert!(
             (ea - eb).abs() / eb <= 1e-12,
             "{what}: step energy {eb} -> {ea}"
@@ -215,23 +201,13 @@ fn free_fluid_conserves_momentum_and_energy(
 fn thermostat_conserves_momentum(p: Platform) {
     let mut cfg = common::small_config([8, 8, 8], 10);
     cfg.thermostat = Thermostat::Mbs;
-    let Some(cfg) = p.config(&cfg) else { return };
-    let mut s = Solvent::new(cfg).unwrap();
-    p.check_backend(&s.backend_description());
+    let Some(mut s) = p.solvent(&cfg) else { return };
     let p0 = common::total_momentum(&s.fluid_state().unwrap(), 1.0);
     for _ in 0..50 {
         s.step().unwrap();
     }
     let p1 = common::total_momentum(&s.fluid_state().unwrap(), 1.0);
-    let n = s.n_fluid() as f64;
-    for k in 0..3 {
-        assert!(
-            (p1[k] - p0[k]).abs() / n <= 1e-12,
-            "{p}: momentum {k}: {} -> {}",
-            p0[k],
-            p1[k]
-        );
-    }
+    common::assert_momentum_kept(p0, p1, s.n_fluid() as f64, &p.to_string());
 }
 
 /// Momentum along y and z is conserved under Lees-Edwards shear; x momentum changes only
@@ -240,9 +216,7 @@ fn shear_conserves_transverse_momentum_and_particle_count(p: Platform) {
     let mut cfg = common::small_config([8, 8, 8], 10);
     cfg.shear_rate = 0.2;
     cfg.thermostat = Thermostat::Mbs;
-    let Some(cfg) = p.config(&cfg) else { return };
-    let mut s = Solvent::new(cfg).unwrap();
-    p.check_backend(&s.backend_description());
+    let Some(mut s) = p.solvent(&cfg) else { return };
     let n0 = s.n_fluid();
     let p0 = common::total_momentum(&s.fluid_state().unwrap(), 1.0);
     for _ in 0..100 {
@@ -270,9 +244,7 @@ fn particle_count_is_conserved_under_strong_shear(p: Platform) {
     cfg.shear_rate = 0.15;
     cfg.output.sample_interval = 1;
     cfg.output.equilibration_steps = 50;
-    let Some(cfg) = p.config(&cfg) else { return };
-    let mut s = Solvent::new(cfg).unwrap();
-    p.check_backend(&s.backend_description());
+    let Some(mut s) = p.solvent(&cfg) else { return };
     let n = s.n_fluid();
     for _ in 0..400 {
         s.step().unwrap();
@@ -292,9 +264,7 @@ fn body_force_adds_momentum_at_the_applied_rate(p: Platform) {
     let mut cfg = common::small_config([8, 8, 8], 10);
     cfg.body_force = [0.01, 0.0, -0.002];
     cfg.mass = 2.0;
-    let Some(cfg) = p.config(&cfg) else { return };
-    let mut s = Solvent::new(cfg.clone()).unwrap();
-    p.check_backend(&s.backend_description());
+    let Some(mut s) = p.solvent(&cfg) else { return };
     let n = s.n_fluid() as f64;
     let p0 = s.moments().unwrap().momentum;
     let steps = 25;

@@ -22,9 +22,7 @@ common::backend_tests!(
 
 fn fluid_plus_solute_momentum_is_conserved_by_each_coupled_step(p: Platform) {
     let cfg = common::small_config([10, 10, 10], 10);
-    let Some(cfg) = p.config(&cfg) else { return };
-    let mut s = Solvent::new(cfg).unwrap();
-    p.check_backend(&s.backend_description());
+    let Some(mut s) = p.solvent(&cfg) else { return };
     let (pos, mut vel, mut mass) = common::thermal_solutes(700, [10.0; 3], 5.0, 1);
     for (i, m) in mass.iter_mut().enumerate() {
         *m = 1.0 + (i % 7) as f64; // mixed masses
@@ -37,14 +35,7 @@ fn fluid_plus_solute_momentum_is_conserved_by_each_coupled_step(p: Platform) {
         let before = common::fluid_and_solute_momentum(&mut s, &vel, &mass);
         s.step_with_solutes(&pos, &mut vel, &mass).unwrap();
         let after = common::fluid_and_solute_momentum(&mut s, &vel, &mass);
-        for k in 0..3 {
-            assert!(
-                (after[k] - before[k]).abs() / scale <= 1e-12,
-                "{p}: component {k}: {} -> {}",
-                before[k],
-                after[k]
-            );
-        }
+        common::assert_momentum_kept(before, after, scale, &p.to_string());
     }
 }
 
@@ -52,9 +43,7 @@ fn solutes_thermalize_to_kt_with_mbs(p: Platform) {
     let mut cfg = common::small_config([12, 12, 12], 10);
     cfg.thermostat = Thermostat::Mbs;
     cfg.kt = 1.0;
-    let Some(cfg) = p.config(&cfg) else { return };
-    let mut s = Solvent::new(cfg).unwrap();
-    p.check_backend(&s.backend_description());
+    let Some(mut s) = p.solvent(&cfg) else { return };
     let n = 1200; // ~0.7 solutes per cell
     let (mut pos, mut vel, mass) = common::thermal_solutes(n, [12.0; 3], 5.0, 2);
     for v in vel.iter_mut() {
@@ -229,9 +218,7 @@ fn bad_solute_cases(pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> Vec<Bad
 
 fn bad_solute_input_is_rejected_and_leaves_the_solvent_untouched(p: Platform) {
     let cfg = common::small_config([6, 6, 6], 10);
-    let Some(cfg) = p.config(&cfg) else { return };
-    let mut s = Solvent::new(cfg).unwrap();
-    p.check_backend(&s.backend_description());
+    let Some(mut s) = p.solvent(&cfg) else { return };
     s.step().unwrap();
     let before = s.fluid_state().unwrap();
     let (pos, vel, mass) = common::thermal_solutes(10, [6.0; 3], 1.0, 6);
@@ -262,9 +249,7 @@ fn bad_solute_input_is_rejected_and_leaves_the_solvent_untouched(p: Platform) {
 fn fluid_restore_repeats_a_coupled_step_exactly(p: Platform) {
     let mut cfg = common::small_config([8, 8, 8], 10);
     cfg.thermostat = Thermostat::Mbs;
-    let Some(cfg) = p.config(&cfg) else { return };
-    let mut s = Solvent::new(cfg).unwrap();
-    p.check_backend(&s.backend_description());
+    let Some(mut s) = p.solvent(&cfg) else { return };
     let (pos, vel, mass) = common::thermal_solutes(100, [8.0; 3], 4.0, 7);
     s.step().unwrap();
     let ck = s.checkpoint().unwrap();
@@ -346,12 +331,8 @@ fn coupled_steps_with_solutes_follow_the_cpu(p: Platform) {
         );
         if shear == 0.0 {
             let p1 = common::fluid_and_solute_momentum(&mut other, &vo, &mass);
-            for k in 0..3 {
-                assert!(
-                    (p1[k] - p0[k]).abs() <= 1e-12 * (ns as f64 + 1536.0 * 10.0),
-                    "{p}: fluid + solute momentum {p0:?} -> {p1:?}"
-                );
-            }
+            let scale = ns as f64 + 1536.0 * 10.0;
+            common::assert_momentum_kept(p0, p1, scale, &format!("{p}, fluid + solutes"));
         }
     }
 }

@@ -141,9 +141,7 @@ fn device_coupled_steps_conserve_momentum(p: Platform) {
     let mut cfg = device_config([10, 10, 10], 0.0);
     cfg.thermostat = Thermostat::None;
     let (pos, vel, mass) = common::solutes_partly_outside(3000, cfg.cells, 9);
-    let Some(cfg) = p.config(&cfg) else { return };
-    let mut s = Solvent::new(cfg).unwrap();
-    p.check_backend(&s.backend_description());
+    let Some(mut s) = p.solvent(&cfg) else { return };
     let arrays = DeviceSoluteArrays::upload(0, &pos, &vel, &mass).unwrap();
     let mut p0 = common::fluid_and_solute_momentum(&mut s, &vel, &mass);
     let scale = mass.iter().sum::<f64>() + s.n_fluid() as f64;
@@ -151,12 +149,7 @@ fn device_coupled_steps_conserve_momentum(p: Platform) {
         s.step_with_device_solutes(&arrays.solutes()).unwrap();
         let v = arrays.velocities().unwrap();
         let p1 = common::fluid_and_solute_momentum(&mut s, &v, &mass);
-        for k in 0..3 {
-            assert!(
-                (p1[k] - p0[k]).abs() <= 1e-12 * scale,
-                "{p}: momentum {p0:?} -> {p1:?}"
-            );
-        }
+        common::assert_momentum_kept(p0, p1, scale, &p.to_string());
         p0 = p1;
     }
 }

@@ -5,13 +5,15 @@
 //! Tests that need a GPU are ignored by default (`cargo test -- --include-ignored` on a machine
 //! with one); the backend selection tests run everywhere.
 
+mod common;
+
 use std::collections::HashMap;
 
 use mpcbox::backend::cuda;
-use mpcbox::md::build::{fcc_lattice, maxwell_velocities, polymer_chains, random_gas};
+use mpcbox::md::build::{fcc_lattice, maxwell_velocities, polymer_chains};
 use mpcbox::md::{
-    BondStyle, DpdParams, ForceField, GpuMd, LjTable, Md, MdBackend, MdSettings, MdThermostat,
-    NeighborMode, PairStyle, System,
+    BondStyle, ForceField, GpuMd, LjTable, Md, MdBackend, MdSettings, MdThermostat, PairStyle,
+    System,
 };
 
 /// max |a − b| / max |a| over all components.
@@ -38,15 +40,7 @@ fn unwrapped(sys: &System) -> Vec<[f64; 3]> {
 }
 
 fn settings(dt: f64, kt: f64, seed: u64) -> MdSettings {
-    MdSettings {
-        dt,
-        kt,
-        seed,
-        skin: 0.3,
-        neighbor: NeighborMode::Verlet,
-        reorder_every: 10,
-        threads: 0,
-    }
+    common::md_settings(dt, kt, seed, 0)
 }
 
 /// Build both engines on the same system, compare forces, run `steps`, compare the state and
@@ -148,21 +142,10 @@ fn gpu_lj_liquid_matches_cpu() {
     );
 }
 
-fn dpd_system(l: f64, rho: f64) -> (System, ForceField) {
-    let n = (rho * l * l * l).round() as usize;
-    let mut sys = random_gas(n, [l; 3], 1.0, 5);
-    maxwell_velocities(&mut sys, 1.0, 6);
-    let ff = ForceField {
-        pair: PairStyle::Dpd(DpdParams::uniform(1, 25.0, 4.5, 1.0, 1.0)),
-        bond_styles: vec![],
-    };
-    (sys, ff)
-}
-
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_dpd_fluid_matches_cpu() {
-    let (sys, ff) = dpd_system(6.0, 3.0);
+    let (sys, ff) = common::dpd_fluid_system(6.0, 3.0);
     compare(
         sys,
         ff,
@@ -231,7 +214,7 @@ fn gpu_bead_spring_polymer_matches_cpu() {
 #[ignore = "needs a CUDA GPU"]
 fn gpu_runs_are_bitwise_reproducible() {
     let run = || {
-        let (sys, ff) = dpd_system(6.0, 3.0);
+        let (sys, ff) = common::dpd_fluid_system(6.0, 3.0);
         let mut md = GpuMd::new(sys, ff, MdThermostat::None, settings(0.01, 1.0, 1), 0).unwrap();
         md.run(50).unwrap();
         let s = md.system().unwrap();

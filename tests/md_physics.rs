@@ -5,10 +5,8 @@
 mod common;
 
 use common::{MdEngine, Platform};
-use mpcbox::md::build::{fcc_lattice, maxwell_velocities, random_gas};
-use mpcbox::md::{
-    DpdParams, ForceField, LjTable, Md, MdSettings, MdThermostat, NeighborMode, PairStyle, System,
-};
+use mpcbox::md::build::{fcc_lattice, maxwell_velocities};
+use mpcbox::md::{ForceField, LjTable, Md, MdSettings, MdThermostat, PairStyle, System};
 
 common::backend_tests!(
     [cpu gpu]
@@ -53,20 +51,11 @@ fn lj_liquid(
         pair: PairStyle::Lj(LjTable::uniform(1, 1.0, 1.0, cutoff, shifted)),
         bond_styles: vec![],
     };
-    let settings = MdSettings {
-        dt,
-        kt,
-        seed: 2024,
-        skin: 0.3,
-        neighbor: NeighborMode::Verlet,
-        reorder_every: 10,
-        threads,
-    };
     MdSetup {
         sys,
         ff,
         thermostat,
-        settings,
+        settings: common::md_settings(dt, kt, 2024, threads),
     }
 }
 
@@ -107,27 +96,12 @@ fn lj_nvt_potential_energy_matches_nist_truncated_value(p: Platform) {
 }
 
 fn dpd_fluid(l: f64, rho: f64, threads: usize, dt: f64) -> MdSetup {
-    let n = (rho * l * l * l).round() as usize;
-    let mut sys = random_gas(n, [l; 3], 1.0, 5);
-    maxwell_velocities(&mut sys, 1.0, 6);
-    let ff = ForceField {
-        pair: PairStyle::Dpd(DpdParams::uniform(1, 25.0, 4.5, 1.0, 1.0)),
-        bond_styles: vec![],
-    };
-    let settings = MdSettings {
-        dt,
-        kt: 1.0,
-        seed: 99,
-        skin: 0.3,
-        neighbor: NeighborMode::Verlet,
-        reorder_every: 10,
-        threads,
-    };
+    let (sys, ff) = common::dpd_fluid_system(l, rho);
     MdSetup {
         sys,
         ff,
         thermostat: MdThermostat::None,
-        settings,
+        settings: common::md_settings(dt, 1.0, 99, threads),
     }
 }
 

@@ -6,7 +6,6 @@ mod common;
 use common::Platform;
 use mpcbox::config::Thermostat;
 use mpcbox::physics::theory;
-use mpcbox::Solvent;
 
 common::backend_tests!(lees_edwards_profile_and_viscosity_match_srd_theory);
 
@@ -25,9 +24,7 @@ fn lees_edwards_profile_and_viscosity_match_srd_theory(p: Platform) {
     cfg.output.equilibration_steps = 100;
     cfg.output.sample_interval = 1;
     let steps = 3100;
-    let Some(cfg) = p.config(&cfg) else { return };
-    let mut s = Solvent::new(cfg).unwrap();
-    p.check_backend(&s.backend_description());
+    let Some(mut s) = p.solvent(&cfg) else { return };
     for _ in 0..steps {
         s.step().unwrap();
     }

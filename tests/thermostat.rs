@@ -5,7 +5,6 @@ mod common;
 
 use common::Platform;
 use mpcbox::config::Thermostat;
-use mpcbox::Solvent;
 
 common::backend_tests!(
     mbs_holds_the_temperature_under_strong_shear,
@@ -20,9 +19,7 @@ fn mbs_holds_the_temperature_under_strong_shear(p: Platform) {
     cfg.thermostat = Thermostat::Mbs;
     cfg.kt = 1.5;
     cfg.output.equilibration_steps = 50;
-    let Some(cfg) = p.config(&cfg) else { return };
-    let mut s = Solvent::new(cfg).unwrap();
-    p.check_backend(&s.backend_description());
+    let Some(mut s) = p.solvent(&cfg) else { return };
     for _ in 0..800 {
         s.step().unwrap();
     }
@@ -35,9 +32,7 @@ fn without_thermostat_shear_heats_the_fluid(p: Platform) {
     let mut cfg = common::small_config([12, 12, 12], 10);
     cfg.shear_rate = 0.1;
     cfg.thermostat = Thermostat::None;
-    let Some(cfg) = p.config(&cfg) else { return };
-    let mut s = Solvent::new(cfg).unwrap();
-    p.check_backend(&s.backend_description());
+    let Some(mut s) = p.solvent(&cfg) else { return };
     for _ in 0..800 {
         s.step().unwrap();
     }
@@ -52,9 +47,7 @@ fn mbs_relaxes_a_hot_fluid_to_kt_with_equipartition(p: Platform) {
     let mut cfg = common::small_config([10, 10, 10], 10);
     cfg.thermostat = Thermostat::Mbs;
     cfg.output.equilibration_steps = 30;
-    let Some(cfg) = p.config(&cfg) else { return };
-    let mut s = Solvent::new(cfg).unwrap();
-    p.check_backend(&s.backend_description());
+    let Some(mut s) = p.solvent(&cfg) else { return };
     let mut st = s.fluid_state().unwrap();
     for v in st.vel[2].iter_mut() {
         *v *= 2.0; // z twice as hot as x and y
@@ -88,10 +81,7 @@ fn thermostat_conserves_momentum_and_holds_temperature(p: Platform) {
     cfg.kt = 1.0;
     cfg.seed = 11;
     cfg.output.equilibration_steps = 20;
-    let Some(cfg) = p.config(&cfg) else { return };
-    let mut s = Solvent::new(cfg).unwrap();
-    p.check_backend(&s.backend_description());
-    let p0 = common::total_momentum(&s.fluid_state().unwrap(), 1.0);
+    let Some(mut s) = p.solvent(&cfg) else { return };
     // start hot: the thermostat must bring it back
     let mut st = s.fluid_state().unwrap();
     for k in 0..3 {
@@ -105,15 +95,7 @@ fn thermostat_conserves_momentum_and_holds_temperature(p: Platform) {
         s.step().unwrap();
     }
     let p1 = common::total_momentum(&s.fluid_state().unwrap(), 1.0);
-    let n = s.n_fluid() as f64;
-    for k in 0..3 {
-        assert!(
-            (p1[k] - p0h[k]).abs() / n <= 1e-12,
-            "{p}: momentum {k}: {} -> {}",
-            p0[k],
-            p1[k]
-        );
-    }
+    common::assert_momentum_kept(p0h, p1, s.n_fluid() as f64, &p.to_string());
     let temp = s.stats().temperature.mean().unwrap();
     eprintln!("{p}: MBS temperature {temp}");
     assert!((temp - 1.0).abs() < 0.01, "{p}: temperature {temp}");

@@ -1,9 +1,39 @@
 //! The bundled MD engine on a platform: the CPU engine (`Md`, the reference) or the GPU one
 //! (`GpuMd`), behind the calls the MD matrix tests make (tests/md_physics.rs).
 
-use mpcbox::md::{ForceField, GpuMd, Md, MdSettings, MdThermostat, System};
+use mpcbox::md::build::{maxwell_velocities, random_gas};
+use mpcbox::md::{
+    DpdParams, ForceField, GpuMd, Md, MdSettings, MdThermostat, NeighborMode, PairStyle, System,
+};
 
 use super::Platform;
+
+/// Settings of the engine tests: Verlet lists with skin 0.3, particles reordered every 10
+/// steps.
+pub fn md_settings(dt: f64, kt: f64, seed: u64, threads: usize) -> MdSettings {
+    MdSettings {
+        dt,
+        kt,
+        seed,
+        skin: 0.3,
+        neighbor: NeighborMode::Verlet,
+        reorder_every: 10,
+        threads,
+    }
+}
+
+/// A DPD fluid of density `rho` in an `l`³ box (a = 25, γ = 4.5, kT = 1, rc = 1, w_R = 1 − r/rc,
+/// Groot & Warren's), at kT = 1.
+pub fn dpd_fluid_system(l: f64, rho: f64) -> (System, ForceField) {
+    let n = (rho * l * l * l).round() as usize;
+    let mut sys = random_gas(n, [l; 3], 1.0, 5);
+    maxwell_velocities(&mut sys, 1.0, 6);
+    let ff = ForceField {
+        pair: PairStyle::Dpd(DpdParams::uniform(1, 25.0, 4.5, 1.0, 1.0)),
+        bond_styles: vec![],
+    };
+    (sys, ff)
+}
 
 /// (Boxed: the engines differ in size by kilobytes.)
 pub enum MdEngine {

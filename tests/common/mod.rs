@@ -6,7 +6,7 @@ mod md;
 mod platform;
 mod solutes;
 
-pub use md::MdEngine;
+pub use md::{dpd_fluid_system, md_settings, MdEngine};
 pub(crate) use platform::backend_tests;
 pub use platform::Platform;
 pub use solutes::*;
@@ -70,6 +70,19 @@ pub fn assert_state_round_trips(s: &mut Solvent, what: &str) {
     }
     let e = s.set_fluid_state(&short).unwrap_err().to_string();
     assert!(e.contains("particles"), "{what}: {e}");
+}
+
+/// Every component of a momentum changed by at most 1e-12 of `scale` (N·m·sqrt(kT/m) or a
+/// like sum of |m v|).
+pub fn assert_momentum_kept(before: [f64; 3], after: [f64; 3], scale: f64, what: &str) {
+    for k in 0..3 {
+        assert!(
+            (after[k] - before[k]).abs() / scale <= 1e-12,
+            "{what}: momentum {k}: {} -> {}",
+            before[k],
+            after[k]
+        );
+    }
 }
 
 pub fn kinetic_energy(st: &mpcbox::state::FluidState, m: f64) -> f64 {

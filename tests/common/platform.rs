@@ -8,6 +8,7 @@ use mpcbox::backend::cuda;
 use mpcbox::config::{Config, DeviceChoice};
 use mpcbox::physics::Physics;
 use mpcbox::state::FluidState;
+use mpcbox::Solvent;
 
 /// Where a matrix test runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,6 +98,14 @@ impl Platform {
         let mut c = cfg.clone();
         c.device = p.device();
         Some(c)
+    }
+
+    /// A fresh solvent of `cfg` on this platform (see [`Platform::config`]), its backend
+    /// checked.
+    pub fn solvent(self, cfg: &Config) -> Option<Solvent> {
+        let s = Solvent::new(self.config(cfg)?).unwrap();
+        self.check_backend(&s.backend_description());
+        Some(s)
     }
 
     /// The CPU run that a run of `cfg` on this platform is compared with, particle for

@@ -67,42 +67,37 @@ pub fn solutes_over_two_y_periods(n: usize, cells: [u32; 3]) -> Solutes {
 /// 0.7 solutes per cell of masses 2 to 4 and unit thermal velocities, in unwrapped coordinates
 /// up to three periods outside the box in every direction (as an MD code may keep them).
 pub fn unwrapped_solutes_three_periods(len: [f64; 3]) -> Solutes {
-    let ns = (0.7 * len[0] * len[1] * len[2]) as usize;
-    let mut r = CellStream::for_particle(8, 8);
-    let pos = (0..ns)
-        .map(|_| {
-            let k = [
-                (r.next_u32() % 7) as f64 - 3.0,
-                (r.next_u32() % 7) as f64 - 3.0,
-                (r.next_u32() % 7) as f64 - 3.0,
-            ];
-            [
-                r.uniform() * len[0] + k[0] * len[0],
-                r.uniform() * len[1] + k[1] * len[1],
-                r.uniform() * len[2] + k[2] * len[2],
-            ]
-        })
-        .collect();
-    let mass = (0..ns).map(|i| 2.0 + (i % 3) as f64).collect();
-    let vel = (0..ns)
-        .map(|_| [r.normal(), r.normal(), r.normal()])
-        .collect();
-    (pos, vel, mass)
+    unwrapped_solutes(len, |r| {
+        let k = [
+            (r.next_u32() % 7) as f64 - 3.0,
+            (r.next_u32() % 7) as f64 - 3.0,
+            (r.next_u32() % 7) as f64 - 3.0,
+        ];
+        [
+            r.uniform() * len[0] + k[0] * len[0],
+            r.uniform() * len[1] + k[1] * len[1],
+            r.uniform() * len[2] + k[2] * len[2],
+        ]
+    })
 }
 
 /// As [`unwrapped_solutes_three_periods`], up to two periods outside (another draw order).
 pub fn unwrapped_solutes_two_periods(len: [f64; 3]) -> Solutes {
+    unwrapped_solutes(len, |r| {
+        let mut p = [0.0; 3];
+        for k in 0..3 {
+            p[k] = r.uniform() * len[k] + ((r.next_u32() % 5) as f64 - 2.0) * len[k];
+        }
+        p
+    })
+}
+
+/// 0.7 solutes per cell of a box of `len`, each placed by `place` from one random stream, then
+/// given masses 2 to 4 and unit thermal velocities from the same stream.
+fn unwrapped_solutes(len: [f64; 3], mut place: impl FnMut(&mut CellStream) -> [f64; 3]) -> Solutes {
     let ns = (0.7 * len[0] * len[1] * len[2]) as usize;
     let mut r = CellStream::for_particle(8, 8);
-    let pos = (0..ns)
-        .map(|_| {
-            let mut p = [0.0; 3];
-            for k in 0..3 {
-                p[k] = r.uniform() * len[k] + ((r.next_u32() % 5) as f64 - 2.0) * len[k];
-            }
-            p
-        })
-        .collect();
+    let pos = (0..ns).map(|_| place(&mut r)).collect();
     let mass = (0..ns).map(|i| 2.0 + (i % 3) as f64).collect();
     let vel = (0..ns)
         .map(|_| [r.normal(), r.normal(), r.normal()])
