@@ -51,9 +51,11 @@ typedef struct MpcboxParameters {
   double time_step;
   // Lees-Edwards shear rate (flow along x, gradient along y); 0 without shear.
   double shear_rate;
-  // Thermal energy kT and fluid particle mass m.
+  // Thermal energy kT (fluid mass × (cells / time unit)²).
   double kt;
+  // Mass of one fluid particle.
   double fluid_mass;
+  // Mean number of fluid particles per cell.
   uint32_t particles_per_cell;
 } MpcboxParameters;
 
