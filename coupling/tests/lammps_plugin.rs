@@ -63,9 +63,26 @@ fn variant(dir: &Path, name: &str, edits: &[(&str, &str)]) {
 
 /// Run `lmp -in script` in `dir` for `steps` steps: success and the screen output.
 fn lammps(dir: &Path, script: &str, steps: u64, loader: &Path) -> (bool, String) {
-    output_of(
+    lammps_on(1, dir, script, steps, loader)
+}
+
+/// [`lammps`] on `ranks` MPI ranks (mpirun, from the mpi-default-bin package LAMMPS needs).
+fn lammps_on(ranks: u32, dir: &Path, script: &str, steps: u64, loader: &Path) -> (bool, String) {
+    let mut cmd = if ranks > 1 {
+        let mut mpirun = Command::new("mpirun");
+        mpirun.args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-np",
+            &ranks.to_string(),
+            "lmp",
+        ]);
+        mpirun
+    } else {
         Command::new("lmp")
-            .current_dir(dir)
+    };
+    output_of(
+        cmd.current_dir(dir)
             .args(["-in", script, "-log", "none", "-nocite", "-var", "mpcbox"])
             .arg(loader)
             .args(["-var", "steps", &steps.to_string()]),
@@ -101,19 +118,9 @@ fn total_momentum(row: &HashMap<String, f64>) -> [f64; 3] {
     std::array::from_fn(|k| row[fluid[k]] + row[beads[k]])
 }
 
-/// The example: every coupled step (one thermo row every 20 MD steps) conserves fluid + bead
-/// momentum, the bonds hold, and the beads, which start at rest, reach the solvent's kT.
-#[test]
-fn input_script_couples_polymer_to_the_fluid() {
-    let Some(loader) = plugin_loader() else {
-        return;
-    };
-    let dir = example_dir();
-    let (ok, out) = lammps(dir.path(), "in.polymer", 6000, loader);
-    assert!(ok, "lmp failed:\n{out}");
-    assert!(out.contains("Loading plugin: fix mpcbox"), "{out}");
-    let rows = thermo(&out);
-    assert_eq!(rows.len(), 301, "{out}");
+/// Every coupled step (one thermo row every 20 MD steps) conserves fluid + bead momentum, and
+/// the fluid takes one MPC step per row.
+fn assert_momentum_conserved(rows: &[HashMap<String, f64>]) {
     let scale = 10_000.0 * 1.0 + 200.0 * 5.0; // total mass: momentum per unit velocity
     for (k, pair) in rows.windows(2).enumerate() {
         let (a, b) = (total_momentum(&pair[0]), total_momentum(&pair[1]));
@@ -131,6 +138,22 @@ fn input_script_couples_polymer_to_the_fluid() {
             "one MPC step per 20 MD steps"
         );
     }
+}
+
+/// The example: momentum conserved by every coupled step, the bonds hold, and the beads, which
+/// start at rest, reach the solvent's kT.
+#[test]
+fn input_script_couples_polymer_to_the_fluid() {
+    let Some(loader) = plugin_loader() else {
+        return;
+    };
+    let dir = example_dir();
+    let (ok, out) = lammps(dir.path(), "in.polymer", 6000, loader);
+    assert!(ok, "lmp failed:\n{out}");
+    assert!(out.contains("Loading plugin: fix mpcbox"), "{out}");
+    let rows = thermo(&out);
+    assert_eq!(rows.len(), 301, "{out}");
+    assert_momentum_conserved(&rows);
     assert!(rows.iter().all(|r| r["c_longest"] < 1.5), "a bond broke");
     let late = &rows[150..];
     let kt = late.iter().map(|r| r["c_tbeads"]).sum::<f64>() / late.len() as f64;
@@ -140,6 +163,22 @@ fn input_script_couples_polymer_to_the_fluid() {
         (fluid_kt - 1.0).abs() < 0.02,
         "fluid temperature {fluid_kt}"
     );
+}
+
+/// With two MPI ranks the group is gathered on rank 0 (where the fluid lives) and the
+/// velocities scattered back: the same conservation holds.
+#[test]
+fn two_mpi_ranks_gather_and_scatter() {
+    let Some(loader) = plugin_loader() else {
+        return;
+    };
+    let dir = example_dir();
+    let (ok, out) = lammps_on(2, dir.path(), "in.polymer", 400, loader);
+    assert!(ok, "mpirun -np 2 lmp failed:\n{out}");
+    assert!(out.contains(" on 2 procs for 400 steps"), "{out}");
+    let rows = thermo(&out);
+    assert_eq!(rows.len(), 21, "{out}");
+    assert_momentum_conserved(&rows);
 }
 
 /// Lees-Edwards: the box sheared by fix deform (remap v) at the config's shear rate runs past
