@@ -297,8 +297,7 @@ fn coupled_run_with_auto_backend() {
 /// --fmad=false, contain no fused multiply-add.
 #[test]
 fn md_kernels_compile_without_fma_when_nvrtc_available() {
-    if !cuda::nvrtc_present() {
-        eprintln!("skipped: no NVRTC library on this machine");
+    if !cuda::kernels::nvrtc_for_tests() {
         return;
     }
     let mut opts = cuda::kernels::compile_options(9, 0);
