@@ -1,5 +1,6 @@
-//! Checkpoints: config, step, fluid state and run statistics, encoded with postcard behind a
-//! magic header and a checksum, written atomically (temporary file, fsync, rename).
+//! Checkpoints: config, step, fluid state and run statistics, and for coupled runs the MD
+//! engine's state, encoded with postcard behind a magic header and a checksum, written
+//! atomically (temporary file, fsync, rename). Version 1 files (fluid only) are still read.
 
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -7,11 +8,13 @@ use std::path::Path;
 
 use crate::config::Config;
 use crate::error::{MpcError, Result};
+use crate::md::engine::MdState;
+use crate::md::rheology::SoluteStats;
 use crate::state::FluidState;
 use crate::stats::RunStats;
 
 const MAGIC: &[u8; 8] = b"MPCBOXCK";
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Checkpoint {
@@ -20,6 +23,27 @@ pub struct Checkpoint {
     pub step: u64,
     pub fluid: FluidState,
     pub stats: RunStats,
+    /// The MD engine of a coupled run (None: fluid only).
+    pub md: Option<MdCheckpoint>,
+}
+
+/// The MD side of a coupled run at a checkpoint: the engine's state, the chain observer's
+/// reference and the solutes' time averages.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MdCheckpoint {
+    pub state: MdState,
+    /// Chain centres of mass at the start of the run (for the MSD), by molecule id.
+    pub chain_start: Vec<(u32, [f64; 3])>,
+    pub stats: SoluteStats,
+}
+
+/// The layout of format version 1 (before coupled checkpoints).
+#[derive(Deserialize)]
+struct CheckpointV1 {
+    config: Config,
+    step: u64,
+    fluid: FluidState,
+    stats: RunStats,
 }
 
 /// FNV-1a, 64 bit: detects truncated or corrupted files.
@@ -55,9 +79,9 @@ impl Checkpoint {
             return Err(bad("not an mpcbox checkpoint (bad header)".into()));
         }
         let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != 1 {
             return Err(bad(format!(
-                "format version {version}, this build reads {FORMAT_VERSION}"
+                "format version {version}, this build reads 1 and {FORMAT_VERSION}"
             )));
         }
         let sum = u64::from_le_bytes(bytes[12..20].try_into().unwrap());
@@ -67,8 +91,25 @@ impl Checkpoint {
                 "checksum mismatch: the file is truncated or corrupted".into()
             ));
         }
-        let ck: Checkpoint =
-            postcard::from_bytes(payload).map_err(|e| bad(format!("cannot decode: {e}")))?;
+        let ck: Checkpoint = if version == 1 {
+            let v1: CheckpointV1 =
+                postcard::from_bytes(payload).map_err(|e| bad(format!("cannot decode: {e}")))?;
+            Checkpoint {
+                config: v1.config,
+                step: v1.step,
+                fluid: v1.fluid,
+                stats: v1.stats,
+                md: None,
+            }
+        } else {
+            postcard::from_bytes(payload).map_err(|e| bad(format!("cannot decode: {e}")))?
+        };
+        if let Some(md) = &ck.md {
+            md.state
+                .system
+                .validate()
+                .map_err(|e| bad(format!("MD system: {e}")))?;
+        }
         ck.config.validate()?;
         let phys = crate::physics::Physics::from_config(&ck.config);
         ck.fluid

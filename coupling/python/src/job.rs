@@ -13,7 +13,7 @@ use pyo3::types::PyDict;
 
 use ::mpcbox::config::DeviceChoice;
 use ::mpcbox::md::coupled::Coupling;
-use ::mpcbox::run::{run_job, run_job_with, Silent, OBSERVABLES_CSV};
+use ::mpcbox::run::{run_job, run_job_steps, Silent, OBSERVABLES_CSV};
 use ::mpcbox::{Checkpoint, Config, MpcError, Solvent};
 
 use crate::config::{config_error, config_from_dict};
@@ -36,7 +36,7 @@ fn run_to(solvent: &mut Solvent, total: u64, dir: &Path) -> Result<JobResult, Mp
         });
     };
     let mut coupling = Coupling::new(&md, solvent)?.with_output(dir)?;
-    let summary = run_job_with(solvent, total, dir, &mut Silent, &mut |s| coupling.step(s))?;
+    let summary = run_job_steps(solvent, total, dir, &mut Silent, &mut coupling)?;
     let chains = Some(coupling.finish(dir)?);
     Ok(JobResult { summary, chains })
 }

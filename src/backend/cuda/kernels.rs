@@ -40,6 +40,8 @@ pub const FLUID_SOURCES: &[(&str, &str)] = &[
 
 /// `kernels/md.cu`: the kernels of the GPU MD engine (`crate::md::gpu`).
 pub const MD_CU: &str = include_str!("../../../kernels/md.cu");
+/// `kernels/md_boundary.cuh`: the MD engine's periodic / Lees-Edwards box and random numbers.
+pub const MD_BOUNDARY_CUH: &str = include_str!("../../../kernels/md_boundary.cuh");
 
 /// One translation unit of `sources`: each file after a `#line` marker (so NVRTC's messages
 /// name the file and line), `#pragma once` dropped (meaningless in one concatenated unit);
@@ -54,9 +56,13 @@ pub fn translation_unit(sources: &[(&str, &str)]) -> String {
     s
 }
 
-/// The translation unit of the MD kernels: rng.cuh, then md.cu.
+/// The translation unit of the MD kernels: rng.cuh, md_boundary.cuh, then md.cu.
 pub fn md_source() -> String {
-    translation_unit(&[("rng.cuh", RNG_CUH), ("md.cu", MD_CU)])
+    translation_unit(&[
+        ("rng.cuh", RNG_CUH),
+        ("md_boundary.cuh", MD_BOUNDARY_CUH),
+        ("md.cu", MD_CU),
+    ])
 }
 
 pub use super::device::{KERNELS_BY_FILE, KERNEL_NAMES};
