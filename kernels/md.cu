@@ -1,6 +1,6 @@
 // Kernels of the GPU MD engine (src/md/gpu/): a mirror of the CPU computes in src/md/. The host
-// prepends rng.cuh and md_boundary.cuh and compiles this with NVRTC (--fmad=false, -DMPCBOX_NVRTC), so every per-pair
-// and per-particle expression rounds exactly as the Rust code. Only the order in which a particle
+// prepends rng.cuh and md_boundary.cuh and compiles this with NVRTC (--fmad=false,
+// -DMPCBOX_NVRTC), so every per-pair and per-particle expression rounds exactly as the Rust code. Only the order in which a particle
 // sums its neighbours differs from the CPU (the neighbour lists are built in cell order here),
 // so forces agree with the CPU engine to rounding.
 //
@@ -12,8 +12,8 @@
 //
 // Sections, each launched from the Rust file named in its heading (the periodic and Lees-Edwards
 // boundary and the random numbers, md/boundary.rs and md/random.rs, are in md_boundary.cuh):
-// integration (md/gpu/integrate.rs), neighbour lists
-// (md/gpu/neighbor.rs), forces (md/gpu/forces.rs).
+// integration (md/gpu/integrate.rs), neighbour lists (md/gpu/neighbor.rs), forces
+// (md/gpu/forces.rs).
 #ifndef MPCBOX_NVRTC
 #include "md_boundary.cuh"
 #endif
@@ -423,15 +423,14 @@ __device__ __forceinline__ void md_bond_pass(const MdSite &s, const MdBonds &bd,
 // `energy`, per-particle sums of pair energy/virial and bond energy/virial (each pair counted
 // from both sides, halved by the host).
 #define MD_FORCES_PARAMS                                                                                     \
-    unsigned int n, const double *pos, const double *vel, const unsigned int *typ, const unsigned int *tag, \
-    const unsigned int *list, const unsigned int *nneigh, double lx, double ly, double lz, double le_off, \
-    double le_vel, int style, \
-    unsigned int ntypes, const MdPairLj *lj, const double *dpd_a, double dpd_gamma, double dpd_rc, double dpd_s, \
-    double dpd_noise, int th_on, double th_gamma, double th_rc, double th_s, double th_noise, unsigned int dk0, \
-    unsigned int dk1, mpc_u64 step, const unsigned int *bond_off, const unsigned int *bond_j, \
-    const unsigned int *bond_kind, const int *bond_style, const double *bond_k, const double *bond_r0, \
-    double *force, int energy, double *e_pair, double *w_pair, double *e_bond, double *w_bond, double *w_tensor, \
-    unsigned int *flags
+    unsigned int n, const double *pos, const double *vel, const unsigned int *typ, const unsigned int *tag,  \
+        const unsigned int *list, const unsigned int *nneigh, double lx, double ly, double lz, double le_off, \
+        double le_vel, int style, unsigned int ntypes, const MdPairLj *lj, const double *dpd_a,              \
+        double dpd_gamma, double dpd_rc, double dpd_s, double dpd_noise, int th_on, double th_gamma,         \
+        double th_rc, double th_s, double th_noise, unsigned int dk0, unsigned int dk1, mpc_u64 step,        \
+        const unsigned int *bond_off, const unsigned int *bond_j, const unsigned int *bond_kind,             \
+        const int *bond_style, const double *bond_k, const double *bond_r0, double *force, int energy,       \
+        double *e_pair, double *w_pair, double *e_bond, double *w_bond, double *w_tensor, unsigned int *flags
 
 // FAST: one-type LJ without DPD thermostat or bonds (the benchmark case), as LjKernel<SINGLE>.
 template <bool FAST>
@@ -476,9 +475,9 @@ __device__ __forceinline__ void md_forces_body(MD_FORCES_PARAMS) {
 
 #define MD_FORCES_ARGS                                                                                       \
     n, pos, vel, typ, tag, list, nneigh, lx, ly, lz, le_off, le_vel, style, ntypes, lj, dpd_a, dpd_gamma,      \
-        dpd_rc, dpd_s,                                                                                       \
-        dpd_noise, th_on, th_gamma, th_rc, th_s, th_noise, dk0, dk1, step, bond_off, bond_j, bond_kind,      \
-        bond_style, bond_k, bond_r0, force, energy, e_pair, w_pair, e_bond, w_bond, w_tensor, flags
+        dpd_rc, dpd_s, dpd_noise, th_on, th_gamma, th_rc, th_s, th_noise, dk0, dk1, step, bond_off, bond_j,  \
+        bond_kind, bond_style, bond_k, bond_r0, force, energy, e_pair, w_pair, e_bond, w_bond, w_tensor,     \
+        flags
 
 extern "C" __global__ void md_forces(MD_FORCES_PARAMS) {
     md_forces_body<false>(MD_FORCES_ARGS);

@@ -41,9 +41,10 @@ pub struct Conformation {
     pub gyration: [f64; 6],
     /// Mean R ⊗ R of the end-to-end vector R (last minus first bead by atom id).
     pub end_to_end: [f64; 6],
-    /// The orientation angle χ of the mean gyration tensor, in degrees:
-    /// tan 2χ = 2 G_xy / (G_xx − G_yy) (45° at rest, falling towards 0 as the flow aligns the
-    /// chains).
+    /// The orientation angle χ of the mean gyration tensor, in degrees: the angle between its
+    /// principal axis in the xy plane and the flow, tan 2χ = 2 G_xy / (G_xx − G_yy), in
+    /// (−90°, 90°]. Time-averaged it tends to 45° as Wi → 0 and falls towards 0 as the flow
+    /// aligns the chains; an instantaneous value at rest is anywhere.
     pub orientation_angle_deg: f64,
 }
 
@@ -64,7 +65,8 @@ impl Conformation {
     }
 }
 
-/// χ in degrees from a gyration tensor (in [0°, 90°); 45° for an isotropic one).
+/// χ in degrees from a gyration tensor: ½ atan2(2 G_xy, G_xx − G_yy), the direction of its
+/// principal axis in the xy plane, in (−90°, 90°]; 45° for an isotropic one (the Wi → 0 limit).
 pub fn orientation_angle_deg(g: &[f64; 6]) -> f64 {
     let two_chi = (2.0 * g[3]).atan2(g[0] - g[1]);
     let chi = 0.5 * two_chi.to_degrees();

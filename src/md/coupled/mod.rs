@@ -235,8 +235,11 @@ impl Coupling {
 
     /// One coupled step: N MD steps, then the MPC collision of fluid and solutes.
     pub fn step(&mut self, solvent: &mut Solvent) -> Result<()> {
-        let measure = solvent.stress_measured_next();
-        let sample = solvent.sampled_next();
+        // the solutes' stress on the fluid's measured steps and on this engine's observed ones
+        let next = solvent.step_count() + 1;
+        let observed = self.cfg.observable_interval > 0 && next % self.cfg.observable_interval == 0;
+        let measure = solvent.stress_measured_next() || (self.shear_rate != 0.0 && observed);
+        let sample = solvent.sampled_next() && solvent.stress_measured_next();
         self.run_md(measure)?;
         let pressure = measure.then(|| self.solute_pressure());
         let conf = measure.then(|| conformation(&self.md.sys));

@@ -240,8 +240,8 @@ impl Md {
             let (e, w, t) = self.bond_forces()?;
             rep.bond_energy = e;
             rep.virial += w;
-            for k in 0..6 {
-                rep.virial_tensor[k] += t[k];
+            for (a, b) in rep.virial_tensor.iter_mut().zip(t) {
+                *a += b;
             }
         }
         if energy {

@@ -134,8 +134,8 @@ fn pair_pass<K: PairKernel, const ENERGY: bool>(
     for (e, w, t) in &parts {
         sums.energy += e;
         sums.virial += w;
-        for k in 0..6 {
-            sums.tensor[k] += t[k];
+        for (a, b) in sums.tensor.iter_mut().zip(t) {
+            *a += b;
         }
     }
     sums.energy *= 0.5;
