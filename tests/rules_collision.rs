@@ -100,12 +100,8 @@ fn collide_cell(phys: &Physics, step: u64, cell: u32, parts: &[Part]) -> Vec<[f6
 /// LE offsets included), and the scales Σ m|v| and Σ m |r − C| |v|.
 fn moments(phys: &Physics, parts: &[Part], vel: &[[f64; 3]]) -> ([f64; 3], [f64; 3], f64, f64) {
     let mass: f64 = parts.iter().map(|p| p.m).sum();
-    let mut com = [0.0; 3];
-    for p in parts {
-        for k in 0..3 {
-            com[k] += p.m * p.r[k] / mass;
-        }
-    }
+    let com: [f64; 3] =
+        std::array::from_fn(|k| parts.iter().map(|p| p.m * p.r[k]).sum::<f64>() / mass);
     let (mut pm, mut l, mut ps, mut ls) = ([0.0; 3], [0.0; 3], 0.0, 0.0);
     for (p, w) in parts.iter().zip(vel) {
         let v = [w[0] + phys.image_velocity(p.image), w[1], w[2]];

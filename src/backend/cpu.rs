@@ -329,7 +329,7 @@ impl Backend for CpuBackend {
                 let energy = self.cell_pass(plan, solutes.as_deref());
                 (energy, self.collide(plan, solutes.as_deref_mut()))
             } else {
-                self.rules_step(plan, solutes.as_deref_mut())
+                self.rules_step(plan, solutes)
             };
             if plan.reorder {
                 self.reorder();

@@ -37,12 +37,12 @@ impl CpuBackend {
     pub(super) fn rules_step(
         &mut self,
         plan: &StepPlan,
-        mut solutes: Option<&mut SoluteBatch<'_>>,
+        solutes: Option<&mut SoluteBatch<'_>>,
     ) -> ((f64, f64), f64) {
         let mut st = self.rules.take().unwrap_or_default();
         self.rules_particle_inputs(plan, solutes.as_deref(), &mut st);
         let energy = self.rules_cell_pass(plan, solutes.as_deref(), &mut st);
-        let collisional = self.rules_collide(plan, solutes.as_deref_mut(), &st);
+        let collisional = self.rules_collide(plan, solutes, &st);
         self.rules = Some(st);
         (energy, collisional)
     }
