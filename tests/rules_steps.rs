@@ -1,18 +1,34 @@
 //! Whole steps under the collision rules beside SRD (MPC-AT, MPC-AT+a, SRD+a) on every
-//! backend: momentum of fluid and solutes conserved by every step (with and without shear),
-//! each cell's angular momentum about its centre of mass conserved by the +a rules' collision
-//! (recomputed from the backend's own state), and MPC-AT holding the temperature from a hot
-//! start. Each test is written once over a device; the GPU instances are ignored by default.
+//! platform (tests/common/platform.rs): the CPU trajectory to rounding (shear, grid shift,
+//! solutes of two masses in unwrapped coordinates, stress measured on some steps so that the
+//! fused and the unfused collision both run, reorders on several GPUs; every cell-sum method on
+//! one GPU), fluid + solute momentum conserved by every coupled step, each cell's angular
+//! momentum about its centre of mass conserved by the +a rules (recomputed from the backend's
+//! own state), MPC-AT holding the temperature from a hot start, and device-resident solutes
+//! colliding as host solutes.
 
 mod common;
 
-use mpcbox::backend::SoluteBatch;
-use mpcbox::config::{CollisionRule, Config, DeviceChoice, Thermostat};
+use common::{Platform, Solutes};
+use mpcbox::backend::cpu::CpuBackend;
+use mpcbox::backend::cuda::{CellSumMethod, CudaBackend, DeviceSoluteArrays};
+use mpcbox::backend::{Backend, SoluteBatch};
+use mpcbox::config::{CollisionRule, Config, Thermostat};
 use mpcbox::physics::rules::cross;
 use mpcbox::physics::Physics;
-use mpcbox::rng::CellStream;
 use mpcbox::state::FluidState;
-use mpcbox::Solvent;
+
+common::backend_tests!(
+    every_rule_follows_the_cpu_trajectory,
+    rules_conserve_momentum_in_coupled_steps,
+    plus_a_rules_conserve_each_cells_angular_momentum,
+    mpc_at_holds_the_temperature,
+);
+
+common::backend_tests!(
+    [gpu multi_gpu]
+    device_resident_solutes_collide_as_host_solutes_under_every_rule,
+);
 
 /// The rules beside plain SRD, with the thermostats that make sense for each.
 fn rules() -> Vec<(CollisionRule, Thermostat)> {
@@ -20,93 +36,133 @@ fn rules() -> Vec<(CollisionRule, Thermostat)> {
         angle_deg: 130.0,
         angular_momentum: true,
     };
+    let at = |a| CollisionRule::MpcAt {
+        angular_momentum: a,
+    };
     vec![
-        (
-            CollisionRule::MpcAt {
-                angular_momentum: false,
-            },
-            Thermostat::None,
-        ),
-        (
-            CollisionRule::MpcAt {
-                angular_momentum: true,
-            },
-            Thermostat::None,
-        ),
+        (at(false), Thermostat::None),
+        (at(true), Thermostat::None),
         (srd_a.clone(), Thermostat::None),
         (srd_a, Thermostat::Mbs),
     ]
 }
 
-fn config(
-    cells: [u32; 3],
-    rule: CollisionRule,
-    thermostat: Thermostat,
-    device: &DeviceChoice,
-) -> Config {
-    let mut cfg = common::small_config(cells, 10);
+/// 8 × 24 × 8 cells (up to four GPUs), M = 10, shear 0.05 unless changed, grid shift.
+fn config(rule: CollisionRule, thermostat: Thermostat) -> Config {
+    let mut cfg = common::small_config([8, 24, 8], 10);
     cfg.collision = rule;
     cfg.thermostat = thermostat;
-    cfg.device = device.clone();
+    cfg.shear_rate = 0.05;
     cfg.seed = 77;
     cfg.tuning.reorder_interval = Some(3);
     cfg.validate().unwrap();
     cfg
 }
 
-/// `n` solutes of masses 1 and 10, some outside the box (unwrapped MD coordinates).
-fn solutes(n: usize, cells: [u32; 3], seed: u64) -> (Vec<[f64; 3]>, Vec<[f64; 3]>, Vec<f64>) {
-    let mut r = CellStream::for_particle(seed, 0);
-    let pos = (0..n)
-        .map(|_| {
-            [
-                (1.5 * r.uniform() - 0.25) * cells[0] as f64,
-                (2.0 * r.uniform() - 0.5) * cells[1] as f64,
-                r.uniform() * cells[2] as f64,
-            ]
-        })
-        .collect();
-    let vel = (0..n)
-        .map(|_| [0.3 * r.normal() + 0.2, 0.3 * r.normal(), 0.3 * r.normal()])
-        .collect();
-    let mass = (0..n).map(|i| [1.0, 10.0][i % 2]).collect();
-    (pos, vel, mass)
+/// A quarter of a solute per cell, masses 1 and 10, half of them outside the box in y.
+fn solutes(cfg: &Config) -> Solutes {
+    common::solutes_over_two_y_periods((cfg.n_cells() / 4) as usize, cfg.cells)
 }
 
-fn momentum_of(s: &mut Solvent, vel: &[[f64; 3]], mass: &[f64]) -> [f64; 3] {
-    let mut p = s.moments().unwrap().momentum;
-    for (v, m) in vel.iter().zip(mass) {
-        for k in 0..3 {
-            p[k] += m * v[k];
+/// 10 coupled steps of the CPU reference and of `be`: reports and solute velocities compared
+/// every step, the fluid at the end (velocities 1e-12 relative). Stress is measured every
+/// fourth step (the unfused collision); `reorder` reorders every third step.
+fn compare_with_cpu(cfg: &Config, mut be: Box<dyn Backend>, reorder: bool, what: &str) {
+    let phys = Physics::from_config(cfg);
+    let mut cpu = CpuBackend::new(phys.clone(), FluidState::initial(cfg), 2).unwrap();
+    let (pos, vel0, mass) = solutes(cfg);
+    let (mut vc, mut vg) = (vel0.clone(), vel0);
+    for s in 0..10u64 {
+        let mut bc = SoluteBatch {
+            pos: &pos,
+            vel: &mut vc,
+            mass: &mass,
+        };
+        let rc = cpu
+            .step(&phys.plan(s, s % 4 == 3, false), Some(&mut bc))
+            .unwrap();
+        let mut bg = SoluteBatch {
+            pos: &pos,
+            vel: &mut vg,
+            mass: &mass,
+        };
+        let plan = phys.plan(s, s % 4 == 3, reorder && s % 3 == 2);
+        let rg = be.step(&plan, Some(&mut bg)).unwrap();
+        let at = format!("{what}, step {s}");
+        common::compare_reports(&rc, &rg, 1e-12, 1e-10, &at);
+        common::assert_solute_velocities_close(&vc, &vg, 1e-12, &at);
+    }
+    let (a, b) = (cpu.download().unwrap(), be.download().unwrap());
+    if be.describe().starts_with("cpu") {
+        assert!(a == b, "{what}: the CPU fluid depends on the thread count");
+    }
+    let (w, d) = common::compare_states(&a, &b, 1e-12, what);
+    eprintln!(
+        "{what} ({}): max relative velocity difference to the CPU {w:e}, {d} position \
+         components differ",
+        be.describe()
+    );
+}
+
+/// Every rule follows the CPU trajectory: on the CPU bit for bit with one thread (the
+/// reference runs two), on one GPU to rounding with every cell-sum method that sums in pass 1
+/// (the list method refuses the rules with a clear error), on every count of GPUs from two.
+fn every_rule_follows_the_cpu_trajectory(p: Platform) {
+    for (rule, thermostat) in rules() {
+        let cfg = config(rule.clone(), thermostat);
+        let phys = Physics::from_config(&cfg);
+        let st0 = FluidState::initial(&cfg);
+        let name = format!("{} ({thermostat:?})", phys.rule.name());
+        match p {
+            Platform::Cpu => {
+                let one = CpuBackend::new(phys.clone(), st0.clone(), 1).unwrap();
+                compare_with_cpu(&cfg, Box::new(one), false, &format!("{name}, 1 thread"));
+            }
+            Platform::Gpu => {
+                use CellSumMethod as M;
+                for method in [M::Fused, M::FusedShared, M::Warp, M::Shared, M::Atomics] {
+                    let be = CudaBackend::with_method(phys.clone(), &st0, 0, method).unwrap();
+                    let what = format!("{name}, 1 GPU, {}", method.name());
+                    compare_with_cpu(&cfg, Box::new(be), false, &what);
+                }
+                let mut list = CudaBackend::with_method(phys.clone(), &st0, 0, M::List).unwrap();
+                let plan = phys.plan(0, false, false);
+                let e = list.step(&plan, None).unwrap_err().to_string();
+                assert!(e.contains("list") && e.contains("fix"), "{e}");
+            }
+            Platform::MultiGpu(_) => {
+                for q in p.with_fewer_gpus() {
+                    let Some(q_cfg) = q.config(&cfg) else {
+                        continue;
+                    };
+                    let be = mpcbox::backend::open(&q_cfg, &phys, Some(&st0)).unwrap();
+                    q.check_backend(&be.describe());
+                    compare_with_cpu(&cfg, be, true, &format!("{name}, {q}"));
+                }
+            }
         }
     }
-    p
 }
 
 /// Fluid plus solute momentum is conserved by every coupled step: all components without
 /// shear, y and z under Lees-Edwards shear (x changes through the boundary).
-fn rules_conserve_momentum_in_coupled_steps(device: DeviceChoice) {
+fn rules_conserve_momentum_in_coupled_steps(p: Platform) {
     for (rule, thermostat) in rules() {
         for shear in [0.0, 0.05] {
-            let mut cfg = config([8, 24, 8], rule.clone(), thermostat, &device);
+            let mut cfg = config(rule.clone(), thermostat);
             cfg.shear_rate = shear;
-            let mut s = Solvent::new(cfg.clone()).unwrap();
-            let (pos, mut vel, mass) = solutes(300, cfg.cells, 3);
+            let Some(mut s) = p.solvent(&cfg) else { return };
+            let (pos, mut vel, mass) = solutes(&cfg);
             let scale = s.n_fluid() as f64 + 10.0 * mass.len() as f64;
             for step in 0..8 {
-                let before = momentum_of(&mut s, &vel, &mass);
+                let before = common::fluid_and_solute_momentum(&mut s, &vel, &mass);
                 s.step_with_solutes(&pos, &mut vel, &mass).unwrap();
-                let after = momentum_of(&mut s, &vel, &mass);
-                let first = if shear == 0.0 { 0 } else { 1 };
-                for k in first..3 {
-                    assert!(
-                        (after[k] - before[k]).abs() / scale <= 1e-12,
-                        "{rule:?} {thermostat:?}, shear {shear}, step {step}: momentum {k}: \
-                         {} -> {}",
-                        before[k],
-                        after[k]
-                    );
+                let mut after = common::fluid_and_solute_momentum(&mut s, &vel, &mass);
+                if shear != 0.0 {
+                    after[0] = before[0];
                 }
+                let what = format!("{p}, {rule:?} {thermostat:?}, shear {shear}, step {step}");
+                common::assert_momentum_kept(before, after, scale, &what);
             }
         }
     }
@@ -154,15 +210,17 @@ fn worst_angular_momentum_change(parts: &[Binned]) -> f64 {
 /// The +a rules keep each cell's angular momentum about its centre of mass (1e-12 relative),
 /// fluid and solutes together, checked from the backend's own state: without force or shear
 /// the collision is the only change of velocity, and it moves no particle.
-fn plus_a_rules_conserve_each_cells_angular_momentum(device: DeviceChoice) {
+fn plus_a_rules_conserve_each_cells_angular_momentum(p: Platform) {
     for (rule, thermostat) in rules() {
-        let cfg = config([8, 24, 8], rule.clone(), thermostat, &device);
+        let mut cfg = config(rule.clone(), thermostat);
+        cfg.shear_rate = 0.0;
         let phys = Physics::from_config(&cfg);
         if !phys.rule.conserves_angular_momentum() {
             continue;
         }
-        let mut be = mpcbox::backend::open(&cfg, &phys, None).unwrap();
-        let (pos, vel0, mass) = solutes(400, cfg.cells, 9);
+        let Some(on_p) = p.config(&cfg) else { return };
+        let mut be = mpcbox::backend::open(&on_p, &phys, None).unwrap();
+        let (pos, vel0, mass) = solutes(&cfg);
         for step in 0..4 {
             let before: FluidState = be.download().unwrap();
             let plan = phys.plan(step, false, false);
@@ -176,8 +234,8 @@ fn plus_a_rules_conserve_each_cells_angular_momentum(device: DeviceChoice) {
             let after = be.download().unwrap();
             let mut parts = Vec::with_capacity(after.len() + pos.len());
             for i in 0..after.len() {
-                let p = [after.pos[0][i], after.pos[1][i], after.pos[2][i]];
-                let loc = phys.locate(&plan, [p[0] as f64, p[1] as f64, p[2] as f64]);
+                let x = [after.pos[0][i], after.pos[1][i], after.pos[2][i]];
+                let loc = phys.locate(&plan, [x[0] as f64, x[1] as f64, x[2] as f64]);
                 parts.push(Binned {
                     cell: loc.cell,
                     m: phys.mass,
@@ -197,27 +255,26 @@ fn plus_a_rules_conserve_each_cells_angular_momentum(device: DeviceChoice) {
                 });
             }
             let worst = worst_angular_momentum_change(&parts);
-            println!(
-                "{} ({thermostat:?}), step {step}: worst cell {worst:.1e}",
-                phys.rule.name()
-            );
+            let name = phys.rule.name();
+            println!("{p}, {name} ({thermostat:?}), step {step}: worst cell {worst:.1e}");
             assert!(
                 worst <= 1e-12,
-                "{rule:?}: angular momentum changed by {worst:e}"
+                "{p}, {rule:?}: angular momentum changed by {worst:e}"
             );
         }
     }
 }
 
-/// MPC-AT brings a fluid started 20% too hot to kT within a few steps and holds it, every
-/// rule's momentum conserved meanwhile.
-fn mpc_at_holds_the_temperature(device: DeviceChoice) {
+/// MPC-AT brings a fluid started 20% too hot to kT and holds it (no other thermostat).
+fn mpc_at_holds_the_temperature(p: Platform) {
     for angular_momentum in [false, true] {
         let rule = CollisionRule::MpcAt { angular_momentum };
-        let mut cfg = config([16, 16, 16], rule, Thermostat::None, &device);
+        let mut cfg = config(rule, Thermostat::None);
+        cfg.cells = [16, 16, 16];
+        cfg.shear_rate = 0.0;
         cfg.kt = 1.3;
         cfg.output.equilibration_steps = 20;
-        let mut s = Solvent::new(cfg.clone()).unwrap();
+        let Some(mut s) = p.solvent(&cfg) else { return };
         let mut st = s.fluid_state().unwrap();
         for k in 0..3 {
             for v in st.vel[k].iter_mut() {
@@ -229,75 +286,35 @@ fn mpc_at_holds_the_temperature(device: DeviceChoice) {
             s.step().unwrap();
         }
         let temp = s.stats().temperature.mean().unwrap();
-        println!("MPC-AT (angular momentum {angular_momentum}): kT {temp:.5} (target 1.3)");
-        assert!((temp / 1.3 - 1.0).abs() < 0.01, "temperature {temp}");
+        println!("{p}, MPC-AT (angular momentum {angular_momentum}): kT {temp:.5} (target 1.3)");
+        assert!((temp / 1.3 - 1.0).abs() < 0.01, "{p}: temperature {temp}");
     }
 }
 
-mod cpu {
-    use super::*;
-
-    #[test]
-    fn rules_conserve_momentum_in_coupled_steps() {
-        super::rules_conserve_momentum_in_coupled_steps(DeviceChoice::Cpu);
-    }
-
-    #[test]
-    fn plus_a_rules_conserve_each_cells_angular_momentum() {
-        super::plus_a_rules_conserve_each_cells_angular_momentum(DeviceChoice::Cpu);
-    }
-
-    #[test]
-    fn mpc_at_holds_the_temperature() {
-        super::mpc_at_holds_the_temperature(DeviceChoice::Cpu);
-    }
-}
-
-mod gpu {
-    use super::*;
-
-    #[test]
-    #[ignore = "needs a CUDA GPU"]
-    fn rules_conserve_momentum_in_coupled_steps() {
-        super::rules_conserve_momentum_in_coupled_steps(DeviceChoice::Cuda(vec![0]));
-    }
-
-    #[test]
-    #[ignore = "needs a CUDA GPU"]
-    fn plus_a_rules_conserve_each_cells_angular_momentum() {
-        super::plus_a_rules_conserve_each_cells_angular_momentum(DeviceChoice::Cuda(vec![0]));
-    }
-
-    #[test]
-    #[ignore = "needs a CUDA GPU"]
-    fn mpc_at_holds_the_temperature() {
-        super::mpc_at_holds_the_temperature(DeviceChoice::Cuda(vec![0]));
-    }
-}
-
-mod multi_gpu {
-    use super::*;
-
-    /// Two GPUs: the 24-layer box holds slabs of the minimum thickness for at most that many.
-    fn two_gpus() -> DeviceChoice {
-        DeviceChoice::Cuda(vec![0, 1])
-    }
-
-    #[test]
-    #[ignore = "needs two or more CUDA GPUs"]
-    fn rules_conserve_momentum_in_coupled_steps() {
-        super::rules_conserve_momentum_in_coupled_steps(two_gpus());
-    }
-
-    #[test]
-    #[ignore = "needs two or more CUDA GPUs"]
-    fn plus_a_rules_conserve_each_cells_angular_momentum() {
-        super::plus_a_rules_conserve_each_cells_angular_momentum(two_gpus());
-    }
-
-    #[test]
-    #[ignore = "needs two or more CUDA GPUs"]
-    fn mpc_at_holds_the_temperature() {
-        super::mpc_at_holds_the_temperature(two_gpus());
+/// Device-resident solutes collide as host solutes under every rule (the draws of a solute are
+/// keyed by its position bits, the same in both paths).
+fn device_resident_solutes_collide_as_host_solutes_under_every_rule(p: Platform) {
+    for (rule, thermostat) in rules() {
+        let cfg = config(rule.clone(), thermostat);
+        let Some(mut host) = p.solvent(&cfg) else {
+            return;
+        };
+        let mut dev = p.solvent(&cfg).unwrap();
+        let (pos, vel0, mass) = solutes(&cfg);
+        for step in 0..5 {
+            let mut vh = vel0.clone();
+            host.step_with_solutes(&pos, &mut vh, &mass).unwrap();
+            let arrays = DeviceSoluteArrays::upload(0, &pos, &vel0, &mass).unwrap();
+            dev.step_with_device_solutes(&arrays.solutes()).unwrap();
+            let vd = arrays.velocities().unwrap();
+            let what = format!("{p}, {rule:?} {thermostat:?}, step {step}");
+            p.assert_same_solutes(&vh, &vd, &what);
+        }
+        let what = format!("{p}, {rule:?}");
+        p.assert_same_fluid(
+            &host.fluid_state().unwrap(),
+            &dev.fluid_state().unwrap(),
+            &what,
+        );
     }
 }

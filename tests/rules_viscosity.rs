@@ -1,13 +1,18 @@
 //! Shear viscosities of the collision rules under Lees-Edwards shear (as tests/shear_viscosity.rs
-//! does for SRD) against `physics::theory`: MPC-AT at two collision times, and the
-//! angular-momentum-conserving rules, whose viscosity must match their own formula and not
-//! that of the rule without the correction.
+//! does for SRD) against `physics::theory`, on every platform (tests/common/platform.rs): MPC-AT
+//! at two collision times, and the angular-momentum-conserving rules, whose viscosity must
+//! match their own formula and not that of the rule without the correction.
 
 mod common;
 
+use common::Platform;
 use mpcbox::config::{CollisionRule, Config, Thermostat};
 use mpcbox::physics::theory;
-use mpcbox::Solvent;
+
+common::backend_tests!(
+    mpc_at_viscosity_matches_theory_at_two_collision_times,
+    angular_momentum_conservation_lowers_the_viscosity_as_predicted,
+);
 
 struct Measured {
     eta: f64,
@@ -18,8 +23,10 @@ struct Measured {
     temperature: f64,
 }
 
-fn sheared(rule: CollisionRule, thermostat: Thermostat, h: f64, seed: u64) -> Config {
-    let mut cfg = common::small_config([16, 16, 16], 10);
+/// 16³ cells × 10 (several GPUs: twice as tall, eight layers per slab on four GPUs).
+fn sheared(p: Platform, rule: CollisionRule, thermostat: Thermostat, h: f64, seed: u64) -> Config {
+    let ly = if p.is_multi_gpu() { 32 } else { 16 };
+    let mut cfg = common::small_config([16, ly, 16], 10);
     cfg.collision = rule;
     cfg.thermostat = thermostat;
     cfg.time_step = h;
@@ -31,22 +38,22 @@ fn sheared(rule: CollisionRule, thermostat: Thermostat, h: f64, seed: u64) -> Co
     cfg
 }
 
-fn measure(cfg: &Config, steps: u64) -> Measured {
-    let mut s = Solvent::new(cfg.clone()).unwrap();
+fn measure(p: Platform, cfg: &Config, steps: u64) -> Option<Measured> {
+    let mut s = p.solvent(cfg)?;
     for _ in 0..steps {
         s.step().unwrap();
     }
     let st = s.stats();
     let (k, c) = (&st.viscosity_kinetic, &st.viscosity_collisional);
     let (ke, ce) = (k.std_error().unwrap(), c.std_error().unwrap());
-    Measured {
+    Some(Measured {
         eta: k.mean().unwrap() + c.mean().unwrap(),
         eta_err: (ke * ke + ce * ce).sqrt(),
         kinetic: k.mean().unwrap(),
         collisional: c.mean().unwrap(),
         slope: st.profile_slope().unwrap().0,
         temperature: st.temperature.mean().unwrap(),
-    }
+    })
 }
 
 fn report(what: &str, m: &Measured, theory: (f64, f64)) {
@@ -71,16 +78,17 @@ fn at(angular_momentum: bool) -> CollisionRule {
 
 /// MPC-AT at M = 10, h = 0.1 and h = 0.5: the viscosity within 4% of the formula, the imposed
 /// profile, and the temperature held at kT by the rule itself (no other thermostat).
-#[test]
-fn mpc_at_viscosity_matches_theory_at_two_collision_times() {
+fn mpc_at_viscosity_matches_theory_at_two_collision_times(p: Platform) {
     for (h, steps) in [(0.1, 1600), (0.5, 800)] {
-        let cfg = sheared(at(false), Thermostat::None, h, 31);
-        let m = measure(&cfg, steps);
+        let cfg = sheared(p, at(false), Thermostat::None, h, 31);
+        let Some(m) = measure(p, &cfg, steps) else {
+            return;
+        };
         let th = (
             theory::at_viscosity_kinetic(10.0, 1.0, h),
             theory::at_viscosity_collisional(10.0, h, 1.0),
         );
-        report(&format!("MPC-AT, h = {h}"), &m, th);
+        report(&format!("{p}, MPC-AT, h = {h}"), &m, th);
         let eta_th = th.0 + th.1;
         assert!(
             (m.eta / eta_th - 1.0).abs() < 0.04,
@@ -102,8 +110,7 @@ fn mpc_at_viscosity_matches_theory_at_two_collision_times() {
 
 /// The +a rules at M = 10, h = 0.1: the viscosity matches the +a formula, not the one without
 /// angular-momentum conservation (which is about twice as large for MPC-AT).
-#[test]
-fn angular_momentum_conservation_lowers_the_viscosity_as_predicted() {
+fn angular_momentum_conservation_lowers_the_viscosity_as_predicted(p: Platform) {
     let angle = 130f64.to_radians();
     let srd_a = CollisionRule::Srd {
         angle_deg: 130.0,
@@ -112,7 +119,7 @@ fn angular_momentum_conservation_lowers_the_viscosity_as_predicted() {
     let cases = [
         (
             "MPC-AT+a",
-            sheared(at(true), Thermostat::None, 0.1, 32),
+            sheared(p, at(true), Thermostat::None, 0.1, 32),
             (
                 theory::at_angular_viscosity_kinetic(10.0, 1.0, 0.1),
                 theory::at_angular_viscosity_collisional(10.0, 0.1, 1.0),
@@ -122,7 +129,7 @@ fn angular_momentum_conservation_lowers_the_viscosity_as_predicted() {
         ),
         (
             "SRD+a (MBS)",
-            sheared(srd_a, Thermostat::Mbs, 0.1, 33),
+            sheared(p, srd_a, Thermostat::Mbs, 0.1, 33),
             (
                 theory::srd_angular_viscosity_kinetic(10.0, 1.0, 0.1, angle),
                 theory::srd_angular_viscosity_collisional(10.0, 0.1, 1.0, angle),
@@ -131,8 +138,10 @@ fn angular_momentum_conservation_lowers_the_viscosity_as_predicted() {
         ),
     ];
     for (what, cfg, th, without) in cases {
-        let m = measure(&cfg, 1600);
-        report(what, &m, th);
+        let Some(m) = measure(p, &cfg, 1600) else {
+            return;
+        };
+        report(&format!("{p}, {what}"), &m, th);
         println!("{what}: without angular-momentum conservation the theory gives {without:.4}");
         let eta_th = th.0 + th.1;
         assert!(
