@@ -65,6 +65,7 @@ fn config(l: u32, m: u32, rule: CollisionRule, thermostat: Thermostat, shear: bo
 }
 
 /// Seconds per step of `phys` on `be` (reorder every 20 steps, stress every 10th under shear).
+#[allow(clippy::manual_is_multiple_of)] // rust-version 1.80
 fn time_steps(be: &mut CudaBackend, phys: &Physics, shear: bool, args: &Args) -> f64 {
     let plan = |step: u64| phys.plan(step, shear && step % 10 == 0, (step + 1) % 20 == 0);
     let warmup = args.warmup.max(20);
