@@ -2,7 +2,9 @@
 //!
 //! * **SRD+a**: `v_i' = u + f R(v_i − u) + Δω × (r_i − C)`: the SRD rotation (and MBS factor f)
 //!   followed by the rigid rotation that gives the cell back its angular momentum about its
-//!   centre of mass C.
+//!   centre of mass C. The correction changes the kinetic energy (by zero on average in
+//!   equilibrium), so with MBS the cell's relative energy after the collision is the MBS draw
+//!   only up to that change; the thermostat still holds kT (measured under shear: 1.0002).
 //! * **MPC-AT** (Andersen thermostat rule, Allahyarov & Gompper 2002; Noguchi, Kikuchi &
 //!   Gompper 2007): `v_i' = u + ξ_i − Σ_j m_j ξ_j / Σ_j m_j`, with `ξ_i` a Maxwell-Boltzmann draw
 //!   at kT for the particle's mass. Momentum is conserved, energy is not: the rule is its own
