@@ -117,7 +117,9 @@ kernel_store! {
     "stream.cu" {
         stream_bin_atomic: "mpc_stream_bin_atomic",
         stream_bin_warp: "mpc_stream_bin_warp",
+        stream_bin_shared: "mpc_stream_bin_shared",
         collide_stream_bin: "mpc_collide_stream_bin",
+        collide_stream_bin_shared: "mpc_collide_stream_bin_shared",
         fill_u32: "mpc_fill_u32",
         stream_bin_list: "mpc_stream_bin_list",
         list_sums: "mpc_list_sums",
