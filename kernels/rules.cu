@@ -9,14 +9,15 @@
 #endif
 
 // Pass 1 of slot i under RULE: stream the velocity v from position pos (valid slots), store,
-// bin, add the plain sums and the extended sums (warp-aggregated). All threads must call it.
-template <unsigned int RULE>
+// bin, add the plain sums (BLOCK: with the shared-memory aggregation per block) and the
+// extended sums (warp-aggregated). All threads must call it.
+template <unsigned int RULE, bool BLOCK>
 __device__ __forceinline__ void mpc_rules_bin(const MpcParams &p, const MpcMigration &m, unsigned int i, bool valid,
                                               float pos[3], double v[3], float *__restrict__ px,
                                               float *__restrict__ py, float *__restrict__ pz,
                                               double *__restrict__ vx, double *__restrict__ vy,
                                               double *__restrict__ vz, unsigned int *__restrict__ cellw,
-                                              double *cells, double *ext, double *report, unsigned int agg) {
+                                              double *cells, double *ext, double *report) {
     double kin = 0.0;
     unsigned int cell = 0;
     double wv[3] = {0.0, 0.0, 0.0};
@@ -33,18 +34,20 @@ __device__ __forceinline__ void mpc_rules_bin(const MpcParams &p, const MpcMigra
             mpc_rule_particle_terms<RULE>(p, loc.cell + p.cell_offset, key, p.mass, loc, wv, t);
         }
     }
-    mpc_sum_and_report(p, cells, valid, cell, wv, agg, kin, report);
+    mpc_sum_and_report<BLOCK>(p, cells, valid, cell, wv, kin, report);
     mpc_rule_add_warp<RULE>(ext, valid, cell, t);
 }
 
-// Pass 1 (the atomics, warp and shared methods, or fused with nothing pending) under a rule:
-// as mpc_stream_bin_warp, plus the rule's extended sums into ext.
-extern "C" __global__ void mpc_rules_stream_bin(MpcParams p, unsigned int rule, float *__restrict__ px,
-                                                float *__restrict__ py, float *__restrict__ pz,
-                                                double *__restrict__ vx, double *__restrict__ vy,
-                                                double *__restrict__ vz, unsigned int *__restrict__ cellw,
-                                                double *cells, double *ext, double *report, unsigned int agg,
-                                                MpcMigration m) {
+// Pass 1 under a rule (every method that sums in pass 1, or fused with nothing pending): as
+// mpc_stream_bin_warp / mpc_stream_bin_shared, plus the rule's extended sums into ext. The
+// block aggregation is its own instantiation, so the warp kernels reserve no shared memory.
+template <bool BLOCK>
+__device__ __forceinline__ void mpc_rules_stream_bin_body(MpcParams p, unsigned int rule, float *__restrict__ px,
+                                                          float *__restrict__ py, float *__restrict__ pz,
+                                                          double *__restrict__ vx, double *__restrict__ vy,
+                                                          double *__restrict__ vz, unsigned int *__restrict__ cellw,
+                                                          double *cells, double *ext, double *report,
+                                                          MpcMigration m) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     bool valid = mpc_live(p, cellw, i);
     float pos[3] = {0.0f, 0.0f, 0.0f};
@@ -59,20 +62,39 @@ extern "C" __global__ void mpc_rules_stream_bin(MpcParams p, unsigned int rule, 
     }
     switch (rule) {
         case MPC_RULE_SRD_A:
-            mpc_rules_bin<MPC_RULE_SRD_A>(p, m, i, valid, pos, v, px, py, pz, vx, vy, vz, cellw, cells, ext, report, agg);
+            mpc_rules_bin<MPC_RULE_SRD_A, BLOCK>(p, m, i, valid, pos, v, px, py, pz, vx, vy, vz, cellw, cells, ext,
+                                                 report);
             break;
         case MPC_RULE_AT:
-            mpc_rules_bin<MPC_RULE_AT>(p, m, i, valid, pos, v, px, py, pz, vx, vy, vz, cellw, cells, ext, report, agg);
+            mpc_rules_bin<MPC_RULE_AT, BLOCK>(p, m, i, valid, pos, v, px, py, pz, vx, vy, vz, cellw, cells, ext,
+                                              report);
             break;
         default:
-            mpc_rules_bin<MPC_RULE_AT_A>(p, m, i, valid, pos, v, px, py, pz, vx, vy, vz, cellw, cells, ext, report, agg);
+            mpc_rules_bin<MPC_RULE_AT_A, BLOCK>(p, m, i, valid, pos, v, px, py, pz, vx, vy, vz, cellw, cells, ext,
+                                                report);
             break;
     }
 }
 
+extern "C" __global__ void mpc_rules_stream_bin(MpcParams p, unsigned int rule, float *__restrict__ px,
+                                                float *__restrict__ py, float *__restrict__ pz,
+                                                double *__restrict__ vx, double *__restrict__ vy,
+                                                double *__restrict__ vz, unsigned int *__restrict__ cellw,
+                                                double *cells, double *ext, double *report, MpcMigration m) {
+    mpc_rules_stream_bin_body<false>(p, rule, px, py, pz, vx, vy, vz, cellw, cells, ext, report, m);
+}
+
+extern "C" __global__ void mpc_rules_stream_bin_shared(MpcParams p, unsigned int rule, float *__restrict__ px,
+                                                       float *__restrict__ py, float *__restrict__ pz,
+                                                       double *__restrict__ vx, double *__restrict__ vy,
+                                                       double *__restrict__ vz, unsigned int *__restrict__ cellw,
+                                                       double *cells, double *ext, double *report, MpcMigration m) {
+    mpc_rules_stream_bin_body<true>(p, rule, px, py, pz, vx, vy, vz, cellw, cells, ext, report, m);
+}
+
 // Fused pass under RULE: collide slot i with step n's parameters (pc, cells_prev, ext_prev),
 // then pass 1 of step n+1 into cells_next and ext_next.
-template <unsigned int RULE>
+template <unsigned int RULE, bool BLOCK>
 __device__ __forceinline__ void mpc_rules_collide_bin(const MpcParams &pc, const MpcParams &p, const MpcMigration &m,
                                                       unsigned int i, unsigned int w, float *__restrict__ px,
                                                       float *__restrict__ py, float *__restrict__ pz,
@@ -80,7 +102,7 @@ __device__ __forceinline__ void mpc_rules_collide_bin(const MpcParams &pc, const
                                                       double *__restrict__ vz, unsigned int *__restrict__ cellw,
                                                       const double *__restrict__ cells_prev,
                                                       const double *__restrict__ ext_prev, double *cells_next,
-                                                      double *ext_next, double *report, unsigned int agg) {
+                                                      double *ext_next, double *report) {
     bool valid = w != MPC_DEAD;
     float pos[3] = {0.0f, 0.0f, 0.0f};
     double v[3] = {0.0, 0.0, 0.0};
@@ -92,10 +114,34 @@ __device__ __forceinline__ void mpc_rules_collide_bin(const MpcParams &pc, const
         double cp[8];
         mpc_rule_collide_fluid<RULE>(pc, cells_prev, ext_prev, w, pos, v0, v, cp);
     }
-    mpc_rules_bin<RULE>(p, m, i, valid, pos, v, px, py, pz, vx, vy, vz, cellw, cells_next, ext_next, report, agg);
+    mpc_rules_bin<RULE, BLOCK>(p, m, i, valid, pos, v, px, py, pz, vx, vy, vz, cellw, cells_next, ext_next, report);
 }
 
-// "fused" method under a rule: the collision of step n and pass 1 of step n+1 in one pass.
+// "fused" methods under a rule: the collision of step n and pass 1 of step n+1 in one pass.
+template <bool BLOCK>
+__device__ __forceinline__ void mpc_rules_collide_stream_bin_body(
+    MpcParams pc, MpcParams p, unsigned int rule, float *__restrict__ px, float *__restrict__ py,
+    float *__restrict__ pz, double *__restrict__ vx, double *__restrict__ vy, double *__restrict__ vz,
+    unsigned int *__restrict__ cellw, const double *__restrict__ cells_prev, const double *__restrict__ ext_prev,
+    double *cells_next, double *ext_next, double *report, MpcMigration m) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned int w = i < p.n_fluid ? cellw[i] : MPC_DEAD;
+    switch (rule) {
+        case MPC_RULE_SRD_A:
+            mpc_rules_collide_bin<MPC_RULE_SRD_A, BLOCK>(pc, p, m, i, w, px, py, pz, vx, vy, vz, cellw, cells_prev,
+                                                         ext_prev, cells_next, ext_next, report);
+            break;
+        case MPC_RULE_AT:
+            mpc_rules_collide_bin<MPC_RULE_AT, BLOCK>(pc, p, m, i, w, px, py, pz, vx, vy, vz, cellw, cells_prev,
+                                                      ext_prev, cells_next, ext_next, report);
+            break;
+        default:
+            mpc_rules_collide_bin<MPC_RULE_AT_A, BLOCK>(pc, p, m, i, w, px, py, pz, vx, vy, vz, cellw, cells_prev,
+                                                        ext_prev, cells_next, ext_next, report);
+            break;
+    }
+}
+
 extern "C" __global__ void mpc_rules_collide_stream_bin(MpcParams pc, MpcParams p, unsigned int rule,
                                                         float *__restrict__ px, float *__restrict__ py,
                                                         float *__restrict__ pz, double *__restrict__ vx,
@@ -103,24 +149,22 @@ extern "C" __global__ void mpc_rules_collide_stream_bin(MpcParams pc, MpcParams 
                                                         unsigned int *__restrict__ cellw,
                                                         const double *__restrict__ cells_prev,
                                                         const double *__restrict__ ext_prev, double *cells_next,
-                                                        double *ext_next, double *report, unsigned int agg,
-                                                        MpcMigration m) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    unsigned int w = i < p.n_fluid ? cellw[i] : MPC_DEAD;
-    switch (rule) {
-        case MPC_RULE_SRD_A:
-            mpc_rules_collide_bin<MPC_RULE_SRD_A>(pc, p, m, i, w, px, py, pz, vx, vy, vz, cellw, cells_prev, ext_prev,
-                                                  cells_next, ext_next, report, agg);
-            break;
-        case MPC_RULE_AT:
-            mpc_rules_collide_bin<MPC_RULE_AT>(pc, p, m, i, w, px, py, pz, vx, vy, vz, cellw, cells_prev, ext_prev,
-                                               cells_next, ext_next, report, agg);
-            break;
-        default:
-            mpc_rules_collide_bin<MPC_RULE_AT_A>(pc, p, m, i, w, px, py, pz, vx, vy, vz, cellw, cells_prev, ext_prev,
-                                                 cells_next, ext_next, report, agg);
-            break;
-    }
+                                                        double *ext_next, double *report, MpcMigration m) {
+    mpc_rules_collide_stream_bin_body<false>(pc, p, rule, px, py, pz, vx, vy, vz, cellw, cells_prev, ext_prev,
+                                             cells_next, ext_next, report, m);
+}
+
+extern "C" __global__ void mpc_rules_collide_stream_bin_shared(MpcParams pc, MpcParams p, unsigned int rule,
+                                                               float *__restrict__ px, float *__restrict__ py,
+                                                               float *__restrict__ pz, double *__restrict__ vx,
+                                                               double *__restrict__ vy, double *__restrict__ vz,
+                                                               unsigned int *__restrict__ cellw,
+                                                               const double *__restrict__ cells_prev,
+                                                               const double *__restrict__ ext_prev,
+                                                               double *cells_next, double *ext_next, double *report,
+                                                               MpcMigration m) {
+    mpc_rules_collide_stream_bin_body<true>(pc, p, rule, px, py, pz, vx, vy, vz, cellw, cells_prev, ext_prev,
+                                            cells_next, ext_next, report, m);
 }
 
 // Cell c under RULE: plain sums s and extended sums in ext to the parameters, in place.

@@ -136,31 +136,38 @@ impl CudaBackend {
         }
     }
 
-    /// 1 where the method aggregates each block's plain sums in shared memory.
-    fn rules_aggregation(&self) -> u32 {
+    /// Whether the method aggregates each block's plain sums in shared memory (the `_shared`
+    /// kernels).
+    fn rules_block_aggregation(&self) -> bool {
         matches!(
             self.method,
             CellSumMethod::Shared | CellSumMethod::FusedShared
-        ) as u32
+        )
     }
 
     fn rules_stream_bin(&mut self, p: &KernelParams, margs: &MigrationArgs) -> Result<()> {
         let s = self.dev.stream.clone();
-        let agg = self.rules_aggregation();
+        let k = &self.dev.k;
+        let f = if self.rules_block_aggregation() {
+            &k.rules_stream_bin_shared
+        } else {
+            &k.rules_stream_bin
+        };
         let r = self.rules.as_mut().expect("a rule's buffers");
         let code = r.rule.code();
         s.memset_zeros(&mut self.cell.sums).map_err(drv("memset"))?;
         s.memset_zeros(&mut r.ext).map_err(drv("memset"))?;
         let [px, py, pz] = &mut self.fluid.pos;
         let [vx, vy, vz] = &mut self.fluid.vel;
-        // SAFETY: mpc_rules_stream_bin(MpcParams, u32 rule, float *px, *py, *pz, double *vx,
-        // *vy, *vz, u32 *cellw, double *cells, double *ext, double *report, u32 agg,
-        // MpcMigration): the argument types match; the particle arrays hold p.n_fluid = self.n
-        // slots, cells p.n_cells × 8 doubles, ext p.n_cells × rule.sums_len() doubles (the
-        // stride the kernel uses for `rule`), report 4; `margs` holds this slab's migration
-        // buffers (zeros on one GPU, then never dereferenced). One thread per slot.
+        // SAFETY: mpc_rules_stream_bin and mpc_rules_stream_bin_shared(MpcParams, u32 rule,
+        // float *px, *py, *pz, double *vx, *vy, *vz, u32 *cellw, double *cells, double *ext,
+        // double *report, MpcMigration): the argument types match; the particle arrays hold
+        // p.n_fluid = self.n slots, cells p.n_cells × 8 doubles, ext p.n_cells ×
+        // rule.sums_len() doubles (the stride the kernel uses for `rule`), report 4; `margs`
+        // holds this slab's migration buffers (zeros on one GPU, then never dereferenced). One
+        // thread per slot.
         unsafe {
-            s.launch_builder(&self.dev.k.rules_stream_bin)
+            s.launch_builder(f)
                 .arg(p)
                 .arg(&code)
                 .arg(px)
@@ -173,7 +180,6 @@ impl CudaBackend {
                 .arg(&mut self.cell.sums)
                 .arg(&mut r.ext)
                 .arg(&mut self.report)
-                .arg(&agg)
                 .arg(margs)
                 .launch(grid(self.n))
                 .map_err(drv("rules stream/bin"))?;
@@ -190,7 +196,12 @@ impl CudaBackend {
         margs: &MigrationArgs,
     ) -> Result<()> {
         let s = self.dev.stream.clone();
-        let agg = self.rules_aggregation();
+        let k = &self.dev.k;
+        let f = if self.rules_block_aggregation() {
+            &k.rules_collide_stream_bin_shared
+        } else {
+            &k.rules_collide_stream_bin
+        };
         let missing = || MpcError::Device("fused method without second cell buffers".into());
         let alt = self.cell.alt.as_mut().ok_or_else(missing)?;
         let r = self.rules.as_mut().expect("a rule's buffers");
@@ -200,14 +211,14 @@ impl CudaBackend {
         s.memset_zeros(ext_alt).map_err(drv("memset"))?;
         let [px, py, pz] = &mut self.fluid.pos;
         let [vx, vy, vz] = &mut self.fluid.vel;
-        // SAFETY: mpc_rules_collide_stream_bin(MpcParams pc, MpcParams p, u32 rule, float *px,
-        // *py, *pz, double *vx, *vy, *vz, u32 *cellw, const double *cells_prev, const double
-        // *ext_prev, double *cells_next, double *ext_next, double *report, u32 agg, MpcMigration
-        // m): the argument types match; particle arrays of p.n_fluid = self.n slots; the four
+        // SAFETY: mpc_rules_collide_stream_bin and its _shared twin(MpcParams pc, MpcParams p,
+        // u32 rule, float *px, *py, *pz, double *vx, *vy, *vz, u32 *cellw, const double
+        // *cells_prev, const double *ext_prev, double *cells_next, double *ext_next, double
+        // *report, MpcMigration m): the argument types match; particle arrays of p.n_fluid = self.n slots; the four
         // cell buffers are distinct allocations of p.n_cells × 8 (plain) and p.n_cells ×
         // rule.sums_len() (extended) doubles; report 4; `margs` as in `rules_stream_bin`.
         unsafe {
-            s.launch_builder(&self.dev.k.rules_collide_stream_bin)
+            s.launch_builder(f)
                 .arg(pc)
                 .arg(p)
                 .arg(&code)
@@ -223,7 +234,6 @@ impl CudaBackend {
                 .arg(&mut *alt)
                 .arg(&mut *ext_alt)
                 .arg(&mut self.report)
-                .arg(&agg)
                 .arg(margs)
                 .launch(grid(self.n))
                 .map_err(drv("rules collide/stream/bin"))?;
