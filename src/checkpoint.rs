@@ -11,7 +11,8 @@ use crate::state::FluidState;
 use crate::stats::RunStats;
 
 const MAGIC: &[u8; 8] = b"MPCBOXCK";
-const FORMAT_VERSION: u32 = 1;
+/// 2: the collision rule gained MPC-AT and the angular-momentum flag (issue 12).
+const FORMAT_VERSION: u32 = 2;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Checkpoint {

@@ -138,6 +138,16 @@ kernel_store! {
     "collide.cu" {
         collide: "mpc_collide",
     }
+    "rules.cu" {
+        rules_stream_bin: "mpc_rules_stream_bin",
+        rules_stream_bin_shared: "mpc_rules_stream_bin_shared",
+        rules_collide_stream_bin: "mpc_rules_collide_stream_bin",
+        rules_collide_stream_bin_shared: "mpc_rules_collide_stream_bin_shared",
+        rules_cell_params: "mpc_rules_cell_params",
+        rules_collide: "mpc_rules_collide",
+        rules_solute_bin: "mpc_rules_solute_bin",
+        rules_solute_collide: "mpc_rules_solute_collide",
+    }
     "migrate.cu" {
         immigrate: "mpc_immigrate",
     }

@@ -23,6 +23,7 @@ pub const FLUID_SOURCES: &[(&str, &str)] = &[
         include_str!("../../../kernels/cell_sums.cuh"),
     ),
     ("migrate.cuh", include_str!("../../../kernels/migrate.cuh")),
+    ("rules.cuh", include_str!("../../../kernels/rules.cuh")),
     ("stream.cu", include_str!("../../../kernels/stream.cu")),
     ("solutes.cu", include_str!("../../../kernels/solutes.cu")),
     (
@@ -31,6 +32,7 @@ pub const FLUID_SOURCES: &[(&str, &str)] = &[
     ),
     ("cells.cu", include_str!("../../../kernels/cells.cu")),
     ("collide.cu", include_str!("../../../kernels/collide.cu")),
+    ("rules.cu", include_str!("../../../kernels/rules.cu")),
     ("migrate.cu", include_str!("../../../kernels/migrate.cu")),
     ("observe.cu", include_str!("../../../kernels/observe.cu")),
     ("reorder.cu", include_str!("../../../kernels/reorder.cu")),

@@ -20,6 +20,7 @@ impl CudaBackend {
         let margs = self.begin_migration()?;
         let pending = self.pending.take();
         match (self.method, pending) {
+            (_, pending) if self.rules.is_some() => self.rules_pass1(pending, p, &margs)?,
             (CellSumMethod::Fused | CellSumMethod::FusedShared, Some(pc)) => {
                 self.collide_stream_bin(&pc, p, &margs)?
             }
