@@ -1,6 +1,6 @@
 //! Checkpoints: config, step, fluid state and run statistics, and for coupled runs the MD
 //! engine's state, encoded with postcard behind a magic header and a checksum, written
-//! atomically (temporary file, fsync, rename). Version 1 files (fluid only) are still read.
+//! atomically (temporary file, fsync, rename). Version 2 files (fluid only) are still read.
 
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -14,7 +14,9 @@ use crate::state::FluidState;
 use crate::stats::RunStats;
 
 const MAGIC: &[u8; 8] = b"MPCBOXCK";
-const FORMAT_VERSION: u32 = 2;
+/// 2: the collision rule gained MPC-AT and the angular-momentum flag (issue 12).
+/// 3: coupled runs keep their MD state (issue 11); version 2 files (fluid only) are still read.
+const FORMAT_VERSION: u32 = 3;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Checkpoint {
@@ -37,9 +39,9 @@ pub struct MdCheckpoint {
     pub stats: SoluteStats,
 }
 
-/// The layout of format version 1 (before coupled checkpoints).
+/// The layout of format version 2 (before coupled checkpoints).
 #[derive(Deserialize)]
-struct CheckpointV1 {
+struct CheckpointV2 {
     config: Config,
     step: u64,
     fluid: FluidState,
@@ -79,9 +81,9 @@ impl Checkpoint {
             return Err(bad("not an mpcbox checkpoint (bad header)".into()));
         }
         let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
-        if version != FORMAT_VERSION && version != 1 {
+        if version != FORMAT_VERSION && version != 2 {
             return Err(bad(format!(
-                "format version {version}, this build reads 1 and {FORMAT_VERSION}"
+                "format version {version}, this build reads 2 and {FORMAT_VERSION}"
             )));
         }
         let sum = u64::from_le_bytes(bytes[12..20].try_into().unwrap());
@@ -91,14 +93,14 @@ impl Checkpoint {
                 "checksum mismatch: the file is truncated or corrupted".into()
             ));
         }
-        let ck: Checkpoint = if version == 1 {
-            let v1: CheckpointV1 =
+        let ck: Checkpoint = if version == 2 {
+            let v2: CheckpointV2 =
                 postcard::from_bytes(payload).map_err(|e| bad(format!("cannot decode: {e}")))?;
             Checkpoint {
-                config: v1.config,
-                step: v1.step,
-                fluid: v1.fluid,
-                stats: v1.stats,
+                config: v2.config,
+                step: v2.step,
+                fluid: v2.fluid,
+                stats: v2.stats,
                 md: None,
             }
         } else {
