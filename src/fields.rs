@@ -153,33 +153,6 @@ pub fn field_cell(cells: [u32; 3], pos: [f32; 3]) -> [u32; 3] {
     [c(0), c(1), c(2)]
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn averages_from_sums() {
-        // two cells, 4 samples: cell 0 saw 8 particle samples, cell 1 none
-        let sums = [
-            8.0,
-            8.0,
-            -4.0,
-            0.0,
-            8.0 * 1.0 + 8.0 * 0.25 + 8.0 * 3.0,
-            0.0,
-            0.0,
-            0.0,
-            0.0,
-            0.0,
-        ];
-        let f = FlowFields::from_sums([2, 1, 1], 4, &sums, 1.0);
-        assert_eq!(f.density, vec![2.0, 0.0]);
-        assert_eq!(f.velocity[0], [1.0, -0.5, 0.0]);
-        assert!((f.temperature[0] - (1.0 / 3.0) * (4.25 - 1.25)).abs() < 1e-15);
-        assert!(f.velocity[1][0].is_nan() && f.temperature[1].is_nan());
-    }
-}
-
 /// Writes the flow-field files of a run (`fields_<step>.vti` every `output.field_interval`
 /// steps, and `fields.pvd` listing them with their times); a resumed run keeps the files of
 /// steps up to its start and lists them again.
@@ -230,5 +203,32 @@ impl FieldWriter {
         fields.write_vti(&self.dir.join(&name))?;
         self.files.push((step as f64 * solvent.physics().h, name));
         write_pvd(&self.dir.join("fields.pvd"), &self.files)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn averages_from_sums() {
+        // two cells, 4 samples: cell 0 saw 8 particle samples, cell 1 none
+        let sums = [
+            8.0,
+            8.0,
+            -4.0,
+            0.0,
+            8.0 * 1.0 + 8.0 * 0.25 + 8.0 * 3.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+        ];
+        let f = FlowFields::from_sums([2, 1, 1], 4, &sums, 1.0);
+        assert_eq!(f.density, vec![2.0, 0.0]);
+        assert_eq!(f.velocity[0], [1.0, -0.5, 0.0]);
+        assert!((f.temperature[0] - (1.0 / 3.0) * (4.25 - 1.25)).abs() < 1e-15);
+        assert!(f.velocity[1][0].is_nan() && f.temperature[1].is_nan());
     }
 }
