@@ -96,6 +96,14 @@ impl Checkpoint {
         let ck: Checkpoint = if version == 2 {
             let v2: CheckpointV2 =
                 postcard::from_bytes(payload).map_err(|e| bad(format!("cannot decode: {e}")))?;
+            if v2.config.md.is_some() {
+                // its md section has the layout of an older build, and it holds no MD state
+                return Err(bad(
+                    "format version 2 with an md section: written before coupled checkpoints, \
+                     it cannot continue the MD solutes; fix: start the run again from its config"
+                        .into(),
+                ));
+            }
             Checkpoint {
                 config: v2.config,
                 step: v2.step,
