@@ -2,6 +2,9 @@
 // locate, cell_params, collide, kinetic_stress), operation by operation. f32 positions, f64
 // velocities. Compiled with --fmad=false so that the arithmetic rounds exactly as in Rust.
 #pragma once
+#ifndef MPCBOX_NVRTC
+#include "walls.cuh"
+#endif
 
 // Run constants plus the plan of one step. Layout mirrors `KernelParams` in
 // src/backend/cuda/params.rs (#[repr(C)]): keep both in sync.
@@ -29,6 +32,8 @@ struct MpcParams {
     // n_cells), whole y layers; slab = 0 on one GPU (cell_offset 0, every cell).
     unsigned int cell_offset;
     unsigned int slab;
+    // Walls (kind MPC_WALLS_NONE for a periodic box): walls.cuh.
+    MpcWalls walls;
 };
 
 // Doubles per cell in the cell buffer: raw sums during binning (layout in cell_sums.cuh),
@@ -92,6 +97,16 @@ __device__ __forceinline__ double mpc_flow_velocity(const MpcParams &p, double y
 
 // Physics::stream: returns the new position in pos and velocity in v.
 __device__ __forceinline__ void mpc_stream(const MpcParams &p, float pos[3], double v[3]) {
+    if (p.walls.kind != MPC_WALLS_NONE) {
+        // Physics::stream_walled: bounce-back path, open axes wrapped, kept in the fluid
+        double r[3] = {(double)pos[0], (double)pos[1], (double)pos[2]};
+        mpc_walls_path(p.walls, p.h, p.accel, p.mass, r, v);
+        pos[0] = mpc_wrap_coordinate(r[0], p.length[0]);
+        pos[1] = (float)r[1];
+        pos[2] = p.walls.kind == MPC_WALLS_PIPE ? (float)r[2] : mpc_wrap_coordinate(r[2], p.length[2]);
+        mpc_walls_keep_inside(p.walls, pos);
+        return;
+    }
     double h = p.h;
     double hh = 0.5 * h * h;
     double x = (double)pos[0] + v[0] * h + p.accel[0] * hh;

@@ -161,6 +161,9 @@ pub struct Config {
     /// Solutes simulated by the bundled MD engine and coupled through the collision.
     #[serde(default)]
     pub md: Option<crate::md::MdConfig>,
+    /// Walls confining the fluid (a slit or a pipe; `physics::walls`), None for a periodic box.
+    #[serde(default)]
+    pub walls: Option<crate::physics::walls::WallsConfig>,
 }
 
 fn one() -> f64 {
@@ -351,6 +354,9 @@ impl Config {
                 "run fewer steps per job and resume from checkpoints",
             );
         }
+        if let Some(walls) = &self.walls {
+            walls.validate(self)?;
+        }
         if let Some(md) = &self.md {
             md.validate(self)?;
         }
@@ -361,8 +367,12 @@ impl Config {
         self.cells.iter().map(|&l| l as u64).product()
     }
 
+    /// Fluid particles: M per cell of the box, or per unit volume of the fluid between walls.
     pub fn n_fluid(&self) -> u64 {
-        self.n_cells() * self.particles_per_cell as u64
+        match crate::physics::Walls::from_config(self) {
+            Some(w) => w.fluid_particles(self),
+            None => self.n_cells() * self.particles_per_cell as u64,
+        }
     }
 
     pub fn rotation_angle(&self) -> f64 {

@@ -27,6 +27,8 @@ const PHILOX_W1: u32 = 0xBB67_AE85;
 pub enum CellStreamPurpose {
     RotationAxis = 0,
     Thermostat = 1,
+    /// Virtual particles of cells cut by a wall (`physics::walls`).
+    WallFill = 8,
 }
 
 #[inline(always)]

@@ -56,7 +56,10 @@ impl FluidState {
                 .into_par_iter()
                 .enumerate()
                 .for_each(|(i, (x, y, z, ux, uy, uz))| {
-                    let (p, v) = initial_particle(seed, i as u64, len, sigma);
+                    let (p, v) = match &phys.walls {
+                        Some(w) => w.initial_particle(seed, i as u64, len, sigma),
+                        None => initial_particle(seed, i as u64, len, sigma),
+                    };
                     (*x, *y, *z) = (p[0], p[1], p[2]);
                     (*ux, *uy, *uz) = (v[0], v[1], v[2]);
                 });
@@ -135,6 +138,17 @@ impl FluidState {
                         "particle {i}: velocity component {k} is not finite"
                     ));
                 }
+            }
+        }
+        if let Some(w) = &phys.walls {
+            use crate::physics::walls::WallShape;
+            let inside =
+                |i: usize| w.shape.signed_distance(self.position(i).map(|c| c as f64)) < 0.0;
+            if let Some(i) = (0..n).find(|&i| inside(i)) {
+                return Err(format!(
+                    "particle {i} at {:?} is inside the wall",
+                    self.position(i)
+                ));
             }
         }
         Ok(())

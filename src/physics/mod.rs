@@ -17,6 +17,9 @@
 use crate::config::{Config, Thermostat};
 use crate::rng;
 
+pub mod walls;
+pub use walls::{WallMomentum, Walls};
+
 /// Run constants of the MPC step, derived once from the config.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Physics {
@@ -35,6 +38,8 @@ pub struct Physics {
     /// Velocity jump across the Lees-Edwards plane, γ̇·Ly.
     pub le_velocity: f64,
     pub seed: u64,
+    /// Walls confining the fluid (`walls` module), None for a periodic (or sheared) box.
+    pub walls: Option<Walls>,
 }
 
 /// What differs from one step to the next; the same for every backend and every GPU.
@@ -130,6 +135,7 @@ impl Physics {
             shear_rate: cfg.shear_rate,
             le_velocity: cfg.shear_rate * length[1],
             seed: cfg.seed,
+            walls: Walls::from_config(cfg),
         }
     }
 
@@ -168,10 +174,29 @@ impl Physics {
         self.shear_rate * (y - 0.5 * self.length[1])
     }
 
+    /// [`Physics::stream`], adding the momentum given to walls (if any) to `wall`.
+    #[inline]
+    pub fn stream_accounted(
+        &self,
+        plan: &StepPlan,
+        pos: [f32; 3],
+        vel: [f64; 3],
+        wall: &mut WallMomentum,
+    ) -> ([f32; 3], [f64; 3]) {
+        match &self.walls {
+            Some(w) => self.stream_walled(w, pos, vel, wall),
+            None => self.stream(plan, pos, vel),
+        }
+    }
+
     /// Stream one fluid particle over one step: ballistic motion (with body force), Lees-Edwards
-    /// and periodic wrapping. Returns the new stored position and velocity.
+    /// and periodic wrapping (between walls: [`Physics::stream_walled`]). Returns the new stored
+    /// position and velocity.
     #[inline]
     pub fn stream(&self, plan: &StepPlan, pos: [f32; 3], vel: [f64; 3]) -> ([f32; 3], [f64; 3]) {
+        if let Some(w) = &self.walls {
+            return self.stream_walled(w, pos, vel, &mut [[0.0; 3]; 2]);
+        }
         let h = self.h;
         let a = self.acceleration;
         let hh = 0.5 * h * h;
@@ -367,6 +392,8 @@ fn clamp_index(s: f64, n: u32) -> u32 {
 
 /// Theoretical SRD transport coefficients (3D, with random grid shift), for validation.
 pub mod theory {
+    pub use super::walls::theory::*;
+
     /// Kinetic shear viscosity (Kikuchi et al. 2003; Ihle, Tüzel & Kroll 2005), units m=a=1 scaled.
     pub fn srd_viscosity_kinetic(m_per_cell: f64, kt: f64, h: f64, mass: f64, angle: f64) -> f64 {
         let big_m = m_per_cell;

@@ -9,6 +9,9 @@ use std::sync::{Mutex, OnceLock};
 pub const RNG_CUH: &str = include_str!("../../../kernels/rng.cuh");
 /// `kernels/mpc.cuh`: the per-particle and per-cell step functions (mirror of `src/physics.rs`).
 pub const MPC_CUH: &str = include_str!("../../../kernels/mpc.cuh");
+/// `kernels/walls.cuh`: wall shapes, bounce-back and virtual particles (mirror of
+/// `src/physics/walls/`).
+pub const WALLS_CUH: &str = include_str!("../../../kernels/walls.cuh");
 
 /// The fluid kernels' sources in dependency order: the shared headers (`rng.cuh` and `mpc.cuh`
 /// mirror `src/rng.rs` and `src/physics.rs`; `cell_sums.cuh` and `migrate.cuh` are the device
@@ -17,6 +20,7 @@ pub const MPC_CUH: &str = include_str!("../../../kernels/mpc.cuh");
 /// by `stream.rs`, `migrate.cu` by `multi/migrate.rs`, ...; each file's first line names it).
 pub const FLUID_SOURCES: &[(&str, &str)] = &[
     ("rng.cuh", RNG_CUH),
+    ("walls.cuh", WALLS_CUH),
     ("mpc.cuh", MPC_CUH),
     (
         "cell_sums.cuh",

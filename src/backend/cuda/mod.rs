@@ -147,7 +147,13 @@ impl CudaBackend {
         let n = state.map_or(cfg.n_fluid(), |s| s.len() as u64);
         let (free, _) = dev.free_memory()?;
         check_fits(&dev.describe(), n, cfg.n_cells(), method, free)?;
-        match state {
+        // between walls the initial state is made on the host (`mpc_init_particles` fills
+        // the whole box) and uploaded
+        let walled = match (state, &phys.walls) {
+            (None, Some(_)) => Some(FluidState::initial(cfg)),
+            _ => None,
+        };
+        match state.or(walled.as_ref()) {
             Some(s) => CudaBackend::with_device(dev, phys.clone(), s, method),
             None => {
                 let mut be = CudaBackend::allocate(dev, phys.clone(), n as usize, method)?;
@@ -217,7 +223,7 @@ impl CudaBackend {
         };
         let fluid = FluidBuffers::alloc(&s, n, method, &oom)?;
         let cell = CellBuffers::alloc(&s, ncells, method, &oom)?;
-        let report = s.alloc_zeros::<f64>(4).map_err(oom)?;
+        let report = s.alloc_zeros::<f64>(observe::REPORT_WORDS).map_err(oom)?;
         let moments = MomentBuffers::alloc(&s, phys.cells[1] as usize, &oom)?;
         Ok(CudaBackend {
             dev,
