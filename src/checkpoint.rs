@@ -11,7 +11,8 @@ use crate::state::FluidState;
 use crate::stats::RunStats;
 
 const MAGIC: &[u8; 8] = b"MPCBOXCK";
-const FORMAT_VERSION: u32 = 1;
+/// 2: walls in the config and wall forces in the run statistics.
+const FORMAT_VERSION: u32 = 2;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Checkpoint {

@@ -51,6 +51,8 @@ pub struct Summary {
     pub shear_rate: f64,
     pub profile_slope: Option<ValueWithError>,
     pub viscosity: Option<ViscositySummary>,
+    /// Between walls: the profile fit, viscosity from its curvature, slip, wall forces.
+    pub walls: Option<crate::walls_report::WallsSummary>,
     pub output_directory: PathBuf,
 }
 
@@ -228,11 +230,15 @@ fn summarize(solvent: &mut Solvent, done: u64, wall: f64, dir: &Path) -> Result<
         momentum: o.momentum,
         kinetic_energy: o.kinetic_energy,
         shear_rate: cfg.shear_rate,
-        profile_slope: st.profile_slope().map(|(value, e)| ValueWithError {
-            value,
-            error: Some(e),
-        }),
+        profile_slope: (cfg.walls.is_none())
+            .then(|| st.profile_slope())
+            .flatten()
+            .map(|(value, e)| ValueWithError {
+                value,
+                error: Some(e),
+            }),
         viscosity,
+        walls: crate::walls_report::summarize(solvent),
         output_directory: dir.to_path_buf(),
     })
 }
@@ -246,13 +252,32 @@ fn write_profile(solvent: &Solvent, dir: &Path) -> Result<()> {
     }
     let phys = solvent.physics();
     let prof = st.profile();
+    let walled = crate::walls_report::profile_rows(solvent);
     let mut text = String::from("y,vx_measured,vx_imposed\n");
-    for (i, v) in prof.iter().enumerate() {
-        let y = i as f64 + 0.5;
-        text += &format!("{y},{v:e},{:e}\n", phys.flow_velocity(y));
+    match &walled {
+        Some((name, rows)) => {
+            text = format!("{name},vx_measured,vx_theory\n");
+            for (x, v, th) in rows {
+                text += &format!("{x},{v:e},{th:e}\n");
+            }
+        }
+        None => {
+            for (i, v) in prof.iter().enumerate() {
+                let y = i as f64 + 0.5;
+                text += &format!("{y},{v:e},{:e}\n", phys.flow_velocity(y));
+            }
+        }
     }
     let p = dir.join(PROFILE_CSV);
     std::fs::write(&p, text).map_err(|e| MpcError::io(&p, e))?;
+    if let Some((name, rows)) = walled {
+        return crate::walls_report::plot_profile(
+            &dir.join(PROFILE_SVG),
+            name,
+            &rows,
+            st.profile_samples,
+        );
+    }
 
     let svg = dir.join(PROFILE_SVG);
     let ly = phys.length[1];

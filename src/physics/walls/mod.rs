@@ -109,6 +109,19 @@ impl Walls {
         (self.shape.keep_inside(p), v)
     }
 
+    /// Whether a solute at `pos` (any periodic image along the open axes) lies inside the
+    /// wall. Across the channel positions are taken as they are.
+    pub fn solute_in_wall(&self, phys: &Physics, pos: [f64; 3]) -> bool {
+        let closed = self.shape.closed_axes();
+        let mut r = pos;
+        for k in 0..3 {
+            if !closed[k] {
+                r[k] = super::wrap_f64(r[k], phys.length[k]);
+            }
+        }
+        self.shape.signed_distance(r) < 0.0
+    }
+
     /// The lower corner (unshifted coordinates) of global cell `cell` on the grid of `plan`.
     #[inline]
     pub fn cell_corner(phys: &Physics, plan: &StepPlan, cell: u32) -> [f64; 3] {
