@@ -49,7 +49,9 @@ impl Coupling {
                 md.thermostat,
                 md.settings().clone(),
                 fluid_gpu.unwrap_or(0),
-            ) {
+            )
+            .and_then(|mut g| g.set_walls(md.walls().copied()).map(|_| g))
+            {
                 Ok(g) => Some(g),
                 Err(e) if md_cfg.backend == MdBackend::Auto => {
                     tracing::warn!("MD on the CPU: the GPU MD engine could not start: {e}");

@@ -54,10 +54,12 @@ pub struct ForceReport {
     pub bond_energy: f64,
     /// Σ over pairs and bonds of r_ij · F_ij (conservative forces only).
     pub virial: f64,
+    /// The solutes' energy in the walls' potential (`md::walls`).
+    pub wall_energy: f64,
 }
 
 impl ForceReport {
     pub fn potential_energy(&self) -> f64 {
-        self.pair_energy + self.bond_energy
+        self.pair_energy + self.bond_energy + self.wall_energy
     }
 }

@@ -58,9 +58,18 @@ pub fn translation_unit(sources: &[(&str, &str)]) -> String {
     s
 }
 
-/// The translation unit of the MD kernels: rng.cuh, then md.cu.
+/// `kernels/md_walls.cu`: the GPU MD engine's wall forces (`crate::md::walls`).
+pub const MD_WALLS_CU: &str = include_str!("../../../kernels/md_walls.cu");
+
+/// The translation unit of the MD kernels: rng.cuh, walls.cuh (the wall shapes), md.cu, then
+/// md_walls.cu.
 pub fn md_source() -> String {
-    translation_unit(&[("rng.cuh", RNG_CUH), ("md.cu", MD_CU)])
+    translation_unit(&[
+        ("rng.cuh", RNG_CUH),
+        ("walls.cuh", WALLS_CUH),
+        ("md.cu", MD_CU),
+        ("md_walls.cu", MD_WALLS_CU),
+    ])
 }
 
 pub use super::device::{KERNELS_BY_FILE, KERNEL_NAMES};

@@ -85,6 +85,7 @@ pub use device::{device_memory, driver_present, nvrtc_present, probe, CudaDevice
 pub(crate) use device::{drv, kernel, load_module};
 pub use device_solutes::DeviceSoluteArrays;
 pub use multi::transfer;
+pub(crate) use params::WallParams;
 pub use step::PHASE_NAMES;
 
 use cudarc::driver::{CudaSlice, DriverError};

@@ -40,7 +40,7 @@ pub(super) struct KernelParams {
 /// `kind` says which shape `shape` holds).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct WallParams {
+pub(crate) struct WallParams {
     /// 0 none, 1 slit, 2 pipe (`MPC_WALLS_*`).
     kind: u32,
     no_slip: u32,
@@ -59,7 +59,17 @@ impl WallParams {
         let Some(w) = walls else {
             return WallParams::default();
         };
-        let (kind, shape) = match w.shape {
+        WallParams {
+            no_slip: w.no_slip as u32,
+            fill: w.fill,
+            momentum,
+            ..WallParams::of_shape(&w.shape)
+        }
+    }
+
+    /// The shape alone (the MD engine's wall potential: no fill, no momentum account).
+    pub(crate) fn of_shape(shape: &Shape) -> WallParams {
+        let (kind, shape) = match *shape {
             Shape::Slit(s) => (
                 1,
                 [
@@ -78,14 +88,16 @@ impl WallParams {
         };
         WallParams {
             kind,
-            no_slip: w.no_slip as u32,
-            fill: w.fill,
-            pad: 0,
-            momentum,
             shape,
+            ..WallParams::default()
         }
     }
 }
+
+// SAFETY: `#[repr(C)]` plain old data (u32 words, a u64 device address, f64s; 72 bytes, no
+// padding, checked below) with the layout of `struct MpcWalls` in kernels/walls.cuh; the MD
+// engine passes it with a zero address, which its kernel never dereferences.
+unsafe impl DeviceRepr for WallParams {}
 
 // SAFETY: plain old data with the C layout of `MpcParams` (f64, u64 and u32 fields and
 // arrays, no padding between fields: 264 bytes, checked below), which the kernels take by

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::shapes::{Pipe, Shape, Slit};
 use crate::config::Config;
 use crate::error::ConfigError;
+pub use crate::md::walls::SoluteWall;
 
 /// What a fluid particle that reaches a wall does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -39,6 +40,9 @@ pub enum WallsConfig {
         top_velocity: f64,
         #[serde(default)]
         boundary: WallBoundary,
+        /// The WCA wall potential the bundled MD engine's solutes feel (`md::walls`).
+        #[serde(default)]
+        solutes: SoluteWall,
     },
     /// A cylindrical pipe along x, its axis through the box centre (y, z) = (Ly/2, Lz/2), its
     /// wall moving along x with `velocity`.
@@ -48,6 +52,9 @@ pub enum WallsConfig {
         velocity: f64,
         #[serde(default)]
         boundary: WallBoundary,
+        /// The WCA wall potential the bundled MD engine's solutes feel (`md::walls`).
+        #[serde(default)]
+        solutes: SoluteWall,
     },
 }
 
@@ -66,6 +73,13 @@ impl WallsConfig {
     pub fn boundary(&self) -> WallBoundary {
         match self {
             WallsConfig::Slit { boundary, .. } | WallsConfig::Pipe { boundary, .. } => *boundary,
+        }
+    }
+
+    /// The WCA parameters of the walls for the MD engine's solutes.
+    pub fn solute_wall(&self) -> SoluteWall {
+        match self {
+            WallsConfig::Slit { solutes, .. } | WallsConfig::Pipe { solutes, .. } => *solutes,
         }
     }
 
@@ -124,7 +138,8 @@ impl WallsConfig {
                 check_speed(cfg, "walls.velocity", velocity)?;
             }
         }
-        check_body_force(cfg, self)
+        check_body_force(cfg, self)?;
+        check_solute_wall(self.solute_wall())
     }
 }
 
@@ -217,6 +232,19 @@ fn check_body_force(cfg: &Config, walls: &WallsConfig) -> Result<(), ConfigError
                 ),
                 "push along the walls only (body_force: (fx, 0.0, fz) in a slit, (fx, 0.0, 0.0) \
                  in a pipe)",
+            );
+        }
+    }
+    Ok(())
+}
+
+fn check_solute_wall(w: SoluteWall) -> Result<(), ConfigError> {
+    for (name, v) in [("epsilon", w.epsilon), ("sigma", w.sigma)] {
+        if !(v.is_finite() && v > 0.0) {
+            return err(
+                &format!("walls.solutes.{name}"),
+                format!("must be finite and > 0 (got {v})"),
+                "give the solutes' WCA wall potential, e.g. solutes: (epsilon: 1.0, sigma: 1.0)",
             );
         }
     }
