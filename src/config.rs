@@ -101,7 +101,7 @@ impl Default for OutputConfig {
 }
 
 /// Tuning knobs that do not change the physics beyond rounding.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TuningConfig {
     /// Steps between reorderings of fluid particles by cell (0: never; unset: the backend's
@@ -109,15 +109,6 @@ pub struct TuningConfig {
     pub reorder_interval: Option<u64>,
     /// Worker threads of the CPU backend (0: all cores).
     pub cpu_threads: usize,
-}
-
-impl Default for TuningConfig {
-    fn default() -> Self {
-        TuningConfig {
-            reorder_interval: None,
-            cpu_threads: 0,
-        }
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -179,6 +170,15 @@ fn yes() -> bool {
 /// Largest number of cells: the global cell index is a 32-bit word (also in the RNG counter).
 pub const MAX_CELLS: u64 = u32::MAX as u64;
 
+/// A rejection of `field`: what is wrong and how to fix it.
+fn invalid(field: &str, problem: String, fix: &str) -> Result<(), ConfigError> {
+    Err(ConfigError {
+        field: field.into(),
+        problem,
+        fix: fix.into(),
+    })
+}
+
 impl Config {
     /// Parse and validate RON text.
     pub fn from_ron_str(text: &str) -> Result<Config, ConfigError> {
@@ -205,18 +205,28 @@ impl Config {
             .expect("a Config always serialises")
     }
 
+    /// Check every field; the first problem found is returned, naming the field and the fix.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let err = |field: &str, problem: String, fix: &str| {
-            Err(ConfigError {
-                field: field.into(),
-                problem,
-                fix: fix.into(),
-            })
-        };
+        self.validate_box()?;
+        self.validate_scales()?;
+        self.validate_collision()?;
+        self.validate_flow()?;
+        self.validate_run()?;
+        if let Some(walls) = &self.walls {
+            walls.validate(self)?;
+        }
+        if let Some(md) = &self.md {
+            md.validate(self)?;
+        }
+        Ok(())
+    }
+
+    /// Box edges, cell count and particle count.
+    fn validate_box(&self) -> Result<(), ConfigError> {
         for (k, &l) in self.cells.iter().enumerate() {
             let name = ["cells.0 (Lx)", "cells.1 (Ly)", "cells.2 (Lz)"][k];
             if l < 2 {
-                return err(
+                return invalid(
                     name,
                     format!("must be at least 2 cells (got {l})"),
                     "give each box edge 2 or more collision cells",
@@ -225,21 +235,21 @@ impl Config {
         }
         let ncells: u64 = self.cells.iter().map(|&l| l as u64).product();
         if ncells > MAX_CELLS {
-            return err(
+            return invalid(
                 "cells",
                 format!("{ncells} cells exceed the limit of {MAX_CELLS}"),
                 "use a smaller box (the global cell index is 32 bits)",
             );
         }
         if self.particles_per_cell == 0 {
-            return err(
+            return invalid(
                 "particles_per_cell",
                 "must be at least 1 (got 0)".into(),
                 "set the mean number of fluid particles per cell, typically 5 to 20",
             );
         }
         if ncells.saturating_mul(self.particles_per_cell as u64) > u32::MAX as u64 {
-            return err(
+            return invalid(
                 "particles_per_cell",
                 format!(
                     "{} particles exceed the limit of {} per solvent",
@@ -249,22 +259,27 @@ impl Config {
                 "use a smaller box or fewer particles per cell",
             );
         }
+        Ok(())
+    }
+
+    /// Mass, kT and time step, and how far a particle streams in one step.
+    fn validate_scales(&self) -> Result<(), ConfigError> {
         if !(self.mass.is_finite() && self.mass > 0.0) {
-            return err(
+            return invalid(
                 "mass",
                 format!("must be finite and > 0 (got {})", self.mass),
                 "set a positive particle mass such as 1.0",
             );
         }
         if !(self.kt.is_finite() && self.kt > 0.0) {
-            return err(
+            return invalid(
                 "kT",
                 format!("must be finite and > 0 (got {})", self.kt),
                 "set a positive thermal energy such as 1.0",
             );
         }
         if !(self.time_step.is_finite() && self.time_step > 0.0) {
-            return err(
+            return invalid(
                 "time_step",
                 format!("must be finite and > 0 (got {})", self.time_step),
                 "set a positive collision time step h such as 0.1",
@@ -274,7 +289,7 @@ impl Config {
         let thermal = (self.kt / self.mass).sqrt();
         let max_travel = 10.0 * thermal * self.time_step;
         if max_travel > 0.5 * self.cells.iter().copied().min().unwrap_or(2) as f64 {
-            return err(
+            return invalid(
                 "time_step",
                 format!(
                     "h = {} lets particles stream about {:.2} cells per step",
@@ -283,10 +298,14 @@ impl Config {
                 "reduce time_step so that 10·sqrt(kT/m)·h is below half the smallest box edge",
             );
         }
+        Ok(())
+    }
+
+    fn validate_collision(&self) -> Result<(), ConfigError> {
         match &self.collision {
             CollisionRule::Srd { angle_deg } => {
                 if !(angle_deg.is_finite() && *angle_deg > 0.0 && *angle_deg < 180.0) {
-                    return err(
+                    return invalid(
                         "collision.angle_deg",
                         format!("must lie strictly between 0 and 180 degrees (got {angle_deg})"),
                         "use an SRD rotation angle such as 130.0 or 90.0",
@@ -294,9 +313,14 @@ impl Config {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Body force and Lees-Edwards shear.
+    fn validate_flow(&self) -> Result<(), ConfigError> {
         for (k, f) in self.body_force.iter().enumerate() {
             if !f.is_finite() {
-                return err(
+                return invalid(
                     &format!("body_force.{k}"),
                     format!("must be finite (got {f})"),
                     "give three finite numbers, e.g. (0.0, 0.0, 0.0)",
@@ -304,7 +328,7 @@ impl Config {
             }
         }
         if !self.shear_rate.is_finite() {
-            return err(
+            return invalid(
                 "shear_rate",
                 format!("must be finite (got {})", self.shear_rate),
                 "give the Lees-Edwards shear rate as a finite number, or 0.0 for none",
@@ -312,7 +336,7 @@ impl Config {
         }
         let wall_speed = self.shear_rate.abs() * self.cells[1] as f64;
         if wall_speed * self.time_step > 0.5 {
-            return err(
+            return invalid(
                 "shear_rate",
                 format!(
                     "γ̇·Ly·h = {:.3} cells per step is too strong for the grid",
@@ -321,8 +345,13 @@ impl Config {
                 "lower shear_rate so that shear_rate·Ly·time_step stays below 0.5",
             );
         }
+        Ok(())
+    }
+
+    /// Output sampling, the device list and the run length.
+    fn validate_run(&self) -> Result<(), ConfigError> {
         if self.output.sample_interval == 0 {
-            return err(
+            return invalid(
                 "output.sample_interval",
                 "must be at least 1".into(),
                 "set output.sample_interval to 1 (sample every step) or more",
@@ -330,7 +359,7 @@ impl Config {
         }
         if let DeviceChoice::Cuda(list) = &self.device {
             if list.is_empty() {
-                return err(
+                return invalid(
                     "device",
                     "Cuda([]) names no GPU".into(),
                     "list GPU ordinals, e.g. Cuda([0]), or use Auto / Cpu / AllGpus",
@@ -340,7 +369,7 @@ impl Config {
             sorted.sort_unstable();
             sorted.dedup();
             if sorted.len() != list.len() {
-                return err(
+                return invalid(
                     "device",
                     format!("Cuda({list:?}) names a GPU twice"),
                     "list each GPU ordinal once",
@@ -348,17 +377,11 @@ impl Config {
             }
         }
         if self.steps > (1u64 << 47) {
-            return err(
+            return invalid(
                 "steps",
                 format!("{} steps exceed the limit of 2^47", self.steps),
                 "run fewer steps per job and resume from checkpoints",
             );
-        }
-        if let Some(walls) = &self.walls {
-            walls.validate(self)?;
-        }
-        if let Some(md) = &self.md {
-            md.validate(self)?;
         }
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! The `mpcbox` command: `mpcbox run <config.ron>` and `mpcbox check <config.ron>`.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -10,7 +10,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use mpcbox::config::{Config, DeviceChoice};
 use mpcbox::md::coupled::Coupling;
-use mpcbox::run::{run_job, run_job_with, Progress};
+use mpcbox::md::MdConfig;
+use mpcbox::run::{run_job, run_job_with, Progress, Summary};
 use mpcbox::{Checkpoint, MpcError, Solvent};
 
 #[derive(Parser)]
@@ -57,6 +58,27 @@ struct Bar {
     t0: Instant,
 }
 
+impl Bar {
+    /// A progress bar on stderr when it is a terminal and not `quiet`.
+    fn new(total: u64, quiet: bool) -> Bar {
+        let show = !quiet && std::io::stderr().is_terminal();
+        let bar = show.then(|| {
+            let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+            b.set_style(
+                ProgressStyle::with_template("{bar:40} {pos}/{len} steps, ETA {eta} | {msg}")
+                    .expect("valid template"),
+            );
+            b
+        });
+        Bar {
+            bar,
+            particles: 0,
+            from: 0,
+            t0: Instant::now(),
+        }
+    }
+}
+
 impl Progress for Bar {
     fn start(&mut self, from: u64, to: u64, particles: u64) {
         self.particles = particles;
@@ -96,48 +118,18 @@ fn run(
     quiet: bool,
 ) -> Result<(), MpcError> {
     let device = device.as_deref().map(DeviceChoice::parse_cli).transpose()?;
-    let mut solvent = match (&resume, &config) {
-        (Some(ck), _) => {
-            let mut ck = Checkpoint::load(ck)?;
-            if let Some(c) = &config {
-                let given = Config::from_file(c)?;
-                if given.cells != ck.config.cells
-                    || given.particles_per_cell != ck.config.particles_per_cell
-                {
-                    return Err(MpcError::Checkpoint {
-                        path: c.display().to_string(),
-                        problem: "this config's box or particles_per_cell differs from the checkpoint's; \
-                                  fix: resume with the config the checkpoint was written with (or none)"
-                            .into(),
-                    });
-                }
-                ck.config = given;
-            }
-            if let Some(o) = &output {
-                ck.config.output.directory = o.clone();
-            }
-            Solvent::from_checkpoint(ck, device)?
-        }
-        (None, Some(c)) => {
-            let mut cfg = Config::from_file(c)?;
-            if let Some(d) = device {
-                cfg.device = d;
-            }
-            if let Some(o) = &output {
-                cfg.output.directory = o.clone();
-            }
-            Solvent::new(cfg)?
-        }
-        (None, None) => {
-            return Err(MpcError::Config(mpcbox::ConfigError {
+    let mut solvent =
+        match (&resume, &config) {
+            (Some(ck), _) => resume_solvent(ck, config.as_deref(), device, output.as_deref())?,
+            (None, Some(c)) => new_solvent(c, device, output.as_deref())?,
+            (None, None) => return Err(MpcError::Config(mpcbox::ConfigError {
                 field: "(command line)".into(),
                 problem: "no config given".into(),
                 fix:
                     "run `mpcbox run examples/quickstart.ron` or `mpcbox run --resume <checkpoint>`"
                         .into(),
-            }))
-        }
-    };
+            })),
+        };
     let total = steps.unwrap_or(solvent.config().steps);
     let dir = solvent.config().output.directory.clone();
     tracing::info!(
@@ -148,21 +140,7 @@ fn run(
         output = %dir.display(),
         "starting run"
     );
-    let show = !quiet && std::io::stderr().is_terminal();
-    let bar = show.then(|| {
-        let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-        b.set_style(
-            ProgressStyle::with_template("{bar:40} {pos}/{len} steps, ETA {eta} | {msg}")
-                .expect("valid template"),
-        );
-        b
-    });
-    let mut progress = Bar {
-        bar,
-        particles: 0,
-        from: 0,
-        t0: Instant::now(),
-    };
+    let mut progress = Bar::new(total, quiet);
     let summary = match solvent.config().md.clone() {
         None => run_job(&mut solvent, total, &dir, &mut progress)?,
         Some(md) => {
@@ -173,24 +151,7 @@ fn run(
                     fix: "start runs with an md section from the config, without --resume".into(),
                 }));
             }
-            let mut coupling = Coupling::new(&md, &solvent)?.with_output(&dir)?;
-            tracing::info!(
-                md_particles = coupling.md.sys.len(),
-                md_dt = coupling.md.settings().dt,
-                steps_per_collision = md.steps_per_collision,
-                "MD solutes coupled through the MPC collision"
-            );
-            let s = run_job_with(&mut solvent, total, &dir, &mut progress, &mut |s| {
-                coupling.step(s)
-            })?;
-            let chains = coupling.finish(&dir)?;
-            tracing::info!(
-                rg_mean = chains.rg_mean,
-                com_msd = chains.com_msd,
-                max_bond = chains.max_bond,
-                "chains"
-            );
-            s
+            run_coupled(&mut solvent, &md, total, &dir, &mut progress)?
         }
     };
     tracing::info!(
@@ -204,7 +165,78 @@ fn run(
     Ok(())
 }
 
-fn check(path: &PathBuf) -> Result<(), MpcError> {
+/// The solvent of a checkpoint, with the config given beside it (same box and particles
+/// per cell) and the command line's output directory and device.
+fn resume_solvent(
+    checkpoint: &Path,
+    config: Option<&Path>,
+    device: Option<DeviceChoice>,
+    output: Option<&Path>,
+) -> Result<Solvent, MpcError> {
+    let mut ck = Checkpoint::load(checkpoint)?;
+    if let Some(c) = config {
+        let given = Config::from_file(c)?;
+        if given.cells != ck.config.cells
+            || given.particles_per_cell != ck.config.particles_per_cell
+        {
+            return Err(MpcError::Checkpoint {
+                path: c.display().to_string(),
+                problem: "this config's box or particles_per_cell differs from the checkpoint's; \
+                          fix: resume with the config the checkpoint was written with (or none)"
+                    .into(),
+            });
+        }
+        ck.config = given;
+    }
+    if let Some(o) = output {
+        ck.config.output.directory = o.to_path_buf();
+    }
+    Solvent::from_checkpoint(ck, device)
+}
+
+/// A fresh solvent from a config file, with the command line's device and output directory.
+fn new_solvent(
+    config: &Path,
+    device: Option<DeviceChoice>,
+    output: Option<&Path>,
+) -> Result<Solvent, MpcError> {
+    let mut cfg = Config::from_file(config)?;
+    if let Some(d) = device {
+        cfg.device = d;
+    }
+    if let Some(o) = output {
+        cfg.output.directory = o.to_path_buf();
+    }
+    Solvent::new(cfg)
+}
+
+/// The run with the config's MD solutes coupled through the collision.
+fn run_coupled(
+    solvent: &mut Solvent,
+    md: &MdConfig,
+    total: u64,
+    dir: &Path,
+    progress: &mut Bar,
+) -> Result<Summary, MpcError> {
+    let mut coupling = Coupling::new(md, solvent)?.with_output(dir)?;
+    tracing::info!(
+        md_particles = coupling.md.sys.len(),
+        md_dt = coupling.md.settings().dt,
+        steps_per_collision = md.steps_per_collision,
+        "MD solutes coupled through the MPC collision"
+    );
+    let s = run_job_with(solvent, total, dir, progress, &mut |s| coupling.step(s))?;
+    let chains = coupling.finish(dir)?;
+    tracing::info!(
+        rg_mean = chains.rg_mean,
+        com_msd = chains.com_msd,
+        max_bond = chains.max_bond,
+        "chains"
+    );
+    Ok(s)
+}
+
+fn check(path: &Path) -> Result<(), MpcError> {
     let cfg = Config::from_file(path)?;
     let cpu = mpcbox::memory::cpu_footprint(&cfg);
     println!("config {} is valid", path.display());

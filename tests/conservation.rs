@@ -1,11 +1,21 @@
-//! Conservation laws of the collision and of whole steps, and Galilean invariance.
+//! Conservation laws of the collision and of whole steps, and Galilean invariance. The
+//! whole-step tests run on every platform (tests/common/platform.rs).
 
 mod common;
 
+use common::Platform;
 use mpcbox::config::Thermostat;
 use mpcbox::physics::{CellSums, Physics};
 use mpcbox::rng::CellStream;
 use mpcbox::Solvent;
+
+common::backend_tests!(
+    full_steps_conserve_momentum_and_energy,
+    thermostat_conserves_momentum,
+    shear_conserves_transverse_momentum_and_particle_count,
+    particle_count_is_conserved_under_strong_shear,
+    body_force_adds_momentum_at_the_applied_rate,
+);
 
 fn rel(a: f64, b: f64, scale: f64) -> f64 {
     (a - b).abs() / scale
@@ -83,88 +93,130 @@ fn collision_conserves_momentum_and_energy_and_is_galilean_invariant() {
     }
 }
 
+/// A fluid without shear, force or thermostat, given a net drift.
+struct FreeFluid {
+    cells: [u32; 3],
+    seed: u64,
+    grid_shift: bool,
+    reorder: Option<u64>,
+    steps: usize,
+}
+
 /// Without shear, force or thermostat a full step (streaming + collision) conserves total
-/// momentum and kinetic energy of the whole fluid.
-#[test]
-fn full_steps_conserve_momentum_and_energy() {
-    for grid_shift in [false, true] {
-        let mut cfg = common::small_config([12, 10, 8], 10);
-        cfg.grid_shift = grid_shift;
-        cfg.seed = 3;
-        let mut s = Solvent::new(cfg.clone()).unwrap();
-        let st0 = s.fluid_state().unwrap();
-        // Give the fluid a net momentum so "relative" has a meaningful scale.
-        let mut st = st0.clone();
-        for v in st.vel[0].iter_mut() {
-            *v += 0.3;
+/// momentum and kinetic energy of the whole fluid, and the backend's moments agree with the
+/// downloaded state. The small box with and without grid shift, and a box of four slabs of
+/// six layers with reorders.
+fn full_steps_conserve_momentum_and_energy(p: Platform) {
+    for case in [
+        FreeFluid {
+            cells: [12, 10, 8],
+            seed: 3,
+            grid_shift: false,
+            reorder: None,
+            steps: 20,
+        },
+        FreeFluid {
+            cells: [12, 10, 8],
+            seed: 3,
+            grid_shift: true,
+            reorder: None,
+            steps: 20,
+        },
+        FreeFluid {
+            cells: [12, 24, 8],
+            seed: 5,
+            grid_shift: true,
+            reorder: Some(7),
+            steps: 30,
+        },
+    ] {
+        let mut cfg = common::small_config(case.cells, 10);
+        cfg.grid_shift = case.grid_shift;
+        cfg.seed = case.seed;
+        cfg.tuning.reorder_interval = case.reorder;
+        if let Some(s) = p.solvent(&cfg) {
+            let what = format!("{p}, {:?}, grid shift {}", case.cells, case.grid_shift);
+            free_fluid_conserves_momentum_and_energy(s, case.steps, &what);
         }
-        s.set_fluid_state(&st).unwrap();
-        let p0 = common::total_momentum(&st, 1.0);
-        let e0 = common::kinetic_energy(&st, 1.0);
-        for _ in 0..20 {
-            let before = s.fluid_state().unwrap();
-            s.step().unwrap();
-            let after = s.fluid_state().unwrap();
-            let (pb, pa) = (
-                common::total_momentum(&before, 1.0),
-                common::total_momentum(&after, 1.0),
-            );
-            let eb = common::kinetic_energy(&before, 1.0);
-            let ea = common::kinetic_energy(&after, 1.0);
-            let scale = st.len() as f64; // N·m·sqrt(kT/m)
-            for k in 0..3 {
-                assert!(
-                    (pa[k] - pb[k]).abs() / scale <= 1e-12,
-                    "step momentum {k}: {} -> {}",
-                    pb[k],
-                    pa[k]
-                );
-            }
-            assert!((ea - eb).abs() / eb <= 1e-12, "step energy {eb} -> {ea}");
-        }
-        let after = s.fluid_state().unwrap();
-        let p1 = common::total_momentum(&after, 1.0);
-        assert!(
-            (p1[0] - p0[0]).abs() / p0[0].abs() < 1e-11,
-            "x momentum drift {} -> {}",
-            p0[0],
-            p1[0]
-        );
-        let e1 = common::kinetic_energy(&after, 1.0);
-        assert!((e1 - e0).abs() / e0 < 1e-11, "energy drift {e0} -> {e1}");
     }
 }
 
+fn free_fluid_conserves_momentum_and_energy(mut s: Solvent, steps: usize, what: &str) {
+    let mut st = s.fluid_state().unwrap();
+    // Give the fluid a net momentum so "relative" has a meaningful scale.
+    for v in st.vel[0].iter_mut() {
+        *v += 0.3;
+    }
+    s.set_fluid_state(&st).unwrap();
+    let p0 = common::total_momentum(&st, 1.0);
+    let e0 = common::kinetic_energy(&st, 1.0);
+    let scale = st.len() as f64; // N·m·sqrt(kT/m)
+    let mut before = st;
+    for _ in 0..steps {
+        s.step().unwrap();
+        let after = s.fluid_state().unwrap();
+        let (pb, pa) = (
+            common::total_momentum(&before, 1.0),
+            common::total_momentum(&after, 1.0),
+        );
+        let eb = common::kinetic_energy(&before, 1.0);
+        let ea = common::kinetic_energy(&after, 1.0);
+        common::assert_momentum_kept(pb, pa, scale, &format!("{what}, step"));
+        assert!(
+            (ea - eb).abs() / eb <= 1e-12,
+            "{what}: step energy {eb} -> {ea}"
+        );
+        before = after;
+    }
+    let p1 = common::total_momentum(&before, 1.0);
+    assert!(
+        (p1[0] - p0[0]).abs() / p0[0].abs() < 1e-11,
+        "{what}: x momentum drift {} -> {}",
+        p0[0],
+        p1[0]
+    );
+    let e1 = common::kinetic_energy(&before, 1.0);
+    assert!(
+        (e1 - e0).abs() / e0 < 1e-11,
+        "{what}: energy drift {e0} -> {e1}"
+    );
+    // the backend's moments agree with the downloaded state
+    let m = s.moments().unwrap();
+    for (a, b) in m.momentum.iter().zip(p1) {
+        assert!((a - b).abs() <= 1e-9 * scale, "{what}: moments {a} vs {b}");
+    }
+    assert!(
+        (m.kinetic_energy - e1).abs() <= 1e-12 * e1,
+        "{what}: moments energy {} vs {e1}",
+        m.kinetic_energy
+    );
+    assert_eq!(
+        m.profile_count.iter().sum::<u64>(),
+        before.len() as u64,
+        "{what}"
+    );
+}
+
 /// With the MBS thermostat momentum is still conserved exactly (it scales relative velocities).
-#[test]
-fn thermostat_conserves_momentum() {
+fn thermostat_conserves_momentum(p: Platform) {
     let mut cfg = common::small_config([8, 8, 8], 10);
     cfg.thermostat = Thermostat::Mbs;
-    let mut s = Solvent::new(cfg).unwrap();
+    let Some(mut s) = p.solvent(&cfg) else { return };
     let p0 = common::total_momentum(&s.fluid_state().unwrap(), 1.0);
     for _ in 0..50 {
         s.step().unwrap();
     }
     let p1 = common::total_momentum(&s.fluid_state().unwrap(), 1.0);
-    let n = s.n_fluid() as f64;
-    for k in 0..3 {
-        assert!(
-            (p1[k] - p0[k]).abs() / n <= 1e-12,
-            "momentum {k}: {} -> {}",
-            p0[k],
-            p1[k]
-        );
-    }
+    common::assert_momentum_kept(p0, p1, s.n_fluid() as f64, &p.to_string());
 }
 
 /// Momentum along y and z is conserved under Lees-Edwards shear; x momentum changes only
 /// through boundary crossings (it is not a conserved quantity there), so it is not asserted.
-#[test]
-fn shear_conserves_transverse_momentum_and_particle_count() {
+fn shear_conserves_transverse_momentum_and_particle_count(p: Platform) {
     let mut cfg = common::small_config([8, 8, 8], 10);
     cfg.shear_rate = 0.2;
     cfg.thermostat = Thermostat::Mbs;
-    let mut s = Solvent::new(cfg).unwrap();
+    let Some(mut s) = p.solvent(&cfg) else { return };
     let n0 = s.n_fluid();
     let p0 = common::total_momentum(&s.fluid_state().unwrap(), 1.0);
     for _ in 0..100 {
@@ -177,20 +229,42 @@ fn shear_conserves_transverse_momentum_and_particle_count() {
     for k in 1..3 {
         assert!(
             (p1[k] - p0[k]).abs() / n0 as f64 <= 1e-12,
-            "momentum {k}: {} -> {}",
+            "{p}: momentum {k}: {} -> {}",
             p0[k],
             p1[k]
         );
     }
 }
 
+/// Under strong shear (γ̇ Ly h = 0.48 cells per step, near the config's limit of 0.5) with
+/// the random grid shift, every particle stays accounted for: the backend checks the count every
+/// step, a download finds every particle, the moments count them all.
+fn particle_count_is_conserved_under_strong_shear(p: Platform) {
+    let mut cfg = common::sheared_config([8, 32, 8], 99);
+    cfg.shear_rate = 0.15;
+    cfg.output.sample_interval = 1;
+    cfg.output.equilibration_steps = 50;
+    let Some(mut s) = p.solvent(&cfg) else { return };
+    let n = s.n_fluid();
+    for _ in 0..400 {
+        s.step().unwrap();
+    }
+    let st = s.fluid_state().unwrap();
+    assert_eq!(st.len(), n);
+    let m = s.moments().unwrap();
+    assert_eq!(m.particles as usize, n);
+    assert_eq!(m.profile_count.iter().sum::<u64>() as usize, n);
+    let temp = s.stats().temperature.mean().unwrap();
+    eprintln!("{p}, shear rate 0.15: {n} particles kept, kT {temp:.4}");
+    assert!((temp - 1.0).abs() < 0.02, "{p}: temperature {temp}");
+}
+
 /// A body force adds exactly N·F·h of momentum per step (collisions conserve the rest).
-#[test]
-fn body_force_adds_momentum_at_the_applied_rate() {
+fn body_force_adds_momentum_at_the_applied_rate(p: Platform) {
     let mut cfg = common::small_config([8, 8, 8], 10);
     cfg.body_force = [0.01, 0.0, -0.002];
     cfg.mass = 2.0;
-    let mut s = Solvent::new(cfg.clone()).unwrap();
+    let Some(mut s) = p.solvent(&cfg) else { return };
     let n = s.n_fluid() as f64;
     let p0 = s.moments().unwrap().momentum;
     let steps = 25;
@@ -202,7 +276,7 @@ fn body_force_adds_momentum_at_the_applied_rate() {
         let expected = n * cfg.body_force[k] * cfg.time_step * steps as f64;
         assert!(
             ((p1[k] - p0[k]) - expected).abs() <= 1e-10 * n,
-            "component {k}: gained {} expected {expected}",
+            "{p}: component {k}: gained {} expected {expected}",
             p1[k] - p0[k]
         );
     }

@@ -1,49 +1,29 @@
-//! The coupled step: solutes embedded in the collision through the public Solvent API.
+//! The coupled step: solutes embedded in the collision through the public Solvent API, on
+//! every platform (tests/common/platform.rs): conservation, thermalisation, the split form,
+//! wrapping, bad input, restore, and the same solute and fluid velocities as the CPU.
 
 mod common;
 
+use common::Platform;
 use mpcbox::config::Thermostat;
-use mpcbox::rng::CellStream;
 use mpcbox::{MpcError, Solvent};
 
-fn solutes(
-    n: usize,
-    box_len: [f64; 3],
-    mass: f64,
-    seed: u64,
-) -> (Vec<[f64; 3]>, Vec<[f64; 3]>, Vec<f64>) {
-    let mut r = CellStream::for_particle(seed, 0);
-    let pos = (0..n)
-        .map(|_| {
-            [
-                r.uniform() * box_len[0],
-                r.uniform() * box_len[1],
-                r.uniform() * box_len[2],
-            ]
-        })
-        .collect();
-    let s = (1.0 / mass).sqrt();
-    let vel = (0..n)
-        .map(|_| [s * r.normal(), s * r.normal(), s * r.normal()])
-        .collect();
-    (pos, vel, vec![mass; n])
-}
+common::backend_tests!(
+    fluid_plus_solute_momentum_is_conserved_by_each_coupled_step,
+    solutes_thermalize_to_kt_with_mbs,
+    zero_solutes_is_exactly_the_plain_step,
+    split_form_equals_one_call_form,
+    positions_outside_the_box_are_wrapped_consistently_with_lees_edwards,
+    bad_solute_input_is_rejected_and_leaves_the_solvent_untouched,
+    fluid_restore_repeats_a_coupled_step_exactly,
+    split_coupled_steps_with_unwrapped_solutes_follow_the_cpu,
+    coupled_steps_with_solutes_follow_the_cpu,
+);
 
-fn total_momentum(s: &mut Solvent, vel: &[[f64; 3]], mass: &[f64]) -> [f64; 3] {
-    let mut p = s.moments().unwrap().momentum;
-    for (v, m) in vel.iter().zip(mass) {
-        for k in 0..3 {
-            p[k] += m * v[k];
-        }
-    }
-    p
-}
-
-#[test]
-fn fluid_plus_solute_momentum_is_conserved_by_each_coupled_step() {
+fn fluid_plus_solute_momentum_is_conserved_by_each_coupled_step(p: Platform) {
     let cfg = common::small_config([10, 10, 10], 10);
-    let mut s = Solvent::new(cfg).unwrap();
-    let (pos, mut vel, mut mass) = solutes(700, [10.0; 3], 5.0, 1);
+    let Some(mut s) = p.solvent(&cfg) else { return };
+    let (pos, mut vel, mut mass) = common::thermal_solutes(700, [10.0; 3], 5.0, 1);
     for (i, m) in mass.iter_mut().enumerate() {
         *m = 1.0 + (i % 7) as f64; // mixed masses
     }
@@ -52,41 +32,28 @@ fn fluid_plus_solute_momentum_is_conserved_by_each_coupled_step() {
     }
     let scale: f64 = 10_000.0 + mass.iter().sum::<f64>();
     for _ in 0..20 {
-        let before = total_momentum(&mut s, &vel, &mass);
+        let before = common::fluid_and_solute_momentum(&mut s, &vel, &mass);
         s.step_with_solutes(&pos, &mut vel, &mass).unwrap();
-        let after = total_momentum(&mut s, &vel, &mass);
-        for k in 0..3 {
-            assert!(
-                (after[k] - before[k]).abs() / scale <= 1e-12,
-                "component {k}: {} -> {}",
-                before[k],
-                after[k]
-            );
-        }
+        let after = common::fluid_and_solute_momentum(&mut s, &vel, &mass);
+        common::assert_momentum_kept(before, after, scale, &p.to_string());
     }
 }
 
-#[test]
-fn solutes_thermalize_to_kt_with_mbs() {
+fn solutes_thermalize_to_kt_with_mbs(p: Platform) {
     let mut cfg = common::small_config([12, 12, 12], 10);
     cfg.thermostat = Thermostat::Mbs;
     cfg.kt = 1.0;
-    let mut s = Solvent::new(cfg).unwrap();
+    let Some(mut s) = p.solvent(&cfg) else { return };
     let n = 1200; // ~0.7 solutes per cell
-    let (mut pos, mut vel, mass) = solutes(n, [12.0; 3], 5.0, 2);
+    let (mut pos, mut vel, mass) = common::thermal_solutes(n, [12.0; 3], 5.0, 2);
     for v in vel.iter_mut() {
         *v = [0.0; 3]; // start cold
     }
-    let h = 0.1;
     let mut sum = [0.0; 3];
     let mut samples = 0.0;
     for step in 0..600 {
         // free flight between collisions, as an MD code without forces would do
-        for (p, v) in pos.iter_mut().zip(&vel) {
-            for k in 0..3 {
-                p[k] += v[k] * h;
-            }
-        }
+        common::stream_solutes(&mut pos, &vel);
         s.step_with_solutes(&pos, &mut vel, &mass).unwrap();
         if step >= 150 {
             for (v, m) in vel.iter().zip(&mass) {
@@ -97,23 +64,25 @@ fn solutes_thermalize_to_kt_with_mbs() {
             samples += n as f64;
         }
     }
-    for k in 0..3 {
-        let t = sum[k] / samples;
+    for (k, s_k) in sum.iter().enumerate() {
+        let t = s_k / samples;
         assert!(
             (t - 1.0).abs() < 0.02,
-            "solute <m v_{k}^2> = {t}, expected kT = 1"
+            "{p}: solute <m v_{k}^2> = {t}, expected kT = 1"
         );
     }
 }
 
-#[test]
-fn zero_solutes_is_exactly_the_plain_step() {
+/// (Bit for bit on the CPU; to rounding on GPUs, see `Platform::assert_same_fluid`.)
+fn zero_solutes_is_exactly_the_plain_step(p: Platform) {
     let mut cfg = common::small_config([8, 8, 8], 10);
     cfg.thermostat = Thermostat::Mbs;
     cfg.shear_rate = 0.05;
+    let Some(cfg) = p.config(&cfg) else { return };
     let mut plain = Solvent::new(cfg.clone()).unwrap();
     let mut coupled = Solvent::new(cfg.clone()).unwrap();
     let mut split = Solvent::new(cfg).unwrap();
+    p.check_backend(&plain.backend_description());
     for _ in 0..10 {
         plain.step().unwrap();
         coupled.step_with_solutes(&[], &mut [], &[]).unwrap();
@@ -121,17 +90,19 @@ fn zero_solutes_is_exactly_the_plain_step() {
         split.finish_step(&mut []).unwrap();
     }
     let a = plain.fluid_state().unwrap();
-    assert!(a == coupled.fluid_state().unwrap());
-    assert!(a == split.fluid_state().unwrap());
+    p.assert_same_fluid(&a, &coupled.fluid_state().unwrap(), "coupled");
+    p.assert_same_fluid(&a, &split.fluid_state().unwrap(), "split");
 }
 
-#[test]
-fn split_form_equals_one_call_form() {
+/// (Bit for bit on the CPU; to rounding on GPUs, see `Platform::assert_same_fluid`.)
+fn split_form_equals_one_call_form(p: Platform) {
     let mut cfg = common::small_config([8, 8, 8], 10);
     cfg.thermostat = Thermostat::Mbs;
+    let Some(cfg) = p.config(&cfg) else { return };
     let mut one = Solvent::new(cfg.clone()).unwrap();
     let mut two = Solvent::new(cfg).unwrap();
-    let (pos, vel0, mass) = solutes(300, [8.0; 3], 3.0, 4);
+    p.check_backend(&two.backend_description());
+    let (pos, vel0, mass) = common::thermal_solutes(300, [8.0; 3], 3.0, 4);
     let mut v1 = vel0.clone();
     let mut v2 = vel0.clone();
     for _ in 0..5 {
@@ -141,8 +112,9 @@ fn split_form_equals_one_call_form() {
         two.finish_step(&mut out).unwrap();
         v2 = out;
     }
-    assert_eq!(v1, v2);
-    assert!(one.fluid_state().unwrap() == two.fluid_state().unwrap());
+    p.assert_same_solutes(&v1, &v2, "solute velocities");
+    let fluid = two.fluid_state().unwrap();
+    p.assert_same_fluid(&one.fluid_state().unwrap(), &fluid, "fluid");
     // misuse is an error, not a panic
     two.begin_step(&pos, &v2, &mass).unwrap();
     assert!(two.begin_step(&pos, &v2, &mass).is_err());
@@ -151,15 +123,16 @@ fn split_form_equals_one_call_form() {
     assert!(two.finish_step(&mut short).is_err());
 }
 
-#[test]
-fn positions_outside_the_box_are_wrapped_consistently_with_lees_edwards() {
+fn positions_outside_the_box_are_wrapped_consistently_with_lees_edwards(p: Platform) {
     let mut cfg = common::small_config([8, 8, 8], 10);
     cfg.shear_rate = 0.05;
     cfg.grid_shift = true;
+    let Some(cfg) = p.config(&cfg) else { return };
     let phys = mpcbox::physics::Physics::from_config(&cfg);
-    let (pos, vel, mass) = solutes(200, [8.0; 3], 2.0, 5);
+    let (pos, vel, mass) = common::thermal_solutes(200, [8.0; 3], 2.0, 5);
     let run = |pos: &[[f64; 3]], vel: &[[f64; 3]]| -> Vec<[f64; 3]> {
         let mut s = Solvent::new(cfg.clone()).unwrap();
+        p.check_backend(&s.backend_description());
         let mut v = vel.to_vec();
         s.step_with_solutes(pos, &mut v, &mass).unwrap();
         v
@@ -173,7 +146,10 @@ fn positions_outside_the_box_are_wrapped_consistently_with_lees_edwards() {
     let w = run(&shifted, &vel);
     for (a, b) in reference.iter().zip(&w) {
         for k in 0..3 {
-            assert!((a[k] - b[k]).abs() < 1e-12, "x/z periodic images differ");
+            assert!(
+                (a[k] - b[k]).abs() < 1e-12,
+                "{p}: x/z periodic images differ"
+            );
         }
     }
     // one period up in y is the Lees-Edwards image: x moved by +delta, vx by +shear*Ly
@@ -190,7 +166,7 @@ fn positions_outside_the_box_are_wrapped_consistently_with_lees_edwards() {
     for (a, b) in reference.iter().zip(&w) {
         assert!(
             (b[0] - phys.le_velocity - a[0]).abs() < 1e-9,
-            "LE image vx {} vs {}",
+            "{p}: LE image vx {} vs {}",
             b[0],
             a[0]
         );
@@ -198,65 +174,57 @@ fn positions_outside_the_box_are_wrapped_consistently_with_lees_edwards() {
     }
 }
 
-#[test]
-fn bad_solute_input_is_rejected_and_leaves_the_solvent_untouched() {
-    let cfg = common::small_config([6, 6, 6], 10);
-    let mut s = Solvent::new(cfg).unwrap();
-    s.step().unwrap();
-    let before = s.fluid_state().unwrap();
-    let (pos, vel, mass) = solutes(10, [6.0; 3], 1.0, 6);
-    let cases: Vec<(&str, Vec<[f64; 3]>, Vec<[f64; 3]>, Vec<f64>)> = vec![
+/// Solute arrays the collision must refuse: (field named, positions, velocities, masses).
+type BadSolutes = (&'static str, Vec<[f64; 3]>, Vec<[f64; 3]>, Vec<f64>);
+
+fn bad_solute_cases(pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> Vec<BadSolutes> {
+    let (pos, vel, mass) = (pos.to_vec(), vel.to_vec(), mass.to_vec());
+    let with_pos = |i: usize, k: usize, x: f64| {
+        let mut p = pos.clone();
+        p[i][k] = x;
+        p
+    };
+    let with_vel = |i: usize, k: usize, x: f64| {
+        let mut v = vel.clone();
+        v[i][k] = x;
+        v
+    };
+    let with_mass = |i: usize, x: f64| {
+        let mut m = mass.clone();
+        m[i] = x;
+        m
+    };
+    vec![
         ("lengths", pos.clone(), vel[..9].to_vec(), mass.clone()),
         ("lengths", pos.clone(), vel.clone(), mass[..3].to_vec()),
         (
             "positions",
-            {
-                let mut p = pos.clone();
-                p[3][1] = f64::NAN;
-                p
-            },
+            with_pos(3, 1, f64::NAN),
             vel.clone(),
             mass.clone(),
         ),
-        (
-            "positions",
-            {
-                let mut p = pos.clone();
-                p[0][0] = 1e12;
-                p
-            },
-            vel.clone(),
-            mass.clone(),
-        ),
+        ("positions", with_pos(0, 0, 1e12), vel.clone(), mass.clone()),
         (
             "velocities",
             pos.clone(),
-            {
-                let mut v = vel.clone();
-                v[2][0] = f64::INFINITY;
-                v
-            },
+            with_vel(2, 0, f64::INFINITY),
             mass.clone(),
         ),
-        ("masses", pos.clone(), vel.clone(), {
-            let mut m = mass.clone();
-            m[1] = -1.0;
-            m
-        }),
-        ("masses", pos.clone(), vel.clone(), {
-            let mut m = mass.clone();
-            m[4] = 0.0;
-            m
-        }),
-        ("masses", pos.clone(), vel.clone(), {
-            let mut m = mass.clone();
-            m[5] = f64::NAN;
-            m
-        }),
-    ];
-    for (field, p, mut v, m) in cases {
+        ("masses", pos.clone(), vel.clone(), with_mass(1, -1.0)),
+        ("masses", pos.clone(), vel.clone(), with_mass(4, 0.0)),
+        ("masses", pos.clone(), vel.clone(), with_mass(5, f64::NAN)),
+    ]
+}
+
+fn bad_solute_input_is_rejected_and_leaves_the_solvent_untouched(p: Platform) {
+    let cfg = common::small_config([6, 6, 6], 10);
+    let Some(mut s) = p.solvent(&cfg) else { return };
+    s.step().unwrap();
+    let before = s.fluid_state().unwrap();
+    let (pos, vel, mass) = common::thermal_solutes(10, [6.0; 3], 1.0, 6);
+    for (field, bad_pos, mut v, m) in bad_solute_cases(&pos, &vel, &mass) {
         let v_in = v.clone();
-        match s.step_with_solutes(&p, &mut v, &m) {
+        match s.step_with_solutes(&bad_pos, &mut v, &m) {
             Err(MpcError::Solute {
                 field: f,
                 problem,
@@ -268,18 +236,21 @@ fn bad_solute_input_is_rejected_and_leaves_the_solvent_untouched() {
             other => panic!("{field}: expected a solute error, got {other:?}"),
         }
         assert_eq!(v, v_in, "velocities changed on error");
-        assert!(s.begin_step(&p, &v, &m).is_err());
+        assert!(s.begin_step(&bad_pos, &v, &m).is_err());
     }
     assert_eq!(s.step_count(), 1);
-    assert!(s.fluid_state().unwrap() == before, "fluid changed on error");
+    assert!(
+        s.fluid_state().unwrap() == before,
+        "{p}: fluid changed on error"
+    );
 }
 
-#[test]
-fn fluid_restore_repeats_a_coupled_step_exactly() {
+/// (Bit for bit on the CPU; to rounding on GPUs, see `Platform::assert_same_solutes`.)
+fn fluid_restore_repeats_a_coupled_step_exactly(p: Platform) {
     let mut cfg = common::small_config([8, 8, 8], 10);
     cfg.thermostat = Thermostat::Mbs;
-    let mut s = Solvent::new(cfg).unwrap();
-    let (pos, vel, mass) = solutes(100, [8.0; 3], 4.0, 7);
+    let Some(mut s) = p.solvent(&cfg) else { return };
+    let (pos, vel, mass) = common::thermal_solutes(100, [8.0; 3], 4.0, 7);
     s.step().unwrap();
     let ck = s.checkpoint().unwrap();
     let mut v1 = vel.clone();
@@ -287,5 +258,81 @@ fn fluid_restore_repeats_a_coupled_step_exactly() {
     s.restore(&ck).unwrap();
     let mut v2 = vel.clone();
     s.step_with_solutes(&pos, &mut v2, &mass).unwrap();
-    assert_eq!(v1, v2);
+    p.assert_same_solutes(&v1, &v2, "after restore");
+}
+
+/// The coupled step in its split form (begin/finish, with the transfers on their own streams
+/// on a GPU) against the CPU's one-call form: solutes at 0.7 per cell with unwrapped
+/// coordinates several periods outside the box (Lees-Edwards images in y), shear, MBS and
+/// reorders on. Solute and fluid velocities agree to rounding.
+fn split_coupled_steps_with_unwrapped_solutes_follow_the_cpu(p: Platform) {
+    let mut cfg = common::sheared_config([12, 10, 8], 4242);
+    cfg.tuning.reorder_interval = Some(4);
+    let Some(on_p) = p.config(&cfg) else { return };
+    let mut cpu = Solvent::new(p.reference(&cfg)).unwrap();
+    let mut other = Solvent::new(on_p).unwrap();
+    p.check_backend(&other.backend_description());
+    let (mut pos, mut vc, mass) = common::unwrapped_solutes_three_periods([12.0, 10.0, 8.0]);
+    let mut vo = vc.clone();
+    for step in 0..10 {
+        cpu.step_with_solutes(&pos, &mut vc, &mass).unwrap();
+        other.begin_step(&pos, &vo, &mass).unwrap();
+        let mut out = vec![[0.0; 3]; vo.len()];
+        other.finish_step(&mut out).unwrap();
+        vo = out;
+        common::assert_solute_velocities_close(&vc, &vo, 1e-9, &format!("{p}, step {step}"));
+        common::stream_solutes(&mut pos, &vc); // unwrapped, as an MD code may keep them
+    }
+    let (w, d) = common::compare_states(
+        &cpu.fluid_state().unwrap(),
+        &other.fluid_state().unwrap(),
+        1e-9,
+        &format!("{p}, split coupled"),
+    );
+    eprintln!(
+        "{p}, split coupled, 10 steps: max relative fluid velocity difference {w:e}, \
+         {d} position components differ"
+    );
+    assert!(w <= 1e-9);
+}
+
+/// Coupled steps with solutes (unwrapped coordinates, mixed masses, 0.7 per cell) agree with
+/// the CPU to 1e-12, with and without shear; without shear, fluid + solute momentum is
+/// conserved.
+fn coupled_steps_with_solutes_follow_the_cpu(p: Platform) {
+    for shear in [0.0, 0.05] {
+        let mut cfg = common::sheared_config([8, 24, 8], 99);
+        cfg.shear_rate = shear;
+        cfg.tuning.reorder_interval = Some(4);
+        let Some(on_p) = p.config(&cfg) else { return };
+        let mut cpu = Solvent::new(p.reference(&cfg)).unwrap();
+        let mut other = Solvent::new(on_p).unwrap();
+        p.check_backend(&other.backend_description());
+        let (mut pos, mut vc, mass) = common::unwrapped_solutes_two_periods([8.0, 24.0, 8.0]);
+        let ns = pos.len();
+        let mut vo = vc.clone();
+        let p0 = common::fluid_and_solute_momentum(&mut other, &vo, &mass);
+        for step in 0..10 {
+            cpu.step_with_solutes(&pos, &mut vc, &mass).unwrap();
+            other.step_with_solutes(&pos, &mut vo, &mass).unwrap();
+            let what = format!("{p}, shear {shear}, step {step}");
+            common::assert_solute_velocities_close(&vc, &vo, 1e-12, &what);
+            common::stream_solutes(&mut pos, &vc);
+        }
+        let (w, d) = common::compare_states(
+            &cpu.fluid_state().unwrap(),
+            &other.fluid_state().unwrap(),
+            1e-12,
+            &format!("{p}, coupled, shear {shear}"),
+        );
+        eprintln!(
+            "{p} coupled (shear {shear}): fluid max relative velocity difference {w:e}, \
+             {d} position components differ"
+        );
+        if shear == 0.0 {
+            let p1 = common::fluid_and_solute_momentum(&mut other, &vo, &mass);
+            let scale = ns as f64 + 1536.0 * 10.0;
+            common::assert_momentum_kept(p0, p1, scale, &format!("{p}, fluid + solutes"));
+        }
+    }
 }

@@ -1,54 +1,33 @@
 //! Device-resident solutes (`Solvent::step_with_device_solutes`): the same collision as the
-//! host path, conservation, bad device input refused with nothing changed, and the bundled GPU
-//! MD engine coupled without a host round trip. GPU tests are ignored without a GPU.
+//! host path and the CPU's on one GPU and on several (tests/common/platform.rs), conservation,
+//! bad device input refused with nothing changed, and the bundled GPU MD engine coupled without
+//! a host round trip. GPU tests are ignored without a GPU.
 
 mod common;
 
+use common::{Platform, Solutes};
 use mpcbox::backend::cuda::DeviceSoluteArrays;
 use mpcbox::backend::DeviceSolutes;
 use mpcbox::config::{Config, DeviceChoice, Thermostat};
 use mpcbox::error::MpcError;
-use mpcbox::rng::CellStream;
 use mpcbox::Solvent;
 
-/// `n` solutes of mixed masses spread over (and beyond) an `l`-cell box.
-fn solutes(n: usize, l: [u32; 3], seed: u64) -> (Vec<[f64; 3]>, Vec<[f64; 3]>, Vec<f64>) {
-    let mut r = CellStream::for_particle(seed, 0);
-    let pos = (0..n)
-        .map(|i| {
-            // some far outside the box: wrapped through several periods
-            let out = if i % 7 == 0 { 3.0 } else { 1.0 };
-            [
-                (r.uniform() * out - 0.5 * (out - 1.0)) * l[0] as f64,
-                (r.uniform() * out - 0.5 * (out - 1.0)) * l[1] as f64,
-                r.uniform() * l[2] as f64,
-            ]
-        })
-        .collect();
-    let vel = (0..n)
-        .map(|_| [0.3 * r.normal(), 0.3 * r.normal(), 0.3 * r.normal()])
-        .collect();
-    let mass = (0..n).map(|i| [1.0, 5.0, 10.0][i % 3]).collect();
-    (pos, vel, mass)
-}
+common::backend_tests!(
+    [gpu multi_gpu]
+    device_solutes_collide_as_host_solutes,
+    device_coupled_steps_conserve_momentum,
+);
 
-fn gpu_config(cells: [u32; 3], shear: f64) -> Config {
+fn device_config(cells: [u32; 3], shear: f64) -> Config {
     let mut cfg = common::small_config(cells, 10);
-    cfg.device = DeviceChoice::Cuda(vec![0]);
     cfg.thermostat = Thermostat::Mbs;
     cfg.shear_rate = shear;
     cfg.tuning.reorder_interval = Some(3);
     cfg
 }
 
-fn momentum(s: &mut Solvent, vel: &[[f64; 3]], mass: &[f64]) -> [f64; 3] {
-    let mut p = s.moments().unwrap().momentum;
-    for (v, m) in vel.iter().zip(mass) {
-        for k in 0..3 {
-            p[k] += m * v[k];
-        }
-    }
-    p
+fn one_gpu(cfg: Config) -> Config {
+    Platform::Gpu.config(&cfg).expect("one GPU runs any box")
 }
 
 // ---------- no GPU needed ----------
@@ -83,50 +62,94 @@ fn a_cpu_fluid_refuses_device_solutes_and_stays_unchanged() {
 
 // ---------- GPU ----------
 
-/// Host arrays and the same arrays on the device give the same step to rounding (only the
-/// order of the f64 atomic cell sums differs), with shear, MBS, reorders and wrapped solutes.
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn device_solutes_collide_as_host_solutes() {
-    let cfg = gpu_config([8, 12, 8], 0.05);
-    let (pos, vel0, mass) = solutes(700, cfg.cells, 5);
-    let mut host = Solvent::new(cfg.clone()).unwrap();
-    let mut dev = Solvent::new(cfg).unwrap();
-    let mut vel = vel0.clone();
-    let mut arrays = DeviceSoluteArrays::upload(0, &pos, &vel0, &mass).unwrap();
-    for step in 0..8 {
-        host.step_with_solutes(&pos, &mut vel, &mass).unwrap();
-        dev.step_with_device_solutes(&arrays.solutes()).unwrap();
-        let got = arrays.velocities().unwrap();
-        common::assert_solute_velocities_close(&vel, &got, 1e-12, &format!("step {step}"));
-        // keep the two runs on one trajectory (rounding would otherwise grow)
-        arrays = DeviceSoluteArrays::upload(0, &pos, &vel, &mass).unwrap();
+/// A set-up of the device-solute collision test.
+struct DeviceCase {
+    cfg: Config,
+    solutes: Solutes,
+    steps: usize,
+    /// Each step starts from the last step's velocities (else from the initial ones).
+    carry_velocities: bool,
+}
+
+/// Host arrays and the same arrays on the device (on several GPUs: held by the first GPU and
+/// read by all) give the same step to rounding, and the CPU's (only the order of the f64
+/// atomic cell sums differs), with shear, MBS, reorders and wrapped solutes: 700 solutes, every
+/// seventh far outside the box, carried from step to step; 2000 solutes over two y periods,
+/// the same velocities every step, eight layers per GPU.
+fn device_solutes_collide_as_host_solutes(p: Platform) {
+    let carried = device_config([8, 12, 8], 0.05);
+    let mut repeated = device_config([8, 8 * p.gpus() as u32, 8], 0.05);
+    repeated.tuning.reorder_interval = Some(4);
+    let cases = [
+        DeviceCase {
+            solutes: common::solutes_partly_outside(700, carried.cells, 5),
+            cfg: carried,
+            steps: 8,
+            carry_velocities: true,
+        },
+        DeviceCase {
+            solutes: common::solutes_over_two_y_periods(2000, repeated.cells),
+            cfg: repeated,
+            steps: 6,
+            carry_velocities: false,
+        },
+    ];
+    for case in cases {
+        device_and_host_solutes_follow_the_cpu(p, case);
     }
-    let (a, b) = (host.fluid_state().unwrap(), dev.fluid_state().unwrap());
-    common::compare_states(&a, &b, 1e-12, "fluid after 8 coupled steps");
+}
+
+fn device_and_host_solutes_follow_the_cpu(p: Platform, case: DeviceCase) {
+    let Some(on_p) = p.config(&case.cfg) else {
+        return;
+    };
+    let (pos, vel0, mass) = case.solutes;
+    let mut cpu = Solvent::new(p.reference(&case.cfg)).unwrap();
+    let mut host = Solvent::new(on_p.clone()).unwrap();
+    let mut dev = Solvent::new(on_p).unwrap();
+    p.check_backend(&dev.backend_description());
+    let mut vel = vel0.clone();
+    for step in 0..case.steps {
+        let what = format!("{p}, {:?}, step {step}", case.cfg.cells);
+        let mut v_cpu = vel.clone();
+        cpu.step_with_solutes(&pos, &mut v_cpu, &mass).unwrap();
+        let mut v_host = vel.clone();
+        host.step_with_solutes(&pos, &mut v_host, &mass).unwrap();
+        let arrays = DeviceSoluteArrays::upload(0, &pos, &vel, &mass).unwrap();
+        dev.step_with_device_solutes(&arrays.solutes()).unwrap();
+        let v_dev = arrays.velocities().unwrap();
+        common::assert_solute_velocities_close(&v_host, &v_dev, 1e-12, &format!("{what}, device"));
+        common::assert_solute_velocities_close(&v_cpu, &v_host, 1e-12, &format!("{what}, host"));
+        common::assert_solute_velocities_close(&v_cpu, &v_dev, 1e-12, &format!("{what}, CPU"));
+        // keep the runs on one trajectory (rounding would otherwise grow)
+        if case.carry_velocities {
+            vel = v_cpu;
+        }
+    }
+    let (a, b, c) = (
+        cpu.fluid_state().unwrap(),
+        host.fluid_state().unwrap(),
+        dev.fluid_state().unwrap(),
+    );
+    common::compare_states(&b, &c, 1e-12, &format!("{p}, device path fluid"));
+    common::compare_states(&a, &b, 1e-12, &format!("{p}, host path fluid"));
+    common::compare_states(&a, &c, 1e-12, &format!("{p}, device path fluid vs CPU"));
 }
 
 /// Without shear, fluid + solute momentum is conserved by every device-resident step.
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn device_coupled_steps_conserve_momentum() {
-    let mut cfg = gpu_config([10, 10, 10], 0.0);
+fn device_coupled_steps_conserve_momentum(p: Platform) {
+    let mut cfg = device_config([10, 10, 10], 0.0);
     cfg.thermostat = Thermostat::None;
-    let (pos, vel, mass) = solutes(3000, cfg.cells, 9);
-    let mut s = Solvent::new(cfg).unwrap();
+    let (pos, vel, mass) = common::solutes_partly_outside(3000, cfg.cells, 9);
+    let Some(mut s) = p.solvent(&cfg) else { return };
     let arrays = DeviceSoluteArrays::upload(0, &pos, &vel, &mass).unwrap();
-    let mut p0 = momentum(&mut s, &vel, &mass);
+    let mut p0 = common::fluid_and_solute_momentum(&mut s, &vel, &mass);
     let scale = mass.iter().sum::<f64>() + s.n_fluid() as f64;
     for _ in 0..20 {
         s.step_with_device_solutes(&arrays.solutes()).unwrap();
         let v = arrays.velocities().unwrap();
-        let p1 = momentum(&mut s, &v, &mass);
-        for k in 0..3 {
-            assert!(
-                (p1[k] - p0[k]).abs() <= 1e-12 * scale,
-                "momentum {p0:?} -> {p1:?}"
-            );
-        }
+        let p1 = common::fluid_and_solute_momentum(&mut s, &v, &mass);
+        common::assert_momentum_kept(p0, p1, scale, &p.to_string());
         p0 = p1;
     }
 }
@@ -136,8 +159,8 @@ fn device_coupled_steps_conserve_momentum() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn bad_device_input_is_refused_and_changes_nothing() {
-    let cfg = gpu_config([6, 6, 6], 0.0);
-    let (pos, vel, mass) = solutes(100, cfg.cells, 3);
+    let cfg = one_gpu(device_config([6, 6, 6], 0.0));
+    let (pos, vel, mass) = common::solutes_partly_outside(100, cfg.cells, 3);
     let mut s = Solvent::new(cfg).unwrap();
     s.step().unwrap();
     let before = s.fluid_state().unwrap();
@@ -220,8 +243,8 @@ fn solutes_on_another_gpu_are_refused() {
         eprintln!("one GPU: nothing to check");
         return;
     }
-    let cfg = gpu_config([6, 6, 6], 0.0);
-    let (pos, vel, mass) = solutes(50, cfg.cells, 4);
+    let cfg = one_gpu(device_config([6, 6, 6], 0.0));
+    let (pos, vel, mass) = common::solutes_partly_outside(50, cfg.cells, 4);
     let mut s = Solvent::new(cfg).unwrap();
     let elsewhere = DeviceSoluteArrays::upload(1, &pos, &vel, &mass).unwrap();
     match s.step_with_device_solutes(&elsewhere.solutes()) {

@@ -1,13 +1,17 @@
-//! The CUDA backend against the CPU reference: random draws bit for bit, whole steps to
-//! rounding, reorder, solutes, memory refusal. Tests that need a GPU are ignored by default
+//! The CUDA backend against the CPU reference where it is GPU-specific: random draws bit for
+//! bit, every cell-sum method's steps to rounding, the initial state, memory refusal, device
+//! selection; and the platform matrix's own set-up (tests/common/platform.rs). Physics and
+//! behaviour on every platform: the matrix tests (conservation, thermostat, shear_viscosity,
+//! coupling, reproducibility, device_solutes). Tests that need a GPU are ignored by default
 //! (`cargo test -- --include-ignored` on a machine with one); the rest run everywhere.
 
 mod common;
 
+use common::Platform;
 use mpcbox::backend::cpu::CpuBackend;
 use mpcbox::backend::cuda::{self, CellSumMethod, CudaBackend, CudaDevice};
 use mpcbox::backend::{Backend, SoluteBatch};
-use mpcbox::config::{Config, DeviceChoice, Thermostat};
+use mpcbox::config::{Config, DeviceChoice};
 use mpcbox::error::MpcError;
 use mpcbox::physics::Physics;
 use mpcbox::rng::{self, CellStream};
@@ -72,15 +76,48 @@ fn multi_gpu_without_gpus_and_missing_gpu_give_clear_errors() {
     }
 }
 
+/// The matrix runs a box on as many GPUs as it has slabs of the minimum thickness for, and
+/// compares several GPUs with a CPU run that keeps the particles in their initial order.
+#[test]
+fn matrix_platforms_fit_the_box_and_pick_the_cpu_reference() {
+    let mut cfg = common::small_config([12, 10, 8], 10);
+    assert_eq!(Platform::Cpu.fit(&cfg), Some(Platform::Cpu));
+    assert_eq!(Platform::Gpu.fit(&cfg), Some(Platform::Gpu));
+    // kT = m = 1, h = 0.1: slabs of at least four layers
+    assert_eq!(Platform::MultiGpu(4).fit(&cfg), Some(Platform::MultiGpu(2)));
+    cfg.cells = [8, 24, 8];
+    assert_eq!(Platform::MultiGpu(4).fit(&cfg), Some(Platform::MultiGpu(4)));
+    assert_eq!(
+        Platform::MultiGpu(3).config(&cfg).unwrap().device,
+        DeviceChoice::Cuda(vec![0, 1, 2])
+    );
+    cfg.cells = [6, 6, 6];
+    assert_eq!(Platform::MultiGpu(2).fit(&cfg), None);
+    assert_eq!(
+        Platform::Gpu.config(&cfg).unwrap().device,
+        DeviceChoice::Cuda(vec![0])
+    );
+    cfg.tuning.reorder_interval = Some(4);
+    for p in [Platform::Cpu, Platform::Gpu, Platform::MultiGpu(2)] {
+        let r = p.reference(&cfg);
+        assert_eq!(r.device, DeviceChoice::Cpu);
+        let order_kept = if p.is_multi_gpu() { 0 } else { 4 };
+        assert_eq!(r.tuning.reorder_interval, Some(order_kept), "{p}");
+    }
+    assert_eq!(
+        Platform::MultiGpu(4).with_fewer_gpus(),
+        [2, 3, 4].map(Platform::MultiGpu)
+    );
+    Platform::Cpu.check_backend("cpu (2 threads)");
+    Platform::Gpu.check_backend("cuda:0 NVIDIA H200 (fused cell sums)");
+    Platform::MultiGpu(2)
+        .check_backend("cuda:0,1 2 × NVIDIA H200 (fused cell sums, y slabs [12, 12], peer)");
+}
+
 // ---------- GPU ----------
 
-fn gpu_config(cells: [u32; 3], m: u32) -> Config {
-    let mut cfg = common::small_config(cells, m);
-    cfg.shear_rate = 0.05;
-    cfg.thermostat = Thermostat::Mbs;
-    cfg.grid_shift = true;
-    cfg.seed = 4242;
-    cfg
+fn gpu_config(cells: [u32; 3]) -> Config {
+    common::sheared_config(cells, 4242)
 }
 
 #[test]
@@ -140,7 +177,7 @@ fn gpu_cell_draws_equal_the_cpu_bit_for_bit() {
 
 /// Steps both backends from the same state with the same plans; solutes optional.
 fn agree_with_cpu(method: CellSumMethod, reorder_every: u64, with_solutes: bool) {
-    let cfg = gpu_config([12, 10, 8], 10);
+    let cfg = gpu_config([12, 10, 8]);
     let phys = Physics::from_config(&cfg);
     let st0 = FluidState::initial(&cfg);
     let mut cpu = CpuBackend::new(phys.clone(), st0.clone(), 2).unwrap();
@@ -278,7 +315,7 @@ fn gpu_generates_the_cpu_initial_state_bit_for_bit() {
         ([40, 36, 30], 0.0),
         ([64, 64, 64], 0.02),
     ] {
-        let mut cfg = gpu_config(cells, 10);
+        let mut cfg = gpu_config(cells);
         cfg.shear_rate = shear;
         let phys = Physics::from_config(&cfg);
         let t0 = std::time::Instant::now();
@@ -315,21 +352,6 @@ fn gpu_generates_the_cpu_initial_state_bit_for_bit() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn gpu_download_upload_round_trip() {
-    let cfg = gpu_config([8, 8, 8], 5);
-    let phys = Physics::from_config(&cfg);
-    let st = FluidState::initial(&cfg);
-    let mut gpu = CudaBackend::new(phys, &st, 0).unwrap();
-    assert_eq!(gpu.download().unwrap(), st);
-    let mut st2 = st.clone();
-    st2.vel[1][3] = 0.25;
-    gpu.upload(&st2).unwrap();
-    assert_eq!(gpu.download().unwrap(), st2);
-    assert_eq!(gpu.n_fluid(), st.len());
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU"]
 fn gpu_oversize_config_is_refused_before_allocation() {
     let mut cfg = common::small_config([1024, 1024, 300], 10);
     cfg.device = DeviceChoice::Cuda(vec![0]);
@@ -353,70 +375,22 @@ fn gpu_oversize_config_is_refused_before_allocation() {
     assert!(t0.elapsed().as_secs_f64() < 30.0);
 }
 
-/// The coupled step on the GPU through the public Solvent API, split form (begin/finish, with
-/// the transfers on their own streams), against the CPU backend: solutes at 0.7 per cell with
-/// unwrapped coordinates several periods outside the box (Lees-Edwards images in y), shear and
-/// MBS on. Solute and fluid velocities agree to rounding.
+/// `device: AllGpus` runs the slab decomposition where there are several GPUs; a state
+/// survives download → upload.
 #[test]
-#[ignore = "needs a CUDA GPU"]
-fn gpu_split_coupled_steps_with_unwrapped_solutes_agree_with_cpu() {
-    use mpcbox::Solvent;
-    let mut cfg = gpu_config([12, 10, 8], 10);
-    cfg.shear_rate = 0.05;
-    cfg.thermostat = Thermostat::Mbs;
-    cfg.tuning.reorder_interval = Some(4);
-    let mut cpu_cfg = cfg.clone();
-    cpu_cfg.device = DeviceChoice::Cpu;
-    let mut gpu_cfg = cfg.clone();
-    gpu_cfg.device = DeviceChoice::Cuda(vec![0]);
-    let mut cpu = Solvent::new(cpu_cfg).unwrap();
-    let mut gpu = Solvent::new(gpu_cfg).unwrap();
-    assert!(
-        gpu.backend_description().starts_with("cuda"),
-        "{}",
-        gpu.backend_description()
-    );
-    let ns = (0.7 * 12.0 * 10.0 * 8.0) as usize;
-    let mut r = CellStream::for_particle(8, 8);
-    let len = [12.0, 10.0, 8.0];
-    let mut pos: Vec<[f64; 3]> = (0..ns)
-        .map(|_| {
-            let k = [
-                (r.next_u32() % 7) as f64 - 3.0,
-                (r.next_u32() % 7) as f64 - 3.0,
-                (r.next_u32() % 7) as f64 - 3.0,
-            ];
-            [
-                r.uniform() * len[0] + k[0] * len[0],
-                r.uniform() * len[1] + k[1] * len[1],
-                r.uniform() * len[2] + k[2] * len[2],
-            ]
-        })
-        .collect();
-    let mass: Vec<f64> = (0..ns).map(|i| 2.0 + (i % 3) as f64).collect();
-    let mut vc: Vec<[f64; 3]> = (0..ns)
-        .map(|_| [r.normal(), r.normal(), r.normal()])
-        .collect();
-    let mut vg = vc.clone();
-    for step in 0..10 {
-        cpu.step_with_solutes(&pos, &mut vc, &mass).unwrap();
-        gpu.begin_step(&pos, &vg, &mass).unwrap();
-        let mut out = vec![[0.0; 3]; ns];
-        gpu.finish_step(&mut out).unwrap();
-        vg = out;
-        common::assert_solute_velocities_close(&vc, &vg, 1e-9, &format!("step {step}"));
-        for (p, v) in pos.iter_mut().zip(&vc) {
-            for k in 0..3 {
-                p[k] += 0.1 * v[k]; // unwrapped, as an MD code may keep them
-            }
-        }
+#[ignore = "needs two or more CUDA GPUs"]
+fn all_gpus_runs_the_decomposition_and_round_trips_the_state() {
+    let Some(p) = Platform::multi_gpu() else {
+        return;
+    };
+    let mut cfg = common::sheared_config([8, 48, 8], 99);
+    cfg.device = DeviceChoice::AllGpus;
+    let mut s = mpcbox::Solvent::new(cfg).unwrap();
+    let d = s.backend_description();
+    p.check_backend(&d);
+    eprintln!("AllGpus with {p}+: {d}");
+    for _ in 0..25 {
+        s.step().unwrap();
     }
-    let (w, d) = common::compare_states(
-        &cpu.fluid_state().unwrap(),
-        &gpu.fluid_state().unwrap(),
-        1e-9,
-        "split coupled",
-    );
-    eprintln!("split coupled, 10 steps: max relative fluid velocity difference {w:e}, {d} position components differ");
-    assert!(w <= 1e-9);
+    common::assert_state_round_trips(&mut s, "AllGpus");
 }

@@ -1,16 +1,19 @@
 //! The GPU MD engine (`mpcbox::md::GpuMd`) against the CPU engine: forces, positions and
 //! velocities after N steps for an LJ liquid (two types), a DPD fluid and a bead-spring polymer
-//! with a Langevin thermostat; the NIST LJ energy and DPD momentum conservation on the GPU.
+//! with a Langevin thermostat. (The NIST LJ energy, the DPD pressure and momentum conservation
+//! and NVE energy conservation run on both engines in tests/md_physics.rs.)
 //! Tests that need a GPU are ignored by default (`cargo test -- --include-ignored` on a machine
 //! with one); the backend selection tests run everywhere.
+
+mod common;
 
 use std::collections::HashMap;
 
 use mpcbox::backend::cuda;
-use mpcbox::md::build::{fcc_lattice, maxwell_velocities, polymer_chains, random_gas};
+use mpcbox::md::build::{fcc_lattice, maxwell_velocities, polymer_chains};
 use mpcbox::md::{
-    BondStyle, DpdParams, ForceField, GpuMd, LjTable, Md, MdBackend, MdSettings, MdThermostat,
-    NeighborMode, PairStyle, System,
+    BondStyle, ForceField, GpuMd, LjTable, Md, MdBackend, MdSettings, MdThermostat, PairStyle,
+    System,
 };
 
 /// max |a − b| / max |a| over all components.
@@ -37,15 +40,7 @@ fn unwrapped(sys: &System) -> Vec<[f64; 3]> {
 }
 
 fn settings(dt: f64, kt: f64, seed: u64) -> MdSettings {
-    MdSettings {
-        dt,
-        kt,
-        seed,
-        skin: 0.3,
-        neighbor: NeighborMode::Verlet,
-        reorder_every: 10,
-        threads: 0,
-    }
+    common::md_settings(dt, kt, seed, 0)
 }
 
 /// Build both engines on the same system, compare forces, run `steps`, compare the state and
@@ -147,21 +142,10 @@ fn gpu_lj_liquid_matches_cpu() {
     );
 }
 
-fn dpd_system(l: f64, rho: f64) -> (System, ForceField) {
-    let n = (rho * l * l * l).round() as usize;
-    let mut sys = random_gas(n, [l; 3], 1.0, 5);
-    maxwell_velocities(&mut sys, 1.0, 6);
-    let ff = ForceField {
-        pair: PairStyle::Dpd(DpdParams::uniform(1, 25.0, 4.5, 1.0, 1.0)),
-        bond_styles: vec![],
-    };
-    (sys, ff)
-}
-
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_dpd_fluid_matches_cpu() {
-    let (sys, ff) = dpd_system(6.0, 3.0);
+    let (sys, ff) = common::dpd_fluid_system(6.0, 3.0);
     compare(
         sys,
         ff,
@@ -225,71 +209,12 @@ fn gpu_bead_spring_polymer_matches_cpu() {
     );
 }
 
-/// As `lj_nvt_potential_energy_matches_nist_truncated_value` in tests/md_physics.rs, on the GPU:
-/// NIST SRSW LJ at T* = 0.85, ρ* = 0.776, truncated at 3σ: U/N = −5.2714.
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn gpu_lj_nvt_potential_energy_matches_nist() {
-    let mut sys = fcc_lattice([6; 3], 0.776, 1.0);
-    maxwell_velocities(&mut sys, 0.85, 11);
-    let ff = ForceField {
-        pair: PairStyle::Lj(LjTable::uniform(1, 1.0, 1.0, 3.0, false)),
-        bond_styles: vec![],
-    };
-    let mut md = GpuMd::new(
-        sys,
-        ff,
-        MdThermostat::Langevin { damping: 1.0 },
-        settings(0.005, 0.85, 2024),
-        0,
-    )
-    .unwrap();
-    let n = md.len() as f64;
-    md.run(2000).unwrap();
-    let (mut sum, mut t_sum, mut samples) = (0.0, 0.0, 0);
-    for _ in 0..800 {
-        md.run(10).unwrap();
-        sum += md.potential_energy() / n;
-        t_sum += md.temperature().unwrap();
-        samples += 1;
-    }
-    let u = sum / samples as f64;
-    let t = t_sum / samples as f64;
-    println!("GPU LJ NVT: U/N = {u:.5} (NIST −5.2714), T = {t:.4}");
-    assert!((t - 0.85).abs() < 0.02, "temperature {t}");
-    assert!(
-        ((u - -5.2714) / 5.2714).abs() < 0.01,
-        "U/N = {u}, NIST −5.2714"
-    );
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn gpu_dpd_conserves_total_momentum() {
-    let (sys, ff) = dpd_system(6.0, 3.0);
-    let mut md = GpuMd::new(sys, ff, MdThermostat::None, settings(0.02, 1.0, 99), 0).unwrap();
-    let p0 = md.momentum().unwrap();
-    let mut worst: f64 = 0.0;
-    for _ in 0..20 {
-        md.run(10).unwrap();
-        let p = md.momentum().unwrap();
-        let sys = md.system().unwrap();
-        let scale: f64 = (0..sys.len())
-            .map(|i| sys.mass(i) * sys.vel[i].iter().map(|c| c.abs()).sum::<f64>())
-            .sum();
-        let d = ((p[0] - p0[0]).powi(2) + (p[1] - p0[1]).powi(2) + (p[2] - p0[2]).powi(2)).sqrt();
-        worst = worst.max(d / scale);
-    }
-    println!("GPU DPD relative momentum change: {worst:e}");
-    assert!(worst <= 1e-12, "momentum drift {worst}");
-}
-
 /// Two GPU runs of the same system are bitwise identical (cell members are sorted).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_runs_are_bitwise_reproducible() {
     let run = || {
-        let (sys, ff) = dpd_system(6.0, 3.0);
+        let (sys, ff) = common::dpd_fluid_system(6.0, 3.0);
         let mut md = GpuMd::new(sys, ff, MdThermostat::None, settings(0.01, 1.0, 1), 0).unwrap();
         md.run(50).unwrap();
         let s = md.system().unwrap();
@@ -372,8 +297,7 @@ fn coupled_run_with_auto_backend() {
 /// --fmad=false, contain no fused multiply-add.
 #[test]
 fn md_kernels_compile_without_fma_when_nvrtc_available() {
-    if !cuda::nvrtc_present() {
-        eprintln!("skipped: no NVRTC library on this machine");
+    if !cuda::kernels::nvrtc_for_tests() {
         return;
     }
     let mut opts = cuda::kernels::compile_options(9, 0);

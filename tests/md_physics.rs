@@ -1,11 +1,38 @@
 //! Physics of the MD engine: LJ potential energy against NIST, DPD pressure against
-//! Groot–Warren, momentum conservation with DPD, NVE energy conservation, and bitwise
-//! determinism across thread counts.
+//! Groot–Warren, momentum conservation with DPD, NVE energy conservation (on the CPU and the
+//! GPU engine, tests/common/platform.rs), and bitwise determinism across thread counts.
 
-use mpcbox::md::build::{fcc_lattice, maxwell_velocities, random_gas};
-use mpcbox::md::{
-    DpdParams, ForceField, LjTable, Md, MdSettings, MdThermostat, NeighborMode, PairStyle,
-};
+mod common;
+
+use common::{MdEngine, Platform};
+use mpcbox::md::build::{fcc_lattice, maxwell_velocities};
+use mpcbox::md::{ForceField, LjTable, Md, MdSettings, MdThermostat, PairStyle, System};
+
+common::backend_tests!(
+    [cpu gpu]
+    lj_nvt_potential_energy_matches_nist_truncated_value,
+    dpd_pressure_matches_groot_warren,
+    dpd_conserves_total_momentum,
+    nve_lj_energy_is_conserved,
+);
+
+/// An MD system with its force field, thermostat and settings, for either engine.
+struct MdSetup {
+    sys: System,
+    ff: ForceField,
+    thermostat: MdThermostat,
+    settings: MdSettings,
+}
+
+impl MdSetup {
+    fn on(self, p: Platform) -> MdEngine {
+        MdEngine::new(p, self.sys, self.ff, self.thermostat, self.settings)
+    }
+
+    fn cpu(self) -> Md {
+        Md::new(self.sys, self.ff, self.thermostat, self.settings).expect("valid MD system")
+    }
+}
 
 #[allow(clippy::too_many_arguments)]
 fn lj_liquid(
@@ -17,31 +44,26 @@ fn lj_liquid(
     thermostat: MdThermostat,
     dt: f64,
     threads: usize,
-) -> Md {
+) -> MdSetup {
     let mut sys = fcc_lattice([cells; 3], density, 1.0);
     maxwell_velocities(&mut sys, kt, 11);
     let ff = ForceField {
         pair: PairStyle::Lj(LjTable::uniform(1, 1.0, 1.0, cutoff, shifted)),
         bond_styles: vec![],
     };
-    let settings = MdSettings {
-        dt,
-        kt,
-        seed: 2024,
-        skin: 0.3,
-        neighbor: NeighborMode::Verlet,
-        reorder_every: 10,
-        threads,
-    };
-    Md::new(sys, ff, thermostat, settings).expect("valid LJ system")
+    MdSetup {
+        sys,
+        ff,
+        thermostat,
+        settings: common::md_settings(dt, kt, 2024, threads),
+    }
 }
 
 /// NIST SRSW (https://www.nist.gov/mml/csd/chemical-informatics-group/sat-tmmc-liquid-vapor-coexistence-properties-long-range)
 /// LJ at T* = 0.85, ρ* = 0.776, truncated at 3σ: U/N = −5.2714 without the long-range
 /// correction (−5.5121 with it). MD with the truncated (unshifted) potential; the energy is
 /// measured with the truncated potential, no tail correction, so we compare with −5.2714.
-#[test]
-fn lj_nvt_potential_energy_matches_nist_truncated_value() {
+fn lj_nvt_potential_energy_matches_nist_truncated_value(p: Platform) {
     // 6³ FCC cells = 864 atoms
     let mut md = lj_liquid(
         6,
@@ -52,85 +74,78 @@ fn lj_nvt_potential_energy_matches_nist_truncated_value() {
         MdThermostat::Langevin { damping: 1.0 },
         0.005,
         0,
-    );
-    let n = md.sys.len() as f64;
-    md.run(2000).unwrap();
+    )
+    .on(p);
+    let n = md.len() as f64;
+    md.run(2000);
     let (mut sum, mut t_sum, mut samples) = (0.0, 0.0, 0);
     for _ in 0..800 {
-        md.run(10).unwrap();
+        md.run(10);
         sum += md.potential_energy() / n;
         t_sum += md.temperature();
         samples += 1;
     }
     let u = sum / samples as f64;
     let t = t_sum / samples as f64;
-    println!("LJ NVT: U/N = {u:.5} (NIST −5.2714), T = {t:.4}");
-    assert!((t - 0.85).abs() < 0.02, "temperature {t}");
+    println!("{p} LJ NVT: U/N = {u:.5} (NIST −5.2714), T = {t:.4}");
+    assert!((t - 0.85).abs() < 0.02, "{p}: temperature {t}");
     assert!(
         ((u - -5.2714) / 5.2714).abs() < 0.01,
-        "U/N = {u}, NIST −5.2714"
+        "{p}: U/N = {u}, NIST −5.2714"
     );
 }
 
-fn dpd_fluid(l: f64, rho: f64, threads: usize, dt: f64) -> Md {
-    let n = (rho * l * l * l).round() as usize;
-    let mut sys = random_gas(n, [l; 3], 1.0, 5);
-    maxwell_velocities(&mut sys, 1.0, 6);
-    let ff = ForceField {
-        pair: PairStyle::Dpd(DpdParams::uniform(1, 25.0, 4.5, 1.0, 1.0)),
-        bond_styles: vec![],
-    };
-    let settings = MdSettings {
-        dt,
-        kt: 1.0,
-        seed: 99,
-        skin: 0.3,
-        neighbor: NeighborMode::Verlet,
-        reorder_every: 10,
-        threads,
-    };
-    Md::new(sys, ff, MdThermostat::None, settings).expect("valid DPD system")
+fn dpd_fluid(l: f64, rho: f64, threads: usize, dt: f64) -> MdSetup {
+    let (sys, ff) = common::dpd_fluid_system(l, rho);
+    MdSetup {
+        sys,
+        ff,
+        thermostat: MdThermostat::None,
+        settings: common::md_settings(dt, 1.0, 99, threads),
+    }
 }
 
 /// Groot & Warren (1997): ρ = 3, a = 25, γ = 4.5, kT = 1, rc = 1, w_R = 1 − r/rc:
 /// virial pressure 23.65.
-#[test]
-fn dpd_pressure_matches_groot_warren() {
-    let mut md = dpd_fluid(8.0, 3.0, 0, 0.01);
-    md.run(1000).unwrap();
-    let (mut p, mut t, mut k) = (0.0, 0.0, 0);
+fn dpd_pressure_matches_groot_warren(p: Platform) {
+    let mut md = dpd_fluid(8.0, 3.0, 0, 0.01).on(p);
+    md.run(1000);
+    let (mut pressure, mut t, mut k) = (0.0, 0.0, 0);
     for _ in 0..600 {
-        md.run(5).unwrap();
-        p += md.pressure();
+        md.run(5);
+        pressure += md.pressure();
         t += md.temperature();
         k += 1;
     }
-    let (p, t) = (p / k as f64, t / k as f64);
-    println!("DPD: p = {p:.4} (23.65), kT = {t:.4}");
-    assert!((t - 1.0).abs() < 0.02, "DPD temperature {t}");
-    assert!(((p - 23.65) / 23.65).abs() < 0.01, "DPD pressure {p}");
+    let (pressure, t) = (pressure / k as f64, t / k as f64);
+    println!("{p} DPD: p = {pressure:.4} (23.65), kT = {t:.4}");
+    assert!((t - 1.0).abs() < 0.02, "{p}: DPD temperature {t}");
+    assert!(
+        ((pressure - 23.65) / 23.65).abs() < 0.01,
+        "{p}: DPD pressure {pressure}"
+    );
 }
 
-fn rel_momentum_change(md: &Md, p0: [f64; 3]) -> f64 {
+fn rel_momentum_change(md: &mut MdEngine, p0: [f64; 3]) -> f64 {
     let p = md.momentum();
-    let scale: f64 = (0..md.sys.len())
-        .map(|i| md.sys.mass(i) * md.sys.vel[i].iter().map(|c| c.abs()).sum::<f64>())
+    let sys = md.system();
+    let scale: f64 = (0..sys.len())
+        .map(|i| sys.mass(i) * sys.vel[i].iter().map(|c| c.abs()).sum::<f64>())
         .sum();
     let d = ((p[0] - p0[0]).powi(2) + (p[1] - p0[1]).powi(2) + (p[2] - p0[2]).powi(2)).sqrt();
     d / scale
 }
 
-#[test]
-fn dpd_conserves_total_momentum() {
-    let mut md = dpd_fluid(6.0, 3.0, 0, 0.02);
+fn dpd_conserves_total_momentum(p: Platform) {
+    let mut md = dpd_fluid(6.0, 3.0, 0, 0.02).on(p);
     let p0 = md.momentum();
     let mut worst: f64 = 0.0;
     for _ in 0..20 {
-        md.run(10).unwrap();
-        worst = worst.max(rel_momentum_change(&md, p0));
+        md.run(10);
+        worst = worst.max(rel_momentum_change(&mut md, p0));
     }
-    println!("DPD relative momentum change: {worst:e}");
-    assert!(worst <= 1e-12, "momentum drift {worst}");
+    println!("{p} DPD relative momentum change: {worst:e}");
+    assert!(worst <= 1e-12, "{p}: momentum drift {worst}");
     // and with the DPD thermostat on top of LJ
     let mut lj = lj_liquid(
         4,
@@ -145,24 +160,24 @@ fn dpd_conserves_total_momentum() {
         },
         0.005,
         0,
-    );
+    )
+    .on(p);
     let p0 = lj.momentum();
-    lj.run(200).unwrap();
-    let d = rel_momentum_change(&lj, p0);
-    assert!(d <= 1e-12, "LJ + DPD thermostat momentum drift {d}");
+    lj.run(200);
+    let d = rel_momentum_change(&mut lj, p0);
+    assert!(d <= 1e-12, "{p}: LJ + DPD thermostat momentum drift {d}");
 }
 
 /// NVE LJ liquid (ρ* = 0.8442, T* ≈ 0.72, rc = 2.5, energy-shifted): the total energy stays
 /// within a small band and its linear drift is tiny.
-#[test]
-fn nve_lj_energy_is_conserved() {
-    let mut md = lj_liquid(5, 0.8442, 0.72, 2.5, true, MdThermostat::None, 0.005, 0);
-    let n = md.sys.len() as f64;
-    md.run(200).unwrap();
+fn nve_lj_energy_is_conserved(p: Platform) {
+    let mut md = lj_liquid(5, 0.8442, 0.72, 2.5, true, MdThermostat::None, 0.005, 0).on(p);
+    let n = md.len() as f64;
+    md.run(200);
     let e0 = md.total_energy();
     let (mut worst, mut ts, mut es) = (0.0f64, vec![], vec![]);
     for k in 0..100 {
-        md.run(40).unwrap();
+        md.run(40);
         let e = md.total_energy();
         worst = worst.max(((e - e0) / e0).abs());
         ts.push(k as f64 * 40.0);
@@ -178,13 +193,13 @@ fn nve_lj_energy_is_conserved() {
         / ts.iter().map(|t| (t - mt).powi(2)).sum::<f64>();
     let per_million = slope * 1e6 / e0.abs();
     println!(
-        "NVE: E0/N = {:.5}, max |ΔE/E| = {worst:e}, drift {per_million:e} per 1e6 steps",
+        "{p} NVE: E0/N = {:.5}, max |ΔE/E| = {worst:e}, drift {per_million:e} per 1e6 steps",
         e0 / n
     );
-    assert!(worst < 2e-4, "energy fluctuation {worst}");
+    assert!(worst < 2e-4, "{p}: energy fluctuation {worst}");
     assert!(
         per_million.abs() < 1e-2,
-        "drift {per_million} per 1e6 steps"
+        "{p}: drift {per_million} per 1e6 steps"
     );
 }
 
@@ -200,7 +215,7 @@ fn bits(md: &Md) -> Vec<u64> {
 #[test]
 fn runs_are_bitwise_identical_for_any_thread_count() {
     let run_dpd = |threads| {
-        let mut md = dpd_fluid(6.0, 3.0, threads, 0.02);
+        let mut md = dpd_fluid(6.0, 3.0, threads, 0.02).cpu();
         md.run(150).unwrap();
         (bits(&md), md.pressure().to_bits())
     };
@@ -217,7 +232,8 @@ fn runs_are_bitwise_identical_for_any_thread_count() {
             MdThermostat::Langevin { damping: 1.0 },
             0.005,
             threads,
-        );
+        )
+        .cpu();
         md.run(150).unwrap();
         (bits(&md), md.potential_energy().to_bits())
     };

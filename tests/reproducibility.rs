@@ -1,12 +1,22 @@
-//! Same seed, same bits: across runs, thread counts, and checkpoint/resume.
+//! Same seed, same bits: across runs, thread counts, and checkpoint/resume on the CPU; the
+//! same trajectory to rounding on every platform (tests/common/platform.rs), from a fresh start
+//! or a CPU checkpoint; the fluid state through download and upload.
 
 mod common;
 
+use common::Platform;
 use mpcbox::backend::cpu::CpuBackend;
+use mpcbox::backend::Backend;
 use mpcbox::config::Thermostat;
 use mpcbox::physics::Physics;
 use mpcbox::state::FluidState;
 use mpcbox::{Checkpoint, Config, Solvent};
+
+common::backend_tests!(
+    steps_follow_the_cpu_trajectory,
+    resumes_a_cpu_checkpoint,
+    fluid_state_round_trips,
+);
 
 fn config() -> Config {
     let mut cfg = common::small_config([10, 12, 8], 10);
@@ -112,4 +122,113 @@ fn checkpoint_write_replaces_atomically_and_leaves_no_temporary_files() {
         .collect();
     assert_eq!(names.len(), 1, "left behind: {names:?}");
     assert_eq!(Checkpoint::load(&path).unwrap().step, 1);
+}
+
+/// The same seed on every platform gives the CPU's trajectory to ≤ 1e-12 (relative, in the
+/// velocities) after 10 steps: shear, MBS, grid shift, stress measured on some steps (the
+/// unfused path) and, on several GPUs, reorders (the order of particles on a GPU does not
+/// change the physics; free slots dropped, ids carried). Several GPUs: every count from two.
+fn steps_follow_the_cpu_trajectory(p: Platform) {
+    let mut cfg = common::sheared_config([8, 24, 8], 99);
+    cfg.tuning.reorder_interval = Some(0);
+    let phys = Physics::from_config(&cfg);
+    let st0 = FluidState::initial(&cfg);
+    let steps = 10u64;
+    let mut cpu = CpuBackend::new(phys.clone(), st0.clone(), 2).unwrap();
+    let mut cpu_reports = Vec::new();
+    for s in 0..steps {
+        cpu_reports.push(cpu.step(&phys.plan(s, s % 4 == 3, false), None).unwrap());
+    }
+    let reference = cpu.download().unwrap();
+    for q in p.with_fewer_gpus() {
+        let Some(q_cfg) = q.config(&cfg) else {
+            continue;
+        };
+        let mut be = mpcbox::backend::open(&q_cfg, &phys, Some(&st0)).unwrap();
+        q.check_backend(&be.describe());
+        for s in 0..steps {
+            let reorder = q.is_multi_gpu() && s % 3 == 2;
+            let r = be.step(&phys.plan(s, s % 4 == 3, reorder), None).unwrap();
+            common::compare_reports(
+                &cpu_reports[s as usize],
+                &r,
+                1e-12,
+                1e-10,
+                &format!("{q}, step {s}"),
+            );
+        }
+        let st = be.download().unwrap();
+        let (w, d) = common::compare_states(&reference, &st, 1e-12, &q.to_string());
+        eprintln!(
+            "{q} ({}): after {steps} steps max relative velocity difference to the CPU \
+             {w:e}, {d} position components differ",
+            be.describe()
+        );
+    }
+}
+
+/// A CPU run checkpointed and resumed on this platform continues as the CPU run does (to
+/// rounding).
+fn resumes_a_cpu_checkpoint(p: Platform) {
+    let cfg = config();
+    let Some(on_p) = p.config(&cfg) else { return };
+    let mut cpu = Solvent::new(p.reference(&cfg)).unwrap();
+    for _ in 0..15 {
+        cpu.step().unwrap();
+    }
+    let ck = cpu.checkpoint().unwrap();
+    let mut other = Solvent::from_checkpoint(ck, Some(on_p.device)).unwrap();
+    p.check_backend(&other.backend_description());
+    assert_eq!(other.step_count(), 15);
+    for _ in 0..10 {
+        let a = cpu.step().unwrap();
+        let b = other.step().unwrap();
+        assert!(
+            (a.relative_energy - b.relative_energy).abs() <= 1e-9 * a.relative_energy,
+            "{p}: {a:?} vs {b:?}"
+        );
+        assert_eq!(a.relative_dof, b.relative_dof, "{p}");
+    }
+    let (sc, so) = (cpu.fluid_state().unwrap(), other.fluid_state().unwrap());
+    for k in 0..3 {
+        for (a, b) in sc.vel[k].iter().zip(&so.vel[k]) {
+            assert!((a - b).abs() <= 1e-9 * a.abs().max(1.0), "{p}: {a} vs {b}");
+        }
+    }
+    let (oc, oo) = (cpu.observables().unwrap(), other.observables().unwrap());
+    assert!(
+        (oc.kinetic_energy - oo.kinetic_energy).abs() <= 1e-9 * oc.kinetic_energy,
+        "{p}: {oc:?} vs {oo:?}"
+    );
+    assert!(
+        (oc.temperature - oo.temperature).abs() <= 1e-9,
+        "{p}: {oc:?} vs {oo:?}"
+    );
+}
+
+/// The fluid goes down and up unchanged: the initial state (generated where the fluid lives)
+/// is `FluidState::initial`, an edited state uploads as it is, a state after 25 sheared steps
+/// survives download → upload, and a wrong-sized state is refused with a clear message.
+fn fluid_state_round_trips(p: Platform) {
+    let mut cfg = common::sheared_config([8, 8, 8], 4242);
+    cfg.particles_per_cell = 5;
+    if let Some(on_p) = p.config(&cfg) {
+        let mut s = Solvent::new(on_p).unwrap();
+        p.check_backend(&s.backend_description());
+        let st = FluidState::initial(&cfg);
+        assert!(s.fluid_state().unwrap() == st, "{p}: initial state");
+        let mut st2 = st.clone();
+        st2.vel[1][3] = 0.25;
+        s.set_fluid_state(&st2).unwrap();
+        assert!(s.fluid_state().unwrap() == st2, "{p}: uploaded state");
+        assert_eq!(s.n_fluid(), st.len());
+    }
+    let Some(cfg) = p.config(&common::sheared_config([8, 48, 8], 99)) else {
+        return;
+    };
+    let mut s = Solvent::new(cfg).unwrap();
+    for _ in 0..25 {
+        s.step().unwrap();
+    }
+    common::assert_state_round_trips(&mut s, &format!("{p}, after 25 steps"));
 }

@@ -42,6 +42,23 @@ typedef struct MpcboxObservables {
   double stress_xy_collisional;
 } MpcboxObservables;
 
+// The run constants of a solvent (from its config), for codes that check their own units
+// against the solvent's (e.g. the LAMMPS plugin: MD steps × dt = h, box = cells × a).
+typedef struct MpcboxParameters {
+  // Box edge lengths in cells (Lx, Ly, Lz).
+  double box_lengths[3];
+  // Collision time step h.
+  double time_step;
+  // Lees-Edwards shear rate (flow along x, gradient along y); 0 without shear.
+  double shear_rate;
+  // Thermal energy kT (fluid mass × (cells / time unit)²).
+  double kt;
+  // Mass of one fluid particle.
+  double fluid_mass;
+  // Mean number of fluid particles per cell.
+  uint32_t particles_per_cell;
+} MpcboxParameters;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -110,6 +127,12 @@ int mpcbox_finish_step(struct MpcboxSolvent *solvent, uintptr_t n, double *vel_o
 // # Safety
 // `solvent` and `out` must be valid.
 int mpcbox_observables(struct MpcboxSolvent *solvent, struct MpcboxObservables *out);
+
+// The solvent's run constants into `out`.
+//
+// # Safety
+// `solvent` and `out` must be valid.
+int mpcbox_parameters(struct MpcboxSolvent *solvent, struct MpcboxParameters *out);
 
 // Box edge lengths (in cells) into `out[3]`.
 //

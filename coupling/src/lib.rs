@@ -5,6 +5,9 @@
 //! gives the message of the last failure on the calling thread. Arrays are flat, row-major
 //! `double[3*n]` (x0, y0, z0, x1, ...), positions in units of the MPC cell size.
 
+// Every unsafe operation sits in its own `unsafe` block with the reason it is sound.
+#![deny(unsafe_op_in_unsafe_fn)]
+
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -106,11 +109,17 @@ fn null(what: &str) -> (MpcboxStatus, String) {
     )
 }
 
+/// The UTF-8 text at `p`.
+///
+/// # Safety
+/// `p` must be NULL or a NUL-terminated string that lives and stays unchanged for 'a.
 unsafe fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str, (MpcboxStatus, String)> {
     if p.is_null() {
         return Err(null(what));
     }
-    CStr::from_ptr(p).to_str().map_err(|_| {
+    // SAFETY: `p` is not NULL and the caller promises a NUL-terminated string that outlives 'a.
+    let text = unsafe { CStr::from_ptr(p) };
+    text.to_str().map_err(|_| {
         (
             MpcboxStatus::Config,
             format!("argument `{what}` is not valid UTF-8"),
@@ -118,15 +127,24 @@ unsafe fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str, (MpcboxStat
     })
 }
 
+/// The solvent behind a handle.
+///
+/// # Safety
+/// `s` must be NULL or come from `mpcbox_create_*`, not freed, and not used elsewhere for 'a.
 unsafe fn solvent_mut<'a>(
     s: *mut MpcboxSolvent,
 ) -> Result<&'a mut Solvent, (MpcboxStatus, String)> {
-    s.as_mut()
+    // SAFETY: the caller promises `s` is NULL or a live solvent from `mpcbox_create_*` that no
+    // one else uses during 'a; `as_mut` maps NULL to None.
+    unsafe { s.as_mut() }
         .map(|s| &mut s.inner)
         .ok_or_else(|| null("solvent"))
 }
 
 /// `n` triples from a flat array (NULL allowed when n == 0).
+///
+/// # Safety
+/// `p` must be NULL or point to 3n doubles that are not written during 'a.
 unsafe fn triples<'a>(
     p: *const f64,
     n: usize,
@@ -138,9 +156,15 @@ unsafe fn triples<'a>(
     if p.is_null() {
         return Err(null(what));
     }
-    Ok(std::slice::from_raw_parts(p as *const [f64; 3], n))
+    // SAFETY: `p` is not NULL and the caller promises 3n readable doubles, i.e. n `[f64; 3]`
+    // (same alignment as f64), not written by anyone else during 'a.
+    Ok(unsafe { std::slice::from_raw_parts(p as *const [f64; 3], n) })
 }
 
+/// `n` writable triples from a flat array (NULL allowed when n == 0).
+///
+/// # Safety
+/// `p` must be NULL or point to 3n doubles that nothing else reads or writes during 'a.
 unsafe fn triples_mut<'a>(
     p: *mut f64,
     n: usize,
@@ -152,9 +176,15 @@ unsafe fn triples_mut<'a>(
     if p.is_null() {
         return Err(null(what));
     }
-    Ok(std::slice::from_raw_parts_mut(p as *mut [f64; 3], n))
+    // SAFETY: `p` is not NULL and the caller promises 3n writable doubles that nothing else
+    // accesses during 'a; `[f64; 3]` has the alignment of f64.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p as *mut [f64; 3], n) })
 }
 
+/// `n` doubles (NULL allowed when n == 0).
+///
+/// # Safety
+/// `p` must be NULL or point to n doubles that are not written during 'a.
 unsafe fn scalars<'a>(
     p: *const f64,
     n: usize,
@@ -166,7 +196,8 @@ unsafe fn scalars<'a>(
     if p.is_null() {
         return Err(null(what));
     }
-    Ok(std::slice::from_raw_parts(p, n))
+    // SAFETY: `p` is not NULL and the caller promises n readable doubles during 'a.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) })
 }
 
 fn boxed(make: impl FnOnce() -> Result<Solvent, (MpcboxStatus, String)>) -> *mut MpcboxSolvent {
@@ -188,7 +219,9 @@ fn boxed(make: impl FnOnce() -> Result<Solvent, (MpcboxStatus, String)>) -> *mut
 #[no_mangle]
 pub unsafe extern "C" fn mpcbox_create_from_ron(ron_text: *const c_char) -> *mut MpcboxSolvent {
     boxed(|| {
-        let cfg = Config::from_ron_str(c_str(ron_text, "ron_text")?).map_err(|e| mpc(e.into()))?;
+        // SAFETY: the caller promises a NUL-terminated string (or NULL, which is refused).
+        let text = unsafe { c_str(ron_text, "ron_text")? };
+        let cfg = Config::from_ron_str(text).map_err(|e| mpc(e.into()))?;
         Solvent::new(cfg).map_err(mpc)
     })
 }
@@ -200,7 +233,9 @@ pub unsafe extern "C" fn mpcbox_create_from_ron(ron_text: *const c_char) -> *mut
 #[no_mangle]
 pub unsafe extern "C" fn mpcbox_create_from_file(path: *const c_char) -> *mut MpcboxSolvent {
     boxed(|| {
-        let cfg = Config::from_file(Path::new(c_str(path, "path")?)).map_err(|e| mpc(e.into()))?;
+        // SAFETY: the caller promises a NUL-terminated string (or NULL, which is refused).
+        let path = unsafe { c_str(path, "path")? };
+        let cfg = Config::from_file(Path::new(path)).map_err(|e| mpc(e.into()))?;
         Solvent::new(cfg).map_err(mpc)
     })
 }
@@ -212,7 +247,9 @@ pub unsafe extern "C" fn mpcbox_create_from_file(path: *const c_char) -> *mut Mp
 #[no_mangle]
 pub unsafe extern "C" fn mpcbox_create_from_checkpoint(path: *const c_char) -> *mut MpcboxSolvent {
     boxed(|| {
-        let ck = Checkpoint::load(Path::new(c_str(path, "path")?)).map_err(mpc)?;
+        // SAFETY: the caller promises a NUL-terminated string (or NULL, which is refused).
+        let path = unsafe { c_str(path, "path")? };
+        let ck = Checkpoint::load(Path::new(path)).map_err(mpc)?;
         Solvent::from_checkpoint(ck, None).map_err(mpc)
     })
 }
@@ -224,7 +261,9 @@ pub unsafe extern "C" fn mpcbox_create_from_checkpoint(path: *const c_char) -> *
 #[no_mangle]
 pub unsafe extern "C" fn mpcbox_free(solvent: *mut MpcboxSolvent) {
     if !solvent.is_null() {
-        let _ = catch_unwind(AssertUnwindSafe(|| drop(Box::from_raw(solvent))));
+        // SAFETY: a non-NULL `solvent` was made by `Box::into_raw` in `boxed` and, as the caller
+        // promises, is freed only once and not used afterwards.
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(solvent) })));
     }
 }
 
@@ -243,12 +282,16 @@ pub unsafe extern "C" fn mpcbox_step(
     mass: *const f64,
 ) -> c_int {
     guard(|| {
-        let s = solvent_mut(solvent)?;
-        let (p, v, m) = (
-            triples(pos, n, "pos")?,
-            triples_mut(vel, n, "vel")?,
-            scalars(mass, n, "mass")?,
-        );
+        // SAFETY: the caller promises a live solvent and arrays of 3n, 3n and n doubles that
+        // do not overlap `vel` (NULL pointers are refused by the helpers).
+        let (s, p, v, m) = unsafe {
+            (
+                solvent_mut(solvent)?,
+                triples(pos, n, "pos")?,
+                triples_mut(vel, n, "vel")?,
+                scalars(mass, n, "mass")?,
+            )
+        };
         s.step_with_solutes(p, v, m).map(|_| ()).map_err(mpc)
     })
 }
@@ -260,7 +303,8 @@ pub unsafe extern "C" fn mpcbox_step(
 #[no_mangle]
 pub unsafe extern "C" fn mpcbox_step_fluid(solvent: *mut MpcboxSolvent, steps: u64) -> c_int {
     guard(|| {
-        let s = solvent_mut(solvent)?;
+        // SAFETY: the caller promises a live solvent (NULL is refused).
+        let s = unsafe { solvent_mut(solvent)? };
         for _ in 0..steps {
             s.step().map_err(mpc)?;
         }
@@ -282,12 +326,16 @@ pub unsafe extern "C" fn mpcbox_begin_step(
     mass: *const f64,
 ) -> c_int {
     guard(|| {
-        let s = solvent_mut(solvent)?;
-        let (p, v, m) = (
-            triples(pos, n, "pos")?,
-            triples(vel, n, "vel")?,
-            scalars(mass, n, "mass")?,
-        );
+        // SAFETY: the caller promises a live solvent and readable arrays of 3n, 3n and n
+        // doubles (NULL pointers are refused by the helpers).
+        let (s, p, v, m) = unsafe {
+            (
+                solvent_mut(solvent)?,
+                triples(pos, n, "pos")?,
+                triples(vel, n, "vel")?,
+                scalars(mass, n, "mass")?,
+            )
+        };
         s.begin_step(p, v, m).map_err(mpc)
     })
 }
@@ -303,10 +351,9 @@ pub unsafe extern "C" fn mpcbox_finish_step(
     vel_out: *mut f64,
 ) -> c_int {
     guard(|| {
-        let s = solvent_mut(solvent)?;
-        s.finish_step(triples_mut(vel_out, n, "vel_out")?)
-            .map(|_| ())
-            .map_err(mpc)
+        // SAFETY: the caller promises a live solvent and 3n writable doubles at `vel_out`.
+        let (s, v) = unsafe { (solvent_mut(solvent)?, triples_mut(vel_out, n, "vel_out")?) };
+        s.finish_step(v).map(|_| ()).map_err(mpc)
     })
 }
 
@@ -320,8 +367,14 @@ pub unsafe extern "C" fn mpcbox_observables(
     out: *mut MpcboxObservables,
 ) -> c_int {
     guard(|| {
-        let s = solvent_mut(solvent)?;
-        let out = out.as_mut().ok_or_else(|| null("out"))?;
+        // SAFETY: the caller promises a live solvent and a writable `MpcboxObservables` at
+        // `out`; NULL is refused.
+        let (s, out) = unsafe {
+            (
+                solvent_mut(solvent)?,
+                out.as_mut().ok_or_else(|| null("out"))?,
+            )
+        };
         let o = s.observables().map_err(mpc)?;
         let (sk, sc) = o.stress_xy.unwrap_or((f64::NAN, f64::NAN));
         *out = MpcboxObservables {
@@ -338,6 +391,56 @@ pub unsafe extern "C" fn mpcbox_observables(
     })
 }
 
+/// The run constants of a solvent (from its config), for codes that check their own units
+/// against the solvent's (e.g. the LAMMPS plugin: MD steps × dt = h, box = cells × a).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MpcboxParameters {
+    /// Box edge lengths in cells (Lx, Ly, Lz).
+    pub box_lengths: [f64; 3],
+    /// Collision time step h.
+    pub time_step: f64,
+    /// Lees-Edwards shear rate (flow along x, gradient along y); 0 without shear.
+    pub shear_rate: f64,
+    /// Thermal energy kT (fluid mass × (cells / time unit)²).
+    pub kt: f64,
+    /// Mass of one fluid particle.
+    pub fluid_mass: f64,
+    /// Mean number of fluid particles per cell.
+    pub particles_per_cell: u32,
+}
+
+/// The solvent's run constants into `out`.
+///
+/// # Safety
+/// `solvent` and `out` must be valid.
+#[no_mangle]
+pub unsafe extern "C" fn mpcbox_parameters(
+    solvent: *mut MpcboxSolvent,
+    out: *mut MpcboxParameters,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller promises a live solvent and a writable `MpcboxParameters` at
+        // `out`; NULL is refused.
+        let (s, out) = unsafe {
+            (
+                solvent_mut(solvent)?,
+                out.as_mut().ok_or_else(|| null("out"))?,
+            )
+        };
+        let (phys, cfg) = (s.physics(), s.config());
+        *out = MpcboxParameters {
+            box_lengths: phys.length,
+            time_step: phys.h,
+            shear_rate: phys.shear_rate,
+            kt: phys.kt,
+            fluid_mass: phys.mass,
+            particles_per_cell: cfg.particles_per_cell,
+        };
+        Ok(())
+    })
+}
+
 /// Box edge lengths (in cells) into `out[3]`.
 ///
 /// # Safety
@@ -345,11 +448,14 @@ pub unsafe extern "C" fn mpcbox_observables(
 #[no_mangle]
 pub unsafe extern "C" fn mpcbox_box_lengths(solvent: *mut MpcboxSolvent, out: *mut f64) -> c_int {
     guard(|| {
-        let s = solvent_mut(solvent)?;
+        // SAFETY: the caller promises a live solvent (NULL is refused).
+        let s = unsafe { solvent_mut(solvent)? };
         if out.is_null() {
             return Err(null("out"));
         }
-        std::slice::from_raw_parts_mut(out, 3).copy_from_slice(&s.physics().length);
+        // SAFETY: `out` is not NULL and the caller promises room for 3 doubles.
+        let out = unsafe { std::slice::from_raw_parts_mut(out, 3) };
+        out.copy_from_slice(&s.physics().length);
         Ok(())
     })
 }
@@ -360,7 +466,8 @@ pub unsafe extern "C" fn mpcbox_box_lengths(solvent: *mut MpcboxSolvent, out: *m
 /// `solvent` must be valid or NULL.
 #[no_mangle]
 pub unsafe extern "C" fn mpcbox_step_count(solvent: *const MpcboxSolvent) -> u64 {
-    solvent.as_ref().map_or(0, |s| s.inner.step_count())
+    // SAFETY: the caller promises NULL or a live solvent; `as_ref` maps NULL to None.
+    unsafe { solvent.as_ref() }.map_or(0, |s| s.inner.step_count())
 }
 
 /// Number of fluid particles (0 for a NULL solvent).
@@ -369,7 +476,8 @@ pub unsafe extern "C" fn mpcbox_step_count(solvent: *const MpcboxSolvent) -> u64
 /// `solvent` must be valid or NULL.
 #[no_mangle]
 pub unsafe extern "C" fn mpcbox_fluid_particles(solvent: *const MpcboxSolvent) -> u64 {
-    solvent.as_ref().map_or(0, |s| s.inner.n_fluid() as u64)
+    // SAFETY: the caller promises NULL or a live solvent; `as_ref` maps NULL to None.
+    unsafe { solvent.as_ref() }.map_or(0, |s| s.inner.n_fluid() as u64)
 }
 
 /// Write a checkpoint of the fluid (atomically: temporary file, then rename).
@@ -382,8 +490,8 @@ pub unsafe extern "C" fn mpcbox_checkpoint_save(
     path: *const c_char,
 ) -> c_int {
     guard(|| {
-        let s = solvent_mut(solvent)?;
-        let p = c_str(path, "path")?;
+        // SAFETY: the caller promises a live solvent and a NUL-terminated path (NULL refused).
+        let (s, p) = unsafe { (solvent_mut(solvent)?, c_str(path, "path")?) };
         s.checkpoint()
             .and_then(|ck| ck.save(Path::new(p)))
             .map_err(mpc)
@@ -397,8 +505,9 @@ pub unsafe extern "C" fn mpcbox_checkpoint_save(
 #[no_mangle]
 pub unsafe extern "C" fn mpcbox_restore(solvent: *mut MpcboxSolvent, path: *const c_char) -> c_int {
     guard(|| {
-        let s = solvent_mut(solvent)?;
-        let ck = Checkpoint::load(Path::new(c_str(path, "path")?)).map_err(mpc)?;
+        // SAFETY: the caller promises a live solvent and a NUL-terminated path (NULL refused).
+        let (s, p) = unsafe { (solvent_mut(solvent)?, c_str(path, "path")?) };
+        let ck = Checkpoint::load(Path::new(p)).map_err(mpc)?;
         s.restore(&ck).map_err(mpc)
     })
 }

@@ -1,56 +1,18 @@
 //! The C ABI from C and Fortran: the demos in coupling/examples are compiled against the
 //! generated header / Fortran module and the library this build produced, then run.
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::process::Command;
 
-/// The directory holding libmpcbox_coupling.so of this build (target/<profile>).
-fn lib_dir() -> PathBuf {
-    // `cargo test` leaves the library next to the test executable (target/<profile>/deps);
-    // `cargo build` copies it one level up.
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let dir = [deps, deps.parent().unwrap()]
-        .into_iter()
-        .find(|d| d.join("libmpcbox_coupling.so").exists())
-        .unwrap_or_else(|| panic!("libmpcbox_coupling.so not found near {}", deps.display()))
-        .to_path_buf();
-    dir
-}
-
-/// External tools are required in CI (MPCBOX_REQUIRE_EXTERNAL=1); elsewhere a missing one skips.
-fn have(tool: &str) -> bool {
-    let ok = Command::new(tool)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("MPCBOX_REQUIRE_EXTERNAL").is_none(),
-            "{tool} is required (MPCBOX_REQUIRE_EXTERNAL is set)"
-        );
-        eprintln!("skipped: {tool} not installed (apt-get install {tool})");
-    }
-    ok
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{cmd:?} failed:\n{text}");
-    text
-}
+use common::{crate_dir, have, lib_dir, run};
 
 #[test]
 fn c_demo_builds_runs_and_conserves_momentum() {
     if !have("cc") {
         return;
     }
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let here = crate_dir();
     let lib = lib_dir();
     let tmp = tempfile::tempdir().unwrap();
     let exe = tmp.path().join("demo");
@@ -91,7 +53,7 @@ fn fortran_demo_builds_and_runs() {
     if !have("gfortran") {
         return;
     }
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let here = crate_dir();
     let lib = lib_dir();
     let tmp = tempfile::tempdir().unwrap();
     let exe = tmp.path().join("demo_f");

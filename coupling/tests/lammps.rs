@@ -3,8 +3,9 @@
 //! liblammps is loaded at run time (Debian: `apt-get install liblammps-dev`); CI sets
 //! MPCBOX_REQUIRE_EXTERNAL=1 so a missing LAMMPS fails there instead of skipping.
 
+mod common;
+
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::io::Write;
 
 use libloading::{Library, Symbol};
 use mpcbox_coupling::*;
@@ -25,18 +26,17 @@ impl Lammps {
     fn load() -> Option<Lammps> {
         let lib = ["liblammps.so.0", "liblammps.so"]
             .iter()
+            // SAFETY: liblammps's initialisers only set up its own state (and MPI on first use).
             .find_map(|n| unsafe { Library::new(*n).ok() });
         let Some(lib) = lib else {
-            assert!(
-                std::env::var_os("MPCBOX_REQUIRE_EXTERNAL").is_none(),
-                "liblammps is required (MPCBOX_REQUIRE_EXTERNAL is set): apt-get install liblammps-dev"
-            );
-            eprintln!("skipped: liblammps not installed (apt-get install liblammps-dev)");
+            common::missing("liblammps", "apt-get install liblammps-dev");
             return None;
         };
         let args = ["mpcbox-test", "-log", "none", "-screen", "none", "-nocite"];
         let cstrs: Vec<CString> = args.iter().map(|a| CString::new(*a).unwrap()).collect();
         let mut argv: Vec<*mut c_char> = cstrs.iter().map(|c| c.as_ptr() as *mut c_char).collect();
+        // SAFETY: `Open` is the signature of lammps_open_no_mpi in library.h; argv holds
+        // argv.len() NUL-terminated strings that outlive the call (LAMMPS copies them).
         let handle = unsafe {
             let open: Symbol<Open> = lib.get(b"lammps_open_no_mpi").unwrap();
             open(argv.len() as c_int, argv.as_mut_ptr(), std::ptr::null_mut())
@@ -47,27 +47,32 @@ impl Lammps {
 
     fn commands(&self, text: &str) {
         let c = CString::new(text).unwrap();
-        unsafe {
+        // SAFETY: the three signatures are those of library.h; `handle` is the live instance
+        // from lammps_open_no_mpi, `c` a NUL-terminated string, and `buf` holds the length
+        // passed with it.
+        let error = unsafe {
             let f: Symbol<CommandsString> = self.lib.get(b"lammps_commands_string").unwrap();
             f(self.handle, c.as_ptr());
             let has: Symbol<HasError> = self.lib.get(b"lammps_has_error").unwrap();
-            if has(self.handle) != 0 {
+            (has(self.handle) != 0).then(|| {
                 let mut buf = vec![0 as c_char; 1024];
                 let last: Symbol<LastError> =
                     self.lib.get(b"lammps_get_last_error_message").unwrap();
                 last(self.handle, buf.as_mut_ptr(), buf.len() as c_int);
-                panic!(
-                    "LAMMPS error: {}",
-                    CStr::from_ptr(buf.as_ptr()).to_string_lossy()
-                );
-            }
+                CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned()
+            })
+        };
+        if let Some(e) = error {
+            panic!("LAMMPS error: {e}");
         }
     }
 
-    /// Per-atom double vector quantity (x or v), ordered by atom ID.
+    /// Per-atom double triples (x or v) of all `n` atoms, ordered by atom ID.
     fn gather(&self, name: &str, n: usize) -> Vec<f64> {
         let mut data = vec![0.0f64; 3 * n];
         let c = CString::new(name).unwrap();
+        // SAFETY: lammps_gather_atoms(handle, name, type 1 = double, count 3, data) writes
+        // 3 doubles per atom; `data` holds 3n for the n atoms of the system.
         unsafe {
             let f: Symbol<Gather> = self.lib.get(b"lammps_gather_atoms").unwrap();
             f(
@@ -83,6 +88,8 @@ impl Lammps {
 
     fn scatter(&self, name: &str, data: &mut [f64]) {
         let c = CString::new(name).unwrap();
+        // SAFETY: lammps_scatter_atoms reads 3 doubles per atom from `data`, which the caller
+        // sized for every atom (as returned by `gather`).
         unsafe {
             let f: Symbol<Gather> = self.lib.get(b"lammps_scatter_atoms").unwrap();
             f(
@@ -98,6 +105,7 @@ impl Lammps {
 
 impl Drop for Lammps {
     fn drop(&mut self) {
+        // SAFETY: `handle` came from lammps_open_no_mpi and is closed once, here.
         unsafe {
             let close: Symbol<Close> = self.lib.get(b"lammps_close").unwrap();
             close(self.handle);
@@ -105,127 +113,138 @@ impl Drop for Lammps {
     }
 }
 
-/// A LAMMPS data file: `chains` straight chains of `len` beads along x, on a y-z grid.
-fn polymer_data(chains_y: usize, chains_z: usize, len: usize, l: f64) -> String {
-    let n = chains_y * chains_z * len;
-    let nb = chains_y * chains_z * (len - 1);
-    let mut s = format!(
-        "bead-spring chains for mpcbox\n\n{n} atoms\n{nb} bonds\n1 atom types\n1 bond types\n\n\
-         0 {l} xlo xhi\n0 {l} ylo yhi\n0 {l} zlo zhi\n\nAtoms # bond\n\n"
-    );
-    let mut id = 0;
-    for cy in 0..chains_y {
-        for cz in 0..chains_z {
-            let mol = cy * chains_z + cz + 1;
-            for b in 0..len {
-                id += 1;
-                let x = 0.2 + 0.97 * b as f64;
-                let y = (cy as f64 + 0.5) * l / chains_y as f64;
-                let z = (cz as f64 + 0.5) * l / chains_z as f64;
-                s += &format!("{id} {mol} 1 {x} {y} {z}\n");
-            }
-        }
+/// The solvent through the C ABI.
+struct Fluid(*mut MpcboxSolvent);
+
+impl Fluid {
+    fn from_ron(text: &str) -> Fluid {
+        let ron = CString::new(text).unwrap();
+        // SAFETY: `ron` is NUL-terminated and lives through the call.
+        let s = unsafe { mpcbox_create_from_ron(ron.as_ptr()) };
+        assert!(!s.is_null(), "{}", last_error());
+        Fluid(s)
     }
-    s += "\nBonds\n\n";
-    let mut bid = 0;
-    for c in 0..chains_y * chains_z {
-        for b in 0..len - 1 {
-            bid += 1;
-            let a = c * len + b + 1;
-            s += &format!("{bid} 1 {a} {}\n", a + 1);
-        }
+
+    fn momentum(&self) -> [f64; 3] {
+        let mut o = MpcboxObservables::default();
+        // SAFETY: `self.0` is a live solvent and `o` a writable MpcboxObservables.
+        assert_eq!(unsafe { mpcbox_observables(self.0, &mut o) }, 0);
+        o.momentum
     }
-    s
+
+    fn step(&mut self, pos: &[f64], vel: &mut [f64], mass: &[f64]) {
+        assert!(pos.len() == 3 * mass.len() && vel.len() == pos.len());
+        // SAFETY: a live solvent, and arrays of 3n, 3n and n doubles for n = mass.len().
+        let rc = unsafe {
+            mpcbox_step(
+                self.0,
+                mass.len(),
+                pos.as_ptr(),
+                vel.as_mut_ptr(),
+                mass.as_ptr(),
+            )
+        };
+        assert_eq!(rc, 0, "{}", last_error());
+    }
 }
 
-#[test]
-fn lammps_polymer_in_mpcbox_solvent() {
-    let Some(lmp) = Lammps::load() else { return };
-    let l = 10.0;
-    let (cy, cz, len) = (5, 4, 10);
-    let n = cy * cz * len;
-    let bead_mass = 5.0;
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("polymer.data");
-    std::fs::File::create(&data)
-        .unwrap()
-        .write_all(polymer_data(cy, cz, len, l).as_bytes())
-        .unwrap();
+impl Drop for Fluid {
+    fn drop(&mut self) {
+        // SAFETY: made by mpcbox_create_from_ron and freed once, here.
+        unsafe { mpcbox_free(self.0) };
+    }
+}
+
+fn last_error() -> String {
+    // SAFETY: mpcbox_last_error returns a NUL-terminated string valid until the next failing
+    // call on this thread; it is copied at once.
+    unsafe { CStr::from_ptr(mpcbox_last_error()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The bead-spring system of coupling/lammps/examples (20 chains of 10 beads, 10³ box).
+const CHAINS: usize = 20;
+const BEADS_PER_CHAIN: usize = 10;
+const BEADS: usize = CHAINS * BEADS_PER_CHAIN;
+const BEAD_MASS: f64 = 5.0;
+const BOX: f64 = 10.0;
+
+fn polymer_in_lammps() -> Option<Lammps> {
+    let lmp = Lammps::load()?;
+    let data = common::crate_dir().join("lammps/examples/polymer.data");
     lmp.commands(&format!(
-        "units lj\natom_style bond\nboundary p p p\nread_data {}\nmass 1 {bead_mass}\n\
+        "units lj\natom_style bond\nboundary p p p\nread_data {}\nmass 1 {BEAD_MASS}\n\
          bond_style fene\nbond_coeff 1 30.0 1.5 1.0 1.0\nspecial_bonds fene\n\
          pair_style lj/cut 1.122462048\npair_coeff 1 1 1.0 1.0 1.122462048\npair_modify shift yes\n\
          neighbor 0.3 bin\nneigh_modify every 1 delay 0 check yes\n\
          fix 1 all nve\ntimestep 0.005\nthermo 0\nrun 0",
         data.display()
     ));
+    Some(lmp)
+}
 
-    // The solvent: MPC box = LAMMPS box (cell size = sigma), h = 20 MD steps.
-    let ron = CString::new(
-        "(cells: (10, 10, 10), particles_per_cell: 10, time_step: 0.1, collision: Srd(angle_deg: 130.0), \
-          thermostat: Mbs, seed: 17, steps: 1000, device: Cpu)",
-    )
-    .unwrap();
-    let solvent = unsafe { mpcbox_create_from_ron(ron.as_ptr()) };
-    assert!(!solvent.is_null(), "{}", unsafe {
-        CStr::from_ptr(mpcbox_last_error()).to_string_lossy()
-    });
-    let mass = vec![bead_mass; n];
-
-    let total_momentum = |vel: &[f64]| -> [f64; 3] {
-        let mut o = MpcboxObservables::default();
-        assert_eq!(unsafe { mpcbox_observables(solvent, &mut o) }, 0);
-        let mut p = o.momentum;
-        for i in 0..n {
-            for k in 0..3 {
-                p[k] += bead_mass * vel[3 * i + k];
-            }
-        }
-        p
+/// `steps` MPC steps of 20 MD steps each; every coupled step must conserve fluid + bead
+/// momentum. Returns the mean bead kT over the second half.
+fn coupled_steps(lmp: &Lammps, fluid: &mut Fluid, steps: usize) -> f64 {
+    let mass = vec![BEAD_MASS; BEADS];
+    let total = |fluid: &Fluid, vel: &[f64]| -> [f64; 3] {
+        let p = fluid.momentum();
+        std::array::from_fn(|k| p[k] + vel.iter().skip(k).step_by(3).sum::<f64>() * BEAD_MASS)
     };
-
-    let mpc_steps = 300;
-    let mut ke_sum = 0.0;
-    let mut ke_samples = 0.0;
-    for step in 0..mpc_steps {
+    let (mut ke_sum, mut samples) = (0.0, 0.0);
+    for step in 0..steps {
         lmp.commands("run 20 pre no post no");
-        let pos = lmp.gather("x", n);
-        let mut vel = lmp.gather("v", n);
-        let before = total_momentum(&vel);
-        let rc = unsafe { mpcbox_step(solvent, n, pos.as_ptr(), vel.as_mut_ptr(), mass.as_ptr()) };
-        assert_eq!(rc, 0, "{}", unsafe {
-            CStr::from_ptr(mpcbox_last_error()).to_string_lossy()
-        });
-        let after = total_momentum(&vel);
+        let pos = lmp.gather("x", BEADS);
+        let mut vel = lmp.gather("v", BEADS);
+        let before = total(fluid, &vel);
+        fluid.step(&pos, &mut vel, &mass);
+        let after = total(fluid, &vel);
         for k in 0..3 {
+            let scale = 10_000.0 + BEAD_MASS * BEADS as f64;
             assert!(
-                (after[k] - before[k]).abs() / (10_000.0 + bead_mass * n as f64) <= 1e-12,
+                (after[k] - before[k]).abs() / scale <= 1e-12,
                 "momentum {k}"
             );
         }
         lmp.scatter("v", &mut vel);
-        if step >= mpc_steps / 2 {
-            ke_sum += vel.iter().map(|v| 0.5 * bead_mass * v * v).sum::<f64>();
-            ke_samples += n as f64;
+        if step >= steps / 2 {
+            ke_sum += vel.iter().map(|v| 0.5 * BEAD_MASS * v * v).sum::<f64>();
+            samples += BEADS as f64;
         }
     }
-    // chains intact: every FENE bond shorter than R0 = 1.5 (minimum image)
-    let pos = lmp.gather("x", n);
-    for c in 0..cy * cz {
-        for b in 0..len - 1 {
-            let (i, j) = (c * len + b, c * len + b + 1);
+    ke_sum / samples / 1.5
+}
+
+/// Every FENE bond shorter than R0 = 1.5 (minimum image).
+fn assert_bonds_intact(pos: &[f64]) {
+    for c in 0..CHAINS {
+        for b in 0..BEADS_PER_CHAIN - 1 {
+            let (i, j) = (c * BEADS_PER_CHAIN + b, c * BEADS_PER_CHAIN + b + 1);
             let d2: f64 = (0..3)
                 .map(|k| {
                     let mut d = pos[3 * i + k] - pos[3 * j + k];
-                    d -= l * (d / l).round();
+                    d -= BOX * (d / BOX).round();
                     d * d
                 })
                 .sum();
             assert!(d2.sqrt() < 1.5, "bond {i}-{j} stretched to {}", d2.sqrt());
         }
     }
+}
+
+#[test]
+fn lammps_polymer_in_mpcbox_solvent() {
+    let Some(lmp) = polymer_in_lammps() else {
+        return;
+    };
+    // The solvent: MPC box = LAMMPS box (cell size = sigma), h = 20 MD steps.
+    let mut fluid = Fluid::from_ron(
+        "(cells: (10, 10, 10), particles_per_cell: 10, time_step: 0.1, collision: Srd(angle_deg: 130.0), \
+          thermostat: Mbs, seed: 17, steps: 1000, device: Cpu)",
+    );
+    let kt = coupled_steps(&lmp, &mut fluid, 300);
+    assert_bonds_intact(&lmp.gather("x", BEADS));
     // the beads started at rest: the solvent thermalized them to kT = 1 (3/2 kT per bead)
-    let kt = ke_sum / ke_samples / 1.5;
     assert!((kt - 1.0).abs() < 0.1, "bead temperature {kt}, expected 1");
-    unsafe { mpcbox_free(solvent) };
 }

@@ -1,7 +1,18 @@
-//! Helpers shared by the integration tests.
-#![allow(dead_code)]
+//! Helpers shared by the integration tests: set-ups, comparisons with the CPU reference, and
+//! the platform matrix ([`Platform`], [`backend_tests!`]).
+#![allow(dead_code, unused_imports, unused_macros)]
+
+mod md;
+mod platform;
+mod solutes;
+
+pub use md::{dpd_fluid_system, md_settings, MdEngine};
+pub(crate) use platform::backend_tests;
+pub use platform::Platform;
+pub use solutes::*;
 
 use mpcbox::config::{Config, DeviceChoice, Thermostat};
+use mpcbox::Solvent;
 
 /// A small CPU config; tests change what they need.
 pub fn small_config(cells: [u32; 3], m: u32) -> Config {
@@ -17,12 +28,61 @@ pub fn small_config(cells: [u32; 3], m: u32) -> Config {
     cfg
 }
 
+/// [`small_config`] with Lees-Edwards shear 0.05, the MBS thermostat and the random grid shift.
+pub fn sheared_config(cells: [u32; 3], seed: u64) -> Config {
+    let mut cfg = small_config(cells, 10);
+    cfg.shear_rate = 0.05;
+    cfg.thermostat = Thermostat::Mbs;
+    cfg.grid_shift = true;
+    cfg.seed = seed;
+    cfg
+}
+
 pub fn total_momentum(st: &mpcbox::state::FluidState, m: f64) -> [f64; 3] {
-    let mut p = [0.0; 3];
-    for k in 0..3 {
-        p[k] = st.vel[k].iter().sum::<f64>() * m;
+    std::array::from_fn(|k| st.vel[k].iter().sum::<f64>() * m)
+}
+
+/// Momentum of the fluid (the backend's moments) plus that of the solutes.
+pub fn fluid_and_solute_momentum(s: &mut Solvent, vel: &[[f64; 3]], mass: &[f64]) -> [f64; 3] {
+    let mut p = s.moments().unwrap().momentum;
+    for (v, m) in vel.iter().zip(mass) {
+        for k in 0..3 {
+            p[k] += m * v[k];
+        }
     }
     p
+}
+
+/// The solvent's fluid survives download → upload, and a state one particle short is refused
+/// with a message that names the particles.
+pub fn assert_state_round_trips(s: &mut Solvent, what: &str) {
+    let st = s.fluid_state().unwrap();
+    s.set_fluid_state(&st).unwrap();
+    let again = s.fluid_state().unwrap();
+    assert!(
+        st == again,
+        "{what}: the state changed through download → upload"
+    );
+    let mut short = st.clone();
+    for k in 0..3 {
+        short.pos[k].pop();
+        short.vel[k].pop();
+    }
+    let e = s.set_fluid_state(&short).unwrap_err().to_string();
+    assert!(e.contains("particles"), "{what}: {e}");
+}
+
+/// Every component of a momentum changed by at most 1e-12 of `scale` (N·m·sqrt(kT/m) or a
+/// like sum of |m v|).
+pub fn assert_momentum_kept(before: [f64; 3], after: [f64; 3], scale: f64, what: &str) {
+    for k in 0..3 {
+        assert!(
+            (after[k] - before[k]).abs() / scale <= 1e-12,
+            "{what}: momentum {k}: {} -> {}",
+            before[k],
+            after[k]
+        );
+    }
 }
 
 pub fn kinetic_energy(st: &mpcbox::state::FluidState, m: f64) -> f64 {

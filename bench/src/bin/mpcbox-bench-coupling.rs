@@ -48,34 +48,12 @@ fn main() {
     println!("| cells | fluid | solutes/cell | solutes | device | path | host threads | plain ms/step | coupled ms/step | overhead |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for &l in &args.sizes {
-        let mut cfg = Config::from_ron_str(&format!(
-            "(cells: ({l}, {l}, {l}), particles_per_cell: 10, time_step: 0.1, \
-             collision: Srd(angle_deg: 130.0), thermostat: Mbs, steps: 1)"
-        ))
-        .expect("valid config");
-        cfg.thermostat = Thermostat::Mbs;
-        cfg.device = device.clone();
-        cfg.output.observable_interval = 0;
-        cfg.output.equilibration_steps = u64::MAX;
-        let mut s = match Solvent::new(cfg) {
+        let mut s = match solvent(l, device.clone()) {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("{l}^3: {e}");
                 continue;
             }
-        };
-        // f returns the seconds spent inside the solvent (host-side MD work excluded)
-        let time = |s: &mut Solvent, f: &mut dyn FnMut(&mut Solvent) -> f64| -> f64 {
-            f(s);
-            let _ = s.moments();
-            let mut inside = 0.0;
-            for _ in 0..args.steps {
-                inside += f(s);
-            }
-            let t0 = Instant::now();
-            let _ = s.moments();
-            inside += t0.elapsed().as_secs_f64();
-            inside * 1e3 / args.steps as f64
         };
         // Start from a fluid sorted by cell, as in a long run (the initial state is random in
         // memory and steps are slower until the first reorder).
@@ -87,65 +65,13 @@ fn main() {
             s.step().expect("step");
             t0.elapsed().as_secs_f64()
         };
-        let plain = time(&mut s, &mut plain_step);
+        let plain = ms_per_step(&args, &mut s, &mut plain_step);
         for &rho in &args.densities {
             let n = (rho * (l as f64).powi(3)) as usize;
-            let mut r = CellStream::for_particle(99, 0);
-            let mut pos: Vec<[f64; 3]> = (0..n)
-                .map(|_| {
-                    [
-                        r.uniform() * l as f64,
-                        r.uniform() * l as f64,
-                        r.uniform() * l as f64,
-                    ]
-                })
-                .collect();
-            let mut vel: Vec<[f64; 3]> = (0..n)
-                .map(|_| [0.3 * r.normal(), 0.3 * r.normal(), 0.3 * r.normal()])
-                .collect();
-            let mass = vec![10.0; n];
-            let split = args.split;
-            let coupled = if args.device_resident {
-                let arrays = match mpcbox::backend::cuda::DeviceSoluteArrays::upload(
-                    s.cuda_ordinal().unwrap_or(0),
-                    &pos,
-                    &vel,
-                    &mass,
-                ) {
-                    Ok(a) => a,
-                    Err(e) => {
-                        eprintln!("device-resident solutes need the fluid on a GPU: {e}");
-                        std::process::exit(2);
-                    }
-                };
-                let solutes = arrays.solutes();
-                time(&mut s, &mut |s: &mut Solvent| {
-                    let t0 = Instant::now();
-                    s.step_with_device_solutes(&solutes)
-                        .expect("device-resident coupled step");
-                    t0.elapsed().as_secs_f64()
-                })
-            } else {
-                time(&mut s, &mut |s: &mut Solvent| {
-                    for (p, v) in pos.iter_mut().zip(&vel) {
-                        for k in 0..3 {
-                            p[k] += 0.1 * v[k];
-                        }
-                    }
-                    let t0 = Instant::now();
-                    if split {
-                        s.begin_step(&pos, &vel, &mass).expect("begin");
-                        s.finish_step(&mut vel).expect("finish");
-                    } else {
-                        s.step_with_solutes(&pos, &mut vel, &mass)
-                            .expect("coupled step");
-                    }
-                    t0.elapsed().as_secs_f64()
-                })
-            };
+            let coupled = coupled_ms_per_step(&args, &mut s, l, n);
             let mode = if args.device_resident {
                 "device-resident"
-            } else if split {
+            } else if args.split {
                 "host, split"
             } else {
                 "host"
@@ -158,5 +84,93 @@ fn main() {
                 100.0 * (coupled / plain - 1.0)
             );
         }
+    }
+}
+
+/// The MBS fluid of an `l`³ box (10 particles per cell) on `device`, without sampling.
+fn solvent(l: u32, device: DeviceChoice) -> mpcbox::Result<Solvent> {
+    let mut cfg = Config::from_ron_str(&format!(
+        "(cells: ({l}, {l}, {l}), particles_per_cell: 10, time_step: 0.1, \
+         collision: Srd(angle_deg: 130.0), thermostat: Mbs, steps: 1)"
+    ))
+    .expect("valid config");
+    cfg.thermostat = Thermostat::Mbs;
+    cfg.device = device;
+    cfg.output.observable_interval = 0;
+    cfg.output.equilibration_steps = u64::MAX;
+    Solvent::new(cfg)
+}
+
+/// Milliseconds per step inside the solvent: `step` returns the seconds it spent in the
+/// solvent's calls (host-side MD work excluded); one untimed step first, and the device work
+/// still queued at the end is counted.
+fn ms_per_step(args: &Args, s: &mut Solvent, step: &mut dyn FnMut(&mut Solvent) -> f64) -> f64 {
+    step(s);
+    let _ = s.moments();
+    let mut inside = 0.0;
+    for _ in 0..args.steps {
+        inside += step(s);
+    }
+    let t0 = Instant::now();
+    let _ = s.moments();
+    inside += t0.elapsed().as_secs_f64();
+    inside * 1e3 / args.steps as f64
+}
+
+/// Milliseconds per coupled step with `n` solutes of mass 10 in the `l`³ box, handed over as
+/// the arguments ask (host arrays in one call or split, or device arrays).
+fn coupled_ms_per_step(args: &Args, s: &mut Solvent, l: u32, n: usize) -> f64 {
+    let mut r = CellStream::for_particle(99, 0);
+    let mut pos: Vec<[f64; 3]> = (0..n)
+        .map(|_| {
+            [
+                r.uniform() * l as f64,
+                r.uniform() * l as f64,
+                r.uniform() * l as f64,
+            ]
+        })
+        .collect();
+    let mut vel: Vec<[f64; 3]> = (0..n)
+        .map(|_| [0.3 * r.normal(), 0.3 * r.normal(), 0.3 * r.normal()])
+        .collect();
+    let mass = vec![10.0; n];
+    let split = args.split;
+    if args.device_resident {
+        let arrays = match mpcbox::backend::cuda::DeviceSoluteArrays::upload(
+            s.cuda_ordinal().unwrap_or(0),
+            &pos,
+            &vel,
+            &mass,
+        ) {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("device-resident solutes need the fluid on a GPU: {e}");
+                std::process::exit(2);
+            }
+        };
+        let solutes = arrays.solutes();
+        ms_per_step(args, s, &mut |s: &mut Solvent| {
+            let t0 = Instant::now();
+            s.step_with_device_solutes(&solutes)
+                .expect("device-resident coupled step");
+            t0.elapsed().as_secs_f64()
+        })
+    } else {
+        ms_per_step(args, s, &mut |s: &mut Solvent| {
+            for (p, v) in pos.iter_mut().zip(&vel) {
+                for k in 0..3 {
+                    p[k] += 0.1 * v[k];
+                }
+            }
+            let t0 = Instant::now();
+            if split {
+                s.begin_step(&pos, &vel, &mass).expect("begin");
+                s.finish_step(&mut vel).expect("finish");
+            } else {
+                s.step_with_solutes(&pos, &mut vel, &mass)
+                    .expect("coupled step");
+            }
+            t0.elapsed().as_secs_f64()
+        })
     }
 }

@@ -98,7 +98,6 @@ fn bytes_per_particle_step(method: CellSumMethod, stress: bool, m: u32, reorder:
     b
 }
 
-#[allow(clippy::manual_is_multiple_of)] // rust-version 1.80
 fn main() {
     let args = Args::parse();
     let methods: Vec<CellSumMethod> = args
@@ -106,7 +105,36 @@ fn main() {
         .iter()
         .map(|s| CellSumMethod::parse(s).unwrap_or_else(|| panic!("unknown method {s}")))
         .collect();
-    let dev = match CudaDevice::open(args.device) {
+    let bw = print_device(args.device);
+    let mut profiles: Vec<String> = Vec::new();
+    println!(
+        "default method: {} (MPCBOX_CUDA_METHOD selects another)",
+        CellSumMethod::DEFAULT.name()
+    );
+    println!();
+    println!("| cells | particles | method | MBS | shear | Mparticle-steps/s | ms/step | bytes/particle-step | roofline Mp-steps/s | achieved/roofline | Mp-steps/s via Backend::step (sync each step) |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for &l in &args.sizes {
+        for &method in &methods {
+            bench_method(&args, l, method, bw, &mut profiles);
+        }
+    }
+    if !profiles.is_empty() {
+        println!();
+        println!("Per-phase time, ms per step (each phase synchronised):");
+        println!();
+        println!("| cells | method | MBS | shear | phases |");
+        println!("|---|---|---|---|---|");
+        for p in profiles {
+            println!("{p}");
+        }
+    }
+}
+
+/// Prints the GPU and its device-to-device copy bandwidth (bytes/s, returned); exits when the
+/// GPU cannot be opened.
+fn print_device(ordinal: usize) -> f64 {
+    let dev = match CudaDevice::open(ordinal) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("error: {e}");
@@ -124,118 +152,131 @@ fn main() {
         bw / 1e9
     );
     println!();
-    let mut profiles: Vec<String> = Vec::new();
-    println!(
-        "default method: {} (MPCBOX_CUDA_METHOD selects another)",
-        CellSumMethod::DEFAULT.name()
-    );
-    println!();
-    println!("| cells | particles | method | MBS | shear | Mparticle-steps/s | ms/step | bytes/particle-step | roofline Mp-steps/s | achieved/roofline | Mp-steps/s via Backend::step (sync each step) |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
-    for &l in &args.sizes {
-        let base = config(l, args.m, false, false);
-        let n_fluid = base.n_fluid();
-        for &method in &methods {
-            let phys = Physics::from_config(&base);
-            // the initial state is generated on the GPU (bit-equal to FluidState::initial)
-            let t0 = Instant::now();
-            let mut be = match CudaBackend::open(&base, &phys, None, args.device, method) {
-                Ok(b) => b,
-                Err(e) => {
-                    println!(
-                        "| {l}³ | {n_fluid} | {} | - | - | error: {e} | | | | | |",
-                        method.name()
-                    );
-                    continue;
-                }
-            };
-            eprintln!(
-                "{l}^3 {}: opened with a GPU-generated initial state of {n_fluid} particles in {:.2} s",
-                method.name(),
-                t0.elapsed().as_secs_f64()
+    bw
+}
+
+/// One box edge and cell-sum method: a table row per thermostat and shear variant (the
+/// per-phase split into `profiles` at the profiling size).
+fn bench_method(args: &Args, l: u32, method: CellSumMethod, bw: f64, profiles: &mut Vec<String>) {
+    let base = config(l, args.m, false, false);
+    let n_fluid = base.n_fluid();
+    let phys = Physics::from_config(&base);
+    // the initial state is generated on the GPU (bit-equal to FluidState::initial)
+    let t0 = Instant::now();
+    let mut be = match CudaBackend::open(&base, &phys, None, args.device, method) {
+        Ok(b) => b,
+        Err(e) => {
+            println!(
+                "| {l}³ | {n_fluid} | {} | - | - | error: {e} | | | | | |",
+                method.name()
             );
-            for (mbs, shear) in [(false, false), (true, false), (false, true), (true, true)] {
-                let cfg = config(l, args.m, mbs, shear);
-                let phys = Physics::from_config(&cfg);
-                be.set_physics(phys.clone()).unwrap();
-                let plan = |step: u64| {
-                    let reorder = args.reorder > 0 && (step + 1) % args.reorder == 0;
-                    // under shear the stress is measured on sampled steps, as Solvent does
-                    // with the default output.sample_interval
-                    let measure = shear && args.stress_every > 0 && step % args.stress_every == 0;
-                    phys.plan(step, measure, reorder)
-                };
-                // warm up past at least one reorder, so every variant starts cell-ordered
-                let warmup = args.warmup.max(args.reorder);
-                for step in 0..warmup {
-                    be.enqueue_step(&plan(step)).unwrap();
-                }
-                be.synchronize().unwrap();
-                let t = Instant::now();
-                for step in warmup..warmup + args.steps {
-                    be.enqueue_step(&plan(step)).unwrap();
-                }
-                be.synchronize().unwrap();
-                let dt = t.elapsed().as_secs_f64();
-                let r = be.read_report().unwrap();
-                // the same through Backend::step, which waits for each step's report
-                let p1 = warmup + args.steps;
-                let t = Instant::now();
-                for step in p1..p1 + args.steps {
-                    Backend::step(&mut be, &plan(step), None).unwrap();
-                }
-                let dt_sync = t.elapsed().as_secs_f64();
-                if l == args.profile_size {
-                    be.set_profiling(true);
-                    let p0 = warmup + 2 * args.steps;
-                    for step in p0..p0 + args.steps {
-                        be.enqueue_step(&plan(step)).unwrap();
-                    }
-                    be.synchronize().unwrap();
-                    let ph = be.phase_seconds();
-                    be.set_profiling(false);
-                    let parts: Vec<String> = PHASE_NAMES
-                        .iter()
-                        .zip(ph)
-                        .map(|(name, t)| format!("{name} {:.3}", t * 1e3 / args.steps as f64))
-                        .collect();
-                    profiles.push(format!(
-                        "| {l}³ | {} | {} | {} | {} |",
-                        method.name(),
-                        if mbs { "yes" } else { "no" },
-                        if shear { "yes" } else { "no" },
-                        parts.join(" · ")
-                    ));
-                }
-                assert!(r.relative_energy.is_finite() && r.relative_dof > 0.0);
-                let n = n_fluid as f64;
-                let rate = n * args.steps as f64 / dt;
-                let bytes = bytes_per_particle_step(method, shear, args.m, args.reorder);
-                let roof = bw / bytes;
-                println!(
-                    "| {l}³ | {} | {} | {} | {} | {:.0} | {:.3} | {:.0} | {:.0} | {:.2} | {:.0} |",
-                    n_fluid,
-                    method.name(),
-                    if mbs { "yes" } else { "no" },
-                    if shear { "yes" } else { "no" },
-                    rate / 1e6,
-                    dt * 1e3 / args.steps as f64,
-                    bytes,
-                    roof / 1e6,
-                    rate / roof,
-                    n * args.steps as f64 / dt_sync / 1e6
-                );
-            }
+            return;
         }
+    };
+    eprintln!(
+        "{l}^3 {}: opened with a GPU-generated initial state of {n_fluid} particles in {:.2} s",
+        method.name(),
+        t0.elapsed().as_secs_f64()
+    );
+    for (mbs, shear) in [(false, false), (true, false), (false, true), (true, true)] {
+        let cfg = config(l, args.m, mbs, shear);
+        let phys = Physics::from_config(&cfg);
+        be.set_physics(phys.clone()).unwrap();
+        let t = time_variant(args, &mut be, &phys, shear, l == args.profile_size);
+        let yes_no = |on: bool| if on { "yes" } else { "no" };
+        if let Some(ph) = t.phases {
+            let parts: Vec<String> = PHASE_NAMES
+                .iter()
+                .zip(ph)
+                .map(|(name, t)| format!("{name} {:.3}", t * 1e3 / args.steps as f64))
+                .collect();
+            profiles.push(format!(
+                "| {l}³ | {} | {} | {} | {} |",
+                method.name(),
+                yes_no(mbs),
+                yes_no(shear),
+                parts.join(" · ")
+            ));
+        }
+        let n = n_fluid as f64;
+        let rate = n * args.steps as f64 / t.queued_s;
+        let bytes = bytes_per_particle_step(method, shear, args.m, args.reorder);
+        let roof = bw / bytes;
+        println!(
+            "| {l}³ | {} | {} | {} | {} | {:.0} | {:.3} | {:.0} | {:.0} | {:.2} | {:.0} |",
+            n_fluid,
+            method.name(),
+            yes_no(mbs),
+            yes_no(shear),
+            rate / 1e6,
+            t.queued_s * 1e3 / args.steps as f64,
+            bytes,
+            roof / 1e6,
+            rate / roof,
+            n * args.steps as f64 / t.synced_s / 1e6
+        );
     }
-    if !profiles.is_empty() {
-        println!();
-        println!("Per-phase time, ms per step (each phase synchronised):");
-        println!();
-        println!("| cells | method | MBS | shear | phases |");
-        println!("|---|---|---|---|---|");
-        for p in profiles {
-            println!("{p}");
+}
+
+/// Seconds for `args.steps` steps of one variant.
+struct VariantTimes {
+    /// Steps enqueued back to back, one synchronisation at the end.
+    queued_s: f64,
+    /// Through `Backend::step`, which waits for each step's report.
+    synced_s: f64,
+    /// Per-phase seconds of a profiled repeat, when asked for.
+    phases: Option<Vec<f64>>,
+}
+
+#[allow(clippy::manual_is_multiple_of)] // rust-version 1.80
+fn time_variant(
+    args: &Args,
+    be: &mut CudaBackend,
+    phys: &Physics,
+    shear: bool,
+    profile: bool,
+) -> VariantTimes {
+    let plan = |step: u64| {
+        let reorder = args.reorder > 0 && (step + 1) % args.reorder == 0;
+        // under shear the stress is measured on sampled steps, as Solvent does
+        // with the default output.sample_interval
+        let measure = shear && args.stress_every > 0 && step % args.stress_every == 0;
+        phys.plan(step, measure, reorder)
+    };
+    // warm up past at least one reorder, so every variant starts cell-ordered
+    let warmup = args.warmup.max(args.reorder);
+    for step in 0..warmup {
+        be.enqueue_step(&plan(step)).unwrap();
+    }
+    be.synchronize().unwrap();
+    let t = Instant::now();
+    for step in warmup..warmup + args.steps {
+        be.enqueue_step(&plan(step)).unwrap();
+    }
+    be.synchronize().unwrap();
+    let queued_s = t.elapsed().as_secs_f64();
+    let r = be.read_report().unwrap();
+    let p1 = warmup + args.steps;
+    let t = Instant::now();
+    for step in p1..p1 + args.steps {
+        Backend::step(be, &plan(step), None).unwrap();
+    }
+    let synced_s = t.elapsed().as_secs_f64();
+    let phases = profile.then(|| {
+        be.set_profiling(true);
+        let p0 = warmup + 2 * args.steps;
+        for step in p0..p0 + args.steps {
+            be.enqueue_step(&plan(step)).unwrap();
         }
+        be.synchronize().unwrap();
+        let ph = be.phase_seconds();
+        be.set_profiling(false);
+        ph.to_vec()
+    });
+    assert!(r.relative_energy.is_finite() && r.relative_dof > 0.0);
+    VariantTimes {
+        queued_s,
+        synced_s,
+        phases,
     }
 }

@@ -130,6 +130,35 @@ fn bench(args: &Args) {
         sizes.push((64, (args.steps / 16).max(10)));
     }
     let lmp = !args.no_lammps && lammps_available();
+    print_bench_preamble(args, lmp);
+    let mut header = String::from("| atoms | steps |");
+    let mut rule = String::from("|---:|---:|");
+    for t in &args.threads {
+        header += &format!(" mpcbox {t} thr (atom-steps/s) |");
+        rule += "---:|";
+    }
+    if lmp {
+        header += " LAMMPS serial (atom-steps/s) | LAMMPS -sf opt (atom-steps/s) |";
+        rule += "---:|---:|";
+        for t in &args.threads {
+            header += &format!(" mpcbox {t} thr / best LAMMPS |");
+            rule += "---:|";
+        }
+    }
+    let rows: Vec<String> = sizes
+        .into_iter()
+        .map(|(cells, steps)| bench_row(args, cells, steps, lmp))
+        .collect();
+    println!("{header}\n{rule}");
+    for r in rows {
+        println!("{r}");
+    }
+    println!();
+    println!("load average at end: {}", load_average());
+}
+
+/// The system, the machine and the timing rules above the table.
+fn print_bench_preamble(args: &Args, lmp: bool) {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {
@@ -156,68 +185,49 @@ fn bench(args: &Args) {
         load_average()
     );
     println!();
-    let mut header = String::from("| atoms | steps |");
-    let mut rule = String::from("|---:|---:|");
-    for t in &args.threads {
-        header += &format!(" mpcbox {t} thr (atom-steps/s) |");
-        rule += "---:|";
+}
+
+/// One table row: mpcbox at each thread count, then LAMMPS and the ratios when it runs.
+fn bench_row(args: &Args, cells: usize, steps: u64, lmp: bool) -> String {
+    let mut row = String::new();
+    let mut ours = vec![];
+    let mut atoms = 0;
+    let reps = if cells >= 64 { 1 } else { args.repeat.max(1) };
+    for &t in &args.threads {
+        let mut best: f64 = 0.0;
+        for _ in 0..reps {
+            let (rate, n) = time_mpcbox(cells, t, steps);
+            atoms = n;
+            best = best.max(rate);
+            eprintln!("mpcbox {n} atoms, {t} threads: {rate:.4e} atom-steps/s");
+        }
+        ours.push(best);
+    }
+    row += &format!("| {atoms} | {steps} |");
+    for r in &ours {
+        row += &format!(" {r:.3e} |");
     }
     if lmp {
-        header += " LAMMPS serial (atom-steps/s) | LAMMPS -sf opt (atom-steps/s) |";
-        rule += "---:|---:|";
-        for t in &args.threads {
-            header += &format!(" mpcbox {t} thr / best LAMMPS |");
-            rule += "---:|";
-        }
-    }
-    let mut rows = vec![];
-    for (cells, steps) in sizes {
-        let mut row = String::new();
-        let mut ours = vec![];
-        let mut atoms = 0;
-        let reps = if cells >= 64 { 1 } else { args.repeat.max(1) };
-        for &t in &args.threads {
-            let mut best: f64 = 0.0;
-            for _ in 0..reps {
-                let (rate, n) = time_mpcbox(cells, t, steps);
-                atoms = n;
-                best = best.max(rate);
-                eprintln!("mpcbox {n} atoms, {t} threads: {rate:.4e} atom-steps/s");
-            }
-            ours.push(best);
-        }
-        row += &format!("| {atoms} | {steps} |");
+        let best_of = |suffix: Option<&str>| {
+            (0..reps)
+                .filter_map(|_| time_lammps(cells, steps, suffix))
+                .reduce(f64::max)
+        };
+        let plain = best_of(None);
+        let opt = best_of(Some("opt"));
+        eprintln!("LAMMPS {atoms} atoms: plain {plain:?}, opt {opt:?}");
+        let fmt = |v: Option<f64>| v.map_or("failed".to_string(), |v| format!("{v:.3e}"));
+        row += &format!(" {} | {} |", fmt(plain), fmt(opt));
+        let best = plain.unwrap_or(0.0).max(opt.unwrap_or(0.0));
         for r in &ours {
-            row += &format!(" {r:.3e} |");
-        }
-        if lmp {
-            let best_of = |suffix: Option<&str>| {
-                (0..reps)
-                    .filter_map(|_| time_lammps(cells, steps, suffix))
-                    .reduce(f64::max)
-            };
-            let plain = best_of(None);
-            let opt = best_of(Some("opt"));
-            eprintln!("LAMMPS {atoms} atoms: plain {plain:?}, opt {opt:?}");
-            let fmt = |v: Option<f64>| v.map_or("failed".to_string(), |v| format!("{v:.3e}"));
-            row += &format!(" {} | {} |", fmt(plain), fmt(opt));
-            let best = plain.unwrap_or(0.0).max(opt.unwrap_or(0.0));
-            for r in &ours {
-                if best > 0.0 {
-                    row += &format!(" {:.2} |", r / best);
-                } else {
-                    row += " n/a |";
-                }
+            if best > 0.0 {
+                row += &format!(" {:.2} |", r / best);
+            } else {
+                row += " n/a |";
             }
         }
-        rows.push(row);
     }
-    println!("{header}\n{rule}");
-    for r in rows {
-        println!("{r}");
-    }
-    println!();
-    println!("load average at end: {}", load_average());
+    row
 }
 
 /// The 1/5/15-minute load averages (other jobs share this machine).

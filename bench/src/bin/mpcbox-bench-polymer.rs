@@ -10,7 +10,7 @@ use std::time::Instant;
 use clap::Parser;
 use mpcbox::config::{Config, DeviceChoice};
 use mpcbox::md::coupled::Coupling;
-use mpcbox::md::GpuMd;
+use mpcbox::md::{GpuMd, MdConfig};
 use mpcbox::Solvent;
 
 #[derive(Parser)]
@@ -88,68 +88,13 @@ fn main() {
     let device = DeviceChoice::parse_cli(&a.device).unwrap_or_else(|e| fail(&e.to_string()));
     let cfg = config(&a, device);
     let md_cfg = cfg.md.clone().unwrap_or_else(|| fail("no md section"));
-
-    // Fluid alone.
-    let mut fluid = Solvent::new(cfg.clone()).unwrap_or_else(|e| fail(&e.to_string()));
-    for _ in 0..a.warmup {
-        fluid.step().unwrap_or_else(|e| fail(&e.to_string()));
-    }
-    let t = Instant::now();
-    for _ in 0..a.collisions {
-        fluid.step().unwrap_or_else(|e| fail(&e.to_string()));
-    }
-    let _ = fluid.moments();
-    let fluid_s = t.elapsed().as_secs_f64();
-    let fluid_desc = fluid.backend_description();
-    drop(fluid);
-
-    // MD alone, on the GPU the fluid uses first.
-    let md = md_cfg.build(&cfg).unwrap_or_else(|e| fail(&e.to_string()));
-    let beads = md.sys.len();
+    let (fluid_s, fluid_desc) = time_fluid_alone(&a, &cfg);
     let ordinal = match &cfg.device {
         DeviceChoice::Cuda(ids) if !ids.is_empty() => ids[0] as usize,
         _ => 0,
     };
-    let mut gpu = GpuMd::new(
-        md.sys.clone(),
-        md.ff.clone(),
-        md.thermostat,
-        md.settings().clone(),
-        ordinal,
-    )
-    .unwrap_or_else(|e| fail(&e.to_string()));
-    gpu.run(a.warmup * STEPS_PER_COLLISION)
-        .unwrap_or_else(|e| fail(&e.to_string()));
-    gpu.synchronize().unwrap_or_else(|e| fail(&e.to_string()));
-    let t = Instant::now();
-    gpu.run(a.collisions * STEPS_PER_COLLISION)
-        .unwrap_or_else(|e| fail(&e.to_string()));
-    gpu.synchronize().unwrap_or_else(|e| fail(&e.to_string()));
-    let md_s = t.elapsed().as_secs_f64();
-    drop(gpu);
-
-    // Coupled.
-    let mut solvent = Solvent::new(cfg.clone()).unwrap_or_else(|e| fail(&e.to_string()));
-    let mut coupling = Coupling::new(&md_cfg, &solvent).unwrap_or_else(|e| fail(&e.to_string()));
-    for _ in 0..a.warmup {
-        coupling
-            .step(&mut solvent)
-            .unwrap_or_else(|e| fail(&e.to_string()));
-    }
-    let _ = solvent.moments();
-    let t = Instant::now();
-    for _ in 0..a.collisions {
-        coupling
-            .step(&mut solvent)
-            .unwrap_or_else(|e| fail(&e.to_string()));
-    }
-    let _ = solvent.moments();
-    let coupled_s = t.elapsed().as_secs_f64();
-
-    let path = coupling.path_description();
-    let n_fluid = solvent.n_fluid();
-    drop(coupling);
-    drop(solvent);
+    let (md_s, beads) = time_md_alone(&a, &cfg, &md_cfg, ordinal);
+    let (coupled_s, n_fluid, path) = time_coupled(&a, &cfg, &md_cfg);
 
     // Where the coupled time goes: the same loop by hand, MD and collision timed apart (each
     // followed by a synchronisation, so the sum exceeds the plain loop slightly).
@@ -166,4 +111,63 @@ fn main() {
         coupled_s / (fluid_s + md_s),
     );
     println!("\nfluid: {fluid_desc}");
+}
+
+/// Seconds of the timed collisions of the fluid alone, and its backend.
+fn time_fluid_alone(a: &Args, cfg: &Config) -> (f64, String) {
+    let mut fluid = Solvent::new(cfg.clone()).unwrap_or_else(|e| fail(&e.to_string()));
+    for _ in 0..a.warmup {
+        fluid.step().unwrap_or_else(|e| fail(&e.to_string()));
+    }
+    let t = Instant::now();
+    for _ in 0..a.collisions {
+        fluid.step().unwrap_or_else(|e| fail(&e.to_string()));
+    }
+    let _ = fluid.moments();
+    (t.elapsed().as_secs_f64(), fluid.backend_description())
+}
+
+/// Seconds of the timed MD steps of the GPU engine alone on GPU `ordinal` (the one the fluid
+/// uses first), and the bead count.
+fn time_md_alone(a: &Args, cfg: &Config, md_cfg: &MdConfig, ordinal: usize) -> (f64, usize) {
+    let md = md_cfg.build(cfg).unwrap_or_else(|e| fail(&e.to_string()));
+    let beads = md.sys.len();
+    let mut gpu = GpuMd::new(
+        md.sys.clone(),
+        md.ff.clone(),
+        md.thermostat,
+        md.settings().clone(),
+        ordinal,
+    )
+    .unwrap_or_else(|e| fail(&e.to_string()));
+    gpu.run(a.warmup * STEPS_PER_COLLISION)
+        .unwrap_or_else(|e| fail(&e.to_string()));
+    gpu.synchronize().unwrap_or_else(|e| fail(&e.to_string()));
+    let t = Instant::now();
+    gpu.run(a.collisions * STEPS_PER_COLLISION)
+        .unwrap_or_else(|e| fail(&e.to_string()));
+    gpu.synchronize().unwrap_or_else(|e| fail(&e.to_string()));
+    (t.elapsed().as_secs_f64(), beads)
+}
+
+/// Seconds of the timed collisions of the coupled run, the fluid particle count and the
+/// coupling path.
+fn time_coupled(a: &Args, cfg: &Config, md_cfg: &MdConfig) -> (f64, usize, String) {
+    let mut solvent = Solvent::new(cfg.clone()).unwrap_or_else(|e| fail(&e.to_string()));
+    let mut coupling = Coupling::new(md_cfg, &solvent).unwrap_or_else(|e| fail(&e.to_string()));
+    for _ in 0..a.warmup {
+        coupling
+            .step(&mut solvent)
+            .unwrap_or_else(|e| fail(&e.to_string()));
+    }
+    let _ = solvent.moments();
+    let t = Instant::now();
+    for _ in 0..a.collisions {
+        coupling
+            .step(&mut solvent)
+            .unwrap_or_else(|e| fail(&e.to_string()));
+    }
+    let _ = solvent.moments();
+    let coupled_s = t.elapsed().as_secs_f64();
+    (coupled_s, solvent.n_fluid(), coupling.path_description())
 }

@@ -1,23 +1,34 @@
-//! Python module `mpcbox`: the solvent on numpy arrays.
+//! Python module `mpcbox`: the solvent on numpy arrays, configured from Python or RON, and the
+//! whole `mpcbox run` job.
 //!
 //! ```python
 //! import numpy as np, mpcbox
-//! s = mpcbox.Solvent.from_ron(open("examples/quickstart.ron").read())
+//! s = mpcbox.Solvent(cells=(16, 16, 16), particles_per_cell=10, time_step=0.1,
+//!                    collision={"Srd": {"angle_deg": 130.0}}, thermostat="Mbs")
 //! s.step(pos, vel, mass)        # pos, vel: float64 (n, 3); mass: float64 (n,); vel updated in place
+//! summary = mpcbox.run("examples/quickstart.ron", steps=500, output="out/q")
 //! ```
 
-use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray2, PyUntypedArrayMethods};
+use std::path::PathBuf;
+
+use numpy::{
+    IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray2,
+    PyUntypedArrayMethods,
+};
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use ::mpcbox::{Checkpoint, Config, MpcError};
 
+mod config;
 mod cuda_arrays;
+mod job;
 
-fn py_err(e: MpcError) -> PyErr {
+pub(crate) fn py_err(e: MpcError) -> PyErr {
     match e {
-        MpcError::Config(_) | MpcError::Solute { .. } => PyValueError::new_err(e.to_string()),
+        MpcError::Config(c) => Python::attach(|py| config::config_error(py, &c)),
+        MpcError::Solute { .. } => PyValueError::new_err(e.to_string()),
         MpcError::Checkpoint { .. } | MpcError::Io { .. } => PyOSError::new_err(e.to_string()),
         _ => PyRuntimeError::new_err(e.to_string()),
     }
@@ -101,6 +112,25 @@ impl Solvent {
 
 #[pymethods]
 impl Solvent {
+    /// `mpcbox.Solvent(cells=(16, 16, 16), particles_per_cell=10, time_step=0.1, ...)`: the
+    /// keywords are the fields of a RON config (same names, defaults and checks; `steps`
+    /// defaults to 0 here). An unknown keyword or a bad value raises `mpcbox.ConfigError`
+    /// (a ValueError) naming the field.
+    #[new]
+    #[pyo3(signature = (**config))]
+    fn py_new(py: Python<'_>, config: Option<&Bound<'_, PyDict>>) -> PyResult<Solvent> {
+        let empty = PyDict::new(py);
+        let cfg = config::config_from_dict(py, config.unwrap_or(&empty), Some(0))?;
+        let inner = py.detach(|| ::mpcbox::Solvent::new(cfg)).map_err(py_err)?;
+        Ok(Solvent::new(inner))
+    }
+
+    /// Build from a dict of config fields, as `mpcbox.Solvent(**config)`.
+    #[staticmethod]
+    fn from_dict(py: Python<'_>, config: &Bound<'_, PyDict>) -> PyResult<Solvent> {
+        Self::py_new(py, Some(config))
+    }
+
     /// Build from RON config text.
     #[staticmethod]
     fn from_ron(py: Python<'_>, text: &str) -> PyResult<Solvent> {
@@ -218,10 +248,10 @@ impl Solvent {
         d.set_item("step", o.step)?;
         d.set_item("time", o.time)?;
         d.set_item("particles", o.particles)?;
-        d.set_item("momentum", o.momentum.to_vec())?;
+        d.set_item("momentum", o.momentum.to_vec().into_pyarray(py))?;
         d.set_item("kinetic_energy", o.kinetic_energy)?;
         d.set_item("temperature", o.temperature)?;
-        d.set_item("stress_xy", o.stress_xy.map(|(a, b)| (a, b)))?;
+        d.set_item("stress_xy", o.stress_xy)?;
         Ok(d)
     }
 
@@ -237,6 +267,31 @@ impl Solvent {
     fn restore(&mut self, path: &str) -> PyResult<()> {
         let ck = Checkpoint::load(std::path::Path::new(path)).map_err(py_err)?;
         self.get()?.restore(&ck).map_err(py_err)
+    }
+
+    /// Run the `mpcbox run` job on this solvent up to `steps` in total (default: the config's
+    /// `steps`), writing the command's outputs into `output` (default: the config's
+    /// `output.directory`). Returns the summary with numpy `observables` and `profile`.
+    #[pyo3(signature = (steps = None, output = None))]
+    fn run<'py>(
+        &mut self,
+        py: Python<'py>,
+        steps: Option<u64>,
+        output: Option<PathBuf>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        job::run_solvent(py, self.get()?, steps, output)
+    }
+
+    /// The time-averaged flow profile vx(y) (one value per cell layer), as numpy.
+    fn profile<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        Ok(self.read(|s| s.stats().profile())?.into_pyarray(py))
+    }
+
+    /// The config as a dict (the keywords `mpcbox.Solvent` takes).
+    #[getter]
+    fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let cfg = self.read(|s| s.config().clone())?;
+        Ok(pythonize::pythonize(py, &cfg)?)
     }
 
     #[getter]
@@ -273,6 +328,8 @@ impl Solvent {
 #[pyo3(name = "mpcbox")]
 fn mpcbox_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Solvent>()?;
+    m.add_function(wrap_pyfunction!(job::run, m)?)?;
+    m.add("ConfigError", m.py().get_type::<config::ConfigError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,0 +1,283 @@
+/* fix mpcbox: set-up, unit and box checks, the global vector. The exchange with the fluid and
+ * the restart files are in fix_mpcbox_exchange.cpp. */
+
+#include "fix_mpcbox.h"
+
+#include "atom.h"
+#include "comm.h"
+#include "domain.h"
+#include "error.h"
+#include "force.h"
+#include "modify.h"
+#include "update.h"
+#include "utils.h"
+
+#include "mpcbox.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+using namespace LAMMPS_NS;
+using namespace FixConst;
+
+namespace {
+
+const char *const KEYWORDS = "every, cell, checkpoint";
+
+/* A number as a person would write it (no trailing zeros). */
+std::string num(double x)
+{
+  char buf[40];
+  snprintf(buf, sizeof(buf), "%.10g", x);
+  return buf;
+}
+
+/* A positive number, or why it is not one. */
+bool positive(const char *text, double &out)
+{
+  char *end = nullptr;
+  out = strtod(text, &end);
+  return end != text && *end == '\0' && std::isfinite(out) && out > 0.0;
+}
+
+/* The default checkpoint name: fluid.<fix-ID>.<timestep>.mpcbox in the working directory. */
+std::string default_checkpoint(const char *fix_id)
+{
+  return std::string("fluid.") + fix_id + ".*.mpcbox";
+}
+
+}    // namespace
+
+FixMpcbox::FixMpcbox(LAMMPS *lmp, int narg, char **arg) :
+    Fix(lmp, narg, arg), cell(1.0), solvent(nullptr), cells{0.0, 0.0, 0.0}, time_step(0.0),
+    shear_rate(0.0), kt(0.0), observed{}
+{
+  parse_args(narg, arg);
+  open_solvent();
+
+  vector_flag = 1;
+  size_vector = V_SIZE;
+  extvector = 0;        // thermo prints the values as they are (no division by atom count)
+  global_freq = 1;      // the fluid does not change between exchanges: always current
+  restart_global = 1;   // write_restart stores where the fluid checkpoint is
+  dynamic_group_allow = 0;
+  for (double &v : observed) v = NAN;
+}
+
+FixMpcbox::~FixMpcbox()
+{
+  mpcbox_free(solvent);
+}
+
+int FixMpcbox::setmask()
+{
+  return END_OF_STEP;
+}
+
+[[noreturn]] void FixMpcbox::fail(const std::string &message)
+{
+  error->all(FLERR, std::string("fix mpcbox (fix ") + id + "): " + message);
+}
+
+/* Errors found on rank 0 (where the fluid lives) stop every rank with rank 0's message. */
+void FixMpcbox::agree(bool ok_on_root, const std::string &message_on_root)
+{
+  int ok = ok_on_root ? 1 : 0;
+  MPI_Bcast(&ok, 1, MPI_INT, 0, world);
+  if (ok) return;
+  int len = static_cast<int>(message_on_root.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, world);
+  std::string message(message_on_root);
+  message.resize(len);
+  MPI_Bcast(&message[0], len, MPI_CHAR, 0, world);
+  fail(message);
+}
+
+void FixMpcbox::parse_args(int narg, char **arg)
+{
+  const std::string usage =
+      "usage: fix ID group mpcbox config.ron every N [cell a] [checkpoint file]";
+  if (narg < 4) fail("the config file is missing; " + usage);
+  config_path = arg[3];
+  checkpoint_pattern = default_checkpoint(id);
+  nevery = 0;
+  for (int i = 4; i < narg; i += 2) {
+    const std::string key = arg[i];
+    if (key != "every" && key != "cell" && key != "checkpoint")
+      fail("unknown keyword `" + key + "`; valid keywords: " + KEYWORDS + "; " + usage);
+    if (i + 1 >= narg) fail("keyword `" + key + "` needs a value; " + usage);
+    const char *value = arg[i + 1];
+    double x = 0.0;
+    if (key == "every") {
+      if (!positive(value, x) || x != std::floor(x) || x > 1e9)
+        fail(std::string("`every` must be a positive whole number of MD steps per MPC step (got ") +
+             value + ")");
+      nevery = static_cast<int>(x);
+    } else if (key == "cell") {
+      if (!positive(value, x))
+        fail(std::string("`cell` must be the MPC cell size in LAMMPS length units, > 0 (got ") +
+             value + ")");
+      cell = x;
+    } else {
+      checkpoint_pattern = value;
+    }
+  }
+  if (nevery == 0)
+    fail("keyword `every` is required: the MD steps per MPC step, with every × timestep = the "
+         "config's time_step; " + usage);
+}
+
+/* Rank 0 builds the fluid from the config; every rank learns its run constants. */
+void FixMpcbox::open_solvent()
+{
+  double params[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+  std::string why;
+  if (comm->me == 0) {
+    solvent = mpcbox_create_from_file(config_path.c_str());
+    MpcboxParameters p;
+    if (!solvent)
+      why = "config " + config_path + ": " + mpcbox_last_error();
+    else if (mpcbox_parameters(solvent, &p) != 0)
+      why = std::string("reading the solvent's parameters: ") + mpcbox_last_error();
+    else {
+      const double read[6] = {p.box_lengths[0], p.box_lengths[1], p.box_lengths[2],
+                              p.time_step,      p.shear_rate,     p.kt};
+      memcpy(params, read, sizeof(params));
+    }
+  }
+  agree(why.empty(), why);
+  MPI_Bcast(params, 6, MPI_DOUBLE, 0, world);
+  for (int k = 0; k < 3; k++) cells[k] = params[k];
+  time_step = params[3];
+  shear_rate = params[4];
+  kt = params[5];
+  if (comm->me == 0)
+    utils::logmesg(lmp,
+                   "fix mpcbox: " + config_path + ": " + num(cells[0]) + " x " + num(cells[1]) +
+                       " x " + num(cells[2]) + " cells of " + num(cell) + " length units, " +
+                       std::to_string(mpcbox_fluid_particles(solvent)) +
+                       " fluid particles, h = " + num(time_step) + "\n");
+}
+
+void FixMpcbox::init()
+{
+  check_time_step();
+  check_box();
+  check_shear();
+}
+
+/* N MD steps must span one collision time h (LAMMPS and mpcbox share the time unit). */
+void FixMpcbox::check_time_step()
+{
+  const double dt = update->dt;
+  const double md = nevery * dt;
+  if (std::fabs(md - time_step) <= 1e-9 * time_step) return;
+  const double ratio = time_step / dt;
+  std::string fix = "set `every` to " + num(std::round(ratio));
+  if (std::fabs(ratio - std::round(ratio)) > 1e-9 * ratio || std::round(ratio) < 1.0)
+    fix = "set the timestep to " + num(time_step / nevery);
+  fail("`every` " + std::to_string(nevery) + " × timestep " + num(dt) + " = " + num(md) +
+       " differs from the config's time_step h = " + num(time_step) + " (" + config_path +
+       "); fix: " + fix + ", or time_step: " + num(md) + " in the config");
+}
+
+/* The fluid fills the periodic LAMMPS box: each edge is (config cells) × `cell`. */
+void FixMpcbox::check_box()
+{
+  if (domain->dimension != 3 || domain->nonperiodic)
+    fail("the fluid needs a 3d box periodic in x, y and z; fix: boundary p p p");
+  bool same = true;
+  for (int k = 0; k < 3; k++)
+    same = same && std::fabs(domain->prd[k] / cell - cells[k]) <= 1e-9 * cells[k];
+  if (same) return;
+  fail("the LAMMPS box " + num(domain->prd[0]) + " x " + num(domain->prd[1]) + " x " +
+       num(domain->prd[2]) + " is " + num(domain->prd[0] / cell) + " x " +
+       num(domain->prd[1] / cell) + " x " + num(domain->prd[2] / cell) + " cells of `cell` " +
+       num(cell) + ", but the config (" + config_path + ") has " + num(cells[0]) + " x " +
+       num(cells[1]) + " x " + num(cells[2]) +
+       " cells; fix: set `cell` to box edge / cells (" + num(domain->prd[0] / cells[0]) +
+       " for x), or change the box or the config's cells");
+}
+
+/* Lees-Edwards: the only box change allowed is fix deform's xy tilt at the config's shear
+ * rate, with remap v (LAMMPS then shifts vx of atoms crossing y as mpcbox does its fluid). */
+void FixMpcbox::check_shear()
+{
+  double rate = 0.0;
+  const int ideform = modify->find_fix_by_style("deform");
+  if (ideform >= 0) {
+    if (ideform > modify->find_fix(id))
+      fail("fix deform must be defined before fix mpcbox (the fluid checks the box rates fix "
+           "deform sets)");
+    for (int k = 0; k < 5; k++)
+      if (domain->h_rate[k] != 0.0 || (k < 3 && domain->h_ratelo[k] != 0.0))
+        fail("fix deform changes more than the xy tilt; the fluid box is fixed: use only "
+             "`fix deform N all xy erate RATE remap v`");
+    rate = domain->h_rate[5] / domain->yprd;
+    if (rate != 0.0 && !domain->deform_vremap)
+      fail("fix deform shears the box without `remap v`; fix: add `remap v` so atoms crossing "
+           "y change vx as the fluid's Lees-Edwards particles do");
+  }
+  if (std::fabs(rate - shear_rate) <= 1e-9 * std::fmax(std::fabs(rate), std::fabs(shear_rate)))
+    return;
+  if (ideform < 0)
+    fail("the config's shear_rate is " + num(shear_rate) +
+         " but the LAMMPS box is not sheared; fix: add `fix ID all deform 1 xy erate " +
+         num(shear_rate) + " remap v` before fix mpcbox, or shear_rate: 0.0 in the config");
+  fail("fix deform shears at " + num(rate) + " (xy tilt rate / yprd) but the config's "
+       "shear_rate is " + num(shear_rate) + "; fix: use the same rate in both");
+}
+
+/* The fluid's Lees-Edwards offset after `fluid_steps` steps must equal the LAMMPS box tilt
+ * (modulo the box length): both place the periodic image above the box. "" when they agree. */
+std::string FixMpcbox::lees_edwards_mismatch(uint64_t fluid_steps) const
+{
+  const double lx = cells[0];
+  const double offset = std::fmod(shear_rate * cells[1] * (fluid_steps * time_step), lx);
+  const double tilt = domain->triclinic ? domain->xy / cell : 0.0;
+  const double diff = std::remainder(tilt - offset, lx);
+  if (std::fabs(diff) <= 1e-6) return "";
+  return "at step " + std::to_string(update->ntimestep) + " the LAMMPS box tilt xy = " +
+         num(tilt) + " cells and the fluid's Lees-Edwards offset " + num(offset) +
+         " cells (shear_rate × Ly × t, t = " + num(fluid_steps * time_step) +
+         ") disagree; fix: start fix deform and fix mpcbox together on an untilted box, at a "
+         "step that is a multiple of `every`";
+}
+
+void FixMpcbox::setup(int)
+{
+  std::string why;
+  if (comm->me == 0) why = lees_edwards_mismatch(mpcbox_step_count(solvent));
+  agree(why.empty(), why);
+  refresh_observables();
+}
+
+/* The fluid's observables in LAMMPS units (rank 0 measures, every rank gets them). */
+void FixMpcbox::refresh_observables()
+{
+  std::string why;
+  if (comm->me == 0) {
+    MpcboxObservables o;
+    if (mpcbox_observables(solvent, &o) != 0) {
+      why = std::string("reading the fluid's observables: ") + mpcbox_last_error();
+    } else {
+      const double energy = cell * cell * force->mvv2e;    // m (a/τ)² in LAMMPS energy
+      const double stress = force->mvv2e * force->nktv2p / cell;
+      observed[V_STEPS] = static_cast<double>(o.step);
+      observed[V_KT] = o.temperature * energy;
+      observed[V_KINETIC] = o.kinetic_energy * energy;
+      for (int k = 0; k < 3; k++) observed[V_PX + k] = o.momentum[k] * cell;
+      observed[V_STRESS_KIN] = o.stress_xy_kinetic * stress;
+      observed[V_STRESS_COLL] = o.stress_xy_collisional * stress;
+    }
+  }
+  agree(why.empty(), why);
+  MPI_Bcast(observed, V_SIZE, MPI_DOUBLE, 0, world);
+}
+
+double FixMpcbox::compute_vector(int i)
+{
+  return (i >= 0 && i < V_SIZE) ? observed[i] : 0.0;
+}

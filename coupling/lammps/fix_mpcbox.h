@@ -1,0 +1,71 @@
+/* fix mpcbox: an MPC-SRD solvent (mpcbox, through its C ABI) for a group of LAMMPS atoms.
+ *
+ *   fix ID group-ID mpcbox config.ron every N [cell a] [checkpoint file]
+ *
+ * Every N steps the group's positions, velocities and masses go to mpcbox, which streams the
+ * fluid over one collision time h = N·dt, collides the atoms with the fluid of their cells and
+ * returns their velocities. The fluid lives on MPI rank 0 (on its GPU when it has one); the
+ * atoms are gathered there and their velocities scattered back. See docs/lammps.md. */
+
+#ifndef MPCBOX_FIX_MPCBOX_H
+#define MPCBOX_FIX_MPCBOX_H
+
+#include "fix.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+struct MpcboxSolvent;
+
+namespace LAMMPS_NS {
+
+class FixMpcbox : public Fix {
+ public:
+  FixMpcbox(class LAMMPS *, int, char **);
+  ~FixMpcbox() override;
+  int setmask() override;
+  void init() override;
+  void setup(int) override;
+  void end_of_step() override;
+  double compute_vector(int) override;
+  void write_restart(FILE *) override;
+  void restart(char *) override;
+
+  /* Entries of the global vector (LAMMPS units; see docs/lammps.md). */
+  enum { V_STEPS, V_KT, V_KINETIC, V_PX, V_PY, V_PZ, V_STRESS_KIN, V_STRESS_COLL, V_SIZE };
+
+ private:
+  std::string config_path;
+  std::string checkpoint_pattern;    // '*' is replaced by the timestep
+  double cell;                       // MPC cell size a in LAMMPS length units
+  MpcboxSolvent *solvent;            // on rank 0 only
+
+  // The solvent's run constants (broadcast to every rank).
+  double cells[3];
+  double time_step, shear_rate, kt;
+
+  double observed[V_SIZE];
+
+  // Exchange buffers. Per local group atom: tag, x[3], v[3], mass. Root: every rank's atoms
+  // (gathered), the same sorted by tag in MPC units, and velocities back in gathered order.
+  std::vector<double> packed, gathered, pos, vel, mass, vel_back, vel_mine;
+  std::vector<int> counts, displs, order;
+
+  void parse_args(int narg, char **arg);
+  void open_solvent();
+  [[noreturn]] void fail(const std::string &message);
+  void agree(bool ok_on_root, const std::string &message_on_root);
+  void check_time_step();
+  void check_box();
+  void check_shear();
+  std::string lees_edwards_mismatch(uint64_t fluid_steps) const;
+  int gather_group();
+  std::string step_on_root(int total);
+  void scatter_velocities(int mine);
+  void refresh_observables();
+};
+
+}    // namespace LAMMPS_NS
+
+#endif

@@ -1,0 +1,167 @@
+/* fix mpcbox: the exchange with the fluid every N steps, and the fluid's part of LAMMPS restart
+ * files. */
+
+#include "fix_mpcbox.h"
+
+#include "atom.h"
+#include "comm.h"
+#include "domain.h"
+#include "error.h"
+#include "update.h"
+#include "utils.h"
+
+#include "mpcbox.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+using namespace LAMMPS_NS;
+
+namespace {
+
+const int PACKED = 8;    // tag, x[3], v[3], mass per atom
+const char RESTART_MAGIC[8] = {'M', 'P', 'C', 'B', 'O', 'X', 'R', '1'};
+
+}    // namespace
+
+void FixMpcbox::end_of_step()
+{
+  const int mine = gather_group();
+  std::string why;
+  if (comm->me == 0) why = step_on_root(static_cast<int>(gathered.size() / PACKED));
+  agree(why.empty(), why);
+  scatter_velocities(mine);
+  refresh_observables();
+}
+
+/* Pack this rank's group atoms and gather them on rank 0. Returns the local count. The
+ * positions are those LAMMPS integrates (inside the box up to the neighbor skin): under
+ * Lees-Edwards shear with `remap v` the stored velocity belongs to the stored position, and
+ * mpcbox wraps positions outside the box as their Lees-Edwards images. */
+int FixMpcbox::gather_group()
+{
+  double **x = atom->x, **v = atom->v;
+  const int *mask = atom->mask;
+  packed.clear();
+  for (int i = 0; i < atom->nlocal; i++) {
+    if (!(mask[i] & groupbit)) continue;
+    const double m = atom->rmass_flag ? atom->rmass[i] : atom->mass[atom->type[i]];
+    const double row[PACKED] = {static_cast<double>(atom->tag[i]), x[i][0], x[i][1], x[i][2],
+                                v[i][0], v[i][1], v[i][2], m};
+    packed.insert(packed.end(), row, row + PACKED);
+  }
+  const int mine = static_cast<int>(packed.size() / PACKED);
+  const int ranks = comm->nprocs;
+  counts.assign(ranks, 0);
+  displs.assign(ranks, 0);
+  const int send = mine * PACKED;
+  MPI_Gather(&send, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, world);
+  if (comm->me == 0) std::partial_sum(counts.begin(), counts.end() - 1, displs.begin() + 1);
+  const int total = comm->me == 0 ? displs[ranks - 1] + counts[ranks - 1] : 0;
+  gathered.resize(total);
+  MPI_Gatherv(packed.data(), send, MPI_DOUBLE, gathered.data(), counts.data(), displs.data(),
+              MPI_DOUBLE, 0, world);
+  return mine;
+}
+
+/* Rank 0: one MPC step with the gathered atoms, ordered by atom ID (so the result does not
+ * depend on the domain decomposition), in MPC units (lengths in cells). */
+std::string FixMpcbox::step_on_root(int total)
+{
+  const std::string mismatch = lees_edwards_mismatch(mpcbox_step_count(solvent) + 1);
+  if (!mismatch.empty()) return mismatch;
+  order.resize(total);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [this](int a, int b) { return gathered[a * PACKED] < gathered[b * PACKED]; });
+  pos.resize(3 * total);
+  vel.resize(3 * total);
+  mass.resize(total);
+  for (int j = 0; j < total; j++) {
+    const double *row = &gathered[order[j] * PACKED];
+    for (int k = 0; k < 3; k++) {
+      pos[3 * j + k] = (row[1 + k] - domain->boxlo[k]) / cell;
+      vel[3 * j + k] = row[4 + k] / cell;
+    }
+    mass[j] = row[7];
+  }
+  if (mpcbox_step(solvent, total, pos.data(), vel.data(), mass.data()) != 0)
+    return std::string("the MPC step failed: ") + mpcbox_last_error();
+  vel_back.resize(3 * total);
+  for (int j = 0; j < total; j++)
+    for (int k = 0; k < 3; k++) vel_back[3 * order[j] + k] = vel[3 * j + k] * cell;
+  return "";
+}
+
+/* Send each rank its atoms' new velocities, in the order it packed them. */
+void FixMpcbox::scatter_velocities(int mine)
+{
+  const int ranks = comm->nprocs;
+  if (comm->me == 0)
+    for (int r = 0; r < ranks; r++) {
+      counts[r] = counts[r] / PACKED * 3;
+      displs[r] = displs[r] / PACKED * 3;
+    }
+  vel_mine.resize(3 * mine);
+  MPI_Scatterv(vel_back.data(), counts.data(), displs.data(), MPI_DOUBLE, vel_mine.data(),
+               3 * mine, MPI_DOUBLE, 0, world);
+  double **v = atom->v;
+  const int *mask = atom->mask;
+  int j = 0;
+  for (int i = 0; i < atom->nlocal; i++) {
+    if (!(mask[i] & groupbit)) continue;
+    for (int k = 0; k < 3; k++) v[i][k] = vel_mine[3 * j + k];
+    j++;
+  }
+}
+
+/* write_restart: the fluid goes to its own checkpoint file (large; written atomically by
+ * mpcbox), the LAMMPS restart file records its name and the fluid's step count. */
+void FixMpcbox::write_restart(FILE *fp)
+{
+  if (comm->me != 0) return;
+  std::string path = checkpoint_pattern;
+  const size_t star = path.find('*');
+  if (star != std::string::npos) path.replace(star, 1, std::to_string(update->ntimestep));
+  if (mpcbox_checkpoint_save(solvent, path.c_str()) != 0)
+    error->one(FLERR, std::string("fix mpcbox (fix ") + id + "): writing the fluid checkpoint " +
+                          path + ": " + mpcbox_last_error());
+  const uint64_t steps = mpcbox_step_count(solvent);
+  std::vector<char> record(sizeof(RESTART_MAGIC) + sizeof(steps));
+  memcpy(record.data(), RESTART_MAGIC, sizeof(RESTART_MAGIC));
+  memcpy(record.data() + sizeof(RESTART_MAGIC), &steps, sizeof(steps));
+  record.insert(record.end(), path.begin(), path.end());
+  record.push_back('\0');
+  const int size = static_cast<int>(record.size());
+  fwrite(&size, sizeof(int), 1, fp);
+  fwrite(record.data(), 1, record.size(), fp);
+  utils::logmesg(lmp, "fix mpcbox: fluid at MPC step " + std::to_string(steps) +
+                          " written to " + path + "\n");
+}
+
+/* read_restart + the same fix command: put the fluid back from the checkpoint the restart file
+ * names (the fix's config supplies everything else, as for `mpcbox run --resume`). */
+void FixMpcbox::restart(char *buf)
+{
+  uint64_t steps = 0;
+  if (memcmp(buf, RESTART_MAGIC, sizeof(RESTART_MAGIC)) != 0)
+    fail("the restart file's fix mpcbox record is not one this plugin wrote");
+  memcpy(&steps, buf + sizeof(RESTART_MAGIC), sizeof(steps));
+  const std::string path(buf + sizeof(RESTART_MAGIC) + sizeof(steps));
+  std::string why;
+  if (comm->me == 0) {
+    if (mpcbox_restore(solvent, path.c_str()) != 0)
+      why = "restoring the fluid from " + path + " (named by the restart file): " +
+            mpcbox_last_error() + "; fix: keep the fluid checkpoint beside the restart file";
+    else if (mpcbox_step_count(solvent) != steps)
+      why = "the fluid checkpoint " + path + " is at MPC step " +
+            std::to_string(mpcbox_step_count(solvent)) + " but the restart file was written at " +
+            std::to_string(steps) + "; fix: use the checkpoint written with this restart file "
+            "(a `*` in the `checkpoint` keyword keeps one per timestep)";
+    else
+      utils::logmesg(lmp, "fix mpcbox: fluid restored from " + path + " at MPC step " +
+                              std::to_string(steps) + "\n");
+  }
+  agree(why.empty(), why);
+}

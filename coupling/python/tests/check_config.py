@@ -1,0 +1,70 @@
+"""Checks of Python-configured solvents and jobs (run by coupling/python/tests/python.rs)."""
+import os
+import sys
+import tempfile
+
+import numpy as np
+import mpcbox
+
+BASE = dict(cells=(8, 8, 8), particles_per_cell=10, time_step=0.1, collision={"Srd": {"angle_deg": 130.0}},
+            thermostat="Mbs", seed=3, device="Cpu")
+
+
+def expect_config_error(field, words, **changes):
+    try:
+        mpcbox.Solvent(**{**BASE, **changes})
+    except mpcbox.ConfigError as e:
+        assert isinstance(e, ValueError) and e.field == field, (field, e.field, str(e))
+        assert str(e).startswith(f"config field `{field}`: "), e
+        for w in words:
+            assert w in str(e), (w, str(e))
+        return
+    raise AssertionError(f"{changes} accepted")
+
+
+def main(repo):
+    # keywords build the same config a RON file does; the dict form and the config round trip too
+    s = mpcbox.Solvent(**BASE)
+    ron = ("(cells: (8, 8, 8), particles_per_cell: 10, time_step: 0.1, collision: Srd(angle_deg: 130.0), "
+           "thermostat: Mbs, seed: 3, steps: 0, device: Cpu)")
+    assert s.config == mpcbox.Solvent.from_ron(ron).config
+    assert mpcbox.Solvent.from_dict(s.config).config == s.config
+    assert s.n_fluid == 5120 and s.time_step == 0.1 and s.config["kT"] == 1.0
+    assert isinstance(s.observables()["momentum"], np.ndarray)
+
+    # the RON config's checks and messages, with the field named
+    expect_config_error("time_stp", ["no such keyword", "use one of: cells, particles_per_cell"], time_stp=0.1)
+    expect_config_error("time_step", ["must be finite and > 0 (got -0.1)"], time_step=-0.1)
+    expect_config_error("kT", ["must be finite and > 0 (got NaN)"], kT=float("nan"))
+    expect_config_error("thermostat", ["`mbs` is not a valid choice", "use one of: None, Mbs"], thermostat="mbs")
+    expect_config_error("collision.angle_deg", ["strictly between 0 and 180"],
+                        collision={"Srd": {"angle_deg": 190.0}})
+    expect_config_error("collision.angle", ["no such keyword", "use one of: angle_deg"],
+                        collision={"Srd": {"angle": 130.0}})
+    expect_config_error("output.directry", ["use one of: observable_interval"], output={"directry": "x"})
+    expect_config_error("cells", ["length 3"], cells=(8, 8))
+    try:
+        mpcbox.Solvent(cells=(8, 8, 8), time_step=0.1)
+        raise AssertionError("missing fields accepted")
+    except mpcbox.ConfigError as e:
+        assert e.field == "particles_per_cell" and "missing" in str(e), e
+
+    # the whole job from a RON file: the command's outputs, numpy time series and profile
+    with tempfile.TemporaryDirectory() as d:
+        out = mpcbox.run(os.path.join(repo, "examples/quickstart.ron"), steps=20, output=d, device="cpu")
+        assert out["steps"] == 20 and out["device"].startswith("cpu"), out
+        for f in ["observables.csv", "summary.json", "checkpoint.mpcbox"]:
+            assert os.path.exists(os.path.join(d, f)), f
+        assert out["profile"].shape == (32,) and isinstance(out["observables"]["time"], np.ndarray)
+        more = mpcbox.run(resume=os.path.join(d, "checkpoint.mpcbox"), steps=30, output=d, device="cpu")
+        assert more["steps"] == 30 and more["steps_this_run"] == 10, more
+    try:
+        mpcbox.run({**BASE, "time_step": 0.0}, steps=5)
+        raise AssertionError("bad job config accepted")
+    except mpcbox.ConfigError as e:
+        assert e.field == "time_step", e
+    print("python config ok")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,71 @@
+//! Helpers shared by the tests that drive external programs (C, Fortran, LAMMPS).
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The directory holding libmpcbox_coupling.so of this build (target/<profile>).
+pub fn lib_dir() -> PathBuf {
+    // `cargo test` leaves the library next to the test executable (target/<profile>/deps);
+    // `cargo build` copies it one level up.
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    let dir = [deps, deps.parent().unwrap()]
+        .into_iter()
+        .find(|d| d.join("libmpcbox_coupling.so").exists())
+        .unwrap_or_else(|| panic!("libmpcbox_coupling.so not found near {}", deps.display()))
+        .to_path_buf();
+    dir
+}
+
+/// The build's profile directory (target/<profile>), for build products of the tests.
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// External tools are required in CI (MPCBOX_REQUIRE_EXTERNAL=1); elsewhere a missing one
+/// skips the test with a message.
+pub fn missing(what: &str, install: &str) -> bool {
+    assert!(
+        std::env::var_os("MPCBOX_REQUIRE_EXTERNAL").is_none(),
+        "{what} is required (MPCBOX_REQUIRE_EXTERNAL is set): {install}"
+    );
+    eprintln!("skipped: {what} not installed ({install})");
+    true
+}
+
+/// Whether `tool --version` runs (else skip, or fail in CI).
+pub fn have(tool: &str) -> bool {
+    let ok = Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok || !missing(tool, &format!("apt-get install {tool}"))
+}
+
+/// Run a command; its stdout and stderr together, and whether it succeeded.
+pub fn output_of(cmd: &mut Command) -> (bool, String) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd:?} did not start: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Run a command that must succeed; its output.
+pub fn run(cmd: &mut Command) -> String {
+    let (ok, text) = output_of(cmd);
+    assert!(ok, "{cmd:?} failed:\n{text}");
+    text
+}
+
+/// The coupling crate's directory.
+pub fn crate_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}

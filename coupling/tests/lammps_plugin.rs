@@ -1,0 +1,330 @@
+//! `fix mpcbox` from a LAMMPS input script: the plugin in coupling/lammps is built with its
+//! Makefile against Debian's LAMMPS (liblammps-dev) and this build's libmpcbox_coupling.so,
+//! loaded into Debian's `lmp`, and drives the example coupling/lammps/examples/in.polymer (the
+//! bead-spring system of tests/lammps.rs) plus variants: Lees-Edwards shear with fix deform,
+//! write_restart/read_restart, and input mistakes that must stop LAMMPS with a clear error.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use common::{crate_dir, lib_dir, output_of, profile_dir, run};
+
+/// Build the plugin once per test process; the loader include file, or None to skip.
+fn plugin_loader() -> Option<&'static Path> {
+    static LOADER: OnceLock<Option<PathBuf>> = OnceLock::new();
+    LOADER
+        .get_or_init(|| {
+            let have = |cmd: &str, arg: &str| Command::new(cmd).arg(arg).output().is_ok();
+            if !(have("lmp", "-h") && have("mpicxx", "--version") && have("make", "--version"))
+                && common::missing(
+                    "LAMMPS with its headers and an MPI C++ compiler",
+                    "apt-get install lammps liblammps-dev make",
+                )
+            {
+                return None;
+            }
+            let build = profile_dir().join("lammps-plugin");
+            run(Command::new("make")
+                .arg("-C")
+                .arg(crate_dir().join("lammps"))
+                .arg(format!("BUILD={}", build.display()))
+                .arg(format!("MPCBOX_LIB_DIR={}", lib_dir().display())));
+            Some(build.join("mpcbox_plugin.lmp"))
+        })
+        .as_deref()
+}
+
+/// A scratch directory with the example's input script, data file and solvent config.
+fn example_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["in.polymer", "polymer.data", "solvent.ron"] {
+        std::fs::copy(
+            crate_dir().join("lammps/examples").join(f),
+            dir.path().join(f),
+        )
+        .unwrap();
+    }
+    dir
+}
+
+/// The example script with `edits` (text, replacement) applied, written as `name`.
+fn variant(dir: &Path, name: &str, edits: &[(&str, &str)]) {
+    let mut text = std::fs::read_to_string(dir.join("in.polymer")).unwrap();
+    for (from, to) in edits {
+        assert!(text.contains(from), "`{from}` not in in.polymer");
+        text = text.replacen(from, to, 1);
+    }
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+/// Run `lmp -in script` in `dir` for `steps` steps: success and the screen output.
+fn lammps(dir: &Path, script: &str, steps: u64, loader: &Path) -> (bool, String) {
+    lammps_on(1, dir, script, steps, loader)
+}
+
+/// [`lammps`] on `ranks` MPI ranks (mpirun, from the mpi-default-bin package LAMMPS needs).
+fn lammps_on(ranks: u32, dir: &Path, script: &str, steps: u64, loader: &Path) -> (bool, String) {
+    let mut cmd = if ranks > 1 {
+        let mut mpirun = Command::new("mpirun");
+        mpirun.args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-np",
+            &ranks.to_string(),
+            "lmp",
+        ]);
+        mpirun
+    } else {
+        Command::new("lmp")
+    };
+    output_of(
+        cmd.current_dir(dir)
+            .args(["-in", script, "-log", "none", "-nocite", "-var", "mpcbox"])
+            .arg(loader)
+            .args(["-var", "steps", &steps.to_string()]),
+    )
+}
+
+/// The thermo rows of every run in `out`, by column name.
+fn thermo(out: &str) -> Vec<HashMap<String, f64>> {
+    let mut rows = Vec::new();
+    let mut header: Option<Vec<String>> = None;
+    for line in out.lines() {
+        if line.starts_with("Step ") {
+            header = Some(line.split_whitespace().map(String::from).collect());
+        } else if line.starts_with("Loop time") {
+            header = None;
+        } else if let Some(h) = &header {
+            let values: Vec<f64> = line
+                .split_whitespace()
+                .map_while(|w| w.parse().ok())
+                .collect();
+            if values.len() == h.len() {
+                rows.push(h.iter().cloned().zip(values).collect());
+            }
+        }
+    }
+    rows
+}
+
+/// Fluid (f_2[4..6]) + bead (v_p*) momentum of a thermo row.
+fn total_momentum(row: &HashMap<String, f64>) -> [f64; 3] {
+    let fluid = ["f_2[4]", "f_2[5]", "f_2[6]"];
+    let beads = ["v_px", "v_py", "v_pz"];
+    std::array::from_fn(|k| row[fluid[k]] + row[beads[k]])
+}
+
+/// Every coupled step (one thermo row every 20 MD steps) conserves fluid + bead momentum, and
+/// the fluid takes one MPC step per row.
+fn assert_momentum_conserved(rows: &[HashMap<String, f64>]) {
+    let scale = 10_000.0 * 1.0 + 200.0 * 5.0; // total mass: momentum per unit velocity
+    for (k, pair) in rows.windows(2).enumerate() {
+        let (a, b) = (total_momentum(&pair[0]), total_momentum(&pair[1]));
+        for d in 0..3 {
+            assert!(
+                (b[d] - a[d]).abs() <= 1e-12 * scale,
+                "momentum {d} changed by {} in coupled step {}",
+                b[d] - a[d],
+                k + 1
+            );
+        }
+        assert_eq!(
+            pair[1]["f_2[1]"],
+            (k + 1) as f64,
+            "one MPC step per 20 MD steps"
+        );
+    }
+}
+
+/// The example: momentum conserved by every coupled step, the bonds hold, and the beads, which
+/// start at rest, reach the solvent's kT.
+#[test]
+fn input_script_couples_polymer_to_the_fluid() {
+    let Some(loader) = plugin_loader() else {
+        return;
+    };
+    let dir = example_dir();
+    let (ok, out) = lammps(dir.path(), "in.polymer", 6000, loader);
+    assert!(ok, "lmp failed:\n{out}");
+    assert!(out.contains("Loading plugin: fix mpcbox"), "{out}");
+    let rows = thermo(&out);
+    assert_eq!(rows.len(), 301, "{out}");
+    assert_momentum_conserved(&rows);
+    assert!(rows.iter().all(|r| r["c_longest"] < 1.5), "a bond broke");
+    let late = &rows[150..];
+    let kt = late.iter().map(|r| r["c_tbeads"]).sum::<f64>() / late.len() as f64;
+    assert!((kt - 1.0).abs() < 0.1, "bead temperature {kt}, expected 1");
+    let fluid_kt = late.iter().map(|r| r["f_2[2]"]).sum::<f64>() / late.len() as f64;
+    assert!(
+        (fluid_kt - 1.0).abs() < 0.02,
+        "fluid temperature {fluid_kt}"
+    );
+}
+
+/// With two MPI ranks the group is gathered on rank 0 (where the fluid lives) and the
+/// velocities scattered back: the same conservation holds.
+#[test]
+fn two_mpi_ranks_gather_and_scatter() {
+    let Some(loader) = plugin_loader() else {
+        return;
+    };
+    let dir = example_dir();
+    let (ok, out) = lammps_on(2, dir.path(), "in.polymer", 400, loader);
+    assert!(ok, "mpirun -np 2 lmp failed:\n{out}");
+    assert!(out.contains(" on 2 procs for 400 steps"), "{out}");
+    let rows = thermo(&out);
+    assert_eq!(rows.len(), 21, "{out}");
+    assert_momentum_conserved(&rows);
+}
+
+/// Lees-Edwards: the box sheared by fix deform (remap v) at the config's shear rate runs past
+/// a box flip (the tilt reaches half the box at step 2000) with the fluid's offset in step.
+#[test]
+fn lees_edwards_with_fix_deform_runs_across_a_box_flip() {
+    let Some(loader) = plugin_loader() else {
+        return;
+    };
+    let dir = example_dir();
+    let ron = std::fs::read_to_string(dir.path().join("solvent.ron")).unwrap();
+    let sheared = ron.replace("seed: 17,", "seed: 17, shear_rate: 0.05,");
+    std::fs::write(dir.path().join("sheared.ron"), sheared).unwrap();
+    let deform = "change_box all triclinic\nfix 0 all deform 1 xy erate 0.05 remap v\n";
+    variant(
+        dir.path(),
+        "in.sheared",
+        &[
+            (
+                "fix            1 beads nve",
+                &format!("{deform}fix 1 beads nve"),
+            ),
+            ("mpcbox solvent.ron", "mpcbox sheared.ron"),
+            ("thermo         20", "thermo 400"),
+        ],
+    );
+    let (ok, out) = lammps(dir.path(), "in.sheared", 2400, loader);
+    assert!(ok, "lmp failed:\n{out}");
+    let rows = thermo(&out);
+    let last = rows.last().unwrap();
+    assert_eq!(last["Step"], 2400.0);
+    assert_eq!(last["f_2[1]"], 120.0);
+    // shear along x leaves the y and z momentum alone
+    let (first, last) = (total_momentum(&rows[0]), total_momentum(last));
+    for d in [1, 2] {
+        assert!((last[d] - first[d]).abs() < 1e-10, "momentum {d}: {out}");
+    }
+}
+
+/// write_restart puts the fluid in a checkpoint beside the restart file; read_restart + the
+/// same fix command brings it back (same MPC step count, same fluid momentum) and runs on.
+#[test]
+fn write_restart_and_read_restart_keep_the_fluid() {
+    let Some(loader) = plugin_loader() else {
+        return;
+    };
+    let dir = example_dir();
+    variant(
+        dir.path(),
+        "in.first",
+        &[(
+            "run            ${steps}",
+            "run ${steps}\nwrite_restart poly.restart",
+        )],
+    );
+    let (ok, out) = lammps(dir.path(), "in.first", 200, loader);
+    assert!(ok, "lmp failed:\n{out}");
+    assert!(dir.path().join("fluid.2.200.mpcbox").exists(), "{out}");
+    let saved = thermo(&out).pop().unwrap();
+    let script = std::fs::read_to_string(dir.path().join("in.polymer")).unwrap();
+    let tail = &script[script.find("include        ${mpcbox}").unwrap()..];
+    let again = format!("read_restart poly.restart\nneighbor 0.3 bin\n{tail}");
+    std::fs::write(dir.path().join("in.again"), again).unwrap();
+    let (ok, out) = lammps(dir.path(), "in.again", 100, loader);
+    assert!(ok, "lmp failed:\n{out}");
+    assert!(
+        out.contains("fluid restored from fluid.2.200.mpcbox"),
+        "{out}"
+    );
+    let rows = thermo(&out);
+    assert_eq!(rows[0]["Step"], 200.0);
+    for key in ["f_2[1]", "f_2[4]", "f_2[5]", "f_2[6]", "f_2[3]"] {
+        assert_eq!(rows[0][key], saved[key], "{key} after read_restart");
+    }
+    assert_eq!(rows.last().unwrap()["f_2[1]"], 15.0);
+}
+
+/// One input mistake: edits of the example script, and what its error must say.
+struct Mistake {
+    edits: &'static [(&'static str, &'static str)],
+    expect: &'static [&'static str],
+}
+
+const FIX_LINE: &str = "fix            2 beads mpcbox solvent.ron every 20";
+
+const MISTAKES: [Mistake; 6] = [
+    Mistake {
+        edits: &[(FIX_LINE, "fix 2 beads mpcbox solvent.ron every 20 evry 3")],
+        expect: &[
+            "fix mpcbox (fix 2): unknown keyword `evry`",
+            "valid keywords: every, cell, checkpoint",
+        ],
+    },
+    Mistake {
+        edits: &[(FIX_LINE, "fix 2 beads mpcbox solvent.ron")],
+        expect: &["keyword `every` is required"],
+    },
+    Mistake {
+        edits: &[("timestep       0.005", "timestep 0.004")],
+        expect: &[
+            "`every` 20 × timestep 0.004 = 0.08 differs from the config's time_step h = 0.1",
+            "set `every` to 25",
+        ],
+    },
+    Mistake {
+        edits: &[(FIX_LINE, "fix 2 beads mpcbox solvent.ron every 20 cell 0.5")],
+        expect: &[
+            "is 20 x 20 x 20 cells of `cell` 0.5",
+            "has 10 x 10 x 10 cells",
+        ],
+    },
+    Mistake {
+        edits: &[(FIX_LINE, "fix 2 beads mpcbox bad.ron every 20")],
+        expect: &[
+            "config bad.ron: config field `time_stp`",
+            "use one of: cells",
+        ],
+    },
+    Mistake {
+        edits: &[(
+            "fix            1",
+            "change_box all triclinic\nfix 0 all deform 1 xy erate 0.04 remap v\nfix 1",
+        )],
+        expect: &["fix deform shears at 0.04", "the config's shear_rate is 0"],
+    },
+];
+
+/// Input mistakes stop LAMMPS with an error that names the fix, the keyword or config field,
+/// and the fix.
+#[test]
+fn input_mistakes_give_clear_errors() {
+    let Some(loader) = plugin_loader() else {
+        return;
+    };
+    let dir = example_dir();
+    let ron = std::fs::read_to_string(dir.path().join("solvent.ron")).unwrap();
+    let misspelt = ron.replace("time_step: 0.1", "time_stp: 0.1");
+    std::fs::write(dir.path().join("bad.ron"), misspelt).unwrap();
+    for (k, case) in MISTAKES.iter().enumerate() {
+        let name = format!("in.bad{k}");
+        variant(dir.path(), &name, case.edits);
+        let (ok, out) = lammps(dir.path(), &name, 40, loader);
+        let error = out.lines().find(|l| l.starts_with("ERROR")).unwrap_or("");
+        assert!(!ok, "case {k} ran:\n{out}");
+        for e in case.expect {
+            assert!(error.contains(e), "case {k}: `{e}` not in: {error}\n{out}");
+        }
+    }
+}

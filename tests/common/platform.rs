@@ -1,0 +1,207 @@
+//! The test matrix: a physics or behaviour test is a function `fn name(p: Platform)`, written
+//! once, and [`backend_tests!`](crate::common::backend_tests) instantiates it on every platform
+//! (OpenMM style). GPU instances follow the CPU, the reference platform.
+
+use std::fmt;
+
+use mpcbox::backend::cuda;
+use mpcbox::config::{Config, DeviceChoice};
+use mpcbox::physics::Physics;
+use mpcbox::state::FluidState;
+use mpcbox::Solvent;
+
+/// Where a matrix test runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Platform {
+    /// The rayon CPU backend: the reference.
+    Cpu,
+    /// One CUDA GPU (ordinal 0).
+    Gpu,
+    /// This many CUDA GPUs (ordinals 0, 1, …), one y slab each.
+    MultiGpu(usize),
+}
+
+impl fmt::Display for Platform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Platform::Cpu => write!(f, "CPU"),
+            Platform::Gpu => write!(f, "1 GPU"),
+            Platform::MultiGpu(g) => write!(f, "{g} GPUs"),
+        }
+    }
+}
+
+impl Platform {
+    /// The most GPUs a multi-GPU instance uses.
+    pub const MAX_GPUS: usize = 4;
+
+    /// Every GPU present, at most [`Platform::MAX_GPUS`]; None, with a note, where there are
+    /// fewer than two (the instance then passes without running).
+    pub fn multi_gpu() -> Option<Platform> {
+        let n = cuda::probe().expect("multi-GPU tests need CUDA GPUs");
+        if n < 2 {
+            eprintln!("skipped: this test needs two or more CUDA GPUs, found {n}");
+            return None;
+        }
+        Some(Platform::MultiGpu(n.min(Self::MAX_GPUS)))
+    }
+
+    pub fn is_multi_gpu(self) -> bool {
+        matches!(self, Platform::MultiGpu(_))
+    }
+
+    /// GPUs used (0 on the CPU).
+    pub fn gpus(self) -> usize {
+        match self {
+            Platform::Cpu => 0,
+            Platform::Gpu => 1,
+            Platform::MultiGpu(g) => g,
+        }
+    }
+
+    pub fn device(self) -> DeviceChoice {
+        match self {
+            Platform::Cpu => DeviceChoice::Cpu,
+            Platform::Gpu => DeviceChoice::Cuda(vec![0]),
+            Platform::MultiGpu(g) => DeviceChoice::Cuda((0..g as u32).collect()),
+        }
+    }
+
+    /// The platform that can run `cfg`: itself, except that several GPUs drop to as many as
+    /// the box has slabs of the minimum thickness for (a note says so); None, with a note,
+    /// where not even two slabs fit (the test then skips this set-up).
+    pub fn fit(self, cfg: &Config) -> Option<Platform> {
+        let Platform::MultiGpu(g) = self else {
+            return Some(self);
+        };
+        let need = cuda::multi::min_slab_layers(&Physics::from_config(cfg));
+        let fits = (cfg.cells[1] / need) as usize;
+        if fits < 2 {
+            eprintln!(
+                "skipped on {self}: {} layers in y hold fewer than two slabs of {need}",
+                cfg.cells[1]
+            );
+            return None;
+        }
+        if fits < g {
+            eprintln!(
+                "{} layers in y hold {fits} slabs of {need}: running on {fits} of {g} GPUs",
+                cfg.cells[1]
+            );
+        }
+        Some(Platform::MultiGpu(g.min(fits)))
+    }
+
+    /// `cfg` on this platform (see [`Platform::fit`]): the device set, all else unchanged.
+    pub fn config(self, cfg: &Config) -> Option<Config> {
+        let p = self.fit(cfg)?;
+        let mut c = cfg.clone();
+        c.device = p.device();
+        Some(c)
+    }
+
+    /// A fresh solvent of `cfg` on this platform (see [`Platform::config`]), its backend
+    /// checked.
+    pub fn solvent(self, cfg: &Config) -> Option<Solvent> {
+        let s = Solvent::new(self.config(cfg)?).unwrap();
+        self.check_backend(&s.backend_description());
+        Some(s)
+    }
+
+    /// The CPU run that a run of `cfg` on this platform is compared with, particle for
+    /// particle: the same config on the CPU, for several GPUs without reordering (their
+    /// downloads return the particles in their initial order). `cfg` must fix the reorder
+    /// interval: the CPU and the GPUs default to different ones.
+    pub fn reference(self, cfg: &Config) -> Config {
+        assert!(
+            cfg.tuning.reorder_interval.is_some(),
+            "a comparison with the CPU needs tuning.reorder_interval set"
+        );
+        let mut c = cfg.clone();
+        c.device = DeviceChoice::Cpu;
+        if self.is_multi_gpu() {
+            c.tuning.reorder_interval = Some(0);
+        }
+        c
+    }
+
+    /// This platform and, for several GPUs, every smaller count down to two (the slab
+    /// boundaries move with the count).
+    pub fn with_fewer_gpus(self) -> Vec<Platform> {
+        match self {
+            Platform::MultiGpu(g) => (2..=g).map(Platform::MultiGpu).collect(),
+            p => vec![p],
+        }
+    }
+
+    /// Asserts that a backend description is this platform's.
+    pub fn check_backend(self, description: &str) {
+        let ok = match self {
+            Platform::Cpu => description.starts_with("cpu"),
+            Platform::Gpu => description.starts_with("cuda") && !description.contains("slabs"),
+            Platform::MultiGpu(_) => description.contains("slabs"),
+        };
+        assert!(ok, "{self}: backend {description}");
+    }
+
+    /// Two runs of the same steps on this platform hold the same fluid: bit for bit on the CPU;
+    /// to rounding on GPUs, whose f64 atomics add a cell's particles in varying order.
+    pub fn assert_same_fluid(self, a: &FluidState, b: &FluidState, what: &str) {
+        if self == Platform::Cpu {
+            assert!(a == b, "{what}: the fluid differs");
+        } else {
+            crate::common::compare_states(a, b, 1e-12, &format!("{self}, {what}"));
+        }
+    }
+
+    /// As [`Platform::assert_same_fluid`], for solute velocities.
+    pub fn assert_same_solutes(self, a: &[[f64; 3]], b: &[[f64; 3]], what: &str) {
+        if self == Platform::Cpu {
+            assert_eq!(a, b, "{what}");
+        } else {
+            crate::common::assert_solute_velocities_close(a, b, 1e-12, &format!("{self}, {what}"));
+        }
+    }
+}
+
+/// Instantiates test functions `fn name(p: Platform)` as `#[test]`s `name::cpu`, `name::gpu`
+/// and `name::multi_gpu` (a module per test, beside the function), or on the platforms listed
+/// first: `backend_tests!([gpu multi_gpu] name, ...)`. GPU instances are ignored by default
+/// (`cargo test -- --ignored ::gpu` or `::multi_gpu` on a machine with GPUs); a multi-GPU
+/// instance passes with a note where fewer than two GPUs exist.
+macro_rules! backend_tests {
+    (@module [$($platform:ident)+] $name:ident) => {
+        mod $name {
+            $( $crate::common::backend_tests!(@instance $platform $name); )+
+        }
+    };
+    (@instance cpu $name:ident) => {
+        #[test]
+        fn cpu() {
+            super::$name($crate::common::Platform::Cpu)
+        }
+    };
+    (@instance gpu $name:ident) => {
+        #[test]
+        #[ignore = "needs a CUDA GPU"]
+        fn gpu() {
+            super::$name($crate::common::Platform::Gpu)
+        }
+    };
+    (@instance multi_gpu $name:ident) => {
+        #[test]
+        #[ignore = "needs two or more CUDA GPUs"]
+        fn multi_gpu() {
+            if let Some(p) = $crate::common::Platform::multi_gpu() {
+                super::$name(p)
+            }
+        }
+    };
+    ($($name:ident),+ $(,)?) => {
+        $crate::common::backend_tests!([cpu gpu multi_gpu] $($name),+);
+    };
+    ($platforms:tt $($name:ident),+ $(,)?) => {
+        $( $crate::common::backend_tests!(@module $platforms $name); )+
+    };
+}
+pub(crate) use backend_tests;
