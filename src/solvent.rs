@@ -294,11 +294,13 @@ impl Solvent {
         self.step += 1;
         self.last = report;
         self.last_measured = plan.measure_stress;
+        // every step after equilibration: the force on a wall fluctuates strongly from step
+        // to step (each bounce gives it 2 m v)
+        if self.phys.walls.is_some() && plan.step >= self.config.output.equilibration_steps {
+            self.stats
+                .push_wall_force(&report.wall_momentum, self.phys.h);
+        }
         if sample {
-            if self.phys.walls.is_some() {
-                self.stats
-                    .push_wall_force(&report.wall_momentum, self.phys.h);
-            }
             if report.relative_dof > 0.0 {
                 self.stats
                     .temperature

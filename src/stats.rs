@@ -64,7 +64,8 @@ pub struct RunStats {
     pub profile_sum: Vec<f64>,
     pub profile_samples: u64,
     /// Between walls: the force the fluid exerts on each wall surface (momentum given per
-    /// unit time), per sample: surface s, component k at index 3 s + k. Empty without walls.
+    /// unit time), every step after equilibration: surface s, component k at index 3 s + k.
+    /// Empty without walls.
     pub wall_force: Vec<Series>,
 }
 

@@ -92,12 +92,28 @@ impl ProfileFit {
     }
 }
 
+/// Distance from the walls within which profile bins are left out of the fit: the bin
+/// averages there carry the wall's collision layer (the cells the wall cuts), about a cell
+/// thick, where the mean velocity bends away from the hydrodynamic profile.
+pub const WALL_LAYER: f64 = 1.0;
+
+/// Whether bin `i` reaches within [`WALL_LAYER`] of a wall.
+fn near_wall(shape: &Shape, i: usize) -> bool {
+    let (lo, hi) = (i as f64, i as f64 + 1.0);
+    match shape {
+        Shape::Slit(s) => lo < s.y0 + WALL_LAYER || hi > s.y1 - WALL_LAYER,
+        Shape::Pipe(p) => hi > p.radius - WALL_LAYER,
+    }
+}
+
 /// Fit the bin averages `profile` (one per bin, see [`bin_moments`]) with the flow model of
-/// the shape: a parabola in y for a slit (a line if `linear`), c0 + c2 r² for a pipe.
+/// the shape: a parabola in y for a slit (a line if `linear`), c0 + c2 r² for a pipe. Bins
+/// within [`WALL_LAYER`] of a wall are left out.
 pub fn fit_profile(shape: &Shape, profile: &[f64], linear: bool) -> Option<ProfileFit> {
     let bins: Vec<(BinMoments, f64)> = profile
         .iter()
         .enumerate()
+        .filter(|(i, _)| !near_wall(shape, *i))
         .filter_map(|(i, &v)| bin_moments(shape, i).map(|m| (m, v)))
         .collect();
     let fit = match shape {
