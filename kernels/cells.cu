@@ -3,23 +3,22 @@
 #include "cell_sums.cuh"
 #endif
 
-// cpu.rs fill_and_params: the parameters of global cell gc between walls, its real sums s
-// filled with the virtual particles of a cut cell (walls.cuh); the momentum the real
-// particles gain in the collision (Walls::collision_exchange) is taken from the wall's account.
-__device__ __noinline__ void mpc_walled_cell_params(const MpcParams &p, unsigned int gc, const double real[6],
-                                                    double out[8]) {
-    double s[6];
-    for (int k = 0; k < 6; ++k) {
-        s[k] = real[k];
-    }
-    int surface = mpc_walls_fill(p.walls, p.seed, p.step, gc, p.cells, p.shift, p.mass, p.kt, p.thermostat, s);
+// cpu.rs fill_and_params: the parameters of global cell gc between walls, its real sums
+// filled with the virtual particles of a cut cell (walls.cuh); the momentum the real particles
+// gain in the collision (Walls::collision_exchange) is taken from the wall's account.
+__device__ __forceinline__ void mpc_walled_cell_params(const MpcParams &p, unsigned int gc, const double real[6],
+                                                       double out[8]) {
+    MpcFill f = mpc_walls_fill(p.walls, p.seed, p.step, gc, p.cells[0], p.cells[2], p.shift[0], p.shift[1],
+                               p.shift[2], p.mass, p.kt, p.thermostat, real[0], real[1], real[2], real[3],
+                               real[4], real[5]);
+    double s[6] = {f.s[0], f.s[1], f.s[2], f.s[3], f.s[4], f.s[5]};
     mpc_cell_params(p, gc, s, out);
-    if (surface >= 0) {
+    if (f.surface >= 0) {
         double inv = 1.0 / real[3];
         double mean[3] = {real[0] * inv, real[1] * inv, real[2] * inv};
         double w[3];
         mpc_collide(p, out, 0, mean, w);
-        double *dst = p.walls.momentum + 3 * surface;
+        double *dst = p.walls.momentum + 3 * f.surface;
         for (int k = 0; k < 3; ++k) {
             atomicAdd(dst + k, -(real[3] * w[k] - real[k]));
         }

@@ -99,12 +99,18 @@ __device__ __forceinline__ double mpc_flow_velocity(const MpcParams &p, double y
 __device__ __forceinline__ void mpc_stream(const MpcParams &p, float pos[3], double v[3]) {
     if (p.walls.kind != MPC_WALLS_NONE) {
         // Physics::stream_walled: bounce-back path, open axes wrapped, kept in the fluid
-        double r[3] = {(double)pos[0], (double)pos[1], (double)pos[2]};
-        mpc_walls_path(p.walls, p.h, p.accel, p.mass, r, v);
-        pos[0] = mpc_wrap_coordinate(r[0], p.length[0]);
-        pos[1] = (float)r[1];
-        pos[2] = p.walls.kind == MPC_WALLS_PIPE ? (float)r[2] : mpc_wrap_coordinate(r[2], p.length[2]);
-        mpc_walls_keep_inside(p.walls, pos);
+        MpcPath q = mpc_walls_path(p.walls, p.h, p.accel[0], p.accel[1], p.accel[2], p.mass, (double)pos[0],
+                                   (double)pos[1], (double)pos[2], v[0], v[1], v[2]);
+        v[0] = q.v[0];
+        v[1] = q.v[1];
+        v[2] = q.v[2];
+        float x = mpc_wrap_coordinate(q.r[0], p.length[0]);
+        float y = (float)q.r[1];
+        float z = p.walls.kind == MPC_WALLS_PIPE ? (float)q.r[2] : mpc_wrap_coordinate(q.r[2], p.length[2]);
+        MpcPos3f kept = mpc_walls_keep_inside(p.walls, x, y, z);
+        pos[0] = kept.x;
+        pos[1] = kept.y;
+        pos[2] = kept.z;
         return;
     }
     double h = p.h;

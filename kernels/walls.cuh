@@ -157,26 +157,34 @@ __device__ __forceinline__ float mpc_f32_step_towards(float x, double target) {
     return x;
 }
 
-// WallShape::keep_inside: a stored position rounded a hair into the wall is moved back.
-__device__ __forceinline__ void mpc_walls_keep_inside(const MpcWalls &w, float p[3]) {
+// A stored position (f32).
+struct MpcPos3f {
+    float x, y, z;
+};
+
+// WallShape::keep_inside: a stored position rounded a hair into the wall is moved back. Not
+// inlined, arguments and result by value: the pass-1 kernels pay for it only between walls.
+__device__ __noinline__ MpcPos3f mpc_walls_keep_inside(MpcWalls w, float x, float y, float z) {
+    MpcPos3f q = {x, y, z};
     if (w.kind == MPC_WALLS_SLIT) {
         float lo = (float)w.slit.y0f, hi = (float)w.slit.y1f;
-        if (p[1] < lo) {
-            p[1] = lo;
-        } else if (p[1] > hi) {
-            p[1] = hi;
+        if (q.y < lo) {
+            q.y = lo;
+        } else if (q.y > hi) {
+            q.y = hi;
         }
-        return;
+        return q;
     }
     for (int k = 0; k < 8; ++k) {
-        double dy = (double)p[1] - w.pipe.yc;
-        double dz = (double)p[2] - w.pipe.zc;
+        double dy = (double)q.y - w.pipe.yc;
+        double dz = (double)q.z - w.pipe.zc;
         if (dy * dy + dz * dz - w.pipe.r * w.pipe.r <= 0.0) {
             break;
         }
-        p[1] = mpc_f32_step_towards(p[1], w.pipe.yc);
-        p[2] = mpc_f32_step_towards(p[2], w.pipe.zc);
+        q.y = mpc_f32_step_towards(q.y, w.pipe.yc);
+        q.z = mpc_f32_step_towards(q.z, w.pipe.zc);
     }
+    return q;
 }
 
 // walls::advance: r += v t + a t^2 / 2, v += a t.
@@ -189,12 +197,22 @@ __device__ __forceinline__ void mpc_walls_advance(double r[3], double v[3], cons
     }
 }
 
+// Position and velocity after a streaming step.
+struct MpcPath {
+    double r[3];
+    double v[3];
+};
+
 // Physics::stream_walled up to the f32 store: r and v over one step h with acceleration a,
 // bouncing off the walls at the exact times of impact; the momentum m (v - v') of each bounce
 // is added to the report (w.momentum). The caller wraps the open axes, stores f32 and keeps
-// the position in the fluid.
-__device__ __noinline__ void mpc_walls_path(const MpcWalls &w, double h, const double a[3], double mass, double r[3],
-                                            double v[3]) {
+// the position in the fluid. Not inlined, arguments and result by value (as mpc_emigrate): the
+// pass-1 kernels keep their registers and pay for walls only between walls.
+__device__ __noinline__ MpcPath mpc_walls_path(MpcWalls w, double h, double ax, double ay, double az, double mass,
+                                               double r0, double r1, double r2, double v0, double v1, double v2) {
+    MpcPath q = {{r0, r1, r2}, {v0, v1, v2}};
+    double *r = q.r, *v = q.v;
+    const double a[3] = {ax, ay, az};
     double left = h;
     for (int bounces = 0;;) {
         double t = mpc_walls_time_of_impact(w, r, v, left);
@@ -232,25 +250,38 @@ __device__ __noinline__ void mpc_walls_path(const MpcWalls &w, double h, const d
         }
     }
     mpc_walls_advance(r, v, a, left);
+    return q;
 }
 
-// Walls::fill_cell on raw sums s = [px, py, pz, mass, mv2, count] of global cell `cell`
-// (grid `cells`, shift `shift`): the virtual particles of a cut cell with 1 <= n < M
-// particles. Returns the surface they move with, or -1 if the cell is unchanged.
-__device__ __noinline__ int mpc_walls_fill(const MpcWalls &w, unsigned long long seed, unsigned long long step,
-                                           unsigned int cell, const unsigned int cells[3], const double shift[3],
-                                           double mass, double kt, unsigned int thermostat, double s[6]) {
+// Raw cell sums [px, py, pz, mass, mv2, count], and the surface whose virtual particles were
+// added (-1: none).
+struct MpcFill {
+    double s[6];
+    int surface;
+};
+
+// Walls::fill_cell on raw sums s = [px, py, pz, mass, mv2, count] of global cell `cell` of a
+// grid of nx x . x nz cells shifted by (sx, sy, sz): the virtual particles of a cut cell with
+// 1 <= n < M particles. Not inlined, arguments and result by value (the cell kernel pays for
+// it only between walls).
+__device__ __noinline__ MpcFill mpc_walls_fill(MpcWalls w, unsigned long long seed, unsigned long long step,
+                                               unsigned int cell, unsigned int nx, unsigned int nz, double sx,
+                                               double sy, double sz, double mass, double kt,
+                                               unsigned int thermostat, double s0, double s1, double s2,
+                                               double s3, double s4, double s5) {
+    MpcFill f = {{s0, s1, s2, s3, s4, s5}, -1};
+    double *s = f.s;
     unsigned int n = (unsigned int)s[5];
     if (!w.no_slip || n == 0u || n >= w.fill) {
-        return -1;
+        return f;
     }
-    unsigned int ix = cell % cells[0];
-    unsigned int rest = cell / cells[0];
-    unsigned int iz = rest % cells[2];
-    unsigned int iy = rest / cells[2];
-    double lo[3] = {(double)ix - shift[0], (double)iy - shift[1], (double)iz - shift[2]};
+    unsigned int ix = cell % nx;
+    unsigned int rest = cell / nx;
+    unsigned int iz = rest % nz;
+    unsigned int iy = rest / nz;
+    double lo[3] = {(double)ix - sx, (double)iy - sy, (double)iz - sz};
     if (!mpc_walls_cuts_cell(w, lo)) {
-        return -1;
+        return f;
     }
     double centre[3] = {lo[0] + 0.5, lo[1] + 0.5, lo[2] + 0.5};
     double uw[3];
@@ -274,5 +305,6 @@ __device__ __noinline__ int mpc_walls_fill(const MpcWalls &w, unsigned long long
         }
         s[4] += mv2;
     }
-    return (int)mpc_walls_surface(w, centre);
+    f.surface = (int)mpc_walls_surface(w, centre);
+    return f;
 }
