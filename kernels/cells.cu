@@ -3,6 +3,7 @@
 #include "cell_sums.cuh"
 #endif
 
+#if MPC_WALLS
 // cpu.rs fill_and_params: the parameters of global cell gc between walls, its real sums
 // filled with the virtual particles of a cut cell (walls.cuh); the momentum the real particles
 // gain in the collision (Walls::collision_exchange) is taken from the wall's account.
@@ -24,6 +25,7 @@ __device__ __forceinline__ void mpc_walled_cell_params(const MpcParams &p, unsig
         }
     }
 }
+#endif
 
 // Pass 3, one thread per cell: sums -> collision parameters, in place.
 // report[0] += relative energy, report[1] += (Nc - 1) over cells with Nc >= 2.
@@ -45,11 +47,15 @@ extern "C" __global__ void mpc_cell_params(MpcParams p, double *cells, double *r
             dof = s[5] - 1.0;
         }
         double out[8];
+#if MPC_WALLS
         if (p.walls.kind != MPC_WALLS_NONE) {
             mpc_walled_cell_params(p, c + p.cell_offset, s, out);
         } else {
             mpc_cell_params(p, c + p.cell_offset, s, out);  // draws keyed by the global cell
         }
+#else
+        mpc_cell_params(p, c + p.cell_offset, s, out);  // draws keyed by the global cell
+#endif
         double2 *o2 = (double2 *)o;
 #pragma unroll
         for (int k = 0; k < 4; ++k) {

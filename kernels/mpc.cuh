@@ -97,6 +97,7 @@ __device__ __forceinline__ double mpc_flow_velocity(const MpcParams &p, double y
 
 // Physics::stream: returns the new position in pos and velocity in v.
 __device__ __forceinline__ void mpc_stream(const MpcParams &p, float pos[3], double v[3]) {
+#if MPC_WALLS
     if (p.walls.kind != MPC_WALLS_NONE) {
         // Physics::stream_walled: bounce-back path, open axes wrapped, kept in the fluid
         MpcPath q = mpc_walls_path(p.walls, p.h, p.accel[0], p.accel[1], p.accel[2], p.mass, (double)pos[0],
@@ -113,6 +114,7 @@ __device__ __forceinline__ void mpc_stream(const MpcParams &p, float pos[3], dou
         pos[2] = kept.z;
         return;
     }
+#endif
     double h = p.h;
     double hh = 0.5 * h * h;
     double x = (double)pos[0] + v[0] * h + p.accel[0] * hh;

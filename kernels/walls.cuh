@@ -9,6 +9,12 @@
 #include "rng.cuh"
 #endif
 
+// The walls' code is compiled in only with MPC_WALLS set (the kernels of runs with walls,
+// kernels.rs walls_source); without it the kernels are those of a periodic box.
+#ifndef MPC_WALLS
+#define MPC_WALLS 0
+#endif
+
 #define MPC_WALLS_NONE 0u
 #define MPC_WALLS_SLIT 1u
 #define MPC_WALLS_PIPE 2u

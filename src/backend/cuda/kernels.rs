@@ -185,6 +185,20 @@ pub fn cubin_for(major: i32, minor: i32) -> Result<Vec<u8>, String> {
     cached_cubin(c"mpcbox_kernels.cu", full_source, major, minor)
 }
 
+/// The fluid kernels with the walls' code (`MPC_WALLS` set): the same kernels, whose streaming
+/// bounces off walls and whose cell pass adds virtual particles when `MpcParams.walls` names
+/// a shape. Runs without walls use [`full_source`], where that code (and the registers it
+/// needs) is left out.
+pub fn walls_source() -> String {
+    format!("#define MPC_WALLS 1\n{}", full_source())
+}
+
+/// [`walls_source`]'s cubin for an architecture (compiled once per process, for runs with
+/// walls).
+pub fn walls_cubin_for(major: i32, minor: i32) -> Result<Vec<u8>, String> {
+    cached_cubin(c"mpcbox_kernels_walls.cu", walls_source, major, minor)
+}
+
 /// The MD engine's cubin for an architecture (compiled once per process).
 pub fn md_cubin_for(major: i32, minor: i32) -> Result<Vec<u8>, String> {
     cached_cubin(c"mpcbox_md.cu", md_source, major, minor)
@@ -317,6 +331,9 @@ mod tests {
         }
         let cubin = compile_cubin(9, 0).expect("kernels compile");
         assert!(cubin.len() > 1000);
+        let walls = compile_source_cubin(walls_source(), c"walls.cu", 9, 0)
+            .expect("kernels with walls compile");
+        assert!(walls.len() > cubin.len());
     }
 }
 
@@ -332,17 +349,24 @@ mod ptx_tests {
         }
         let mut opts = compile_options(9, 0);
         opts[0] = "--gpu-architecture=compute_90".into();
-        let ptx = cudarc::nvrtc::compile_ptx_with_opts(
-            full_source(),
-            cudarc::nvrtc::CompileOptions {
-                options: opts,
-                ..Default::default()
-            },
-        )
-        .expect("kernels compile to PTX")
-        .to_src();
-        assert!(ptx.contains("mpc_collide"));
-        assert!(!ptx.contains("fma.rn.f64"), "PTX contains f64 FMA");
-        assert!(!ptx.contains("fma.rn.f32"), "PTX contains f32 FMA");
+        for (source, walls) in [(full_source(), false), (walls_source(), true)] {
+            let ptx = cudarc::nvrtc::compile_ptx_with_opts(
+                source,
+                cudarc::nvrtc::CompileOptions {
+                    options: opts.clone(),
+                    ..Default::default()
+                },
+            )
+            .expect("kernels compile to PTX")
+            .to_src();
+            assert!(ptx.contains("mpc_collide"));
+            assert_eq!(
+                ptx.contains("mpc_walls_path"),
+                walls,
+                "walls code only with MPC_WALLS"
+            );
+            assert!(!ptx.contains("fma.rn.f64"), "PTX contains f64 FMA");
+            assert!(!ptx.contains("fma.rn.f32"), "PTX contains f32 FMA");
+        }
     }
 }

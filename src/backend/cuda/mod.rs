@@ -144,7 +144,7 @@ impl CudaBackend {
         ordinal: usize,
         method: CellSumMethod,
     ) -> Result<CudaBackend> {
-        let dev = CudaDevice::open(ordinal)?;
+        let dev = CudaDevice::open_for(ordinal, phys)?;
         let n = state.map_or(cfg.n_fluid(), |s| s.len() as u64);
         let (free, _) = dev.free_memory()?;
         check_fits(&dev.describe(), n, cfg.n_cells(), method, free)?;
@@ -166,7 +166,7 @@ impl CudaBackend {
 
     /// A backend on GPU `ordinal` holding `state`, default cell-sum method.
     pub fn new(phys: Physics, state: &FluidState, ordinal: usize) -> Result<CudaBackend> {
-        let dev = CudaDevice::open(ordinal)?;
+        let dev = CudaDevice::open_for(ordinal, &phys)?;
         CudaBackend::with_device(dev, phys, state, CellSumMethod::from_env())
     }
 
@@ -176,7 +176,7 @@ impl CudaBackend {
         ordinal: usize,
         method: CellSumMethod,
     ) -> Result<CudaBackend> {
-        let dev = CudaDevice::open(ordinal)?;
+        let dev = CudaDevice::open_for(ordinal, &phys)?;
         CudaBackend::with_device(dev, phys, state, method)
     }
 
@@ -213,6 +213,13 @@ impl CudaBackend {
         ncells: usize,
         method: CellSumMethod,
     ) -> Result<CudaBackend> {
+        if phys.walls.is_some() && !dev.walls {
+            return Err(MpcError::Device(
+                "the GPU's kernels were compiled without walls; fix: open the device with \
+                 CudaDevice::open_for(ordinal, &physics)"
+                    .into(),
+            ));
+        }
         let (free, _) = dev.free_memory()?;
         let needed = check_fits(&dev.describe(), n as u64, ncells as u64, method, free)?;
         let s = dev.stream.clone();
@@ -250,9 +257,11 @@ impl CudaBackend {
     /// Change the run constants (thermostat, shear, force, ...) keeping the fluid; the box
     /// must stay the same (benchmarks switch variants this way).
     pub fn set_physics(&mut self, phys: Physics) -> Result<()> {
-        if phys.cells != self.phys.cells {
+        if phys.cells != self.phys.cells || phys.walls.is_some() != self.phys.walls.is_some() {
             return Err(MpcError::Device(
-                "set_physics cannot change the box; fix: open a new backend".into(),
+                "set_physics cannot change the box or add or remove walls; fix: open a new \
+                 backend"
+                    .into(),
             ));
         }
         self.flush()?;
