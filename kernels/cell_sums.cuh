@@ -195,10 +195,12 @@ __device__ __forceinline__ void mpc_add_to_cell_block(const MpcParams &p, double
 
 // The common end of the warp-aggregated pass-1 kernels: every lane (valid or not, for the
 // warp and block collectives) adds its contribution to its cell, then the block's kinetic stress.
+// BLOCK selects the shared-memory aggregation at compile time: its 27 KB of static shared memory
+// would otherwise be reserved by the warp kernels too and halve their occupancy.
+template <bool BLOCK>
 __device__ __forceinline__ void mpc_sum_and_report(const MpcParams &p, double *cells, bool valid, unsigned int cell,
-                                                   const double wv[3], unsigned int agg, double kin,
-                                                   double *report) {
-    if (agg) {
+                                                   const double wv[3], double kin, double *report) {
+    if (BLOCK) {
         mpc_add_to_cell_block(p, cells, valid, cell, p.mass, wv[0], wv[1], wv[2]);
     } else {
         mpc_add_to_cell_warp(cells, valid, cell, p.mass, wv[0], wv[1], wv[2]);

@@ -2,19 +2,22 @@
 #ifndef MPCBOX_NVRTC
 #include "cell_sums.cuh"
 #include "migrate.cuh"
+#include "rules.cuh"
 #endif
 
 // Slab mode: unpack `count` particles received from a neighbour (records as in mpc_emigrate).
 // Arrival j = first + k fills free slot holes[hole_top - 1 - j] while j < fill, then appends
 // at n_old + (j - fill). Each is binned with the step's plan and added to the cell sums; one
 // whose cell this GPU does not own (it crossed more than a neighbour's slab) sets flag 2.
+// Under a collision rule beside plain SRD (rule != 0) the arrivals' extended sums go to ext.
 extern "C" __global__ void mpc_immigrate(MpcParams p, const unsigned long long *__restrict__ recv, unsigned int count,
                                          unsigned int first, unsigned int fill, unsigned int hole_top,
                                          unsigned int n_old, float *__restrict__ px, float *__restrict__ py,
                                          float *__restrict__ pz, double *__restrict__ vx, double *__restrict__ vy,
                                          double *__restrict__ vz, unsigned int *__restrict__ cellw,
                                          unsigned int *__restrict__ ids, const unsigned int *__restrict__ holes,
-                                         double *cells, unsigned int *counters) {
+                                         double *cells, unsigned int *counters, unsigned int rule,
+                                         double *ext) {
     unsigned int k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= count) {
         return;
@@ -40,5 +43,10 @@ extern "C" __global__ void mpc_immigrate(MpcParams p, const unsigned long long *
         c = 0;
     }
     cellw[slot] = mpc_pack_cell(c, loc.image);
-    mpc_add_to_cell(cells, c, p.mass, v[0] + mpc_image_velocity(p, loc.image), v[1], v[2]);
+    double w0 = v[0] + mpc_image_velocity(p, loc.image);
+    mpc_add_to_cell(cells, c, p.mass, w0, v[1], v[2]);
+    if (rule) {
+        double wv[3] = {w0, v[1], v[2]};
+        mpc_rule_add_arrival(p, rule, ext, c, loc.cell, loc, pos, wv);
+    }
 }

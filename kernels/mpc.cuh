@@ -152,6 +152,9 @@ struct MpcLocation {
     unsigned int cell;
     int image;
     double y_in_cell;
+    // x, z relative to the cell centre (the angular-momentum rules, rules.cuh)
+    double x_in_cell;
+    double z_in_cell;
 };
 
 // Physics::locate.
@@ -175,6 +178,8 @@ __device__ __forceinline__ MpcLocation mpc_locate(const MpcParams &p, double px,
     loc.cell = (iy * p.cells[2] + iz) * p.cells[0] + ix;
     loc.image = image;
     loc.y_in_cell = ys - ((double)iy + 0.5);
+    loc.x_in_cell = xs - ((double)ix + 0.5);
+    loc.z_in_cell = zs - ((double)iz + 0.5);
     return loc;
 }
 

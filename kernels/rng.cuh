@@ -13,6 +13,7 @@
 
 #define MPC_PURPOSE_ROTATION_AXIS 0u
 #define MPC_PURPOSE_THERMOSTAT 1u
+#define MPC_PURPOSE_ANDERSEN_VELOCITY 2u
 // MPC_PURPOSE_WALL_FILL (8) is defined in walls.cuh
 
 typedef unsigned long long mpc_u64;
@@ -124,6 +125,16 @@ __device__ __forceinline__ MpcCellStream mpc_particle_stream(mpc_u64 seed, mpc_u
     return s;
 }
 
+// CellStream::for_particle_in_cell: the cell stream of MPC-AT's draws, keyed by seed ^ key.
+__device__ __forceinline__ MpcCellStream mpc_particle_cell_stream(mpc_u64 seed, mpc_u64 step, unsigned int cell,
+                                                                  mpc_u64 particle_key) {
+    MpcCellStream s = mpc_cell_stream(seed, step, cell, MPC_PURPOSE_ANDERSEN_VELOCITY);
+    mpc_u64 k = seed ^ particle_key;
+    s.key0 = (unsigned int)k;
+    s.key1 = (unsigned int)(k >> 32);
+    return s;
+}
+
 __device__ __forceinline__ unsigned int mpc_next_u32(MpcCellStream *s) {
     if (s->used == 4) {
         s->block = mpc_philox4x32_10(s->counter, s->key0, s->key1);
@@ -157,6 +168,28 @@ __device__ __forceinline__ double mpc_normal(MpcCellStream *s) {
             return v1 * sqrt(-2.0 * mpc_det_ln(q) / q);
         }
     }
+}
+
+// CellStream::normal_pair: both values of an accepted polar-method pair.
+__device__ __forceinline__ void mpc_normal_pair(MpcCellStream *s, double *a, double *b) {
+    for (;;) {
+        double v1 = 2.0 * mpc_uniform(s) - 1.0;
+        double v2 = 2.0 * mpc_uniform(s) - 1.0;
+        double q = v1 * v1 + v2 * v2;
+        if (q < 1.0 && q > 0.0) {
+            double f = sqrt(-2.0 * mpc_det_ln(q) / q);
+            *a = v1 * f;
+            *b = v2 * f;
+            return;
+        }
+    }
+}
+
+// CellStream::normal3: one pair, then the first of a second pair.
+__device__ __forceinline__ void mpc_normal3(MpcCellStream *s, double out[3]) {
+    double unused;
+    mpc_normal_pair(s, &out[0], &out[1]);
+    mpc_normal_pair(s, &out[2], &unused);
 }
 
 // Gamma(shape, 1) for shape >= 1 by Marsaglia and Tsang (2000).
@@ -207,4 +240,27 @@ __device__ __forceinline__ double mpc_cell_thermostat_energy(mpc_u64 seed, mpc_u
     double shape = 1.5 * ((double)n - 1.0);
     MpcCellStream s = mpc_cell_stream(seed, step, cell, MPC_PURPOSE_THERMOSTAT);
     return kt * mpc_gamma(&s, shape);
+}
+
+// rng::splitmix64.
+__device__ __forceinline__ mpc_u64 mpc_splitmix64(mpc_u64 z) {
+    z += 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+// rng::fluid_particle_key: a hash of the stored f32 position bits.
+__device__ __forceinline__ mpc_u64 mpc_fluid_particle_key(float x, float y, float z) {
+    mpc_u64 xy = (mpc_u64)__float_as_uint(x) | ((mpc_u64)__float_as_uint(y) << 32);
+    return mpc_splitmix64(mpc_splitmix64(xy) ^ (mpc_u64)__float_as_uint(z));
+}
+
+#define MPC_SOLUTE_KEY_TAG 0x50177E5A11CED00DULL
+
+// rng::solute_particle_key: a hash of the f64 position bits handed over by the caller.
+__device__ __forceinline__ mpc_u64 mpc_solute_particle_key(double x, double y, double z) {
+    mpc_u64 h = mpc_splitmix64((mpc_u64)__double_as_longlong(x) ^ MPC_SOLUTE_KEY_TAG);
+    h = mpc_splitmix64(h ^ (mpc_u64)__double_as_longlong(y));
+    return mpc_splitmix64(h ^ (mpc_u64)__double_as_longlong(z));
 }

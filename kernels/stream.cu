@@ -77,13 +77,21 @@ extern "C" __global__ void mpc_stream_bin_atomic(MpcParams p, float *__restrict_
     }
 }
 
-// Pass 1, "warp" method: as mpc_stream_bin_atomic with warp-aggregated atomics.
-// agg = 0: warp aggregation; 1: warp + block (shared-memory hash) aggregation.
-extern "C" __global__ void mpc_stream_bin_warp(MpcParams p, float *__restrict__ px, float *__restrict__ py,
-                                               float *__restrict__ pz, double *__restrict__ vx,
-                                               double *__restrict__ vy, double *__restrict__ vz,
-                                               unsigned int *__restrict__ cellw, double *cells, double *report,
-                                               unsigned int agg, MpcMigration m) {
+// Minimum resident blocks of 256 threads per multiprocessor for the pass-1 kernels (caps their
+// registers): pass 1 waits on memory, so more warps in flight hide more latency.
+#ifndef MPC_PASS1_MIN_BLOCKS
+#define MPC_PASS1_MIN_BLOCKS 4
+#endif
+#define MPC_PASS1_BOUNDS __launch_bounds__(256, MPC_PASS1_MIN_BLOCKS)
+
+// Pass 1, "warp" and "shared" methods: as mpc_stream_bin_atomic with warp-aggregated atomics,
+// BLOCK adding the shared-memory (hash) aggregation per block.
+template <bool BLOCK>
+__device__ __forceinline__ void mpc_stream_bin_aggregated(MpcParams p, float *__restrict__ px,
+                                                          float *__restrict__ py, float *__restrict__ pz,
+                                                          double *__restrict__ vx, double *__restrict__ vy,
+                                                          double *__restrict__ vz, unsigned int *__restrict__ cellw,
+                                                          double *cells, double *report, MpcMigration m) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     double kin = 0.0;
     bool valid = mpc_live(p, cellw, i);
@@ -95,18 +103,34 @@ extern "C" __global__ void mpc_stream_bin_warp(MpcParams p, float *__restrict__ 
         MpcLocation loc = mpc_stream_store_bin(p, m, i, pos, v, px, py, pz, vx, vy, vz, cellw, &kin, wv, &valid);
         cell = loc.cell;
     }
-    mpc_sum_and_report(p, cells, valid, cell, wv, agg, kin, report);
+    mpc_sum_and_report<BLOCK>(p, cells, valid, cell, wv, kin, report);
 }
 
-// "fused" method: the collision of step n (params pc, cell parameters in cells_prev) and the
-// streaming + binning + warp-aggregated sums of step n+1 (params p, sums into cells_next) in one
+extern "C" __global__ void MPC_PASS1_BOUNDS mpc_stream_bin_warp(MpcParams p, float *__restrict__ px, float *__restrict__ py, float *__restrict__ pz,
+                        double *__restrict__ vx, double *__restrict__ vy, double *__restrict__ vz,
+                        unsigned int *__restrict__ cellw, double *cells, double *report, MpcMigration m) {
+    mpc_stream_bin_aggregated<false>(p, px, py, pz, vx, vy, vz, cellw, cells, report, m);
+}
+
+extern "C" __global__ void mpc_stream_bin_shared(MpcParams p, float *__restrict__ px, float *__restrict__ py,
+                                                 float *__restrict__ pz, double *__restrict__ vx,
+                                                 double *__restrict__ vy, double *__restrict__ vz,
+                                                 unsigned int *__restrict__ cellw, double *cells, double *report,
+                                                 MpcMigration m) {
+    mpc_stream_bin_aggregated<true>(p, px, py, pz, vx, vy, vz, cellw, cells, report, m);
+}
+
+// "fused" methods: the collision of step n (params pc, cell parameters in cells_prev) and the
+// streaming + binning + aggregated sums of step n+1 (params p, sums into cells_next) in one
 // pass over the particles. Only used when step n's collisional stress is not measured.
-extern "C" __global__ void mpc_collide_stream_bin(MpcParams pc, MpcParams p, float *__restrict__ px,
-                                                  float *__restrict__ py, float *__restrict__ pz,
-                                                  double *__restrict__ vx, double *__restrict__ vy,
-                                                  double *__restrict__ vz, unsigned int *__restrict__ cellw,
-                                                  const double *__restrict__ cells_prev, double *cells_next,
-                                                  double *report, unsigned int agg, MpcMigration m) {
+template <bool BLOCK>
+__device__ __forceinline__ void mpc_collide_stream_bin_body(MpcParams pc, MpcParams p, float *__restrict__ px,
+                                                            float *__restrict__ py, float *__restrict__ pz,
+                                                            double *__restrict__ vx, double *__restrict__ vy,
+                                                            double *__restrict__ vz,
+                                                            unsigned int *__restrict__ cellw,
+                                                            const double *__restrict__ cells_prev,
+                                                            double *cells_next, double *report, MpcMigration m) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     double kin = 0.0;
     unsigned int w = i < p.n_fluid ? cellw[i] : MPC_DEAD;
@@ -123,7 +147,24 @@ extern "C" __global__ void mpc_collide_stream_bin(MpcParams pc, MpcParams p, flo
         MpcLocation loc = mpc_stream_store_bin(p, m, i, pos, v, px, py, pz, vx, vy, vz, cellw, &kin, wv, &valid);
         cell = loc.cell;
     }
-    mpc_sum_and_report(p, cells_next, valid, cell, wv, agg, kin, report);
+    mpc_sum_and_report<BLOCK>(p, cells_next, valid, cell, wv, kin, report);
+}
+
+extern "C" __global__ void MPC_PASS1_BOUNDS mpc_collide_stream_bin(MpcParams pc, MpcParams p, float *__restrict__ px, float *__restrict__ py,
+                           float *__restrict__ pz, double *__restrict__ vx, double *__restrict__ vy,
+                           double *__restrict__ vz, unsigned int *__restrict__ cellw,
+                           const double *__restrict__ cells_prev, double *cells_next, double *report,
+                           MpcMigration m) {
+    mpc_collide_stream_bin_body<false>(pc, p, px, py, pz, vx, vy, vz, cellw, cells_prev, cells_next, report, m);
+}
+
+extern "C" __global__ void mpc_collide_stream_bin_shared(MpcParams pc, MpcParams p, float *__restrict__ px,
+                                                         float *__restrict__ py, float *__restrict__ pz,
+                                                         double *__restrict__ vx, double *__restrict__ vy,
+                                                         double *__restrict__ vz, unsigned int *__restrict__ cellw,
+                                                         const double *__restrict__ cells_prev,
+                                                         double *cells_next, double *report, MpcMigration m) {
+    mpc_collide_stream_bin_body<true>(pc, p, px, py, pz, vx, vy, vz, cellw, cells_prev, cells_next, report, m);
 }
 
 // List method: every cell's list head set to the empty list (value 0xffffffff) before pass 1.

@@ -11,8 +11,9 @@ use crate::state::FluidState;
 use crate::stats::RunStats;
 
 const MAGIC: &[u8; 8] = b"MPCBOXCK";
-/// 2: walls in the config and wall forces in the run statistics.
-const FORMAT_VERSION: u32 = 2;
+/// 3: walls in the config and wall forces in the run statistics (2: the collision rule
+/// gained MPC-AT and the angular-momentum flag; issue 12).
+const FORMAT_VERSION: u32 = 3;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Checkpoint {

@@ -8,12 +8,25 @@ use std::path::{Path, PathBuf};
 
 use crate::error::ConfigError;
 
-/// The collision rule of the MPC step.
+/// The collision rule of the MPC step (physics in `crate::physics::rules`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub enum CollisionRule {
-    /// Stochastic rotation dynamics: relative velocities rotated by `angle_deg` about a random axis.
-    Srd { angle_deg: f64 },
+    /// Stochastic rotation dynamics: relative velocities rotated by `angle_deg` about a random
+    /// axis. `angular_momentum: true` (SRD+a) adds the rigid rotation that restores each cell's
+    /// angular momentum about its centre of mass.
+    Srd {
+        angle_deg: f64,
+        #[serde(default)]
+        angular_momentum: bool,
+    },
+    /// MPC-AT (Andersen thermostat rule): relative velocities replaced by Maxwell-Boltzmann
+    /// draws at kT whose mass-weighted cell mean is removed; a thermostat of its own.
+    /// `angular_momentum: true` (MPC-AT+a) also restores each cell's angular momentum.
+    MpcAt {
+        #[serde(default)]
+        angular_momentum: bool,
+    },
 }
 
 /// Cell-level thermostat.
@@ -301,14 +314,30 @@ impl Config {
         Ok(())
     }
 
+    /// The collision rule and its thermostat: the SRD angle in range; MPC-AT draws its relative
+    /// velocities at kT, so a second thermostat (MBS) on top is refused.
     fn validate_collision(&self) -> Result<(), ConfigError> {
         match &self.collision {
-            CollisionRule::Srd { angle_deg } => {
+            CollisionRule::Srd { angle_deg, .. } => {
                 if !(angle_deg.is_finite() && *angle_deg > 0.0 && *angle_deg < 180.0) {
                     return invalid(
                         "collision.angle_deg",
                         format!("must lie strictly between 0 and 180 degrees (got {angle_deg})"),
                         "use an SRD rotation angle such as 130.0 or 90.0",
+                    );
+                }
+            }
+            CollisionRule::MpcAt { .. } => {
+                if self.thermostat != Thermostat::None {
+                    return invalid(
+                        "thermostat",
+                        format!(
+                            "{:?} with collision: MpcAt makes no sense: the Andersen rule draws \
+                             every relative velocity from the Maxwell-Boltzmann distribution at \
+                             kT, it is its own thermostat",
+                            self.thermostat
+                        ),
+                        "remove `thermostat` (or set it to None) with MpcAt; MBS is for Srd",
                     );
                 }
             }
@@ -398,9 +427,11 @@ impl Config {
         }
     }
 
+    /// The SRD rotation angle in radians (0 for MPC-AT, which rotates nothing).
     pub fn rotation_angle(&self) -> f64 {
         match self.collision {
-            CollisionRule::Srd { angle_deg } => angle_deg.to_radians(),
+            CollisionRule::Srd { angle_deg, .. } => angle_deg.to_radians(),
+            CollisionRule::MpcAt { .. } => 0.0,
         }
     }
 }

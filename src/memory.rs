@@ -24,12 +24,22 @@ impl Footprint {
 /// The CPU backend: positions 3×4 B, velocities 3×8 B, cell index 4 B, LE image 1 B, cell-list
 /// slot 4 B per particle (plus a transient copy of one component while reordering); per cell the
 /// collision parameters (7×8 B + flag), list start and fill counter. A checkpoint copies the
-/// state once more (36 B per particle), so that is counted too.
+/// state once more (36 B per particle), so that is counted too. A collision rule beside plain
+/// SRD keeps its cell parameters and, per particle, the position in the cell (+a) and the draw
+/// (MPC-AT).
 pub fn cpu_footprint(cfg: &Config) -> Footprint {
+    use crate::physics::rules::{Rule, RuleCellParams};
+    let rule = Rule::from_config(&cfg.collision);
+    let (rule_particle, rule_cell) = if rule.is_plain_srd() {
+        (0, 0)
+    } else {
+        let per = 24 * (rule.conserves_angular_momentum() as u64 + rule.draws_velocities() as u64);
+        (per, std::mem::size_of::<RuleCellParams>() as u64)
+    };
     Footprint::new(
         cfg,
-        12 + 24 + 4 + 1 + 4 + 8 + CHECKPOINT_COPY_BYTES,
-        std::mem::size_of::<crate::physics::CellParams>() as u64 + 8,
+        12 + 24 + 4 + 1 + 4 + 8 + CHECKPOINT_COPY_BYTES + rule_particle,
+        std::mem::size_of::<crate::physics::CellParams>() as u64 + 8 + rule_cell,
     )
 }
 
@@ -98,5 +108,7 @@ pub fn cuda_footprint(cfg: &Config) -> Footprint {
 /// The CUDA backend with a given cell-sum method.
 pub fn cuda_footprint_for(cfg: &Config, method: crate::backend::cuda::CellSumMethod) -> Footprint {
     let (bp, bc) = method.bytes_per_particle_and_cell();
-    Footprint::new(cfg, bp, bc)
+    let rule = crate::physics::Rule::from_config(&cfg.collision);
+    let rule_bytes = crate::backend::cuda::rule_bytes_per_cell(rule, method);
+    Footprint::new(cfg, bp, bc + rule_bytes)
 }

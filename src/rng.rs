@@ -27,6 +27,8 @@ const PHILOX_W1: u32 = 0xBB67_AE85;
 pub enum CellStreamPurpose {
     RotationAxis = 0,
     Thermostat = 1,
+    /// MPC-AT: the Maxwell-Boltzmann velocity of one particle ([`CellStream::for_particle_in_cell`]).
+    AndersenVelocity = 2,
     /// Virtual particles of cells cut by a wall (`physics::walls`).
     WallFill = 8,
 }
@@ -154,6 +156,18 @@ impl CellStream {
         }
     }
 
+    /// The stream of one particle at one step in one cell (MPC-AT's velocity draws): the cell
+    /// stream of purpose `AndersenVelocity`, keyed by the seed XOR the particle's key
+    /// ([`fluid_particle_key`], [`solute_particle_key`]). Philox is a keyed bijection of the
+    /// counter, so distinct keys give independent streams; two particles of one cell at one step
+    /// share a stream only when their keys collide (see [`fluid_particle_key`]).
+    #[inline]
+    pub fn for_particle_in_cell(seed: u64, step: u64, cell: u32, particle_key: u64) -> Self {
+        let mut s = CellStream::new(seed, step, cell, CellStreamPurpose::AndersenVelocity);
+        s.key = philox_key(seed ^ particle_key);
+        s
+    }
+
     #[inline]
     pub fn next_u32(&mut self) -> u32 {
         if self.used == 4 {
@@ -185,6 +199,29 @@ impl CellStream {
                 return v1 * (-2.0 * det_ln(s) / s).sqrt();
             }
         }
+    }
+
+    /// Two independent standard normals by Marsaglia's polar method (both values of the
+    /// accepted pair).
+    #[inline]
+    pub fn normal_pair(&mut self) -> (f64, f64) {
+        loop {
+            let v1 = 2.0 * self.uniform() - 1.0;
+            let v2 = 2.0 * self.uniform() - 1.0;
+            let s = v1 * v1 + v2 * v2;
+            if s < 1.0 && s > 0.0 {
+                let f = (-2.0 * det_ln(s) / s).sqrt();
+                return (v1 * f, v2 * f);
+            }
+        }
+    }
+
+    /// Three independent standard normals: one pair, then the first of a second pair.
+    #[inline]
+    pub fn normal3(&mut self) -> [f64; 3] {
+        let (a, b) = self.normal_pair();
+        let (c, _) = self.normal_pair();
+        [a, b, c]
     }
 
     /// Gamma(shape, 1) for shape ≥ 1 by Marsaglia and Tsang (2000).
@@ -237,6 +274,32 @@ pub fn cell_rotation_axis(seed: u64, step: u64, cell: u32) -> [f64; 3] {
 pub fn cell_thermostat_energy(seed: u64, step: u64, cell: u32, n: u32, kt: f64) -> f64 {
     let shape = 1.5 * (n as f64 - 1.0);
     kt * CellStream::new(seed, step, cell, CellStreamPurpose::Thermostat).gamma(shape)
+}
+
+/// The key of a fluid particle's per-particle draws: a hash of the bits of its stored f32
+/// position. Positions are streamed by the same operations on every backend (the kernels
+/// mirror `Physics::stream` with `--fmad=false`), so the key does not depend on where the
+/// particle is stored (backends and GPU slabs order particles differently) nor on the order of
+/// any sum. The 96 position bits go through two rounds of the SplitMix64 finaliser (a bijection
+/// of 64 bits), so two distinct positions share a key with probability about 2⁻⁶⁴: over a run
+/// of 10⁶ steps of 256³ cells with 10 particles per cell (about 50 pairs per cell and step),
+/// about 4 × 10⁻⁵ collisions in all. Two particles at bit-identical positions in one cell share
+/// their draws: a negligible correlation that conserves momentum all the same.
+#[inline]
+pub fn fluid_particle_key(pos: [f32; 3]) -> u64 {
+    let xy = (pos[0].to_bits() as u64) | ((pos[1].to_bits() as u64) << 32);
+    splitmix64(splitmix64(xy) ^ pos[2].to_bits() as u64)
+}
+
+/// Mixed into solute keys so that a solute never shares the key schedule of fluid particles.
+const SOLUTE_KEY_TAG: u64 = 0x5017_7E5A_11CE_D00D;
+
+/// The key of a solute's per-particle draws: a hash of the bits of the f64 position the
+/// caller handed over (the same on every backend), as [`fluid_particle_key`].
+#[inline]
+pub fn solute_particle_key(pos: [f64; 3]) -> u64 {
+    let h = splitmix64(pos[0].to_bits() ^ SOLUTE_KEY_TAG);
+    splitmix64(splitmix64(h ^ pos[1].to_bits()) ^ pos[2].to_bits())
 }
 
 /// Host stream ids, mixed into the Xoshiro seed.

@@ -39,6 +39,8 @@ pub struct ViscositySummary {
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
     pub device: String,
+    /// The collision rule ("SRD", "SRD+a", "MPC-AT", "MPC-AT+a"), whose theory `viscosity` quotes.
+    pub collision_rule: String,
     pub steps: u64,
     pub steps_this_run: u64,
     pub fluid_particles: u64,
@@ -187,8 +189,7 @@ fn summarize(solvent: &mut Solvent, done: u64, wall: f64, dir: &Path) -> Result<
             (Some(a), Some(b)) => Some((a * a + b * b).sqrt()),
             _ => None,
         };
-        let angle = cfg.rotation_angle();
-        let m = cfg.particles_per_cell as f64;
+        let (theory_kinetic, theory_collisional) = theory::rule_viscosity(&cfg);
         Some(ViscositySummary {
             total: ValueWithError {
                 value: k.mean().unwrap() + c.mean().unwrap(),
@@ -196,26 +197,16 @@ fn summarize(solvent: &mut Solvent, done: u64, wall: f64, dir: &Path) -> Result<
             },
             kinetic: with_error(k).unwrap(),
             collisional: with_error(c).unwrap(),
-            theory_total: theory::srd_viscosity(m, cfg.kt, cfg.time_step, cfg.mass, angle),
-            theory_kinetic: theory::srd_viscosity_kinetic(
-                m,
-                cfg.kt,
-                cfg.time_step,
-                cfg.mass,
-                angle,
-            ),
-            theory_collisional: theory::srd_viscosity_collisional(
-                m,
-                cfg.time_step,
-                cfg.mass,
-                angle,
-            ),
+            theory_total: theory_kinetic + theory_collisional,
+            theory_kinetic,
+            theory_collisional,
         })
     } else {
         None
     };
     Ok(Summary {
         device: solvent.backend_description(),
+        collision_rule: solvent.physics().rule.name().into(),
         steps: solvent.step_count(),
         steps_this_run: done,
         fluid_particles: o.particles,

@@ -12,6 +12,8 @@
 //! Reductions are done over fixed-length chunks and added in chunk order, so results are
 //! bitwise identical for any number of threads.
 
+mod rules;
+
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use rayon::prelude::*;
@@ -55,6 +57,8 @@ pub struct CpuBackend {
     params: Vec<CellParams>,
     /// Buffers the reorder gathers into (then swapped with `state`).
     spare: FluidState,
+    /// Collision rules other than plain SRD: per-cell parameters, per-particle inputs.
+    rules: Option<rules::RuleState>,
 }
 
 impl CpuBackend {
@@ -74,6 +78,7 @@ impl CpuBackend {
             cell_fill: (0..ncells).map(|_| AtomicU32::new(0)).collect(),
             params: vec![CellParams::default(); ncells],
             spare: FluidState::default(),
+            rules: None,
             cell_of: Vec::new(),
             image_of: Vec::new(),
             solute_image: Vec::new(),
@@ -342,10 +347,13 @@ impl Backend for CpuBackend {
                 }
             }
             self.build_cell_lists();
-            let (relative_energy, relative_dof, exchanged) =
-                self.cell_pass(plan, solutes.as_deref());
-            add_wall_momentum(&mut wall_momentum, &exchanged);
-            let collisional = self.collide(plan, solutes.as_deref_mut());
+            let ((relative_energy, relative_dof), collisional) = if self.phys.rule.is_plain_srd() {
+                let (e, d, exchanged) = self.cell_pass(plan, solutes.as_deref());
+                add_wall_momentum(&mut wall_momentum, &exchanged);
+                ((e, d), self.collide(plan, solutes.as_deref_mut()))
+            } else {
+                self.rules_step(plan, solutes)
+            };
             if plan.reorder {
                 self.reorder();
             }

@@ -14,8 +14,11 @@
 //!   offset removed afterwards): its `image` is −1 above the box, +1 below it.
 //! * Global cell index `(iy · Lz + iz) · Lx + ix`: y-major, so a y-slab is one index range.
 
+pub mod rules;
+
 use crate::config::{Config, Thermostat};
 use crate::rng;
+pub use rules::Rule;
 
 pub mod walls;
 pub use walls::{WallMomentum, Walls};
@@ -38,6 +41,8 @@ pub struct Physics {
     /// Velocity jump across the Lees-Edwards plane, γ̇·Ly.
     pub le_velocity: f64,
     pub seed: u64,
+    /// The collision rule (SRD, MPC-AT, with or without angular-momentum conservation).
+    pub rule: Rule,
     /// Walls confining the fluid (`walls` module), None for a periodic (or sheared) box.
     pub walls: Option<Walls>,
 }
@@ -63,6 +68,10 @@ pub struct Location {
     pub image: i32,
     /// y of the shifted position relative to the centre of its cell (for the collisional stress).
     pub y_in_cell: f64,
+    /// x and z of the shifted position relative to the centre of its cell (the angular-momentum
+    /// rules, `rules.rs`).
+    pub x_in_cell: f64,
+    pub z_in_cell: f64,
 }
 
 /// Per-cell result of the cell pass: what every particle of the cell needs to collide.
@@ -135,6 +144,7 @@ impl Physics {
             shear_rate: cfg.shear_rate,
             le_velocity: cfg.shear_rate * length[1],
             seed: cfg.seed,
+            rule: Rule::from_config(&cfg.collision),
             walls: Walls::from_config(cfg),
         }
     }
@@ -259,6 +269,8 @@ impl Physics {
             cell,
             image,
             y_in_cell: ys - (iy as f64 + 0.5),
+            x_in_cell: xs - (ix as f64 + 0.5),
+            z_in_cell: zs - (iz as f64 + 0.5),
         }
     }
 
@@ -390,8 +402,10 @@ fn clamp_index(s: f64, n: u32) -> u32 {
     }
 }
 
-/// Theoretical SRD transport coefficients (3D, with random grid shift), for validation.
+/// Theoretical SRD transport coefficients (3D, with random grid shift), for validation; those
+/// of the other rules are in `rules::theory`, re-exported here.
 pub mod theory {
+    pub use super::rules::theory::*;
     pub use super::walls::theory::*;
 
     /// Kinetic shear viscosity (Kikuchi et al. 2003; Ihle, Tüzel & Kroll 2005), units m=a=1 scaled.

@@ -12,6 +12,9 @@ use crate::error::Result;
 impl CudaBackend {
     /// Step 4, one thread per cell: sums to collision parameters.
     pub(super) fn cell_pass(&mut self, p: &KernelParams) -> Result<()> {
+        if self.rules.is_some() {
+            return self.rules_cell_pass(p);
+        }
         let s = self.dev.stream.clone();
         // SAFETY: mpc_cell_params(MpcParams, double *cells, double *report): the parameters by
         // value, the cell buffer of p.n_cells = self.ncells cells × 8 doubles, report 4

@@ -12,6 +12,9 @@ use crate::physics::StepPlan;
 impl CudaBackend {
     /// Queue the fluid collision with parameters `p` and the cell parameters in `cell.sums`.
     pub(super) fn launch_collide(&mut self, p: &KernelParams) -> Result<()> {
+        if self.rules.is_some() {
+            return self.rules_launch_collide(p);
+        }
         let s = self.dev.stream.clone();
         let [px, py, pz] = &self.fluid.pos;
         let [vx, vy, vz] = &mut self.fluid.vel;

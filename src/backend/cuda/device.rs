@@ -117,7 +117,9 @@ kernel_store! {
     "stream.cu" {
         stream_bin_atomic: "mpc_stream_bin_atomic",
         stream_bin_warp: "mpc_stream_bin_warp",
+        stream_bin_shared: "mpc_stream_bin_shared",
         collide_stream_bin: "mpc_collide_stream_bin",
+        collide_stream_bin_shared: "mpc_collide_stream_bin_shared",
         fill_u32: "mpc_fill_u32",
         stream_bin_list: "mpc_stream_bin_list",
         list_sums: "mpc_list_sums",
@@ -135,6 +137,16 @@ kernel_store! {
     }
     "collide.cu" {
         collide: "mpc_collide",
+    }
+    "rules.cu" {
+        rules_stream_bin: "mpc_rules_stream_bin",
+        rules_stream_bin_shared: "mpc_rules_stream_bin_shared",
+        rules_collide_stream_bin: "mpc_rules_collide_stream_bin",
+        rules_collide_stream_bin_shared: "mpc_rules_collide_stream_bin_shared",
+        rules_cell_params: "mpc_rules_cell_params",
+        rules_collide: "mpc_rules_collide",
+        rules_solute_bin: "mpc_rules_solute_bin",
+        rules_solute_collide: "mpc_rules_solute_collide",
     }
     "migrate.cu" {
         immigrate: "mpc_immigrate",

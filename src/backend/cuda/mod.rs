@@ -50,6 +50,7 @@
 //! | `solutes` | solutes binned into the sums and collided | `solutes.cu` |
 //! | `cells` | pass 3: cell sums to collision parameters | `cells.cu` |
 //! | `collide` | pass 4: the fluid collision, or deferred (fused) | `collide.cu` |
+//! | `rules` | MPC-AT, MPC-AT+a, SRD+a: extended cell sums, their passes | `rules.cu`, `rules.cuh` |
 //! | `reorder` | particles sorted by cell | `reorder.cu` |
 //! | `coupled` | host solutes: upload/download streams, pinned staging, events | |
 //! | `device_solutes` | the caller's device arrays: checks, stream order | `device_solutes.cu` |
@@ -71,6 +72,7 @@ pub mod multi;
 mod observe;
 mod params;
 mod reorder;
+mod rules;
 mod solutes;
 mod step;
 mod stream;
@@ -86,6 +88,7 @@ pub(crate) use device::{drv, kernel, load_module};
 pub use device_solutes::DeviceSoluteArrays;
 pub use multi::transfer;
 pub(crate) use params::WallParams;
+pub use rules::rule_bytes_per_cell;
 pub use step::PHASE_NAMES;
 
 use cudarc::driver::{CudaSlice, DriverError};
@@ -130,6 +133,8 @@ pub struct CudaBackend {
     device_bytes: u64,
     /// Slab mode (one of several GPUs): layers held, migration buffers, particle ids.
     slab: Option<multi::Slab>,
+    /// The extended cell sums of a collision rule beside plain SRD (`rules.rs`).
+    rules: Option<rules::RuleBuffers>,
     timer: PhaseTimer,
 }
 
@@ -222,6 +227,14 @@ impl CudaBackend {
         }
         let (free, _) = dev.free_memory()?;
         let needed = check_fits(&dev.describe(), n as u64, ncells as u64, method, free)?;
+        let needed = rules::check_rule_fits(
+            &dev.describe(),
+            needed,
+            phys.rule,
+            ncells as u64,
+            method,
+            free,
+        )?;
         let s = dev.stream.clone();
         let oom = |e: DriverError| MpcError::OutOfMemory {
             device: dev.describe(),
@@ -231,6 +244,7 @@ impl CudaBackend {
         };
         let fluid = FluidBuffers::alloc(&s, n, method, &oom)?;
         let cell = CellBuffers::alloc(&s, ncells, method, &oom)?;
+        let rules = rules::RuleBuffers::alloc(&s, phys.rule, ncells, method, &oom)?;
         let report = s.alloc_zeros::<f64>(observe::REPORT_WORDS).map_err(oom)?;
         let moments = MomentBuffers::alloc(&s, phys.cells[1] as usize, &oom)?;
         Ok(CudaBackend {
@@ -250,6 +264,7 @@ impl CudaBackend {
             device_solutes: None,
             device_bytes: needed,
             slab: None,
+            rules,
             timer: PhaseTimer::default(),
         })
     }
@@ -266,7 +281,7 @@ impl CudaBackend {
         }
         self.flush()?;
         self.phys = phys;
-        Ok(())
+        self.sync_rule_buffers()
     }
 
     pub fn physics(&self) -> &Physics {

@@ -18,6 +18,10 @@ impl CudaBackend {
         if ns == 0 {
             return Ok(());
         }
+        if self.rules.is_some() {
+            let (own, cell, image) = self.own_solutes(ns)?;
+            return self.rules_bin_solutes(p, &own, cell, image);
+        }
         let s = self.dev.stream.clone();
         let sb = self
             .solutes
@@ -44,6 +48,10 @@ impl CudaBackend {
 
     /// Step 5, solutes: collide in place on the device.
     pub(super) fn solute_collide(&mut self, p: &KernelParams, ns: usize) -> Result<()> {
+        if self.rules.is_some() {
+            let (own, cell, image) = self.own_solutes(ns)?;
+            return self.rules_collide_solutes(p, &own, cell, image, false);
+        }
         let s = self.dev.stream.clone();
         let sb = self
             .solutes
@@ -69,6 +77,10 @@ impl CudaBackend {
     /// Bin the solutes of `s` (arrays on this GPU, or on a peer GPU this one may read) and add
     /// those in this GPU's cells to the cell sums.
     pub(super) fn bin_solutes_from(&mut self, p: &KernelParams, s: &DeviceSolutes) -> Result<()> {
+        if self.rules.is_some() {
+            let (cell, image) = self.device_solute_indices(s.n)?;
+            return self.rules_bin_solutes(p, s, cell, image);
+        }
         self.ensure_device_solute_state(s.n)?;
         let main = self.dev.stream.clone();
         let st = self.device_solutes.as_mut().expect("made above");
@@ -98,6 +110,10 @@ impl CudaBackend {
         p: &KernelParams,
         s: &DeviceSolutes,
     ) -> Result<()> {
+        if self.rules.is_some() {
+            let (cell, image) = self.device_solute_indices(s.n)?;
+            return self.rules_collide_solutes(p, s, cell, image, true);
+        }
         let main = self.dev.stream.clone();
         let st = self
             .device_solutes

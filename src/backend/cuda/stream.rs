@@ -20,6 +20,7 @@ impl CudaBackend {
         let margs = self.begin_migration()?;
         let pending = self.pending.take();
         match (self.method, pending) {
+            (_, pending) if self.rules.is_some() => self.rules_pass1(pending, p, &margs)?,
             (CellSumMethod::Fused | CellSumMethod::FusedShared, Some(pc)) => {
                 self.collide_stream_bin(&pc, p, &margs)?
             }
@@ -38,13 +39,12 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// 1 for the methods that aggregate each block's sums in shared memory, else 0 (the
-    /// kernels' `agg` argument).
-    fn block_aggregation(&self) -> u32 {
+    /// Whether the method aggregates each block's sums in shared memory (the `_shared` kernels).
+    fn block_aggregation(&self) -> bool {
         matches!(
             self.method,
             CellSumMethod::Shared | CellSumMethod::FusedShared
-        ) as u32
+        )
     }
 
     /// Fused methods with a pending collision: collide step n (parameters `pc`, cell parameters
@@ -57,7 +57,11 @@ impl CudaBackend {
         margs: &MigrationArgs,
     ) -> Result<()> {
         let s = self.dev.stream.clone();
-        let agg = self.block_aggregation();
+        let f = if self.block_aggregation() {
+            &self.dev.k.collide_stream_bin_shared
+        } else {
+            &self.dev.k.collide_stream_bin
+        };
         let alt =
             self.cell.alt.as_mut().ok_or_else(|| {
                 MpcError::Device("fused method without a second cell buffer".into())
@@ -65,14 +69,14 @@ impl CudaBackend {
         s.memset_zeros(alt).map_err(drv("memset"))?;
         let [px, py, pz] = &mut self.fluid.pos;
         let [vx, vy, vz] = &mut self.fluid.vel;
-        // SAFETY: mpc_collide_stream_bin(MpcParams pc, MpcParams p, float *px, *py, *pz, double
-        // *vx, *vy, *vz, u32 *cellw, const double *cells_prev, double *cells_next, double
-        // *report, u32 agg, MpcMigration m): the argument types match; the particle arrays hold
+        // SAFETY: mpc_collide_stream_bin[_shared](MpcParams pc, MpcParams p, float *px, *py, *pz,
+        // double *vx, *vy, *vz, u32 *cellw, const double *cells_prev, double *cells_next, double
+        // *report, MpcMigration m): the argument types match; the particle arrays hold
         // p.n_fluid = self.n slots, both cell buffers p.n_cells × 8 doubles (distinct
         // allocations), report 4 doubles; `margs` holds this slab's live migration buffers (or
         // zeros on one GPU, then never dereferenced). One thread per slot, main stream.
         unsafe {
-            s.launch_builder(&self.dev.k.collide_stream_bin)
+            s.launch_builder(f)
                 .arg(pc)
                 .arg(p)
                 .arg(px)
@@ -85,7 +89,6 @@ impl CudaBackend {
                 .arg(&self.cell.sums)
                 .arg(&mut *alt)
                 .arg(&mut self.report)
-                .arg(&agg)
                 .arg(margs)
                 .launch(grid(self.n))
                 .map_err(drv("collide/stream/bin"))?;
@@ -98,25 +101,22 @@ impl CudaBackend {
     /// bin and sum into the zeroed cell buffer.
     fn stream_bin_sum(&mut self, p: &KernelParams, margs: &MigrationArgs) -> Result<()> {
         let s = self.dev.stream.clone();
-        let agg = self.block_aggregation();
         s.memset_zeros(&mut self.cell.sums).map_err(drv("memset"))?;
-        let atomics = self.method == CellSumMethod::Atomics;
         let k = &self.dev.k;
-        let f = if atomics {
-            &k.stream_bin_atomic
-        } else {
-            &k.stream_bin_warp
+        let f = match self.method {
+            CellSumMethod::Atomics => &k.stream_bin_atomic,
+            _ if self.block_aggregation() => &k.stream_bin_shared,
+            _ => &k.stream_bin_warp,
         };
         let [px, py, pz] = &mut self.fluid.pos;
         let [vx, vy, vz] = &mut self.fluid.vel;
-        // SAFETY: mpc_stream_bin_atomic(MpcParams, float *px, *py, *pz, double *vx, *vy, *vz,
-        // u32 *cellw, double *cells, double *report, MpcMigration) and mpc_stream_bin_warp (the
-        // same with u32 agg before the migration): the argument types match the kernel chosen
-        // (agg only for the warp kernel); the particle arrays hold p.n_fluid = self.n slots,
+        // SAFETY: mpc_stream_bin_{atomic,warp,shared}(MpcParams, float *px, *py, *pz, double *vx,
+        // *vy, *vz, u32 *cellw, double *cells, double *report, MpcMigration): the argument types
+        // match each of the three kernels; the particle arrays hold p.n_fluid = self.n slots,
         // cells p.n_cells × 8 doubles, report 4; `margs` as in `collide_stream_bin`.
         unsafe {
-            let mut b = s.launch_builder(f);
-            b.arg(p)
+            s.launch_builder(f)
+                .arg(p)
                 .arg(px)
                 .arg(py)
                 .arg(pz)
@@ -125,12 +125,10 @@ impl CudaBackend {
                 .arg(vz)
                 .arg(&mut self.fluid.cellw)
                 .arg(&mut self.cell.sums)
-                .arg(&mut self.report);
-            if !atomics {
-                b.arg(&agg);
-            }
-            b.arg(margs);
-            b.launch(grid(self.n)).map_err(drv("stream/bin"))?;
+                .arg(&mut self.report)
+                .arg(margs)
+                .launch(grid(self.n))
+                .map_err(drv("stream/bin"))?;
         }
         Ok(())
     }

@@ -89,6 +89,7 @@ impl CudaBackend {
             )));
         }
         let p = self.params(plan, ns);
+        let (rule, ext) = self.rule_arrival_args();
         let s = self.dev.stream.clone();
         let sl = self.slab.as_mut().expect("slab mode");
         let mut first = 0u32;
@@ -101,11 +102,12 @@ impl CudaBackend {
             let [vx, vy, vz] = &mut self.fluid.vel;
             // SAFETY: mpc_immigrate(MpcParams, const u64 *recv, u32 count, u32 first, u32 fill,
             // u32 hole_top, u32 n_old, float *px, *py, *pz, double *vx, *vy, *vz, u32 *cellw, u32
-            // *ids, const u32 *holes, double *cells, u32 *counters): the argument types match;
-            // recv holds `count` records, copied in before this stream waited for them; the
-            // slots written are free slots from the stack (below `top`) or n_old.. n_new, within
-            // the capacity checked above, which every per-particle array holds; one thread per
-            // arrival.
+            // *ids, const u32 *holes, double *cells, u32 *counters, u32 rule, double *ext): the
+            // argument types match (ext: the rule's extended sums, p.n_cells × its stride
+            // doubles, or null with rule 0, then never dereferenced); recv holds `count`
+            // records, copied in before this stream waited for them; the slots written are free
+            // slots from the stack (below `top`) or n_old.. n_new, within the capacity checked
+            // above, which every per-particle array holds; one thread per arrival.
             unsafe {
                 s.launch_builder(&self.dev.k.immigrate)
                     .arg(&p)
@@ -126,6 +128,8 @@ impl CudaBackend {
                     .arg(&sl.holes)
                     .arg(&mut self.cell.sums)
                     .arg(&mut sl.counters)
+                    .arg(&rule)
+                    .arg(&ext)
                     .launch(grid(count))
                     .map_err(drv("immigrate"))?;
             }

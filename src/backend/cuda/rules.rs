@@ -1,0 +1,395 @@
+//! The collision rules beside plain SRD on a GPU (`kernels/rules.cu`, `kernels/rules.cuh`):
+//! MPC-AT, MPC-AT+a and SRD+a ([`crate::physics::rules`]). The plain SRD kernels and buffers
+//! stay as they are; a rule adds a second per-cell buffer of extended sums
+//! ([`Rule::sums_len`] doubles per cell: positions relative to the cell centre, their second
+//! moments, Σ m r⊗v or Σ m r × (v − ξ), the draws' momentum) that pass 1 fills with
+//! warp-aggregated atomics beside the plain sums, and whose first six doubles the cell pass
+//! overwrites with the +a rules' correction [Δω, C]. The fused method alternates two such
+//! buffers with the two plain cell buffers. Each step of [`CudaBackend`] branches here when
+//! `self.rules` is set (`stream.rs`, `solutes.rs`, `cells.rs`, `collide.rs`, and the arrivals
+//! of `multi/migrate.rs`).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, PushKernelArg};
+
+use super::buffers::OnAllocError;
+use super::device::{drv, grid};
+use super::multi::MigrationArgs;
+use super::params::KernelParams;
+use super::{CellSumMethod, CudaBackend};
+use crate::backend::DeviceSolutes;
+use crate::error::{MpcError, Result};
+use crate::physics::Rule;
+
+/// The extended cell sums of a rule other than plain SRD.
+pub(super) struct RuleBuffers {
+    rule: Rule,
+    /// `rule.sums_len()` doubles per cell: the sums, then (+a) [Δω, C] in place.
+    pub(super) ext: CudaSlice<f64>,
+    /// Fused methods: the other buffer (swapped with `ext` as `cell.alt` with `cell.sums`).
+    pub(super) alt: Option<CudaSlice<f64>>,
+}
+
+impl RuleBuffers {
+    /// Buffers for `ncells` cells under `rule`; None for plain SRD (nothing extra).
+    pub(super) fn alloc(
+        s: &Arc<CudaStream>,
+        rule: Rule,
+        ncells: usize,
+        method: CellSumMethod,
+        oom: OnAllocError<'_>,
+    ) -> Result<Option<RuleBuffers>> {
+        if rule.is_plain_srd() {
+            return Ok(None);
+        }
+        let len = rule.sums_len() * ncells.max(1);
+        Ok(Some(RuleBuffers {
+            rule,
+            ext: s.alloc_zeros::<f64>(len).map_err(oom)?,
+            alt: if method.is_fused() {
+                Some(s.alloc_zeros::<f64>(len).map_err(oom)?)
+            } else {
+                None
+            },
+        }))
+    }
+}
+
+/// Device bytes per cell of a rule's extended sums (two buffers with the fused methods).
+pub fn rule_bytes_per_cell(rule: Rule, method: CellSumMethod) -> u64 {
+    let buffers = if method.is_fused() { 2 } else { 1 };
+    8 * rule.sums_len() as u64 * buffers
+}
+
+/// The footprint `needed` (plain buffers) plus a rule's extended sums for `ncells` cells,
+/// refused before allocation when it does not fit in `free` bytes (beside the reserve).
+pub(super) fn check_rule_fits(
+    device: &str,
+    needed: u64,
+    rule: Rule,
+    ncells: u64,
+    method: CellSumMethod,
+    free: u64,
+) -> Result<u64> {
+    let total = needed + ncells * rule_bytes_per_cell(rule, method);
+    if total + super::RESERVE_BYTES > free {
+        return Err(MpcError::OutOfMemory {
+            device: device.to_string(),
+            needed_bytes: total + super::RESERVE_BYTES,
+            available_bytes: free,
+            fix: format!(
+                "{} adds {} B per cell of extended sums; use fewer cells or particles per cell, \
+                 plain SRD, or device: Cpu",
+                rule.name(),
+                rule_bytes_per_cell(rule, method)
+            ),
+        });
+    }
+    Ok(total)
+}
+
+/// The rule's kernels' address of a buffer (raw: event tracking is off, the guard does nothing).
+fn addr(b: &CudaSlice<f64>, s: &Arc<CudaStream>) -> u64 {
+    b.device_ptr(s).0
+}
+
+impl CudaBackend {
+    /// Allocate or drop the extended sums when the rule changed (`set_physics`).
+    pub(super) fn sync_rule_buffers(&mut self) -> Result<()> {
+        if self.rules.as_ref().map(|r| r.rule).unwrap_or_default() == self.phys.rule {
+            return Ok(());
+        }
+        let s = self.dev.stream.clone();
+        let oom =
+            |e: cudarc::driver::DriverError| MpcError::Device(format!("CUDA rule buffers: {e:?}"));
+        self.rules = RuleBuffers::alloc(&s, self.phys.rule, self.ncells, self.method, &oom)?;
+        Ok(())
+    }
+
+    /// The rule's code and extended sums for `mpc_immigrate` (0 and a null address for SRD).
+    pub(super) fn rule_arrival_args(&self) -> (u32, u64) {
+        match &self.rules {
+            Some(r) => (r.rule.code(), addr(&r.ext, &self.dev.stream)),
+            None => (0, 0),
+        }
+    }
+
+    /// Pass 1 under a rule: the fused pass when a collision is pending, else stream, bin and
+    /// sum into the zeroed plain and extended buffers. The list method sums plain SRD only.
+    pub(super) fn rules_pass1(
+        &mut self,
+        pending: Option<KernelParams>,
+        p: &KernelParams,
+        margs: &MigrationArgs,
+    ) -> Result<()> {
+        if self.method == CellSumMethod::List {
+            return Err(MpcError::Device(format!(
+                "the list cell-sum method sums plain SRD only, not {}; fix: unset \
+                 MPCBOX_CUDA_METHOD or set it to fused",
+                self.phys.rule.name()
+            )));
+        }
+        match pending {
+            Some(pc) if self.method.is_fused() => self.rules_collide_stream_bin(&pc, p, margs),
+            _ => self.rules_stream_bin(p, margs),
+        }
+    }
+
+    /// Whether the method aggregates each block's plain sums in shared memory (the `_shared`
+    /// kernels).
+    fn rules_block_aggregation(&self) -> bool {
+        matches!(
+            self.method,
+            CellSumMethod::Shared | CellSumMethod::FusedShared
+        )
+    }
+
+    fn rules_stream_bin(&mut self, p: &KernelParams, margs: &MigrationArgs) -> Result<()> {
+        let s = self.dev.stream.clone();
+        let k = &self.dev.k;
+        let f = if self.rules_block_aggregation() {
+            &k.rules_stream_bin_shared
+        } else {
+            &k.rules_stream_bin
+        };
+        let r = self.rules.as_mut().expect("a rule's buffers");
+        let code = r.rule.code();
+        s.memset_zeros(&mut self.cell.sums).map_err(drv("memset"))?;
+        s.memset_zeros(&mut r.ext).map_err(drv("memset"))?;
+        let [px, py, pz] = &mut self.fluid.pos;
+        let [vx, vy, vz] = &mut self.fluid.vel;
+        // SAFETY: mpc_rules_stream_bin and mpc_rules_stream_bin_shared(MpcParams, u32 rule,
+        // float *px, *py, *pz, double *vx, *vy, *vz, u32 *cellw, double *cells, double *ext,
+        // double *report, MpcMigration): the argument types match; the particle arrays hold
+        // p.n_fluid = self.n slots, cells p.n_cells × 8 doubles, ext p.n_cells ×
+        // rule.sums_len() doubles (the stride the kernel uses for `rule`), report 4; `margs`
+        // holds this slab's migration buffers (zeros on one GPU, then never dereferenced). One
+        // thread per slot.
+        unsafe {
+            s.launch_builder(f)
+                .arg(p)
+                .arg(&code)
+                .arg(px)
+                .arg(py)
+                .arg(pz)
+                .arg(vx)
+                .arg(vy)
+                .arg(vz)
+                .arg(&mut self.fluid.cellw)
+                .arg(&mut self.cell.sums)
+                .arg(&mut r.ext)
+                .arg(&mut self.report)
+                .arg(margs)
+                .launch(grid(self.n))
+                .map_err(drv("rules stream/bin"))?;
+        }
+        Ok(())
+    }
+
+    /// Fused: collide step n (parameters `pc`, cell parameters in the current plain and
+    /// extended buffers), then pass 1 of step n+1 into the other two, which become current.
+    fn rules_collide_stream_bin(
+        &mut self,
+        pc: &KernelParams,
+        p: &KernelParams,
+        margs: &MigrationArgs,
+    ) -> Result<()> {
+        let s = self.dev.stream.clone();
+        let k = &self.dev.k;
+        let f = if self.rules_block_aggregation() {
+            &k.rules_collide_stream_bin_shared
+        } else {
+            &k.rules_collide_stream_bin
+        };
+        let missing = || MpcError::Device("fused method without second cell buffers".into());
+        let alt = self.cell.alt.as_mut().ok_or_else(missing)?;
+        let r = self.rules.as_mut().expect("a rule's buffers");
+        let code = r.rule.code();
+        let ext_alt = r.alt.as_mut().ok_or_else(missing)?;
+        s.memset_zeros(alt).map_err(drv("memset"))?;
+        s.memset_zeros(ext_alt).map_err(drv("memset"))?;
+        let [px, py, pz] = &mut self.fluid.pos;
+        let [vx, vy, vz] = &mut self.fluid.vel;
+        // SAFETY: mpc_rules_collide_stream_bin and its _shared twin(MpcParams pc, MpcParams p,
+        // u32 rule, float *px, *py, *pz, double *vx, *vy, *vz, u32 *cellw, const double
+        // *cells_prev, const double *ext_prev, double *cells_next, double *ext_next, double
+        // *report, MpcMigration m): the argument types match; particle arrays of p.n_fluid = self.n slots; the four
+        // cell buffers are distinct allocations of p.n_cells × 8 (plain) and p.n_cells ×
+        // rule.sums_len() (extended) doubles; report 4; `margs` as in `rules_stream_bin`.
+        unsafe {
+            s.launch_builder(f)
+                .arg(pc)
+                .arg(p)
+                .arg(&code)
+                .arg(px)
+                .arg(py)
+                .arg(pz)
+                .arg(vx)
+                .arg(vy)
+                .arg(vz)
+                .arg(&mut self.fluid.cellw)
+                .arg(&self.cell.sums)
+                .arg(&r.ext)
+                .arg(&mut *alt)
+                .arg(&mut *ext_alt)
+                .arg(&mut self.report)
+                .arg(margs)
+                .launch(grid(self.n))
+                .map_err(drv("rules collide/stream/bin"))?;
+        }
+        std::mem::swap(&mut self.cell.sums, alt);
+        std::mem::swap(&mut r.ext, ext_alt);
+        Ok(())
+    }
+
+    /// Pass 3 under a rule: sums to parameters in place, one thread per cell.
+    pub(super) fn rules_cell_pass(&mut self, p: &KernelParams) -> Result<()> {
+        let s = self.dev.stream.clone();
+        let r = self.rules.as_mut().expect("a rule's buffers");
+        let code = r.rule.code();
+        // SAFETY: mpc_rules_cell_params(MpcParams, u32 rule, double *cells, double *ext, double
+        // *report): the plain cell buffer of p.n_cells = self.ncells cells × 8 doubles, the
+        // extended one × rule.sums_len() doubles, report 4; threads past n_cells only join the
+        // block reductions.
+        unsafe {
+            s.launch_builder(&self.dev.k.rules_cell_params)
+                .arg(p)
+                .arg(&code)
+                .arg(&mut self.cell.sums)
+                .arg(&mut r.ext)
+                .arg(&mut self.report)
+                .launch(grid(self.ncells))
+                .map_err(drv("rules cell params"))?;
+        }
+        Ok(())
+    }
+
+    /// Pass 4 under a rule: the fluid collision with parameters `p`.
+    pub(super) fn rules_launch_collide(&mut self, p: &KernelParams) -> Result<()> {
+        let s = self.dev.stream.clone();
+        let r = self.rules.as_ref().expect("a rule's buffers");
+        let code = r.rule.code();
+        let [px, py, pz] = &self.fluid.pos;
+        let [vx, vy, vz] = &mut self.fluid.vel;
+        // SAFETY: mpc_rules_collide(MpcParams, u32 rule, const float *px, *py, *pz, double *vx,
+        // *vy, *vz, const u32 *cellw, const double *cells, const double *ext, double *report):
+        // particle arrays of p.n_fluid = self.n slots whose cell words index the parameters the
+        // cell pass wrote before on this stream (p.n_cells × 8 and × rule.sums_len() doubles).
+        unsafe {
+            s.launch_builder(&self.dev.k.rules_collide)
+                .arg(p)
+                .arg(&code)
+                .arg(px)
+                .arg(py)
+                .arg(pz)
+                .arg(vx)
+                .arg(vy)
+                .arg(vz)
+                .arg(&self.fluid.cellw)
+                .arg(&self.cell.sums)
+                .arg(&r.ext)
+                .arg(&mut self.report)
+                .launch(grid(self.n))
+                .map_err(drv("rules collide"))?;
+        }
+        Ok(())
+    }
+
+    /// Solutes at device addresses `pos`, `vel`, `mass` (`n` of them; mpcbox's buffers or the
+    /// caller's) binned into the plain and extended sums; cells and images into `cell`,
+    /// `image` (addresses of at least `n` elements).
+    pub(super) fn rules_bin_solutes(
+        &mut self,
+        p: &KernelParams,
+        s: &DeviceSolutes,
+        cell: u64,
+        image: u64,
+    ) -> Result<()> {
+        let main = self.dev.stream.clone();
+        let r = self.rules.as_mut().expect("a rule's buffers");
+        let code = r.rule.code();
+        // SAFETY: mpc_rules_solute_bin(MpcParams, u32 rule, const double *spos, *svel, *smass,
+        // u32 *scell, int *simage, double *cells, double *ext): `s` holds 3n, 3n and n doubles
+        // readable from this GPU (mpcbox's solute buffers, or the caller's arrays checked
+        // before), `cell` and `image` at least n = p.n_solutes elements of this GPU, the cell
+        // buffers as in the cell pass; one thread per solute.
+        unsafe {
+            main.launch_builder(&self.dev.k.rules_solute_bin)
+                .arg(p)
+                .arg(&code)
+                .arg(&s.pos)
+                .arg(&s.vel)
+                .arg(&s.mass)
+                .arg(&cell)
+                .arg(&image)
+                .arg(&mut self.cell.sums)
+                .arg(&mut r.ext)
+                .launch(grid(s.n))
+                .map_err(drv("rules solute bin"))?;
+        }
+        Ok(())
+    }
+
+    /// Collide the solutes binned by [`CudaBackend::rules_bin_solutes`] into `s.vel`; with
+    /// `owned_only` the solutes of other GPUs' cells are left alone, else zeroed.
+    pub(super) fn rules_collide_solutes(
+        &mut self,
+        p: &KernelParams,
+        s: &DeviceSolutes,
+        cell: u64,
+        image: u64,
+        owned_only: bool,
+    ) -> Result<()> {
+        let main = self.dev.stream.clone();
+        let r = self.rules.as_ref().expect("a rule's buffers");
+        let code = r.rule.code();
+        let owned = owned_only as u32;
+        // SAFETY: mpc_rules_solute_collide(MpcParams, u32 rule, const double *spos, const double
+        // *smass, const u32 *scell, const int *simage, const double *cells, const double *ext,
+        // double *svel, u32 owned_only): the arrays of `rules_bin_solutes` (cells and images
+        // written by it on this stream), the cell parameters, and the velocities (3n doubles,
+        // each written only by the GPU that owns the solute's cell).
+        unsafe {
+            main.launch_builder(&self.dev.k.rules_solute_collide)
+                .arg(p)
+                .arg(&code)
+                .arg(&s.pos)
+                .arg(&s.mass)
+                .arg(&cell)
+                .arg(&image)
+                .arg(&self.cell.sums)
+                .arg(&r.ext)
+                .arg(&s.vel)
+                .arg(&owned)
+                .launch(grid(s.n))
+                .map_err(drv("rules solute collide"))?;
+        }
+        Ok(())
+    }
+
+    /// mpcbox's own solute buffers as [`DeviceSolutes`] with their cell and image arrays.
+    pub(super) fn own_solutes(&self, ns: usize) -> Result<(DeviceSolutes, u64, u64)> {
+        let st = &self.dev.stream;
+        let sb = self
+            .solutes
+            .as_ref()
+            .ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
+        let solutes = DeviceSolutes {
+            pos: addr(&sb.pos, st),
+            vel: addr(&sb.vel, st),
+            mass: addr(&sb.mass, st),
+            n: ns,
+            stream: 0,
+        };
+        Ok((solutes, sb.cell.device_ptr(st).0, sb.image.device_ptr(st).0))
+    }
+
+    /// The cell and image arrays of device-resident solutes (made by `bin_solutes_from`).
+    pub(super) fn device_solute_indices(&mut self, n: usize) -> Result<(u64, u64)> {
+        self.ensure_device_solute_state(n)?;
+        let st = &self.dev.stream;
+        let d = self.device_solutes.as_ref().expect("made above");
+        Ok((d.cell.device_ptr(st).0, d.image.device_ptr(st).0))
+    }
+}
