@@ -241,34 +241,18 @@ fn write_profile(solvent: &Solvent, dir: &Path) -> Result<()> {
     if st.profile_samples == 0 {
         return Ok(());
     }
+    if let Some((name, rows)) = crate::walls_report::profile_rows(solvent) {
+        return crate::walls_report::write_profile(dir, name, &rows, st.profile_samples);
+    }
     let phys = solvent.physics();
     let prof = st.profile();
-    let walled = crate::walls_report::profile_rows(solvent);
     let mut text = String::from("y,vx_measured,vx_imposed\n");
-    match &walled {
-        Some((name, rows)) => {
-            text = format!("{name},vx_measured,vx_theory\n");
-            for (x, v, th) in rows {
-                text += &format!("{x},{v:e},{th:e}\n");
-            }
-        }
-        None => {
-            for (i, v) in prof.iter().enumerate() {
-                let y = i as f64 + 0.5;
-                text += &format!("{y},{v:e},{:e}\n", phys.flow_velocity(y));
-            }
-        }
+    for (i, v) in prof.iter().enumerate() {
+        let y = i as f64 + 0.5;
+        text += &format!("{y},{v:e},{:e}\n", phys.flow_velocity(y));
     }
     let p = dir.join(PROFILE_CSV);
     std::fs::write(&p, text).map_err(|e| MpcError::io(&p, e))?;
-    if let Some((name, rows)) = walled {
-        return crate::walls_report::plot_profile(
-            &dir.join(PROFILE_SVG),
-            name,
-            &rows,
-            st.profile_samples,
-        );
-    }
 
     let svg = dir.join(PROFILE_SVG);
     let ly = phys.length[1];

@@ -87,10 +87,8 @@ impl RunStats {
         if self.wall_force.is_empty() {
             self.wall_force = (0..6).map(|_| Series::new(100)).collect();
         }
-        for (s, w) in wall_momentum.iter().enumerate() {
-            for k in 0..3 {
-                self.wall_force[3 * s + k].push(w[k] / h);
-            }
+        for (series, m) in self.wall_force.iter_mut().zip(wall_momentum.as_flattened()) {
+            series.push(m / h);
         }
     }
 

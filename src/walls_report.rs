@@ -175,10 +175,14 @@ fn couette_viscosity(
     Some(tau / f.c1)
 }
 
+/// One row of `profile.csv` between walls: the mean coordinate of the bin's fluid part, the
+/// measured mean vx, the theory profile.
+pub type ProfileRow = (f64, f64, f64);
+
 /// Rows of `profile.csv` between walls: the mean coordinate of each bin's fluid part (y, or
 /// r in a pipe), the measured mean vx and the theory profile with the SRD viscosity; and the
 /// name of the coordinate.
-pub fn profile_rows(solvent: &Solvent) -> Option<(&'static str, Vec<(f64, f64, f64)>)> {
+pub fn profile_rows(solvent: &Solvent) -> Option<(&'static str, Vec<ProfileRow>)> {
     let shape = solvent.physics().walls?.shape;
     let (_, force_density) = densities(solvent, &shape);
     let eta = theory_viscosity(solvent);
@@ -212,11 +216,32 @@ pub fn profile_rows(solvent: &Solvent) -> Option<(&'static str, Vec<(f64, f64, f
     Some((name, rows))
 }
 
+/// `profile.csv` and `profile.svg` between walls (`dir` the output directory).
+pub fn write_profile(
+    dir: &std::path::Path,
+    coordinate: &str,
+    rows: &[ProfileRow],
+    samples: u64,
+) -> crate::error::Result<()> {
+    let mut text = format!("{coordinate},vx_measured,vx_theory\n");
+    for (x, v, th) in rows {
+        text += &format!("{x},{v:e},{th:e}\n");
+    }
+    let p = dir.join(crate::run::PROFILE_CSV);
+    std::fs::write(&p, text).map_err(|e| crate::error::MpcError::io(&p, e))?;
+    plot_profile(
+        &dir.join(crate::run::PROFILE_SVG),
+        coordinate,
+        rows,
+        samples,
+    )
+}
+
 /// `profile.svg` between walls: measured bin averages and the theory profile.
 pub fn plot_profile(
     svg: &std::path::Path,
     coordinate: &str,
-    rows: &[(f64, f64, f64)],
+    rows: &[ProfileRow],
     samples: u64,
 ) -> crate::error::Result<()> {
     use plotters::prelude::*;

@@ -122,9 +122,9 @@ pub fn wall_pass(
 /// walls then never see each other through the periodic boundary across a wall.
 pub fn pad_box(sys: &mut System, walls: &WallPotential, pad: f64) {
     let closed = walls.shape.closed_axes();
-    for k in 0..3 {
-        if closed[k] {
-            sys.box_len[k] += pad;
+    for (len, closed) in sys.box_len.iter_mut().zip(closed) {
+        if closed {
+            *len += pad;
         }
     }
 }

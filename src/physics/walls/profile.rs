@@ -61,8 +61,9 @@ pub fn least_squares<const K: usize>(rows: &[([f64; K], f64, f64)]) -> Option<[f
         b.swap(col, piv);
         for row in col + 1..K {
             let f = a[row][col] / a[col][col];
-            for j in col..K {
-                a[row][j] -= f * a[col][j];
+            let pivot_row = a[col];
+            for (x, p) in a[row].iter_mut().zip(pivot_row).skip(col) {
+                *x -= f * p;
             }
             b[row] -= f * b[col];
         }
