@@ -79,7 +79,9 @@ impl DeviceChoice {
 /// Initial fluid flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum InitialFlow {
-    /// The steady-state profile: linear shear flow when a shear rate is set, otherwise at rest.
+    /// The steady-state profile: linear shear flow when a shear rate is set; between walls the
+    /// Couette / Poiseuille profile with the SRD viscosity (`physics::walls::theory`);
+    /// otherwise at rest.
     #[default]
     Steady,
     /// Fluid at rest (zero mean velocity everywhere).

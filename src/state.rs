@@ -85,6 +85,13 @@ impl FluidState {
                 .zip(st.pos[1].par_iter())
                 .for_each(|(v, &y)| *v += phys.flow_velocity(y as f64));
         }
+        if let (InitialFlow::Steady, Some(w)) = (cfg.initial_flow, &phys.walls) {
+            let [px, py, pz] = &st.pos;
+            st.vel[0]
+                .par_iter_mut()
+                .enumerate()
+                .for_each(|(i, v)| *v += w.steady_flow(cfg, [px[i], py[i], pz[i]]));
+        }
         st
     }
 

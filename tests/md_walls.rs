@@ -105,10 +105,9 @@ fn chains_start_between_the_walls_in_a_padded_box() {
         assert_beads_inside(&md.sys, &w, w.cutoff, walls);
         assert_eq!(md.walls(), Some(&w));
         // across the channel the box is longer than the fluid's by more than cutoff + skin
-        let closed = w.shape.closed_axes();
-        for k in 0..3 {
+        for (k, closed) in w.shape.closed_axes().into_iter().enumerate() {
             let extra = md.sys.box_len[k] - cfg.cells[k] as f64;
-            if closed[k] {
+            if closed {
                 assert!(
                     extra > md.cutoff() + cfg.md.as_ref().unwrap().skin,
                     "{walls}: {extra}"

@@ -7,7 +7,7 @@ mod common;
 use common::Platform;
 use mpcbox::config::{Config, Thermostat};
 use mpcbox::physics::walls::{Shape, WallShape};
-use mpcbox::physics::{theory, Physics};
+use mpcbox::physics::Physics;
 use mpcbox::state::FluidState;
 use mpcbox::walls_report::{summarize, WallsSummary};
 use mpcbox::Solvent;
@@ -182,7 +182,8 @@ fn momentum_given_to_the_walls_is_accounted_for(p: Platform) {
 }
 
 /// The time-averaged run between walls of `cfg`: `eq` steps, then `steps` sampled every 5th,
-/// starting from the theory profile (so that the slow relaxation of the channel is skipped).
+/// starting from the theory profile (the initial flow `Steady`, so that the slow start-up of
+/// the channel is skipped).
 fn developed_flow(
     p: Platform,
     cfg: &Config,
@@ -194,23 +195,6 @@ fn developed_flow(
     cfg.output.equilibration_steps = eq;
     cfg.output.sample_interval = 5;
     let mut s = p.solvent(&cfg)?;
-    let eta = theory::srd_viscosity(10.0, 1.0, 0.1, 1.0, 130f64.to_radians());
-    let shape = shape_of(&s);
-    let force = 10.0 * cfg.body_force[0];
-    let mut st = s.fluid_state().unwrap();
-    for i in 0..st.len() {
-        let (y, z) = (st.pos[1][i] as f64, st.pos[2][i] as f64);
-        st.vel[0][i] += match shape {
-            Shape::Slit(w) => {
-                theory::slit_velocity(y, w.y0, w.y1, w.velocity[0], w.velocity[1], force, eta)
-            }
-            Shape::Pipe(w) => {
-                let r = ((y - w.centre[0]).powi(2) + (z - w.centre[1]).powi(2)).sqrt();
-                theory::pipe_velocity(r, w.radius, w.velocity, force, eta)
-            }
-        };
-    }
-    s.set_fluid_state(&st).unwrap();
     for _ in 0..eq + steps {
         s.step().unwrap();
     }

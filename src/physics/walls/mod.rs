@@ -39,6 +39,7 @@ pub use shapes::{Pipe, Shape, Slit, WallShape};
 
 use super::{wrap_coordinate, CellParams, CellSums, Physics, StepPlan};
 use crate::config::Config;
+use crate::physics::theory::srd_viscosity;
 use crate::rng::{CellStream, CellStreamPurpose};
 
 /// Momentum given by the fluid to each wall surface (slit: bottom, top; pipe: the wall, 0).
@@ -107,6 +108,32 @@ impl Walls {
         };
         let v = [sigma * s.normal(), sigma * s.normal(), sigma * s.normal()];
         (self.shape.keep_inside(p), v)
+    }
+
+    /// The steady flow vx at stored position `p` of a config with these walls: plane Couette +
+    /// Poiseuille flow in a slit, Hagen-Poiseuille flow in a pipe, with the SRD viscosity and
+    /// the body force along x at M particles per unit volume (the initial flow `Steady`).
+    pub fn steady_flow(&self, cfg: &Config, p: [f32; 3]) -> f64 {
+        let m = cfg.particles_per_cell as f64;
+        let eta = srd_viscosity(m, cfg.kt, cfg.time_step, cfg.mass, cfg.rotation_angle());
+        let force_density = m * cfg.body_force[0];
+        let (y, z) = (p[1] as f64, p[2] as f64);
+        match self.shape {
+            Shape::Slit(s) => theory::slit_velocity(
+                y,
+                s.y0,
+                s.y1,
+                s.velocity[0],
+                s.velocity[1],
+                force_density,
+                eta,
+            ),
+            Shape::Pipe(q) => {
+                let (dy, dz) = (y - q.centre[0], z - q.centre[1]);
+                let r = (dy * dy + dz * dz).sqrt();
+                theory::pipe_velocity(r, q.radius, q.velocity, force_density, eta)
+            }
+        }
     }
 
     /// Whether a solute at `pos` (any periodic image along the open axes) lies inside the
