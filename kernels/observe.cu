@@ -65,3 +65,36 @@ extern "C" __global__ void mpc_moments(MpcParams p, const float *__restrict__ py
         }
     }
 }
+
+// Flow fields (src/fields.rs): every live particle adds (1, vx, vy, vz, v^2) to the unshifted
+// cell of its position. fields holds `layers` y layers of lx * lz cells starting at global
+// layer `first` - halo: on one GPU halo = 0 and every layer; on a slab halo = 1, one layer more
+// on each side (a particle whose shifted cell this GPU owns can sit in the layer next to the
+// slab), periodic in y; the host adds the overlaps.
+extern "C" __global__ void mpc_accumulate_fields(MpcParams p, const float *__restrict__ px,
+                                                 const float *__restrict__ py, const float *__restrict__ pz,
+                                                 const double *__restrict__ vx, const double *__restrict__ vy,
+                                                 const double *__restrict__ vz, const unsigned int *__restrict__ cellw,
+                                                 double *fields, unsigned int first, unsigned int layers,
+                                                 unsigned int halo) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (!mpc_live(p, cellw, i)) {
+        return;
+    }
+    unsigned int lx = p.cells[0], ly = p.cells[1], lz = p.cells[2];
+    unsigned int ix = min((unsigned int)fmaxf(px[i], 0.0f), lx - 1);
+    unsigned int iy = min((unsigned int)fmaxf(py[i], 0.0f), ly - 1);
+    unsigned int iz = min((unsigned int)fmaxf(pz[i], 0.0f), lz - 1);
+    // layer relative to the buffer's first layer, first - halo, periodic in y
+    unsigned int rel = (iy + ly + halo - first) % ly;
+    if (rel >= layers) {
+        return;  // cannot happen for a slab's own particles (checked on the host by the count)
+    }
+    double *f = fields + 5 * ((size_t)(rel * lz + iz) * lx + ix);
+    double v0 = vx[i], v1 = vy[i], v2 = vz[i];
+    atomicAdd(f + 0, 1.0);
+    atomicAdd(f + 1, v0);
+    atomicAdd(f + 2, v1);
+    atomicAdd(f + 3, v2);
+    atomicAdd(f + 4, v0 * v0 + v1 * v1 + v2 * v2);
+}

@@ -101,6 +101,9 @@ pub struct OutputConfig {
     pub checkpoint_interval: u64,
     /// Directory for CSV, summary, plot and checkpoints.
     pub directory: PathBuf,
+    /// Steps between flow-field files (`fields_<step>.vti`: density, velocity and temperature
+    /// per cell averaged over the samples since the previous file; 0: none).
+    pub field_interval: u64,
 }
 
 impl Default for OutputConfig {
@@ -111,6 +114,7 @@ impl Default for OutputConfig {
             equilibration_steps: 0,
             checkpoint_interval: 0,
             directory: PathBuf::from("out"),
+            field_interval: 0,
         }
     }
 }
@@ -386,6 +390,17 @@ impl Config {
                 "output.sample_interval",
                 "must be at least 1".into(),
                 "set output.sample_interval to 1 (sample every step) or more",
+            );
+        }
+        let o = &self.output;
+        if o.field_interval > 0 && o.field_interval < o.sample_interval {
+            return invalid(
+                "output.field_interval",
+                format!(
+                    "{} steps between field files is less than one sample (sample_interval {})",
+                    o.field_interval, o.sample_interval
+                ),
+                "set output.field_interval to a multiple of output.sample_interval, or 0 for no fields",
             );
         }
         if let DeviceChoice::Cuda(list) = &self.device {

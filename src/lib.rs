@@ -9,6 +9,7 @@ pub mod backend;
 pub mod checkpoint;
 pub mod config;
 pub mod error;
+pub mod fields;
 pub mod gsd;
 pub mod host;
 pub mod md;

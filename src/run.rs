@@ -118,6 +118,7 @@ pub fn run_job_with(
     let ck_path = dir.join(CHECKPOINT_FILE);
     let ck_interval = solvent.config().output.checkpoint_interval;
     let start_step = solvent.step_count();
+    let mut fields = crate::fields::FieldWriter::new(solvent, dir);
     let n = solvent.n_fluid() as u64;
     progress.start(start_step, total_steps, n);
     let t0 = Instant::now();
@@ -151,6 +152,9 @@ pub fn run_job_with(
                     o.kinetic_energy, o.step
                 )));
             }
+        }
+        if let Some(f) = fields.as_mut() {
+            f.after_step(solvent, solvent.step_count() == total_steps)?;
         }
         if ck_interval > 0 && solvent.step_count() % ck_interval == 0 {
             solvent.checkpoint()?.save(&ck_path)?;

@@ -40,6 +40,8 @@ pub struct Solvent {
     last: StepReport,
     last_measured: bool,
     pending: Option<PendingStep>,
+    /// Samples in the backend's flow-field sums since they were last taken.
+    field_samples: u64,
 }
 
 /// A coupled step between `begin_step` and `finish_step`.
@@ -98,6 +100,7 @@ impl Solvent {
             last: StepReport::default(),
             last_measured: false,
             pending: None,
+            field_samples: 0,
         })
     }
 
@@ -322,6 +325,10 @@ impl Solvent {
                 }
             }
             self.stats.profile_samples += 1;
+            if self.config.output.field_interval > 0 {
+                self.backend.accumulate_fields()?;
+                self.field_samples += 1;
+            }
         }
         Ok(report)
     }
@@ -396,6 +403,25 @@ impl Solvent {
             r.kinetic_stress_sum / v,
             r.collisional_stress_sum / (v * self.phys.h),
         )
+    }
+
+    /// The flow fields averaged over the samples since the last call (density, velocity and
+    /// temperature per cell; `output.field_interval` > 0 turns the sampling on), then start a
+    /// new average. Without samples the fields are empty (every cell NaN).
+    pub fn take_fields(&mut self) -> Result<crate::fields::FlowFields> {
+        let sums = self.backend.take_field_sums()?;
+        let samples = std::mem::take(&mut self.field_samples);
+        Ok(crate::fields::FlowFields::from_sums(
+            self.phys.cells,
+            samples,
+            &sums,
+            self.phys.mass,
+        ))
+    }
+
+    /// Samples waiting in the flow-field sums.
+    pub fn field_samples(&self) -> u64 {
+        self.field_samples
     }
 
     pub fn moments(&mut self) -> Result<FluidMoments> {

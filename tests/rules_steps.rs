@@ -65,10 +65,18 @@ fn solutes(cfg: &Config) -> Solutes {
 }
 
 /// 10 coupled steps of the CPU reference and of `be`: reports and solute velocities compared
-/// every step, the fluid at the end (velocities 1e-12 relative). Stress is measured every
-/// fourth step (the unfused collision); `reorder` reorders every third step.
+/// every step, the fluid at the end (velocities 1e-12 relative; 1e-10 for the +a rules, whose
+/// correction solves with each cell's inertia tensor: in cells of three or four particles
+/// nearly on a line that tensor is close to singular and turns the last-bit differences of
+/// the GPU's f64 atomic sums into ~1e-11 relative, measured on an H200). Stress is measured
+/// every fourth step (the unfused collision); `reorder` reorders every third step.
 fn compare_with_cpu(cfg: &Config, mut be: Box<dyn Backend>, reorder: bool, what: &str) {
     let phys = Physics::from_config(cfg);
+    let tol = if phys.rule.conserves_angular_momentum() {
+        1e-10
+    } else {
+        1e-12
+    };
     let mut cpu = CpuBackend::new(phys.clone(), FluidState::initial(cfg), 2).unwrap();
     let (pos, vel0, mass) = solutes(cfg);
     let (mut vc, mut vg) = (vel0.clone(), vel0);
@@ -90,13 +98,13 @@ fn compare_with_cpu(cfg: &Config, mut be: Box<dyn Backend>, reorder: bool, what:
         let rg = be.step(&plan, Some(&mut bg)).unwrap();
         let at = format!("{what}, step {s}");
         common::compare_reports(&rc, &rg, 1e-12, 1e-10, &at);
-        common::assert_solute_velocities_close(&vc, &vg, 1e-12, &at);
+        common::assert_solute_velocities_close(&vc, &vg, tol, &at);
     }
     let (a, b) = (cpu.download().unwrap(), be.download().unwrap());
     if be.describe().starts_with("cpu") {
         assert!(a == b, "{what}: the CPU fluid depends on the thread count");
     }
-    let (w, d) = common::compare_states(&a, &b, 1e-12, what);
+    let (w, d) = common::compare_states(&a, &b, tol, what);
     eprintln!(
         "{what} ({}): max relative velocity difference to the CPU {w:e}, {d} position \
          components differ",

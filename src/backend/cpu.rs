@@ -59,6 +59,8 @@ pub struct CpuBackend {
     spare: FluidState,
     /// Collision rules other than plain SRD: per-cell parameters, per-particle inputs.
     rules: Option<rules::RuleState>,
+    /// Flow-field sums per cell (`crate::fields`), allocated at the first sample.
+    field_sums: Vec<f64>,
 }
 
 impl CpuBackend {
@@ -78,6 +80,7 @@ impl CpuBackend {
             cell_fill: (0..ncells).map(|_| AtomicU32::new(0)).collect(),
             params: vec![CellParams::default(); ncells],
             spare: FluidState::default(),
+            field_sums: Vec::new(),
             rules: None,
             cell_of: Vec::new(),
             image_of: Vec::new(),
@@ -320,6 +323,35 @@ impl CpuBackend {
 impl Backend for CpuBackend {
     fn describe(&self) -> String {
         format!("cpu ({} threads)", self.threads())
+    }
+
+    fn accumulate_fields(&mut self) -> Result<()> {
+        use crate::fields::{field_cell, FIELD_SUMS};
+        let cells = self.phys.cells;
+        if self.field_sums.is_empty() {
+            self.field_sums = vec![0.0; FIELD_SUMS * self.params.len()];
+        }
+        let st = &self.state;
+        // in particle order, so the sums do not depend on the thread count
+        for i in 0..st.len() {
+            let [ix, iy, iz] = field_cell(cells, [st.pos[0][i], st.pos[1][i], st.pos[2][i]]);
+            let c = ((iy * cells[2] + iz) * cells[0] + ix) as usize;
+            let v = [st.vel[0][i], st.vel[1][i], st.vel[2][i]];
+            let f = &mut self.field_sums[FIELD_SUMS * c..FIELD_SUMS * (c + 1)];
+            f[0] += 1.0;
+            f[1] += v[0];
+            f[2] += v[1];
+            f[3] += v[2];
+            f[4] += v[0] * v[0] + v[1] * v[1] + v[2] * v[2];
+        }
+        Ok(())
+    }
+
+    fn take_field_sums(&mut self) -> Result<Vec<f64>> {
+        let n = crate::fields::FIELD_SUMS * self.params.len();
+        let mut sums = std::mem::take(&mut self.field_sums);
+        sums.resize(n, 0.0);
+        Ok(sums)
     }
 
     fn n_fluid(&self) -> usize {

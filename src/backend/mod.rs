@@ -94,6 +94,14 @@ pub trait Backend: Send {
     /// Replace the fluid state (resume, tests).
     fn upload(&mut self, state: &FluidState) -> Result<()>;
 
+    /// Add the fluid as it is now into the flow-field sums ([`crate::fields`]): per cell of the
+    /// unshifted grid, [`crate::fields::FIELD_SUMS`] values (N, Σv, Σv²), kept on the backend.
+    fn accumulate_fields(&mut self) -> Result<()>;
+
+    /// The flow-field sums accumulated since the last call (cells in the global order), which
+    /// then start again from zero.
+    fn take_field_sums(&mut self) -> Result<Vec<f64>>;
+
     /// Steps between reorderings of the fluid by cell when the config leaves it unset: the
     /// interval measured fastest on this kind of backend.
     fn preferred_reorder_interval(&self) -> u64 {

@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 
 use numpy::{
-    IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray2,
+    IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray2,
     PyUntypedArrayMethods,
 };
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
@@ -252,6 +252,38 @@ impl Solvent {
         d.set_item("kinetic_energy", o.kinetic_energy)?;
         d.set_item("temperature", o.temperature)?;
         d.set_item("stress_xy", o.stress_xy)?;
+        Ok(d)
+    }
+
+    /// The flow fields averaged over the samples since the last call (sampling is on when the
+    /// config's `output.field_interval` > 0), as numpy arrays indexed [ix, iy, iz]: `density`
+    /// (particles per cell), `velocity` (…, 3), `temperature`, and the number of `samples`.
+    fn fields<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let f = self.get()?.take_fields().map_err(py_err)?;
+        let [lx, ly, lz] = f.cells.map(|c| c as usize);
+        let (mut density, mut temperature) = (Vec::new(), Vec::new());
+        let mut velocity = Vec::new();
+        for ix in 0..lx {
+            for iy in 0..ly {
+                for iz in 0..lz {
+                    let c = f.index(ix as u32, iy as u32, iz as u32);
+                    density.push(f.density[c]);
+                    temperature.push(f.temperature[c]);
+                    velocity.extend_from_slice(&f.velocity[c]);
+                }
+            }
+        }
+        let d = PyDict::new(py);
+        d.set_item("samples", f.samples)?;
+        d.set_item("density", density.into_pyarray(py).reshape([lx, ly, lz])?)?;
+        d.set_item(
+            "temperature",
+            temperature.into_pyarray(py).reshape([lx, ly, lz])?,
+        )?;
+        d.set_item(
+            "velocity",
+            velocity.into_pyarray(py).reshape([lx, ly, lz, 3])?,
+        )?;
         Ok(d)
     }
 

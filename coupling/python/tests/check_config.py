@@ -32,6 +32,18 @@ def main(repo):
     assert s.n_fluid == 5120 and s.time_step == 0.1 and s.config["kT"] == 1.0
     assert isinstance(s.observables()["momentum"], np.ndarray)
 
+    # flow fields as numpy arrays indexed [ix, iy, iz], averaged over the samples taken
+    f = mpcbox.Solvent(**{**BASE, "shear_rate": 0.05, "output": {"sample_interval": 2, "field_interval": 10}})
+    for _ in range(20):
+        f.step(np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0))
+    fields = f.fields()
+    assert fields["samples"] == 10, fields["samples"]
+    assert fields["density"].shape == (8, 8, 8) and fields["velocity"].shape == (8, 8, 8, 3)
+    assert abs(fields["density"].mean() - 10.0) < 1e-12, fields["density"].mean()
+    vx = fields["velocity"][:, :, :, 0].mean(axis=(0, 2))  # the layer means of vx(y)
+    assert vx[-1] > 0.1 > -0.1 > vx[0], vx  # the imposed profile, 0.05 (y + 1/2 - 4)
+    assert f.fields()["samples"] == 0  # taken: a new average starts
+
     # the RON config's checks and messages, with the field named
     expect_config_error("time_stp", ["no such keyword", "use one of: cells, particles_per_cell"], time_stp=0.1)
     expect_config_error("time_step", ["must be finite and > 0 (got -0.1)"], time_step=-0.1)

@@ -153,6 +153,7 @@ kernel_store! {
     }
     "observe.cu" {
         moments: "mpc_moments",
+        accumulate_fields: "mpc_accumulate_fields",
     }
     "reorder.cu" {
         count_cells: "mpc_count_cells",

@@ -135,6 +135,8 @@ pub struct CudaBackend {
     slab: Option<multi::Slab>,
     /// The extended cell sums of a collision rule beside plain SRD (`rules.rs`).
     rules: Option<rules::RuleBuffers>,
+    /// Flow-field sums (`observe.rs`, `crate::fields`), allocated at the first sample.
+    fields: Option<CudaSlice<f64>>,
     timer: PhaseTimer,
 }
 
@@ -265,6 +267,7 @@ impl CudaBackend {
             device_bytes: needed,
             slab: None,
             rules,
+            fields: None,
             timer: PhaseTimer::default(),
         })
     }
@@ -372,6 +375,17 @@ impl Backend for CudaBackend {
 
     fn moments(&mut self) -> Result<FluidMoments> {
         self.reduce_moments()
+    }
+
+    fn accumulate_fields(&mut self) -> Result<()> {
+        self.accumulate_field_sums()
+    }
+
+    fn take_field_sums(&mut self) -> Result<Vec<f64>> {
+        let n = crate::fields::FIELD_SUMS * self.ncells;
+        let mut sums = self.take_window_field_sums()?;
+        sums.resize(n, 0.0);
+        Ok(sums)
     }
 
     fn download(&mut self) -> Result<FluidState> {

@@ -162,3 +162,83 @@ impl CudaBackend {
         Ok(())
     }
 }
+
+impl CudaBackend {
+    /// Where this GPU's flow-field sums sit: (first global y layer of its own cells, layers in
+    /// the buffer, halo layers on each side). One GPU: every layer, no halo; a slab: its
+    /// layers and one more on each side (periodic in y).
+    pub(in crate::backend::cuda) fn field_window(&self) -> (u32, u32, u32) {
+        let [lx, ly, lz] = self.phys.cells;
+        match &self.slab {
+            None => (0, ly, 0),
+            Some(sl) => {
+                let layer = lx * lz;
+                let own = self.ncells as u32 / layer;
+                (sl.cell_offset / layer, (own + 2).min(ly), 1)
+            }
+        }
+    }
+
+    /// [`crate::backend::Backend::accumulate_fields`]: the pending collision applied, then one
+    /// kernel over the particles adds into this GPU's field buffer (allocated at first use).
+    pub(super) fn accumulate_field_sums(&mut self) -> Result<()> {
+        self.flush()?;
+        let (first, layers, halo) = self.field_window();
+        let [lx, _, lz] = self.phys.cells;
+        let len = crate::fields::FIELD_SUMS * (layers * lx * lz) as usize;
+        let s = self.dev.stream.clone();
+        if self.fields.is_none() {
+            let what = self.dev.describe();
+            self.fields = Some(
+                s.alloc_zeros::<f64>(len)
+                    .map_err(|e| MpcError::OutOfMemory {
+                        device: what,
+                        needed_bytes: 8 * len as u64,
+                        available_bytes: 0,
+                        fix: format!(
+                            "the flow-field sums do not fit ({e}); set output.field_interval: 0"
+                        ),
+                    })?,
+            );
+        }
+        let p = self.params(&self.phys.plan(0, false, false), 0);
+        let fields = self.fields.as_mut().expect("allocated above");
+        let [px, py, pz] = &self.fluid.pos;
+        let [vx, vy, vz] = &self.fluid.vel;
+        // SAFETY: mpc_accumulate_fields(MpcParams, const float *px, *py, *pz, const double *vx,
+        // *vy, *vz, const u32 *cellw, double *fields, u32 first, u32 layers, u32 halo): the
+        // particle arrays hold p.n_fluid = self.n slots (free slots skipped by their cell
+        // word), `fields` 5 doubles for each of the layers × lx × lz cells the kernel indexes
+        // (layer offsets reduced modulo Ly and checked against `layers`). Main stream.
+        unsafe {
+            s.launch_builder(&self.dev.k.accumulate_fields)
+                .arg(&p)
+                .arg(px)
+                .arg(py)
+                .arg(pz)
+                .arg(vx)
+                .arg(vy)
+                .arg(vz)
+                .arg(&self.fluid.cellw)
+                .arg(fields)
+                .arg(&first)
+                .arg(&layers)
+                .arg(&halo)
+                .launch(grid(self.n))
+                .map_err(drv("field sums"))?;
+        }
+        Ok(())
+    }
+
+    /// This GPU's field sums as they are in its window ([`CudaBackend::field_window`]), then
+    /// zeroed; empty before the first sample.
+    pub(in crate::backend::cuda) fn take_window_field_sums(&mut self) -> Result<Vec<f64>> {
+        let s = self.dev.stream.clone();
+        let Some(fields) = self.fields.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let sums = s.clone_dtoh(fields).map_err(drv("field sums copy"))?;
+        s.memset_zeros(fields).map_err(drv("memset"))?;
+        Ok(sums)
+    }
+}
