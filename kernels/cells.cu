@@ -3,6 +3,30 @@
 #include "cell_sums.cuh"
 #endif
 
+#if MPC_WALLS
+// cpu.rs fill_and_params: the parameters of global cell gc between walls, its real sums
+// filled with the virtual particles of a cut cell (walls.cuh); the momentum the real particles
+// gain in the collision (Walls::collision_exchange) is taken from the wall's account.
+__device__ __forceinline__ void mpc_walled_cell_params(const MpcParams &p, unsigned int gc, const double real[6],
+                                                       double out[8]) {
+    MpcFill f = mpc_walls_fill(p.walls, p.seed, p.step, gc, p.cells[0], p.cells[2], p.shift[0], p.shift[1],
+                               p.shift[2], p.mass, p.kt, p.thermostat, real[0], real[1], real[2], real[3],
+                               real[4], real[5]);
+    double s[6] = {f.s[0], f.s[1], f.s[2], f.s[3], f.s[4], f.s[5]};
+    mpc_cell_params(p, gc, s, out);
+    if (f.surface >= 0) {
+        double inv = 1.0 / real[3];
+        double mean[3] = {real[0] * inv, real[1] * inv, real[2] * inv};
+        double w[3];
+        mpc_collide(p, out, 0, mean, w);
+        double *dst = p.walls.momentum + 3 * f.surface;
+        for (int k = 0; k < 3; ++k) {
+            atomicAdd(dst + k, -(real[3] * w[k] - real[k]));
+        }
+    }
+}
+#endif
+
 // Pass 3, one thread per cell: sums -> collision parameters, in place.
 // report[0] += relative energy, report[1] += (Nc - 1) over cells with Nc >= 2.
 extern "C" __global__ void mpc_cell_params(MpcParams p, double *cells, double *report) {
@@ -23,7 +47,15 @@ extern "C" __global__ void mpc_cell_params(MpcParams p, double *cells, double *r
             dof = s[5] - 1.0;
         }
         double out[8];
+#if MPC_WALLS
+        if (p.walls.kind != MPC_WALLS_NONE) {
+            mpc_walled_cell_params(p, c + p.cell_offset, s, out);
+        } else {
+            mpc_cell_params(p, c + p.cell_offset, s, out);  // draws keyed by the global cell
+        }
+#else
         mpc_cell_params(p, c + p.cell_offset, s, out);  // draws keyed by the global cell
+#endif
         double2 *o2 = (double2 *)o;
 #pragma unroll
         for (int k = 0; k < 4; ++k) {

@@ -1,6 +1,7 @@
 // Kernels of the GPU MD engine (src/md/gpu/): a mirror of the CPU computes in src/md/. The host
-// prepends rng.cuh and md_boundary.cuh and compiles this with NVRTC (--fmad=false,
-// -DMPCBOX_NVRTC), so every per-pair and per-particle expression rounds exactly as the Rust code. Only the order in which a particle
+// prepends rng.cuh, walls.cuh and md_boundary.cuh (appends md_walls.cu) and compiles this with
+// NVRTC (--fmad=false, -DMPCBOX_NVRTC), so every per-pair and per-particle expression rounds
+// exactly as the Rust code. Only the order in which a particle
 // sums its neighbours differs from the CPU (the neighbour lists are built in cell order here),
 // so forces agree with the CPU engine to rounding.
 //

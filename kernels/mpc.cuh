@@ -2,6 +2,9 @@
 // locate, cell_params, collide, kinetic_stress), operation by operation. f32 positions, f64
 // velocities. Compiled with --fmad=false so that the arithmetic rounds exactly as in Rust.
 #pragma once
+#ifndef MPCBOX_NVRTC
+#include "walls.cuh"
+#endif
 
 // Run constants plus the plan of one step. Layout mirrors `KernelParams` in
 // src/backend/cuda/params.rs (#[repr(C)]): keep both in sync.
@@ -29,6 +32,8 @@ struct MpcParams {
     // n_cells), whole y layers; slab = 0 on one GPU (cell_offset 0, every cell).
     unsigned int cell_offset;
     unsigned int slab;
+    // Walls (kind MPC_WALLS_NONE for a periodic box): walls.cuh.
+    MpcWalls walls;
 };
 
 // Doubles per cell in the cell buffer: raw sums during binning (layout in cell_sums.cuh),
@@ -92,6 +97,24 @@ __device__ __forceinline__ double mpc_flow_velocity(const MpcParams &p, double y
 
 // Physics::stream: returns the new position in pos and velocity in v.
 __device__ __forceinline__ void mpc_stream(const MpcParams &p, float pos[3], double v[3]) {
+#if MPC_WALLS
+    if (p.walls.kind != MPC_WALLS_NONE) {
+        // Physics::stream_walled: bounce-back path, open axes wrapped, kept in the fluid
+        MpcPath q = mpc_walls_path(p.walls, p.h, p.accel[0], p.accel[1], p.accel[2], p.mass, (double)pos[0],
+                                   (double)pos[1], (double)pos[2], v[0], v[1], v[2]);
+        v[0] = q.v[0];
+        v[1] = q.v[1];
+        v[2] = q.v[2];
+        float x = mpc_wrap_coordinate(q.r[0], p.length[0]);
+        float y = (float)q.r[1];
+        float z = p.walls.kind == MPC_WALLS_PIPE ? (float)q.r[2] : mpc_wrap_coordinate(q.r[2], p.length[2]);
+        MpcPos3f kept = mpc_walls_keep_inside(p.walls, x, y, z);
+        pos[0] = kept.x;
+        pos[1] = kept.y;
+        pos[2] = kept.z;
+        return;
+    }
+#endif
     double h = p.h;
     double hh = 0.5 * h * h;
     double x = (double)pos[0] + v[0] * h + p.accel[0] * hh;

@@ -3,9 +3,23 @@
 #include "cell_sums.cuh"
 #endif
 
-// Moments: out[0..3] += m v, out[3] += 1/2 m v^2; vx(y) profile over Ly bins. With
+// Physics::profile_bin: the y layer, or in a pipe the distance from the axis in whole cells.
+__device__ __forceinline__ unsigned int mpc_profile_bin(const MpcParams &p, float y, float z) {
+    unsigned int b;
+    if (p.walls.kind == MPC_WALLS_PIPE) {
+        double dy = (double)y - p.walls.pipe.yc;
+        double dz = (double)z - p.walls.pipe.zc;
+        b = (unsigned int)sqrt(dy * dy + dz * dz);
+    } else {
+        b = (unsigned int)y;
+    }
+    return b > p.cells[1] - 1 ? p.cells[1] - 1 : b;
+}
+
+// Moments: out[0..3] += m v, out[3] += 1/2 m v^2; vx profile over Ly bins (Physics::profile_bin). With
 // use_shared the bins are first summed in dynamic shared memory (Ly doubles + Ly u64).
-extern "C" __global__ void mpc_moments(MpcParams p, const float *__restrict__ py, const double *__restrict__ vx,
+extern "C" __global__ void mpc_moments(MpcParams p, const float *__restrict__ py, const float *__restrict__ pz,
+                                       const double *__restrict__ vx,
                                        const double *__restrict__ vy, const double *__restrict__ vz,
                                        const unsigned int *__restrict__ cellw, double *out,
                                        double *prof_sum, unsigned long long *prof_cnt, unsigned int use_shared) {
@@ -29,10 +43,7 @@ extern "C" __global__ void mpc_moments(MpcParams p, const float *__restrict__ py
         s1 = m * v1;
         s2 = m * v2;
         s3 = 0.5 * m * (v0 * v0 + v1 * v1 + v2 * v2);
-        unsigned int b = (unsigned int)py[i];
-        if (b > ly - 1) {
-            b = ly - 1;
-        }
+        unsigned int b = mpc_profile_bin(p, py[i], pz[i]);
         if (use_shared) {
             atomicAdd(ssum + b, v0);
             atomicAdd(scnt + b, 1ull);

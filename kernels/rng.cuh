@@ -14,6 +14,7 @@
 #define MPC_PURPOSE_ROTATION_AXIS 0u
 #define MPC_PURPOSE_THERMOSTAT 1u
 #define MPC_PURPOSE_ANDERSEN_VELOCITY 2u
+// MPC_PURPOSE_WALL_FILL (8) is defined in walls.cuh
 
 typedef unsigned long long mpc_u64;
 

@@ -15,7 +15,8 @@ use crate::stats::RunStats;
 
 const MAGIC: &[u8; 8] = b"MPCBOXCK";
 /// 2: the collision rule gained MPC-AT and the angular-momentum flag (issue 12).
-/// 3: coupled runs keep their MD state (issue 11); version 2 files (fluid only) are still read.
+/// 3: walls in the config and wall forces in the run statistics (issue 12); coupled runs keep
+/// their MD state (issue 11); the field-file interval in the output config.
 const FORMAT_VERSION: u32 = 3;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -37,15 +38,6 @@ pub struct MdCheckpoint {
     /// Chain centres of mass at the start of the run (for the MSD), by molecule id.
     pub chain_start: Vec<(u32, [f64; 3])>,
     pub stats: SoluteStats,
-}
-
-/// The layout of format version 2 (before coupled checkpoints).
-#[derive(Deserialize)]
-struct CheckpointV2 {
-    config: Config,
-    step: u64,
-    fluid: FluidState,
-    stats: RunStats,
 }
 
 /// FNV-1a, 64 bit: detects truncated or corrupted files.
@@ -81,9 +73,13 @@ impl Checkpoint {
             return Err(bad("not an mpcbox checkpoint (bad header)".into()));
         }
         let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
-        if version != FORMAT_VERSION && version != 2 {
+        if version != FORMAT_VERSION {
+            // postcard is not self-describing: an older layout cannot be read with this one's
             return Err(bad(format!(
-                "format version {version}, this build reads 2 and {FORMAT_VERSION}"
+                "format version {version}, this build reads version {FORMAT_VERSION} only (the \
+                 config and statistics stored in a checkpoint changed with walls, collision \
+                 rules, coupled MD state and flow fields); fix: start the run again from its \
+                 config with this build, or finish it with the build that wrote it"
             )));
         }
         let sum = u64::from_le_bytes(bytes[12..20].try_into().unwrap());
@@ -93,27 +89,8 @@ impl Checkpoint {
                 "checksum mismatch: the file is truncated or corrupted".into()
             ));
         }
-        let ck: Checkpoint = if version == 2 {
-            let v2: CheckpointV2 =
-                postcard::from_bytes(payload).map_err(|e| bad(format!("cannot decode: {e}")))?;
-            if v2.config.md.is_some() {
-                // its md section has the layout of an older build, and it holds no MD state
-                return Err(bad(
-                    "format version 2 with an md section: written before coupled checkpoints, \
-                     it cannot continue the MD solutes; fix: start the run again from its config"
-                        .into(),
-                ));
-            }
-            Checkpoint {
-                config: v2.config,
-                step: v2.step,
-                fluid: v2.fluid,
-                stats: v2.stats,
-                md: None,
-            }
-        } else {
-            postcard::from_bytes(payload).map_err(|e| bad(format!("cannot decode: {e}")))?
-        };
+        let ck: Checkpoint =
+            postcard::from_bytes(payload).map_err(|e| bad(format!("cannot decode: {e}")))?;
         if let Some(md) = &ck.md {
             md.state
                 .system

@@ -79,7 +79,9 @@ impl DeviceChoice {
 /// Initial fluid flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum InitialFlow {
-    /// The steady-state profile: linear shear flow when a shear rate is set, otherwise at rest.
+    /// The steady-state profile: linear shear flow when a shear rate is set; between walls the
+    /// Couette / Poiseuille profile with the SRD viscosity (`physics::walls::theory`);
+    /// otherwise at rest.
     #[default]
     Steady,
     /// Fluid at rest (zero mean velocity everywhere).
@@ -169,6 +171,9 @@ pub struct Config {
     /// Solutes simulated by the bundled MD engine and coupled through the collision.
     #[serde(default)]
     pub md: Option<crate::md::MdConfig>,
+    /// Walls confining the fluid (a slit or a pipe; `physics::walls`), None for a periodic box.
+    #[serde(default)]
+    pub walls: Option<crate::physics::walls::WallsConfig>,
 }
 
 fn one() -> f64 {
@@ -226,6 +231,9 @@ impl Config {
         self.validate_collision()?;
         self.validate_flow()?;
         self.validate_run()?;
+        if let Some(walls) = &self.walls {
+            walls.validate(self)?;
+        }
         if let Some(md) = &self.md {
             md.validate(self)?;
         }
@@ -428,8 +436,12 @@ impl Config {
         self.cells.iter().map(|&l| l as u64).product()
     }
 
+    /// Fluid particles: M per cell of the box, or per unit volume of the fluid between walls.
     pub fn n_fluid(&self) -> u64 {
-        self.n_cells() * self.particles_per_cell as u64
+        match crate::physics::Walls::from_config(self) {
+            Some(w) => w.fluid_particles(self),
+            None => self.n_cells() * self.particles_per_cell as u64,
+        }
     }
 
     /// The SRD rotation angle in radians (0 for MPC-AT, which rotates nothing).

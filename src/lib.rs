@@ -20,6 +20,7 @@ pub mod run;
 pub mod solvent;
 pub mod state;
 pub mod stats;
+pub mod walls_report;
 
 pub use checkpoint::Checkpoint;
 pub use config::Config;

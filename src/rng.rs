@@ -29,6 +29,8 @@ pub enum CellStreamPurpose {
     Thermostat = 1,
     /// MPC-AT: the Maxwell-Boltzmann velocity of one particle ([`CellStream::for_particle_in_cell`]).
     AndersenVelocity = 2,
+    /// Virtual particles of cells cut by a wall (`physics::walls`).
+    WallFill = 8,
 }
 
 #[inline(always)]

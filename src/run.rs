@@ -56,6 +56,8 @@ pub struct Summary {
     /// A coupled run under shear: the solution's viscosity and its parts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub solution: Option<crate::md::coupled::SolutionSummary>,
+    /// Between walls: the profile fit, viscosity from its curvature, slip, wall forces.
+    pub walls: Option<crate::walls_report::WallsSummary>,
     pub output_directory: PathBuf,
 }
 
@@ -262,12 +264,16 @@ fn summarize(solvent: &mut Solvent, done: u64, wall: f64, dir: &Path) -> Result<
         momentum: o.momentum,
         kinetic_energy: o.kinetic_energy,
         shear_rate: cfg.shear_rate,
-        profile_slope: st.profile_slope().map(|(value, e)| ValueWithError {
-            value,
-            error: Some(e),
-        }),
+        profile_slope: (cfg.walls.is_none())
+            .then(|| st.profile_slope())
+            .flatten()
+            .map(|(value, e)| ValueWithError {
+                value,
+                error: Some(e),
+            }),
         viscosity,
         solution: None,
+        walls: crate::walls_report::summarize(solvent),
         output_directory: dir.to_path_buf(),
     })
 }
@@ -278,6 +284,9 @@ fn write_profile(solvent: &Solvent, dir: &Path) -> Result<()> {
     let st = solvent.stats();
     if st.profile_samples == 0 {
         return Ok(());
+    }
+    if let Some((name, rows)) = crate::walls_report::profile_rows(solvent) {
+        return crate::walls_report::write_profile(dir, name, &rows, st.profile_samples);
     }
     let phys = solvent.physics();
     let prof = st.profile();

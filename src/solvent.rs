@@ -22,6 +22,9 @@ pub struct Observables {
     pub temperature: f64,
     /// Π_xy (kinetic, collisional) of the last step, when it was measured.
     pub stress_xy: Option<(f64, f64)>,
+    /// Between walls: the force the fluid exerted on each wall surface during the last step
+    /// (momentum given per unit time; slit: bottom, top; pipe: the wall, then zeros).
+    pub wall_force: Option<[[f64; 3]; 2]>,
 }
 
 /// Solute coordinates beyond this (in cells) are rejected as a units mistake; anything closer is
@@ -260,6 +263,17 @@ impl Solvent {
                 "pass finite masses > 0",
             );
         }
+        if let Some(w) = &self.phys.walls {
+            let phys = &self.phys;
+            if let Some(i) = find_first(pos, |p| w.solute_in_wall(phys, *p)) {
+                return bad(
+                    "positions",
+                    format!("solute {i} at {:?} is inside the wall", pos[i]),
+                    "keep solutes in the channel (the bundled MD engine's wall potential does; \
+                     across the channel there is no periodic image to wrap into)",
+                );
+            }
+        }
         Ok(())
     }
 
@@ -300,6 +314,12 @@ impl Solvent {
         self.step += 1;
         self.last = report;
         self.last_measured = plan.measure_stress;
+        // every step after equilibration: the force on a wall fluctuates strongly from step
+        // to step (each bounce gives it 2 m v)
+        if self.phys.walls.is_some() && plan.step >= self.config.output.equilibration_steps {
+            self.stats
+                .push_wall_force(&report.wall_momentum, self.phys.h);
+        }
         if sample {
             if report.relative_dof > 0.0 {
                 self.stats
@@ -441,6 +461,11 @@ impl Solvent {
             kinetic_energy: m.kinetic_energy,
             temperature,
             stress_xy: self.last_measured.then(|| self.stress_of(&self.last)),
+            wall_force: self
+                .phys
+                .walls
+                .is_some()
+                .then(|| self.last.wall_momentum.map(|w| w.map(|c| c / self.phys.h))),
         })
     }
 

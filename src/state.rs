@@ -56,7 +56,10 @@ impl FluidState {
                 .into_par_iter()
                 .enumerate()
                 .for_each(|(i, (x, y, z, ux, uy, uz))| {
-                    let (p, v) = initial_particle(seed, i as u64, len, sigma);
+                    let (p, v) = match &phys.walls {
+                        Some(w) => w.initial_particle(seed, i as u64, len, sigma),
+                        None => initial_particle(seed, i as u64, len, sigma),
+                    };
                     (*x, *y, *z) = (p[0], p[1], p[2]);
                     (*ux, *uy, *uz) = (v[0], v[1], v[2]);
                 });
@@ -81,6 +84,13 @@ impl FluidState {
             vx.par_iter_mut()
                 .zip(st.pos[1].par_iter())
                 .for_each(|(v, &y)| *v += phys.flow_velocity(y as f64));
+        }
+        if let (InitialFlow::Steady, Some(w)) = (cfg.initial_flow, &phys.walls) {
+            let [px, py, pz] = &st.pos;
+            st.vel[0]
+                .par_iter_mut()
+                .enumerate()
+                .for_each(|(i, v)| *v += w.steady_flow(cfg, [px[i], py[i], pz[i]]));
         }
         st
     }
@@ -135,6 +145,17 @@ impl FluidState {
                         "particle {i}: velocity component {k} is not finite"
                     ));
                 }
+            }
+        }
+        if let Some(w) = &phys.walls {
+            use crate::physics::walls::WallShape;
+            let inside =
+                |i: usize| w.shape.signed_distance(self.position(i).map(|c| c as f64)) < 0.0;
+            if let Some(i) = (0..n).find(|&i| inside(i)) {
+                return Err(format!(
+                    "particle {i} at {:?} is inside the wall",
+                    self.position(i)
+                ));
             }
         }
         Ok(())

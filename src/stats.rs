@@ -59,9 +59,14 @@ pub struct RunStats {
     pub viscosity_kinetic: Series,
     /// −Π_xy^coll / γ̇ per sample.
     pub viscosity_collisional: Series,
-    /// Σ over samples of the mean vx per y layer, and the number of samples.
+    /// Σ over samples of the mean vx per y layer (per unit of distance from a pipe's axis),
+    /// and the number of samples.
     pub profile_sum: Vec<f64>,
     pub profile_samples: u64,
+    /// Between walls: the force the fluid exerts on each wall surface (momentum given per
+    /// unit time), every step after equilibration: surface s, component k at index 3 s + k.
+    /// Empty without walls.
+    pub wall_force: Vec<Series>,
 }
 
 impl RunStats {
@@ -73,6 +78,17 @@ impl RunStats {
             viscosity_collisional: Series::new(block),
             profile_sum: vec![0.0; ly],
             profile_samples: 0,
+            wall_force: Vec::new(),
+        }
+    }
+
+    /// Record the momentum a step gave the walls, over the step's duration `h`.
+    pub fn push_wall_force(&mut self, wall_momentum: &[[f64; 3]; 2], h: f64) {
+        if self.wall_force.is_empty() {
+            self.wall_force = (0..6).map(|_| Series::new(100)).collect();
+        }
+        for (series, m) in self.wall_force.iter_mut().zip(wall_momentum.as_flattened()) {
+            series.push(m / h);
         }
     }
 

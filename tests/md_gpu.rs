@@ -318,6 +318,7 @@ fn md_kernels_compile_without_fma_when_nvrtc_available() {
         "md_forces_lj1",
         "md_first_half",
         "md_build_list",
+        "md_wall_forces",
     ] {
         assert!(ptx.contains(k), "{k} missing");
     }

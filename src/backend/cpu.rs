@@ -20,7 +20,7 @@ use rayon::prelude::*;
 
 use super::{Backend, FluidMoments, SoluteBatch, StepReport};
 use crate::error::{MpcError, Result};
-use crate::physics::{CellParams, CellSums, Physics, StepPlan};
+use crate::physics::{CellParams, CellSums, Physics, StepPlan, WallMomentum, Walls};
 use crate::state::{FluidState, REDUCTION_CHUNK};
 
 /// A raw pointer shared by rayon workers that write disjoint elements.
@@ -96,14 +96,15 @@ impl CpuBackend {
         self.pool.current_num_threads()
     }
 
-    /// Pass 1: stream the fluid and bin it; returns the kinetic stress sum when measured.
-    fn stream_and_bin(&mut self, plan: &StepPlan) -> f64 {
+    /// Pass 1: stream the fluid and bin it; returns the kinetic stress sum when measured and
+    /// the momentum given to walls.
+    fn stream_and_bin(&mut self, plan: &StepPlan) -> (f64, WallMomentum) {
         let phys = &self.phys;
         let nf = self.state.len();
         let [px, py, pz] = &mut self.state.pos;
         let [vx, vy, vz] = &mut self.state.vel;
         let ch = REDUCTION_CHUNK;
-        let parts: Vec<f64> = (
+        let parts: Vec<(f64, WallMomentum)> = (
             px.par_chunks_mut(ch),
             py.par_chunks_mut(ch),
             pz.par_chunks_mut(ch),
@@ -116,22 +117,27 @@ impl CpuBackend {
             .into_par_iter()
             .map(|(x, y, z, ux, uy, uz, cell, image)| {
                 let mut kin = 0.0;
+                let mut wall = WallMomentum::default();
                 for i in 0..x.len() {
                     let v = [ux[i], uy[i], uz[i]];
                     if plan.measure_stress {
                         kin += phys.kinetic_stress(y[i] as f64, v);
                     }
-                    let (p, v) = phys.stream(plan, [x[i], y[i], z[i]], v);
+                    let (p, v) = phys.stream_accounted(plan, [x[i], y[i], z[i]], v, &mut wall);
                     (x[i], y[i], z[i]) = (p[0], p[1], p[2]);
                     (ux[i], uy[i], uz[i]) = (v[0], v[1], v[2]);
                     let loc = phys.locate(plan, [p[0] as f64, p[1] as f64, p[2] as f64]);
                     cell[i] = loc.cell;
                     image[i] = loc.image as i8;
                 }
-                kin
+                (kin, wall)
             })
             .collect();
-        parts.iter().sum()
+        let mut wall = WallMomentum::default();
+        for (_, w) in &parts {
+            add_wall_momentum(&mut wall, w);
+        }
+        (parts.iter().map(|p| p.0).sum(), wall)
     }
 
     /// Pass 2: counting sort of all particle indices by cell.
@@ -173,8 +179,14 @@ impl CpuBackend {
             });
     }
 
-    /// Pass 3: per-cell sums and collision parameters. Returns (Σ E_rel, Σ (Nc − 1)).
-    fn cell_pass(&mut self, plan: &StepPlan, solutes: Option<&SoluteBatch<'_>>) -> (f64, f64) {
+    /// Pass 3: per-cell sums and collision parameters (cells cut by a wall filled with
+    /// virtual particles). Returns (Σ E_rel, Σ (Nc − 1)) of the real particles and the
+    /// momentum they gave the walls in the collision.
+    fn cell_pass(
+        &mut self,
+        plan: &StepPlan,
+        solutes: Option<&SoluteBatch<'_>>,
+    ) -> (f64, f64, WallMomentum) {
         let phys = &self.phys;
         let nf = self.state.len();
         let st = &self.state;
@@ -183,13 +195,14 @@ impl CpuBackend {
         let images = &self.image_of;
         let solute_images = &self.solute_image;
         let ch = 4096;
-        let parts: Vec<(f64, f64)> = self
+        let parts: Vec<(f64, f64, WallMomentum)> = self
             .params
             .par_chunks_mut(ch)
             .enumerate()
             .map(|(k, chunk)| {
                 let mut e_rel = 0.0;
                 let mut dof = 0.0;
+                let mut wall = WallMomentum::default();
                 for (j, out) in chunk.iter_mut().enumerate() {
                     let c = k * ch + j;
                     let mut sums = CellSums::default();
@@ -204,16 +217,25 @@ impl CpuBackend {
                         v[0] += phys.image_velocity(image);
                         sums.add(m, v);
                     }
-                    *out = phys.cell_params(plan.step, c as u32, &sums);
                     if sums.count >= 2 {
                         e_rel += sums.relative_energy();
                         dof += (sums.count - 1) as f64;
                     }
+                    *out = match &phys.walls {
+                        Some(w) => fill_and_params(phys, w, plan, c as u32, &sums, &mut wall),
+                        None => phys.cell_params(plan.step, c as u32, &sums),
+                    };
                 }
-                (e_rel, dof)
+                (e_rel, dof, wall)
             })
             .collect();
-        parts.iter().fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1))
+        let mut total = (0.0, 0.0, WallMomentum::default());
+        for (e, d, w) in &parts {
+            total.0 += e;
+            total.1 += d;
+            add_wall_momentum(&mut total.2, w);
+        }
+        total
     }
 
     /// Pass 4: collide every particle. Returns the collisional stress sum when measured, over
@@ -360,7 +382,7 @@ impl Backend for CpuBackend {
         self.solute_image.resize(ns, 0);
         let pool = self.pool.clone();
         let report = pool.install(|| {
-            let kinetic = self.stream_and_bin(plan);
+            let (kinetic, mut wall_momentum) = self.stream_and_bin(plan);
             if let Some(s) = solutes.as_deref() {
                 for j in 0..s.len() {
                     let loc = self.phys.locate_solute(plan, s.pos[j]);
@@ -370,8 +392,9 @@ impl Backend for CpuBackend {
             }
             self.build_cell_lists();
             let ((relative_energy, relative_dof), collisional) = if self.phys.rule.is_plain_srd() {
-                let energy = self.cell_pass(plan, solutes.as_deref());
-                (energy, self.collide(plan, solutes.as_deref_mut()))
+                let (e, d, exchanged) = self.cell_pass(plan, solutes.as_deref());
+                add_wall_momentum(&mut wall_momentum, &exchanged);
+                ((e, d), self.collide(plan, solutes.as_deref_mut()))
             } else {
                 self.rules_step(plan, solutes)
             };
@@ -383,6 +406,7 @@ impl Backend for CpuBackend {
                 relative_dof,
                 kinetic_stress_sum: kinetic,
                 collisional_stress_sum: collisional,
+                wall_momentum,
             }
         });
         Ok(report)
@@ -407,7 +431,7 @@ impl Backend for CpuBackend {
                         s[1] += m * v[1];
                         s[2] += m * v[2];
                         s[3] += 0.5 * m * (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
-                        let b = (st.pos[1][i] as usize).min(ly - 1);
+                        let b = phys.profile_bin(st.position(i));
                         prof[b] += v[0];
                         cnt[b] += 1;
                     }
@@ -445,4 +469,36 @@ impl Backend for CpuBackend {
         self.state = state.clone();
         Ok(())
     }
+}
+
+/// `total += part`, surface by surface.
+fn add_wall_momentum(total: &mut WallMomentum, part: &WallMomentum) {
+    for (t, p) in total.iter_mut().zip(part) {
+        for k in 0..3 {
+            t[k] += p[k];
+        }
+    }
+}
+
+/// The collision parameters of cell `c` between walls: its sums `real` with the virtual
+/// particles of a cut cell added; what the real particles then exchange with the wall in the
+/// collision is added to `wall`.
+fn fill_and_params(
+    phys: &Physics,
+    walls: &Walls,
+    plan: &StepPlan,
+    c: u32,
+    real: &CellSums,
+    wall: &mut WallMomentum,
+) -> CellParams {
+    let mut sums = *real;
+    let surface = walls.fill_cell(phys, plan, c, &mut sums);
+    let cp = phys.cell_params(plan.step, c, &sums);
+    if let Some(s) = surface {
+        let gained = Walls::collision_exchange(phys, &cp, real);
+        for k in 0..3 {
+            wall[s][k] -= gained[k];
+        }
+    }
+    cp
 }

@@ -56,6 +56,9 @@ pub struct StepReport {
     /// Σ Δpx · (y − y_cell) over the particles in the collision, fluid and solutes (when
     /// measured).
     pub collisional_stress_sum: f64,
+    /// Momentum the fluid (and solutes) gave each wall surface during the step: bounce-backs
+    /// and the collisions with virtual wall particles (`physics::walls`); zero without walls.
+    pub wall_momentum: crate::physics::WallMomentum,
 }
 
 /// Instantaneous fluid moments, reduced on the backend.

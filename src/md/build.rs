@@ -201,6 +201,7 @@ fn place_chain(
     rng: &mut ChainRng,
     chain_length: usize,
     bond_length: f64,
+    allowed: &dyn Fn([f64; 3]) -> bool,
 ) -> Option<Vec<[f64; 3]>> {
     let mut placed: Vec<[f64; 3]> = Vec::with_capacity(chain_length);
     let mut tries = 0usize;
@@ -213,7 +214,7 @@ fn place_chain(
             None => [0, 1, 2].map(|k| rng.uniform() * grid.box_len[k]),
             Some(prev) => random_step(*prev, bond_length, rng),
         };
-        if grid.is_free(candidate) {
+        if allowed(candidate) && grid.is_free(candidate) {
             grid.insert(candidate);
             placed.push(candidate);
         } else if placed.len() > 1 && tries % 50 == 0 {
@@ -237,6 +238,31 @@ pub fn polymer_chains(
     min_distance: f64,
     seed: u64,
 ) -> Result<System, ConfigError> {
+    polymer_chains_in(
+        box_len,
+        n_chains,
+        chain_length,
+        bead_mass,
+        bond_length,
+        min_distance,
+        seed,
+        &|_| true,
+    )
+}
+
+/// [`polymer_chains`] with every bead where `allowed` says (its unwrapped position; between
+/// walls: at least a wall cutoff from each wall).
+#[allow(clippy::too_many_arguments)]
+pub fn polymer_chains_in(
+    box_len: [f64; 3],
+    n_chains: usize,
+    chain_length: usize,
+    bead_mass: f64,
+    bond_length: f64,
+    min_distance: f64,
+    seed: u64,
+    allowed: &dyn Fn([f64; 3]) -> bool,
+) -> Result<System, ConfigError> {
     let mut sys = System {
         box_len,
         type_mass: vec![bead_mass],
@@ -249,18 +275,16 @@ pub fn polymer_chains(
     let mut grid = BeadGrid::new(box_len, min_distance);
     let mut tag = 1u32;
     for c in 0..n_chains {
-        let placed =
-            place_chain(&mut grid, &mut rng, chain_length, bond_length).ok_or_else(|| {
-                ConfigError {
-                    field: "md.system.Chains".into(),
-                    problem: format!(
-                        "could not place chain {} without overlaps ({} beads in a box of {:?})",
-                        c + 1,
-                        n_chains * chain_length,
-                        box_len
-                    ),
-                    fix: "use fewer or shorter chains, or a larger box (cells)".into(),
-                }
+        let placed = place_chain(&mut grid, &mut rng, chain_length, bond_length, allowed)
+            .ok_or_else(|| ConfigError {
+                field: "md.system.Chains".into(),
+                problem: format!(
+                    "could not place chain {} without overlaps ({} beads in a box of {:?})",
+                    c + 1,
+                    n_chains * chain_length,
+                    box_len
+                ),
+                fix: "use fewer or shorter chains, or a larger box (cells)".into(),
             })?;
         for (k, p) in placed.iter().enumerate() {
             sys.push(*p, [0.0; 3], 0, tag, c as u32 + 1);

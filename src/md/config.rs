@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::build::{maxwell_velocities, polymer_chains};
+use super::build::{maxwell_velocities, polymer_chains_in};
 use super::data::{read_data_file, AtomStyle};
 use super::engine::{Md, MdSettings};
 use super::forcefield::{BondStyle, DpdParams, ForceField, LjTable, MdThermostat, PairStyle};
@@ -23,6 +23,7 @@ use super::integrate::check_langevin_damping;
 use super::neighbor::NeighborMode;
 use super::settings::{check_skin, ShearFlow};
 use super::system::System;
+use super::walls::{pad_box, WallPotential};
 use crate::config::Config;
 use crate::error::{ConfigError, Result};
 
@@ -375,16 +376,19 @@ impl MdConfig {
         })
     }
 
-    /// The solute system of this config (box = the MPC box).
+    /// The solute system of this config (box = the MPC box; between walls, chains start at
+    /// least the wall cutoff away from the walls).
     pub fn system(&self, cfg: &Config) -> std::result::Result<System, ConfigError> {
         let box_len = cfg.cells.map(|c| c as f64);
+        let walls = WallPotential::from_config(cfg);
+        let allowed = |p: [f64; 3]| walls.as_ref().map_or(true, |w| w.admits(p, w.cutoff));
         let mut sys = match &self.system {
             SystemSpec::Chains {
                 n_chains,
                 chain_length,
                 bead_mass,
                 bond_length,
-            } => polymer_chains(
+            } => polymer_chains_in(
                 box_len,
                 *n_chains,
                 *chain_length,
@@ -392,6 +396,7 @@ impl MdConfig {
                 *bond_length,
                 0.9 * bond_length.min(1.0),
                 cfg.seed,
+                &allowed,
             )?,
             SystemSpec::DataFile { path, atom_style } => {
                 let s = read_data_file(path, *atom_style)?;
@@ -439,10 +444,20 @@ impl MdConfig {
         out
     }
 
-    /// The MD engine of this config, with initial forces computed.
+    /// The MD engine of this config, with initial forces computed (between walls: the wall
+    /// potential on, the box padded across the channel, see `md::walls`).
     pub fn build(&self, cfg: &Config) -> Result<Md> {
-        let sys = self.system(cfg)?;
+        let mut sys = self.system(cfg)?;
         let ff = self.force_field(sys.n_types().max(1))?;
+        let walls = WallPotential::from_config(cfg);
+        if let Some(w) = &walls {
+            check_inside_walls(&sys, w)?;
+            pad_box(
+                &mut sys,
+                w,
+                ff.cutoff_with(self.thermostat) + self.skin + 1.0,
+            );
+        }
         let settings = MdSettings {
             dt: cfg.time_step / self.steps_per_collision as f64,
             kt: cfg.kt,
@@ -457,6 +472,25 @@ impl MdConfig {
                 steps_per_collision: self.steps_per_collision as u64,
             }),
         };
-        Md::new(sys, ff, self.thermostat, settings)
+        let mut md = Md::new(sys, ff, self.thermostat, settings)?;
+        if walls.is_some() {
+            md.set_walls(walls)?;
+        }
+        Ok(md)
+    }
+}
+
+/// Every solute of a data file between the walls.
+fn check_inside_walls(sys: &System, w: &WallPotential) -> std::result::Result<(), ConfigError> {
+    match (0..sys.len()).find(|&i| !w.admits(sys.pos[i], f64::MIN_POSITIVE)) {
+        None => Ok(()),
+        Some(i) => Err(err(
+            "md.system",
+            format!(
+                "atom {} at {:?} is inside the wall or on its surface",
+                sys.tag[i], sys.pos[i]
+            ),
+            "place the solutes between the walls (walls: the fluid's channel, cells in units of a)",
+        )),
     }
 }

@@ -23,6 +23,8 @@
 //! * [`gpu`]: [`GpuMd`], the same engine on a CUDA GPU (kernels in `kernels/md.cu`), with one
 //!   file per CPU compute (`gpu::neighbor`, `gpu::forces`, `gpu::integrate`); `md.backend`
 //!   selects it.
+//! * [`walls`]: the fluid's walls for the solutes (a WCA wall potential, CPU; the GPU engine's
+//!   `md_wall_forces`).
 //! * [`coupled`]: MD + MPC through [`crate::Solvent::step_with_solutes`] (or device-resident
 //!   solutes on the GPU), with coupled checkpoints; [`observe`]: Rg, chain MSD, extended XYZ
 //!   and GSD frames; [`rheology`]: the solutes' stress tensor and the chains' conformation
@@ -48,6 +50,7 @@ pub mod random;
 pub mod rheology;
 pub mod settings;
 pub mod system;
+pub mod walls;
 
 pub use boundary::PeriodicBox;
 pub use config::MdConfig;

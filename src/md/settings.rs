@@ -103,6 +103,8 @@ pub struct ForceReport {
     /// Σ over pairs and bonds of r_ij,a F_ij,b, every pair force (conservative, and the DPD
     /// dissipative and random ones) and bond force: xx, yy, zz, xy, xz, yz.
     pub virial_tensor: [f64; 6],
+    /// The solutes' energy in the walls' potential (`md::walls`).
+    pub wall_energy: f64,
 }
 
 /// The tensor components (xx, yy, zz, xy, xz, yz) of a ⊗ (s a) added into `t`: the virial of a
@@ -119,6 +121,6 @@ pub fn add_outer(t: &mut [f64; 6], s: f64, d: &[f64; 3]) {
 
 impl ForceReport {
     pub fn potential_energy(&self) -> f64 {
-        self.pair_energy + self.bond_energy
+        self.pair_energy + self.bond_energy + self.wall_energy
     }
 }

@@ -20,6 +20,9 @@ use crate::config::{Config, Thermostat};
 use crate::rng;
 pub use rules::Rule;
 
+pub mod walls;
+pub use walls::{WallMomentum, Walls};
+
 /// Run constants of the MPC step, derived once from the config.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Physics {
@@ -40,6 +43,8 @@ pub struct Physics {
     pub seed: u64,
     /// The collision rule (SRD, MPC-AT, with or without angular-momentum conservation).
     pub rule: Rule,
+    /// Walls confining the fluid (`walls` module), None for a periodic (or sheared) box.
+    pub walls: Option<Walls>,
 }
 
 /// What differs from one step to the next; the same for every backend and every GPU.
@@ -140,6 +145,7 @@ impl Physics {
             le_velocity: cfg.shear_rate * length[1],
             seed: cfg.seed,
             rule: Rule::from_config(&cfg.collision),
+            walls: Walls::from_config(cfg),
         }
     }
 
@@ -178,10 +184,29 @@ impl Physics {
         self.shear_rate * (y - 0.5 * self.length[1])
     }
 
+    /// [`Physics::stream`], adding the momentum given to walls (if any) to `wall`.
+    #[inline]
+    pub fn stream_accounted(
+        &self,
+        plan: &StepPlan,
+        pos: [f32; 3],
+        vel: [f64; 3],
+        wall: &mut WallMomentum,
+    ) -> ([f32; 3], [f64; 3]) {
+        match &self.walls {
+            Some(w) => self.stream_walled(w, pos, vel, wall),
+            None => self.stream(plan, pos, vel),
+        }
+    }
+
     /// Stream one fluid particle over one step: ballistic motion (with body force), Lees-Edwards
-    /// and periodic wrapping. Returns the new stored position and velocity.
+    /// and periodic wrapping (between walls: [`Physics::stream_walled`]). Returns the new stored
+    /// position and velocity.
     #[inline]
     pub fn stream(&self, plan: &StepPlan, pos: [f32; 3], vel: [f64; 3]) -> ([f32; 3], [f64; 3]) {
+        if let Some(w) = &self.walls {
+            return self.stream_walled(w, pos, vel, &mut [[0.0; 3]; 2]);
+        }
         let h = self.h;
         let a = self.acceleration;
         let hh = 0.5 * h * h;
@@ -381,6 +406,7 @@ fn clamp_index(s: f64, n: u32) -> u32 {
 /// of the other rules are in `rules::theory`, re-exported here.
 pub mod theory {
     pub use super::rules::theory::*;
+    pub use super::walls::theory::*;
 
     /// Kinetic shear viscosity (Kikuchi et al. 2003; Ihle, Tüzel & Kroll 2005), units m=a=1 scaled.
     pub fn srd_viscosity_kinetic(m_per_cell: f64, kt: f64, h: f64, mass: f64, angle: f64) -> f64 {

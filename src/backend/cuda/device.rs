@@ -187,13 +187,26 @@ pub struct CudaDevice {
     pub(super) k: FluidKernels,
     pub(super) name: String,
     pub(super) ordinal: usize,
+    /// The kernels were compiled with the walls' code (`MPC_WALLS`, `kernels/walls.cuh`).
+    pub(super) walls: bool,
 }
 
 impl CudaDevice {
     /// Open GPU `ordinal`: context, stream, kernels (compiled once per process).
     pub fn open(ordinal: usize) -> Result<CudaDevice> {
+        CudaDevice::open_variant(ordinal, false)
+    }
+
+    /// Open GPU `ordinal` with the kernels a run of `phys` needs: those with the walls' code
+    /// when it has walls (a second compilation, kept apart so that the kernels of a run
+    /// without walls are exactly those without the walls' code and registers).
+    pub fn open_for(ordinal: usize, phys: &crate::physics::Physics) -> Result<CudaDevice> {
+        CudaDevice::open_variant(ordinal, phys.walls.is_some())
+    }
+
+    fn open_variant(ordinal: usize, walls: bool) -> Result<CudaDevice> {
         probe().map_err(|e| MpcError::Device(format!("CUDA unavailable: {e}")))?;
-        let opened = std::panic::catch_unwind(|| CudaDevice::open_checked(ordinal));
+        let opened = std::panic::catch_unwind(|| CudaDevice::open_checked(ordinal, walls));
         match opened {
             Ok(r) => r,
             Err(_) => Err(MpcError::Device(
@@ -205,7 +218,7 @@ impl CudaDevice {
     }
 
     /// `open` once the libraries are known to load (may panic inside cudarc on an old driver).
-    fn open_checked(ordinal: usize) -> Result<CudaDevice> {
+    fn open_checked(ordinal: usize, walls: bool) -> Result<CudaDevice> {
         let count = CudaContext::device_count().map_err(drv("device count"))?;
         if ordinal >= count as usize {
             return Err(MpcError::Device(format!(
@@ -224,7 +237,12 @@ impl CudaDevice {
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
-        let module = load_module(&ctx, kernels::cubin_for)?;
+        let compile = if walls {
+            kernels::walls_cubin_for
+        } else {
+            kernels::cubin_for
+        };
+        let module = load_module(&ctx, compile)?;
         let k = FluidKernels::load(&module)?;
         Ok(CudaDevice {
             ctx,
@@ -233,6 +251,7 @@ impl CudaDevice {
             k,
             name,
             ordinal,
+            walls,
         })
     }
 

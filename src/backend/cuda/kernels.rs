@@ -9,6 +9,9 @@ use std::sync::{Mutex, OnceLock};
 pub const RNG_CUH: &str = include_str!("../../../kernels/rng.cuh");
 /// `kernels/mpc.cuh`: the per-particle and per-cell step functions (mirror of `src/physics.rs`).
 pub const MPC_CUH: &str = include_str!("../../../kernels/mpc.cuh");
+/// `kernels/walls.cuh`: wall shapes, bounce-back and virtual particles (mirror of
+/// `src/physics/walls/`).
+pub const WALLS_CUH: &str = include_str!("../../../kernels/walls.cuh");
 
 /// The fluid kernels' sources in dependency order: the shared headers (`rng.cuh` and `mpc.cuh`
 /// mirror `src/rng.rs` and `src/physics.rs`; `cell_sums.cuh` and `migrate.cuh` are the device
@@ -17,6 +20,7 @@ pub const MPC_CUH: &str = include_str!("../../../kernels/mpc.cuh");
 /// by `stream.rs`, `migrate.cu` by `multi/migrate.rs`, ...; each file's first line names it).
 pub const FLUID_SOURCES: &[(&str, &str)] = &[
     ("rng.cuh", RNG_CUH),
+    ("walls.cuh", WALLS_CUH),
     ("mpc.cuh", MPC_CUH),
     (
         "cell_sums.cuh",
@@ -58,12 +62,18 @@ pub fn translation_unit(sources: &[(&str, &str)]) -> String {
     s
 }
 
-/// The translation unit of the MD kernels: rng.cuh, md_boundary.cuh, then md.cu.
+/// `kernels/md_walls.cu`: the GPU MD engine's wall forces (`crate::md::walls`).
+pub const MD_WALLS_CU: &str = include_str!("../../../kernels/md_walls.cu");
+
+/// The translation unit of the MD kernels: rng.cuh, walls.cuh (the wall shapes),
+/// md_boundary.cuh, md.cu, then md_walls.cu.
 pub fn md_source() -> String {
     translation_unit(&[
         ("rng.cuh", RNG_CUH),
+        ("walls.cuh", WALLS_CUH),
         ("md_boundary.cuh", MD_BOUNDARY_CUH),
         ("md.cu", MD_CU),
+        ("md_walls.cu", MD_WALLS_CU),
     ])
 }
 
@@ -189,6 +199,20 @@ fn cached_cubin(
 /// The fluid kernels' cubin for an architecture (compiled once per process).
 pub fn cubin_for(major: i32, minor: i32) -> Result<Vec<u8>, String> {
     cached_cubin(c"mpcbox_kernels.cu", full_source, major, minor)
+}
+
+/// The fluid kernels with the walls' code (`MPC_WALLS` set): the same kernels, whose streaming
+/// bounces off walls and whose cell pass adds virtual particles when `MpcParams.walls` names
+/// a shape. Runs without walls use [`full_source`], where that code (and the registers it
+/// needs) is left out.
+pub fn walls_source() -> String {
+    format!("#define MPC_WALLS 1\n{}", full_source())
+}
+
+/// [`walls_source`]'s cubin for an architecture (compiled once per process, for runs with
+/// walls).
+pub fn walls_cubin_for(major: i32, minor: i32) -> Result<Vec<u8>, String> {
+    cached_cubin(c"mpcbox_kernels_walls.cu", walls_source, major, minor)
 }
 
 /// The MD engine's cubin for an architecture (compiled once per process).
@@ -330,6 +354,9 @@ mod tests {
         }
         let cubin = compile_cubin(9, 0).expect("kernels compile");
         assert!(cubin.len() > 1000);
+        let walls = compile_source_cubin(walls_source(), c"walls.cu", 9, 0)
+            .expect("kernels with walls compile");
+        assert!(walls.len() > cubin.len());
     }
 }
 
@@ -345,17 +372,24 @@ mod ptx_tests {
         }
         let mut opts = compile_options(9, 0);
         opts[0] = "--gpu-architecture=compute_90".into();
-        let ptx = cudarc::nvrtc::compile_ptx_with_opts(
-            full_source(),
-            cudarc::nvrtc::CompileOptions {
-                options: opts,
-                ..Default::default()
-            },
-        )
-        .expect("kernels compile to PTX")
-        .to_src();
-        assert!(ptx.contains("mpc_collide"));
-        assert!(!ptx.contains("fma.rn.f64"), "PTX contains f64 FMA");
-        assert!(!ptx.contains("fma.rn.f32"), "PTX contains f32 FMA");
+        for (source, walls) in [(full_source(), false), (walls_source(), true)] {
+            let ptx = cudarc::nvrtc::compile_ptx_with_opts(
+                source,
+                cudarc::nvrtc::CompileOptions {
+                    options: opts.clone(),
+                    ..Default::default()
+                },
+            )
+            .expect("kernels compile to PTX")
+            .to_src();
+            assert!(ptx.contains("mpc_collide"));
+            assert_eq!(
+                ptx.contains("mpc_walls_path"),
+                walls,
+                "walls code only with MPC_WALLS"
+            );
+            assert!(!ptx.contains("fma.rn.f64"), "PTX contains f64 FMA");
+            assert!(!ptx.contains("fma.rn.f32"), "PTX contains f32 FMA");
+        }
     }
 }

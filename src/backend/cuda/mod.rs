@@ -87,6 +87,7 @@ pub use device::{device_memory, driver_present, nvrtc_present, probe, CudaDevice
 pub(crate) use device::{drv, kernel, load_module};
 pub use device_solutes::DeviceSoluteArrays;
 pub use multi::transfer;
+pub(crate) use params::WallParams;
 pub use rules::rule_bytes_per_cell;
 pub use step::PHASE_NAMES;
 
@@ -150,11 +151,17 @@ impl CudaBackend {
         ordinal: usize,
         method: CellSumMethod,
     ) -> Result<CudaBackend> {
-        let dev = CudaDevice::open(ordinal)?;
+        let dev = CudaDevice::open_for(ordinal, phys)?;
         let n = state.map_or(cfg.n_fluid(), |s| s.len() as u64);
         let (free, _) = dev.free_memory()?;
         check_fits(&dev.describe(), n, cfg.n_cells(), method, free)?;
-        match state {
+        // between walls the initial state is made on the host (`mpc_init_particles` fills
+        // the whole box) and uploaded
+        let walled = match (state, &phys.walls) {
+            (None, Some(_)) => Some(FluidState::initial(cfg)),
+            _ => None,
+        };
+        match state.or(walled.as_ref()) {
             Some(s) => CudaBackend::with_device(dev, phys.clone(), s, method),
             None => {
                 let mut be = CudaBackend::allocate(dev, phys.clone(), n as usize, method)?;
@@ -166,7 +173,7 @@ impl CudaBackend {
 
     /// A backend on GPU `ordinal` holding `state`, default cell-sum method.
     pub fn new(phys: Physics, state: &FluidState, ordinal: usize) -> Result<CudaBackend> {
-        let dev = CudaDevice::open(ordinal)?;
+        let dev = CudaDevice::open_for(ordinal, &phys)?;
         CudaBackend::with_device(dev, phys, state, CellSumMethod::from_env())
     }
 
@@ -176,7 +183,7 @@ impl CudaBackend {
         ordinal: usize,
         method: CellSumMethod,
     ) -> Result<CudaBackend> {
-        let dev = CudaDevice::open(ordinal)?;
+        let dev = CudaDevice::open_for(ordinal, &phys)?;
         CudaBackend::with_device(dev, phys, state, method)
     }
 
@@ -213,6 +220,13 @@ impl CudaBackend {
         ncells: usize,
         method: CellSumMethod,
     ) -> Result<CudaBackend> {
+        if phys.walls.is_some() && !dev.walls {
+            return Err(MpcError::Device(
+                "the GPU's kernels were compiled without walls; fix: open the device with \
+                 CudaDevice::open_for(ordinal, &physics)"
+                    .into(),
+            ));
+        }
         let (free, _) = dev.free_memory()?;
         let needed = check_fits(&dev.describe(), n as u64, ncells as u64, method, free)?;
         let needed = rules::check_rule_fits(
@@ -233,7 +247,7 @@ impl CudaBackend {
         let fluid = FluidBuffers::alloc(&s, n, method, &oom)?;
         let cell = CellBuffers::alloc(&s, ncells, method, &oom)?;
         let rules = rules::RuleBuffers::alloc(&s, phys.rule, ncells, method, &oom)?;
-        let report = s.alloc_zeros::<f64>(4).map_err(oom)?;
+        let report = s.alloc_zeros::<f64>(observe::REPORT_WORDS).map_err(oom)?;
         let moments = MomentBuffers::alloc(&s, phys.cells[1] as usize, &oom)?;
         Ok(CudaBackend {
             dev,
@@ -261,9 +275,11 @@ impl CudaBackend {
     /// Change the run constants (thermostat, shear, force, ...) keeping the fluid; the box
     /// must stay the same (benchmarks switch variants this way).
     pub fn set_physics(&mut self, phys: Physics) -> Result<()> {
-        if phys.cells != self.phys.cells {
+        if phys.cells != self.phys.cells || phys.walls.is_some() != self.phys.walls.is_some() {
             return Err(MpcError::Device(
-                "set_physics cannot change the box; fix: open a new backend".into(),
+                "set_physics cannot change the box or add or remove walls; fix: open a new \
+                 backend"
+                    .into(),
             ));
         }
         self.flush()?;

@@ -13,6 +13,12 @@ use crate::backend::{FluidMoments, StepReport};
 use crate::error::{MpcError, Result};
 use crate::state::FluidState;
 
+/// Doubles in the step report: Σ E_rel, Σ (Nc − 1), kinetic and collisional stress sums, then
+/// the momentum given to each wall surface ([2][3]).
+pub(super) const REPORT_WORDS: usize = 10;
+/// Where the wall momentum starts in the report.
+pub(super) const REPORT_WALL_OFFSET: usize = 4;
+
 /// The moments' reduction targets.
 pub(super) struct MomentBuffers {
     /// [Σ m vx, Σ m vy, Σ m vz, Σ ½ m v²].
@@ -37,20 +43,27 @@ impl MomentBuffers {
     }
 }
 
+/// A step report from the report buffer's words (one GPU's, or the sum over slabs).
+pub(super) fn report_from_words(r: &[f64]) -> StepReport {
+    let w = REPORT_WALL_OFFSET;
+    StepReport {
+        relative_energy: r[0],
+        relative_dof: r[1],
+        kinetic_stress_sum: r[2],
+        collisional_stress_sum: r[3],
+        wall_momentum: [[r[w], r[w + 1], r[w + 2]], [r[w + 3], r[w + 4], r[w + 5]]],
+    }
+}
+
 impl CudaBackend {
     /// The report of the last enqueued step (waits for it).
     pub fn read_report(&self) -> Result<StepReport> {
-        let mut r = [0.0f64; 4];
+        let mut r = [0.0f64; REPORT_WORDS];
         self.dev
             .stream
             .memcpy_dtoh(&self.report, &mut r)
             .map_err(drv("report copy"))?;
-        Ok(StepReport {
-            relative_energy: r[0],
-            relative_dof: r[1],
-            kinetic_stress_sum: r[2],
-            collisional_stress_sum: r[3],
-        })
+        Ok(report_from_words(&r))
     }
 
     /// [`crate::backend::Backend::moments`]: one kernel over the particles (a pending
@@ -71,7 +84,7 @@ impl CudaBackend {
         s.memset_zeros(&mut m.profile_sum).map_err(drv("memset"))?;
         s.memset_zeros(&mut m.profile_count)
             .map_err(drv("memset"))?;
-        // SAFETY: mpc_moments(MpcParams, const float *py, const double *vx, *vy, *vz, const u32
+        // SAFETY: mpc_moments(MpcParams, const float *py, *pz, const double *vx, *vy, *vz, const u32
         // *cellw, double *out, double *prof_sum, u64 *prof_cnt, u32 use_shared): the argument
         // types match; the particle arrays hold p.n_fluid = self.n slots, out 4 doubles, the
         // profiles Ly = p.cells[1] bins, and the dynamic shared memory (when used) is exactly
@@ -80,6 +93,7 @@ impl CudaBackend {
             s.launch_builder(&self.dev.k.moments)
                 .arg(&p)
                 .arg(&f.pos[1])
+                .arg(&f.pos[2])
                 .arg(&f.vel[0])
                 .arg(&f.vel[1])
                 .arg(&f.vel[2])

@@ -2,9 +2,10 @@
 //! plan), passed by value to every step kernel; the mirror of `struct MpcParams` in
 //! `kernels/mpc.cuh`.
 
-use cudarc::driver::DeviceRepr;
+use cudarc::driver::{DevicePtr, DeviceRepr};
 
 use super::CudaBackend;
+use crate::physics::walls::{Shape, Walls};
 use crate::physics::StepPlan;
 
 /// Kernel parameters, passed by value; mirrors `struct MpcParams` in `kernels/mpc.cuh`.
@@ -32,14 +33,80 @@ pub(super) struct KernelParams {
     n_cells: u32,
     cell_offset: u32,
     slab: u32,
+    walls: WallParams,
 }
 
-// SAFETY: plain-old-data (f64, u64 and u32 fields and arrays, no pointers, no padding
-// between fields: 192 bytes, checked below) with the C layout of `MpcParams`, which the
-// kernels take by value.
+/// The walls of a step; mirrors `struct MpcWalls` in `kernels/walls.cuh` (a tagged union:
+/// `kind` says which shape `shape` holds).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct WallParams {
+    /// 0 none, 1 slit, 2 pipe (`MPC_WALLS_*`).
+    kind: u32,
+    no_slip: u32,
+    /// Particles per cell M (virtual particles fill cut cells up to it).
+    fill: u32,
+    pad: u32,
+    /// Device address of the report's momentum given to each surface (6 doubles).
+    momentum: u64,
+    /// Slit: y0, y1, u0, u1, y0f, y1f; pipe: yc, zc, radius, u, 0, 0.
+    shape: [f64; 6],
+}
+
+impl WallParams {
+    /// The kernels' form of `walls`, adding to the report at device address `momentum`.
+    fn new(walls: Option<&Walls>, momentum: u64) -> WallParams {
+        let Some(w) = walls else {
+            return WallParams::default();
+        };
+        WallParams {
+            no_slip: w.no_slip as u32,
+            fill: w.fill,
+            momentum,
+            ..WallParams::of_shape(&w.shape)
+        }
+    }
+
+    /// The shape alone (the MD engine's wall potential: no fill, no momentum account).
+    pub(crate) fn of_shape(shape: &Shape) -> WallParams {
+        let (kind, shape) = match *shape {
+            Shape::Slit(s) => (
+                1,
+                [
+                    s.y0,
+                    s.y1,
+                    s.velocity[0],
+                    s.velocity[1],
+                    s.y0f as f64,
+                    s.y1f as f64,
+                ],
+            ),
+            Shape::Pipe(p) => (
+                2,
+                [p.centre[0], p.centre[1], p.radius, p.velocity, 0.0, 0.0],
+            ),
+        };
+        WallParams {
+            kind,
+            shape,
+            ..WallParams::default()
+        }
+    }
+}
+
+// SAFETY: `#[repr(C)]` plain old data (u32 words, a u64 device address, f64s; 72 bytes, no
+// padding, checked below) with the layout of `struct MpcWalls` in kernels/walls.cuh; the MD
+// engine passes it with a zero address, which its kernel never dereferences.
+unsafe impl DeviceRepr for WallParams {}
+
+// SAFETY: plain old data with the C layout of `MpcParams` (f64, u64 and u32 fields and
+// arrays, no padding between fields: 264 bytes, checked below), which the kernels take by
+// value. The one address in it, `walls.momentum`, points into this backend's report buffer,
+// which lives as long as the backend and is only written by its own kernels' atomics.
 unsafe impl DeviceRepr for KernelParams {}
 
-const _: () = assert!(std::mem::size_of::<KernelParams>() == 192);
+const _: () = assert!(std::mem::size_of::<WallParams>() == 72);
+const _: () = assert!(std::mem::size_of::<KernelParams>() == 264);
 
 impl CudaBackend {
     /// The kernels' parameters for the step `plan` with `n_solutes` solutes, on this GPU's
@@ -68,6 +135,13 @@ impl CudaBackend {
             n_cells: self.ncells as u32,
             cell_offset: self.slab.as_ref().map_or(0, |sl| sl.cell_offset),
             slab: self.slab.is_some() as u32,
+            walls: WallParams::new(p.walls.as_ref(), self.wall_report_address()),
         }
+    }
+
+    /// Device address of the report's wall momentum (report words 4..10).
+    fn wall_report_address(&self) -> u64 {
+        let (base, _sync) = self.report.device_ptr(&self.dev.stream);
+        base + (super::observe::REPORT_WALL_OFFSET * std::mem::size_of::<f64>()) as u64
     }
 }

@@ -112,7 +112,8 @@ impl Coupling {
             md.thermostat,
             md.settings().clone(),
             solvent.cuda_ordinal().unwrap_or(0),
-        );
+        )
+        .and_then(|mut g| g.set_walls(md.walls().copied()).map(|_| g));
         match g {
             Ok(mut g) => {
                 if let Some(st) = state {

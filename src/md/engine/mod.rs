@@ -21,6 +21,7 @@ use super::integrate::{self, OuStep};
 use super::neighbor::{morton_order, CellList, NeighborSource, VerletList, CHUNK};
 use super::pair::{dpd::dpd_pass, lj::lj_pass, PairSums};
 use super::system::System;
+use super::walls::{wall_pass, WallPotential};
 use crate::error::{ConfigError, MpcError, Result};
 
 pub struct Md {
@@ -38,6 +39,8 @@ pub struct Md {
     bonds: BondTopology,
     report: ForceReport,
     pool: Arc<rayon::ThreadPool>,
+    /// The fluid's walls, as the solutes feel them (`md::walls`).
+    walls: Option<WallPotential>,
 }
 
 fn cfg_err(field: &str, problem: String, fix: &str) -> MpcError {
@@ -244,6 +247,10 @@ impl Md {
                 *a += b;
             }
         }
+        if let Some(walls) = &self.walls {
+            rep.wall_energy = wall_pass(&mut self.force, &self.sys, walls)
+                .map_err(|c| wall_crossed(self.sys.tag[c.index], c.distance, self.step, "CPU"))?;
+        }
         if energy {
             self.report = rep;
         }
@@ -266,6 +273,17 @@ impl Md {
                 "use a smaller MD time step (raise md.steps_per_collision), a softer start, or a larger R0",
             )
         })
+    }
+
+    /// The walls the solutes feel (None: a periodic box).
+    pub fn walls(&self) -> Option<&WallPotential> {
+        self.walls.as_ref()
+    }
+
+    /// Put the solutes between walls (or take the walls away) and recompute the forces.
+    pub fn set_walls(&mut self, walls: Option<WallPotential>) -> Result<()> {
+        self.walls = walls;
+        self.compute_forces()
     }
 
     /// One MD step: velocity Verlet (B A B), or B A O A B with the Langevin thermostat.
@@ -327,4 +345,17 @@ impl Md {
         }
         Ok(())
     }
+}
+
+/// The error of a bead that reached a wall surface (CPU or GPU engine).
+pub(crate) fn wall_crossed(tag: u32, distance: f64, step: u64, engine: &str) -> MpcError {
+    cfg_err(
+        "walls.solutes",
+        format!(
+            "atom {tag} reached the wall (distance {distance:.3e}) at MD step {step} ({engine} \
+             engine)"
+        ),
+        "use a smaller MD time step (raise md.steps_per_collision) or a softer wall \
+         (walls.solutes epsilon), and start the solutes away from the walls",
+    )
 }

@@ -50,6 +50,7 @@ impl Md {
             bonds: BondTopology::default(),
             report: ForceReport::default(),
             pool: Arc::new(pool),
+            walls: None,
         };
         md.use_list = use_verlet_list(
             md.settings.neighbor,

@@ -22,8 +22,8 @@ pub struct MdState {
     pub list_builds: u64,
     /// The Lees-Edwards offset δ at the last build (`VerletList::built_offset`).
     pub built_offset: f64,
-    /// The last energy evaluation: pair and bond energy, virial, virial tensor.
-    pub report: [f64; 9],
+    /// The last energy evaluation: pair and bond energy, virial, virial tensor, wall energy.
+    pub report: [f64; 10],
 }
 
 impl MdState {
@@ -34,10 +34,11 @@ impl MdState {
             bond_energy: r[1],
             virial: r[2],
             virial_tensor: [r[3], r[4], r[5], r[6], r[7], r[8]],
+            wall_energy: r[9],
         }
     }
 
-    pub fn report_words(r: &ForceReport) -> [f64; 9] {
+    pub fn report_words(r: &ForceReport) -> [f64; 10] {
         let t = r.virial_tensor;
         [
             r.pair_energy,
@@ -49,6 +50,7 @@ impl MdState {
             t[3],
             t[4],
             t[5],
+            r.wall_energy,
         ]
     }
 }

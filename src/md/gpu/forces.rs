@@ -115,9 +115,38 @@ impl GpuMd {
         // the dummy); `w_tensor` holds 6n f64. The kernel returns for i ≥ n and writes only
         // particle i's outputs.
         unsafe { b.launch(grid(self.n)) }.map_err(drv("md_forces"))?;
+        self.launch_wall_forces(energy)?;
         if energy {
             self.report = self.read_energy_report()?;
         }
+        Ok(())
+    }
+
+    /// `md_wall_forces` after the pair and bond forces (between walls only).
+    fn launch_wall_forces(&mut self, energy: bool) -> Result<()> {
+        let Some((w, wp)) = self.walls else {
+            return Ok(());
+        };
+        let (n, e) = (self.n as u32, energy as i32);
+        let s = self.stream.clone();
+        let d = &mut self.parts;
+        let mut b = s.launch_builder(&self.k.wall_forces);
+        b.arg(&n)
+            .arg(&d.pos)
+            .arg(&mut d.force)
+            .arg(&wp)
+            .arg(&w.epsilon)
+            .arg(&w.sigma)
+            .arg(&w.cutoff)
+            .arg(&e)
+            .arg(&mut self.energy.e_wall)
+            .arg(&d.tag)
+            .arg(&mut self.flags);
+        // SAFETY: md_wall_forces(n, pos, force, MpcWalls, epsilon, sigma, cutoff, energy,
+        // e_wall, tag, flags) in order and type (WallParams mirrors MpcWalls); `pos` and
+        // `force` hold 3n f64, `e_wall` and `tag` n, `flags` NFLAGS words; the kernel returns
+        // for i ≥ n and writes only particle i's entries (and the flag words).
+        unsafe { b.launch(grid(self.n)) }.map_err(drv("md_wall_forces"))?;
         Ok(())
     }
 
@@ -153,6 +182,11 @@ impl GpuMd {
             bond_energy: 0.5 * sum(&e.e_bond)?,
             virial: 0.5 * sum(&e.w_pair)? + 0.5 * sum(&e.w_bond)?,
             virial_tensor: tensor.map(|x| 0.5 * x),
+            wall_energy: if self.walls.is_some() {
+                sum(&e.e_wall)?
+            } else {
+                0.0
+            },
         })
     }
 
@@ -163,6 +197,7 @@ impl GpuMd {
         }
         self.launch_forces(true)?;
         let f = self.read_flags()?;
-        self.check_bonds_intact(&f)
+        self.check_bonds_intact(&f)?;
+        self.check_walls(&f)
     }
 }

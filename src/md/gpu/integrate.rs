@@ -158,6 +158,7 @@ impl GpuMd {
         self.step += 1;
         let f = self.read_flags()?;
         self.check_bonds_intact(&f)?;
+        self.check_walls(&f)?;
         if f[FLAG_REBUILD] != 0 {
             self.build_list()?;
         }
@@ -186,6 +187,7 @@ impl GpuMd {
             self.step_inner(energy_at_end && k + 1 == n)?;
         }
         let f = self.read_flags()?;
-        self.check_bonds_intact(&f)
+        self.check_bonds_intact(&f)?;
+        self.check_walls(&f)
     }
 }

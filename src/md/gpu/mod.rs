@@ -36,9 +36,10 @@ use super::forcefield::{ForceField, MdThermostat};
 use super::integrate::{chunk_kinetic_energy, chunk_momentum};
 use super::neighbor::CHUNK;
 use super::system::System;
-use crate::backend::cuda::CudaDevice;
+use crate::backend::cuda::{CudaDevice, WallParams};
 use crate::backend::DeviceSolutes;
 use crate::error::{ConfigError, MpcError, Result};
+use crate::md::walls::WallPotential;
 
 use neighbor::DeviceLists;
 use params::Params;
@@ -81,6 +82,8 @@ const FLAG_REBUILD: usize = 0;
 const FLAG_CELL_MAX: usize = 1;
 const FLAG_NEIGH_MAX: usize = 2;
 const FLAG_BROKEN: usize = 3;
+/// A bead reached a wall surface; the next word holds its tag (`md_walls.cu`).
+const FLAG_WALL: usize = 6;
 const NFLAGS: usize = 8;
 
 fn drv(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> MpcError + '_ {
@@ -119,6 +122,8 @@ pub struct GpuMd {
     energy: EnergyTerms,
     p: Params,
     report: ForceReport,
+    /// The fluid's walls as the solutes feel them (`md::walls`), with their kernel form.
+    walls: Option<(WallPotential, WallParams)>,
 }
 
 impl GpuMd {
@@ -268,6 +273,30 @@ impl GpuMd {
                   a larger R0"
                 .into(),
         }))
+    }
+
+    /// An error when a kernel has flagged a bead on or beyond a wall surface.
+    fn check_walls(&self, f: &[u32]) -> Result<()> {
+        if f[FLAG_WALL] == 0 {
+            return Ok(());
+        }
+        Err(crate::md::engine::wall_crossed(
+            f[FLAG_WALL + 1],
+            0.0,
+            self.step,
+            "GPU",
+        ))
+    }
+
+    /// The walls the solutes feel (None: a periodic box).
+    pub fn walls(&self) -> Option<&WallPotential> {
+        self.walls.as_ref().map(|w| &w.0)
+    }
+
+    /// Put the solutes between walls (or take the walls away) and recompute the forces.
+    pub fn set_walls(&mut self, walls: Option<WallPotential>) -> Result<()> {
+        self.walls = walls.map(|w| (w, WallParams::of_shape(&w.shape)));
+        self.compute_forces()
     }
 
     /// Recompute forces after velocities changed (DPD); a no-op otherwise.

@@ -25,6 +25,8 @@ pub(super) struct MdKernels {
     pub forces: CudaFunction,
     /// One-type LJ without thermostat passes or bonds.
     pub forces_lj1: CudaFunction,
+    /// The walls' WCA forces (`kernels/md_walls.cu`).
+    pub wall_forces: CudaFunction,
 }
 
 impl MdKernels {
@@ -40,6 +42,7 @@ impl MdKernels {
             build_list: f("md_build_list")?,
             forces: f("md_forces")?,
             forces_lj1: f("md_forces_lj1")?,
+            wall_forces: f("md_wall_forces")?,
         };
         Ok((module, k))
     }
@@ -97,6 +100,8 @@ pub(super) struct EnergyTerms {
     pub w_bond: CudaSlice<f64>,
     /// Per particle: the virial tensor (xx, yy, zz, xy, xz, yz) of all its pair and bond forces.
     pub w_tensor: CudaSlice<f64>,
+    /// Wall energy per particle (`md_wall_forces`).
+    pub e_wall: CudaSlice<f64>,
 }
 
 impl EnergyTerms {
@@ -107,6 +112,7 @@ impl EnergyTerms {
             e_bond: zeros_f64(s, n)?,
             w_bond: zeros_f64(s, n)?,
             w_tensor: zeros_f64(s, 6 * n)?,
+            e_wall: zeros_f64(s, n)?,
         })
     }
 }
@@ -161,6 +167,7 @@ impl GpuMd {
             energy,
             p,
             report: ForceReport::default(),
+            walls: None,
         };
         md.compute_forces()?;
         Ok(md)

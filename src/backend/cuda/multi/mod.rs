@@ -124,7 +124,7 @@ impl MultiCudaBackend {
         let parts = split_by_slab(state, &layout.bounds);
         let devices = ordinals
             .iter()
-            .map(|&ord| CudaDevice::open(ord))
+            .map(|&ord| CudaDevice::open_for(ord, phys))
             .collect::<Result<Vec<_>>>()?;
         let transfer = Transfer::from_env_or(transfer::neighbours_have_peer_access(&devices));
         let mut slabs = Vec::with_capacity(devices.len());

@@ -11,6 +11,7 @@ use super::migrate::{MigrationArgs, RECORD_WORDS};
 use super::Transfer;
 use crate::backend::cuda::buffers::RESERVE_BYTES;
 use crate::backend::cuda::device::drv;
+use crate::backend::cuda::observe::REPORT_WORDS;
 use crate::backend::cuda::{device_bytes, CellSumMethod, CudaBackend, CudaDevice};
 use crate::error::{MpcError, Result};
 use crate::physics::Physics;
@@ -207,7 +208,8 @@ impl CudaBackend {
         // SAFETY: as above.
         let counters_init = unsafe { ctx.alloc_pinned::<u32>(4) }.map_err(drv("pinned"))?;
         // SAFETY: as above.
-        let report_host = unsafe { ctx.alloc_pinned::<f64>(4) }.map_err(drv("pinned"))?;
+        let report_host =
+            unsafe { ctx.alloc_pinned::<f64>(REPORT_WORDS) }.map_err(drv("pinned"))?;
         let ptr = |b: &CudaSlice<u64>| b.device_ptr(&s).0;
         let args = MigrationArgs {
             send: [ptr(&send[0]), ptr(&send[1])],

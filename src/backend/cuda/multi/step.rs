@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use super::MultiCudaBackend;
 use crate::backend::cuda::device::drv;
+use crate::backend::cuda::observe::report_from_words;
 use crate::backend::{DeviceSolutes, SoluteBatch, StepReport};
 use crate::error::{MpcError, Result};
 use crate::physics::StepPlan;
@@ -115,11 +116,16 @@ impl MultiCudaBackend {
         for s in &mut self.slabs {
             s.synchronize()?;
             let sl = s.slab();
-            let r = sl.report_host.as_slice().map_err(drv("report"))?;
-            report.relative_energy += r[0];
-            report.relative_dof += r[1];
-            report.kinetic_stress_sum += r[2];
-            report.collisional_stress_sum += r[3];
+            let r = report_from_words(sl.report_host.as_slice().map_err(drv("report"))?);
+            report.relative_energy += r.relative_energy;
+            report.relative_dof += r.relative_dof;
+            report.kinetic_stress_sum += r.kinetic_stress_sum;
+            report.collisional_stress_sum += r.collisional_stress_sum;
+            for (t, w) in report.wall_momentum.iter_mut().zip(r.wall_momentum) {
+                for k in 0..3 {
+                    t[k] += w[k];
+                }
+            }
             if sl.counters_host.as_slice().map_err(drv("counters"))?[3] & 2 != 0 {
                 return Err(MpcError::Device(format!(
                     "{}: a particle arrived in a cell this GPU does not own (it crossed a whole \

@@ -1,0 +1,263 @@
+//! The `walls` section of a run config and its checks.
+//!
+//! ```ron
+//! walls: Slit(bottom_velocity: 0.0, top_velocity: 0.1),   // plates normal to y, height Ly − 1
+//! walls: Pipe(radius: 7.5),                               // a pipe along x
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+use super::shapes::{Pipe, Shape, Slit};
+use crate::config::Config;
+use crate::error::ConfigError;
+pub use crate::md::walls::SoluteWall;
+
+/// What a fluid particle that reaches a wall does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum WallBoundary {
+    /// Bounce-back (its velocity relative to the wall reversed), and virtual particles moving
+    /// with the wall fill the cells the wall cuts: no slip in streaming and collision.
+    #[default]
+    NoSlip,
+    /// Specular reflection (the normal component relative to the wall reversed); no virtual
+    /// particles.
+    Slip,
+}
+
+/// The wall geometry of a run: the fluid is confined along y (and z for the pipe); x stays
+/// periodic.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub enum WallsConfig {
+    /// Parallel plates normal to y, centred in the box, `height` apart (default Ly − 1: the
+    /// shifted grid needs one cell layer more than the channel), each moving along x.
+    Slit {
+        #[serde(default)]
+        height: Option<f64>,
+        #[serde(default)]
+        bottom_velocity: f64,
+        #[serde(default)]
+        top_velocity: f64,
+        #[serde(default)]
+        boundary: WallBoundary,
+        /// The WCA wall potential the bundled MD engine's solutes feel (`md::walls`).
+        #[serde(default)]
+        solutes: SoluteWall,
+    },
+    /// A cylindrical pipe along x, its axis through the box centre (y, z) = (Ly/2, Lz/2), its
+    /// wall moving along x with `velocity`.
+    Pipe {
+        radius: f64,
+        #[serde(default)]
+        velocity: f64,
+        #[serde(default)]
+        boundary: WallBoundary,
+        /// The WCA wall potential the bundled MD engine's solutes feel (`md::walls`).
+        #[serde(default)]
+        solutes: SoluteWall,
+    },
+}
+
+/// The fewest cells across a channel (slit height, pipe diameter).
+pub const MIN_CHANNEL_CELLS: f64 = 4.0;
+
+fn err(field: &str, problem: String, fix: &str) -> Result<(), ConfigError> {
+    Err(ConfigError {
+        field: field.into(),
+        problem,
+        fix: fix.into(),
+    })
+}
+
+impl WallsConfig {
+    pub fn boundary(&self) -> WallBoundary {
+        match self {
+            WallsConfig::Slit { boundary, .. } | WallsConfig::Pipe { boundary, .. } => *boundary,
+        }
+    }
+
+    /// The WCA parameters of the walls for the MD engine's solutes.
+    pub fn solute_wall(&self) -> SoluteWall {
+        match self {
+            WallsConfig::Slit { solutes, .. } | WallsConfig::Pipe { solutes, .. } => *solutes,
+        }
+    }
+
+    /// The geometry in the box of `cfg` (assumed valid).
+    pub fn shape(&self, cfg: &Config) -> Shape {
+        let [_, ly, lz] = cfg.cells.map(|c| c as f64);
+        match *self {
+            WallsConfig::Slit {
+                height,
+                bottom_velocity,
+                top_velocity,
+                ..
+            } => Shape::Slit(Slit::centred(
+                height.unwrap_or(ly - 1.0),
+                ly,
+                [bottom_velocity, top_velocity],
+            )),
+            WallsConfig::Pipe {
+                radius, velocity, ..
+            } => Shape::Pipe(Pipe {
+                centre: [0.5 * ly, 0.5 * lz],
+                radius,
+                velocity,
+            }),
+        }
+    }
+
+    /// Every check of the walls against the rest of the config.
+    pub fn validate(&self, cfg: &Config) -> Result<(), ConfigError> {
+        if cfg.shear_rate != 0.0 {
+            return err(
+                "walls",
+                format!(
+                    "walls cannot be combined with Lees-Edwards shear (shear_rate = {})",
+                    cfg.shear_rate
+                ),
+                "set shear_rate: 0.0 and shear the fluid with moving plates \
+                 (Slit(bottom_velocity: ..., top_velocity: ...)) or drive it with body_force",
+            );
+        }
+        if !crate::physics::Rule::from_config(&cfg.collision).is_plain_srd() {
+            return err(
+                "walls",
+                format!(
+                    "walls work with the plain SRD rule only (collision = {:?})",
+                    cfg.collision
+                ),
+                "use collision: Srd(angle_deg: ...) without angular_momentum between walls (the \
+                 virtual wall particles carry no positions or Andersen draws)",
+            );
+        }
+        match *self {
+            WallsConfig::Slit {
+                height,
+                bottom_velocity,
+                top_velocity,
+                ..
+            } => {
+                check_slit(cfg, height)?;
+                check_speed(cfg, "walls.bottom_velocity", bottom_velocity)?;
+                check_speed(cfg, "walls.top_velocity", top_velocity)?;
+            }
+            WallsConfig::Pipe {
+                radius, velocity, ..
+            } => {
+                check_pipe(cfg, radius)?;
+                check_speed(cfg, "walls.velocity", velocity)?;
+            }
+        }
+        check_body_force(cfg, self)?;
+        check_solute_wall(self.solute_wall())
+    }
+}
+
+fn check_slit(cfg: &Config, height: Option<f64>) -> Result<(), ConfigError> {
+    let ly = cfg.cells[1] as f64;
+    let h = height.unwrap_or(ly - 1.0);
+    if !h.is_finite() || h < MIN_CHANNEL_CELLS {
+        return err(
+            "walls.height",
+            format!(
+                "a slit {h} cells high is thinner than {MIN_CHANNEL_CELLS} cells (cells.1 = {ly})"
+            ),
+            "make the slit at least 4 cells high: cells.1 ≥ 5 (the default height is cells.1 − 1)",
+        );
+    }
+    if h > ly - 1.0 {
+        return err(
+            "walls.height",
+            format!(
+                "a slit {h} cells high needs a box of at least {} cells in y (cells.1 = {ly})",
+                h + 1.0
+            ),
+            "leave one cell layer more than the slit height (the shifted grid reaches half a cell \
+             beyond each plate): set cells.1 ≥ height + 1, or leave height unset (cells.1 − 1)",
+        );
+    }
+    Ok(())
+}
+
+fn check_pipe(cfg: &Config, radius: f64) -> Result<(), ConfigError> {
+    let room = cfg.cells[1].min(cfg.cells[2]) as f64 - 1.0;
+    if !radius.is_finite() || 2.0 * radius < MIN_CHANNEL_CELLS {
+        return err(
+            "walls.radius",
+            format!("a pipe of radius {radius} is thinner than {MIN_CHANNEL_CELLS} cells across"),
+            "give the pipe a radius of at least 2 cells",
+        );
+    }
+    if 2.0 * radius > room {
+        return err(
+            "walls.radius",
+            format!(
+                "a pipe of diameter {} is wider than the box allows ({room} cells: cells.1 and \
+                 cells.2 less one)",
+                2.0 * radius
+            ),
+            "use a radius ≤ (min(cells.1, cells.2) − 1) / 2, or a larger box (the shifted grid \
+             reaches half a cell beyond the wall)",
+        );
+    }
+    Ok(())
+}
+
+fn check_speed(cfg: &Config, field: &str, u: f64) -> Result<(), ConfigError> {
+    if !u.is_finite() {
+        return err(
+            field,
+            format!("must be finite (got {u})"),
+            "give a wall speed such as 0.1",
+        );
+    }
+    if u.abs() * cfg.time_step > 0.5 {
+        return err(
+            field,
+            format!(
+                "|u|·h = {:.3} cells per step is too fast for the grid",
+                u.abs() * cfg.time_step
+            ),
+            "keep |wall velocity| · time_step below 0.5",
+        );
+    }
+    Ok(())
+}
+
+/// The time of impact is exact for paths that are straight across the channel: a body force
+/// may only push along the walls.
+fn check_body_force(cfg: &Config, walls: &WallsConfig) -> Result<(), ConfigError> {
+    let closed: &[usize] = match walls {
+        WallsConfig::Slit { .. } => &[1],
+        WallsConfig::Pipe { .. } => &[1, 2],
+    };
+    for &k in closed {
+        if cfg.body_force[k] != 0.0 {
+            return err(
+                &format!("body_force.{k}"),
+                format!(
+                    "a body force across the walls ({}) is not supported: bounce-back is exact \
+                     for motion that is straight across the channel",
+                    cfg.body_force[k]
+                ),
+                "push along the walls only (body_force: (fx, 0.0, fz) in a slit, (fx, 0.0, 0.0) \
+                 in a pipe)",
+            );
+        }
+    }
+    Ok(())
+}
+
+fn check_solute_wall(w: SoluteWall) -> Result<(), ConfigError> {
+    for (name, v) in [("epsilon", w.epsilon), ("sigma", w.sigma)] {
+        if !(v.is_finite() && v > 0.0) {
+            return err(
+                &format!("walls.solutes.{name}"),
+                format!("must be finite and > 0 (got {v})"),
+                "give the solutes' WCA wall potential, e.g. solutes: (epsilon: 1.0, sigma: 1.0)",
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,456 @@
+//! Wall geometries. A shape is one type implementing [`WallShape`]: where the wall is (signed
+//! distance, normal), how it moves (wall velocity), when a straight path reaches it (time of
+//! impact), and the two questions of the grid (is a collision cell cut by the wall; how an
+//! f32-rounded position is kept on the fluid side). [`Shape`] is the tagged union of the
+//! shapes a config can name; `kernels/walls.cuh` mirrors every formula operation by operation.
+//!
+//! Both shapes keep at least half a cell of clearance to the box faces across the channel, so
+//! that the shifted grid (shift in [−a/2, a/2)) never wraps a fluid particle periodically
+//! across a wall: the box's extra cell layer is the one the shifted grid needs.
+
+/// A wall geometry. Lengths in cells; the fluid is where `signed_distance > 0`.
+pub trait WallShape {
+    /// Distance from `r` to the wall surface: positive in the fluid, negative inside the wall.
+    fn signed_distance(&self, r: [f64; 3]) -> f64;
+
+    /// Unit normal of the surface nearest `r`, pointing into the fluid.
+    fn normal(&self, r: [f64; 3]) -> [f64; 3];
+
+    /// Velocity of the surface nearest `r`.
+    fn wall_velocity(&self, r: [f64; 3]) -> [f64; 3];
+
+    /// Which surface is nearest `r` (0 or 1; the momentum given to each is kept apart).
+    fn surface(&self, r: [f64; 3]) -> usize;
+
+    /// The first time t in [0, dt] at which the straight path `r + v t` reaches the surface
+    /// on its way out of the fluid (0 for a point a rounding error outside that moves
+    /// outwards), or None if the path stays in the fluid for `dt`. Exact for the straight
+    /// path, computed in f64.
+    fn time_of_impact(&self, r: [f64; 3], v: [f64; 3], dt: f64) -> Option<f64>;
+
+    /// Whether the collision cell `[lo, lo + 1)` (unshifted coordinates) lies partly in the
+    /// fluid and partly in the wall.
+    fn cuts_cell(&self, lo: [f64; 3]) -> bool;
+
+    /// A stored (f32) position moved onto the fluid side if rounding put it a hair inside the
+    /// wall; positions in the fluid are returned unchanged.
+    fn keep_inside(&self, p: [f32; 3]) -> [f32; 3];
+
+    /// Volume of the fluid region in a box of edges `len`.
+    fn fluid_volume(&self, len: [f64; 3]) -> f64;
+
+    /// Axes the walls close (0 x, 1 y, 2 z): no periodic wrapping there.
+    fn closed_axes(&self) -> [bool; 3];
+}
+
+/// Parallel plates normal to y at `y0` and `y1`, each moving along x.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Slit {
+    pub y0: f64,
+    pub y1: f64,
+    /// x velocities of the bottom (y0) and top (y1) plates.
+    pub velocity: [f64; 2],
+    /// The smallest and largest f32 in [y0, y1] (stored positions are clamped to them).
+    pub y0f: f32,
+    pub y1f: f32,
+}
+
+impl Slit {
+    /// Plates of a slit of `height` centred in a box `ly` cells high.
+    pub fn centred(height: f64, ly: f64, velocity: [f64; 2]) -> Slit {
+        let y0 = 0.5 * (ly - height);
+        let y1 = y0 + height;
+        let mut y0f = y0 as f32;
+        if (y0f as f64) < y0 {
+            y0f = f32::from_bits(y0f.to_bits() + 1);
+        }
+        let mut y1f = y1 as f32;
+        if (y1f as f64) > y1 {
+            y1f = f32::from_bits(y1f.to_bits() - 1);
+        }
+        Slit {
+            y0,
+            y1,
+            velocity,
+            y0f,
+            y1f,
+        }
+    }
+
+    pub fn height(&self) -> f64 {
+        self.y1 - self.y0
+    }
+
+    /// Whether `y` is in the lower half (nearer the bottom plate).
+    #[inline]
+    fn lower(&self, y: f64) -> bool {
+        y < 0.5 * (self.y0 + self.y1)
+    }
+}
+
+impl WallShape for Slit {
+    #[inline]
+    fn signed_distance(&self, r: [f64; 3]) -> f64 {
+        let a = r[1] - self.y0;
+        let b = self.y1 - r[1];
+        if a < b {
+            a
+        } else {
+            b
+        }
+    }
+
+    #[inline]
+    fn normal(&self, r: [f64; 3]) -> [f64; 3] {
+        if self.lower(r[1]) {
+            [0.0, 1.0, 0.0]
+        } else {
+            [0.0, -1.0, 0.0]
+        }
+    }
+
+    #[inline]
+    fn wall_velocity(&self, r: [f64; 3]) -> [f64; 3] {
+        [self.velocity[self.surface(r)], 0.0, 0.0]
+    }
+
+    #[inline]
+    fn surface(&self, r: [f64; 3]) -> usize {
+        if self.lower(r[1]) {
+            0
+        } else {
+            1
+        }
+    }
+
+    #[inline]
+    fn time_of_impact(&self, r: [f64; 3], v: [f64; 3], dt: f64) -> Option<f64> {
+        let t = if v[1] < 0.0 {
+            (self.y0 - r[1]) / v[1]
+        } else if v[1] > 0.0 {
+            (self.y1 - r[1]) / v[1]
+        } else {
+            return None;
+        };
+        if t > dt {
+            None
+        } else if t < 0.0 {
+            Some(0.0)
+        } else {
+            Some(t)
+        }
+    }
+
+    #[inline]
+    fn cuts_cell(&self, lo: [f64; 3]) -> bool {
+        let hi = lo[1] + 1.0;
+        (lo[1] < self.y0 && self.y0 < hi) || (lo[1] < self.y1 && self.y1 < hi)
+    }
+
+    #[inline]
+    fn keep_inside(&self, p: [f32; 3]) -> [f32; 3] {
+        let mut y = p[1];
+        if y < self.y0f {
+            y = self.y0f;
+        } else if y > self.y1f {
+            y = self.y1f;
+        }
+        [p[0], y, p[2]]
+    }
+
+    fn fluid_volume(&self, len: [f64; 3]) -> f64 {
+        len[0] * self.height() * len[2]
+    }
+
+    fn closed_axes(&self) -> [bool; 3] {
+        [false, true, false]
+    }
+}
+
+/// A cylindrical pipe along x: axis at (y, z) = `centre`, radius `radius`, wall moving along x.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pipe {
+    pub centre: [f64; 2],
+    pub radius: f64,
+    /// x velocity of the wall.
+    pub velocity: f64,
+}
+
+impl Pipe {
+    /// Offset (y, z) of `r` from the axis.
+    #[inline]
+    fn offset(&self, r: [f64; 3]) -> (f64, f64) {
+        (r[1] - self.centre[0], r[2] - self.centre[1])
+    }
+
+    /// Squared distance of `r` from the axis minus R² (negative in the fluid).
+    #[inline]
+    fn excess(&self, dy: f64, dz: f64) -> f64 {
+        dy * dy + dz * dz - self.radius * self.radius
+    }
+}
+
+/// The f32 next to `x` (≥ 0) in the direction of `target`.
+#[inline]
+pub fn f32_step_towards(x: f32, target: f64) -> f32 {
+    if (x as f64) > target {
+        if x > 0.0 {
+            f32::from_bits(x.to_bits() - 1)
+        } else {
+            x
+        }
+    } else if (x as f64) < target {
+        f32::from_bits(x.to_bits() + 1)
+    } else {
+        x
+    }
+}
+
+impl WallShape for Pipe {
+    #[inline]
+    fn signed_distance(&self, r: [f64; 3]) -> f64 {
+        let (dy, dz) = self.offset(r);
+        self.radius - (dy * dy + dz * dz).sqrt()
+    }
+
+    #[inline]
+    fn normal(&self, r: [f64; 3]) -> [f64; 3] {
+        let (dy, dz) = self.offset(r);
+        let d = (dy * dy + dz * dz).sqrt();
+        if d > 0.0 {
+            [0.0, -dy / d, -dz / d]
+        } else {
+            [0.0, -1.0, 0.0]
+        }
+    }
+
+    #[inline]
+    fn wall_velocity(&self, _r: [f64; 3]) -> [f64; 3] {
+        [self.velocity, 0.0, 0.0]
+    }
+
+    #[inline]
+    fn surface(&self, _r: [f64; 3]) -> usize {
+        0
+    }
+
+    /// The larger root of |ρ + v⊥ t|² = R² (ρ the offset from the axis), in the form without
+    /// cancellation: (−B + √D)/A for B ≤ 0, C/(−B − √D) for B > 0, with A = |v⊥|², B = ρ·v⊥,
+    /// C = |ρ|² − R², D = B² − A C.
+    #[inline]
+    fn time_of_impact(&self, r: [f64; 3], v: [f64; 3], dt: f64) -> Option<f64> {
+        let (dy, dz) = self.offset(r);
+        let a = v[1] * v[1] + v[2] * v[2];
+        if a == 0.0 {
+            return None;
+        }
+        let b = dy * v[1] + dz * v[2];
+        let c = self.excess(dy, dz);
+        let d = b * b - a * c;
+        if d < 0.0 {
+            return None;
+        }
+        let sd = d.sqrt();
+        let t = if b <= 0.0 {
+            (sd - b) / a
+        } else {
+            c / (-b - sd)
+        };
+        if t > dt {
+            None
+        } else if t < 0.0 {
+            Some(0.0)
+        } else {
+            Some(t)
+        }
+    }
+
+    /// The square [lo, lo + 1) in (y, z) is cut when the circle passes between its nearest
+    /// and its farthest point from the axis.
+    #[inline]
+    fn cuts_cell(&self, lo: [f64; 3]) -> bool {
+        let (y0, z0) = self.offset(lo);
+        let (y1, z1) = (y0 + 1.0, z0 + 1.0);
+        let near = |a: f64, b: f64| {
+            if a > 0.0 {
+                a
+            } else if b < 0.0 {
+                -b
+            } else {
+                0.0
+            }
+        };
+        let far = |a: f64, b: f64| {
+            let (x, y) = (a.abs(), b.abs());
+            if x > y {
+                x
+            } else {
+                y
+            }
+        };
+        let (ny, nz) = (near(y0, y1), near(z0, z1));
+        let (fy, fz) = (far(y0, y1), far(z0, z1));
+        let r2 = self.radius * self.radius;
+        ny * ny + nz * nz < r2 && r2 < fy * fy + fz * fz
+    }
+
+    /// Steps y and z one f32 apart towards the axis until the position is in the fluid (one
+    /// step moves it at least as far as the rounding that put it outside; at most 8 steps).
+    #[inline]
+    fn keep_inside(&self, p: [f32; 3]) -> [f32; 3] {
+        let mut q = p;
+        for _ in 0..8 {
+            let (dy, dz) = self.offset([q[0] as f64, q[1] as f64, q[2] as f64]);
+            if self.excess(dy, dz) <= 0.0 {
+                break;
+            }
+            q[1] = f32_step_towards(q[1], self.centre[0]);
+            q[2] = f32_step_towards(q[2], self.centre[1]);
+        }
+        q
+    }
+
+    fn fluid_volume(&self, len: [f64; 3]) -> f64 {
+        len[0] * std::f64::consts::PI * self.radius * self.radius
+    }
+
+    fn closed_axes(&self) -> [bool; 3] {
+        [false, true, true]
+    }
+}
+
+/// The shapes a config can name (a tagged union, as `MpcWalls` in `kernels/walls.cuh`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Shape {
+    Slit(Slit),
+    Pipe(Pipe),
+}
+
+macro_rules! dispatch {
+    ($self:ident, $s:ident => $e:expr) => {
+        match $self {
+            Shape::Slit($s) => $e,
+            Shape::Pipe($s) => $e,
+        }
+    };
+}
+
+impl WallShape for Shape {
+    #[inline]
+    fn signed_distance(&self, r: [f64; 3]) -> f64 {
+        dispatch!(self, s => s.signed_distance(r))
+    }
+    #[inline]
+    fn normal(&self, r: [f64; 3]) -> [f64; 3] {
+        dispatch!(self, s => s.normal(r))
+    }
+    #[inline]
+    fn wall_velocity(&self, r: [f64; 3]) -> [f64; 3] {
+        dispatch!(self, s => s.wall_velocity(r))
+    }
+    #[inline]
+    fn surface(&self, r: [f64; 3]) -> usize {
+        dispatch!(self, s => s.surface(r))
+    }
+    #[inline]
+    fn time_of_impact(&self, r: [f64; 3], v: [f64; 3], dt: f64) -> Option<f64> {
+        dispatch!(self, s => s.time_of_impact(r, v, dt))
+    }
+    #[inline]
+    fn cuts_cell(&self, lo: [f64; 3]) -> bool {
+        dispatch!(self, s => s.cuts_cell(lo))
+    }
+    #[inline]
+    fn keep_inside(&self, p: [f32; 3]) -> [f32; 3] {
+        dispatch!(self, s => s.keep_inside(p))
+    }
+    fn fluid_volume(&self, len: [f64; 3]) -> f64 {
+        dispatch!(self, s => s.fluid_volume(len))
+    }
+    fn closed_axes(&self) -> [bool; 3] {
+        dispatch!(self, s => s.closed_axes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pipe() -> Pipe {
+        Pipe {
+            centre: [5.0, 5.0],
+            radius: 4.0,
+            velocity: 0.0,
+        }
+    }
+
+    #[test]
+    fn slit_geometry() {
+        let s = Slit::centred(9.0, 10.0, [0.1, -0.2]);
+        assert_eq!((s.y0, s.y1), (0.5, 9.5));
+        assert_eq!(s.signed_distance([0.0, 1.5, 0.0]), 1.0);
+        assert_eq!(s.signed_distance([0.0, 9.75, 0.0]), -0.25);
+        assert_eq!(s.normal([0.0, 9.0, 0.0]), [0.0, -1.0, 0.0]);
+        assert_eq!(s.wall_velocity([0.0, 1.0, 0.0]), [0.1, 0.0, 0.0]);
+        assert_eq!(s.wall_velocity([0.0, 8.0, 0.0]), [-0.2, 0.0, 0.0]);
+        assert_eq!(
+            s.time_of_impact([0.0, 1.0, 0.0], [0.0, -1.0, 0.0], 1.0),
+            Some(0.5)
+        );
+        assert_eq!(
+            s.time_of_impact([0.0, 1.0, 0.0], [0.0, -1.0, 0.0], 0.4),
+            None
+        );
+        assert_eq!(
+            s.time_of_impact([0.0, 0.4, 0.0], [0.0, -1.0, 0.0], 0.4),
+            Some(0.0)
+        );
+        assert!(s.cuts_cell([0.0, 0.2, 0.0]) && !s.cuts_cell([0.0, 0.5, 0.0]));
+        assert!(s.cuts_cell([0.0, 8.7, 0.0]) && !s.cuts_cell([0.0, 8.5, 0.0]));
+        let odd = Slit::centred(8.3, 10.0, [0.0; 2]);
+        assert!(odd.y0f as f64 >= odd.y0 && odd.y1f as f64 <= odd.y1);
+        assert_eq!(odd.keep_inside([1.0, 0.0, 2.0])[1], odd.y0f);
+    }
+
+    #[test]
+    fn pipe_time_of_impact_is_the_exit_root() {
+        let p = pipe();
+        // from the axis straight up: hits at y = 9 after 4 / 2 = 2
+        assert_eq!(
+            p.time_of_impact([0.0, 5.0, 5.0], [3.0, 2.0, 0.0], 5.0),
+            Some(2.0)
+        );
+        // on the surface moving inwards: crosses the pipe (chord of length 8)
+        let t = p.time_of_impact([0.0, 9.0, 5.0], [0.0, -1.0, 0.0], 10.0);
+        assert_eq!(t, Some(8.0));
+        // on the surface moving out: now
+        assert_eq!(
+            p.time_of_impact([0.0, 9.0, 5.0], [0.0, 1.0, 0.0], 1.0),
+            Some(0.0)
+        );
+        // a general path lands on the circle
+        let (r, v) = ([0.0, 6.3, 3.9], [0.0, 0.7, -1.3]);
+        let t = p.time_of_impact(r, v, 100.0).unwrap();
+        let hit = [0.0, r[1] + v[1] * t, r[2] + v[2] * t];
+        assert!(p.signed_distance(hit).abs() < 1e-14);
+        assert_eq!(
+            p.time_of_impact([0.0, 5.0, 5.0], [1.0, 0.0, 0.0], 1e9),
+            None
+        );
+    }
+
+    #[test]
+    fn pipe_cells_and_rounding() {
+        let p = pipe();
+        assert!(!p.cuts_cell([0.0, 4.5, 4.5])); // around the axis
+        assert!(p.cuts_cell([0.0, 8.5, 4.5])); // straddles y = 9
+        assert!(!p.cuts_cell([0.0, 0.0, 0.0])); // corner of the box, all wall
+        assert!(p.cuts_cell([0.0, 1.3, 2.0]));
+        // a point rounded outside comes back in, one f32 step at a time
+        let out = [1.0f32, 9.000_001, 5.0];
+        assert!(p.signed_distance(out.map(|c| c as f64)) < 0.0);
+        let q = p.keep_inside(out);
+        assert!(p.signed_distance(q.map(|c| c as f64)) >= 0.0);
+        assert_eq!(p.keep_inside([1.0, 5.0, 5.0]), [1.0, 5.0, 5.0]);
+    }
+}
