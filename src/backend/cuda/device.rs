@@ -167,6 +167,7 @@ kernel_store! {
     "debug.cu" {
         debug_cell_draws: "mpc_debug_cell_draws",
         debug_det_ln: "mpc_debug_det_ln",
+        debug_at_draws: "mpc_debug_at_draws",
         debug_initial_particle: "mpc_debug_initial_particle",
     }
     "init.cu" {
