@@ -2,6 +2,7 @@
 #ifndef MPCBOX_NVRTC
 #include "rng.cuh"
 #include "mpc.cuh"
+#include "rules.cuh"
 #endif
 
 // ---- debug entry points for the tests ----
@@ -21,6 +22,28 @@ extern "C" __global__ void mpc_debug_cell_draws(unsigned long long seed, unsigne
     axes[3 * i + 1] = a[1];
     axes[3 * i + 2] = a[2];
     energies[i] = counts[i] >= 2 ? mpc_cell_thermostat_energy(seed, step, cells[i], counts[i], kt) : 0.0;
+}
+
+// MPC-AT's draws (Physics::rule_draw) of particles with keys keys[i] and masses masses[i] in
+// global cells cells[i] at (seed, step) for temperature kt.
+extern "C" __global__ void mpc_debug_at_draws(unsigned long long seed, unsigned long long step,
+                                              const unsigned int *__restrict__ cells,
+                                              const unsigned long long *__restrict__ keys,
+                                              const double *__restrict__ masses, double kt, double *draws,
+                                              unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    MpcParams p = {};
+    p.seed = seed;
+    p.step = step;
+    p.kt = kt;
+    double xi[3];
+    mpc_rule_draw(p, cells[i], keys[i], masses[i], xi);
+    draws[3 * i] = xi[0];
+    draws[3 * i + 1] = xi[1];
+    draws[3 * i + 2] = xi[2];
 }
 
 extern "C" __global__ void mpc_debug_det_ln(const double *__restrict__ x, double *y, unsigned int n) {

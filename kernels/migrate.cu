@@ -2,7 +2,7 @@
 #ifndef MPCBOX_NVRTC
 #include "cell_sums.cuh"
 #include "migrate.cuh"
-#include "rules.cuh"
+#include "rule_sums.cuh"
 #endif
 
 // Slab mode: unpack `count` particles received from a neighbour (records as in mpc_emigrate).

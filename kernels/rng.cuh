@@ -92,6 +92,51 @@ __device__ __noinline__ double mpc_det_ln(double x) {
     return ef * MPC_LN2_HI + (ef * MPC_LN2_LO + ln_m);
 }
 
+// mpc_det_ln of two values at once (the same operations on each, interleaved, so the two
+// dependent chains overlap): for normal positive finite inputs, the only ones Box-Muller
+// passes (1 - u in [2^-53, 1]); anything else goes through mpc_det_ln itself.
+__device__ __forceinline__ void mpc_det_ln_pair(double x0, double x1, double *y0, double *y1) {
+    const double inf = __longlong_as_double(0x7ff0000000000000LL);
+    if (!(x0 >= MPC_F64_MIN_POSITIVE && x0 < inf && x1 >= MPC_F64_MIN_POSITIVE && x1 < inf)) {
+        *y0 = mpc_det_ln(x0);
+        *y1 = mpc_det_ln(x1);
+        return;
+    }
+    mpc_u64 b0 = (mpc_u64)__double_as_longlong(x0);
+    mpc_u64 b1 = (mpc_u64)__double_as_longlong(x1);
+    long long e0 = (long long)((b0 >> 52) & 0x7ff) - 1023;
+    long long e1 = (long long)((b1 >> 52) & 0x7ff) - 1023;
+    double m0 = __longlong_as_double((long long)((b0 & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL));
+    double m1 = __longlong_as_double((long long)((b1 & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL));
+    if (m0 > 2.0 * MPC_SQRT_HALF) {
+        m0 *= 0.5;
+        e0 += 1;
+    }
+    if (m1 > 2.0 * MPC_SQRT_HALF) {
+        m1 *= 0.5;
+        e1 += 1;
+    }
+    double s0 = (m0 - 1.0) / (m0 + 1.0);
+    double s1 = (m1 - 1.0) / (m1 + 1.0);
+    double z0 = s0 * s0;
+    double z1 = s1 * s1;
+    double p0 = 1.0 / 23.0;
+    double p1 = 1.0 / 23.0;
+    const double c[10] = {1.0 / 21.0, 1.0 / 19.0, 1.0 / 17.0, 1.0 / 15.0, 1.0 / 13.0,
+                          1.0 / 11.0, 1.0 / 9.0,  1.0 / 7.0,  1.0 / 5.0,  1.0 / 3.0};
+#pragma unroll
+    for (int k = 0; k < 10; ++k) {
+        p0 = p0 * z0 + c[k];
+        p1 = p1 * z1 + c[k];
+    }
+    double ln_m0 = 2.0 * s0 + 2.0 * s0 * (z0 * p0);
+    double ln_m1 = 2.0 * s1 + 2.0 * s1 * (z1 * p1);
+    double ef0 = (double)e0;
+    double ef1 = (double)e1;
+    *y0 = ef0 * MPC_LN2_HI + (ef0 * MPC_LN2_LO + ln_m0);
+    *y1 = ef1 * MPC_LN2_HI + (ef1 * MPC_LN2_LO + ln_m1);
+}
+
 // A Philox word stream at one address (mirror of rng::CellStream).
 struct MpcCellStream {
     unsigned int key0, key1;
@@ -185,11 +230,74 @@ __device__ __forceinline__ void mpc_normal_pair(MpcCellStream *s, double *a, dou
     }
 }
 
-// CellStream::normal3: one pair, then the first of a second pair.
+#define MPC_FRAC_PI_2 1.5707963267948966192313216916397514
+
+// rng::det_sincos_turn: sin(2 pi u) and cos(2 pi u) for u in [0, 1) from IEEE-exact operations.
+__device__ __forceinline__ void mpc_det_sincos_turn(double u, double *sin_out, double *cos_out) {
+    double x = 4.0 * u;
+    double q = floor(x);
+    double f = x - q;
+    bool swap = f > 0.5;
+    if (swap) {
+        f = 1.0 - f;
+    }
+    double a = f * MPC_FRAC_PI_2;
+    double z = a * a;
+    double ps = 1.0 / 355687428096000.0;
+    ps = ps * z - 1.0 / 1307674368000.0;
+    ps = ps * z + 1.0 / 6227020800.0;
+    ps = ps * z - 1.0 / 39916800.0;
+    ps = ps * z + 1.0 / 362880.0;
+    ps = ps * z - 1.0 / 5040.0;
+    ps = ps * z + 1.0 / 120.0;
+    ps = ps * z - 1.0 / 6.0;
+    double sin_a = a + a * (z * ps);
+    double pc = -1.0 / 6402373705728000.0;
+    pc = pc * z + 1.0 / 20922789888000.0;
+    pc = pc * z - 1.0 / 87178291200.0;
+    pc = pc * z + 1.0 / 479001600.0;
+    pc = pc * z - 1.0 / 3628800.0;
+    pc = pc * z + 1.0 / 40320.0;
+    pc = pc * z - 1.0 / 720.0;
+    pc = pc * z + 1.0 / 24.0;
+    double cos_a = 1.0 - 0.5 * z + z * (z * pc);
+    double s = swap ? cos_a : sin_a;
+    double c = swap ? sin_a : cos_a;
+    switch ((unsigned int)q) {
+        case 0: *sin_out = s; *cos_out = c; break;
+        case 1: *sin_out = c; *cos_out = -s; break;
+        case 2: *sin_out = -s; *cos_out = -c; break;
+        default: *sin_out = -c; *cos_out = s; break;
+    }
+}
+
+// MPC-AT's three normals (CellStream::normal3). MPC_AT_NORMALS=1 (default): Box-Muller, the
+// CPU's draws. MPC_AT_NORMALS=0: the first version's polar method (a pair, then the first of a
+// second pair), kept only to measure it against Box-Muller: its draws differ from the CPU's.
+#ifndef MPC_AT_NORMALS
+#define MPC_AT_NORMALS 1
+#endif
 __device__ __forceinline__ void mpc_normal3(MpcCellStream *s, double out[3]) {
+#if MPC_AT_NORMALS
+    double u1 = mpc_uniform(s);
+    double u2 = mpc_uniform(s);
+    double u3 = mpc_uniform(s);
+    double u4 = mpc_uniform(s);
+    double l1, l3;
+    mpc_det_ln_pair(1.0 - u1, 1.0 - u3, &l1, &l3);
+    double r1 = sqrt(-2.0 * l1);
+    double r2 = sqrt(-2.0 * l3);
+    double s1, c1, s2, c2;
+    mpc_det_sincos_turn(u2, &s1, &c1);
+    mpc_det_sincos_turn(u4, &s2, &c2);
+    out[0] = r1 * c1;
+    out[1] = r1 * s1;
+    out[2] = r2 * c2;
+#else
     double unused;
     mpc_normal_pair(s, &out[0], &out[1]);
     mpc_normal_pair(s, &out[2], &unused);
+#endif
 }
 
 // Gamma(shape, 1) for shape >= 1 by Marsaglia and Tsang (2000).

@@ -1,16 +1,51 @@
 // Collision rules beside plain SRD (src/backend/cuda/rules.rs): pass 1 with the extended cell
 // sums (and, fused, the previous step's collision), the cell pass, the collision, the solutes.
-// Each kernel takes the rule code (uniform over the grid) and runs the rule's instantiation of
-// the templates in rules.cuh; the plain SRD kernels stay as they are. Pass 1 shares its
-// streaming and binning (mpc_stream_store_bin, mpc_live) with stream.cu, earlier in the unit.
+// Two sets of kernels run the templates of rules.cuh and rule_sums.cuh: one per rule
+// (mpc_rules_*_srd_a, _at, _at_a: each compiled for its rule alone, so it carries only that
+// rule's registers; the default) and one taking the rule code at run time (the first version;
+// `MPCBOX_RULES_KERNELS=generic`, and the block-aggregation methods and the solutes, which
+// are not hot). Both take the same arguments. The plain SRD kernels stay as they are. Pass 1
+// shares its streaming and binning (mpc_stream_store_bin, mpc_live) with stream.cu.
 #ifndef MPCBOX_NVRTC
-#include "rules.cuh"
+#include "rule_sums.cuh"
 #include "migrate.cuh"
 #endif
 
+// Minimum resident blocks of 256 threads per multiprocessor for the per-particle rule kernels
+// (a register cap: 3 keeps every rule's pass 1 at 80 registers or fewer without spills, 24
+// warps per SM; 1 lets MPC-AT+a's fused pass take 98, 16 warps; tuning knob:
+// MPCBOX_NVRTC_OPTIONS="-DMPC_RULES_MIN_BLOCKS=n"). The bound of 256 threads per block is what
+// the staging in shared memory (48 KB per block) is sized for.
+#ifndef MPC_RULES_MIN_BLOCKS
+#define MPC_RULES_MIN_BLOCKS 3
+#endif
+#define MPC_RULES_BOUNDS __launch_bounds__(256, MPC_RULES_MIN_BLOCKS)
+
+// Every kernel of one kind takes the same arguments, per rule or with the rule at run time.
+#define MPC_RULES_PASS1_PARAMS                                                                                  \
+    MpcParams p, unsigned int rule, float *__restrict__ px, float *__restrict__ py, float *__restrict__ pz,     \
+        double *__restrict__ vx, double *__restrict__ vy, double *__restrict__ vz,                             \
+        unsigned int *__restrict__ cellw, double *cells, double *ext, double *report, MpcMigration m
+#define MPC_RULES_PASS1_ARGS p, rule, px, py, pz, vx, vy, vz, cellw, cells, ext, report, m
+#define MPC_RULES_FUSED_PARAMS                                                                                  \
+    MpcParams pc, MpcParams p, unsigned int rule, float *__restrict__ px, float *__restrict__ py,               \
+        float *__restrict__ pz, double *__restrict__ vx, double *__restrict__ vy, double *__restrict__ vz,     \
+        unsigned int *__restrict__ cellw, const double *__restrict__ cells_prev,                               \
+        const double *__restrict__ ext_prev, double *cells_next, double *ext_next, double *report, MpcMigration m
+#define MPC_RULES_FUSED_ARGS \
+    pc, p, rule, px, py, pz, vx, vy, vz, cellw, cells_prev, ext_prev, cells_next, ext_next, report, m
+#define MPC_RULES_CELL_PARAMS MpcParams p, unsigned int rule, double *cells, double *ext, double *report
+#define MPC_RULES_CELL_ARGS p, rule, cells, ext, report
+#define MPC_RULES_COLLIDE_PARAMS                                                                                \
+    MpcParams p, unsigned int rule, const float *__restrict__ px, const float *__restrict__ py,                 \
+        const float *__restrict__ pz, double *__restrict__ vx, double *__restrict__ vy,                         \
+        double *__restrict__ vz, const unsigned int *__restrict__ cellw, const double *__restrict__ cells,     \
+        const double *__restrict__ ext, double *report
+#define MPC_RULES_COLLIDE_ARGS p, rule, px, py, pz, vx, vy, vz, cellw, cells, ext, report
+
 // Pass 1 of slot i under RULE: stream the velocity v from position pos (valid slots), store,
-// bin, add the plain sums (BLOCK: with the shared-memory aggregation per block) and the
-// extended sums (warp-aggregated). All threads must call it.
+// bin, add the plain and extended sums (staged, or with the block aggregation per BLOCK, or
+// per MPC_RULE_FLUSH=0 as the first version). All threads must call it.
 template <unsigned int RULE, bool BLOCK>
 __device__ __forceinline__ void mpc_rules_bin(const MpcParams &p, const MpcMigration &m, unsigned int i, bool valid,
                                               float pos[3], double v[3], float *__restrict__ px,
@@ -34,20 +69,21 @@ __device__ __forceinline__ void mpc_rules_bin(const MpcParams &p, const MpcMigra
             mpc_rule_particle_terms<RULE>(p, loc.cell + p.cell_offset, key, p.mass, loc, wv, t);
         }
     }
-    mpc_sum_and_report<BLOCK>(p, cells, valid, cell, wv, kin, report);
-    mpc_rule_add_warp<RULE>(ext, valid, cell, t);
+    if constexpr (BLOCK || MPC_RULE_FLUSH == 0) {
+        mpc_sum_and_report<BLOCK>(p, cells, valid, cell, wv, kin, report);
+        mpc_rule_add_warp<RULE>(ext, valid, cell, t);
+    } else {
+        mpc_rule_sums_staged<RULE>(cells, ext, valid, cell, p.mass, wv, t);
+        if (p.measure_stress) {
+            mpc_block_add(kin, report + 2);
+        }
+    }
 }
 
-// Pass 1 under a rule (every method that sums in pass 1, or fused with nothing pending): as
-// mpc_stream_bin_warp / mpc_stream_bin_shared, plus the rule's extended sums into ext. The
-// block aggregation is its own instantiation, so the warp kernels reserve no shared memory.
-template <bool BLOCK>
-__device__ __forceinline__ void mpc_rules_stream_bin_body(MpcParams p, unsigned int rule, float *__restrict__ px,
-                                                          float *__restrict__ py, float *__restrict__ pz,
-                                                          double *__restrict__ vx, double *__restrict__ vy,
-                                                          double *__restrict__ vz, unsigned int *__restrict__ cellw,
-                                                          double *cells, double *ext, double *report,
-                                                          MpcMigration m) {
+// Pass 1 under RULE (every method that sums in pass 1, or fused with nothing pending): as
+// mpc_stream_bin_warp / mpc_stream_bin_shared, plus the rule's extended sums into ext.
+template <unsigned int RULE, bool BLOCK>
+__device__ __forceinline__ void mpc_rules_stream_bin_rule(MPC_RULES_PASS1_PARAMS) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     bool valid = mpc_live(p, cellw, i);
     float pos[3] = {0.0f, 0.0f, 0.0f};
@@ -60,49 +96,50 @@ __device__ __forceinline__ void mpc_rules_stream_bin_body(MpcParams p, unsigned 
         v[1] = vy[i];
         v[2] = vz[i];
     }
+    mpc_rules_bin<RULE, BLOCK>(p, m, i, valid, pos, v, px, py, pz, vx, vy, vz, cellw, cells, ext, report);
+}
+
+template <bool BLOCK>
+__device__ __forceinline__ void mpc_rules_stream_bin_any(MPC_RULES_PASS1_PARAMS) {
     switch (rule) {
         case MPC_RULE_SRD_A:
-            mpc_rules_bin<MPC_RULE_SRD_A, BLOCK>(p, m, i, valid, pos, v, px, py, pz, vx, vy, vz, cellw, cells, ext,
-                                                 report);
+            mpc_rules_stream_bin_rule<MPC_RULE_SRD_A, BLOCK>(MPC_RULES_PASS1_ARGS);
             break;
         case MPC_RULE_AT:
-            mpc_rules_bin<MPC_RULE_AT, BLOCK>(p, m, i, valid, pos, v, px, py, pz, vx, vy, vz, cellw, cells, ext,
-                                              report);
+            mpc_rules_stream_bin_rule<MPC_RULE_AT, BLOCK>(MPC_RULES_PASS1_ARGS);
             break;
         default:
-            mpc_rules_bin<MPC_RULE_AT_A, BLOCK>(p, m, i, valid, pos, v, px, py, pz, vx, vy, vz, cellw, cells, ext,
-                                                report);
+            mpc_rules_stream_bin_rule<MPC_RULE_AT_A, BLOCK>(MPC_RULES_PASS1_ARGS);
             break;
     }
 }
 
-extern "C" __global__ void mpc_rules_stream_bin(MpcParams p, unsigned int rule, float *__restrict__ px,
-                                                float *__restrict__ py, float *__restrict__ pz,
-                                                double *__restrict__ vx, double *__restrict__ vy,
-                                                double *__restrict__ vz, unsigned int *__restrict__ cellw,
-                                                double *cells, double *ext, double *report, MpcMigration m) {
-    mpc_rules_stream_bin_body<false>(p, rule, px, py, pz, vx, vy, vz, cellw, cells, ext, report, m);
+extern "C" __global__ void MPC_RULES_BOUNDS mpc_rules_stream_bin(MPC_RULES_PASS1_PARAMS) {
+    mpc_rules_stream_bin_any<false>(MPC_RULES_PASS1_ARGS);
 }
 
-extern "C" __global__ void mpc_rules_stream_bin_shared(MpcParams p, unsigned int rule, float *__restrict__ px,
-                                                       float *__restrict__ py, float *__restrict__ pz,
-                                                       double *__restrict__ vx, double *__restrict__ vy,
-                                                       double *__restrict__ vz, unsigned int *__restrict__ cellw,
-                                                       double *cells, double *ext, double *report, MpcMigration m) {
-    mpc_rules_stream_bin_body<true>(p, rule, px, py, pz, vx, vy, vz, cellw, cells, ext, report, m);
+extern "C" __global__ void mpc_rules_stream_bin_shared(MPC_RULES_PASS1_PARAMS) {
+    mpc_rules_stream_bin_any<true>(MPC_RULES_PASS1_ARGS);
+}
+
+extern "C" __global__ void MPC_RULES_BOUNDS mpc_rules_stream_bin_srd_a(MPC_RULES_PASS1_PARAMS) {
+    mpc_rules_stream_bin_rule<MPC_RULE_SRD_A, false>(MPC_RULES_PASS1_ARGS);
+}
+
+extern "C" __global__ void MPC_RULES_BOUNDS mpc_rules_stream_bin_at(MPC_RULES_PASS1_PARAMS) {
+    mpc_rules_stream_bin_rule<MPC_RULE_AT, false>(MPC_RULES_PASS1_ARGS);
+}
+
+extern "C" __global__ void MPC_RULES_BOUNDS mpc_rules_stream_bin_at_a(MPC_RULES_PASS1_PARAMS) {
+    mpc_rules_stream_bin_rule<MPC_RULE_AT_A, false>(MPC_RULES_PASS1_ARGS);
 }
 
 // Fused pass under RULE: collide slot i with step n's parameters (pc, cells_prev, ext_prev),
 // then pass 1 of step n+1 into cells_next and ext_next.
 template <unsigned int RULE, bool BLOCK>
-__device__ __forceinline__ void mpc_rules_collide_bin(const MpcParams &pc, const MpcParams &p, const MpcMigration &m,
-                                                      unsigned int i, unsigned int w, float *__restrict__ px,
-                                                      float *__restrict__ py, float *__restrict__ pz,
-                                                      double *__restrict__ vx, double *__restrict__ vy,
-                                                      double *__restrict__ vz, unsigned int *__restrict__ cellw,
-                                                      const double *__restrict__ cells_prev,
-                                                      const double *__restrict__ ext_prev, double *cells_next,
-                                                      double *ext_next, double *report) {
+__device__ __forceinline__ void mpc_rules_collide_stream_bin_rule(MPC_RULES_FUSED_PARAMS) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned int w = i < p.n_fluid ? cellw[i] : MPC_DEAD;
     bool valid = w != MPC_DEAD;
     float pos[3] = {0.0f, 0.0f, 0.0f};
     double v[3] = {0.0, 0.0, 0.0};
@@ -110,72 +147,59 @@ __device__ __forceinline__ void mpc_rules_collide_bin(const MpcParams &pc, const
         pos[0] = px[i];
         pos[1] = py[i];
         pos[2] = pz[i];
-        double v0[3] = {vx[i], vy[i], vz[i]};
-        double cp[8];
-        mpc_rule_collide_fluid<RULE>(pc, cells_prev, ext_prev, w, pos, v0, v, cp);
+        double v0[3], cp[8];
+        mpc_rule_collide_fluid<RULE>(pc, cells_prev, ext_prev, w, pos, vx, vy, vz, i, false, v0, v, cp);
     }
     mpc_rules_bin<RULE, BLOCK>(p, m, i, valid, pos, v, px, py, pz, vx, vy, vz, cellw, cells_next, ext_next, report);
 }
 
 // "fused" methods under a rule: the collision of step n and pass 1 of step n+1 in one pass.
 template <bool BLOCK>
-__device__ __forceinline__ void mpc_rules_collide_stream_bin_body(
-    MpcParams pc, MpcParams p, unsigned int rule, float *__restrict__ px, float *__restrict__ py,
-    float *__restrict__ pz, double *__restrict__ vx, double *__restrict__ vy, double *__restrict__ vz,
-    unsigned int *__restrict__ cellw, const double *__restrict__ cells_prev, const double *__restrict__ ext_prev,
-    double *cells_next, double *ext_next, double *report, MpcMigration m) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    unsigned int w = i < p.n_fluid ? cellw[i] : MPC_DEAD;
+__device__ __forceinline__ void mpc_rules_collide_stream_bin_any(MPC_RULES_FUSED_PARAMS) {
     switch (rule) {
         case MPC_RULE_SRD_A:
-            mpc_rules_collide_bin<MPC_RULE_SRD_A, BLOCK>(pc, p, m, i, w, px, py, pz, vx, vy, vz, cellw, cells_prev,
-                                                         ext_prev, cells_next, ext_next, report);
+            mpc_rules_collide_stream_bin_rule<MPC_RULE_SRD_A, BLOCK>(MPC_RULES_FUSED_ARGS);
             break;
         case MPC_RULE_AT:
-            mpc_rules_collide_bin<MPC_RULE_AT, BLOCK>(pc, p, m, i, w, px, py, pz, vx, vy, vz, cellw, cells_prev,
-                                                      ext_prev, cells_next, ext_next, report);
+            mpc_rules_collide_stream_bin_rule<MPC_RULE_AT, BLOCK>(MPC_RULES_FUSED_ARGS);
             break;
         default:
-            mpc_rules_collide_bin<MPC_RULE_AT_A, BLOCK>(pc, p, m, i, w, px, py, pz, vx, vy, vz, cellw, cells_prev,
-                                                        ext_prev, cells_next, ext_next, report);
+            mpc_rules_collide_stream_bin_rule<MPC_RULE_AT_A, BLOCK>(MPC_RULES_FUSED_ARGS);
             break;
     }
 }
 
-extern "C" __global__ void mpc_rules_collide_stream_bin(MpcParams pc, MpcParams p, unsigned int rule,
-                                                        float *__restrict__ px, float *__restrict__ py,
-                                                        float *__restrict__ pz, double *__restrict__ vx,
-                                                        double *__restrict__ vy, double *__restrict__ vz,
-                                                        unsigned int *__restrict__ cellw,
-                                                        const double *__restrict__ cells_prev,
-                                                        const double *__restrict__ ext_prev, double *cells_next,
-                                                        double *ext_next, double *report, MpcMigration m) {
-    mpc_rules_collide_stream_bin_body<false>(pc, p, rule, px, py, pz, vx, vy, vz, cellw, cells_prev, ext_prev,
-                                             cells_next, ext_next, report, m);
+extern "C" __global__ void MPC_RULES_BOUNDS mpc_rules_collide_stream_bin(MPC_RULES_FUSED_PARAMS) {
+    mpc_rules_collide_stream_bin_any<false>(MPC_RULES_FUSED_ARGS);
 }
 
-extern "C" __global__ void mpc_rules_collide_stream_bin_shared(MpcParams pc, MpcParams p, unsigned int rule,
-                                                               float *__restrict__ px, float *__restrict__ py,
-                                                               float *__restrict__ pz, double *__restrict__ vx,
-                                                               double *__restrict__ vy, double *__restrict__ vz,
-                                                               unsigned int *__restrict__ cellw,
-                                                               const double *__restrict__ cells_prev,
-                                                               const double *__restrict__ ext_prev,
-                                                               double *cells_next, double *ext_next, double *report,
-                                                               MpcMigration m) {
-    mpc_rules_collide_stream_bin_body<true>(pc, p, rule, px, py, pz, vx, vy, vz, cellw, cells_prev, ext_prev,
-                                            cells_next, ext_next, report, m);
+extern "C" __global__ void mpc_rules_collide_stream_bin_shared(MPC_RULES_FUSED_PARAMS) {
+    mpc_rules_collide_stream_bin_any<true>(MPC_RULES_FUSED_ARGS);
+}
+
+extern "C" __global__ void MPC_RULES_BOUNDS mpc_rules_collide_stream_bin_srd_a(MPC_RULES_FUSED_PARAMS) {
+    mpc_rules_collide_stream_bin_rule<MPC_RULE_SRD_A, false>(MPC_RULES_FUSED_ARGS);
+}
+
+extern "C" __global__ void MPC_RULES_BOUNDS mpc_rules_collide_stream_bin_at(MPC_RULES_FUSED_PARAMS) {
+    mpc_rules_collide_stream_bin_rule<MPC_RULE_AT, false>(MPC_RULES_FUSED_ARGS);
+}
+
+extern "C" __global__ void MPC_RULES_BOUNDS mpc_rules_collide_stream_bin_at_a(MPC_RULES_FUSED_PARAMS) {
+    mpc_rules_collide_stream_bin_rule<MPC_RULE_AT_A, false>(MPC_RULES_FUSED_ARGS);
 }
 
 // Cell c under RULE: plain sums s and extended sums in ext to the parameters, in place.
 template <unsigned int RULE>
 __device__ __forceinline__ void mpc_rules_cell(const MpcParams &p, unsigned int c, const double s[6], double *o,
                                                double *ext) {
-    double *x = ext + (size_t)c * mpc_rule_len(RULE);
+    double2 *x = (double2 *)(ext + (size_t)c * mpc_rule_stride(RULE));
     double e[MPC_RULE_SUMS_MAX];
 #pragma unroll
-    for (int k = 0; k < MPC_RULE_SUMS_MAX; ++k) {
-        e[k] = k < mpc_rule_len(RULE) ? x[k] : 0.0;
+    for (int k = 0; k < MPC_RULE_SUMS_MAX / 2; ++k) {
+        double2 a = 2 * k < mpc_rule_len(RULE) ? x[k] : make_double2(0.0, 0.0);
+        e[2 * k] = a.x;
+        e[2 * k + 1] = a.y;
     }
     double out[8], ap[MPC_RULE_PARAMS];
     mpc_rule_cell_params<RULE>(p, c + p.cell_offset, s, e, out, ap);  // draws keyed by the global cell
@@ -186,16 +210,16 @@ __device__ __forceinline__ void mpc_rules_cell(const MpcParams &p, unsigned int 
     }
     if (mpc_rule_angular(RULE)) {
 #pragma unroll
-        for (int k = 0; k < MPC_RULE_PARAMS; ++k) {
-            x[k] = ap[k];
+        for (int k = 0; k < MPC_RULE_PARAMS / 2; ++k) {
+            x[k] = make_double2(ap[2 * k], ap[2 * k + 1]);
         }
     }
 }
 
-// Pass 3 under a rule, one thread per cell (as mpc_cell_params): report[0] += relative energy,
+// Pass 3 under RULE, one thread per cell (as mpc_cell_params): report[0] += relative energy,
 // report[1] += (Nc - 1) over cells with Nc >= 2.
-extern "C" __global__ void mpc_rules_cell_params(MpcParams p, unsigned int rule, double *cells, double *ext,
-                                                 double *report) {
+template <unsigned int RULE>
+__device__ __forceinline__ void mpc_rules_cell_params_rule(MPC_RULES_CELL_PARAMS) {
     unsigned int c = blockIdx.x * blockDim.x + threadIdx.x;
     double e_rel = 0.0, dof = 0.0;
     if (c < p.n_cells) {
@@ -212,73 +236,86 @@ extern "C" __global__ void mpc_rules_cell_params(MpcParams p, unsigned int rule,
             e_rel = mpc_relative_energy(s);
             dof = s[5] - 1.0;
         }
-        switch (rule) {
-            case MPC_RULE_SRD_A:
-                mpc_rules_cell<MPC_RULE_SRD_A>(p, c, s, o, ext);
-                break;
-            case MPC_RULE_AT:
-                mpc_rules_cell<MPC_RULE_AT>(p, c, s, o, ext);
-                break;
-            default:
-                mpc_rules_cell<MPC_RULE_AT_A>(p, c, s, o, ext);
-                break;
-        }
+        mpc_rules_cell<RULE>(p, c, s, o, ext);
     }
     mpc_block_add(e_rel, report + 0);
     mpc_block_add(dof, report + 1);
 }
 
-// Collide fluid slot i (cell word w) under RULE; returns whether its cell collided.
-template <unsigned int RULE>
-__device__ __forceinline__ bool mpc_rules_collide_slot(const MpcParams &p, unsigned int i, unsigned int w,
-                                                       const float pos[3], double *__restrict__ vx,
-                                                       double *__restrict__ vy, double *__restrict__ vz,
-                                                       const double *__restrict__ cells,
-                                                       const double *__restrict__ ext, double du[1]) {
-    double v[3] = {vx[i], vy[i], vz[i]};
-    double u[3], cp[8];
-    mpc_rule_collide_fluid<RULE>(p, cells, ext, w, pos, v, u, cp);
-    du[0] = u[0] - v[0];
-    vx[i] = u[0];
-    vy[i] = u[1];
-    vz[i] = u[2];
-    return cp[7] != 0.0;
+extern "C" __global__ void mpc_rules_cell_params(MPC_RULES_CELL_PARAMS) {
+    switch (rule) {  // uniform over the grid: every thread of a block joins the same reductions
+        case MPC_RULE_SRD_A:
+            mpc_rules_cell_params_rule<MPC_RULE_SRD_A>(MPC_RULES_CELL_ARGS);
+            break;
+        case MPC_RULE_AT:
+            mpc_rules_cell_params_rule<MPC_RULE_AT>(MPC_RULES_CELL_ARGS);
+            break;
+        default:
+            mpc_rules_cell_params_rule<MPC_RULE_AT_A>(MPC_RULES_CELL_ARGS);
+            break;
+    }
 }
 
-// Pass 4 under a rule, one thread per fluid slot (as mpc_collide). report[3] += collisional
+extern "C" __global__ void mpc_rules_cell_params_srd_a(MPC_RULES_CELL_PARAMS) {
+    mpc_rules_cell_params_rule<MPC_RULE_SRD_A>(MPC_RULES_CELL_ARGS);
+}
+
+extern "C" __global__ void mpc_rules_cell_params_at(MPC_RULES_CELL_PARAMS) {
+    mpc_rules_cell_params_rule<MPC_RULE_AT>(MPC_RULES_CELL_ARGS);
+}
+
+extern "C" __global__ void mpc_rules_cell_params_at_a(MPC_RULES_CELL_PARAMS) {
+    mpc_rules_cell_params_rule<MPC_RULE_AT_A>(MPC_RULES_CELL_ARGS);
+}
+
+// Pass 4 under RULE, one thread per fluid slot (as mpc_collide). report[3] += collisional
 // stress when measured.
-extern "C" __global__ void mpc_rules_collide(MpcParams p, unsigned int rule, const float *__restrict__ px,
-                                             const float *__restrict__ py, const float *__restrict__ pz,
-                                             double *__restrict__ vx, double *__restrict__ vy,
-                                             double *__restrict__ vz, const unsigned int *__restrict__ cellw,
-                                             const double *__restrict__ cells, const double *__restrict__ ext,
-                                             double *report) {
+template <unsigned int RULE>
+__device__ __forceinline__ void mpc_rules_collide_rule(MPC_RULES_COLLIDE_PARAMS) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     double coll = 0.0;
     unsigned int w = i < p.n_fluid ? cellw[i] : MPC_DEAD;
     if (w != MPC_DEAD) {
         float pos[3] = {px[i], py[i], pz[i]};
-        double du[1];
-        bool active;
-        switch (rule) {
-            case MPC_RULE_SRD_A:
-                active = mpc_rules_collide_slot<MPC_RULE_SRD_A>(p, i, w, pos, vx, vy, vz, cells, ext, du);
-                break;
-            case MPC_RULE_AT:
-                active = mpc_rules_collide_slot<MPC_RULE_AT>(p, i, w, pos, vx, vy, vz, cells, ext, du);
-                break;
-            default:
-                active = mpc_rules_collide_slot<MPC_RULE_AT_A>(p, i, w, pos, vx, vy, vz, cells, ext, du);
-                break;
-        }
-        if (p.measure_stress && active) {
+        double v[3], u[3], cp[8];
+        mpc_rule_collide_fluid<RULE>(p, cells, ext, w, pos, vx, vy, vz, i, p.measure_stress != 0, v, u, cp);
+        vx[i] = u[0];
+        vy[i] = u[1];
+        vz[i] = u[2];
+        if (p.measure_stress && cp[7] != 0.0) {
             MpcLocation loc = mpc_locate(p, (double)pos[0], (double)pos[1], (double)pos[2]);
-            coll = p.mass * du[0] * loc.y_in_cell;
+            coll = p.mass * (u[0] - v[0]) * loc.y_in_cell;
         }
     }
     if (p.measure_stress) {
         mpc_block_add(coll, report + 3);
     }
+}
+
+extern "C" __global__ void mpc_rules_collide(MPC_RULES_COLLIDE_PARAMS) {
+    switch (rule) {
+        case MPC_RULE_SRD_A:
+            mpc_rules_collide_rule<MPC_RULE_SRD_A>(MPC_RULES_COLLIDE_ARGS);
+            break;
+        case MPC_RULE_AT:
+            mpc_rules_collide_rule<MPC_RULE_AT>(MPC_RULES_COLLIDE_ARGS);
+            break;
+        default:
+            mpc_rules_collide_rule<MPC_RULE_AT_A>(MPC_RULES_COLLIDE_ARGS);
+            break;
+    }
+}
+
+extern "C" __global__ void MPC_RULES_BOUNDS mpc_rules_collide_srd_a(MPC_RULES_COLLIDE_PARAMS) {
+    mpc_rules_collide_rule<MPC_RULE_SRD_A>(MPC_RULES_COLLIDE_ARGS);
+}
+
+extern "C" __global__ void MPC_RULES_BOUNDS mpc_rules_collide_at(MPC_RULES_COLLIDE_PARAMS) {
+    mpc_rules_collide_rule<MPC_RULE_AT>(MPC_RULES_COLLIDE_ARGS);
+}
+
+extern "C" __global__ void MPC_RULES_BOUNDS mpc_rules_collide_at_a(MPC_RULES_COLLIDE_PARAMS) {
+    mpc_rules_collide_rule<MPC_RULE_AT_A>(MPC_RULES_COLLIDE_ARGS);
 }
 
 // Solute i under RULE: its extended sums in local cell c (global gcell).

@@ -1,6 +1,6 @@
 // The collision rules beside plain SRD (MPC-AT, MPC-AT+a, SRD+a) on one particle or one cell: a
-// mirror of src/physics/rules.rs, operation by operation (compiled with --fmad=false), and the
-// warp-aggregated extended cell sums. The kernels are in rules.cu (src/backend/cuda/rules.rs).
+// mirror of src/physics/rules.rs, operation by operation (compiled with --fmad=false). Their
+// cell sums are in rule_sums.cuh, the kernels in rules.cu (src/backend/cuda/rules.rs).
 #pragma once
 #ifndef MPCBOX_NVRTC
 #include "rng.cuh"
@@ -15,7 +15,7 @@
 // The +a rules' parameters [ω, C] overwrite the first six extended sums of their cell.
 #define MPC_RULE_PARAMS 6
 
-// Extended sums per cell (Rule::sums_len): the buffer's stride. Layout as in rules.rs:
+// Extended sums per cell (Rule::sums_len). Layout as in rules.rs:
 //   SRD+a:    [0..3) Σ m r, [3..9) Σ m r⊗r (xx, yy, zz, xy, xz, yz), [9..18) Σ m r⊗v
 //   MPC-AT+a: [0..3) Σ m r, [3..9) Σ m r⊗r, [9..12) Σ m r × (v − ξ), [12..15) Σ m ξ
 //   MPC-AT:   [0..3) Σ m ξ
@@ -29,6 +29,12 @@ __host__ __device__ constexpr bool mpc_rule_draws(unsigned int rule) {
     return rule == MPC_RULE_AT || rule == MPC_RULE_AT_A;
 }
 __host__ __device__ constexpr int mpc_rule_draw_momentum(unsigned int rule) { return rule == MPC_RULE_AT_A ? 12 : 0; }
+// The buffer's stride: the sums padded to whole 32-byte sectors (the staged atomics of
+// rule_sums.cuh then touch as few sectors as possible), 16-byte aligned for double2 loads.
+// Must equal ext_stride in src/backend/cuda/rules.rs.
+__host__ __device__ constexpr int mpc_rule_stride(unsigned int rule) {
+    return rule == MPC_RULE_SRD_A ? 20 : rule == MPC_RULE_AT ? 4 : rule == MPC_RULE_AT_A ? 16 : 0;
+}
 #define MPC_RULE_MASS_MOMENT 0
 #define MPC_RULE_SECOND_MOMENT 3
 #define MPC_RULE_POSITION_VELOCITY 9
@@ -115,109 +121,6 @@ __device__ __forceinline__ void mpc_rule_particle_terms(const MpcParams &p, unsi
         mpc_rule_draw(p, gcell, key, m, xi);
     }
     mpc_rule_terms<RULE>(m, wv, r, xi, t);
-}
-
-// The lanes of a warp that bin into the same cell as a reduction tree: the shuffle pattern of
-// mpc_warp_reduce_cell, computed once (src lane of each round in 5 bits, whether to add in a
-// bit), then applied to any number of values with mpc_tree_sum. All 32 lanes must call both.
-struct MpcWarpTree {
-    unsigned int src;
-    unsigned int take;
-    int rounds;
-    bool leader;
-};
-
-__device__ __forceinline__ MpcWarpTree mpc_warp_tree(bool valid, unsigned int cell) {
-    const unsigned int full = 0xffffffffu;
-    unsigned int key = valid ? cell : 0xffffffffu;
-    unsigned int peers = __match_any_sync(full, key);
-    unsigned int lane = threadIdx.x & 31;
-    unsigned int below = peers & ((1u << lane) - 1u);
-    unsigned int rel = __popc(below);
-    unsigned int up = lane == 31 ? 0u : (peers & ~((2u << lane) - 1u));
-    MpcWarpTree t;
-    t.src = 0;
-    t.take = 0;
-    t.rounds = 0;
-    t.leader = valid && below == 0;
-    while (__any_sync(full, up != 0)) {
-        int next = __ffs(up);
-        unsigned int src = next ? (unsigned int)(next - 1) : lane;
-        t.src |= src << (5 * t.rounds);
-        if (next) {
-            t.take |= 1u << t.rounds;
-        }
-        unsigned int done = __ballot_sync(full, rel & 1u);
-        up &= ~done;
-        rel >>= 1;
-        t.rounds += 1;
-    }
-    return t;
-}
-
-// The sum of x over the lane's cell group, on the group's lowest lane (rounds are warp-uniform).
-__device__ __forceinline__ double mpc_tree_sum(const MpcWarpTree &t, double x) {
-#pragma unroll
-    for (int k = 0; k < 5; ++k) {
-        if (k < t.rounds) {
-            double y = __shfl_sync(0xffffffffu, x, (t.src >> (5 * k)) & 31u);
-            if ((t.take >> k) & 1u) {
-                x += y;
-            }
-        }
-    }
-    return x;
-}
-
-// Warp-aggregated extended sums: one lane per cell and warp adds the group's terms. All 32
-// lanes must call it (invalid lanes with any terms; they add nothing).
-template <unsigned int RULE>
-__device__ __forceinline__ void mpc_rule_add_warp(double *ext, bool valid, unsigned int cell,
-                                                  const double t[MPC_RULE_SUMS_MAX]) {
-    MpcWarpTree tree = mpc_warp_tree(valid, cell);
-    double *c = ext + (size_t)cell * mpc_rule_len(RULE);
-#pragma unroll
-    for (int k = 0; k < mpc_rule_len(RULE); ++k) {
-        double s = mpc_tree_sum(tree, t[k]);
-        if (tree.leader) {
-            atomicAdd(c + k, s);
-        }
-    }
-}
-
-// Per-particle atomics (solutes, arrivals from another GPU).
-template <unsigned int RULE>
-__device__ __forceinline__ void mpc_rule_add_atomic(double *ext, unsigned int cell, const double t[MPC_RULE_SUMS_MAX]) {
-    double *c = ext + (size_t)cell * mpc_rule_len(RULE);
-#pragma unroll
-    for (int k = 0; k < mpc_rule_len(RULE); ++k) {
-        atomicAdd(c + k, t[k]);
-    }
-}
-
-// A fluid particle arriving from another GPU (mpc_immigrate): its extended sums in local cell c
-// (global gcell), velocity wv with the LE offset.
-__device__ __forceinline__ void mpc_rule_add_arrival(const MpcParams &p, unsigned int rule, double *ext,
-                                                     unsigned int c, unsigned int gcell, const MpcLocation &loc,
-                                                     const float pos[3], const double wv[3]) {
-    double t[MPC_RULE_SUMS_MAX];
-    mpc_u64 key = mpc_fluid_particle_key(pos[0], pos[1], pos[2]);
-    switch (rule) {
-        case MPC_RULE_SRD_A:
-            mpc_rule_particle_terms<MPC_RULE_SRD_A>(p, gcell, key, p.mass, loc, wv, t);
-            mpc_rule_add_atomic<MPC_RULE_SRD_A>(ext, c, t);
-            break;
-        case MPC_RULE_AT:
-            mpc_rule_particle_terms<MPC_RULE_AT>(p, gcell, key, p.mass, loc, wv, t);
-            mpc_rule_add_atomic<MPC_RULE_AT>(ext, c, t);
-            break;
-        case MPC_RULE_AT_A:
-            mpc_rule_particle_terms<MPC_RULE_AT_A>(p, gcell, key, p.mass, loc, wv, t);
-            mpc_rule_add_atomic<MPC_RULE_AT_A>(ext, c, t);
-            break;
-        default:
-            break;
-    }
 }
 
 // rules::solve_inertia: Δω = I⁻¹ ΔL, i = [xx, yy, zz, xy, xz, yz]; particles on a line: 2 ΔL / tr.
@@ -393,23 +296,44 @@ __device__ __forceinline__ void mpc_rule_collide(const MpcParams &p, const doubl
 // Load the +a parameters [ω, C] of local cell c (zeros for MPC-AT, which has none).
 template <unsigned int RULE>
 __device__ __forceinline__ void mpc_rule_load_params(const double *ext, unsigned int c, double ap[MPC_RULE_PARAMS]) {
+    const double2 *x = (const double2 *)(ext + (size_t)c * mpc_rule_stride(RULE));
 #pragma unroll
-    for (int k = 0; k < MPC_RULE_PARAMS; ++k) {
-        ap[k] = mpc_rule_angular(RULE) ? __ldg(ext + (size_t)c * mpc_rule_len(RULE) + k) : 0.0;
+    for (int k = 0; k < MPC_RULE_PARAMS / 2; ++k) {
+        double2 a = mpc_rule_angular(RULE) ? __ldg(x + k) : make_double2(0.0, 0.0);
+        ap[2 * k] = a.x;
+        ap[2 * k + 1] = a.y;
     }
 }
 
-// Collide fluid particle at stored position pos with cell word w (plan pc, parameters in cells
+// MPC_RULES_LAZY_VELOCITY=1 (default): MPC-AT replaces the velocity of a particle whose cell
+// collides, so its collision reads the velocity only where the cell does not collide (or the
+// caller keeps the old one for the stress); 0: always (the first version).
+#ifndef MPC_RULES_LAZY_VELOCITY
+#define MPC_RULES_LAZY_VELOCITY 1
+#endif
+
+// Collide fluid slot i at stored position pos with cell word w (plan pc, parameters in cells
 // and ext): its relative position (+a) and draw (MPC-AT) recomputed exactly as when it was
-// binned. cp gets the cell's parameters (cp[7]: whether the cell collided).
+// binned; its velocity read from (vx, vy, vz) where the collision needs it, or always with
+// keep_old (then into old_v: the collisional stress). cp gets the cell's parameters (cp[7]:
+// whether the cell collided).
 template <unsigned int RULE>
 __device__ __forceinline__ void mpc_rule_collide_fluid(const MpcParams &pc, const double *cells, const double *ext,
-                                                       unsigned int w, const float pos[3], const double v[3],
-                                                       double out[3], double cp[8]) {
+                                                       unsigned int w, const float pos[3], const double *vx,
+                                                       const double *vy, const double *vz, unsigned int i,
+                                                       bool keep_old, double old_v[3], double out[3], double cp[8]) {
     unsigned int c = mpc_cell_of(w);
     mpc_load_params(cells, c, cp);
     double ap[MPC_RULE_PARAMS];
     mpc_rule_load_params<RULE>(ext, c, ap);
+    old_v[0] = 0.0;
+    old_v[1] = 0.0;
+    old_v[2] = 0.0;
+    if (keep_old || !(MPC_RULES_LAZY_VELOCITY && mpc_rule_draws(RULE)) || cp[7] == 0.0) {
+        old_v[0] = vx[i];
+        old_v[1] = vy[i];
+        old_v[2] = vz[i];
+    }
     double r[3] = {0.0, 0.0, 0.0};
     double xi[3] = {0.0, 0.0, 0.0};
     if (cp[7] != 0.0) {
@@ -424,5 +348,5 @@ __device__ __forceinline__ void mpc_rule_collide_fluid(const MpcParams &pc, cons
             mpc_rule_draw(pc, c + pc.cell_offset, key, pc.mass, xi);
         }
     }
-    mpc_rule_collide<RULE>(pc, cp, ap, mpc_image_of(w), v, r, xi, out);
+    mpc_rule_collide<RULE>(pc, cp, ap, mpc_image_of(w), old_v, r, xi, out);
 }

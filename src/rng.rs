@@ -109,6 +109,49 @@ pub fn det_ln(x: f64) -> f64 {
     ef * LN2_HI + (ef * LN2_LO + ln_m)
 }
 
+const FRAC_PI_2: f64 = std::f64::consts::FRAC_PI_2;
+
+/// sin(2π u) and cos(2π u) for u in [0, 1) from IEEE-exact operations only, so that CPU and
+/// GPU agree bit for bit (`mpc_det_sincos_turn` in `kernels/rng.cuh`). The quadrant and the
+/// fraction within it (4u, its floor and the difference are exact), folded to an angle a in
+/// [0, π/4], then Taylor polynomials to a¹⁷ and a¹⁸ (their remainders are below 10⁻¹⁶).
+pub fn det_sincos_turn(u: f64) -> (f64, f64) {
+    let x = 4.0 * u;
+    let q = x.floor();
+    let mut f = x - q;
+    let swap = f > 0.5;
+    if swap {
+        f = 1.0 - f;
+    }
+    let a = f * FRAC_PI_2;
+    let z = a * a;
+    let mut ps = 1.0 / 355_687_428_096_000.0;
+    ps = ps * z - 1.0 / 1_307_674_368_000.0;
+    ps = ps * z + 1.0 / 6_227_020_800.0;
+    ps = ps * z - 1.0 / 39_916_800.0;
+    ps = ps * z + 1.0 / 362_880.0;
+    ps = ps * z - 1.0 / 5_040.0;
+    ps = ps * z + 1.0 / 120.0;
+    ps = ps * z - 1.0 / 6.0;
+    let sin_a = a + a * (z * ps);
+    let mut pc = -1.0 / 6_402_373_705_728_000.0;
+    pc = pc * z + 1.0 / 20_922_789_888_000.0;
+    pc = pc * z - 1.0 / 87_178_291_200.0;
+    pc = pc * z + 1.0 / 479_001_600.0;
+    pc = pc * z - 1.0 / 3_628_800.0;
+    pc = pc * z + 1.0 / 40_320.0;
+    pc = pc * z - 1.0 / 720.0;
+    pc = pc * z + 1.0 / 24.0;
+    let cos_a = 1.0 - 0.5 * z + z * (z * pc);
+    let (s, c) = if swap { (cos_a, sin_a) } else { (sin_a, cos_a) };
+    match q as u32 {
+        0 => (s, c),
+        1 => (c, -s),
+        2 => (-s, -c),
+        _ => (-c, s),
+    }
+}
+
 /// The Philox key of a run seed.
 #[inline]
 pub fn philox_key(seed: u64) -> [u32; 2] {
@@ -216,12 +259,22 @@ impl CellStream {
         }
     }
 
-    /// Three independent standard normals: one pair, then the first of a second pair.
+    /// Three independent standard normals (MPC-AT's draws) by the Box-Muller transform of four
+    /// uniforms, two Philox blocks: `r1 (cos θ1, sin θ1)` and `r2 cos θ2`, `r = sqrt(−2 ln(1 − u))`,
+    /// `θ = 2π u'`. Unlike the polar method it rejects nothing, so the GPU's lanes never wait
+    /// for each other's retries (`kernels/rng.cuh`, `mpc_normal3`, mirrors it).
     #[inline]
     pub fn normal3(&mut self) -> [f64; 3] {
-        let (a, b) = self.normal_pair();
-        let (c, _) = self.normal_pair();
-        [a, b, c]
+        let u1 = self.uniform();
+        let u2 = self.uniform();
+        let u3 = self.uniform();
+        let u4 = self.uniform();
+        // 1 − u is exact for u on the 2⁻⁵³ grid, in (0, 1]: the logarithm is finite
+        let r1 = (-2.0 * det_ln(1.0 - u1)).sqrt();
+        let r2 = (-2.0 * det_ln(1.0 - u3)).sqrt();
+        let (s1, c1) = det_sincos_turn(u2);
+        let (_, c2) = det_sincos_turn(u4);
+        [r1 * c1, r1 * s1, r2 * c2]
     }
 
     /// Gamma(shape, 1) for shape ≥ 1 by Marsaglia and Tsang (2000).
@@ -378,6 +431,52 @@ mod tests {
         assert!(det_ln(0.0).is_nan() && det_ln(-1.0).is_nan());
         let sub = 4.9e-320;
         assert!((det_ln(sub) - sub.ln()).abs() < 1e-12);
+    }
+
+    #[test]
+    fn det_sincos_turn_agrees_with_libm() {
+        let mut s = CellStream::new(5, 6, 7, CellStreamPurpose::RotationAxis);
+        let mut us = vec![0.0, 0.125, 0.25, 0.375, 0.5, 0.75, 1.0 - f64::EPSILON / 2.0];
+        us.extend((0..100_000).map(|_| s.uniform()));
+        for u in us {
+            let (sn, cs) = det_sincos_turn(u);
+            // the reference angle in [−π, π): u − 1 is exact for u ≥ 1/2
+            let t = 2.0 * std::f64::consts::PI * if u < 0.5 { u } else { u - 1.0 };
+            assert!(
+                (sn - t.sin()).abs() < 4e-16,
+                "sin(2π·{u}): {sn} vs {}",
+                t.sin()
+            );
+            assert!(
+                (cs - t.cos()).abs() < 4e-16,
+                "cos(2π·{u}): {cs} vs {}",
+                t.cos()
+            );
+        }
+        assert_eq!(det_sincos_turn(0.0), (0.0, 1.0));
+    }
+
+    #[test]
+    fn box_muller_normals_have_unit_variance_and_no_correlation() {
+        let n = 100_000;
+        let (mut m, mut v, mut c, mut tail) = ([0.0; 3], [0.0; 3], 0.0, 0usize);
+        for i in 0..n {
+            let g = CellStream::for_particle_in_cell(3, 4, i, 0x1234).normal3();
+            for k in 0..3 {
+                m[k] += g[k] / n as f64;
+                v[k] += g[k] * g[k] / n as f64;
+            }
+            c += (g[0] * g[1] + g[1] * g[2] + g[0] * g[2]) / n as f64;
+            tail += g.iter().filter(|x| x.abs() > 3.0).count();
+        }
+        for k in 0..3 {
+            assert!(m[k].abs() < 0.015, "mean {m:?}");
+            assert!((v[k] - 1.0).abs() < 0.02, "variance {v:?}");
+        }
+        assert!(c.abs() < 0.03, "correlation {c}");
+        // P(|g| > 3) = 0.0026998
+        let p = tail as f64 / (3 * n) as f64;
+        assert!((p / 0.0027 - 1.0).abs() < 0.15, "tail {p}");
     }
 
     #[test]

@@ -175,6 +175,51 @@ fn gpu_cell_draws_equal_the_cpu_bit_for_bit() {
     }
 }
 
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_mpc_at_draws_equal_the_cpu_bit_for_bit() {
+    let dev = CudaDevice::open(0).unwrap();
+    let n = 100_000usize;
+    let mut s = CellStream::for_particle(5, 5);
+    let cells: Vec<u32> = (0..n as u32).map(|c| c.wrapping_mul(40_503)).collect();
+    let keys: Vec<u64> = (0..n)
+        .map(|i| {
+            let p = [
+                s.uniform() as f32 * 64.0,
+                s.uniform() as f32,
+                (i % 97) as f32,
+            ];
+            if i % 3 == 0 {
+                rng::solute_particle_key([p[0] as f64, -3.5, 1e3 * p[1] as f64])
+            } else {
+                rng::fluid_particle_key(p)
+            }
+        })
+        .collect();
+    let masses: Vec<f64> = (0..n).map(|i| [1.0, 2.5, 10.0][i % 3]).collect();
+    let mut phys = Physics::from_config(&gpu_config([4, 4, 4]));
+    for (seed, step, kt) in [
+        (1u64, 0u64, 1.0),
+        (4242, 17, 0.3),
+        (u64::MAX - 5, 1 << 40, 2.0),
+    ] {
+        phys.seed = seed;
+        phys.kt = kt;
+        let gpu = dev
+            .at_draws(seed, step, &cells, &keys, &masses, kt)
+            .unwrap();
+        for i in 0..n {
+            let cpu = phys.rule_draw(step, cells[i], keys[i], masses[i]);
+            assert_eq!(
+                gpu[i].map(f64::to_bits),
+                cpu.map(f64::to_bits),
+                "MPC-AT draw {i} (seed {seed}, step {step}): GPU {:?}, CPU {cpu:?}",
+                gpu[i]
+            );
+        }
+    }
+}
+
 /// Steps both backends from the same state with the same plans; solutes optional.
 fn agree_with_cpu(method: CellSumMethod, reorder_every: u64, with_solutes: bool) {
     let cfg = gpu_config([12, 10, 8]);

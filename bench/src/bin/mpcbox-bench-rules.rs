@@ -5,6 +5,13 @@
 //! MPCBOX_CUDA_METHOD says otherwise.
 //!
 //! Usage: mpcbox-bench-rules [--sizes 128,256] [--steps 40] [--warmup 20] [--device 0]
+//! [--shear both|no|yes]
+//!
+//! Tuning knobs of the rule kernels (`bench/rules-variants.sh` measures them side by side):
+//! `MPCBOX_RULES_KERNELS=per-rule|generic`, and through `MPCBOX_NVRTC_OPTIONS`:
+//! `-DMPC_RULE_FLUSH=0|1|2`, `-DMPC_AT_NORMALS=0|1`, `-DMPC_RULES_LAZY_VELOCITY=0|1`,
+//! `-DMPC_RULES_MIN_BLOCKS=n` (see `kernels/rule_sums.cuh`, `kernels/rng.cuh`,
+//! `kernels/rules.cuh`, `kernels/rules.cu`).
 
 use std::time::Instant;
 
@@ -30,6 +37,9 @@ struct Args {
     /// GPU ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
+    /// Without Lees-Edwards shear, with it, or both.
+    #[arg(long, default_value = "both", value_parser = ["both", "no", "yes"])]
+    shear: String,
 }
 
 /// The variants measured: name, rule, thermostat.
@@ -87,11 +97,22 @@ fn main() {
     let args = Args::parse();
     let method = CellSumMethod::from_env();
     println!("cell-sum method: {}", method.name());
+    let knob = |k: &str| std::env::var(k).unwrap_or_default();
+    println!(
+        "MPCBOX_RULES_KERNELS={:?} MPCBOX_NVRTC_OPTIONS={:?}",
+        knob("MPCBOX_RULES_KERNELS"),
+        knob("MPCBOX_NVRTC_OPTIONS")
+    );
     println!();
     println!("| cells | rule | shear | ms/step | × SRD | 10⁹ particle-steps/s |");
     println!("|---|---|---|---|---|---|");
     for &l in &args.sizes {
-        for shear in [false, true] {
+        let shears: &[bool] = match args.shear.as_str() {
+            "no" => &[false],
+            "yes" => &[true],
+            _ => &[false, true],
+        };
+        for &shear in shears {
             let base = config(l, args.m, variants()[0].1.clone(), Thermostat::None, shear);
             let phys = Physics::from_config(&base);
             let mut be = match CudaBackend::open(&base, &phys, None, args.device, method) {

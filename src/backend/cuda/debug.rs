@@ -1,5 +1,6 @@
-//! Debug entry points for the tests (`kernels/debug.cu`): the GPU's per-cell draws, `det_ln`
-//! and initial particles, compared bit for bit with `src/rng.rs` and `src/state.rs`.
+//! Debug entry points for the tests (`kernels/debug.cu`): the GPU's per-cell draws, MPC-AT's
+//! per-particle draws, `det_ln` and initial particles, compared bit for bit with `src/rng.rs`,
+//! `src/physics/rules.rs` and `src/state.rs`.
 
 use cudarc::driver::PushKernelArg;
 
@@ -50,6 +51,48 @@ impl CudaDevice {
                 .collect(),
             e[..n].to_vec(),
         ))
+    }
+
+    /// Debug entry point: MPC-AT's draws (`Physics::rule_draw`) on the GPU for particles with
+    /// keys `keys[i]` and masses `masses[i]` in global cells `cells[i]`.
+    pub fn at_draws(
+        &self,
+        seed: u64,
+        step: u64,
+        cells: &[u32],
+        keys: &[u64],
+        masses: &[f64],
+        kt: f64,
+    ) -> Result<Vec<[f64; 3]>> {
+        assert!(cells.len() == keys.len() && keys.len() == masses.len());
+        let n = cells.len();
+        let s = &self.stream;
+        let d_cells = s.clone_htod(cells).map_err(drv("copy"))?;
+        let d_keys = s.clone_htod(keys).map_err(drv("copy"))?;
+        let d_masses = s.clone_htod(masses).map_err(drv("copy"))?;
+        let mut draws = s.alloc_zeros::<f64>(3 * n.max(1)).map_err(drv("alloc"))?;
+        let nn = n as u32;
+        // SAFETY: mpc_debug_at_draws(u64 seed, u64 step, const u32 *cells, const u64 *keys,
+        // const double *masses, double kt, double *draws, u32 n): the argument types match;
+        // cells, keys and masses hold n values, draws 3n doubles; one thread per particle,
+        // threads past n return; read back on the same stream.
+        unsafe {
+            s.launch_builder(&self.k.debug_at_draws)
+                .arg(&seed)
+                .arg(&step)
+                .arg(&d_cells)
+                .arg(&d_keys)
+                .arg(&d_masses)
+                .arg(&kt)
+                .arg(&mut draws)
+                .arg(&nn)
+                .launch(grid(n))
+                .map_err(drv("launch"))?;
+        }
+        let d = s.clone_dtoh(&draws).map_err(drv("copy"))?;
+        Ok((0..n)
+            .map(|i| [d[3 * i], d[3 * i + 1], d[3 * i + 2]])
+            .collect())
     }
 
     /// Debug entry point: `det_ln` on the GPU.

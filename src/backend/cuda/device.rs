@@ -147,6 +147,18 @@ kernel_store! {
         rules_collide: "mpc_rules_collide",
         rules_solute_bin: "mpc_rules_solute_bin",
         rules_solute_collide: "mpc_rules_solute_collide",
+        rules_stream_bin_srd_a: "mpc_rules_stream_bin_srd_a",
+        rules_stream_bin_at: "mpc_rules_stream_bin_at",
+        rules_stream_bin_at_a: "mpc_rules_stream_bin_at_a",
+        rules_collide_stream_bin_srd_a: "mpc_rules_collide_stream_bin_srd_a",
+        rules_collide_stream_bin_at: "mpc_rules_collide_stream_bin_at",
+        rules_collide_stream_bin_at_a: "mpc_rules_collide_stream_bin_at_a",
+        rules_cell_params_srd_a: "mpc_rules_cell_params_srd_a",
+        rules_cell_params_at: "mpc_rules_cell_params_at",
+        rules_cell_params_at_a: "mpc_rules_cell_params_at_a",
+        rules_collide_srd_a: "mpc_rules_collide_srd_a",
+        rules_collide_at: "mpc_rules_collide_at",
+        rules_collide_at_a: "mpc_rules_collide_at_a",
     }
     "migrate.cu" {
         immigrate: "mpc_immigrate",
@@ -168,6 +180,7 @@ kernel_store! {
     "debug.cu" {
         debug_cell_draws: "mpc_debug_cell_draws",
         debug_det_ln: "mpc_debug_det_ln",
+        debug_at_draws: "mpc_debug_at_draws",
         debug_initial_particle: "mpc_debug_initial_particle",
     }
     "init.cu" {

@@ -28,6 +28,10 @@ pub const FLUID_SOURCES: &[(&str, &str)] = &[
     ),
     ("migrate.cuh", include_str!("../../../kernels/migrate.cuh")),
     ("rules.cuh", include_str!("../../../kernels/rules.cuh")),
+    (
+        "rule_sums.cuh",
+        include_str!("../../../kernels/rule_sums.cuh"),
+    ),
     ("stream.cu", include_str!("../../../kernels/stream.cu")),
     ("solutes.cu", include_str!("../../../kernels/solutes.cu")),
     (

@@ -1,20 +1,24 @@
-//! The collision rules beside plain SRD on a GPU (`kernels/rules.cu`, `kernels/rules.cuh`):
-//! MPC-AT, MPC-AT+a and SRD+a ([`crate::physics::rules`]). The plain SRD kernels and buffers
-//! stay as they are; a rule adds a second per-cell buffer of extended sums
-//! ([`Rule::sums_len`] doubles per cell: positions relative to the cell centre, their second
-//! moments, Σ m r⊗v or Σ m r × (v − ξ), the draws' momentum) that pass 1 fills with
-//! warp-aggregated atomics beside the plain sums, and whose first six doubles the cell pass
-//! overwrites with the +a rules' correction [Δω, C]. The fused method alternates two such
-//! buffers with the two plain cell buffers. Each step of [`CudaBackend`] branches here when
-//! `self.rules` is set (`stream.rs`, `solutes.rs`, `cells.rs`, `collide.rs`, and the arrivals
-//! of `multi/migrate.rs`).
+//! The collision rules beside plain SRD on a GPU (`kernels/rules.cu`, `kernels/rules.cuh`,
+//! `kernels/rule_sums.cuh`): MPC-AT, MPC-AT+a and SRD+a ([`crate::physics::rules`]). The plain
+//! SRD kernels and buffers stay as they are; a rule adds a second per-cell buffer of extended
+//! sums ([`Rule::sums_len`] doubles per cell padded to [`ext_stride`]: positions relative to
+//! the cell centre, their second moments, Σ m r⊗v or Σ m r × (v − ξ), the draws' momentum)
+//! that pass 1 fills beside the plain sums (staged per warp so that consecutive lanes add
+//! consecutive doubles of a cell), and whose first six doubles the cell pass overwrites with
+//! the +a rules' correction [Δω, C]. The fused method alternates two such buffers with the two
+//! plain cell buffers. Each step of [`CudaBackend`] branches here when `self.rules` is set
+//! (`stream.rs`, `solutes.rs`, `cells.rs`, `collide.rs`, and the arrivals of
+//! `multi/migrate.rs`). The hot passes run kernels compiled for the rule alone
+//! ([`RuleKernels`]).
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, PushKernelArg};
 
+use cudarc::driver::CudaFunction;
+
 use super::buffers::OnAllocError;
-use super::device::{drv, grid};
+use super::device::{drv, grid, FluidKernels};
 use super::multi::MigrationArgs;
 use super::params::KernelParams;
 use super::{CellSumMethod, CudaBackend};
@@ -22,10 +26,86 @@ use crate::backend::DeviceSolutes;
 use crate::error::{MpcError, Result};
 use crate::physics::Rule;
 
+/// Doubles per cell of a rule's extended sums on a GPU: [`Rule::sums_len`] padded to whole
+/// 32-byte sectors (`mpc_rule_stride` in `kernels/rules.cuh`, which must agree).
+pub fn ext_stride(rule: Rule) -> usize {
+    match rule {
+        Rule::Srd => 0,
+        Rule::SrdAngular => 20,
+        Rule::At => 4,
+        Rule::AtAngular => 16,
+    }
+}
+
+/// Which kernels run a rule's pass 1, cell pass and collision (`MPCBOX_RULES_KERNELS`, a
+/// tuning knob): each rule's own (`per-rule`, the default: compiled for that rule alone, so
+/// they hold only its registers) or the first version's, which take the rule at run time
+/// (`generic`). Both compute the same numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuleKernels {
+    PerRule,
+    Generic,
+}
+
+impl RuleKernels {
+    /// The choice of `MPCBOX_RULES_KERNELS` (`per-rule` or `generic`), else per rule.
+    pub fn from_env() -> RuleKernels {
+        match std::env::var("MPCBOX_RULES_KERNELS").as_deref() {
+            Ok("generic") => RuleKernels::Generic,
+            Ok("per-rule") | Err(_) => RuleKernels::PerRule,
+            Ok(other) => {
+                tracing::warn!(
+                    "MPCBOX_RULES_KERNELS={other:?} is unknown (per-rule, generic); using per-rule"
+                );
+                RuleKernels::PerRule
+            }
+        }
+    }
+}
+
+/// The hot passes of a rule, each with its own kernel per rule.
+#[derive(Clone, Copy)]
+enum RulePass {
+    StreamBin,
+    CollideStreamBin,
+    CellParams,
+    Collide,
+}
+
+/// The kernel of `pass` under `rule` (not plain SRD): the rule's own, or the generic one.
+fn rule_kernel(k: &FluidKernels, rule: Rule, pass: RulePass, which: RuleKernels) -> &CudaFunction {
+    use Rule as R;
+    use RulePass as P;
+    if which == RuleKernels::Generic {
+        return match pass {
+            P::StreamBin => &k.rules_stream_bin,
+            P::CollideStreamBin => &k.rules_collide_stream_bin,
+            P::CellParams => &k.rules_cell_params,
+            P::Collide => &k.rules_collide,
+        };
+    }
+    match (pass, rule) {
+        (P::StreamBin, R::SrdAngular) => &k.rules_stream_bin_srd_a,
+        (P::StreamBin, R::At) => &k.rules_stream_bin_at,
+        (P::StreamBin, _) => &k.rules_stream_bin_at_a,
+        (P::CollideStreamBin, R::SrdAngular) => &k.rules_collide_stream_bin_srd_a,
+        (P::CollideStreamBin, R::At) => &k.rules_collide_stream_bin_at,
+        (P::CollideStreamBin, _) => &k.rules_collide_stream_bin_at_a,
+        (P::CellParams, R::SrdAngular) => &k.rules_cell_params_srd_a,
+        (P::CellParams, R::At) => &k.rules_cell_params_at,
+        (P::CellParams, _) => &k.rules_cell_params_at_a,
+        (P::Collide, R::SrdAngular) => &k.rules_collide_srd_a,
+        (P::Collide, R::At) => &k.rules_collide_at,
+        (P::Collide, _) => &k.rules_collide_at_a,
+    }
+}
+
 /// The extended cell sums of a rule other than plain SRD.
 pub(super) struct RuleBuffers {
     rule: Rule,
-    /// `rule.sums_len()` doubles per cell: the sums, then (+a) [Δω, C] in place.
+    /// Which kernels run the hot passes.
+    kernels: RuleKernels,
+    /// `ext_stride(rule)` doubles per cell: the sums, then (+a) [Δω, C] in place.
     pub(super) ext: CudaSlice<f64>,
     /// Fused methods: the other buffer (swapped with `ext` as `cell.alt` with `cell.sums`).
     pub(super) alt: Option<CudaSlice<f64>>,
@@ -43,9 +123,10 @@ impl RuleBuffers {
         if rule.is_plain_srd() {
             return Ok(None);
         }
-        let len = rule.sums_len() * ncells.max(1);
+        let len = ext_stride(rule) * ncells.max(1);
         Ok(Some(RuleBuffers {
             rule,
+            kernels: RuleKernels::from_env(),
             ext: s.alloc_zeros::<f64>(len).map_err(oom)?,
             alt: if method.is_fused() {
                 Some(s.alloc_zeros::<f64>(len).map_err(oom)?)
@@ -59,7 +140,7 @@ impl RuleBuffers {
 /// Device bytes per cell of a rule's extended sums (two buffers with the fused methods).
 pub fn rule_bytes_per_cell(rule: Rule, method: CellSumMethod) -> u64 {
     let buffers = if method.is_fused() { 2 } else { 1 };
-    8 * rule.sums_len() as u64 * buffers
+    8 * ext_stride(rule) as u64 * buffers
 }
 
 /// The footprint `needed` (plain buffers) plus a rule's extended sums for `ncells` cells,
@@ -137,7 +218,7 @@ impl CudaBackend {
     }
 
     /// Whether the method aggregates each block's plain sums in shared memory (the `_shared`
-    /// kernels).
+    /// kernels, which take the rule at run time).
     fn rules_block_aggregation(&self) -> bool {
         matches!(
             self.method,
@@ -148,22 +229,23 @@ impl CudaBackend {
     fn rules_stream_bin(&mut self, p: &KernelParams, margs: &MigrationArgs) -> Result<()> {
         let s = self.dev.stream.clone();
         let k = &self.dev.k;
-        let f = if self.rules_block_aggregation() {
+        let block = self.rules_block_aggregation();
+        let r = self.rules.as_mut().expect("a rule's buffers");
+        let f = if block {
             &k.rules_stream_bin_shared
         } else {
-            &k.rules_stream_bin
+            rule_kernel(k, r.rule, RulePass::StreamBin, r.kernels)
         };
-        let r = self.rules.as_mut().expect("a rule's buffers");
         let code = r.rule.code();
         s.memset_zeros(&mut self.cell.sums).map_err(drv("memset"))?;
         s.memset_zeros(&mut r.ext).map_err(drv("memset"))?;
         let [px, py, pz] = &mut self.fluid.pos;
         let [vx, vy, vz] = &mut self.fluid.vel;
-        // SAFETY: mpc_rules_stream_bin and mpc_rules_stream_bin_shared(MpcParams, u32 rule,
-        // float *px, *py, *pz, double *vx, *vy, *vz, u32 *cellw, double *cells, double *ext,
-        // double *report, MpcMigration): the argument types match; the particle arrays hold
+        // SAFETY: mpc_rules_stream_bin, its _shared twin and the per-rule mpc_rules_stream_bin_*
+        // (MpcParams, u32 rule, float *px, *py, *pz, double *vx, *vy, *vz, u32 *cellw, double
+        // *cells, double *ext, double *report, MpcMigration): the argument types match; the particle arrays hold
         // p.n_fluid = self.n slots, cells p.n_cells × 8 doubles, ext p.n_cells ×
-        // rule.sums_len() doubles (the stride the kernel uses for `rule`), report 4; `margs`
+        // ext_stride(rule) doubles (the stride the kernels use for `rule`), report 4; `margs`
         // holds this slab's migration buffers (zeros on one GPU, then never dereferenced). One
         // thread per slot.
         unsafe {
@@ -197,26 +279,28 @@ impl CudaBackend {
     ) -> Result<()> {
         let s = self.dev.stream.clone();
         let k = &self.dev.k;
-        let f = if self.rules_block_aggregation() {
-            &k.rules_collide_stream_bin_shared
-        } else {
-            &k.rules_collide_stream_bin
-        };
+        let block = self.rules_block_aggregation();
         let missing = || MpcError::Device("fused method without second cell buffers".into());
         let alt = self.cell.alt.as_mut().ok_or_else(missing)?;
         let r = self.rules.as_mut().expect("a rule's buffers");
+        let f = if block {
+            &k.rules_collide_stream_bin_shared
+        } else {
+            rule_kernel(k, r.rule, RulePass::CollideStreamBin, r.kernels)
+        };
         let code = r.rule.code();
         let ext_alt = r.alt.as_mut().ok_or_else(missing)?;
         s.memset_zeros(alt).map_err(drv("memset"))?;
         s.memset_zeros(ext_alt).map_err(drv("memset"))?;
         let [px, py, pz] = &mut self.fluid.pos;
         let [vx, vy, vz] = &mut self.fluid.vel;
-        // SAFETY: mpc_rules_collide_stream_bin and its _shared twin(MpcParams pc, MpcParams p,
-        // u32 rule, float *px, *py, *pz, double *vx, *vy, *vz, u32 *cellw, const double
-        // *cells_prev, const double *ext_prev, double *cells_next, double *ext_next, double
-        // *report, MpcMigration m): the argument types match; particle arrays of p.n_fluid = self.n slots; the four
-        // cell buffers are distinct allocations of p.n_cells × 8 (plain) and p.n_cells ×
-        // rule.sums_len() (extended) doubles; report 4; `margs` as in `rules_stream_bin`.
+        // SAFETY: mpc_rules_collide_stream_bin, its _shared twin and the per-rule
+        // mpc_rules_collide_stream_bin_* (MpcParams pc, MpcParams p, u32 rule, float *px, *py,
+        // *pz, double *vx, *vy, *vz, u32 *cellw, const double *cells_prev, const double
+        // *ext_prev, double *cells_next, double *ext_next, double *report, MpcMigration m): the
+        // argument types match; particle arrays of p.n_fluid = self.n slots; the four cell
+        // buffers are distinct allocations of p.n_cells × 8 (plain) and p.n_cells ×
+        // ext_stride(rule) (extended) doubles; report 4; `margs` as in `rules_stream_bin`.
         unsafe {
             s.launch_builder(f)
                 .arg(pc)
@@ -248,12 +332,13 @@ impl CudaBackend {
         let s = self.dev.stream.clone();
         let r = self.rules.as_mut().expect("a rule's buffers");
         let code = r.rule.code();
-        // SAFETY: mpc_rules_cell_params(MpcParams, u32 rule, double *cells, double *ext, double
-        // *report): the plain cell buffer of p.n_cells = self.ncells cells × 8 doubles, the
-        // extended one × rule.sums_len() doubles, report 4; threads past n_cells only join the
-        // block reductions.
+        let f = rule_kernel(&self.dev.k, r.rule, RulePass::CellParams, r.kernels);
+        // SAFETY: mpc_rules_cell_params and the per-rule mpc_rules_cell_params_* (MpcParams, u32
+        // rule, double *cells, double *ext, double *report): the plain cell buffer of p.n_cells
+        // = self.ncells cells × 8 doubles, the extended one × ext_stride(rule) doubles, report
+        // 4; threads past n_cells only join the block reductions.
         unsafe {
-            s.launch_builder(&self.dev.k.rules_cell_params)
+            s.launch_builder(f)
                 .arg(p)
                 .arg(&code)
                 .arg(&mut self.cell.sums)
@@ -272,12 +357,14 @@ impl CudaBackend {
         let code = r.rule.code();
         let [px, py, pz] = &self.fluid.pos;
         let [vx, vy, vz] = &mut self.fluid.vel;
-        // SAFETY: mpc_rules_collide(MpcParams, u32 rule, const float *px, *py, *pz, double *vx,
-        // *vy, *vz, const u32 *cellw, const double *cells, const double *ext, double *report):
-        // particle arrays of p.n_fluid = self.n slots whose cell words index the parameters the
-        // cell pass wrote before on this stream (p.n_cells × 8 and × rule.sums_len() doubles).
+        let f = rule_kernel(&self.dev.k, r.rule, RulePass::Collide, r.kernels);
+        // SAFETY: mpc_rules_collide and the per-rule mpc_rules_collide_* (MpcParams, u32 rule,
+        // const float *px, *py, *pz, double *vx, *vy, *vz, const u32 *cellw, const double
+        // *cells, const double *ext, double *report): particle arrays of p.n_fluid = self.n
+        // slots whose cell words index the parameters the cell pass wrote before on this stream
+        // (p.n_cells × 8 and × ext_stride(rule) doubles).
         unsafe {
-            s.launch_builder(&self.dev.k.rules_collide)
+            s.launch_builder(f)
                 .arg(p)
                 .arg(&code)
                 .arg(px)
