@@ -1,7 +1,7 @@
 // Kernels of the GPU MD engine (src/md/gpu/): a mirror of the CPU computes in src/md/. The host
-// prepends rng.cuh and walls.cuh (appends md_walls.cu) and compiles this with NVRTC
-// (--fmad=false, -DMPCBOX_NVRTC), so every per-pair and per-particle expression rounds exactly
-// as the Rust code. Only the order in which a particle
+// prepends rng.cuh, md_boundary.cuh and walls.cuh (appends md_walls.cu) and compiles this with
+// NVRTC (--fmad=false, -DMPCBOX_NVRTC), so every per-pair and per-particle expression rounds
+// exactly as the Rust code. Only the order in which a particle
 // sums its neighbours differs from the CPU (the neighbour lists are built in cell order here),
 // so forces agree with the CPU engine to rounding.
 //
@@ -11,11 +11,12 @@
 // One step: md_first_half (kick, drift [, O-U, drift], wrap, displacement check) -> [rebuild:
 // md_cell_bin, md_cell_sort, md_build_list] -> md_forces -> md_second_half (kick).
 //
-// Sections, each launched from the Rust file named in its heading: boundary and random numbers
-// (md/boundary.rs, md/random.rs), integration (md/gpu/integrate.rs), neighbour lists
-// (md/gpu/neighbor.rs), forces (md/gpu/forces.rs).
+// Sections, each launched from the Rust file named in its heading (the periodic and Lees-Edwards
+// boundary and the random numbers, md/boundary.rs and md/random.rs, are in md_boundary.cuh):
+// integration (md/gpu/integrate.rs), neighbour lists (md/gpu/neighbor.rs), forces
+// (md/gpu/forces.rs).
 #ifndef MPCBOX_NVRTC
-#include "rng.cuh"
+#include "md_boundary.cuh"
 #endif
 
 // flags[0]: some particle moved more than skin/2 since the last list build
@@ -31,95 +32,18 @@ struct MdPairLj {
     double lj1, lj2, lj3, lj4, rc2, shift;
 };
 
-// ---- boundary and random numbers (md/boundary.rs, md/random.rs) ----
-
-// boundary::min_image
-__device__ __forceinline__ double md_min_image(double d, double l, double half) {
-    if (d > half) {
-        d -= l;
-    } else if (d < -half) {
-        d += l;
-    }
-    return d;
-}
-
-// PeriodicBox::delta: the minimum-image separation pi - r_j into d; returns |d|^2.
-__device__ __forceinline__ double md_delta(const double pi[3], const double *pos, unsigned int j, const double l[3],
-                                           const double hl[3], double d[3]) {
-    d[0] = md_min_image(pi[0] - pos[3 * j], l[0], hl[0]);
-    d[1] = md_min_image(pi[1] - pos[3 * j + 1], l[1], hl[1]);
-    d[2] = md_min_image(pi[2] - pos[3 * j + 2], l[2], hl[2]);
-    return d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
-}
-
-// random::normals3 (Marsaglia polar, det_ln) with a precomputed key.
-__device__ void md_normals3(unsigned int k0, unsigned int k1, unsigned int tag, mpc_u64 step, double out[3]) {
-    int got = 0;
-    unsigned int attempt = 0;
-    while (got < 3) {
-        MpcWords4 c;
-        c.w[0] = tag;
-        c.w[1] = attempt;
-        c.w[2] = (unsigned int)step;
-        c.w[3] = (unsigned int)(step >> 32);
-        MpcWords4 w = mpc_philox4x32_10(c, k0, k1);
-        attempt += 1;
-        double v1 = 2.0 * mpc_u01_from_words(w.w[0], w.w[1]) - 1.0;
-        double v2 = 2.0 * mpc_u01_from_words(w.w[2], w.w[3]) - 1.0;
-        double s = v1 * v1 + v2 * v2;
-        if (s < 1.0 && s > 0.0) {
-            double f = sqrt(-2.0 * mpc_det_ln(s) / s);
-            out[got] = v1 * f;
-            got += 1;
-            if (got < 3) {
-                out[got] = v2 * f;
-                got += 1;
-            }
-        }
-    }
-}
-
-// random::dpd_theta
-__device__ __forceinline__ double md_dpd_theta(unsigned int k0, unsigned int k1, unsigned int ti, unsigned int tj,
-                                               mpc_u64 step) {
-    MpcWords4 c;
-    c.w[0] = ti < tj ? ti : tj;
-    c.w[1] = ti < tj ? tj : ti;
-    c.w[2] = (unsigned int)step;
-    c.w[3] = (unsigned int)(step >> 32);
-    MpcWords4 w = mpc_philox4x32_10(c, k0, k1);
-    double u = mpc_u01_from_words(w.w[0], w.w[1]);
-    return sqrt(3.0) * (2.0 * u - 1.0);
-}
-
-// DpdParams::weight_r
-__device__ __forceinline__ double md_weight_r(double r, double rc, double s) {
-    double x = 1.0 - r / rc;
-    if (s == 1.0) {
-        return x;
-    } else if (s == 0.5) {
-        return sqrt(x);
-    } else if (s == 2.0) {
-        return x * x;
-    }
-#ifdef MD_FMA_CHECK
-    return x;
-#else
-    // libdevice pow (general exponents only; it uses FMA internally): within an ulp of powf
-    return pow(x, s);
-#endif
-}
-
 // ---- integration (launched from md/gpu/integrate.rs; the CPU steps are md/integrate.rs) ----
 
 // integrate::kick(dt/2); drift(dt) or drift(dt/2), ornstein_uhlenbeck, drift(dt/2); wrap; and the
-// skin/2 displacement criterion against the positions of the last list build. `step` is the
-// step count before the increment (as in Md::step).
+// list criterion against the positions of the last list build (Md::list_is_stale): skin/2, or
+// under shear 2 |dr| + 3 |d delta| > skin. `step` is the step count before the increment (as in
+// Md::step).
 extern "C" __global__ void md_first_half(unsigned int n, double *pos, double *vel, const double *force,
                                          const double *inv_mass, int *image, const unsigned int *tag,
                                          const double *built_at, unsigned int *flags, double dt, int langevin,
                                          double c1, double c2, double kt, unsigned int lk0, unsigned int lk1,
-                                         mpc_u64 step, double lx, double ly, double lz, double quarter_skin2) {
+                                         mpc_u64 step, double lx, double ly, double lz, double quarter_skin2,
+                                         double skin, MdShear le) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) {
         return;
@@ -150,27 +74,16 @@ extern "C" __global__ void md_first_half(unsigned int n, double *pos, double *ve
         }
     }
     double l[3] = {lx, ly, lz};
-    for (int k = 0; k < 3; ++k) {
-        if (p[k] >= l[k] || p[k] < 0.0) {
-            double sh = floor(p[k] / l[k]);
-            p[k] -= sh * l[k];
-            if (p[k] >= l[k]) {
-                p[k] -= l[k];
-            }
-            if (p[k] < 0.0) {
-                p[k] = 0.0;
-            }
-            image[3 * i + k] += (int)sh;
-        }
-    }
-    double d2 = 0.0;
+    double hl[3] = {lx / 2.0, ly / 2.0, lz / 2.0};
+    md_wrap(p, v, image + 3 * i, l, le);
     for (int k = 0; k < 3; ++k) {
         vel[3 * i + k] = v[k];
         pos[3 * i + k] = p[k];
-        double d = md_min_image(p[k] - built_at[3 * i + k], l[k], l[k] / 2.0);
-        d2 += d * d;
     }
-    if (d2 > quarter_skin2) {
+    double d[3];
+    double d2 = md_delta(p, built_at, i, l, hl, le.mi_offset, d);
+    bool stale = le.sheared ? 2.0 * sqrt(d2) + 3.0 * le.moved > skin : d2 > quarter_skin2;
+    if (stale) {
         flags[MD_FLAG_REBUILD] = 1u;
     }
 }
@@ -242,14 +155,14 @@ extern "C" __global__ void md_cell_sort(unsigned int ncells, const unsigned int 
 }
 
 __device__ __forceinline__ void md_list_try(unsigned int i, unsigned int j, const double *pos, const double pi[3],
-                                            const double l[3], const double hl[3], double rl2,
+                                            const double l[3], const double hl[3], double off, double rl2,
                                             unsigned int *list, unsigned int n, unsigned int max_neigh,
                                             unsigned int *cnt) {
     if (j == i) {
         return;
     }
     double d[3];
-    double r2 = md_delta(pi, pos, j, l, hl, d);
+    double r2 = md_delta(pi, pos, j, l, hl, off, d);
     if (r2 < rl2) {
         if (*cnt < max_neigh) {
             list[(size_t)(*cnt) * n + i] = j;
@@ -258,15 +171,30 @@ __device__ __forceinline__ void md_list_try(unsigned int i, unsigned int j, cons
     }
 }
 
+// The members of one cell tried as neighbours of i.
+__device__ __forceinline__ void md_list_cell(unsigned int cell, const unsigned int *count,
+                                             const unsigned int *members, unsigned int cap, unsigned int i,
+                                             const double *pos, const double pi[3], const double l[3],
+                                             const double hl[3], double off, double rl2, unsigned int *list,
+                                             unsigned int n, unsigned int max_neigh, unsigned int *cnt) {
+    unsigned int m = count[cell] < cap ? count[cell] : cap;
+    const unsigned int *v = members + (size_t)cell * cap;
+    for (unsigned int s = 0; s < m; ++s) {
+        md_list_try(i, v[s], pos, pi, l, hl, off, rl2, list, n, max_neigh, cnt);
+    }
+}
+
 // Full Verlet list of particle i (both sides of every pair): the (2 reach + 1)^3 cells around
 // i's cell (cells at least r_list / reach wide, at least 2 reach + 1 per dimension), or every
-// particle when `all_pairs` (boxes narrower than 3 list radii). Records the build positions.
+// particle when `all_pairs` (boxes narrower than 3 list radii). Under shear (`sheared`), rows
+// reached across the y boundary are scanned along all of x (the image sits at x -/+ delta), as
+// the CPU's Stencil::scan. Records the build positions.
 extern "C" __global__ void md_build_list(unsigned int n, const double *pos, const unsigned int *count,
                                          const unsigned int *members, unsigned int cap, unsigned int dx,
                                          unsigned int dy, unsigned int dz, double cx, double cy, double cz,
                                          double lx, double ly, double lz, double rl2, int all_pairs, int reach,
                                          unsigned int *list, unsigned int *nneigh, unsigned int max_neigh,
-                                         double *built_at, unsigned int *flags) {
+                                         double *built_at, unsigned int *flags, double off, int sheared) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) {
         return;
@@ -277,7 +205,7 @@ extern "C" __global__ void md_build_list(unsigned int n, const double *pos, cons
     unsigned int cnt = 0;
     if (all_pairs) {
         for (unsigned int j = 0; j < n; ++j) {
-            md_list_try(i, j, pos, pi, l, hl, rl2, list, n, max_neigh, &cnt);
+            md_list_try(i, j, pos, pi, l, hl, off, rl2, list, n, max_neigh, &cnt);
         }
     } else {
         int a = (int)md_cell_coord(pi[0], cx, dx);
@@ -287,14 +215,18 @@ extern "C" __global__ void md_build_list(unsigned int n, const double *pos, cons
             int zz = (c + oz + 2 * (int)dz) % (int)dz;
             for (int oy = -reach; oy <= reach; ++oy) {
                 int yy = (b + oy + 2 * (int)dy) % (int)dy;
+                unsigned int row = ((unsigned int)zz * dy + (unsigned int)yy) * dx;
+                if (sheared && (b + oy < 0 || b + oy >= (int)dy)) {
+                    for (unsigned int xx = 0; xx < dx; ++xx) {
+                        md_list_cell(row + xx, count, members, cap, i, pos, pi, l, hl, off, rl2, list, n,
+                                     max_neigh, &cnt);
+                    }
+                    continue;
+                }
                 for (int ox = -reach; ox <= reach; ++ox) {
                     int xx = (a + ox + 2 * (int)dx) % (int)dx;
-                    unsigned int cell = ((unsigned int)zz * dy + (unsigned int)yy) * dx + (unsigned int)xx;
-                    unsigned int m = count[cell] < cap ? count[cell] : cap;
-                    const unsigned int *v = members + (size_t)cell * cap;
-                    for (unsigned int s = 0; s < m; ++s) {
-                        md_list_try(i, v[s], pos, pi, l, hl, rl2, list, n, max_neigh, &cnt);
-                    }
+                    md_list_cell(row + (unsigned int)xx, count, members, cap, i, pos, pi, l, hl, off, rl2, list,
+                                 n, max_neigh, &cnt);
                 }
             }
         }
@@ -316,11 +248,13 @@ struct MdSite {
     const double *pos, *vel;
     const unsigned int *typ, *tag;
     double pi[3], l[3], hl[3];
+    double off, le_vel; // Lees-Edwards: image offset in (-Lx/2, Lx/2], velocity jump
 };
 
 __device__ __forceinline__ MdSite md_site(unsigned int i, unsigned int n, const double *pos, const double *vel,
                                           const unsigned int *typ, const unsigned int *tag, const unsigned int *list,
-                                          const unsigned int *nneigh, double lx, double ly, double lz) {
+                                          const unsigned int *nneigh, double lx, double ly, double lz,
+                                          double off, double le_vel) {
     MdSite s;
     s.i = i;
     s.n = n;
@@ -340,6 +274,8 @@ __device__ __forceinline__ MdSite md_site(unsigned int i, unsigned int n, const 
     s.pi[2] = pos[3 * i + 2];
     s.nn = nneigh[i];
     s.ti = typ[i];
+    s.off = off;
+    s.le_vel = le_vel;
     return s;
 }
 
@@ -348,18 +284,19 @@ __device__ __forceinline__ unsigned int md_neighbor(const MdSite &s, unsigned in
     return s.list[(size_t)k * s.n + s.i];
 }
 
-// LjKernel over i's list: the force is assigned to f, pair energy and virial added to *ep, *wp
-// when `energy`. FAST: one type, the coefficients are loaded once and neighbour types not read.
+// LjKernel over i's list: the force is assigned to f, pair energy, virial and virial tensor added
+// to *ep, *wp, wt when `energy`. FAST: one type, the coefficients are loaded once and neighbour
+// types not read.
 template <bool FAST>
 __device__ __forceinline__ void md_lj_pass(const MdSite &s, const MdPairLj *lj, unsigned int ntypes, int energy,
-                                           double f[3], double *ep, double *wp) {
+                                           double f[3], double *ep, double *wp, double wt[6]) {
     double acc[3] = {0.0, 0.0, 0.0};
     const MdPairLj *row = lj + (FAST ? 0 : (size_t)s.ti * ntypes);
     MdPairLj p0 = row[0];
     for (unsigned int k = 0; k < s.nn; ++k) {
         unsigned int j = md_neighbor(s, k);
         double d[3];
-        double r2 = md_delta(s.pi, s.pos, j, s.l, s.hl, d);
+        double r2 = md_delta(s.pi, s.pos, j, s.l, s.hl, s.off, d);
         MdPairLj p = FAST ? p0 : row[s.typ[j]];
         if (r2 < p.rc2) {
             double inv2 = 1.0 / r2;
@@ -371,6 +308,7 @@ __device__ __forceinline__ void md_lj_pass(const MdSite &s, const MdPairLj *lj, 
             if (energy) {
                 *ep += inv6 * (p.lj3 * inv6 - p.lj4) - p.shift;
                 *wp += fr * r2;
+                md_add_outer(wt, fr, d);
             }
         }
     }
@@ -386,24 +324,30 @@ struct MdDpdPass {
     int conservative;
 };
 
-// DpdKernel over i's list: the force is added to f, conservative energy and virial to *ep, *wp.
+// DpdKernel over i's list: the force is added to f, conservative energy and virial to *ep, *wp,
+// the virial tensor of every DPD force to wt (with `energy`). Across the sheared y boundary j's
+// image moves gamma Ly faster (img = +1) or slower.
 __device__ __forceinline__ void md_dpd_pass(const MdSite &s, const MdDpdPass &q, const double *dpd_a,
                                             unsigned int ntypes, unsigned int dk0, unsigned int dk1, mpc_u64 step,
-                                            int energy, double f[3], double *ep, double *wp) {
+                                            int energy, double f[3], double *ep, double *wp, double wt[6]) {
     double vi[3] = {s.vel[3 * s.i], s.vel[3 * s.i + 1], s.vel[3 * s.i + 2]};
     unsigned int tgi = s.tag[s.i];
     double acc[3] = {0.0, 0.0, 0.0};
     for (unsigned int k = 0; k < s.nn; ++k) {
         unsigned int j = md_neighbor(s, k);
         double d[3];
-        double r2 = md_delta(s.pi, s.pos, j, s.l, s.hl, d);
+        double img;
+        double r2 = md_delta_image(s.pi, s.pos, j, s.l, s.hl, s.off, d, &img);
         if (r2 >= q.rc * q.rc || r2 == 0.0) {
             continue;
         }
         double r = sqrt(r2);
         double wc = 1.0 - r / q.rc;
         double wr = md_weight_r(r, q.rc, q.s);
-        const double *vj = s.vel + 3 * j;
+        double vj[3] = {s.vel[3 * j], s.vel[3 * j + 1], s.vel[3 * j + 2]};
+        if (img != 0.0) {
+            vj[0] += img * s.le_vel;
+        }
         double erv = d[0] * (vi[0] - vj[0]) + d[1] * (vi[1] - vj[1]) + d[2] * (vi[2] - vj[2]);
         double theta = md_dpd_theta(dk0, dk1, tgi, s.tag[j], step);
         double fm = -q.gamma * wr * wr * erv / r + q.noise * wr * theta;
@@ -419,6 +363,9 @@ __device__ __forceinline__ void md_dpd_pass(const MdSite &s, const MdDpdPass &q,
         acc[0] += fr * d[0];
         acc[1] += fr * d[1];
         acc[2] += fr * d[2];
+        if (energy) {
+            md_add_outer(wt, fr, d);
+        }
     }
     f[0] += acc[0];
     f[1] += acc[1];
@@ -433,15 +380,16 @@ struct MdBonds {
     const double *k, *r0;
 };
 
-// The bond pass over i's partners (BondStyle::eval): forces added to f, energy and virial to
-// *eb, *wb. A FENE bond at or beyond R0 raises MD_FLAG_BROKEN with its tags and is skipped.
+// The bond pass over i's partners (BondStyle::eval): forces added to f, energy, virial and virial
+// tensor to *eb, *wb, wt. A FENE bond at or beyond R0 raises MD_FLAG_BROKEN with its tags and is
+// skipped.
 __device__ __forceinline__ void md_bond_pass(const MdSite &s, const MdBonds &bd, unsigned int *flags, double f[3],
-                                             double *eb, double *wb) {
+                                             double *eb, double *wb, double wt[6]) {
     for (unsigned int b = bd.off[s.i]; b < bd.off[s.i + 1]; ++b) {
         unsigned int j = bd.j[b];
         unsigned int kind = bd.kind[b];
         double d[3];
-        double r2 = md_delta(s.pi, s.pos, j, s.l, s.hl, d);
+        double r2 = md_delta(s.pi, s.pos, j, s.l, s.hl, s.off, d);
         double kk = bd.k[kind], r0 = bd.r0[kind];
         double fr, u;
         if (bd.style[kind] == 0) {
@@ -467,6 +415,7 @@ __device__ __forceinline__ void md_bond_pass(const MdSite &s, const MdBonds &bd,
         f[2] += fr * d[2];
         *eb += u;
         *wb += fr * r2;
+        md_add_outer(wt, fr, d);
     }
 }
 
@@ -475,13 +424,14 @@ __device__ __forceinline__ void md_bond_pass(const MdSite &s, const MdBonds &bd,
 // `energy`, per-particle sums of pair energy/virial and bond energy/virial (each pair counted
 // from both sides, halved by the host).
 #define MD_FORCES_PARAMS                                                                                     \
-    unsigned int n, const double *pos, const double *vel, const unsigned int *typ, const unsigned int *tag, \
-    const unsigned int *list, const unsigned int *nneigh, double lx, double ly, double lz, int style, \
-    unsigned int ntypes, const MdPairLj *lj, const double *dpd_a, double dpd_gamma, double dpd_rc, double dpd_s, \
-    double dpd_noise, int th_on, double th_gamma, double th_rc, double th_s, double th_noise, unsigned int dk0, \
-    unsigned int dk1, mpc_u64 step, const unsigned int *bond_off, const unsigned int *bond_j, \
-    const unsigned int *bond_kind, const int *bond_style, const double *bond_k, const double *bond_r0, \
-    double *force, int energy, double *e_pair, double *w_pair, double *e_bond, double *w_bond, unsigned int *flags
+    unsigned int n, const double *pos, const double *vel, const unsigned int *typ, const unsigned int *tag,  \
+        const unsigned int *list, const unsigned int *nneigh, double lx, double ly, double lz, double le_off, \
+        double le_vel, int style, unsigned int ntypes, const MdPairLj *lj, const double *dpd_a,              \
+        double dpd_gamma, double dpd_rc, double dpd_s, double dpd_noise, int th_on, double th_gamma,         \
+        double th_rc, double th_s, double th_noise, unsigned int dk0, unsigned int dk1, mpc_u64 step,        \
+        const unsigned int *bond_off, const unsigned int *bond_j, const unsigned int *bond_kind,             \
+        const int *bond_style, const double *bond_k, const double *bond_r0, double *force, int energy,       \
+        double *e_pair, double *w_pair, double *e_bond, double *w_bond, double *w_tensor, unsigned int *flags
 
 // FAST: one-type LJ without DPD thermostat or bonds (the benchmark case), as LjKernel<SINGLE>.
 template <bool FAST>
@@ -490,24 +440,25 @@ __device__ __forceinline__ void md_forces_body(MD_FORCES_PARAMS) {
     if (i >= n) {
         return;
     }
-    MdSite s = md_site(i, n, pos, vel, typ, tag, list, nneigh, lx, ly, lz);
+    MdSite s = md_site(i, n, pos, vel, typ, tag, list, nneigh, lx, ly, lz, le_off, le_vel);
     double f[3] = {0.0, 0.0, 0.0};
     double ep = 0.0, wp = 0.0;
+    double wt[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     if (FAST || style == 1) {
-        md_lj_pass<FAST>(s, lj, ntypes, energy, f, &ep, &wp);
+        md_lj_pass<FAST>(s, lj, ntypes, energy, f, &ep, &wp, wt);
     }
     double eb = 0.0, wb = 0.0;
     if (!FAST) {
         if (style == 2) {
             MdDpdPass pair = {dpd_gamma, dpd_rc, dpd_s, dpd_noise, 1};
-            md_dpd_pass(s, pair, dpd_a, ntypes, dk0, dk1, step, energy, f, &ep, &wp);
+            md_dpd_pass(s, pair, dpd_a, ntypes, dk0, dk1, step, energy, f, &ep, &wp, wt);
         }
         if (th_on != 0) {
             MdDpdPass thermostat = {th_gamma, th_rc, th_s, th_noise, 0};
-            md_dpd_pass(s, thermostat, dpd_a, ntypes, dk0, dk1, step, energy, f, &ep, &wp);
+            md_dpd_pass(s, thermostat, dpd_a, ntypes, dk0, dk1, step, energy, f, &ep, &wp, wt);
         }
         MdBonds bonds = {bond_off, bond_j, bond_kind, bond_style, bond_k, bond_r0};
-        md_bond_pass(s, bonds, flags, f, &eb, &wb);
+        md_bond_pass(s, bonds, flags, f, &eb, &wb, wt);
     }
     for (int k = 0; k < 3; ++k) {
         force[3 * i + k] = f[k];
@@ -517,13 +468,17 @@ __device__ __forceinline__ void md_forces_body(MD_FORCES_PARAMS) {
         w_pair[i] = wp;
         e_bond[i] = eb;
         w_bond[i] = wb;
+        for (int k = 0; k < 6; ++k) {
+            w_tensor[6 * i + k] = wt[k];
+        }
     }
 }
 
 #define MD_FORCES_ARGS                                                                                       \
-    n, pos, vel, typ, tag, list, nneigh, lx, ly, lz, style, ntypes, lj, dpd_a, dpd_gamma, dpd_rc, dpd_s,      \
-        dpd_noise, th_on, th_gamma, th_rc, th_s, th_noise, dk0, dk1, step, bond_off, bond_j, bond_kind,      \
-        bond_style, bond_k, bond_r0, force, energy, e_pair, w_pair, e_bond, w_bond, flags
+    n, pos, vel, typ, tag, list, nneigh, lx, ly, lz, le_off, le_vel, style, ntypes, lj, dpd_a, dpd_gamma,      \
+        dpd_rc, dpd_s, dpd_noise, th_on, th_gamma, th_rc, th_s, th_noise, dk0, dk1, step, bond_off, bond_j,  \
+        bond_kind, bond_style, bond_k, bond_r0, force, energy, e_pair, w_pair, e_bond, w_bond, w_tensor,     \
+        flags
 
 extern "C" __global__ void md_forces(MD_FORCES_PARAMS) {
     md_forces_body<false>(MD_FORCES_ARGS);

@@ -344,40 +344,45 @@ __device__ __forceinline__ void mpc_rules_solute_velocity(const MpcParams &p, un
 
 // Solutes under a rule: collide in place (as mpc_solute_collide; owned_only = 1 as
 // mpc_solute_collide_owned: solutes of other GPUs' cells are left to their owner, else their
-// velocities are zeroed for the host to add the GPUs' outputs).
+// velocities are zeroed for the host to add the GPUs' outputs). report[3] += their share of the
+// collisional stress when measured (every thread reaches the block sum).
 extern "C" __global__ void mpc_rules_solute_collide(MpcParams p, unsigned int rule, const double *spos,
                                                     const double *smass, const unsigned int *__restrict__ scell,
                                                     const int *__restrict__ simage, const double *__restrict__ cells,
                                                     const double *__restrict__ ext, double *svel,
-                                                    unsigned int owned_only) {
+                                                    unsigned int owned_only, double *report) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= p.n_solutes) {
-        return;
+    unsigned int c = i < p.n_solutes ? scell[i] : MPC_DEAD;
+    double coll = 0.0;
+    if (i < p.n_solutes && c == MPC_DEAD && !owned_only) {
+        svel[3 * i] = 0.0;
+        svel[3 * i + 1] = 0.0;
+        svel[3 * i + 2] = 0.0;
     }
-    unsigned int c = scell[i];
-    if (c == MPC_DEAD) {
-        if (!owned_only) {
-            svel[3 * i] = 0.0;
-            svel[3 * i + 1] = 0.0;
-            svel[3 * i + 2] = 0.0;
+    if (c != MPC_DEAD) {
+        double x[3] = {spos[3 * i], spos[3 * i + 1], spos[3 * i + 2]};
+        double v[3] = {svel[3 * i], svel[3 * i + 1], svel[3 * i + 2]};
+        double w[3];
+        switch (rule) {
+            case MPC_RULE_SRD_A:
+                mpc_rules_solute_velocity<MPC_RULE_SRD_A>(p, c, simage[i], x, smass[i], cells, ext, v, w);
+                break;
+            case MPC_RULE_AT:
+                mpc_rules_solute_velocity<MPC_RULE_AT>(p, c, simage[i], x, smass[i], cells, ext, v, w);
+                break;
+            default:
+                mpc_rules_solute_velocity<MPC_RULE_AT_A>(p, c, simage[i], x, smass[i], cells, ext, v, w);
+                break;
         }
-        return;
+        if (p.measure_stress && cells[(size_t)c * MPC_CELL_STRIDE + 7] != 0.0) {
+            MpcLocation loc = mpc_locate_solute(p, x[0], x[1], x[2]);
+            coll = smass[i] * (w[0] - v[0]) * loc.y_in_cell;
+        }
+        svel[3 * i] = w[0];
+        svel[3 * i + 1] = w[1];
+        svel[3 * i + 2] = w[2];
     }
-    double x[3] = {spos[3 * i], spos[3 * i + 1], spos[3 * i + 2]};
-    double v[3] = {svel[3 * i], svel[3 * i + 1], svel[3 * i + 2]};
-    double w[3];
-    switch (rule) {
-        case MPC_RULE_SRD_A:
-            mpc_rules_solute_velocity<MPC_RULE_SRD_A>(p, c, simage[i], x, smass[i], cells, ext, v, w);
-            break;
-        case MPC_RULE_AT:
-            mpc_rules_solute_velocity<MPC_RULE_AT>(p, c, simage[i], x, smass[i], cells, ext, v, w);
-            break;
-        default:
-            mpc_rules_solute_velocity<MPC_RULE_AT_A>(p, c, simage[i], x, smass[i], cells, ext, v, w);
-            break;
+    if (p.measure_stress) {
+        mpc_block_add(coll, report + 3);
     }
-    svel[3 * i] = w[0];
-    svel[3 * i + 1] = w[1];
-    svel[3 * i + 2] = w[2];
 }

@@ -28,52 +28,64 @@ extern "C" __global__ void mpc_solute_bin(MpcParams p, const double *__restrict_
     mpc_add_solute_to_cell(cells, loc.cell, smass[i], w0, svel[3 * i + 1], svel[3 * i + 2]);
 }
 
-// Solutes in mpcbox's buffers: collide in place (slab mode: zeros for solutes another GPU owns).
-extern "C" __global__ void mpc_solute_collide(MpcParams p, const unsigned int *__restrict__ scell,
-                                              const int *__restrict__ simage, const double *__restrict__ cells,
-                                              double *__restrict__ svel) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= p.n_solutes) {
-        return;
-    }
-    unsigned int c = scell[i];
-    if (c == MPC_DEAD) {
-        // slab mode: the owning GPU writes this solute; the host adds the GPUs' outputs
-        svel[3 * i] = 0.0;
-        svel[3 * i + 1] = 0.0;
-        svel[3 * i + 2] = 0.0;
-        return;
-    }
+// One solute's collision (Physics::collide) and its share of the collisional stress,
+// m (u_x - v_x) (y - y_cell) of its binned position, as the CPU's collide pass (0 when not measured).
+__device__ __forceinline__ double mpc_solute_collide_one(const MpcParams &p, unsigned int c, int image,
+                                                         const double *cells, const double *spos, double m,
+                                                         double *sv) {
     double cp[8];
     mpc_load_params(cells, c, cp);
-    double v[3] = {svel[3 * i], svel[3 * i + 1], svel[3 * i + 2]};
+    double v[3] = {sv[0], sv[1], sv[2]};
     double u[3];
-    mpc_collide(p, cp, simage[i], v, u);
-    svel[3 * i] = u[0];
-    svel[3 * i + 1] = u[1];
-    svel[3 * i + 2] = u[2];
+    mpc_collide(p, cp, image, v, u);
+    double coll = 0.0;
+    if (p.measure_stress && cp[7] != 0.0) {
+        MpcLocation loc = mpc_locate_solute(p, spos[0], spos[1], spos[2]);
+        coll = m * (u[0] - v[0]) * loc.y_in_cell;
+    }
+    sv[0] = u[0];
+    sv[1] = u[1];
+    sv[2] = u[2];
+    return coll;
+}
+
+// Solutes in mpcbox's buffers: collide in place (slab mode: zeros for solutes another GPU owns).
+// report[3] += their collisional stress when measured (every thread reaches the block sum).
+extern "C" __global__ void mpc_solute_collide(MpcParams p, const unsigned int *__restrict__ scell,
+                                              const int *__restrict__ simage, const double *__restrict__ cells,
+                                              double *__restrict__ svel, const double *__restrict__ spos,
+                                              const double *__restrict__ smass, double *report) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    double coll = 0.0;
+    if (i < p.n_solutes) {
+        unsigned int c = scell[i];
+        if (c == MPC_DEAD) {
+            // slab mode: the owning GPU writes this solute; the host adds the GPUs' outputs
+            svel[3 * i] = 0.0;
+            svel[3 * i + 1] = 0.0;
+            svel[3 * i + 2] = 0.0;
+        } else {
+            coll = mpc_solute_collide_one(p, c, simage[i], cells, spos + 3 * i, smass[i], svel + 3 * i);
+        }
+    }
+    if (p.measure_stress) {
+        mpc_block_add(coll, report + 3);
+    }
 }
 
 // Several GPUs, solutes held on one of them: each GPU collides the solutes in its own cells and
 // writes their velocities straight into the home GPU's array (peer memory over NVLink); the
-// solutes of other GPUs' cells are left alone (their owner writes them).
+// solutes of other GPUs' cells are left alone (their owner writes them and adds their stress).
 extern "C" __global__ void mpc_solute_collide_owned(MpcParams p, const unsigned int *__restrict__ scell,
                                                     const int *__restrict__ simage,
-                                                    const double *__restrict__ cells, double *svel) {
+                                                    const double *__restrict__ cells, double *svel,
+                                                    const double *spos, const double *smass, double *report) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= p.n_solutes) {
-        return;
+    double coll = 0.0;
+    if (i < p.n_solutes && scell[i] != MPC_DEAD) {
+        coll = mpc_solute_collide_one(p, scell[i], simage[i], cells, spos + 3 * i, smass[i], svel + 3 * i);
     }
-    unsigned int c = scell[i];
-    if (c == MPC_DEAD) {
-        return;
+    if (p.measure_stress) {
+        mpc_block_add(coll, report + 3);
     }
-    double cp[8];
-    mpc_load_params(cells, c, cp);
-    double v[3] = {svel[3 * i], svel[3 * i + 1], svel[3 * i + 2]};
-    double u[3];
-    mpc_collide(p, cp, simage[i], v, u);
-    svel[3 * i] = u[0];
-    svel[3 * i + 1] = u[1];
-    svel[3 * i + 2] = u[2];
 }

@@ -1,5 +1,6 @@
-//! Checkpoints: config, step, fluid state and run statistics, encoded with postcard behind a
-//! magic header and a checksum, written atomically (temporary file, fsync, rename).
+//! Checkpoints: config, step, fluid state and run statistics, and for coupled runs the MD
+//! engine's state, encoded with postcard behind a magic header and a checksum, written
+//! atomically (temporary file, fsync, rename). Version 2 files (fluid only) are still read.
 
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -7,12 +8,14 @@ use std::path::Path;
 
 use crate::config::Config;
 use crate::error::{MpcError, Result};
+use crate::md::engine::MdState;
+use crate::md::rheology::SoluteStats;
 use crate::state::FluidState;
 use crate::stats::RunStats;
 
 const MAGIC: &[u8; 8] = b"MPCBOXCK";
-/// 3: walls in the config and wall forces in the run statistics (2: the collision rule
-/// gained MPC-AT and the angular-momentum flag; issue 12).
+/// 2: the collision rule gained MPC-AT and the angular-momentum flag (issue 12).
+/// 3: coupled runs keep their MD state (issue 11); version 2 files (fluid only) are still read.
 const FORMAT_VERSION: u32 = 3;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -22,6 +25,27 @@ pub struct Checkpoint {
     pub step: u64,
     pub fluid: FluidState,
     pub stats: RunStats,
+    /// The MD engine of a coupled run (None: fluid only).
+    pub md: Option<MdCheckpoint>,
+}
+
+/// The MD side of a coupled run at a checkpoint: the engine's state, the chain observer's
+/// reference and the solutes' time averages.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MdCheckpoint {
+    pub state: MdState,
+    /// Chain centres of mass at the start of the run (for the MSD), by molecule id.
+    pub chain_start: Vec<(u32, [f64; 3])>,
+    pub stats: SoluteStats,
+}
+
+/// The layout of format version 2 (before coupled checkpoints).
+#[derive(Deserialize)]
+struct CheckpointV2 {
+    config: Config,
+    step: u64,
+    fluid: FluidState,
+    stats: RunStats,
 }
 
 /// FNV-1a, 64 bit: detects truncated or corrupted files.
@@ -57,9 +81,9 @@ impl Checkpoint {
             return Err(bad("not an mpcbox checkpoint (bad header)".into()));
         }
         let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != 2 {
             return Err(bad(format!(
-                "format version {version}, this build reads {FORMAT_VERSION}"
+                "format version {version}, this build reads 2 and {FORMAT_VERSION}"
             )));
         }
         let sum = u64::from_le_bytes(bytes[12..20].try_into().unwrap());
@@ -69,8 +93,33 @@ impl Checkpoint {
                 "checksum mismatch: the file is truncated or corrupted".into()
             ));
         }
-        let ck: Checkpoint =
-            postcard::from_bytes(payload).map_err(|e| bad(format!("cannot decode: {e}")))?;
+        let ck: Checkpoint = if version == 2 {
+            let v2: CheckpointV2 =
+                postcard::from_bytes(payload).map_err(|e| bad(format!("cannot decode: {e}")))?;
+            if v2.config.md.is_some() {
+                // its md section has the layout of an older build, and it holds no MD state
+                return Err(bad(
+                    "format version 2 with an md section: written before coupled checkpoints, \
+                     it cannot continue the MD solutes; fix: start the run again from its config"
+                        .into(),
+                ));
+            }
+            Checkpoint {
+                config: v2.config,
+                step: v2.step,
+                fluid: v2.fluid,
+                stats: v2.stats,
+                md: None,
+            }
+        } else {
+            postcard::from_bytes(payload).map_err(|e| bad(format!("cannot decode: {e}")))?
+        };
+        if let Some(md) = &ck.md {
+            md.state
+                .system
+                .validate()
+                .map_err(|e| bad(format!("MD system: {e}")))?;
+        }
         ck.config.validate()?;
         let phys = crate::physics::Physics::from_config(&ck.config);
         ck.fluid

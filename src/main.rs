@@ -8,10 +8,11 @@ use std::time::Instant;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use mpcbox::checkpoint::MdCheckpoint;
 use mpcbox::config::{Config, DeviceChoice};
 use mpcbox::md::coupled::Coupling;
 use mpcbox::md::MdConfig;
-use mpcbox::run::{run_job, run_job_with, Progress, Summary};
+use mpcbox::run::{run_job, run_job_steps, Progress, Summary};
 use mpcbox::{Checkpoint, MpcError, Solvent};
 
 #[derive(Parser)]
@@ -118,18 +119,19 @@ fn run(
     quiet: bool,
 ) -> Result<(), MpcError> {
     let device = device.as_deref().map(DeviceChoice::parse_cli).transpose()?;
-    let mut solvent =
-        match (&resume, &config) {
-            (Some(ck), _) => resume_solvent(ck, config.as_deref(), device, output.as_deref())?,
-            (None, Some(c)) => new_solvent(c, device, output.as_deref())?,
-            (None, None) => return Err(MpcError::Config(mpcbox::ConfigError {
+    let (mut solvent, md_ck) = match (&resume, &config) {
+        (Some(ck), _) => resume_solvent(ck, config.as_deref(), device, output.as_deref(), steps)?,
+        (None, Some(c)) => (new_solvent(c, device, output.as_deref())?, None),
+        (None, None) => {
+            return Err(MpcError::Config(mpcbox::ConfigError {
                 field: "(command line)".into(),
                 problem: "no config given".into(),
                 fix:
                     "run `mpcbox run examples/quickstart.ron` or `mpcbox run --resume <checkpoint>`"
                         .into(),
-            })),
-        };
+            }))
+        }
+    };
     let total = steps.unwrap_or(solvent.config().steps);
     let dir = solvent.config().output.directory.clone();
     tracing::info!(
@@ -144,14 +146,16 @@ fn run(
     let summary = match solvent.config().md.clone() {
         None => run_job(&mut solvent, total, &dir, &mut progress)?,
         Some(md) => {
-            if resume.is_some() {
-                return Err(MpcError::Config(mpcbox::ConfigError {
-                    field: "md".into(),
-                    problem: "checkpoints hold only the fluid, not the MD solutes".into(),
-                    fix: "start runs with an md section from the config, without --resume".into(),
-                }));
-            }
-            run_coupled(&mut solvent, &md, total, &dir, &mut progress)?
+            let resumed = resume.is_some();
+            run_coupled(
+                &mut solvent,
+                &md,
+                md_ck,
+                resumed,
+                total,
+                &dir,
+                &mut progress,
+            )?
         }
     };
     tracing::info!(
@@ -165,35 +169,101 @@ fn run(
     Ok(())
 }
 
-/// The solvent of a checkpoint, with the config given beside it (same box and particles
-/// per cell) and the command line's output directory and device.
+/// The output directory must be a directory (or not exist yet): checked before anything is
+/// set up, naming where the path came from.
+fn check_output_directory(dir: &Path, field: &str) -> Result<(), MpcError> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(MpcError::Config(mpcbox::ConfigError {
+            field: field.into(),
+            problem: format!("{} exists and is not a directory", dir.display()),
+            fix: "give a directory for the run's outputs (a new path is created)".into(),
+        }));
+    }
+    Ok(())
+}
+
+/// The solvent of a checkpoint (and the MD state it holds), with the config given beside it
+/// (which must agree with the checkpoint's) and the command line's output directory and
+/// device. `steps` must lie beyond the checkpoint.
 fn resume_solvent(
     checkpoint: &Path,
     config: Option<&Path>,
     device: Option<DeviceChoice>,
     output: Option<&Path>,
-) -> Result<Solvent, MpcError> {
+    steps: Option<u64>,
+) -> Result<(Solvent, Option<MdCheckpoint>), MpcError> {
     let mut ck = Checkpoint::load(checkpoint)?;
     if let Some(c) = config {
         let given = Config::from_file(c)?;
-        if given.cells != ck.config.cells
-            || given.particles_per_cell != ck.config.particles_per_cell
-        {
+        let differs = resume_differences(&ck.config, &given, ck.md.is_some());
+        if !differs.is_empty() {
             return Err(MpcError::Checkpoint {
                 path: c.display().to_string(),
-                problem: "this config's box or particles_per_cell differs from the checkpoint's; \
-                          fix: resume with the config the checkpoint was written with (or none)"
-                    .into(),
+                problem: format!(
+                    "this config differs from the checkpoint's in {}; fix: resume with the \
+                     config the checkpoint was written with (or none)",
+                    differs.join(", ")
+                ),
             });
         }
         ck.config = given;
     }
-    if let Some(o) = output {
-        ck.config.output.directory = o.to_path_buf();
+    let total = steps.unwrap_or(ck.config.steps);
+    if total <= ck.step {
+        return Err(MpcError::Config(mpcbox::ConfigError {
+            field: if steps.is_some() { "--steps" } else { "steps" }.into(),
+            problem: format!(
+                "the run would end at step {total}, and the checkpoint is at step {}: nothing to run",
+                ck.step
+            ),
+            fix: format!(
+                "give the total step count to reach, beyond the checkpoint (e.g. --steps {})",
+                ck.step + ck.step.max(1000)
+            ),
+        }));
     }
-    Solvent::from_checkpoint(ck, device)
+    match output {
+        Some(o) => {
+            check_output_directory(o, "--output")?;
+            ck.config.output.directory = o.to_path_buf();
+        }
+        None => check_output_directory(&ck.config.output.directory, "output.directory")?,
+    }
+    let md = ck.md.take();
+    Ok((Solvent::from_checkpoint(ck, device)?, md))
 }
 
+/// What a resumed run's config may not change: the box, the fluid's physics and, for coupled
+/// runs, everything of the MD section but its outputs and backend. Names the fields that
+/// differ.
+fn resume_differences(ck: &Config, given: &Config, coupled: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut check = |name: &str, differs: bool| {
+        if differs {
+            out.push(name.to_string());
+        }
+    };
+    check("cells", ck.cells != given.cells);
+    check(
+        "particles_per_cell",
+        ck.particles_per_cell != given.particles_per_cell,
+    );
+    if !coupled {
+        return out;
+    }
+    check("mass", ck.mass != given.mass);
+    check("kT", ck.kt != given.kt);
+    check("time_step", ck.time_step != given.time_step);
+    check("collision", ck.collision != given.collision);
+    check("shear_rate", ck.shear_rate != given.shear_rate);
+    check("seed", ck.seed != given.seed);
+    match (&ck.md, &given.md) {
+        (Some(a), Some(b)) => out.extend(a.resume_differences(b)),
+        (Some(_), None) => out.push("md (the checkpoint has solutes, this config none)".into()),
+        _ => {}
+    }
+    out
+}
 /// A fresh solvent from a config file, with the command line's device and output directory.
 fn new_solvent(
     config: &Path,
@@ -204,28 +274,52 @@ fn new_solvent(
     if let Some(d) = device {
         cfg.device = d;
     }
-    if let Some(o) = output {
-        cfg.output.directory = o.to_path_buf();
+    match output {
+        Some(o) => {
+            check_output_directory(o, "--output")?;
+            cfg.output.directory = o.to_path_buf();
+        }
+        None => check_output_directory(&cfg.output.directory, "output.directory")?,
     }
     Solvent::new(cfg)
 }
 
-/// The run with the config's MD solutes coupled through the collision.
+/// The run with the config's MD solutes coupled through the collision; a resumed run
+/// continues the MD state of its checkpoint and its output files.
 fn run_coupled(
     solvent: &mut Solvent,
     md: &MdConfig,
+    md_ck: Option<MdCheckpoint>,
+    resumed: bool,
     total: u64,
     dir: &Path,
     progress: &mut Bar,
 ) -> Result<Summary, MpcError> {
-    let mut coupling = Coupling::new(md, solvent)?.with_output(dir)?;
+    let mut coupling = match (md_ck, resumed) {
+        (Some(ck), _) => {
+            Coupling::resume(md, solvent, &ck)?.with_output_from(dir, Some(solvent.step_count()))?
+        }
+        (None, true) => {
+            return Err(MpcError::Config(mpcbox::ConfigError {
+                field: "md".into(),
+                problem: "the checkpoint holds only the fluid, not the MD solutes (it was \
+                          written by a run without them, or by a build before coupled \
+                          checkpoints)"
+                    .into(),
+                fix: "resume from a checkpoint of the coupled run, or start it from the config"
+                    .into(),
+            }))
+        }
+        (None, false) => Coupling::new(md, solvent)?.with_output(dir)?,
+    };
     tracing::info!(
         md_particles = coupling.md.sys.len(),
         md_dt = coupling.md.settings().dt,
         steps_per_collision = md.steps_per_collision,
+        from = coupling.md_steps(),
         "MD solutes coupled through the MPC collision"
     );
-    let s = run_job_with(solvent, total, dir, progress, &mut |s| coupling.step(s))?;
+    let s = run_job_steps(solvent, total, dir, progress, &mut coupling)?;
     let chains = coupling.finish(dir)?;
     tracing::info!(
         rg_mean = chains.rg_mean,

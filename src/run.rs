@@ -55,7 +55,34 @@ pub struct Summary {
     pub viscosity: Option<ViscositySummary>,
     /// Between walls: the profile fit, viscosity from its curvature, slip, wall forces.
     pub walls: Option<crate::walls_report::WallsSummary>,
+    /// A coupled run under shear: the solution's viscosity and its parts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub solution: Option<crate::md::coupled::SolutionSummary>,
     pub output_directory: PathBuf,
+}
+
+/// What a job steps: the fluid alone, or the fluid with coupled solutes (whose state then
+/// belongs in checkpoints and whose figures in the summary).
+pub trait JobStep {
+    /// One MPC step.
+    fn advance(&mut self, solvent: &mut Solvent) -> Result<()>;
+    /// The checkpoint of the whole job now.
+    fn checkpoint(&mut self, solvent: &mut Solvent) -> Result<Checkpoint> {
+        solvent.checkpoint()
+    }
+    /// Add this job's figures to the summary.
+    fn summarize(&mut self, _solvent: &Solvent, _summary: &mut Summary) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A [`JobStep`] from a closure (fluid-only checkpoints).
+struct StepFn<'a>(&'a mut dyn FnMut(&mut Solvent) -> Result<()>);
+
+impl JobStep for StepFn<'_> {
+    fn advance(&mut self, solvent: &mut Solvent) -> Result<()> {
+        (self.0)(solvent)
+    }
 }
 
 /// How the caller wants progress shown.
@@ -102,6 +129,17 @@ pub fn run_job_with(
     progress: &mut dyn Progress,
     advance: &mut dyn FnMut(&mut Solvent) -> Result<()>,
 ) -> Result<Summary> {
+    run_job_steps(solvent, total_steps, dir, progress, &mut StepFn(advance))
+}
+
+/// [`run_job`] with each MPC step, the checkpoints and the summary's extra figures from `job`.
+pub fn run_job_steps(
+    solvent: &mut Solvent,
+    total_steps: u64,
+    dir: &Path,
+    progress: &mut dyn Progress,
+    job: &mut dyn JobStep,
+) -> Result<Summary> {
     std::fs::create_dir_all(dir).map_err(|e| MpcError::io(dir, e))?;
     let csv_path = dir.join(OBSERVABLES_CSV);
     let resuming = solvent.step_count() > 0 && csv_path.exists();
@@ -124,7 +162,7 @@ pub fn run_job_with(
     let t0 = Instant::now();
     while solvent.step_count() < total_steps {
         let step = solvent.step_count();
-        advance(solvent)?;
+        job.advance(solvent)?;
         if solvent.is_observable_step(step) {
             let o = solvent.observables()?;
             let (sk, sc) = o
@@ -157,17 +195,18 @@ pub fn run_job_with(
             f.after_step(solvent, solvent.step_count() == total_steps)?;
         }
         if ck_interval > 0 && solvent.step_count() % ck_interval == 0 {
-            solvent.checkpoint()?.save(&ck_path)?;
+            job.checkpoint(solvent)?.save(&ck_path)?;
         }
         progress.advance(solvent.step_count());
     }
     let wall = t0.elapsed().as_secs_f64();
     progress.finish();
     csv.flush().map_err(|e| MpcError::io(&csv_path, e))?;
-    let ck: Checkpoint = solvent.checkpoint()?;
+    let ck: Checkpoint = job.checkpoint(solvent)?;
     ck.save(&ck_path)?;
     let done = total_steps.saturating_sub(start_step);
-    let summary = summarize(solvent, done, wall, dir)?;
+    let mut summary = summarize(solvent, done, wall, dir)?;
+    job.summarize(solvent, &mut summary)?;
     write_profile(solvent, dir)?;
     let json = serde_json::to_string_pretty(&summary).expect("summary serialises");
     let p = dir.join(SUMMARY_JSON);
@@ -175,7 +214,7 @@ pub fn run_job_with(
     Ok(summary)
 }
 
-fn with_error(s: &crate::stats::Series) -> Option<ValueWithError> {
+pub(crate) fn with_error(s: &crate::stats::Series) -> Option<ValueWithError> {
     s.mean().map(|value| ValueWithError {
         value,
         error: s.std_error(),
@@ -234,6 +273,7 @@ fn summarize(solvent: &mut Solvent, done: u64, wall: f64, dir: &Path) -> Result<
             }),
         viscosity,
         walls: crate::walls_report::summarize(solvent),
+        solution: None,
         output_directory: dir.to_path_buf(),
     })
 }

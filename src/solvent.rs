@@ -151,6 +151,23 @@ impl Solvent {
         k > 0 && (step + 1) % k == 0
     }
 
+    /// Whether the next step measures the xy stress (under shear, on sampled and observed
+    /// steps): when a coupled MD engine measures the solutes' stress too.
+    pub fn stress_measured_next(&self) -> bool {
+        self.next_plan().0.measure_stress
+    }
+
+    /// Whether the next step enters the time averages.
+    pub fn sampled_next(&self) -> bool {
+        self.is_sample(self.step)
+    }
+
+    /// Π_xy (kinetic, collisional) of the last step when it was measured (no reduction on
+    /// the backend, unlike [`Solvent::observables`]).
+    pub fn last_stress_xy(&self) -> Option<(f64, f64)> {
+        self.last_measured.then(|| self.stress_of(&self.last))
+    }
+
     /// One MPC step of the plain fluid.
     pub fn step(&mut self) -> Result<StepReport> {
         self.advance(None)
@@ -473,6 +490,7 @@ impl Solvent {
             step: self.step,
             fluid: self.backend.download()?,
             stats: self.stats.clone(),
+            md: None,
         })
     }
 

@@ -272,12 +272,15 @@ fn bad_md_configs_name_the_field_and_the_fix() {
     ))
     .unwrap_err();
     assert_eq!(e.field, "md.thermostat.Langevin.damping");
-    // shear with MD is refused
-    let text = md_config(
-        "steps_per_collision: 5, system: Chains(n_chains: 1, chain_length: 4), pair: Wca(epsilon: 1.0, sigma: 1.0), bonds: [Fene(k: 30.0, r0: 1.5)]",
-    )
-    .replace("steps: 10", "steps: 10, shear_rate: 0.01");
-    assert_eq!(Config::from_ron_str(&text).unwrap_err().field, "md");
+    // shear with MD is accepted (Lees-Edwards in the MD engine); a bad relaxation time is not
+    let chains = "steps_per_collision: 5, system: Chains(n_chains: 1, chain_length: 4), pair: Wca(epsilon: 1.0, sigma: 1.0), bonds: [Fene(k: 30.0, r0: 1.5)]";
+    let text = md_config(chains).replace("steps: 10", "steps: 10, shear_rate: 0.01");
+    assert!(Config::from_ron_str(&text).is_ok());
+    let text = md_config(&format!("{chains}, relaxation_time: -1.0"));
+    assert_eq!(
+        Config::from_ron_str(&text).unwrap_err().field,
+        "md.relaxation_time"
+    );
 }
 
 #[test]

@@ -16,6 +16,7 @@ fn settings(mode: NeighborMode, reorder_every: u64) -> MdSettings {
         neighbor: mode,
         reorder_every,
         threads: 0,
+        shear: None,
     }
 }
 

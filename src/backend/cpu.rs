@@ -238,7 +238,8 @@ impl CpuBackend {
         total
     }
 
-    /// Pass 4: collide every particle. Returns the collisional stress sum when measured.
+    /// Pass 4: collide every particle. Returns the collisional stress sum when measured, over
+    /// every particle of the collision: fluid, then solutes.
     fn collide(&mut self, plan: &StepPlan, solutes: Option<&mut SoluteBatch<'_>>) -> f64 {
         let phys = &self.phys;
         let nf = self.state.len();
@@ -271,13 +272,24 @@ impl CpuBackend {
                 coll
             })
             .collect();
+        let mut total: f64 = parts.iter().sum();
         if let Some(s) = solutes {
+            // the solutes exchange momentum in the same collision: their share of the flux
+            let mut coll = 0.0;
             for j in 0..s.len() {
                 let c = self.cell_of[nf + j] as usize;
-                s.vel[j] = phys.collide(&params[c], self.solute_image[j], s.vel[j]);
+                let v = s.vel[j];
+                s.vel[j] = phys.collide(&params[c], self.solute_image[j], v);
+                if plan.measure_stress && params[c].active {
+                    let loc = phys.locate_solute(plan, s.pos[j]);
+                    coll += s.mass[j] * (s.vel[j][0] - v[0]) * loc.y_in_cell;
+                }
+            }
+            if plan.measure_stress {
+                total += coll;
             }
         }
-        parts.iter().sum()
+        total
     }
 
     /// Pass 5: permute fluid particles into cell order (solute entries of the list skipped),

@@ -53,7 +53,8 @@ pub struct StepReport {
     pub relative_dof: f64,
     /// Σ m vy (vx − u(ȳ)) over fluid particles during streaming (when measured).
     pub kinetic_stress_sum: f64,
-    /// Σ Δpx · (y − y_cell) over fluid particles in the collision (when measured).
+    /// Σ Δpx · (y − y_cell) over the particles in the collision, fluid and solutes (when
+    /// measured).
     pub collisional_stress_sum: f64,
     /// Momentum the fluid (and solutes) gave each wall surface during the step: bounce-backs
     /// and the collisions with virtual wall particles (`physics::walls`); zero without walls.

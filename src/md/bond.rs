@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 
 use super::neighbor::CHUNK;
+use super::settings::add_outer;
 use super::system::System;
 use crate::error::ConfigError;
 
@@ -135,20 +136,23 @@ pub struct BrokenBond {
     pub length: f64,
 }
 
+/// Sums of a bond pass (each bond once): energy, scalar virial, virial tensor.
+pub(crate) type BondSums = (f64, f64, [f64; 6]);
+
 /// Bond forces of every particle added into `force` (each bond from both sides); returns half
-/// the summed (energy, virial), or the first broken bond in particle order.
+/// the summed (energy, virial, virial tensor), or the first broken bond in particle order.
 pub(crate) fn bond_pass(
     force: &mut [[f64; 3]],
     sys: &System,
     topology: &BondTopology,
     styles: &[BondStyle],
-) -> Result<(f64, f64), BrokenBond> {
+) -> Result<BondSums, BrokenBond> {
     let bx = sys.periodic_box();
-    let parts: Vec<Result<(f64, f64), BrokenBond>> = force
+    let parts: Vec<Result<BondSums, BrokenBond>> = force
         .par_chunks_mut(CHUNK)
         .enumerate()
         .map(|(c, fchunk)| {
-            let (mut e, mut w) = (0.0, 0.0);
+            let (mut e, mut w, mut t) = (0.0, 0.0, [0.0; 6]);
             for (k, fi) in fchunk.iter_mut().enumerate() {
                 let i = c * CHUNK + k;
                 for &(j, kind) in topology.partners(i) {
@@ -161,6 +165,7 @@ pub(crate) fn bond_pass(
                             fi[2] += fr * d[2];
                             e += u;
                             w += fr * r2;
+                            add_outer(&mut t, fr, &d);
                         }
                         BondEval::Broken => {
                             return Err(BrokenBond {
@@ -172,14 +177,17 @@ pub(crate) fn bond_pass(
                     }
                 }
             }
-            Ok((e, w))
+            Ok((e, w, t))
         })
         .collect();
-    let (mut e, mut w) = (0.0, 0.0);
+    let (mut e, mut w, mut t) = (0.0, 0.0, [0.0; 6]);
     for p in parts {
-        let (a, b) = p?;
+        let (a, b, c) = p?;
         e += a;
         w += b;
+        for k in 0..6 {
+            t[k] += c[k];
+        }
     }
-    Ok((0.5 * e, 0.5 * w))
+    Ok((0.5 * e, 0.5 * w, t.map(|x| 0.5 * x)))
 }

@@ -21,7 +21,7 @@ use super::forcefield::{BondStyle, DpdParams, ForceField, LjTable, MdThermostat,
 use super::gpu::MdBackend;
 use super::integrate::check_langevin_damping;
 use super::neighbor::NeighborMode;
-use super::settings::check_skin;
+use super::settings::{check_skin, ShearFlow};
 use super::system::System;
 use super::walls::{pad_box, WallPotential};
 use crate::config::Config;
@@ -81,6 +81,17 @@ pub enum PairSpec {
     },
 }
 
+/// The file format of MD trajectory frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum TrajectoryFormat {
+    /// Extended XYZ, `trajectory.xyz` (appended on resume).
+    #[default]
+    Xyz,
+    /// GSD (HOOMD schema), `trajectory.gsd`; continued on resume (frames after the
+    /// checkpoint are dropped).
+    Gsd,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MdConfig {
@@ -102,9 +113,17 @@ pub struct MdConfig {
     /// Morton reordering every this many list builds (0: never).
     #[serde(default = "twenty")]
     pub reorder_every: u64,
-    /// MPC steps between extended-XYZ frames in `trajectory.xyz` (0: none).
+    /// MPC steps between trajectory frames (0: none).
     #[serde(default)]
     pub trajectory_interval: u64,
+    /// `Xyz` (`trajectory.xyz`, extended XYZ, the default) or `Gsd` (`trajectory.gsd`, HOOMD
+    /// schema: OVITO, freud, `gsd.hoomd`).
+    #[serde(default)]
+    pub trajectory_format: TrajectoryFormat,
+    /// The chains' longest relaxation time at rest τ, when known: the summary then reports
+    /// the Weissenberg number Wi = γ̇ τ and the orientation resistance m = Wi tan 2χ.
+    #[serde(default)]
+    pub relaxation_time: Option<f64>,
     /// MPC steps between rows of `md.csv` (0: none).
     #[serde(default = "ten")]
     pub observable_interval: u64,
@@ -158,8 +177,8 @@ fn check_dpd(field: &str, gamma: f64, cutoff: f64, exponent: f64) -> Result<(), 
 
 impl MdConfig {
     /// Checks that need no file access; called from [`Config::validate`].
-    pub fn validate(&self, cfg: &Config) -> std::result::Result<(), ConfigError> {
-        self.validate_run(cfg)?;
+    pub fn validate(&self, _cfg: &Config) -> std::result::Result<(), ConfigError> {
+        self.validate_run()?;
         for (k, b) in self.bonds.iter().enumerate() {
             b.validate(k)?;
         }
@@ -176,8 +195,8 @@ impl MdConfig {
         self.validate_pair()
     }
 
-    /// Steps per collision, no shear, the Verlet skin.
-    fn validate_run(&self, cfg: &Config) -> std::result::Result<(), ConfigError> {
+    /// Steps per collision, the relaxation time, the Verlet skin.
+    fn validate_run(&self) -> std::result::Result<(), ConfigError> {
         if self.steps_per_collision == 0 {
             return Err(err(
                 "md.steps_per_collision",
@@ -185,15 +204,14 @@ impl MdConfig {
                 "set the number of MD steps per MPC collision, e.g. 20 (dt = time_step / N)",
             ));
         }
-        if cfg.shear_rate != 0.0 {
-            return Err(err(
-                "md",
-                format!(
-                    "the MD engine has no Lees-Edwards boundaries (shear_rate = {})",
-                    cfg.shear_rate
-                ),
-                "set shear_rate: 0.0 for runs with an md section",
-            ));
+        if let Some(tau) = self.relaxation_time {
+            if !(tau.is_finite() && tau > 0.0) {
+                return Err(err(
+                    "md.relaxation_time",
+                    format!("must be finite and > 0 (got {tau})"),
+                    "give the chains' longest relaxation time at rest (for Wi = γ̇ τ), or leave it out",
+                ));
+            }
         }
         check_skin(self.skin)
     }
@@ -403,6 +421,29 @@ impl MdConfig {
         Ok(sys)
     }
 
+    /// The fields a resumed run may not change (everything but the outputs, the backend and
+    /// the relaxation time used only in the summary), named as in the config.
+    pub fn resume_differences(&self, other: &MdConfig) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut check = |name: &str, differs: bool| {
+            if differs {
+                out.push(format!("md.{name}"));
+            }
+        };
+        check(
+            "steps_per_collision",
+            self.steps_per_collision != other.steps_per_collision,
+        );
+        check("system", self.system != other.system);
+        check("pair", self.pair != other.pair);
+        check("bonds", self.bonds != other.bonds);
+        check("thermostat", self.thermostat != other.thermostat);
+        check("skin", self.skin != other.skin);
+        check("neighbor", self.neighbor != other.neighbor);
+        check("reorder_every", self.reorder_every != other.reorder_every);
+        out
+    }
+
     /// The MD engine of this config, with initial forces computed (between walls: the wall
     /// potential on, the box padded across the channel, see `md::walls`).
     pub fn build(&self, cfg: &Config) -> Result<Md> {
@@ -425,6 +466,11 @@ impl MdConfig {
             neighbor: self.neighbor,
             reorder_every: self.reorder_every,
             threads: cfg.tuning.cpu_threads,
+            shear: (cfg.shear_rate != 0.0).then_some(ShearFlow {
+                rate: cfg.shear_rate,
+                collision_time: cfg.time_step,
+                steps_per_collision: self.steps_per_collision as u64,
+            }),
         };
         let mut md = Md::new(sys, ff, self.thermostat, settings)?;
         if walls.is_some() {

@@ -105,13 +105,15 @@ pub fn ornstein_uhlenbeck(vel: &mut [[f64; 3]], o: &OuStep<'_>) {
     });
 }
 
-/// Wrap every position into the box, counting periods in the image counts.
-pub fn wrap(pos: &mut [[f64; 3]], image: &mut [[i32; 3]], bx: &PeriodicBox) {
+/// Wrap every position into the box, counting periods in the image counts (a Lees-Edwards
+/// crossing also changes vx).
+pub fn wrap(pos: &mut [[f64; 3]], vel: &mut [[f64; 3]], image: &mut [[i32; 3]], bx: &PeriodicBox) {
     pos.par_chunks_mut(CHUNK * 8)
+        .zip(vel.par_chunks_mut(CHUNK * 8))
         .zip(image.par_chunks_mut(CHUNK * 8))
-        .for_each(|(ps, imgs)| {
-            for (p, img) in ps.iter_mut().zip(imgs) {
-                bx.wrap(p, img);
+        .for_each(|((ps, vs), imgs)| {
+            for ((p, v), img) in ps.iter_mut().zip(vs).zip(imgs) {
+                bx.wrap(p, v, img);
             }
         });
 }

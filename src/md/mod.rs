@@ -26,7 +26,12 @@
 //! * [`walls`]: the fluid's walls for the solutes (a WCA wall potential, CPU; the GPU engine's
 //!   `md_wall_forces`).
 //! * [`coupled`]: MD + MPC through [`crate::Solvent::step_with_solutes`] (or device-resident
-//!   solutes on the GPU); [`observe`]: Rg, chain MSD, extended XYZ.
+//!   solutes on the GPU), with coupled checkpoints; [`observe`]: Rg, chain MSD, extended XYZ
+//!   and GSD frames; [`rheology`]: the solutes' stress tensor and the chains' conformation
+//!   (gyration tensor, orientation angle, end-to-end vector) under shear.
+//!
+//! Lees-Edwards shear (`MdSettings::shear`, the fluid's convention and clock) lives in
+//! [`boundary`]: the sheared minimum image, the wrap with its x and vx jumps, image counts.
 
 pub mod bond;
 pub mod boundary;
@@ -42,14 +47,16 @@ pub mod neighbor;
 pub mod observe;
 pub mod pair;
 pub mod random;
+pub mod rheology;
 pub mod settings;
 pub mod system;
 pub mod walls;
 
 pub use boundary::PeriodicBox;
 pub use config::MdConfig;
-pub use engine::{ForceReport, Md, MdSettings};
+pub use engine::{ForceReport, Md, MdSettings, MdState};
 pub use forcefield::{BondStyle, DpdParams, ForceField, LjTable, MdThermostat, PairStyle};
 pub use gpu::{GpuMd, MdBackend};
 pub use neighbor::NeighborMode;
+pub use settings::ShearFlow;
 pub use system::{Bond, System};

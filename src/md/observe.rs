@@ -68,6 +68,16 @@ impl ChainObserver {
         }
     }
 
+    /// An observer whose reference centres of mass are `start` (a resumed run's).
+    pub fn from_start(start: BTreeMap<u32, [f64; 3]>) -> Self {
+        ChainObserver { start }
+    }
+
+    /// The reference centres of mass, by molecule id.
+    pub fn start(&self) -> &BTreeMap<u32, [f64; 3]> {
+        &self.start
+    }
+
     pub fn sample(&self, sys: &System) -> ChainSample {
         let g = chain_geometry(sys);
         let n = g.len();
@@ -93,24 +103,18 @@ impl ChainObserver {
     }
 }
 
-/// Largest bond length (minimum image) of the system.
+/// Largest bond length (minimum image, sheared across y) of the system.
 pub fn max_bond_length(sys: &System) -> f64 {
     if sys.bonds.is_empty() {
         return 0.0;
     }
     let index: std::collections::HashMap<u32, usize> =
         sys.tag.iter().enumerate().map(|(i, &t)| (t, i)).collect();
+    let bx = sys.periodic_box();
     let mut m: f64 = 0.0;
     for b in &sys.bonds {
         let (i, j) = (index[&b.a], index[&b.b]);
-        let mut r2 = 0.0;
-        for k in 0..3 {
-            let l = sys.box_len[k];
-            let mut d = sys.pos[i][k] - sys.pos[j][k];
-            d -= l * (d / l).round();
-            r2 += d * d;
-        }
-        m = m.max(r2.sqrt());
+        m = m.max(bx.distance2(sys.pos[i], sys.pos[j]).sqrt());
     }
     m
 }

@@ -2,25 +2,26 @@
 //! types, tags, molecule ids, per-type masses and bonds (by tag, so that reordering particles
 //! never touches them).
 
-use super::boundary::PeriodicBox;
+use super::boundary::{LeesEdwards, PeriodicBox};
 use crate::error::ConfigError;
 
 /// One bond between the particles tagged `a` and `b`, of bond type `kind` (0-based).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Bond {
     pub a: u32,
     pub b: u32,
     pub kind: u32,
 }
 
-/// An orthorhombic periodic box [0, L) in each direction.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// An orthorhombic periodic box [0, L) in each direction, sheared or not.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct System {
     pub box_len: [f64; 3],
     /// Positions wrapped into [0, L).
     pub pos: Vec<[f64; 3]>,
     pub vel: Vec<[f64; 3]>,
-    /// Periodic image counts: the unwrapped position is pos + image · L.
+    /// Periodic image counts: the unwrapped position is pos + image · L, plus
+    /// image_y · D(t) along x under Lees-Edwards shear ([`System::unwrapped`]).
     pub image: Vec<[i32; 3]>,
     /// Particle type, 0-based (LAMMPS type − 1).
     pub typ: Vec<u32>,
@@ -31,6 +32,8 @@ pub struct System {
     /// Mass of each type.
     pub type_mass: Vec<f64>,
     pub bonds: Vec<Bond>,
+    /// The Lees-Edwards state at the current time (zero without shear).
+    pub lees_edwards: LeesEdwards,
 }
 
 fn cfg_err(field: &str, problem: String, fix: &str) -> ConfigError {
@@ -60,7 +63,7 @@ impl System {
 
     /// The boundary conditions: minimum images and wrapping.
     pub fn periodic_box(&self) -> PeriodicBox {
-        PeriodicBox::new(self.box_len)
+        PeriodicBox::sheared(self.box_len, self.lees_edwards)
     }
 
     pub fn mass(&self, i: usize) -> f64 {
@@ -75,11 +78,15 @@ impl System {
             .collect()
     }
 
-    /// The unwrapped position of particle i.
+    /// The unwrapped position of particle i: continuous in time, also across the sheared
+    /// y boundary (each y period adds the total offset D(t) along x).
     pub fn unwrapped(&self, i: usize) -> [f64; 3] {
         let mut u = self.pos[i];
         for (k, c) in u.iter_mut().enumerate() {
             *c += self.image[i][k] as f64 * self.box_len[k];
+        }
+        if self.lees_edwards != LeesEdwards::default() {
+            u[0] += self.image[i][1] as f64 * self.lees_edwards.total(self.box_len[0]);
         }
         u
     }

@@ -19,6 +19,7 @@ pub fn md_settings(dt: f64, kt: f64, seed: u64, threads: usize) -> MdSettings {
         neighbor: NeighborMode::Verlet,
         reorder_every: 10,
         threads,
+        shear: None,
     }
 }
 
@@ -109,6 +110,25 @@ impl MdEngine {
             MdEngine::Cpu(md) => md.momentum(),
             MdEngine::Gpu(md) => md.momentum().unwrap(),
         }
+    }
+
+    /// Put the engine at MD step `step` (its Lees-Edwards offset) and recompute forces.
+    pub fn set_step(&mut self, step: u64) {
+        match self {
+            MdEngine::Cpu(md) => md.set_step(step).unwrap(),
+            MdEngine::Gpu(md) => md.set_step(step).unwrap(),
+        }
+    }
+
+    /// Forces of the current configuration, by atom id (tag order).
+    pub fn forces_by_tag(&mut self) -> Vec<[f64; 3]> {
+        let (f, tags) = match self {
+            MdEngine::Cpu(md) => (md.forces().to_vec(), md.sys.tag.clone()),
+            MdEngine::Gpu(md) => (md.forces().unwrap(), md.system().unwrap().tag.clone()),
+        };
+        let mut order: Vec<usize> = (0..f.len()).collect();
+        order.sort_unstable_by_key(|&i| tags[i]);
+        order.into_iter().map(|i| f[i]).collect()
     }
 
     /// The system with current positions and velocities (downloaded from a GPU).

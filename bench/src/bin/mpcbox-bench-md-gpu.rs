@@ -45,6 +45,7 @@ fn main() {
             neighbor: NeighborMode::Verlet,
             reorder_every: 20,
             threads: 0,
+            shear: None,
         };
         let mut md = match GpuMd::new(sys, ff, MdThermostat::None, st, a.device) {
             Ok(m) => m,

@@ -66,6 +66,7 @@ fn lj_system_rc(cells: usize, threads: usize, dt: f64, mode: NeighborMode, rc: f
         neighbor: mode,
         reorder_every: 20,
         threads,
+        shear: None,
     };
     Md::new(sys, ff, MdThermostat::None, settings).expect("valid LJ system")
 }

@@ -3,7 +3,10 @@
 //! 10 MD steps per collision. Three timings on the same system: the fluid alone (MPC steps),
 //! the GPU MD engine alone (MD steps), and the coupled run (`md::coupled::Coupling`, as
 //! `mpcbox run` does it). Default: 128³ cells, 4096 chains of 50 beads (0.1 beads per cell),
-//! 200 collisions — the system of the coupling issue.
+//! 200 collisions — the system of the coupling issue. `--shear-rate` runs all three under
+//! Lees-Edwards shear (compare with the same command without it for the shear's cost), and
+//! `--sample-interval k` measures the stress (fluid and solutes) every k collisions as a
+//! sheared `mpcbox run` does (default 10 there; 0 here: never).
 
 use std::time::Instant;
 
@@ -32,6 +35,12 @@ struct Args {
     /// Fluid device: cuda:0, cuda:0,1, all, cpu.
     #[arg(long, default_value = "cuda:0")]
     device: String,
+    /// Lees-Edwards shear rate of fluid and chains (0: no shear).
+    #[arg(long, default_value_t = 0.0)]
+    shear_rate: f64,
+    /// Collisions between stress samples under shear (0: none, as without shear).
+    #[arg(long, default_value_t = 0)]
+    sample_interval: u64,
 }
 
 const STEPS_PER_COLLISION: u64 = 10;
@@ -50,8 +59,14 @@ fn config(a: &Args, device: DeviceChoice) -> Config {
     ))
     .unwrap_or_else(|e| fail(&format!("config: {e}")));
     cfg.device = device;
+    cfg.shear_rate = a.shear_rate;
     cfg.output.observable_interval = 0;
-    cfg.output.equilibration_steps = u64::MAX;
+    if a.sample_interval > 0 {
+        cfg.output.equilibration_steps = 0;
+        cfg.output.sample_interval = a.sample_interval;
+    } else {
+        cfg.output.equilibration_steps = u64::MAX;
+    }
     cfg
 }
 
@@ -110,7 +125,15 @@ fn main() {
         a.collisions,
         coupled_s / (fluid_s + md_s),
     );
-    println!("\nfluid: {fluid_desc}");
+    println!(
+        "\nfluid: {fluid_desc}; shear rate {}, stress sampled every {} collisions",
+        a.shear_rate,
+        if a.sample_interval > 0 {
+            a.sample_interval.to_string()
+        } else {
+            "∞".into()
+        }
+    );
 }
 
 /// Seconds of the timed collisions of the fluid alone, and its backend.

@@ -11,9 +11,10 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use ::mpcbox::checkpoint::MdCheckpoint;
 use ::mpcbox::config::DeviceChoice;
 use ::mpcbox::md::coupled::Coupling;
-use ::mpcbox::run::{run_job, run_job_with, Silent, OBSERVABLES_CSV};
+use ::mpcbox::run::{run_job, run_job_steps, Silent, OBSERVABLES_CSV};
 use ::mpcbox::{Checkpoint, Config, MpcError, Solvent};
 
 use crate::config::{config_error, config_from_dict};
@@ -26,8 +27,13 @@ struct JobResult {
 }
 
 /// Run `solvent` to `total` steps into `dir`, with the bundled MD engine when the config has
-/// an `md` section (as `mpcbox run` does).
-fn run_to(solvent: &mut Solvent, total: u64, dir: &Path) -> Result<JobResult, MpcError> {
+/// an `md` section (as `mpcbox run` does; `md_ck`: the MD state of a resumed coupled run).
+fn run_to(
+    solvent: &mut Solvent,
+    total: u64,
+    dir: &Path,
+    md_ck: Option<MdCheckpoint>,
+) -> Result<JobResult, MpcError> {
     let Some(md) = solvent.config().md.clone() else {
         let summary = run_job(solvent, total, dir, &mut Silent)?;
         return Ok(JobResult {
@@ -35,8 +41,19 @@ fn run_to(solvent: &mut Solvent, total: u64, dir: &Path) -> Result<JobResult, Mp
             chains: None,
         });
     };
-    let mut coupling = Coupling::new(&md, solvent)?.with_output(dir)?;
-    let summary = run_job_with(solvent, total, dir, &mut Silent, &mut |s| coupling.step(s))?;
+    let mut coupling = match md_ck {
+        Some(ck) => Coupling::resume(&md, solvent, &ck)?
+            .with_output_from(dir, Some(solvent.step_count()))?,
+        None if solvent.step_count() > 0 => {
+            return Err(MpcError::Config(::mpcbox::ConfigError {
+                field: "md".into(),
+                problem: "the checkpoint holds only the fluid, not the MD solutes".into(),
+                fix: "resume from a checkpoint of the coupled run".into(),
+            }))
+        }
+        None => Coupling::new(&md, solvent)?.with_output(dir)?,
+    };
+    let summary = run_job_steps(solvent, total, dir, &mut Silent, &mut coupling)?;
     let chains = Some(coupling.finish(dir)?);
     Ok(JobResult { summary, chains })
 }
@@ -48,9 +65,22 @@ pub fn run_solvent<'py>(
     steps: Option<u64>,
     output: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    run_resumed(py, solvent, None, steps, output)
+}
+
+/// [`run_solvent`] continuing the MD state `md_ck` of a coupled checkpoint.
+fn run_resumed<'py>(
+    py: Python<'py>,
+    solvent: &mut Solvent,
+    md_ck: Option<MdCheckpoint>,
+    steps: Option<u64>,
+    output: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyDict>> {
     let total = steps.unwrap_or(solvent.config().steps);
     let dir = output.unwrap_or_else(|| solvent.config().output.directory.clone());
-    let result = py.detach(|| run_to(solvent, total, &dir)).map_err(py_err)?;
+    let result = py
+        .detach(|| run_to(solvent, total, &dir, md_ck))
+        .map_err(py_err)?;
     let out = pythonize::pythonize(py, &result.summary)?.cast_into::<PyDict>()?;
     if let Some(c) = result.chains {
         out.set_item("chains", pythonize::pythonize(py, &c)?)?;
@@ -96,16 +126,18 @@ fn open(
     steps: Option<u64>,
     device: Option<&str>,
     resume: Option<PathBuf>,
-) -> PyResult<Solvent> {
+) -> PyResult<(Solvent, Option<MdCheckpoint>)> {
     let device = device
         .map(DeviceChoice::parse_cli)
         .transpose()
         .map_err(|e| config_error(py, &e))?;
     if let Some(path) = resume {
-        let ck = Checkpoint::load(&path).map_err(py_err)?;
-        return py
+        let mut ck = Checkpoint::load(&path).map_err(py_err)?;
+        let md = ck.md.take();
+        let solvent = py
             .detach(|| Solvent::from_checkpoint(ck, device))
-            .map_err(py_err);
+            .map_err(py_err)?;
+        return Ok((solvent, md));
     }
     let config = config.ok_or_else(|| {
         PyValueError::new_err("no config; fix: pass a dict of config fields, a RON file or resume=")
@@ -119,7 +151,7 @@ fn open(
     if let Some(d) = device {
         cfg.device = d;
     }
-    py.detach(|| Solvent::new(cfg)).map_err(py_err)
+    Ok((py.detach(|| Solvent::new(cfg)).map_err(py_err)?, None))
 }
 
 /// `mpcbox.run(config=None, steps=None, output=None, device=None, resume=None)`: the
@@ -138,6 +170,6 @@ pub fn run<'py>(
     device: Option<&str>,
     resume: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let mut solvent = open(py, config, steps, device, resume)?;
-    run_solvent(py, &mut solvent, steps, output)
+    let (mut solvent, md) = open(py, config, steps, device, resume)?;
+    run_resumed(py, &mut solvent, md, steps, output)
 }

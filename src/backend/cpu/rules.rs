@@ -218,13 +218,24 @@ impl CpuBackend {
                 coll
             })
             .collect();
+        let mut total: f64 = parts.iter().sum();
         if let Some(s) = solutes {
+            // the solutes' share of the collisional stress, as in `CpuBackend::collide`
+            let mut coll = 0.0;
             for j in 0..s.len() {
                 let c = self.cell_of[nf + j] as usize;
                 let (r, x) = (at(rel, nf + j), at(xi, nf + j));
-                s.vel[j] = phys.rule_collide(&params[c], self.solute_image[j], s.vel[j], r, x);
+                let v = s.vel[j];
+                s.vel[j] = phys.rule_collide(&params[c], self.solute_image[j], v, r, x);
+                if plan.measure_stress && params[c].active {
+                    let loc = phys.locate_solute(plan, s.pos[j]);
+                    coll += s.mass[j] * (s.vel[j][0] - v[0]) * loc.y_in_cell;
+                }
+            }
+            if plan.measure_stress {
+                total += coll;
             }
         }
-        parts.iter().sum()
+        total
     }
 }

@@ -46,6 +46,8 @@ pub const FLUID_SOURCES: &[(&str, &str)] = &[
 
 /// `kernels/md.cu`: the kernels of the GPU MD engine (`crate::md::gpu`).
 pub const MD_CU: &str = include_str!("../../../kernels/md.cu");
+/// `kernels/md_boundary.cuh`: the MD engine's periodic / Lees-Edwards box and random numbers.
+pub const MD_BOUNDARY_CUH: &str = include_str!("../../../kernels/md_boundary.cuh");
 
 /// One translation unit of `sources`: each file after a `#line` marker (so NVRTC's messages
 /// name the file and line), `#pragma once` dropped (meaningless in one concatenated unit);
@@ -63,11 +65,12 @@ pub fn translation_unit(sources: &[(&str, &str)]) -> String {
 /// `kernels/md_walls.cu`: the GPU MD engine's wall forces (`crate::md::walls`).
 pub const MD_WALLS_CU: &str = include_str!("../../../kernels/md_walls.cu");
 
-/// The translation unit of the MD kernels: rng.cuh, walls.cuh (the wall shapes), md.cu, then
-/// md_walls.cu.
+/// The translation unit of the MD kernels: rng.cuh, md_boundary.cuh, walls.cuh (the wall
+/// shapes), md.cu, then md_walls.cu.
 pub fn md_source() -> String {
     translation_unit(&[
         ("rng.cuh", RNG_CUH),
+        ("md_boundary.cuh", MD_BOUNDARY_CUH),
         ("walls.cuh", WALLS_CUH),
         ("md.cu", MD_CU),
         ("md_walls.cu", MD_WALLS_CU),

@@ -347,9 +347,10 @@ impl CudaBackend {
         let owned = owned_only as u32;
         // SAFETY: mpc_rules_solute_collide(MpcParams, u32 rule, const double *spos, const double
         // *smass, const u32 *scell, const int *simage, const double *cells, const double *ext,
-        // double *svel, u32 owned_only): the arrays of `rules_bin_solutes` (cells and images
-        // written by it on this stream), the cell parameters, and the velocities (3n doubles,
-        // each written only by the GPU that owns the solute's cell).
+        // double *svel, u32 owned_only, double *report): the arrays of `rules_bin_solutes`
+        // (cells and images written by it on this stream), the cell parameters, the velocities
+        // (3n doubles, each written only by the GPU that owns the solute's cell), and the
+        // step's 4-double report (zeroed in pass 1 on this stream).
         unsafe {
             main.launch_builder(&self.dev.k.rules_solute_collide)
                 .arg(p)
@@ -362,6 +363,7 @@ impl CudaBackend {
                 .arg(&r.ext)
                 .arg(&s.vel)
                 .arg(&owned)
+                .arg(&mut self.report)
                 .launch(grid(s.n))
                 .map_err(drv("rules solute collide"))?;
         }

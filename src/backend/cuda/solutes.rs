@@ -58,9 +58,11 @@ impl CudaBackend {
             .as_mut()
             .ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
         // SAFETY: mpc_solute_collide(MpcParams, const u32 *scell, const int *simage, const
-        // double *cells, double *svel): the cells and images written by `solute_bin` on this
-        // stream for p.n_solutes = ns solutes (capacity >= ns), the cell parameters, and the
-        // velocities (3 doubles per solute).
+        // double *cells, double *svel, const double *spos, const double *smass, double *report):
+        // the cells and images written by `solute_bin` on this stream for p.n_solutes = ns
+        // solutes (capacity >= ns), the cell parameters, the velocities and positions (3
+        // doubles per solute), the masses, and the step's 4-double report (zeroed in pass 1 on
+        // this stream, read after the step).
         unsafe {
             s.launch_builder(&self.dev.k.solute_collide)
                 .arg(p)
@@ -68,6 +70,9 @@ impl CudaBackend {
                 .arg(&sb.image)
                 .arg(&self.cell.sums)
                 .arg(&mut sb.vel)
+                .arg(&sb.pos)
+                .arg(&sb.mass)
+                .arg(&mut self.report)
                 .launch(grid(ns))
                 .map_err(drv("solute collide"))?;
         }
@@ -120,9 +125,12 @@ impl CudaBackend {
             .as_ref()
             .ok_or_else(|| MpcError::Device("solutes collided before they were binned".into()))?;
         // SAFETY: mpc_solute_collide_owned(MpcParams, const unsigned* scell, const int* simage,
-        // const double* cells, double* svel): the index arrays written by the bin kernel on
-        // this stream, the cell parameters, and the caller's velocity array (3n doubles); each
-        // solute is written by the one GPU that owns its cell.
+        // const double* cells, double* svel, const double* spos, const double* smass, double*
+        // report): the index arrays written by the bin kernel on this stream, the cell
+        // parameters, the caller's velocity, position and mass arrays (3n, 3n, n doubles,
+        // checked readable by this GPU, as the bin kernel read them), and the step's 4-double
+        // report (zeroed in pass 1 on this stream); each solute is written by the one GPU that
+        // owns its cell.
         unsafe {
             main.launch_builder(&self.dev.k.solute_collide_owned)
                 .arg(p)
@@ -130,6 +138,9 @@ impl CudaBackend {
                 .arg(&st.image)
                 .arg(&self.cell.sums)
                 .arg(&s.vel)
+                .arg(&s.pos)
+                .arg(&s.mass)
+                .arg(&mut self.report)
                 .launch(grid(s.n))
                 .map_err(drv("solute collide"))?;
         }

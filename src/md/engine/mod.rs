@@ -5,6 +5,9 @@
 //! (random numbers are addressed by tags and step). `setup` builds and checks an engine.
 
 mod setup;
+mod state;
+
+pub use state::MdState;
 
 use std::sync::Arc;
 
@@ -12,11 +15,11 @@ use rayon::prelude::*;
 
 pub use super::settings::{ForceReport, MdSettings};
 
-use super::bond::{bond_pass, BondTopology};
+use super::bond::{bond_pass, BondSums, BondTopology};
 use super::forcefield::{DpdParams, ForceField, MdThermostat, PairStyle};
 use super::integrate::{self, OuStep};
 use super::neighbor::{morton_order, CellList, NeighborSource, VerletList, CHUNK};
-use super::pair::{dpd::dpd_pass, lj::lj_pass};
+use super::pair::{dpd::dpd_pass, lj::lj_pass, PairSums};
 use super::system::System;
 use super::walls::{wall_pass, WallPotential};
 use crate::error::{ConfigError, MpcError, Result};
@@ -149,29 +152,51 @@ impl Md {
         self.refresh_per_particle();
     }
 
+    /// Whether the Verlet list must be rebuilt: some particle moved more than skin/2 since
+    /// the last build; under shear, pairs across the y boundary also move apart by the
+    /// offset's change Δδ, and a particle that crossed is compared through the current offset
+    /// (off by at most Δδ), so 2 max|Δr| + 3 |Δδ| is held against the skin.
+    fn list_is_stale(&self) -> bool {
+        let skin = self.settings.skin;
+        let bx = self.sys.periodic_box();
+        let d2 = self.verlet.max_displacement2_in(&self.sys.pos, &bx);
+        if self.settings.shear.is_none() {
+            return d2 > 0.25 * skin * skin;
+        }
+        let lx = self.sys.box_len[0];
+        let mut dd = (bx.lees_edwards().offset - self.verlet.built_offset).rem_euclid(lx);
+        dd = dd.min(lx - dd);
+        2.0 * d2.sqrt() + 3.0 * dd > skin
+    }
+
     /// Rebuild the Verlet list when needed, reordering along the Morton curve every
     /// `reorder_every` builds.
     fn update_neighbors(&mut self) {
         if !self.use_list {
             return;
         }
-        let skin = self.settings.skin;
-        let l = self.sys.box_len;
-        let need = self.verlet.builds == 0
-            || self.verlet.max_displacement2(&self.sys.pos, l) > 0.25 * skin * skin;
-        if !need {
+        if self.verlet.builds > 0 && !self.list_is_stale() {
             return;
         }
         let k = self.settings.reorder_every;
         if k > 0 && self.verlet.builds % k == 0 {
-            let perm = morton_order(&self.sys.pos, l);
+            let perm = morton_order(&self.sys.pos, self.sys.box_len);
             self.permute(&perm);
         }
-        let r_list = self.cutoff() + skin;
+        self.build_lists();
+    }
+
+    /// Cell and Verlet lists from the current positions.
+    fn build_lists(&mut self) {
+        let l = self.sys.box_len;
+        let r_list = self.cutoff() + self.settings.skin;
         let dims =
             CellList::dims_for_list(l, r_list).expect("checked when the list mode was chosen");
         self.cells.build(&self.sys.pos, l, dims);
-        self.verlet.build(&self.sys.pos, l, &self.cells, r_list);
+        let bx = self.sys.periodic_box();
+        let sheared = self.settings.shear.is_some();
+        self.verlet
+            .build_in(&self.sys.pos, &bx, sheared, &self.cells, r_list);
     }
 
     /// All forces at the current positions (and velocities, for DPD) and step.
@@ -194,13 +219,14 @@ impl Md {
             .for_each(|c| c.fill([0.0; 3]));
         let (st, sys, step) = (&self.settings, &self.sys, self.step);
         let mut rep = ForceReport::default();
-        let (e, w) = match &self.ff.pair {
-            PairStyle::None => (0.0, 0.0),
+        let pair = match &self.ff.pair {
+            PairStyle::None => PairSums::default(),
             PairStyle::Lj(t) => lj_pass(&mut self.force, neigh, sys, t, energy),
             PairStyle::Dpd(p) => dpd_pass(&mut self.force, neigh, sys, p, true, st, step),
         };
-        rep.pair_energy = e;
-        rep.virial = w;
+        rep.pair_energy = pair.energy;
+        rep.virial = pair.virial;
+        rep.virial_tensor = pair.tensor;
         if let MdThermostat::Dpd {
             gamma,
             cutoff,
@@ -208,12 +234,18 @@ impl Md {
         } = self.thermostat
         {
             let p = DpdParams::uniform(1, 0.0, gamma, cutoff, exponent);
-            dpd_pass(&mut self.force, neigh, sys, &p, false, st, step);
+            let th = dpd_pass(&mut self.force, neigh, sys, &p, false, st, step);
+            for k in 0..6 {
+                rep.virial_tensor[k] += th.tensor[k];
+            }
         }
         if !self.bonds.is_empty() {
-            let (e, w) = self.bond_forces()?;
+            let (e, w, t) = self.bond_forces()?;
             rep.bond_energy = e;
             rep.virial += w;
+            for (a, b) in rep.virial_tensor.iter_mut().zip(t) {
+                *a += b;
+            }
         }
         if let Some(walls) = &self.walls {
             rep.wall_energy = wall_pass(&mut self.force, &self.sys, walls)
@@ -226,7 +258,7 @@ impl Md {
     }
 
     /// The bond pass; a broken FENE bond becomes a config error naming the bond and step.
-    fn bond_forces(&mut self) -> Result<(f64, f64)> {
+    fn bond_forces(&mut self) -> Result<BondSums> {
         let styles = &self.ff.bond_styles;
         bond_pass(&mut self.force, &self.sys, &self.bonds, styles).map_err(|b| {
             cfg_err(
@@ -282,8 +314,12 @@ impl Md {
             }
             _ => integrate::drift(&mut s.pos, &s.vel, dt),
         }
+        if let Some(shear) = self.settings.shear {
+            // the offset at the end of the drift, as the fluid takes it at the end of streaming
+            s.lees_edwards = shear.lees_edwards_at(self.step + 1, dt, s.box_len);
+        }
         let bx = s.periodic_box();
-        integrate::wrap(&mut s.pos, &mut s.image, &bx);
+        integrate::wrap(&mut s.pos, &mut s.vel, &mut s.image, &bx);
         self.step += 1;
         self.compute_forces_inner(energy)?;
         integrate::kick(&mut self.sys.vel, &self.force, &self.inv_mass, 0.5 * dt);

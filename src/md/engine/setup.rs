@@ -16,12 +16,16 @@ use crate::md::system::System;
 impl Md {
     /// Validate the system and force field, build lists and compute the initial forces.
     pub fn new(
-        sys: System,
+        mut sys: System,
         ff: ForceField,
         thermostat: MdThermostat,
         settings: MdSettings,
     ) -> Result<Md> {
         sys.validate()?;
+        if let Some(shear) = settings.shear {
+            check_shear(shear.rate)?;
+            sys.lees_edwards = shear.lees_edwards_at(0, settings.dt, sys.box_len);
+        }
         check_settings(&settings)?;
         check_pair(&ff.pair, &sys)?;
         check_thermostat(thermostat)?;
@@ -72,6 +76,17 @@ impl Md {
             other => other,
         })
     }
+}
+
+fn check_shear(rate: f64) -> Result<()> {
+    if !rate.is_finite() {
+        return Err(cfg_err(
+            "shear_rate",
+            format!("must be finite (got {rate})"),
+            "give a finite shear rate such as 0.05",
+        ));
+    }
+    Ok(())
 }
 
 fn check_settings(s: &MdSettings) -> Result<()> {

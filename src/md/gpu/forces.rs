@@ -18,6 +18,8 @@ use crate::md::random::dpd_key;
 struct ForceScalars {
     n: u32,
     box_len: [f64; 3],
+    /// Lees-Edwards image offset in (−Lx/2, Lx/2] and velocity jump (zeros without shear).
+    le: [f64; 2],
     dpd_noise: f64,
     th_noise: f64,
     key: [u32; 2],
@@ -61,6 +63,10 @@ impl GpuMd {
         ForceScalars {
             n: self.n as u32,
             box_len: self.sys.box_len,
+            le: [
+                self.sys.periodic_box().image_offset(),
+                self.sys.lees_edwards.velocity,
+            ],
             dpd_noise: noise_amplitude(self.p.dpd.0, st.kt, st.dt),
             th_noise: noise_amplitude(self.p.th.0, st.kt, st.dt),
             key: dpd_key(st.seed),
@@ -87,7 +93,9 @@ impl GpuMd {
         l.push_list(&mut b);
         b.arg(&sc.box_len[0])
             .arg(&sc.box_len[1])
-            .arg(&sc.box_len[2]);
+            .arg(&sc.box_len[2])
+            .arg(&sc.le[0])
+            .arg(&sc.le[1]);
         push_pair_params(&mut b, &sc, p);
         push_bonds(&mut b, p);
         b.arg(&mut d.force)
@@ -96,6 +104,7 @@ impl GpuMd {
             .arg(&mut e.w_pair)
             .arg(&mut e.e_bond)
             .arg(&mut e.w_bond)
+            .arg(&mut e.w_tensor)
             .arg(&mut self.flags);
         // SAFETY: the arguments are MD_FORCES_PARAMS of kernels/md.cu in order and type (both
         // md_forces and md_forces_lj1 take them). Per-particle buffers hold n (or 3n) elements;
@@ -103,7 +112,8 @@ impl GpuMd {
         // it); the LJ table and `dpd_a` hold ntypes² entries (a single dummy when unused, and
         // then not read) and every type is < ntypes (checked by Md::new); the bond CSR has n + 1
         // offsets and its kinds index the style arrays (bond types checked by Md::new, + 1 for
-        // the dummy). The kernel returns for i ≥ n and writes only particle i's outputs.
+        // the dummy); `w_tensor` holds 6n f64. The kernel returns for i ≥ n and writes only
+        // particle i's outputs.
         unsafe { b.launch(grid(self.n)) }.map_err(drv("md_forces"))?;
         self.launch_wall_forces(energy)?;
         if energy {
@@ -151,6 +161,22 @@ impl GpuMd {
                 .sum::<f64>())
         };
         let e = &self.energy;
+        let wt = self
+            .stream
+            .clone_dtoh(&e.w_tensor)
+            .map_err(drv("download"))?;
+        let mut tensor = [0.0; 6];
+        for c in wt[..6 * self.n].chunks(6 * CHUNK) {
+            let mut part = [0.0; 6];
+            for w in c.chunks(6) {
+                for k in 0..6 {
+                    part[k] += w[k];
+                }
+            }
+            for k in 0..6 {
+                tensor[k] += part[k];
+            }
+        }
         Ok(ForceReport {
             pair_energy: 0.5 * sum(&e.e_pair)?,
             bond_energy: 0.5 * sum(&e.e_bond)?,
@@ -160,6 +186,7 @@ impl GpuMd {
             } else {
                 0.0
             },
+            virial_tensor: tensor.map(|x| 0.5 * x),
         })
     }
 

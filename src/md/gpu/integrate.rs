@@ -2,13 +2,33 @@
 //! or drift + O + drift for BAOAB Langevin, wrap, and the skin/2 displacement check), the list
 //! rebuild when some particle moved too far, the forces, `md_second_half` (kick).
 
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::{DeviceRepr, PushKernelArg};
 
 use super::{drv, grid, GpuMd, FLAG_REBUILD};
 use crate::error::Result;
 use crate::md::forcefield::MdThermostat;
 use crate::md::integrate::ou_coefficients;
 use crate::md::random::langevin_key;
+
+/// `struct MdShear` of kernels/md_boundary.cuh: the Lees-Edwards state of a step.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct MdShear {
+    offset: f64,
+    velocity: f64,
+    mi_offset: f64,
+    /// |δ − δ at the last list build|, the shortest way round.
+    moved: f64,
+    periods: i64,
+    sheared: i32,
+    pad: i32,
+}
+
+// SAFETY: plain-old-data (four f64, an i64, two i32: 48 bytes without implicit padding,
+// checked below) with the C layout of `MdShear`, which md_first_half takes by value.
+unsafe impl DeviceRepr for MdShear {}
+
+const _: () = assert!(std::mem::size_of::<MdShear>() == 48);
 
 /// The scalar arguments of `md_first_half`.
 struct HalfStep {
@@ -26,10 +46,12 @@ struct HalfStep {
     box_len: [f64; 3],
     /// (skin/2)²: the rebuild threshold of the displacement since the last build.
     quarter_skin2: f64,
+    skin: f64,
+    shear: MdShear,
 }
 
 impl GpuMd {
-    fn half_step(&self) -> HalfStep {
+    fn half_step(&mut self) -> HalfStep {
         let st = &self.settings;
         let (langevin, c1, c2) = match self.thermostat {
             MdThermostat::Langevin { damping } => {
@@ -49,6 +71,30 @@ impl GpuMd {
             step: self.step,
             box_len: self.sys.box_len,
             quarter_skin2: 0.25 * st.skin * st.skin,
+            skin: st.skin,
+            shear: self.shear_args(),
+        }
+    }
+
+    /// The Lees-Edwards state at the end of this step's drift (the host copy's
+    /// `lees_edwards` is moved on to it), as `Md::step` takes it.
+    fn shear_args(&mut self) -> MdShear {
+        let Some(shear) = self.settings.shear else {
+            return MdShear::default();
+        };
+        let le = shear.lees_edwards_at(self.step + 1, self.settings.dt, self.sys.box_len);
+        self.sys.lees_edwards = le;
+        let bx = self.sys.periodic_box();
+        let lx = self.sys.box_len[0];
+        let d = (le.offset - self.lists.built_offset).rem_euclid(lx);
+        MdShear {
+            offset: le.offset,
+            velocity: le.velocity,
+            mi_offset: bx.image_offset(),
+            moved: d.min(lx - d),
+            periods: le.periods,
+            sheared: 1,
+            pad: 0,
         }
     }
 
@@ -78,10 +124,12 @@ impl GpuMd {
             .arg(&h.box_len[0])
             .arg(&h.box_len[1])
             .arg(&h.box_len[2])
-            .arg(&h.quarter_skin2);
+            .arg(&h.quarter_skin2)
+            .arg(&h.skin)
+            .arg(&h.shear);
         // SAFETY: md_first_half's parameters in order and type (n, pos, vel, force, inv_mass,
         // image, tag, built_at, flags, dt, langevin, c1, c2, kt, lk0, lk1, step, lx, ly, lz,
-        // quarter_skin2); the vector buffers hold 3n elements, `inv_mass` and `tag` n, `flags`
+        // quarter_skin2, skin, MdShear by value); the vector buffers hold 3n elements, `inv_mass` and `tag` n, `flags`
         // NFLAGS words; the kernel returns for i ≥ n and touches only particle i's entries.
         unsafe { b.launch(grid(self.n)) }.map_err(drv("md_first_half"))?;
         Ok(())

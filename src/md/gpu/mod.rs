@@ -17,13 +17,15 @@
 //! the Rust file): `setup` (device, kernels, uploads: the builder of [`GpuMd::new`]), `params`
 //! (force-field tables on the device), `neighbor` (cell binning and Verlet lists, for
 //! `md::neighbor`), `forces` (pair, DPD thermostat and bond forces in one kernel, for
-//! `md::pair` + `md::bond`) and `integrate` (the two half steps, for `md::integrate`).
+//! `md::pair` + `md::bond`), `integrate` (the two half steps, for `md::integrate`, with the
+//! Lees-Edwards wrap) and `state` (checkpoints, for `md::engine::state`).
 
 mod forces;
 mod integrate;
 mod neighbor;
 mod params;
 mod setup;
+mod state;
 
 use std::sync::Arc;
 

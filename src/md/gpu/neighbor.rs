@@ -33,6 +33,8 @@ pub(super) struct DeviceLists {
     reach: i32,
     /// List builds so far.
     pub builds: u64,
+    /// The Lees-Edwards offset δ at the last build (0 without shear).
+    pub built_offset: f64,
 }
 
 /// The cells (r_list/2 wide with a 5³ stencil when they fit, else r_list wide with 3³) and
@@ -87,6 +89,7 @@ impl DeviceLists {
             dims,
             reach,
             builds: 0,
+            built_offset: 0.0,
         })
     }
 }
@@ -166,6 +169,7 @@ impl GpuMd {
                 continue;
             }
             self.lists.builds += 1;
+            self.lists.built_offset = self.sys.lees_edwards.offset;
             return Ok(());
         }
     }
@@ -223,6 +227,8 @@ impl GpuMd {
         let s = self.stream.clone();
         let l = &mut self.lists;
         let mn = l.max_neigh as u32;
+        let off = self.sys.periodic_box().image_offset();
+        let sheared = self.settings.shear.is_some() as i32;
         let mut b = s.launch_builder(&self.k.build_list);
         b.arg(&g.n)
             .arg(&self.parts.pos)
@@ -239,10 +245,12 @@ impl GpuMd {
             .arg(&mut l.nneigh)
             .arg(&mn)
             .arg(&mut self.parts.built_at)
-            .arg(&mut self.flags);
+            .arg(&mut self.flags)
+            .arg(&off)
+            .arg(&sheared);
         // SAFETY: md_build_list's parameters in order and type (n, pos, count, members, cap,
         // dx, dy, dz, cx, cy, cz, lx, ly, lz, rl2, all_pairs, reach, list, nneigh, max_neigh,
-        // built_at, flags); `list` holds max_neigh · n u32 and the kernel writes entry k of
+        // built_at, flags, off, sheared); `list` holds max_neigh · n u32 and the kernel writes entry k of
         // particle i only for k < max_neigh; `nneigh` holds n u32, `pos` and `built_at` 3n
         // f64; cells are read only below min(count, cap) of cells inside the grid.
         unsafe { b.launch(grid(self.n)) }.map_err(drv("md_build_list"))?;

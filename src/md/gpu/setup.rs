@@ -100,6 +100,8 @@ pub(super) struct EnergyTerms {
     pub w_bond: CudaSlice<f64>,
     /// Wall energy per particle (`md_wall_forces`).
     pub e_wall: CudaSlice<f64>,
+    /// Per particle: the virial tensor (xx, yy, zz, xy, xz, yz) of all its pair and bond forces.
+    pub w_tensor: CudaSlice<f64>,
 }
 
 impl EnergyTerms {
@@ -110,6 +112,7 @@ impl EnergyTerms {
             e_bond: zeros_f64(s, n)?,
             w_bond: zeros_f64(s, n)?,
             e_wall: zeros_f64(s, n)?,
+            w_tensor: zeros_f64(s, 6 * n)?,
         })
     }
 }
@@ -118,7 +121,7 @@ impl GpuMd {
     /// Validate exactly as [`Md::new`] (by building the CPU engine's checks on a copy), open
     /// GPU `ordinal`, upload, build the list and compute the initial forces.
     pub fn new(
-        sys: System,
+        mut sys: System,
         ff: ForceField,
         thermostat: MdThermostat,
         settings: MdSettings,
@@ -131,6 +134,9 @@ impl GpuMd {
             thermostat,
             settings.clone(),
         )?);
+        if let Some(shear) = settings.shear {
+            sys.lees_edwards = shear.lees_edwards_at(0, settings.dt, sys.box_len);
+        }
         let dev = CudaDevice::open(ordinal)?;
         let (module, k) = MdKernels::load(&dev)?;
         let stream = dev.stream().clone();

@@ -1,6 +1,8 @@
 //! Full Verlet lists with a skin: each pair is in both particles' lists, stored per chunk of
 //! [`CHUNK`] particles, built from a [`CellList`] and rebuilt when some particle has moved more
-//! than skin/2.
+//! than skin/2. Under Lees-Edwards shear the rows of cells reached across the y boundary are
+//! scanned whole along x (the sheared image sits at x ∓ δ, anywhere along the row), and the
+//! engine also counts the offset's motion since the build against the skin.
 
 use rayon::prelude::*;
 
@@ -24,6 +26,8 @@ pub struct VerletList {
     pub built_at: Vec<[f64; 3]>,
     pub r_list: f64,
     pub builds: u64,
+    /// The Lees-Edwards offset δ in [0, Lx) at the last build.
+    pub built_offset: f64,
 }
 
 /// The cells around a particle's cell that a list build scans: per axis, the offsets
@@ -33,12 +37,15 @@ struct Stencil<'a> {
     ox: Vec<usize>,
     oy: Vec<usize>,
     oz: Vec<usize>,
+    /// Sheared box: rows reached across the y boundary are scanned along all of x.
+    sheared: bool,
+    reach_y: usize,
 }
 
 impl<'a> Stencil<'a> {
     /// Every cell within `r_list` of a cell. The cell list needs at least 2·reach + 1 cells
     /// per edge so that no cell is visited twice.
-    fn new(cells: &'a CellList, r_list: f64) -> Stencil<'a> {
+    fn new(cells: &'a CellList, r_list: f64, sheared: bool) -> Stencil<'a> {
         let d = cells.dims;
         let reach =
             [0, 1, 2].map(|k| (r_list / cells.cell_len[k] - 1e-12).ceil().max(1.0) as usize);
@@ -55,7 +62,16 @@ impl<'a> Stencil<'a> {
             ox: offsets(0),
             oy: offsets(1),
             oz: offsets(2),
+            sheared,
+            reach_y: reach[1],
         }
+    }
+
+    /// Whether row iy + o − reach (o the index into `oy`) lies across the y boundary.
+    #[inline(always)]
+    fn crosses_y(&self, iy: usize, o: usize) -> bool {
+        let t = iy + o;
+        t < self.reach_y || t - self.reach_y >= self.cells.dims[1]
     }
 
     /// Append the neighbours of particle i (within r_list, i excluded) to `buf[len..]`,
@@ -78,23 +94,32 @@ impl<'a> Stencil<'a> {
         let (ix, iy, iz) = (ci % d[0], (ci / d[0]) % d[1], ci / (d[0] * d[1]));
         // ix + dx < 2 d: wrap with a compare instead of a division
         let wrap = |a: usize, n: usize| if a >= n { a - n } else { a };
+        // scan one cell: every member is stored, the length advances for those inside r_list
+        let mut cell = |cc: usize, len: &mut usize| {
+            let s = cells.start[cc] as usize;
+            let e = cells.start[cc + 1] as usize;
+            if buf.len() < *len + (e - s) {
+                buf.resize(2 * buf.len() + (e - s), 0);
+            }
+            for &j in &cells.members[s..e] {
+                let r2 = bx.distance2(xi, pos[j as usize]);
+                buf[*len] = j;
+                *len += ((r2 < rl2) & (j as usize != i)) as usize;
+            }
+        };
         for &dz in &self.oz {
             let z = wrap(iz + dz, d[2]);
-            for &dy in &self.oy {
+            for (o, &dy) in self.oy.iter().enumerate() {
                 let y = wrap(iy + dy, d[1]);
                 let row = (z * d[1] + y) * d[0];
+                if self.sheared && self.crosses_y(iy, o) {
+                    for x in 0..d[0] {
+                        cell(row + x, &mut len);
+                    }
+                    continue;
+                }
                 for &dx in &self.ox {
-                    let cc = row + wrap(ix + dx, d[0]);
-                    let s = cells.start[cc] as usize;
-                    let e = cells.start[cc + 1] as usize;
-                    if buf.len() < len + (e - s) {
-                        buf.resize(2 * buf.len() + (e - s), 0);
-                    }
-                    for &j in &cells.members[s..e] {
-                        let r2 = bx.distance2(xi, pos[j as usize]);
-                        buf[len] = j;
-                        len += ((r2 < rl2) & (j as usize != i)) as usize;
-                    }
+                    cell(row + wrap(ix + dx, d[0]), &mut len);
                 }
             }
         }
@@ -107,10 +132,23 @@ impl VerletList {
     /// (27 cells when cells are r_list wide, 125 when they are r_list/2 wide). The cell list
     /// needs at least 2·reach + 1 cells per edge so that no cell is visited twice.
     pub fn build(&mut self, pos: &[[f64; 3]], box_len: [f64; 3], cells: &CellList, r_list: f64) {
+        self.build_in(pos, &PeriodicBox::new(box_len), false, cells, r_list);
+    }
+
+    /// [`VerletList::build`] in a box that may be sheared (`sheared`: Lees-Edwards is on, even
+    /// when the offset is zero now).
+    pub fn build_in(
+        &mut self,
+        pos: &[[f64; 3]],
+        bx: &PeriodicBox,
+        sheared: bool,
+        cells: &CellList,
+        r_list: f64,
+    ) {
         let n = pos.len();
         let rl2 = r_list * r_list;
-        let bx = PeriodicBox::new(box_len);
-        let stencil = Stencil::new(cells, r_list);
+        let bx = *bx;
+        let stencil = Stencil::new(cells, r_list, sheared);
         self.chunks
             .resize_with(n.div_ceil(CHUNK), ChunkList::default);
         self.chunks.par_iter_mut().enumerate().for_each(|(c, ch)| {
@@ -131,6 +169,7 @@ impl VerletList {
         self.built_at.extend_from_slice(pos);
         self.r_list = r_list;
         self.builds += 1;
+        self.built_offset = bx.lees_edwards().offset;
     }
 
     /// Neighbours of particle i.
@@ -152,10 +191,16 @@ impl VerletList {
 
     /// Largest displacement² since the build (minimum image), over fixed chunks.
     pub fn max_displacement2(&self, pos: &[[f64; 3]], box_len: [f64; 3]) -> f64 {
+        self.max_displacement2_in(pos, &PeriodicBox::new(box_len))
+    }
+
+    /// [`VerletList::max_displacement2`] in a box that may be sheared (a particle that crossed
+    /// the y boundary is compared through the current offset).
+    pub fn max_displacement2_in(&self, pos: &[[f64; 3]], bx: &PeriodicBox) -> f64 {
         if self.built_at.len() != pos.len() {
             return f64::INFINITY;
         }
-        let bx = PeriodicBox::new(box_len);
+        let bx = *bx;
         pos.par_chunks(CHUNK * 8)
             .zip(self.built_at.par_chunks(CHUNK * 8))
             .map(|(p, q)| {

@@ -1,7 +1,7 @@
 //! DPD pair forces: the full pair style (conservative, dissipative and random) and the
 //! thermostat-only variant (LAMMPS `dpd/tstat`: dissipative and random forces only).
 
-use super::{run_pair_kernel, PairKernel};
+use super::{add_pair_tensor, run_pair_kernel, PairKernel, PairSums};
 use crate::md::boundary::PeriodicBox;
 use crate::md::neighbor::NeighborSource;
 use crate::md::random::{dpd_key, dpd_theta};
@@ -74,9 +74,15 @@ impl PairKernel for DpdKernel<'_> {
     }
 
     #[inline(always)]
-    fn pair(&self, &i: &usize, j: usize, acc: &mut [f64; 3]) -> (f64, f64) {
+    fn pair<const ENERGY: bool>(
+        &self,
+        &i: &usize,
+        j: usize,
+        acc: &mut [f64; 3],
+        tensor: &mut [f64; 6],
+    ) -> (f64, f64) {
         let (sys, p) = (self.sys, self.p);
-        let d = self.bx.delta(sys.pos[i], sys.pos[j]);
+        let (d, image) = self.bx.delta_image(sys.pos[i], sys.pos[j]);
         let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
         let rc = p.cutoff;
         if r2 >= rc * rc || r2 == 0.0 {
@@ -85,7 +91,11 @@ impl PairKernel for DpdKernel<'_> {
         let r = r2.sqrt();
         let wc = 1.0 - r / rc;
         let wr = p.weight_r(r);
-        let (vi, vj) = (sys.vel[i], sys.vel[j]);
+        let (vi, mut vj) = (sys.vel[i], sys.vel[j]);
+        if image != 0.0 {
+            // j's Lees-Edwards image moves with the flow of its period: γ̇ Ly faster above
+            vj[0] += image * self.bx.lees_edwards().velocity;
+        }
         // (e · v_ij) r
         let erv = d[0] * (vi[0] - vj[0]) + d[1] * (vi[1] - vj[1]) + d[2] * (vi[2] - vj[2]);
         let theta = dpd_theta(self.key, sys.tag[i], sys.tag[j], self.step);
@@ -101,12 +111,16 @@ impl PairKernel for DpdKernel<'_> {
         acc[0] += fr * d[0];
         acc[1] += fr * d[1];
         acc[2] += fr * d[2];
+        if ENERGY {
+            add_pair_tensor(tensor, fr, &d);
+        }
         (e, w)
     }
 }
 
-/// DPD forces of every particle at MD step `step` added into `force`; returns (energy,
-/// virial) of the conservative part (zeros for the thermostat-only variant).
+/// DPD forces of every particle at MD step `step` added into `force`; returns the energy and
+/// virial of the conservative part (zeros for the thermostat-only variant) and the virial
+/// tensor of all DPD forces.
 pub(crate) fn dpd_pass(
     force: &mut [[f64; 3]],
     neigh: NeighborSource<'_>,
@@ -115,7 +129,7 @@ pub(crate) fn dpd_pass(
     conservative: bool,
     settings: &MdSettings,
     step: u64,
-) -> (f64, f64) {
+) -> PairSums {
     let k = DpdKernel {
         sys,
         p,

@@ -1,6 +1,6 @@
 //! Lennard-Jones pair forces over a type table (WCA is LJ cut at 2^(1/6) σ and shifted).
 
-use super::{run_pair_kernel, PairKernel};
+use super::{add_pair_tensor, run_pair_kernel, PairKernel, PairSums};
 use crate::error::ConfigError;
 use crate::md::boundary::PeriodicBox;
 use crate::md::neighbor::NeighborSource;
@@ -183,7 +183,13 @@ impl<const SINGLE: bool> PairKernel for LjKernel<'_, SINGLE> {
     }
 
     #[inline(always)]
-    fn pair(&self, st: &Self::I, j: usize, acc: &mut [f64; 3]) -> (f64, f64) {
+    fn pair<const ENERGY: bool>(
+        &self,
+        st: &Self::I,
+        j: usize,
+        acc: &mut [f64; 3],
+        tensor: &mut [f64; 6],
+    ) -> (f64, f64) {
         let d = self.bx.delta(st.0, self.pos[j]);
         let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
         let p = if SINGLE {
@@ -198,6 +204,9 @@ impl<const SINGLE: bool> PairKernel for LjKernel<'_, SINGLE> {
         acc[0] += fr * d[0];
         acc[1] += fr * d[1];
         acc[2] += fr * d[2];
+        if ENERGY {
+            add_pair_tensor(tensor, fr, &d);
+        }
         (e * inside, fr * r2)
     }
 }
@@ -209,7 +218,7 @@ pub(crate) fn lj_pass(
     sys: &System,
     table: &LjTable,
     energy: bool,
-) -> (f64, f64) {
+) -> PairSums {
     if table.n == 1 {
         run_pair_kernel(force, neigh, &LjKernel::<true>::new(sys, table), energy)
     } else {

@@ -16,6 +16,7 @@ pub use dpd::DpdParams;
 pub use lj::{LjPair, LjTable};
 
 use super::neighbor::{NeighborSource, CHUNK};
+use super::settings::add_outer;
 
 /// The non-bonded interaction of the whole system.
 #[derive(Clone, Debug, PartialEq)]
@@ -37,21 +38,42 @@ impl PairStyle {
 }
 
 /// A pair interaction evaluated from particle i's side: `begin` loads what i needs once,
-/// `pair` adds the force of neighbour j on i into `acc` and returns (energy, virial) of the pair.
+/// `pair` adds the force of neighbour j on i into `acc` and returns (energy, virial) of the pair;
+/// with `ENERGY` it also adds the pair's virial tensor r_ij ⊗ F_ij into `tensor`.
 pub(crate) trait PairKernel: Sync {
     type I: Copy;
     fn begin(&self, i: usize) -> Self::I;
-    fn pair(&self, i: &Self::I, j: usize, acc: &mut [f64; 3]) -> (f64, f64);
+    fn pair<const ENERGY: bool>(
+        &self,
+        i: &Self::I,
+        j: usize,
+        acc: &mut [f64; 3],
+        tensor: &mut [f64; 6],
+    ) -> (f64, f64);
+}
+
+/// Sums of a pair pass (each pair counted once): energy, scalar virial, virial tensor.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct PairSums {
+    pub energy: f64,
+    pub virial: f64,
+    pub tensor: [f64; 6],
+}
+
+/// The virial tensor of a pair force fr·d at separation d into `t` (see [`add_outer`]).
+#[inline(always)]
+pub(crate) fn add_pair_tensor(t: &mut [f64; 6], fr: f64, d: &[f64; 3]) {
+    add_outer(t, fr, d);
 }
 
 /// Run `kernel` over every neighbour j of every i, adding into `force`; returns half the summed
-/// energy and virial (every pair is seen twice) when `energy`, else zeros.
+/// energy, virial and virial tensor (every pair is seen twice) when `energy`, else zeros.
 pub(crate) fn run_pair_kernel<K: PairKernel>(
     force: &mut [[f64; 3]],
     neigh: NeighborSource<'_>,
     kernel: &K,
     energy: bool,
-) -> (f64, f64) {
+) -> PairSums {
     if energy {
         pair_pass::<_, true>(force, neigh, kernel)
     } else {
@@ -65,13 +87,14 @@ fn pair_pass<K: PairKernel, const ENERGY: bool>(
     force: &mut [[f64; 3]],
     neigh: NeighborSource<'_>,
     kernel: &K,
-) -> (f64, f64) {
-    let parts: Vec<(f64, f64)> = force
+) -> PairSums {
+    let parts: Vec<(f64, f64, [f64; 6])> = force
         .par_chunks_mut(CHUNK)
         .enumerate()
         .map(|(c, fchunk)| {
             let mut e = 0.0;
             let mut w = 0.0;
+            let mut t = [0.0; 6];
             for (k, fi) in fchunk.iter_mut().enumerate() {
                 let i = c * CHUNK + k;
                 let st = kernel.begin(i);
@@ -81,7 +104,7 @@ fn pair_pass<K: PairKernel, const ENERGY: bool>(
                         let ch = &v.chunks[c];
                         let nb = &ch.list[ch.offset[k] as usize..ch.offset[k + 1] as usize];
                         for &j in nb {
-                            let (de, dw) = kernel.pair(&st, j as usize, &mut acc);
+                            let (de, dw) = kernel.pair::<ENERGY>(&st, j as usize, &mut acc, &mut t);
                             if ENERGY {
                                 e += de;
                                 w += dw;
@@ -91,7 +114,7 @@ fn pair_pass<K: PairKernel, const ENERGY: bool>(
                     NeighborSource::All(n) => {
                         for j in 0..n {
                             if j != i {
-                                let (de, dw) = kernel.pair(&st, j, &mut acc);
+                                let (de, dw) = kernel.pair::<ENERGY>(&st, j, &mut acc, &mut t);
                                 if ENERGY {
                                     e += de;
                                     w += dw;
@@ -104,9 +127,21 @@ fn pair_pass<K: PairKernel, const ENERGY: bool>(
                 fi[1] += acc[1];
                 fi[2] += acc[2];
             }
-            (e, w)
+            (e, w, t)
         })
         .collect();
-    let (e, w) = parts.iter().fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1));
-    (0.5 * e, 0.5 * w)
+    let mut sums = PairSums::default();
+    for (e, w, t) in &parts {
+        sums.energy += e;
+        sums.virial += w;
+        for (a, b) in sums.tensor.iter_mut().zip(t) {
+            *a += b;
+        }
+    }
+    sums.energy *= 0.5;
+    sums.virial *= 0.5;
+    for x in &mut sums.tensor {
+        *x *= 0.5;
+    }
+    sums
 }

@@ -1,0 +1,164 @@
+//! Rheology of the solutes: their stress from the MD forces and velocities, and the
+//! conformation of chains (gyration tensor, orientation angle, end-to-end vector) that shear
+//! studies report. Tensors are (xx, yy, zz, xy, xz, yz).
+//!
+//! Stress bookkeeping of a coupled run (every x-momentum flux across y planes counted once):
+//! the fluid's streaming (`Physics::kinetic_stress`), the MPC collision of fluid and solutes
+//! together (Σ Δp_x (y − y_cell) over every particle of a cell, solutes included: the
+//! backends' collisional sum), the solutes' motion (kinetic term below, relative to the
+//! imposed flow) and the forces between solutes (virial term below: pair and bond forces,
+//! and DPD dissipative and random forces when DPD is on). The collision exchanges momentum
+//! between fluid and solutes only inside a cell, which the virial never sees, and the MD
+//! forces act only between solutes, which the collision never sees.
+
+use serde::{Deserialize, Serialize};
+
+use super::settings::add_outer;
+use super::system::System;
+use crate::stats::Series;
+
+/// The solutes' pressure tensor P = (K + W)/V: K = Σ m c ⊗ c with c = v − γ̇ (y − Ly/2) x̂
+/// (the velocity relative to the imposed flow; γ̇ = 0 without shear), W the virial tensor
+/// Σ r_ij ⊗ F_ij of the last force evaluation. The shear stress is σ_xy = −P_xy, and the
+/// solutes' share of the viscosity −P_xy / γ̇.
+pub fn pressure_tensor(sys: &System, shear_rate: f64, virial: [f64; 6]) -> [f64; 6] {
+    let ly = sys.box_len[1];
+    let mut k = [0.0; 6];
+    for i in 0..sys.len() {
+        let v = sys.vel[i];
+        let c = [v[0] - shear_rate * (sys.pos[i][1] - 0.5 * ly), v[1], v[2]];
+        add_outer(&mut k, sys.mass(i), &c);
+    }
+    let vol = sys.volume();
+    [0, 1, 2, 3, 4, 5].map(|a| (k[a] + virial[a]) / vol)
+}
+
+/// The conformation of chains (molecules with id > 0), averaged over chains.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Conformation {
+    pub chains: usize,
+    /// Mean gyration tensor G = ⟨(r − r_cm) ⊗ (r − r_cm)⟩ (mass weighted) of a chain.
+    pub gyration: [f64; 6],
+    /// Mean R ⊗ R of the end-to-end vector R (last minus first bead by atom id).
+    pub end_to_end: [f64; 6],
+    /// The orientation angle χ of the mean gyration tensor, in degrees: the angle between its
+    /// principal axis in the xy plane and the flow, tan 2χ = 2 G_xy / (G_xx − G_yy), in
+    /// (−90°, 90°]. Time-averaged it tends to 45° as Wi → 0 and falls towards 0 as the flow
+    /// aligns the chains; an instantaneous value at rest is anywhere.
+    pub orientation_angle_deg: f64,
+}
+
+impl Conformation {
+    /// Mean Rg² (the trace of G).
+    pub fn rg2(&self) -> f64 {
+        self.gyration[0] + self.gyration[1] + self.gyration[2]
+    }
+
+    /// Mean |R|².
+    pub fn end_to_end2(&self) -> f64 {
+        self.end_to_end[0] + self.end_to_end[1] + self.end_to_end[2]
+    }
+
+    /// tan 2χ = 2 G_xy / (G_xx − G_yy).
+    pub fn tan_2chi(&self) -> f64 {
+        2.0 * self.gyration[3] / (self.gyration[0] - self.gyration[1])
+    }
+}
+
+/// χ in degrees from a gyration tensor: ½ atan2(2 G_xy, G_xx − G_yy), the direction of its
+/// principal axis in the xy plane, in (−90°, 90°]; 45° for an isotropic one (the Wi → 0 limit).
+pub fn orientation_angle_deg(g: &[f64; 6]) -> f64 {
+    let two_chi = (2.0 * g[3]).atan2(g[0] - g[1]);
+    let chi = 0.5 * two_chi.to_degrees();
+    if g[3] == 0.0 && g[0] == g[1] {
+        45.0
+    } else {
+        chi
+    }
+}
+
+/// The conformation of every chain of `sys` (unwrapped positions), averaged.
+pub fn conformation(sys: &System) -> Conformation {
+    use std::collections::BTreeMap;
+    let mut members: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for i in 0..sys.len() {
+        if sys.mol[i] > 0 {
+            members.entry(sys.mol[i]).or_default().push(i);
+        }
+    }
+    let mut out = Conformation {
+        chains: members.len(),
+        ..Default::default()
+    };
+    if members.is_empty() {
+        return out;
+    }
+    let inv = 1.0 / members.len() as f64;
+    for idx in members.values() {
+        let u: Vec<[f64; 3]> = idx.iter().map(|&i| sys.unwrapped(i)).collect();
+        let mt: f64 = idx.iter().map(|&i| sys.mass(i)).sum();
+        let mut com = [0.0; 3];
+        for (&i, p) in idx.iter().zip(&u) {
+            for k in 0..3 {
+                com[k] += sys.mass(i) * p[k] / mt;
+            }
+        }
+        let mut g = [0.0; 6];
+        for (&i, p) in idx.iter().zip(&u) {
+            let d = [p[0] - com[0], p[1] - com[1], p[2] - com[2]];
+            add_outer(&mut g, sys.mass(i) / mt, &d);
+        }
+        let first = (0..idx.len()).min_by_key(|&k| sys.tag[idx[k]]).unwrap();
+        let last = (0..idx.len()).max_by_key(|&k| sys.tag[idx[k]]).unwrap();
+        let r = [0, 1, 2].map(|k| u[last][k] - u[first][k]);
+        let mut ree = [0.0; 6];
+        add_outer(&mut ree, 1.0, &r);
+        for k in 0..6 {
+            out.gyration[k] += inv * g[k];
+            out.end_to_end[k] += inv * ree[k];
+        }
+    }
+    out.orientation_angle_deg = orientation_angle_deg(&out.gyration);
+    out
+}
+
+/// Time averages of a coupled run under shear, with block-averaged errors (`crate::stats`);
+/// part of coupled checkpoints.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SoluteStats {
+    /// −P_xy^solute / γ̇ per sample (kinetic + virial).
+    pub viscosity_solute: Series,
+    /// The kinetic part of it alone.
+    pub viscosity_solute_kinetic: Series,
+    /// The solution's viscosity per sample: fluid streaming + collision (fluid and solutes)
+    /// + solutes.
+    pub viscosity_solution: Series,
+    /// Per sample: G_xx, G_yy, G_zz, G_xy of the mean gyration tensor.
+    pub gyration: [Series; 4],
+    /// Per sample: the orientation angle χ (degrees) and mean |R_ee|².
+    pub orientation_angle_deg: Series,
+    pub end_to_end2: Series,
+}
+
+impl SoluteStats {
+    pub fn new() -> SoluteStats {
+        let s = || Series::new(100);
+        SoluteStats {
+            viscosity_solute: s(),
+            viscosity_solute_kinetic: s(),
+            viscosity_solution: s(),
+            gyration: [s(), s(), s(), s()],
+            orientation_angle_deg: s(),
+            end_to_end2: s(),
+        }
+    }
+
+    /// One sample of conformation.
+    pub fn push_conformation(&mut self, c: &Conformation) {
+        for (k, s) in [0, 1, 2, 3].into_iter().zip(self.gyration.iter_mut()) {
+            s.push(c.gyration[k]);
+        }
+        self.orientation_angle_deg.push(c.orientation_angle_deg);
+        self.end_to_end2.push(c.end_to_end2());
+    }
+}
