@@ -3,7 +3,7 @@
 # says what each one changes and what it is predicted to gain): mpcbox-bench-rules once per
 # variant, each with its tuning knobs, then one table rule × variant → ms/step (× SRD of the
 # same run). Run from the repository root with the release binaries in .gpu/bin:
-#   bash bench/rules-variants.sh [sizes (128,256)] [shear: both|no|yes (both)]
+#   [ONLY="default f2mb4"] bash bench/rules-variants.sh [sizes (128,256)] [shear: both|no|yes (both)]
 # Logs go to $OUT/rules-variants (or /tmp/rules-variants). About 20-30 s per variant on an
 # H200 (NVRTC compile, 256³ × 10 and 128³ × 10, 60 steps per rule and shear); variants that
 # would start after 420 s are skipped so that the whole stays well under 8 minutes.
@@ -29,13 +29,18 @@ VARIANTS=(
   "minblk1||-DMPC_RULES_MIN_BLOCKS=1"
   "minblk4||-DMPC_RULES_MIN_BLOCKS=4"
   "eager_v||-DMPC_RULES_LAZY_VELOCITY=0"
+  "f2mb4||-DMPC_RULE_FLUSH=2 -DMPC_RULES_MIN_BLOCKS=4"
 )
+ONLY=${ONLY:-}   # e.g. ONLY="default f2mb4": run only these variants
 
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader 2>/dev/null
 start=$(date +%s)
 ran=()
 for v in "${VARIANTS[@]}"; do
   IFS='|' read -r name envs opts <<<"$v"
+  if [[ -n $ONLY && " $ONLY " != *" $name "* ]]; then
+    continue
+  fi
   if (($(date +%s) - start > 420)); then
     echo "skipped $name (time budget)"
     continue

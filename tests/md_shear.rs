@@ -6,7 +6,7 @@
 //! independent measurement (sinusoidal transverse forcing, no Lees-Edwards) gives.
 //!
 //! Sizes: the crossing and force tests use one or two particles; the momentum test an 8³
-//! fluid with four chains; the DPD test an 8 × 8 × 8 box at ρ = 3 (1536 particles), large
+//! fluid with four chains; the DPD test four runs in an 8 × 8 × 8 box at ρ = 3 (1536 particles), large
 //! enough for a resolved sine profile and a stress averaged to ~1% in a few seconds.
 
 mod common;
@@ -26,6 +26,7 @@ common::backend_tests!(
     dpd_fluid_under_shear_has_the_independent_viscosity,
 );
 common::backend_tests!(fluid_and_solutes_conserve_momentum_with_le_paths_on);
+common::backend_tests!([gpu] dpd_under_shear_follows_the_cpu_step_by_step);
 
 fn settings(dt: f64, shear: Option<ShearFlow>) -> MdSettings {
     MdSettings {
@@ -229,9 +230,9 @@ fn dpd_system(l: [f64; 3], seed: u64) -> (System, ForceField) {
 }
 
 /// Shear viscosity of the DPD fluid by Lees-Edwards NEMD on platform p in an 8³ box:
-/// (profile slope, viscosity, its error), the stress sampled every 10 steps.
-fn dpd_lees_edwards(p: Platform, rate: f64, steps: u64) -> (f64, f64, f64) {
-    let (sys, ff) = dpd_system([8.0; 3], 31);
+/// (profile slope, viscosity, its block-averaged error), the stress sampled every 10 steps.
+fn dpd_lees_edwards(p: Platform, rate: f64, steps: u64, seed: u64) -> (f64, f64, f64) {
+    let (sys, ff) = dpd_system([8.0; 3], seed);
     let dt = 0.02;
     let st = settings(dt, Some(ShearFlow::standalone(rate, dt)));
     let mut md = MdEngine::new(p, sys, ff, MdThermostat::None, st);
@@ -302,17 +303,94 @@ fn dpd_sinusoidal_viscosity(steps: u64) -> (f64, f64) {
     (eta, eta * e / u)
 }
 
+/// Four independent Lees-Edwards runs (seeds 31-34): one run's viscosity scatters by about 4%
+/// from seed to seed (measured over 8 runs on the CPU and a GPU: 0.82 to 0.92, more than its
+/// block-averaged error says), so the test compares their mean (about ±2%) with the
+/// independent value, to 6% (3 σ).
 fn dpd_fluid_under_shear_has_the_independent_viscosity(p: Platform) {
     let rate = 0.3;
-    let (slope, eta, err) = dpd_lees_edwards(p, rate, 12000);
+    let runs: Vec<(f64, f64, f64)> = (31..35)
+        .map(|seed| dpd_lees_edwards(p, rate, 12000, seed))
+        .collect();
+    let etas: Vec<f64> = runs.iter().map(|r| r.1).collect();
+    let mean = etas.iter().sum::<f64>() / etas.len() as f64;
+    let spread =
+        (etas.iter().map(|e| (e - mean).powi(2)).sum::<f64>() / (etas.len() as f64 - 1.0)).sqrt();
     let (eta_sin, err_sin) = dpd_sinusoidal_viscosity(12000);
     println!(
-        "{p}: DPD under shear: slope {slope:.4} (imposed {rate}), η = {eta:.4} ± {err:.4}; \
-         sinusoidal forcing: η = {eta_sin:.4} ± {err_sin:.4}"
+        "{p}: DPD under shear: η = {mean:.4} ± {:.4} (runs {etas:.4?}, slopes {:.4?}, imposed \
+         {rate}); sinusoidal forcing: η = {eta_sin:.4} ± {err_sin:.4}",
+        spread / (etas.len() as f64).sqrt(),
+        runs.iter().map(|r| r.0).collect::<Vec<_>>()
     );
-    assert!((slope / rate - 1.0).abs() < 0.02, "slope {slope}");
+    for (slope, _, _) in &runs {
+        assert!((slope / rate - 1.0).abs() < 0.03, "slope {slope}");
+    }
     assert!(
-        (eta / eta_sin - 1.0).abs() < 0.05,
-        "η {eta} against {eta_sin}"
+        (mean / eta_sin - 1.0).abs() < 0.06,
+        "η {mean} (runs {etas:?}) against {eta_sin}"
     );
+}
+
+/// Velocities by tag, positions by tag.
+fn by_tag(sys: &System) -> Vec<([f64; 3], [f64; 3])> {
+    let mut order: Vec<usize> = (0..sys.len()).collect();
+    order.sort_unstable_by_key(|&i| sys.tag[i]);
+    order
+        .into_iter()
+        .map(|i| (sys.pos[i], sys.vel[i]))
+        .collect()
+}
+
+/// The sheared DPD fluid of the viscosity test on platform p and on the CPU from the same
+/// start: for 60 steps (particles cross the sheared boundary) the velocities and the virial
+/// tensor each report agree to rounding (only the order of the sums differs).
+fn dpd_under_shear_follows_the_cpu_step_by_step(p: Platform) {
+    let (sys, ff) = dpd_system([8.0; 3], 31);
+    let dt = 0.02;
+    let st = settings(dt, Some(ShearFlow::standalone(0.3, dt)));
+    let mut cpu = MdEngine::new(
+        Platform::Cpu,
+        sys.clone(),
+        ff.clone(),
+        MdThermostat::None,
+        st.clone(),
+    );
+    let mut dev = MdEngine::new(p, sys, ff, MdThermostat::None, st);
+    for k in 0..6 {
+        cpu.run(10);
+        dev.run(10);
+        let tensor = |m: &MdEngine| match m {
+            MdEngine::Cpu(m) => m.report().virial_tensor,
+            MdEngine::Gpu(m) => m.report().virial_tensor,
+        };
+        let (tc, td) = (tensor(&cpu), tensor(&dev));
+        let scale = tc.iter().map(|x| x.abs()).fold(0.0, f64::max);
+        for c in 0..6 {
+            assert!(
+                (tc[c] - td[c]).abs() < 1e-9 * scale,
+                "{p}, step {}: virial tensor component {c}: {} against the CPU's {}",
+                10 * (k + 1),
+                td[c],
+                tc[c]
+            );
+        }
+        let (a, b) = (by_tag(cpu.system()), by_tag(dev.system()));
+        let dv = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| (0..3).map(|c| (x.1[c] - y.1[c]).abs()).fold(0.0, f64::max))
+            .fold(0.0, f64::max);
+        assert!(
+            dv < 1e-9,
+            "{p}, step {}: velocities differ by {dv}",
+            10 * (k + 1)
+        );
+        println!(
+            "{p}, step {}: virial xy {} vs {}, max |dv| {dv:.2e}",
+            10 * (k + 1),
+            td[3],
+            tc[3]
+        );
+    }
 }

@@ -23,14 +23,20 @@ struct Measured {
     temperature: f64,
 }
 
-/// 16³ cells × 10 (several GPUs: twice as tall, eight layers per slab on four GPUs).
+/// 16³ cells × 10 at γ̇ = 0.05. Several GPUs get at least eight layers per slab (32 layers on
+/// four GPUs), and a taller box a lower rate with the same velocity difference γ̇ Ly, which the
+/// grid check holds below 0.5 cells per step at h = 0.5.
 fn sheared(p: Platform, rule: CollisionRule, thermostat: Thermostat, h: f64, seed: u64) -> Config {
-    let ly = if p.is_multi_gpu() { 32 } else { 16 };
+    let ly = if p.is_multi_gpu() {
+        (8 * p.gpus() as u32).max(16)
+    } else {
+        16
+    };
     let mut cfg = common::small_config([16, ly, 16], 10);
     cfg.collision = rule;
     cfg.thermostat = thermostat;
     cfg.time_step = h;
-    cfg.shear_rate = 0.05;
+    cfg.shear_rate = 0.05 * 16.0 / ly as f64;
     cfg.seed = seed;
     cfg.output.equilibration_steps = 100;
     cfg.output.sample_interval = 1;
