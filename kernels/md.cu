@@ -184,6 +184,30 @@ __device__ __forceinline__ void md_list_cell(unsigned int cell, const unsigned i
     }
 }
 
+// The cells of a row reached across the y boundary that can hold neighbours of i: those within
+// `window` (r_list) of x_i - shift (shift = +off for the row above, -off below), with one more cell
+// each side; the whole row when that wraps onto itself. Stencil::scan_sheared_row on the CPU.
+__device__ __forceinline__ void md_list_sheared_row(unsigned int row, double shift, double window,
+                                                    const unsigned int *count,
+                                                    const unsigned int *members, unsigned int cap, unsigned int i,
+                                                    const double *pos, const double pi[3], const double l[3],
+                                                    const double hl[3], double off, double rl2, double cx,
+                                                    unsigned int dx, unsigned int *list, unsigned int n,
+                                                    unsigned int max_neigh, unsigned int *cnt) {
+    double xc = pi[0] - shift;
+    int lo = (int)floor((xc - window) / cx) - 1;
+    int hi = (int)floor((xc + window) / cx) + 1;
+    if (hi - lo + 1 >= (int)dx) {
+        lo = 0;
+        hi = (int)dx - 1;
+    }
+    for (int x = lo; x <= hi; ++x) {
+        int xx = ((x % (int)dx) + (int)dx) % (int)dx;
+        md_list_cell(row + (unsigned int)xx, count, members, cap, i, pos, pi, l, hl, off, rl2, list, n, max_neigh,
+                     cnt);
+    }
+}
+
 // Full Verlet list of particle i (both sides of every pair): the (2 reach + 1)^3 cells around
 // i's cell (cells at least r_list / reach wide, at least 2 reach + 1 per dimension), or every
 // particle when `all_pairs` (boxes narrower than 3 list radii). Under shear (`sheared`), rows
@@ -217,10 +241,17 @@ extern "C" __global__ void md_build_list(unsigned int n, const double *pos, cons
                 int yy = (b + oy + 2 * (int)dy) % (int)dy;
                 unsigned int row = ((unsigned int)zz * dy + (unsigned int)yy) * dx;
                 if (sheared && (b + oy < 0 || b + oy >= (int)dy)) {
-                    for (unsigned int xx = 0; xx < dx; ++xx) {
-                        md_list_cell(row + xx, count, members, cap, i, pos, pi, l, hl, off, rl2, list, n,
-                                     max_neigh, &cnt);
+                    // across the y boundary j's image sits at x_j + off (row above) or x_j - off:
+                    // only the cells within r_list of x_i -/+ off (one more each side for the
+                    // clamped cell coordinates) can hold a neighbour. With fewer than 2 reach + 3
+                    // rows a pair in such a row may be nearer without the image: whole row.
+                    if ((int)dy < 2 * reach + 3) {
+                        md_list_sheared_row(row, 0.0, lx, count, members, cap, i, pos, pi, l, hl, off, rl2, cx,
+                                            dx, list, n, max_neigh, &cnt);
+                        continue;
                     }
+                    md_list_sheared_row(row, b + oy >= (int)dy ? off : -off, sqrt(rl2), count, members, cap, i,
+                                        pos, pi, l, hl, off, rl2, cx, dx, list, n, max_neigh, &cnt);
                     continue;
                 }
                 for (int ox = -reach; ox <= reach; ++ox) {

@@ -263,3 +263,40 @@ fn both_stencils_find_the_same_neighbours() {
         assert_eq!(a[i], want, "particle {i}");
     }
 }
+
+/// Under Lees-Edwards shear the list built from cells (rows across the y boundary scanned only
+/// around x ∓ δ) holds exactly the pairs within r_list that a scan of every pair finds, at
+/// offsets all along x, in boxes whose y edge has few cells (whole rows scanned) and many.
+#[test]
+fn sheared_verlet_list_holds_every_pair_within_reach() {
+    use mpcbox::md::boundary::{LeesEdwards, PeriodicBox};
+    use mpcbox::md::neighbor::VerletList;
+    for (l, n) in [
+        ([9.0, 11.0, 7.0], 700),
+        ([12.0, 4.2, 6.0], 300),
+        ([30.0, 20.0, 5.0], 1500),
+    ] {
+        let sys = random_gas(n, l, 1.0, 17);
+        let r_list = 1.4;
+        let dims = CellList::dims_for_list(l, r_list).expect("cells");
+        let mut cells = CellList::default();
+        cells.build(&sys.pos, l, dims);
+        for k in 0..13 {
+            let d = 0.37 * l[0] * k as f64 + 0.011;
+            let bx = PeriodicBox::sheared(l, LeesEdwards::at(d, 0.5, l[0]));
+            let mut list = VerletList::default();
+            list.build_in(&sys.pos, &bx, true, &cells, r_list);
+            for i in 0..n {
+                let mut got: Vec<u32> = list.neighbors(i).to_vec();
+                got.sort_unstable();
+                let want: Vec<u32> = (0..n as u32)
+                    .filter(|&j| {
+                        j as usize != i
+                            && bx.distance2(sys.pos[i], sys.pos[j as usize]) < r_list * r_list
+                    })
+                    .collect();
+                assert_eq!(got, want, "box {l:?}, offset {d}, particle {i}");
+            }
+        }
+    }
+}

@@ -1,8 +1,8 @@
 //! Full Verlet lists with a skin: each pair is in both particles' lists, stored per chunk of
 //! [`CHUNK`] particles, built from a [`CellList`] and rebuilt when some particle has moved more
 //! than skin/2. Under Lees-Edwards shear the rows of cells reached across the y boundary are
-//! scanned whole along x (the sheared image sits at x ∓ δ, anywhere along the row), and the
-//! engine also counts the offset's motion since the build against the skin.
+//! scanned around x ∓ δ, where the sheared images of the neighbours sit, and the engine also
+//! counts the offset's motion since the build against the skin.
 
 use rayon::prelude::*;
 
@@ -40,6 +40,7 @@ struct Stencil<'a> {
     /// Sheared box: rows reached across the y boundary are scanned along all of x.
     sheared: bool,
     reach_y: usize,
+    r_list: f64,
 }
 
 impl<'a> Stencil<'a> {
@@ -64,6 +65,7 @@ impl<'a> Stencil<'a> {
             oz: offsets(2),
             sheared,
             reach_y: reach[1],
+            r_list,
         }
     }
 
@@ -72,6 +74,30 @@ impl<'a> Stencil<'a> {
     fn crosses_y(&self, iy: usize, o: usize) -> bool {
         let t = iy + o;
         t < self.reach_y || t - self.reach_y >= self.cells.dims[1]
+    }
+
+    /// The cells of a row reached across the y boundary that can hold neighbours of a particle
+    /// at x: j's image sits at x_j + δ (row above, `above`) or x_j − δ, so only the cells within
+    /// r_list of x ∓ δ, one more each side (cell coordinates are clamped). The whole row when
+    /// that wraps onto itself, or when the y edge has under 2·reach + 3 cells (a pair in such a
+    /// row may then be nearer without the image). `md_list_sheared_row` on the GPU.
+    fn sheared_row(&self, x: f64, above: bool, bx: &PeriodicBox) -> impl Iterator<Item = usize> {
+        let cells = self.cells;
+        let n = cells.dims[0] as i64;
+        let shift = if above {
+            bx.image_offset()
+        } else {
+            -bx.image_offset()
+        };
+        let xc = x - shift;
+        let lo = ((xc - self.r_list) / cells.cell_len[0]).floor() as i64 - 1;
+        let hi = ((xc + self.r_list) / cells.cell_len[0]).floor() as i64 + 1;
+        let (lo, hi) = if hi - lo + 1 >= n || cells.dims[1] < 2 * self.reach_y + 3 {
+            (0, n - 1)
+        } else {
+            (lo, hi)
+        };
+        (lo..=hi).map(move |c| c.rem_euclid(n) as usize)
     }
 
     /// Append the neighbours of particle i (within r_list, i excluded) to `buf[len..]`,
@@ -113,7 +139,7 @@ impl<'a> Stencil<'a> {
                 let y = wrap(iy + dy, d[1]);
                 let row = (z * d[1] + y) * d[0];
                 if self.sheared && self.crosses_y(iy, o) {
-                    for x in 0..d[0] {
+                    for x in self.sheared_row(xi[0], iy + o >= self.reach_y, bx) {
                         cell(row + x, &mut len);
                     }
                     continue;
