@@ -63,12 +63,17 @@ pub fn u01_from_words(a: u32, b: u32) -> f64 {
     bits as f64 * (1.0 / 9_007_199_254_740_992.0)
 }
 
+// ln 2 split into a high part with trailing zero bits and the remainder (fdlibm's constants,
+// written as kernels/rng.cuh writes them so that both parse to the same doubles)
+#[allow(clippy::excessive_precision)]
 const LN2_HI: f64 = 6.931_471_803_691_238_164_90e-01;
+#[allow(clippy::excessive_precision)]
 const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
 const SQRT_HALF: f64 = std::f64::consts::FRAC_1_SQRT_2;
 
 /// Natural logarithm from IEEE-exact operations only, so that CPU and GPU agree bit for bit.
 /// Accurate to about 2 ulp for positive normal inputs; returns NaN for x ≤ 0, +inf for +inf.
+#[allow(clippy::neg_cmp_op_on_partial_ord)] // !(x > 0) is true for NaN too, as wanted
 pub fn det_ln(x: f64) -> f64 {
     if !(x > 0.0) {
         return f64::NAN;

@@ -67,8 +67,8 @@ impl FluidState {
         if n > 1 {
             // Remove the mean velocity, then scale to exactly kT per degree of freedom.
             let (mean, _) = st.mean_velocity_and_energy();
-            for k in 0..3 {
-                st.vel[k].par_iter_mut().for_each(|v| *v -= mean[k]);
+            for (vel, m) in st.vel.iter_mut().zip(mean) {
+                vel.par_iter_mut().for_each(|v| *v -= m);
             }
             let (_, ke) = st.mean_velocity_and_energy();
             let target = 1.5 * (n as f64 - 1.0) * cfg.kt / cfg.mass;

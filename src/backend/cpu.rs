@@ -450,8 +450,8 @@ impl Backend for CpuBackend {
                 out.profile_sum[b] += prof[b];
                 out.profile_count[b] += cnt[b];
             }
-            for k in 0..3 {
-                out.momentum[k] += s[k];
+            for (m, x) in out.momentum.iter_mut().zip(&s[..3]) {
+                *m += x;
             }
             out.kinetic_energy += s[3];
         }

@@ -151,22 +151,34 @@ impl GpuMd {
     }
 
     /// Σ of the per-particle terms over the CPU engine's fixed chunks, halved (every pair and
-    /// bond is seen from both sides).
-    fn read_energy_report(&self) -> Result<ForceReport> {
-        let sum = |d: &CudaSlice<f64>| -> Result<f64> {
-            let v = self.stream.clone_dtoh(d).map_err(drv("download"))?;
-            Ok(v[..self.n]
+    /// bond is seen from both sides). Downloads go into one reused host buffer.
+    fn read_energy_report(&mut self) -> Result<ForceReport> {
+        let n = self.n;
+        let mut host = std::mem::take(&mut self.energy_host);
+        host.resize(6 * n, 0.0);
+        let s = self.stream.clone();
+        let e = &self.energy;
+        let mut sum = |d: &CudaSlice<f64>| -> Result<f64> {
+            s.memcpy_dtoh(d, &mut host[..n]).map_err(drv("download"))?;
+            s.synchronize().map_err(drv("synchronize"))?;
+            Ok(host[..n]
                 .chunks(CHUNK)
                 .map(|c| c.iter().sum::<f64>())
                 .sum::<f64>())
         };
-        let e = &self.energy;
-        let wt = self
-            .stream
-            .clone_dtoh(&e.w_tensor)
+        let pair_energy = 0.5 * sum(&e.e_pair)?;
+        let bond_energy = 0.5 * sum(&e.e_bond)?;
+        let virial = 0.5 * sum(&e.w_pair)? + 0.5 * sum(&e.w_bond)?;
+        let wall_energy = if self.walls.is_some() {
+            sum(&e.e_wall)?
+        } else {
+            0.0
+        };
+        s.memcpy_dtoh(&e.w_tensor, &mut host[..6 * n])
             .map_err(drv("download"))?;
+        s.synchronize().map_err(drv("synchronize"))?;
         let mut tensor = [0.0; 6];
-        for c in wt[..6 * self.n].chunks(6 * CHUNK) {
+        for c in host[..6 * n].chunks(6 * CHUNK) {
             let mut part = [0.0; 6];
             for w in c.chunks(6) {
                 for k in 0..6 {
@@ -177,16 +189,13 @@ impl GpuMd {
                 tensor[k] += part[k];
             }
         }
+        self.energy_host = host;
         Ok(ForceReport {
-            pair_energy: 0.5 * sum(&e.e_pair)?,
-            bond_energy: 0.5 * sum(&e.e_bond)?,
-            virial: 0.5 * sum(&e.w_pair)? + 0.5 * sum(&e.w_bond)?,
+            pair_energy,
+            bond_energy,
+            virial,
             virial_tensor: tensor.map(|x| 0.5 * x),
-            wall_energy: if self.walls.is_some() {
-                sum(&e.e_wall)?
-            } else {
-                0.0
-            },
+            wall_energy,
         })
     }
 

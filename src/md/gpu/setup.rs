@@ -168,6 +168,7 @@ impl GpuMd {
             p,
             report: ForceReport::default(),
             walls: None,
+            energy_host: Vec::new(),
         };
         md.compute_forces()?;
         Ok(md)
