@@ -306,7 +306,8 @@ fn dpd_sinusoidal_viscosity(steps: u64) -> (f64, f64) {
 /// Four independent Lees-Edwards runs (seeds 31-34): one run's viscosity scatters by about 4%
 /// from seed to seed (measured over 8 runs on the CPU and a GPU: 0.82 to 0.92, more than its
 /// block-averaged error says), so the test compares their mean (about ±2%) with the
-/// independent value, to 6% (3 σ).
+/// independent value, to 5%. Both engines are deterministic (no atomics in the MD forces), so
+/// each instance gives the same figures every run: CPU 0.846, GPU 0.839, against 0.851.
 fn dpd_fluid_under_shear_has_the_independent_viscosity(p: Platform) {
     let rate = 0.3;
     let runs: Vec<(f64, f64, f64)> = (31..35)
@@ -327,7 +328,7 @@ fn dpd_fluid_under_shear_has_the_independent_viscosity(p: Platform) {
         assert!((slope / rate - 1.0).abs() < 0.03, "slope {slope}");
     }
     assert!(
-        (mean / eta_sin - 1.0).abs() < 0.06,
+        (mean / eta_sin - 1.0).abs() < 0.05,
         "η {mean} (runs {etas:?}) against {eta_sin}"
     );
 }
