@@ -21,21 +21,6 @@ fn sheared(cells: [u32; 3]) -> mpcbox::Config {
     cfg
 }
 
-fn python_with_vtk() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import vtk"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("MPCBOX_REQUIRE_EXTERNAL").is_none(),
-            "the vtk Python package is required (MPCBOX_REQUIRE_EXTERNAL is set): pip install vtk"
-        );
-        eprintln!("skipped: python3 -c 'import vtk' failed (pip install vtk)");
-    }
-    ok
-}
-
 /// The file as VTK reads it: dimensions, then per cell (x fastest) density, vx, temperature.
 fn read_with_vtk(path: &std::path::Path) -> (Vec<usize>, Vec<[f64; 3]>) {
     let script = r#"
@@ -90,7 +75,7 @@ fn field_files_show_the_imposed_shear_profile_to_an_independent_reader() {
         assert!(pvd.contains(&name), "{pvd}");
         assert!(dir.path().join(&name).exists());
     }
-    if !python_with_vtk() {
+    if !common::python_has("vtk", "vtk") {
         return;
     }
     let (dims, data) = read_with_vtk(&dir.path().join(mpcbox::fields::field_file_name(800)));

@@ -3,6 +3,8 @@
 //! bonds; appending after a resume drops the frames written after the checkpoint. CI installs
 //! the package (MPCBOX_REQUIRE_EXTERNAL=1); elsewhere the Python half skips without it.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -54,21 +56,6 @@ fn write_frames(w: &mut GsdWriter, steps: impl Iterator<Item = u64>, n: usize) {
         })
         .unwrap();
     }
-}
-
-fn python_with_gsd() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import gsd.hoomd"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("MPCBOX_REQUIRE_EXTERNAL").is_none(),
-            "the gsd Python package is required (MPCBOX_REQUIRE_EXTERNAL is set): pip install gsd"
-        );
-        eprintln!("skipped: python3 -c 'import gsd.hoomd' failed (pip install gsd)");
-    }
-    ok
 }
 
 /// Every frame as the gsd package reads it, as JSON lines.
@@ -148,7 +135,7 @@ fn gsd_reader_reads_back_what_mpcbox_wrote() {
     write_frames(&mut w, 0..80, n);
     assert_eq!(w.frames(), 80);
     drop(w);
-    if !python_with_gsd() {
+    if !common::python_has("gsd.hoomd", "gsd") {
         return;
     }
     let frames = read_with_gsd(&path);
@@ -173,7 +160,7 @@ fn appending_after_a_resume_drops_the_frames_after_the_checkpoint() {
     write_frames(&mut w, 41..75, n);
     assert_eq!(w.frames(), 75);
     drop(w);
-    if !python_with_gsd() {
+    if !common::python_has("gsd.hoomd", "gsd") {
         return;
     }
     let frames = read_with_gsd(&path);

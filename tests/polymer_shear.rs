@@ -173,21 +173,6 @@ fn coupled_checkpoint_resumes_as_if_never_stopped(p: Platform) {
     }
 }
 
-fn python_with_gsd() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import gsd.hoomd"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("MPCBOX_REQUIRE_EXTERNAL").is_none(),
-            "the gsd Python package is required (MPCBOX_REQUIRE_EXTERNAL is set): pip install gsd"
-        );
-        eprintln!("skipped: python3 -c 'import gsd.hoomd' failed (pip install gsd)");
-    }
-    ok
-}
-
 /// The last frame of a GSD file as the gsd package reads it (JSON).
 fn last_gsd_frame(path: &Path) -> serde_json::Value {
     let script = r#"
@@ -233,7 +218,7 @@ fn coupled_run_writes_gsd_that_gsd_reads_back() {
     run_job_steps(&mut s, 40, dir.path(), &mut Silent, &mut c).unwrap();
     c.finish(dir.path()).unwrap();
     let sys = c.system().unwrap().clone();
-    if !python_with_gsd() {
+    if !common::python_has("gsd.hoomd", "gsd") {
         return;
     }
     let f = last_gsd_frame(&dir.path().join("trajectory.gsd"));

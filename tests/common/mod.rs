@@ -172,3 +172,22 @@ pub fn assert_solute_velocities_close(
         }
     }
 }
+
+/// Whether `python3` can import `module` (an independent reader a test checks our files
+/// with). Without it the test skips with a note, except where MPCBOX_REQUIRE_EXTERNAL is set
+/// (CI), where it fails naming the package to install.
+pub fn python_has(module: &str, package: &str) -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("MPCBOX_REQUIRE_EXTERNAL").is_none(),
+            "the {package} Python package is required (MPCBOX_REQUIRE_EXTERNAL is set): pip \
+             install {package}"
+        );
+        eprintln!("skipped: python3 -c 'import {module}' failed (pip install {package})");
+    }
+    ok
+}
