@@ -36,7 +36,7 @@ struct MdPairLj {
 
 // integrate::kick(dt/2); drift(dt) or drift(dt/2), ornstein_uhlenbeck, drift(dt/2); wrap; and the
 // list criterion against the positions of the last list build (Md::list_is_stale): skin/2, or
-// under shear 2 |dr| + 3 |d delta| > skin. `step` is the step count before the increment (as in
+// under shear 2 |d rho| + |strain| r_cut > skin (d rho relative to the imposed flow). `step` is the step count before the increment (as in
 // Md::step).
 extern "C" __global__ void md_first_half(unsigned int n, double *pos, double *vel, const double *force,
                                          const double *inv_mass, int *image, const unsigned int *tag,
@@ -80,9 +80,13 @@ extern "C" __global__ void md_first_half(unsigned int n, double *pos, double *ve
         vel[3 * i + k] = v[k];
         pos[3 * i + k] = p[k];
     }
-    double d[3];
-    double d2 = md_delta(p, built_at, i, l, hl, le.mi_offset, d);
-    bool stale = le.sheared ? 2.0 * sqrt(d2) + 3.0 * le.moved > skin : d2 > quarter_skin2;
+    bool stale;
+    if (le.sheared) {
+        stale = 2.0 * sqrt(md_flow_displacement2(p, built_at, i, l, hl, le)) + le.strain_slack > skin;
+    } else {
+        double d[3];
+        stale = md_delta(p, built_at, i, l, hl, 0.0, d) > quarter_skin2;
+    }
     if (stale) {
         flags[MD_FLAG_REBUILD] = 1u;
     }

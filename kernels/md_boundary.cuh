@@ -119,13 +119,33 @@ __device__ __forceinline__ double md_weight_r(double r, double rc, double s) {
 
 // The Lees-Edwards state of a step (boundary::LeesEdwards): the x shift delta in [0, Lx) of a
 // crossing, its velocity jump, the whole periods of the total offset (image count correction),
-// the offset reduced to (-Lx/2, Lx/2] for separations, and for the list check the offset's
-// motion since the last build (0 and sheared = 0 without shear).
+// the offset reduced to (-Lx/2, Lx/2] for separations, and for the list check (Md::list_is_stale)
+// delta at the last build, the strain gamma-dot tau since it and |strain| r_cut (infinite: rebuild);
+// all zero and sheared = 0 without shear. Layout checked in md/gpu/integrate.rs (64 bytes).
 struct MdShear {
-    double offset, velocity, mi_offset, moved;
+    double offset, velocity, mi_offset, built_offset, strain, strain_slack;
     long long periods;
     int sheared;
 };
+
+// PeriodicBox::flow_displacement2: the displacement since the list build relative to the imposed
+// flow (a y jump over Ly/2 is a crossing that moved x by the build's offset; x modulo Lx).
+__device__ __forceinline__ double md_flow_displacement2(const double p[3], const double *built, unsigned int i,
+                                                        const double l[3], const double hl[3], const MdShear &le) {
+    double dx = p[0] - built[3 * i];
+    double dy = p[1] - built[3 * i + 1];
+    if (dy > hl[1]) {
+        dy -= l[1];
+        dx -= le.built_offset;
+    } else if (dy < -hl[1]) {
+        dy += l[1];
+        dx += le.built_offset;
+    }
+    dx -= le.strain * (p[1] - hl[1]);
+    dx -= l[0] * floor(dx / l[0] + 0.5);
+    double dz = md_min_image(p[2] - built[3 * i + 2], l[2], hl[2]);
+    return dx * dx + dy * dy + dz * dz;
+}
 
 // PeriodicBox::wrap of one coordinate: periods removed.
 __device__ __forceinline__ double md_wrap_axis(double *x, double l) {

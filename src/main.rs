@@ -313,8 +313,8 @@ fn run_coupled(
         (None, false) => Coupling::new(md, solvent)?.with_output(dir)?,
     };
     tracing::info!(
-        md_particles = coupling.md.sys.len(),
-        md_dt = coupling.md.settings().dt,
+        md_particles = coupling.engine().len(),
+        md_dt = coupling.engine().settings().dt,
         steps_per_collision = md.steps_per_collision,
         from = coupling.md_steps(),
         "MD solutes coupled through the MPC collision"

@@ -209,6 +209,64 @@ fn gpu_bead_spring_polymer_matches_cpu() {
     );
 }
 
+/// The stress sample's reductions on the device (issue 20) equal the CPU's functions applied to
+/// the same state, bit for bit: the kinetic tensor (per chunk of 512 beads in index order), the
+/// conformation (per chain, in chain order) and the energy report (per chunk), here for
+/// polymer chains under Lees-Edwards shear after beads crossed the sheared boundary.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_stress_sample_reductions_equal_the_cpu_functions() {
+    use mpcbox::md::rheology::{conformation, kinetic_tensor, pressure_tensor};
+    use mpcbox::md::ShearFlow;
+    let (sys, ff, th) = polymer(true);
+    let rate = 0.2;
+    let mut st = settings(0.005, 1.0, 5);
+    st.shear = Some(ShearFlow::standalone(rate, 0.005));
+    let mut md = GpuMd::new(sys, ff, th, st, 0).unwrap();
+    md.run(2000).unwrap();
+    let crossed = md
+        .system()
+        .unwrap()
+        .image
+        .iter()
+        .filter(|im| im[1] != 0)
+        .count();
+    assert!(crossed > 0, "no bead crossed the sheared boundary");
+    let (p, kin) = md.solute_pressure(rate).unwrap();
+    let k_gpu = md.kinetic_tensor(rate).unwrap();
+    let c_gpu = md.conformation().unwrap();
+    let report = md.report();
+    let sys = md.system().unwrap().clone();
+    assert_eq!(k_gpu, kinetic_tensor(&sys, rate));
+    assert_eq!(p, pressure_tensor(&sys, rate, report.virial_tensor));
+    assert_eq!(kin, pressure_tensor(&sys, rate, [0.0; 6]));
+    assert_eq!(c_gpu, conformation(&sys));
+    // the energy report summed on the device equals the CPU engine's at the same state
+    let cpu = Md::new(
+        sys.clone(),
+        md.ff.clone(),
+        md.thermostat,
+        md.settings().clone(),
+    )
+    .unwrap();
+    let (a, b) = (report, cpu.report());
+    let close = |x: f64, y: f64| (x - y).abs() <= 1e-11 * y.abs().max(1.0);
+    assert!(close(a.pair_energy, b.pair_energy), "{a:?} vs {b:?}");
+    assert!(close(a.bond_energy, b.bond_energy), "{a:?} vs {b:?}");
+    assert!(close(a.virial, b.virial), "{a:?} vs {b:?}");
+    for k in 0..6 {
+        assert!(
+            close(a.virial_tensor[k], b.virial_tensor[k]),
+            "{a:?} vs {b:?}"
+        );
+    }
+    println!(
+        "{crossed} beads crossed; P_xy {:.6e}, Rg² {:.4}",
+        p[3],
+        c_gpu.rg2()
+    );
+}
+
 /// Two GPU runs of the same system are bitwise identical (cell members are sorted).
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -275,7 +333,7 @@ fn coupled_run_with_auto_backend() {
     cfg.particles_per_cell = 3;
     let mut solvent = Solvent::new(cfg.clone()).unwrap();
     let mut c = Coupling::new(cfg.md.as_ref().unwrap(), &solvent).unwrap();
-    assert_eq!(c.gpu.is_some(), cuda::probe().is_ok());
+    assert_eq!(c.md_on_gpu(), cuda::probe().is_ok());
     for _ in 0..5 {
         c.step(&mut solvent).unwrap();
     }
@@ -319,6 +377,9 @@ fn md_kernels_compile_without_fma_when_nvrtc_available() {
         "md_first_half",
         "md_build_list",
         "md_wall_forces",
+        "md_chunk_energy",
+        "md_chunk_kinetic",
+        "md_chain_conformation",
     ] {
         assert!(ptx.contains(k), "{k} missing");
     }
@@ -342,11 +403,11 @@ fn gpu_coupled_run_matches_cpu() {
         cfg.md = Some(mpcbox::md::MdConfig { backend, ..md });
         let mut solvent = Solvent::new(cfg.clone()).unwrap();
         let mut c = Coupling::new(cfg.md.as_ref().unwrap(), &solvent).unwrap();
-        assert_eq!(c.gpu.is_some(), backend == MdBackend::Cuda);
+        assert_eq!(c.md_on_gpu(), backend == MdBackend::Cuda);
         for _ in 0..10 {
             c.step(&mut solvent).unwrap();
         }
-        (c.md.sys.clone(), c.potential_energy())
+        (c.system().unwrap().clone(), c.potential_energy())
     };
     let (cpu, ecpu) = run(MdBackend::Cpu);
     let (gpu, egpu) = run(MdBackend::Cuda);

@@ -91,9 +91,9 @@ fn chains_stay_intact_and_thermalise() {
     let mut max_bond: f64 = 0.0;
     for k in 0..300 {
         c.step(&mut solvent).unwrap();
-        max_bond = max_bond.max(max_bond_length(&c.md.sys));
+        max_bond = max_bond.max(max_bond_length(c.system().unwrap()));
         if k >= 100 {
-            t_sum += c.md.temperature();
+            t_sum += c.temperature().unwrap();
         }
     }
     let t = t_sum / 200.0;
@@ -104,7 +104,7 @@ fn chains_stay_intact_and_thermalise() {
     );
     assert!(max_bond < 1.5, "a FENE bond reached {max_bond}");
     assert_eq!(s.chains, 4);
-    assert_eq!(c.md.sys.bonds.len(), 4 * 11);
+    assert_eq!(c.system().unwrap().bonds.len(), 4 * 11);
     assert!((t - 1.0).abs() < 0.1, "bead temperature {t}");
     assert!(s.rg_mean > 1.0 && s.rg_mean < 6.0, "Rg {}", s.rg_mean);
     assert!(s.com_msd > 0.0);
@@ -127,11 +127,11 @@ fn example_files_load_and_run() {
     cfg.particles_per_cell = 3;
     let mut solvent = Solvent::new(cfg.clone()).unwrap();
     let mut c = Coupling::new(cfg.md.as_ref().unwrap(), &solvent).unwrap();
-    assert_eq!(c.md.sys.len(), 24);
+    assert_eq!(c.system().unwrap().len(), 24);
     for _ in 0..20 {
         c.step(&mut solvent).unwrap();
     }
-    assert!(max_bond_length(&c.md.sys) < 1.5);
+    assert!(max_bond_length(c.system().unwrap()) < 1.5);
 }
 
 #[test]

@@ -244,7 +244,7 @@ fn gpu_coupled_chains_stay_in_the_channel() {
         cfg.device = DeviceChoice::Cuda(vec![0]);
         let mut solvent = Solvent::new(cfg.clone()).unwrap();
         let mut c = Coupling::new(cfg.md.as_ref().unwrap(), &solvent).unwrap();
-        assert!(c.gpu.is_some());
+        assert!(c.md_on_gpu());
         assert_eq!(cfg.md.as_ref().unwrap().backend, MdBackend::Cuda);
         let w = walls_of(&cfg);
         for step in 0..60 {

@@ -131,6 +131,37 @@ impl PeriodicBox {
         self.delta_image(a, b).0
     }
 
+    /// The displacement² of a particle since a list build relative to the imposed shear flow:
+    /// with unwrapped positions R (continuous across the sheared boundary) and the affine map
+    /// A = 1 − s ŷ-to-x̂ of the strain s = γ̇ τ since the build, ρ = A R − R_b. For any pair,
+    /// A (separation now) − separation at the build = ρ_j − ρ_i, and pairs across the y
+    /// boundary need no offset term (the images move with the flow), so a list is exact while
+    /// 2 max|ρ| + |s| r_cut ≤ skin. Only wrapped positions are needed: a y jump of more than
+    /// Ly/2 is a crossing (the particle then moved in x by the build's offset), and x is taken
+    /// modulo Lx. `built_offset`: δ at the build; mirrored by `md_flow_displacement2`.
+    #[inline(always)]
+    pub fn flow_displacement2(
+        &self,
+        now: [f64; 3],
+        built: [f64; 3],
+        built_offset: f64,
+        strain: f64,
+    ) -> f64 {
+        let mut dx = now[0] - built[0];
+        let mut dy = now[1] - built[1];
+        if dy > self.half[1] {
+            dy -= self.len[1];
+            dx -= built_offset;
+        } else if dy < -self.half[1] {
+            dy += self.len[1];
+            dx += built_offset;
+        }
+        dx -= strain * (now[1] - self.half[1]);
+        dx -= self.len[0] * (dx / self.len[0] + 0.5).floor();
+        let dz = min_image(now[2] - built[2], self.len[2], self.half[2]);
+        dx * dx + dy * dy + dz * dz
+    }
+
     /// |a − b|² under the minimum image.
     #[inline(always)]
     pub fn distance2(&self, a: [f64; 3], b: [f64; 3]) -> f64 {

@@ -13,6 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::neighbor::CHUNK;
 use super::settings::add_outer;
 use super::system::System;
 use crate::stats::Series;
@@ -22,15 +23,33 @@ use crate::stats::Series;
 /// Σ r_ij ⊗ F_ij of the last force evaluation. The shear stress is σ_xy = −P_xy, and the
 /// solutes' share of the viscosity −P_xy / γ̇.
 pub fn pressure_tensor(sys: &System, shear_rate: f64, virial: [f64; 6]) -> [f64; 6] {
-    let ly = sys.box_len[1];
-    let mut k = [0.0; 6];
-    for i in 0..sys.len() {
-        let v = sys.vel[i];
-        let c = [v[0] - shear_rate * (sys.pos[i][1] - 0.5 * ly), v[1], v[2]];
-        add_outer(&mut k, sys.mass(i), &c);
-    }
+    pressure_from(sys, kinetic_tensor(sys, shear_rate), virial)
+}
+
+/// P = (K + W)/V from the kinetic tensor K ([`kinetic_tensor`]) and the virial tensor W.
+pub fn pressure_from(sys: &System, kinetic: [f64; 6], virial: [f64; 6]) -> [f64; 6] {
     let vol = sys.volume();
-    [0, 1, 2, 3, 4, 5].map(|a| (k[a] + virial[a]) / vol)
+    [0, 1, 2, 3, 4, 5].map(|a| (kinetic[a] + virial[a]) / vol)
+}
+
+/// K = Σ m c ⊗ c, c = v − γ̇ (y − Ly/2) x̂, summed per chunk of [`CHUNK`] particles in index
+/// order and then over chunks: the order of the GPU engine's `md_chunk_kinetic`, so both
+/// engines give the same bits for the same state.
+pub fn kinetic_tensor(sys: &System, shear_rate: f64) -> [f64; 6] {
+    let half_ly = 0.5 * sys.box_len[1];
+    let mut k = [0.0; 6];
+    for lo in (0..sys.len()).step_by(CHUNK) {
+        let mut part = [0.0; 6];
+        for i in lo..(lo + CHUNK).min(sys.len()) {
+            let v = sys.vel[i];
+            let c = [v[0] - shear_rate * (sys.pos[i][1] - half_ly), v[1], v[2]];
+            add_outer(&mut part, sys.mass(i), &c);
+        }
+        for a in 0..6 {
+            k[a] += part[a];
+        }
+    }
+    k
 }
 
 /// The conformation of chains (molecules with id > 0), averaged over chains.
@@ -77,45 +96,104 @@ pub fn orientation_angle_deg(g: &[f64; 6]) -> f64 {
     }
 }
 
-/// The particle indices of every chain (molecule id > 0), chains in increasing id, each chain's
-/// in increasing index: a counting sort, O(n), as a sample under shear takes it every few
-/// collisions for millions of beads (a map of vectors took ~0.1 s per sample at 1.6 M).
-fn chains_by_molecule(sys: &System) -> (Vec<usize>, Vec<usize>) {
-    let max = sys.mol.iter().copied().max().unwrap_or(0) as usize;
-    if max == 0 {
-        return (vec![0], Vec::new());
-    }
-    let mut count = vec![0usize; max + 1];
-    for &m in &sys.mol {
-        count[m as usize] += 1;
-    }
-    count[0] = 0;
-    // start[m]: where chain m's members begin; ids without members give empty chains, dropped
-    let mut start = vec![0usize; max + 2];
-    for m in 1..=max {
-        start[m + 1] = start[m] + count[m];
-    }
-    let mut member = vec![0usize; start[max + 1]];
-    let mut next = start.clone();
-    for (i, &m) in sys.mol.iter().enumerate() {
-        if m > 0 {
-            member[next[m as usize]] = i;
-            next[m as usize] += 1;
-        }
-    }
-    let mut offsets = vec![0usize];
-    for m in 1..=max {
-        if count[m] > 0 {
-            offsets.push(start[m + 1]);
-        }
-    }
-    (offsets, member)
+/// The chains of a system (molecules with id > 0), chains in increasing id: chain c's particle
+/// indices are `members[offsets[c]..offsets[c + 1]]` (increasing), `ends[c]` the indices of its
+/// first and last bead by atom id. The GPU engine keeps its particle order, so it builds this
+/// once and reduces every chain on the device in the same order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ChainGroups {
+    pub offsets: Vec<usize>,
+    pub members: Vec<usize>,
+    pub ends: Vec<[usize; 2]>,
 }
 
-/// The conformation of every chain of `sys` (unwrapped positions), averaged.
-pub fn conformation(sys: &System) -> Conformation {
-    let (offsets, member) = chains_by_molecule(sys);
-    let chains = offsets.len() - 1;
+impl ChainGroups {
+    /// A counting sort over molecule ids, O(n), as a sample under shear takes it every few
+    /// collisions for millions of beads (a map of vectors took ~0.1 s per sample at 1.6 M).
+    pub fn of(sys: &System) -> ChainGroups {
+        let max = sys.mol.iter().copied().max().unwrap_or(0) as usize;
+        if max == 0 {
+            return ChainGroups {
+                offsets: vec![0],
+                ..Default::default()
+            };
+        }
+        let mut count = vec![0usize; max + 1];
+        for &m in &sys.mol {
+            count[m as usize] += 1;
+        }
+        count[0] = 0;
+        // start[m]: where chain m's members begin; ids without members give empty chains, dropped
+        let mut start = vec![0usize; max + 2];
+        for m in 1..=max {
+            start[m + 1] = start[m] + count[m];
+        }
+        let mut members = vec![0usize; start[max + 1]];
+        let mut next = start.clone();
+        for (i, &m) in sys.mol.iter().enumerate() {
+            if m > 0 {
+                members[next[m as usize]] = i;
+                next[m as usize] += 1;
+            }
+        }
+        let mut offsets = vec![0usize];
+        for m in 1..=max {
+            if count[m] > 0 {
+                offsets.push(start[m + 1]);
+            }
+        }
+        let ends = offsets
+            .windows(2)
+            .map(|w| {
+                let idx = &members[w[0]..w[1]];
+                let first = *idx.iter().min_by_key(|&&i| sys.tag[i]).expect("non-empty");
+                let last = *idx.iter().max_by_key(|&&i| sys.tag[i]).expect("non-empty");
+                [first, last]
+            })
+            .collect();
+        ChainGroups {
+            offsets,
+            members,
+            ends,
+        }
+    }
+
+    pub fn chains(&self) -> usize {
+        self.offsets.len() - 1
+    }
+}
+
+/// One chain's mass-weighted gyration tensor and R ⊗ R of its end-to-end vector (unwrapped
+/// positions); `md_chain_conformation` on the GPU, operation by operation.
+fn chain_terms(sys: &System, idx: &[usize], ends: [usize; 2], u: &mut Vec<[f64; 3]>) -> [f64; 12] {
+    u.clear();
+    u.extend(idx.iter().map(|&i| sys.unwrapped(i)));
+    let mt: f64 = idx.iter().map(|&i| sys.mass(i)).sum();
+    let mut com = [0.0; 3];
+    for (&i, p) in idx.iter().zip(u.iter()) {
+        for k in 0..3 {
+            com[k] += sys.mass(i) * p[k] / mt;
+        }
+    }
+    let mut g = [0.0; 6];
+    for (&i, p) in idx.iter().zip(u.iter()) {
+        let d = [p[0] - com[0], p[1] - com[1], p[2] - com[2]];
+        add_outer(&mut g, sys.mass(i) / mt, &d);
+    }
+    let (first, last) = (sys.unwrapped(ends[0]), sys.unwrapped(ends[1]));
+    let r = [0, 1, 2].map(|k| last[k] - first[k]);
+    let mut ree = [0.0; 6];
+    add_outer(&mut ree, 1.0, &r);
+    let mut out = [0.0; 12];
+    out[..6].copy_from_slice(&g);
+    out[6..].copy_from_slice(&ree);
+    out
+}
+
+/// The average over chains of their terms ([`chain_terms`]: gyration tensor, then R ⊗ R), in
+/// chain order.
+pub fn average_conformation<'a>(terms: impl ExactSizeIterator<Item = &'a [f64]>) -> Conformation {
+    let chains = terms.len();
     let mut out = Conformation {
         chains,
         ..Default::default()
@@ -124,35 +202,27 @@ pub fn conformation(sys: &System) -> Conformation {
         return out;
     }
     let inv = 1.0 / chains as f64;
-    let mut u: Vec<[f64; 3]> = Vec::new();
-    for c in 0..chains {
-        let idx = &member[offsets[c]..offsets[c + 1]];
-        u.clear();
-        u.extend(idx.iter().map(|&i| sys.unwrapped(i)));
-        let mt: f64 = idx.iter().map(|&i| sys.mass(i)).sum();
-        let mut com = [0.0; 3];
-        for (&i, p) in idx.iter().zip(&u) {
-            for k in 0..3 {
-                com[k] += sys.mass(i) * p[k] / mt;
-            }
-        }
-        let mut g = [0.0; 6];
-        for (&i, p) in idx.iter().zip(&u) {
-            let d = [p[0] - com[0], p[1] - com[1], p[2] - com[2]];
-            add_outer(&mut g, sys.mass(i) / mt, &d);
-        }
-        let first = (0..idx.len()).min_by_key(|&k| sys.tag[idx[k]]).unwrap();
-        let last = (0..idx.len()).max_by_key(|&k| sys.tag[idx[k]]).unwrap();
-        let r = [0, 1, 2].map(|k| u[last][k] - u[first][k]);
-        let mut ree = [0.0; 6];
-        add_outer(&mut ree, 1.0, &r);
+    for t in terms {
         for k in 0..6 {
-            out.gyration[k] += inv * g[k];
-            out.end_to_end[k] += inv * ree[k];
+            out.gyration[k] += inv * t[k];
+            out.end_to_end[k] += inv * t[6 + k];
         }
     }
     out.orientation_angle_deg = orientation_angle_deg(&out.gyration);
     out
+}
+
+/// The conformation of every chain of `sys` (unwrapped positions), averaged.
+pub fn conformation(sys: &System) -> Conformation {
+    let groups = ChainGroups::of(sys);
+    let mut u = Vec::new();
+    let terms: Vec<[f64; 12]> = (0..groups.chains())
+        .map(|c| {
+            let idx = &groups.members[groups.offsets[c]..groups.offsets[c + 1]];
+            chain_terms(sys, idx, groups.ends[c], &mut u)
+        })
+        .collect();
+    average_conformation(terms.iter().map(|t| t.as_slice()))
 }
 
 /// Time averages of a coupled run under shear, with block-averaged errors (`crate::stats`);

@@ -54,6 +54,19 @@ impl ShearFlow {
         (step / n) as f64 * self.collision_time + (step % n) as f64 * dt
     }
 
+    /// The strain γ̇ τ since a Verlet list build at offset `built_offset`, from the offset's
+    /// motion in the direction of the shear (δ moves at γ̇ Ly); None once it has moved half a
+    /// box length, where the motion modulo Lx would be ambiguous (the list is then rebuilt).
+    pub fn strain_since(&self, offset: f64, built_offset: f64, box_len: [f64; 3]) -> Option<f64> {
+        let lx = box_len[0];
+        let moved = if self.rate >= 0.0 {
+            (offset - built_offset).rem_euclid(lx)
+        } else {
+            -(built_offset - offset).rem_euclid(lx)
+        };
+        (moved.abs() <= 0.5 * lx).then(|| moved / box_len[1])
+    }
+
     /// The Lees-Edwards state of a box of `box_len` at MD step `step`.
     pub fn lees_edwards_at(&self, step: u64, dt: f64, box_len: [f64; 3]) -> LeesEdwards {
         let v = self.rate * box_len[1];

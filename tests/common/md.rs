@@ -131,6 +131,14 @@ impl MdEngine {
         order.into_iter().map(|i| f[i]).collect()
     }
 
+    /// Verlet list builds so far.
+    pub fn list_builds(&self) -> u64 {
+        match self {
+            MdEngine::Cpu(md) => md.list_builds(),
+            MdEngine::Gpu(md) => md.list_builds(),
+        }
+    }
+
     /// The system with current positions and velocities (downloaded from a GPU).
     pub fn system(&mut self) -> &System {
         match self {

@@ -69,8 +69,12 @@ pub fn translation_unit(sources: &[(&str, &str)]) -> String {
 /// `kernels/md_walls.cu`: the GPU MD engine's wall forces (`crate::md::walls`).
 pub const MD_WALLS_CU: &str = include_str!("../../../kernels/md_walls.cu");
 
+/// `kernels/md_observe.cu`: the GPU MD engine's reductions for observables
+/// (`crate::md::gpu::observe`).
+pub const MD_OBSERVE_CU: &str = include_str!("../../../kernels/md_observe.cu");
+
 /// The translation unit of the MD kernels: rng.cuh, walls.cuh (the wall shapes),
-/// md_boundary.cuh, md.cu, then md_walls.cu.
+/// md_boundary.cuh, md.cu, md_walls.cu, then md_observe.cu.
 pub fn md_source() -> String {
     translation_unit(&[
         ("rng.cuh", RNG_CUH),
@@ -78,6 +82,7 @@ pub fn md_source() -> String {
         ("md_boundary.cuh", MD_BOUNDARY_CUH),
         ("md.cu", MD_CU),
         ("md_walls.cu", MD_WALLS_CU),
+        ("md_observe.cu", MD_OBSERVE_CU),
     ])
 }
 

@@ -6,11 +6,13 @@
 //! (`md::rheology`), and summed with the fluid's. [`Coupling`] is a [`JobStep`]: its
 //! checkpoints hold the MD engine with the fluid, and [`Coupling::resume`] continues one.
 
+mod engine;
 mod output;
 mod summary;
 
 use std::path::Path;
 
+pub use engine::{GpuEngine, MdEngine};
 pub use output::{CsvRow, MD_CSV, TRAJECTORY_GSD, TRAJECTORY_XYZ};
 pub use summary::SolutionSummary;
 
@@ -18,7 +20,8 @@ use super::config::MdConfig;
 use super::engine::{Md, MdState};
 use super::gpu::{GpuMd, MdBackend};
 use super::observe::{ChainObserver, ChainSample};
-use super::rheology::{conformation, pressure_tensor, SoluteStats};
+use super::rheology::SoluteStats;
+use super::system::System;
 use crate::checkpoint::{Checkpoint, MdCheckpoint};
 use crate::error::{MpcError, Result};
 use crate::run::{JobStep, Summary};
@@ -29,14 +32,8 @@ pub const MD_SUMMARY_JSON: &str = "md_summary.json";
 
 /// The MD side of a coupled run.
 pub struct Coupling {
-    /// The CPU engine; with a GPU engine it holds the host copy of the system (positions and
-    /// velocities synced after every block of MD steps) and is not stepped.
-    pub md: Md,
-    /// The GPU engine (`md.backend` Auto with a usable GPU, or Cuda).
-    pub gpu: Option<GpuMd>,
-    /// The GPU engine hands its beads to a fluid on the same GPU as device pointers (no host
-    /// round trip); `md.sys` is then refreshed only when it is observed.
-    device_resident: bool,
+    /// The engine that integrates the beads (CPU, or GPU: `md.backend`).
+    engine: Box<dyn MdEngine>,
     pub steps_per_collision: u32,
     cfg: MdConfig,
     observer: ChainObserver,
@@ -70,19 +67,18 @@ impl Coupling {
         md: Md,
         ck: Option<&MdCheckpoint>,
     ) -> Result<Coupling> {
-        let gpu = Self::gpu_engine(md_cfg, solvent, &md, ck.map(|c| &c.state))?;
-        let fluid_gpu = solvent.cuda_ordinal();
-        let device_resident = gpu.as_ref().is_some_and(|g| Some(g.ordinal()) == fluid_gpu)
-            && std::env::var("MPCBOX_COUPLING").as_deref() != Ok("host");
         let observer = match ck {
             Some(c) => ChainObserver::from_start(c.chain_start.iter().copied().collect()),
             None => ChainObserver::new(&md.sys),
         };
         let last = observer.sample(&md.sys);
+        let engine: Box<dyn MdEngine> =
+            match Self::gpu_engine(md_cfg, solvent, &md, ck.map(|c| &c.state))? {
+                Some(g) => Box::new(GpuEngine::new(g, solvent.cuda_ordinal())),
+                None => Box::new(md),
+            };
         Ok(Coupling {
-            md,
-            gpu,
-            device_resident,
+            engine,
             steps_per_collision: md_cfg.steps_per_collision,
             cfg: md_cfg.clone(),
             observer,
@@ -139,114 +135,69 @@ impl Coupling {
     pub fn with_output_from(mut self, dir: &Path, resume_step: Option<u64>) -> Result<Coupling> {
         let traj = (self.cfg.trajectory_interval > 0).then_some(self.cfg.trajectory_format);
         let csv = self.cfg.observable_interval > 0;
-        self.sync_host()?;
-        let mut out = CoupledOutput::open(dir, &self.md.sys, csv, traj, resume_step)?;
+        let mut out = CoupledOutput::open(dir, self.engine.system()?, csv, traj, resume_step)?;
         if traj.is_some() && resume_step.is_none() {
-            out.write_frame(&self.md.sys, 0, 0.0)?;
+            out.write_frame(self.engine.system()?, 0, 0.0)?;
         }
         self.out = Some(out);
         Ok(self)
     }
 
-    /// How the beads reach the fluid: "device-resident (GPU N)", "host round trip" or "CPU".
+    /// How the beads reach the fluid: "device-resident (GPU N)", "GPU MD, host round trip" or
+    /// "CPU MD".
     pub fn path_description(&self) -> String {
-        match &self.gpu {
-            Some(g) if self.device_resident => format!("device-resident (GPU {})", g.ordinal()),
-            Some(_) => "GPU MD, host round trip".into(),
-            None => "CPU MD".into(),
-        }
+        self.engine.path_description()
     }
 
     /// Hand the beads over through host memory even when they could stay on the GPU (for
     /// comparisons; `MPCBOX_COUPLING=host` does the same for a whole run).
     pub fn use_host_round_trip(&mut self) {
-        self.device_resident = false;
+        self.engine.use_host_round_trip();
     }
 
-    /// Bring `md.sys` up to date with the GPU engine (positions, velocities, images, offset).
-    fn sync_host(&mut self) -> Result<()> {
-        if let Some(g) = &mut self.gpu {
-            let s = g.system()?;
-            let sys = &mut self.md.sys;
-            sys.pos.copy_from_slice(&s.pos);
-            sys.vel.copy_from_slice(&s.vel);
-            sys.image.copy_from_slice(&s.image);
-            sys.lees_edwards = s.lees_edwards;
-        }
-        Ok(())
+    /// The engine (for its settings, list builds, device).
+    pub fn engine(&self) -> &dyn MdEngine {
+        self.engine.as_ref()
+    }
+
+    /// Whether the MD runs on a GPU.
+    pub fn md_on_gpu(&self) -> bool {
+        self.engine.gpu_ordinal().is_some()
     }
 
     /// The MD system as it is now (downloaded from the GPU engine when needed).
-    pub fn system(&mut self) -> Result<&super::System> {
-        self.sync_host()?;
-        Ok(&self.md.sys)
+    pub fn system(&mut self) -> Result<&System> {
+        self.engine.system()
     }
 
-    /// N MD steps (energies and virial at the last one when `measure`), leaving `md.sys`
-    /// current when measured or when the CPU engine runs.
-    fn run_md(&mut self, measure: bool) -> Result<()> {
-        let n = self.steps_per_collision as u64;
-        match &mut self.gpu {
-            // energies only where measured or observed: they would cross PCIe every collision
-            Some(g) if self.device_resident && !measure => g.advance(n)?,
-            Some(g) => {
-                g.run(n)?;
-                self.sync_host()?;
-            }
-            None => self.md.run(n)?,
-        }
-        Ok(())
+    /// The beads' kinetic temperature now (3N − 3 degrees of freedom).
+    pub fn temperature(&mut self) -> Result<f64> {
+        let dof = (3 * self.engine.len()).saturating_sub(3).max(1) as f64;
+        Ok(2.0 * self.engine.kinetic_energy()? / dof)
     }
 
-    /// The MPC collision of fluid and solutes.
-    fn collide(&mut self, solvent: &mut Solvent) -> Result<()> {
-        match &mut self.gpu {
-            Some(g) if self.device_resident => {
-                solvent.step_with_device_solutes(&g.device_solutes())?;
-                g.velocities_changed()?;
-            }
-            Some(g) => {
-                let mass = self.md.sys.masses();
-                let sys = &mut self.md.sys;
-                solvent.step_with_solutes(&sys.pos, &mut sys.vel, &mass)?;
-                g.set_velocities(&sys.vel)?;
-            }
-            None => {
-                let mass = self.md.sys.masses();
-                let sys = &mut self.md.sys;
-                solvent.step_with_solutes(&sys.pos, &mut sys.vel, &mass)?;
-                self.md.velocities_changed()?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The solutes' (pressure tensor, its kinetic part) now, from the last force evaluation.
-    fn solute_pressure(&self) -> ([f64; 6], [f64; 6]) {
-        let virial = match &self.gpu {
-            Some(g) => g.report().virial_tensor,
-            None => self.md.report().virial_tensor,
-        };
-        let sys = &self.md.sys;
-        (
-            pressure_tensor(sys, self.shear_rate, virial),
-            pressure_tensor(sys, self.shear_rate, [0.0; 6]),
-        )
-    }
-
-    /// One coupled step: N MD steps, then the MPC collision of fluid and solutes.
+    /// One coupled step: N MD steps, then the MPC collision of fluid and solutes. On measured
+    /// steps the solutes' stress and conformation are taken before the collision, as
+    /// reductions on the engine's device.
     pub fn step(&mut self, solvent: &mut Solvent) -> Result<()> {
         // the solutes' stress on the fluid's measured steps and on this engine's observed ones
         let next = solvent.step_count() + 1;
         let observed = self.cfg.observable_interval > 0 && next % self.cfg.observable_interval == 0;
         let measure = solvent.stress_measured_next() || (self.shear_rate != 0.0 && observed);
         let sample = solvent.sampled_next() && solvent.stress_measured_next();
-        self.run_md(measure)?;
-        let pressure = measure.then(|| self.solute_pressure());
-        let conf = measure.then(|| conformation(&self.md.sys));
-        self.collide(solvent)?;
+        self.engine
+            .advance(self.steps_per_collision as u64, measure)?;
+        let pressure = match measure {
+            true => Some(self.engine.solute_pressure(self.shear_rate)?),
+            false => None,
+        };
+        let conf = match sample {
+            true => Some(self.engine.conformation()?),
+            false => None,
+        };
+        self.engine.collide(solvent)?;
         self.last_pressure = pressure.map(|p| p.0);
-        if let (true, Some((p, kin)), Some(c)) = (sample, pressure, conf) {
+        if let (Some((p, kin)), Some(c)) = (pressure, conf) {
             let rate = self.shear_rate;
             let (fk, fc) = solvent.last_stress_xy().unwrap_or((0.0, 0.0));
             self.stats.viscosity_solute.push(-p[3] / rate);
@@ -266,22 +217,20 @@ impl Coupling {
         let every = |i: u64| i > 0 && k % i == 0;
         let observe = every(self.cfg.observable_interval);
         let frame = every(self.cfg.trajectory_interval);
-        if self.device_resident && (observe || frame) {
-            self.sync_host()?;
-            if let Some(g) = &mut self.gpu {
-                g.compute_forces()?; // energy and virial of this configuration
-            }
-        }
         if observe {
-            self.last = self.observer.sample(&self.md.sys);
+            self.engine.refresh_energies()?; // energy and virial of this configuration
+            let conformation = self.engine.conformation()?;
+            let kinetic_energy = self.engine.kinetic_energy()?;
+            let momentum = self.engine.momentum()?;
+            self.last = self.observer.sample(self.engine.system()?);
             let row = CsvRow {
                 step: k,
                 time,
-                kinetic_energy: self.md.kinetic_energy(),
+                kinetic_energy,
                 potential_energy: self.potential_energy(),
-                momentum: self.md.momentum(),
+                momentum,
                 chains: self.last,
-                conformation: conformation(&self.md.sys),
+                conformation,
                 stress_xy: if measured {
                     self.last_pressure.map(|p| p[3])
                 } else {
@@ -294,32 +243,25 @@ impl Coupling {
         }
         if frame {
             if let Some(o) = &mut self.out {
-                o.write_frame(&self.md.sys, k, time)?;
+                o.write_frame(self.engine.system()?, k, time)?;
             }
         }
         Ok(())
     }
 
-    /// Potential energy of the last evaluation (GPU engine when there is one).
+    /// Potential energy of the last evaluation.
     pub fn potential_energy(&self) -> f64 {
-        match &self.gpu {
-            Some(g) => g.potential_energy(),
-            None => self.md.potential_energy(),
-        }
+        self.engine.report().potential_energy()
     }
 
     /// MD steps done.
     pub fn md_steps(&self) -> u64 {
-        match &self.gpu {
-            Some(g) => g.step_count(),
-            None => self.md.step_count(),
-        }
+        self.engine.step_count()
     }
 
     /// Chain observables now.
     pub fn chain_sample(&mut self) -> Result<ChainSample> {
-        self.sync_host()?;
-        Ok(self.observer.sample(&self.md.sys))
+        Ok(self.observer.sample(self.engine.system()?))
     }
 
     /// The solutes' time averages so far.
@@ -329,12 +271,8 @@ impl Coupling {
 
     /// The MD side of a checkpoint now.
     pub fn md_checkpoint(&mut self) -> Result<MdCheckpoint> {
-        let state = match &mut self.gpu {
-            Some(g) => g.state()?,
-            None => self.md.state(),
-        };
         Ok(MdCheckpoint {
-            state,
+            state: self.engine.state()?,
             chain_start: self
                 .observer
                 .start()
@@ -373,19 +311,18 @@ impl Coupling {
             o.flush()?;
         }
         let s = self.chain_sample()?;
-        if let (true, Some(g)) = (self.device_resident, &mut self.gpu) {
-            g.compute_forces()?;
-        }
+        self.engine.refresh_energies()?;
         let summary = serde_json::json!({
-            "md_particles": self.md.sys.len(),
+            "md_particles": self.engine.len(),
             "md_steps": self.md_steps(),
-            "md_backend": self.gpu.as_ref().map_or("cpu".to_string(), |g| g.describe()),
-            "md_dt": self.md.settings().dt,
+            "md_backend": self.engine.describe(),
+            "md_dt": self.engine.settings().dt,
             "steps_per_collision": self.steps_per_collision,
-            "neighbor": if self.md.uses_verlet_list() { "verlet" } else { "all-pairs" },
+            "md_list_builds": self.engine.list_builds(),
+            "neighbor": if self.engine.uses_verlet_list() { "verlet" } else { "all-pairs" },
             "chains": s,
-            "conformation": conformation(&self.md.sys),
-            "md_kinetic_energy": self.md.kinetic_energy(),
+            "conformation": self.engine.conformation()?,
+            "md_kinetic_energy": self.engine.kinetic_energy()?,
             "md_potential_energy": self.potential_energy(),
         });
         let p = dir.join(MD_SUMMARY_JSON);

@@ -75,6 +75,15 @@ impl Md {
         self.verlet.builds
     }
 
+    /// The Verlet-list neighbours of particle i in the current order (empty with all pairs).
+    pub fn neighbors(&self, i: usize) -> &[u32] {
+        if self.use_list {
+            self.verlet.neighbors(i)
+        } else {
+            &[]
+        }
+    }
+
     /// Forces of the current configuration, in the current particle order.
     pub fn forces(&self) -> &[[f64; 3]] {
         &self.force
@@ -153,20 +162,26 @@ impl Md {
     }
 
     /// Whether the Verlet list must be rebuilt: some particle moved more than skin/2 since
-    /// the last build; under shear, pairs across the y boundary also move apart by the
-    /// offset's change Δδ, and a particle that crossed is compared through the current offset
-    /// (off by at most Δδ), so 2 max|Δr| + 3 |Δδ| is held against the skin.
+    /// the last build; under shear, displacements are taken relative to the imposed flow
+    /// (`PeriodicBox::flow_displacement2`, exact for particles that crossed the y boundary),
+    /// and the strain γ̇ τ since the build tilts pairs by at most |γ̇ τ| r_cut, so
+    /// 2 max|Δρ| + |γ̇ τ| r_cut is held against the skin.
     fn list_is_stale(&self) -> bool {
         let skin = self.settings.skin;
         let bx = self.sys.periodic_box();
-        let d2 = self.verlet.max_displacement2_in(&self.sys.pos, &bx);
-        if self.settings.shear.is_none() {
+        let Some(shear) = self.settings.shear else {
+            let d2 = self.verlet.max_displacement2_in(&self.sys.pos, &bx);
             return d2 > 0.25 * skin * skin;
-        }
-        let lx = self.sys.box_len[0];
-        let mut dd = (bx.lees_edwards().offset - self.verlet.built_offset).rem_euclid(lx);
-        dd = dd.min(lx - dd);
-        2.0 * d2.sqrt() + 3.0 * dd > skin
+        };
+        let offset = bx.lees_edwards().offset;
+        let Some(strain) = shear.strain_since(offset, self.verlet.built_offset, self.sys.box_len)
+        else {
+            return true;
+        };
+        let d2 = self
+            .verlet
+            .max_flow_displacement2(&self.sys.pos, &bx, strain);
+        2.0 * d2.sqrt() + strain.abs() * self.cutoff() > skin
     }
 
     /// Rebuild the Verlet list when needed, reordering along the Morton curve every

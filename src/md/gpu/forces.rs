@@ -4,13 +4,11 @@
 //! or bonds. With energies, the per-particle terms come back and are summed over the CPU
 //! engine's fixed chunks.
 
-use cudarc::driver::{CudaSlice, LaunchArgs, PushKernelArg};
+use cudarc::driver::{LaunchArgs, PushKernelArg};
 
 use super::params::{Params, STYLE_LJ};
 use super::{drv, grid, GpuMd};
 use crate::error::Result;
-use crate::md::engine::ForceReport;
-use crate::md::neighbor::CHUNK;
 use crate::md::pair::dpd::noise_amplitude;
 use crate::md::random::dpd_key;
 
@@ -117,7 +115,7 @@ impl GpuMd {
         unsafe { b.launch(grid(self.n)) }.map_err(drv("md_forces"))?;
         self.launch_wall_forces(energy)?;
         if energy {
-            self.report = self.read_energy_report()?;
+            self.report = self.energy_report_on_device()?;
         }
         Ok(())
     }
@@ -148,55 +146,6 @@ impl GpuMd {
         // for i ≥ n and writes only particle i's entries (and the flag words).
         unsafe { b.launch(grid(self.n)) }.map_err(drv("md_wall_forces"))?;
         Ok(())
-    }
-
-    /// Σ of the per-particle terms over the CPU engine's fixed chunks, halved (every pair and
-    /// bond is seen from both sides). Downloads go into one reused host buffer.
-    fn read_energy_report(&mut self) -> Result<ForceReport> {
-        let n = self.n;
-        let mut host = std::mem::take(&mut self.energy_host);
-        host.resize(6 * n, 0.0);
-        let s = self.stream.clone();
-        let e = &self.energy;
-        let mut sum = |d: &CudaSlice<f64>| -> Result<f64> {
-            s.memcpy_dtoh(d, &mut host[..n]).map_err(drv("download"))?;
-            s.synchronize().map_err(drv("synchronize"))?;
-            Ok(host[..n]
-                .chunks(CHUNK)
-                .map(|c| c.iter().sum::<f64>())
-                .sum::<f64>())
-        };
-        let pair_energy = 0.5 * sum(&e.e_pair)?;
-        let bond_energy = 0.5 * sum(&e.e_bond)?;
-        let virial = 0.5 * sum(&e.w_pair)? + 0.5 * sum(&e.w_bond)?;
-        let wall_energy = if self.walls.is_some() {
-            sum(&e.e_wall)?
-        } else {
-            0.0
-        };
-        s.memcpy_dtoh(&e.w_tensor, &mut host[..6 * n])
-            .map_err(drv("download"))?;
-        s.synchronize().map_err(drv("synchronize"))?;
-        let mut tensor = [0.0; 6];
-        for c in host[..6 * n].chunks(6 * CHUNK) {
-            let mut part = [0.0; 6];
-            for w in c.chunks(6) {
-                for k in 0..6 {
-                    part[k] += w[k];
-                }
-            }
-            for k in 0..6 {
-                tensor[k] += part[k];
-            }
-        }
-        self.energy_host = host;
-        Ok(ForceReport {
-            pair_energy,
-            bond_energy,
-            virial,
-            virial_tensor: tensor.map(|x| 0.5 * x),
-            wall_energy,
-        })
     }
 
     /// Rebuild the list if needed, then all forces with energies; checks broken bonds.

@@ -1,6 +1,6 @@
 //! Time steps on the GPU (the counterpart of `md::integrate`): `md_first_half` (kick, drift,
 //! or drift + O + drift for BAOAB Langevin, wrap, and the skin/2 displacement check), the list
-//! rebuild when some particle moved too far, the forces, `md_second_half` (kick).
+//! rebuild when some particle moved too far (under shear: relative to the imposed flow), the forces, `md_second_half` (kick).
 
 use cudarc::driver::{DeviceRepr, PushKernelArg};
 
@@ -17,18 +17,23 @@ pub(super) struct MdShear {
     offset: f64,
     velocity: f64,
     mi_offset: f64,
-    /// |δ − δ at the last list build|, the shortest way round.
-    moved: f64,
+    /// δ at the last list build.
+    built_offset: f64,
+    /// The strain γ̇ τ since the last list build (`ShearFlow::strain_since`).
+    strain: f64,
+    /// |γ̇ τ| r_cut, the most the strain tilts a pair within the cutoff; infinite once the
+    /// offset has moved half a box length since the build (rebuild).
+    strain_slack: f64,
     periods: i64,
     sheared: i32,
     pad: i32,
 }
 
-// SAFETY: plain-old-data (four f64, an i64, two i32: 48 bytes without implicit padding,
+// SAFETY: plain-old-data (six f64, an i64, two i32: 64 bytes without implicit padding,
 // checked below) with the C layout of `MdShear`, which md_first_half takes by value.
 unsafe impl DeviceRepr for MdShear {}
 
-const _: () = assert!(std::mem::size_of::<MdShear>() == 48);
+const _: () = assert!(std::mem::size_of::<MdShear>() == 64);
 
 /// The scalar arguments of `md_first_half`.
 struct HalfStep {
@@ -85,13 +90,15 @@ impl GpuMd {
         let le = shear.lees_edwards_at(self.step + 1, self.settings.dt, self.sys.box_len);
         self.sys.lees_edwards = le;
         let bx = self.sys.periodic_box();
-        let lx = self.sys.box_len[0];
-        let d = (le.offset - self.lists.built_offset).rem_euclid(lx);
+        let built_offset = self.lists.built_offset;
+        let strain = shear.strain_since(le.offset, built_offset, self.sys.box_len);
         MdShear {
             offset: le.offset,
             velocity: le.velocity,
             mi_offset: bx.image_offset(),
-            moved: d.min(lx - d),
+            built_offset,
+            strain: strain.unwrap_or(0.0),
+            strain_slack: strain.map_or(f64::INFINITY, |s| s.abs() * self.cutoff()),
             periods: le.periods,
             sheared: 1,
             pad: 0,

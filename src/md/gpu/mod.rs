@@ -18,11 +18,13 @@
 //! (force-field tables on the device), `neighbor` (cell binning and Verlet lists, for
 //! `md::neighbor`), `forces` (pair, DPD thermostat and bond forces in one kernel, for
 //! `md::pair` + `md::bond`), `integrate` (the two half steps, for `md::integrate`, with the
-//! Lees-Edwards wrap) and `state` (checkpoints, for `md::engine::state`).
+//! Lees-Edwards wrap), `observe` (energies, stress and chain conformation reduced on the
+//! device, for `md::rheology`) and `state` (checkpoints, for `md::engine::state`).
 
 mod forces;
 mod integrate;
 mod neighbor;
+mod observe;
 mod params;
 mod setup;
 mod state;
@@ -124,8 +126,8 @@ pub struct GpuMd {
     report: ForceReport,
     /// The fluid's walls as the solutes feel them (`md::walls`), with their kernel form.
     walls: Option<(WallPotential, WallParams)>,
-    /// Host buffer the per-particle energy terms are downloaded into (6n, reused).
-    energy_host: Vec<f64>,
+    /// Scratch of the on-device reductions (energies, stress, conformation).
+    reduce: observe::ReductionScratch,
 }
 
 impl GpuMd {

@@ -94,6 +94,13 @@ impl DeviceLists {
     }
 }
 
+impl GpuMd {
+    /// Whether forces come from cell + Verlet lists (false: all pairs).
+    pub fn uses_verlet_list(&self) -> bool {
+        self.lists.dims.is_some()
+    }
+}
+
 impl DeviceLists {
     /// `list, nneigh` (as md_forces takes them).
     pub(super) fn push_list<'a>(&'a self, b: &mut LaunchArgs<'a>) {

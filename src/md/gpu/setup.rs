@@ -27,6 +27,10 @@ pub(super) struct MdKernels {
     pub forces_lj1: CudaFunction,
     /// The walls' WCA forces (`kernels/md_walls.cu`).
     pub wall_forces: CudaFunction,
+    /// Reductions for observables (`kernels/md_observe.cu`).
+    pub chunk_energy: CudaFunction,
+    pub chunk_kinetic: CudaFunction,
+    pub chain_conformation: CudaFunction,
 }
 
 impl MdKernels {
@@ -43,6 +47,9 @@ impl MdKernels {
             forces: f("md_forces")?,
             forces_lj1: f("md_forces_lj1")?,
             wall_forces: f("md_wall_forces")?,
+            chunk_energy: f("md_chunk_energy")?,
+            chunk_kinetic: f("md_chunk_kinetic")?,
+            chain_conformation: f("md_chain_conformation")?,
         };
         Ok((module, k))
     }
@@ -168,7 +175,7 @@ impl GpuMd {
             p,
             report: ForceReport::default(),
             walls: None,
-            energy_host: Vec::new(),
+            reduce: Default::default(),
         };
         md.compute_forces()?;
         Ok(md)

@@ -1,8 +1,8 @@
 //! Full Verlet lists with a skin: each pair is in both particles' lists, stored per chunk of
 //! [`CHUNK`] particles, built from a [`CellList`] and rebuilt when some particle has moved more
 //! than skin/2. Under Lees-Edwards shear the rows of cells reached across the y boundary are
-//! scanned around x ∓ δ, where the sheared images of the neighbours sit, and the engine also
-//! counts the offset's motion since the build against the skin.
+//! scanned around x ∓ δ, where the sheared images of the neighbours sit, and displacements are
+//! measured relative to the imposed flow (`PeriodicBox::flow_displacement2`).
 
 use rayon::prelude::*;
 
@@ -218,6 +218,25 @@ impl VerletList {
     /// Largest displacement² since the build (minimum image), over fixed chunks.
     pub fn max_displacement2(&self, pos: &[[f64; 3]], box_len: [f64; 3]) -> f64 {
         self.max_displacement2_in(pos, &PeriodicBox::new(box_len))
+    }
+
+    /// Largest displacement² since the build relative to the imposed shear flow, `strain`
+    /// = γ̇ τ since the build ([`PeriodicBox::flow_displacement2`]), over fixed chunks.
+    pub fn max_flow_displacement2(&self, pos: &[[f64; 3]], bx: &PeriodicBox, strain: f64) -> f64 {
+        if self.built_at.len() != pos.len() {
+            return f64::INFINITY;
+        }
+        let (bx, off) = (*bx, self.built_offset);
+        pos.par_chunks(CHUNK * 8)
+            .zip(self.built_at.par_chunks(CHUNK * 8))
+            .map(|(p, q)| {
+                let mut m: f64 = 0.0;
+                for (a, b) in p.iter().zip(q) {
+                    m = m.max(bx.flow_displacement2(*a, *b, off, strain));
+                }
+                m
+            })
+            .reduce(|| 0.0, f64::max)
     }
 
     /// [`VerletList::max_displacement2`] in a box that may be sheared (a particle that crossed

@@ -1,0 +1,118 @@
+// Reductions of the GPU MD engine for observables (launched from md/gpu/observe.rs; the CPU
+// computes are md/rheology.rs and the energy sums of md/engine): per chunk of `chunk` particles
+// (md::neighbor::CHUNK) summed in index order, or per chain, exactly as the CPU sums them, so the
+// host only adds a few partial sums in the same order and nothing per particle crosses PCIe.
+#ifndef MPCBOX_NVRTC
+#include "md_boundary.cuh"
+#endif
+
+// Per chunk c of particles: out[MD_ENERGY_WORDS c + w], w = 0 pair energy, 1 bond energy, 2 pair
+// virial, 3 bond virial, 4 wall energy, 5..10 the virial tensor (xx, yy, zz, xy, xz, yz); every
+// per-particle term as md_forces / md_wall_forces left it (pairs and bonds from both sides).
+#define MD_ENERGY_WORDS 11
+extern "C" __global__ void md_chunk_energy(unsigned int n, unsigned int chunk, const double *e_pair,
+                                           const double *e_bond, const double *w_pair, const double *w_bond,
+                                           const double *e_wall, const double *w_tensor, double *out) {
+    unsigned int c = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned long long lo = (unsigned long long)c * chunk;
+    if (lo >= n) {
+        return;
+    }
+    unsigned long long hi = lo + chunk < n ? lo + chunk : n;
+    double s[MD_ENERGY_WORDS];
+    for (int w = 0; w < MD_ENERGY_WORDS; ++w) {
+        s[w] = 0.0;
+    }
+    for (unsigned long long i = lo; i < hi; ++i) {
+        s[0] += e_pair[i];
+        s[1] += e_bond[i];
+        s[2] += w_pair[i];
+        s[3] += w_bond[i];
+        s[4] += e_wall[i];
+        for (int k = 0; k < 6; ++k) {
+            s[5 + k] += w_tensor[6 * i + k];
+        }
+    }
+    for (int w = 0; w < MD_ENERGY_WORDS; ++w) {
+        out[(unsigned long long)MD_ENERGY_WORDS * c + w] = s[w];
+    }
+}
+
+// rheology::kinetic_tensor per chunk c: out[6 c + k] = sum of m c (x) c over the chunk, with c the
+// velocity relative to the imposed flow, v - rate (y - Ly/2) x.
+extern "C" __global__ void md_chunk_kinetic(unsigned int n, unsigned int chunk, const double *pos,
+                                            const double *vel, const double *mass, double rate, double half_ly,
+                                            double *out) {
+    unsigned int c = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned long long lo = (unsigned long long)c * chunk;
+    if (lo >= n) {
+        return;
+    }
+    unsigned long long hi = lo + chunk < n ? lo + chunk : n;
+    double t[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    for (unsigned long long i = lo; i < hi; ++i) {
+        double d[3] = {vel[3 * i] - rate * (pos[3 * i + 1] - half_ly), vel[3 * i + 1], vel[3 * i + 2]};
+        md_add_outer(t, mass[i], d);
+    }
+    for (int k = 0; k < 6; ++k) {
+        out[6ull * c + k] = t[k];
+    }
+}
+
+// System::unwrapped: pos + image L, and under shear image_y D along x (D the total offset).
+__device__ __forceinline__ void md_unwrapped(const double *pos, const int *image, unsigned int i, const double l[3],
+                                             int sheared, double total_offset, double u[3]) {
+    for (int k = 0; k < 3; ++k) {
+        u[k] = pos[3 * i + k] + (double)image[3 * i + k] * l[k];
+    }
+    if (sheared) {
+        u[0] += (double)image[3 * i + 1] * total_offset;
+    }
+}
+
+// rheology::conformation of one chain per thread: the chain's members (indices, increasing) are
+// members[offsets[c] .. offsets[c + 1]], ends[2 c], ends[2 c + 1] its first and last bead by atom
+// id. out[12 c + k]: the mass-weighted gyration tensor (k < 6) and R (x) R of the end-to-end vector.
+extern "C" __global__ void md_chain_conformation(unsigned int chains, const unsigned int *offsets,
+                                                 const unsigned int *members, const unsigned int *ends,
+                                                 const double *pos, const int *image, const double *mass,
+                                                 double lx, double ly, double lz, int sheared,
+                                                 double total_offset, double *out) {
+    unsigned int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= chains) {
+        return;
+    }
+    double l[3] = {lx, ly, lz};
+    unsigned int lo = offsets[c], hi = offsets[c + 1];
+    double mt = 0.0;
+    for (unsigned int k = lo; k < hi; ++k) {
+        mt += mass[members[k]];
+    }
+    double com[3] = {0.0, 0.0, 0.0};
+    for (unsigned int k = lo; k < hi; ++k) {
+        unsigned int i = members[k];
+        double u[3];
+        md_unwrapped(pos, image, i, l, sheared, total_offset, u);
+        for (int a = 0; a < 3; ++a) {
+            com[a] += mass[i] * u[a] / mt;
+        }
+    }
+    double g[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    for (unsigned int k = lo; k < hi; ++k) {
+        unsigned int i = members[k];
+        double u[3];
+        md_unwrapped(pos, image, i, l, sheared, total_offset, u);
+        double d[3] = {u[0] - com[0], u[1] - com[1], u[2] - com[2]};
+        md_add_outer(g, mass[i] / mt, d);
+    }
+    double first[3], last[3];
+    md_unwrapped(pos, image, ends[2 * c], l, sheared, total_offset, first);
+    md_unwrapped(pos, image, ends[2 * c + 1], l, sheared, total_offset, last);
+    double r[3] = {last[0] - first[0], last[1] - first[1], last[2] - first[2]};
+    double ree[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    md_add_outer(ree, 1.0, r);
+    for (int k = 0; k < 6; ++k) {
+        out[12ull * c + k] = g[k];
+        out[12ull * c + 6 + k] = ree[k];
+    }
+}

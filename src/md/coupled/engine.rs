@@ -1,0 +1,261 @@
+//! The seam between the coupled loop and an MD engine ([`MdEngine`]): the CPU engine
+//! ([`Md`]), the GPU engine ([`GpuEngine`]: device-resident beads on the fluid's GPU, or a host
+//! round trip) and, in time, decomposed engines all look the same to [`super::Coupling`], which
+//! no longer branches on which engine runs. Observables come back as reductions (stress,
+//! conformation); the whole system only when it is observed or checkpointed.
+
+use super::super::engine::{ForceReport, Md, MdSettings, MdState};
+use super::super::gpu::GpuMd;
+use super::super::rheology::{conformation, kinetic_tensor, pressure_from, Conformation};
+use super::super::system::System;
+use crate::error::Result;
+use crate::solvent::Solvent;
+
+/// What the coupled loop asks of an MD engine.
+pub trait MdEngine: Send {
+    /// The device it runs on ("cpu" or the GPU's description).
+    fn describe(&self) -> String;
+    /// How the beads reach the fluid: "device-resident (GPU N)", "GPU MD, host round trip",
+    /// "CPU MD".
+    fn path_description(&self) -> String;
+    fn settings(&self) -> &MdSettings;
+    fn len(&self) -> usize;
+    fn step_count(&self) -> u64;
+    fn list_builds(&self) -> u64;
+    fn uses_verlet_list(&self) -> bool;
+    /// `n` MD steps; energies and the virial tensor at the last one when `energies`.
+    fn advance(&mut self, n: u64, energies: bool) -> Result<()>;
+    /// The MPC collision of the beads with the fluid (`solvent` steps once); velocities come
+    /// back into the engine and velocity-dependent forces are recomputed.
+    fn collide(&mut self, solvent: &mut Solvent) -> Result<()>;
+    /// The solutes' (pressure tensor, its kinetic part) now, the virial from the last force
+    /// evaluation with energies (`md::rheology::pressure_tensor`).
+    fn solute_pressure(&mut self, shear_rate: f64) -> Result<([f64; 6], [f64; 6])>;
+    /// The chains' conformation now (`md::rheology::conformation`).
+    fn conformation(&mut self) -> Result<Conformation>;
+    /// The system now (downloaded when the host copy is stale).
+    fn system(&mut self) -> Result<&System>;
+    /// Energies and virial of the current configuration, where the last force evaluation
+    /// skipped them (`advance(n, false)`).
+    fn refresh_energies(&mut self) -> Result<()>;
+    fn report(&self) -> ForceReport;
+    fn kinetic_energy(&mut self) -> Result<f64>;
+    fn momentum(&mut self) -> Result<[f64; 3]>;
+    /// The engine's state for a checkpoint.
+    fn state(&mut self) -> Result<MdState>;
+    /// Hand the beads over through host memory even where they could stay on the GPU.
+    fn use_host_round_trip(&mut self);
+    /// The GPU the engine runs on (None on the CPU).
+    fn gpu_ordinal(&self) -> Option<usize>;
+}
+
+/// The MPC collision of host arrays (the CPU engine's system, or a GPU engine's host copy).
+fn collide_host(sys: &mut System, solvent: &mut Solvent) -> Result<()> {
+    let mass = sys.masses();
+    solvent.step_with_solutes(&sys.pos, &mut sys.vel, &mass)?;
+    Ok(())
+}
+
+impl MdEngine for Md {
+    fn describe(&self) -> String {
+        "cpu".into()
+    }
+
+    fn path_description(&self) -> String {
+        "CPU MD".into()
+    }
+
+    fn settings(&self) -> &MdSettings {
+        Md::settings(self)
+    }
+
+    fn len(&self) -> usize {
+        self.sys.len()
+    }
+
+    fn step_count(&self) -> u64 {
+        Md::step_count(self)
+    }
+
+    fn list_builds(&self) -> u64 {
+        Md::list_builds(self)
+    }
+
+    fn uses_verlet_list(&self) -> bool {
+        Md::uses_verlet_list(self)
+    }
+
+    fn advance(&mut self, n: u64, _energies: bool) -> Result<()> {
+        self.run(n)
+    }
+
+    fn collide(&mut self, solvent: &mut Solvent) -> Result<()> {
+        collide_host(&mut self.sys, solvent)?;
+        self.velocities_changed()
+    }
+
+    fn solute_pressure(&mut self, shear_rate: f64) -> Result<([f64; 6], [f64; 6])> {
+        let k = kinetic_tensor(&self.sys, shear_rate);
+        Ok((
+            pressure_from(&self.sys, k, self.report().virial_tensor),
+            pressure_from(&self.sys, k, [0.0; 6]),
+        ))
+    }
+
+    fn conformation(&mut self) -> Result<Conformation> {
+        Ok(conformation(&self.sys))
+    }
+
+    fn system(&mut self) -> Result<&System> {
+        Ok(&self.sys)
+    }
+
+    /// The CPU engine evaluates energies at the last step of every `run`.
+    fn refresh_energies(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    fn report(&self) -> ForceReport {
+        Md::report(self)
+    }
+
+    fn kinetic_energy(&mut self) -> Result<f64> {
+        Ok(Md::kinetic_energy(self))
+    }
+
+    fn momentum(&mut self) -> Result<[f64; 3]> {
+        Ok(Md::momentum(self))
+    }
+
+    fn state(&mut self) -> Result<MdState> {
+        Ok(Md::state(self))
+    }
+
+    fn use_host_round_trip(&mut self) {}
+
+    fn gpu_ordinal(&self) -> Option<usize> {
+        None
+    }
+}
+
+/// The GPU engine in a coupled run: on the fluid's GPU its beads are handed over as device
+/// pointers and never leave it (`device_resident`); otherwise through host memory.
+pub struct GpuEngine {
+    pub md: GpuMd,
+    device_resident: bool,
+    /// The last force evaluation skipped energies.
+    energies_stale: bool,
+}
+
+impl GpuEngine {
+    /// `fluid_gpu`: the GPU the fluid runs on (None: CPU fluid). `MPCBOX_COUPLING=host` forces
+    /// the host round trip.
+    pub fn new(md: GpuMd, fluid_gpu: Option<usize>) -> GpuEngine {
+        let device_resident = Some(md.ordinal()) == fluid_gpu
+            && std::env::var("MPCBOX_COUPLING").as_deref() != Ok("host");
+        GpuEngine {
+            md,
+            device_resident,
+            energies_stale: false,
+        }
+    }
+}
+
+impl MdEngine for GpuEngine {
+    fn describe(&self) -> String {
+        self.md.describe()
+    }
+
+    fn path_description(&self) -> String {
+        if self.device_resident {
+            format!("device-resident (GPU {})", self.md.ordinal())
+        } else {
+            "GPU MD, host round trip".into()
+        }
+    }
+
+    fn settings(&self) -> &MdSettings {
+        self.md.settings()
+    }
+
+    fn len(&self) -> usize {
+        self.md.len()
+    }
+
+    fn step_count(&self) -> u64 {
+        self.md.step_count()
+    }
+
+    fn list_builds(&self) -> u64 {
+        self.md.list_builds()
+    }
+
+    fn uses_verlet_list(&self) -> bool {
+        self.md.uses_verlet_list()
+    }
+
+    /// Energies only where asked for: the per-chunk sums are small, but the energy terms cost
+    /// a wider force kernel.
+    fn advance(&mut self, n: u64, energies: bool) -> Result<()> {
+        self.energies_stale = !energies;
+        if energies {
+            self.md.run(n)
+        } else {
+            self.md.advance(n)
+        }
+    }
+
+    fn collide(&mut self, solvent: &mut Solvent) -> Result<()> {
+        if self.device_resident {
+            solvent.step_with_device_solutes(&self.md.device_solutes())?;
+            return self.md.velocities_changed();
+        }
+        let mut sys = self.md.system()?.clone();
+        collide_host(&mut sys, solvent)?;
+        self.md.set_velocities(&sys.vel)
+    }
+
+    fn solute_pressure(&mut self, shear_rate: f64) -> Result<([f64; 6], [f64; 6])> {
+        self.md.solute_pressure(shear_rate)
+    }
+
+    fn conformation(&mut self) -> Result<Conformation> {
+        self.md.conformation()
+    }
+
+    fn system(&mut self) -> Result<&System> {
+        self.md.system()
+    }
+
+    fn refresh_energies(&mut self) -> Result<()> {
+        if self.energies_stale {
+            self.md.compute_forces()?;
+            self.energies_stale = false;
+        }
+        Ok(())
+    }
+
+    fn report(&self) -> ForceReport {
+        self.md.report()
+    }
+
+    fn kinetic_energy(&mut self) -> Result<f64> {
+        self.md.kinetic_energy()
+    }
+
+    fn momentum(&mut self) -> Result<[f64; 3]> {
+        self.md.momentum()
+    }
+
+    fn state(&mut self) -> Result<MdState> {
+        self.md.state()
+    }
+
+    fn use_host_round_trip(&mut self) {
+        self.device_resident = false;
+    }
+
+    fn gpu_ordinal(&self) -> Option<usize> {
+        Some(self.md.ordinal())
+    }
+}

@@ -1,0 +1,227 @@
+//! Observables of the GPU engine reduced on the device (the counterpart of `md::rheology`
+//! and the CPU engine's energy sums): per chunk of [`CHUNK`] particles, or per chain, each
+//! summed in the CPU's order by one thread (`kernels/md_observe.cu`), so only a few partial
+//! sums cross PCIe (11 words per 512 beads for the energies, 6 for the kinetic tensor, 12 per
+//! chain) and the host adds them in the same order: a stress sample no longer downloads the
+//! beads (issue 20: a sample of 1.6 M beads moved ~140 MB to the host and reduced it there).
+
+use cudarc::driver::{CudaSlice, PushKernelArg};
+
+use super::{drv, grid, GpuMd};
+use crate::error::Result;
+use crate::md::boundary::LeesEdwards;
+use crate::md::engine::ForceReport;
+use crate::md::neighbor::CHUNK;
+use crate::md::rheology::{average_conformation, pressure_from, ChainGroups, Conformation};
+
+/// Words per chunk of `md_chunk_energy` (`MD_ENERGY_WORDS`).
+const ENERGY_WORDS: usize = 11;
+
+/// The chains as index lists on the device (built on first use; the engine never reorders).
+pub(super) struct DeviceChains {
+    chains: usize,
+    offsets: CudaSlice<u32>,
+    members: CudaSlice<u32>,
+    ends: CudaSlice<u32>,
+    /// 12 words per chain (gyration tensor, R ⊗ R).
+    terms: CudaSlice<f64>,
+    host: Vec<f64>,
+}
+
+/// Device scratch of the chunked sums and its host copy, reused.
+#[derive(Default)]
+pub(super) struct ReductionScratch {
+    device: Option<CudaSlice<f64>>,
+    host: Vec<f64>,
+    chains: Option<DeviceChains>,
+}
+
+fn u32s(v: impl Iterator<Item = usize>) -> Vec<u32> {
+    v.map(|x| x as u32).collect()
+}
+
+impl GpuMd {
+    fn chunks(&self) -> usize {
+        self.n.div_ceil(CHUNK).max(1)
+    }
+
+    /// A device buffer of at least `words` f64 for the chunked sums.
+    fn scratch(&mut self, words: usize) -> Result<CudaSlice<f64>> {
+        match self.reduce.device.take() {
+            Some(b) if b.len() >= words => Ok(b),
+            _ => self.stream.alloc_zeros::<f64>(words).map_err(drv("alloc")),
+        }
+    }
+
+    /// Download the first `words` of `buf` into the reused host buffer and keep `buf`.
+    fn fetch(&mut self, buf: CudaSlice<f64>, words: usize) -> Result<Vec<f64>> {
+        let mut host = std::mem::take(&mut self.reduce.host);
+        host.resize(words, 0.0);
+        self.stream
+            .memcpy_dtoh(&buf.slice(..words), &mut host[..])
+            .map_err(drv("download"))?;
+        self.stream.synchronize().map_err(drv("synchronize"))?;
+        self.reduce.device = Some(buf);
+        Ok(host)
+    }
+
+    /// The energy report of the last force evaluation with energies: per-particle terms summed
+    /// per chunk on the device, the chunk sums added here in order, pairs and bonds halved
+    /// (each seen from both sides), as the CPU engine sums them.
+    pub(super) fn energy_report_on_device(&mut self) -> Result<ForceReport> {
+        let chunks = self.chunks();
+        let mut out = self.scratch(ENERGY_WORDS * chunks)?;
+        let (n, chunk) = (self.n as u32, CHUNK as u32);
+        let s = self.stream.clone();
+        let e = &self.energy;
+        let mut b = s.launch_builder(&self.k.chunk_energy);
+        b.arg(&n)
+            .arg(&chunk)
+            .arg(&e.e_pair)
+            .arg(&e.e_bond)
+            .arg(&e.w_pair)
+            .arg(&e.w_bond)
+            .arg(&e.e_wall)
+            .arg(&e.w_tensor)
+            .arg(&mut out);
+        // SAFETY: md_chunk_energy(n, chunk, e_pair, e_bond, w_pair, w_bond, e_wall, w_tensor,
+        // out): the five scalar term arrays hold n f64 and w_tensor 6n; `out` holds at least
+        // 11 words per chunk of `chunk` particles, and thread c writes only chunk c's words.
+        unsafe { b.launch(grid(chunks)) }.map_err(drv("md_chunk_energy"))?;
+        let host = self.fetch(out, ENERGY_WORDS * chunks)?;
+        let mut sums = [0.0; ENERGY_WORDS];
+        for c in host.chunks(ENERGY_WORDS) {
+            for w in 0..ENERGY_WORDS {
+                sums[w] += c[w];
+            }
+        }
+        self.reduce.host = host;
+        let mut tensor = [0.0; 6];
+        tensor.copy_from_slice(&sums[5..]);
+        Ok(ForceReport {
+            pair_energy: 0.5 * sums[0],
+            bond_energy: 0.5 * sums[1],
+            virial: 0.5 * sums[2] + 0.5 * sums[3],
+            virial_tensor: tensor.map(|x| 0.5 * x),
+            wall_energy: if self.walls.is_some() { sums[4] } else { 0.0 },
+        })
+    }
+
+    /// K = Σ m c ⊗ c with c = v − γ̇ (y − Ly/2) x̂ of the current velocities
+    /// ([`crate::md::rheology::kinetic_tensor`], the same bits).
+    pub fn kinetic_tensor(&mut self, shear_rate: f64) -> Result<[f64; 6]> {
+        let chunks = self.chunks();
+        let mut out = self.scratch(6 * chunks)?;
+        let (n, chunk) = (self.n as u32, CHUNK as u32);
+        let half_ly = 0.5 * self.sys.box_len[1];
+        let s = self.stream.clone();
+        let d = &self.parts;
+        let mut b = s.launch_builder(&self.k.chunk_kinetic);
+        b.arg(&n)
+            .arg(&chunk)
+            .arg(&d.pos)
+            .arg(&d.vel)
+            .arg(&d.mass)
+            .arg(&shear_rate)
+            .arg(&half_ly)
+            .arg(&mut out);
+        // SAFETY: md_chunk_kinetic(n, chunk, pos, vel, mass, rate, half_ly, out): pos and vel
+        // hold 3n f64, mass n; `out` at least 6 words per chunk, thread c writes chunk c's.
+        unsafe { b.launch(grid(chunks)) }.map_err(drv("md_chunk_kinetic"))?;
+        let host = self.fetch(out, 6 * chunks)?;
+        let mut k = [0.0; 6];
+        for c in host.chunks(6) {
+            for a in 0..6 {
+                k[a] += c[a];
+            }
+        }
+        self.reduce.host = host;
+        Ok(k)
+    }
+
+    /// The solutes' (pressure tensor, its kinetic part) now, the virial from the last force
+    /// evaluation with energies (`md::rheology::pressure_tensor`), reduced on the device.
+    pub fn solute_pressure(&mut self, shear_rate: f64) -> Result<([f64; 6], [f64; 6])> {
+        let k = self.kinetic_tensor(shear_rate)?;
+        let sys = &self.sys;
+        Ok((
+            pressure_from(sys, k, self.report.virial_tensor),
+            pressure_from(sys, k, [0.0; 6]),
+        ))
+    }
+
+    fn device_chains(&mut self) -> Result<DeviceChains> {
+        if let Some(c) = self.reduce.chains.take() {
+            return Ok(c);
+        }
+        let g = ChainGroups::of(&self.sys);
+        let s = &self.stream;
+        let ends: Vec<u32> = g
+            .ends
+            .iter()
+            .flat_map(|e| [e[0] as u32, e[1] as u32])
+            .collect();
+        let chains = g.chains();
+        Ok(DeviceChains {
+            chains,
+            offsets: s
+                .clone_htod(&u32s(g.offsets.iter().copied()))
+                .map_err(drv("upload"))?,
+            members: s
+                .clone_htod(
+                    &u32s(g.members.iter().copied())
+                        .into_iter()
+                        .chain([0])
+                        .collect::<Vec<_>>(),
+                )
+                .map_err(drv("upload"))?,
+            ends: s
+                .clone_htod(&ends.into_iter().chain([0, 0]).collect::<Vec<_>>())
+                .map_err(drv("upload"))?,
+            terms: s
+                .alloc_zeros::<f64>(12 * chains.max(1))
+                .map_err(drv("alloc"))?,
+            host: vec![0.0; 12 * chains],
+        })
+    }
+
+    /// The chains' conformation now ([`crate::md::rheology::conformation`], the same bits),
+    /// reduced per chain on the device.
+    pub fn conformation(&mut self) -> Result<Conformation> {
+        let mut ch = self.device_chains()?;
+        if ch.chains > 0 {
+            let le = self.sys.lees_edwards;
+            let sheared = (le != LeesEdwards::default()) as i32;
+            let total = le.total(self.sys.box_len[0]);
+            let l = self.sys.box_len;
+            let chains = ch.chains as u32;
+            let s = self.stream.clone();
+            let d = &self.parts;
+            let mut b = s.launch_builder(&self.k.chain_conformation);
+            b.arg(&chains)
+                .arg(&ch.offsets)
+                .arg(&ch.members)
+                .arg(&ch.ends)
+                .arg(&d.pos)
+                .arg(&d.image)
+                .arg(&d.mass)
+                .arg(&l[0])
+                .arg(&l[1])
+                .arg(&l[2])
+                .arg(&sheared)
+                .arg(&total)
+                .arg(&mut ch.terms);
+            // SAFETY: md_chain_conformation(chains, offsets, members, ends, pos, image, mass,
+            // lx, ly, lz, sheared, total_offset, out): offsets holds chains + 1 entries,
+            // members and ends index particles < n (built from this engine's system), pos and
+            // image 3n, mass n; `terms` 12 words per chain, thread c writes chain c's.
+            unsafe { b.launch(grid(ch.chains)) }.map_err(drv("md_chain_conformation"))?;
+            s.memcpy_dtoh(&ch.terms, &mut ch.host[..])
+                .map_err(drv("download"))?;
+            s.synchronize().map_err(drv("synchronize"))?;
+        }
+        let c = average_conformation(ch.host.chunks(12));
+        self.reduce.chains = Some(ch);
+        Ok(c)
+    }
+}
