@@ -128,6 +128,10 @@ pub struct TuningConfig {
     pub reorder_interval: Option<u64>,
     /// Worker threads of the CPU backend (0: all cores).
     pub cpu_threads: usize,
+    /// y slabs of the fluid on CUDA devices, spread over the GPUs in contiguous blocks (0: one
+    /// per GPU). More slabs than GPUs put several on one GPU: the same decomposition as on more
+    /// GPUs, so the 4- and 8-slab paths run on one or two (tests; not faster).
+    pub slabs: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -419,6 +423,26 @@ impl Config {
                     "device",
                     format!("Cuda({list:?}) names a GPU twice"),
                     "list each GPU ordinal once",
+                );
+            }
+        }
+        if self.tuning.slabs > 0 {
+            let gpus = match &self.device {
+                DeviceChoice::Cuda(list) => Some(list.len()),
+                DeviceChoice::Cpu => {
+                    return invalid(
+                        "tuning.slabs",
+                        format!("{} slabs on the CPU backend", self.tuning.slabs),
+                        "slabs are a CUDA decomposition: use device Cuda([..]) or AllGpus, or set tuning.slabs to 0",
+                    )
+                }
+                _ => None,
+            };
+            if let Some(g) = gpus.filter(|&g| (self.tuning.slabs as usize) < g) {
+                return invalid(
+                    "tuning.slabs",
+                    format!("{} slabs for {g} GPUs", self.tuning.slabs),
+                    "use at least one slab per GPU, or 0 for one per GPU",
                 );
             }
         }

@@ -13,7 +13,7 @@ use mpcbox::error::MpcError;
 use mpcbox::Solvent;
 
 common::backend_tests!(
-    [gpu multi_gpu]
+    [gpu multi_gpu slabs]
     device_solutes_collide_as_host_solutes,
     device_coupled_steps_conserve_momentum,
 );

@@ -131,7 +131,7 @@ fn sheared_list_follows_the_all_pairs_engine(p: Platform) {
 /// (the previous criterion, which counted 3 |Δδ| against the skin, rebuilt every ~4 steps at
 /// this offset speed).
 fn sheared_lists_rebuild_about_as_often_as_unsheared(p: Platform) {
-    let mut count = |rate: f64| {
+    let count = |rate: f64| {
         let mut md = sheared_dpd(p, rate);
         let b0 = md.list_builds();
         md.run(2000);

@@ -20,7 +20,7 @@ use mpcbox::run::{run_job_steps, Silent};
 use mpcbox::{Checkpoint, Solvent};
 
 common::backend_tests!(
-    [gpu multi_gpu]
+    [gpu multi_gpu slabs]
     coupled_shear_run_follows_the_cpu,
 );
 common::backend_tests!(coupled_checkpoint_resumes_as_if_never_stopped);

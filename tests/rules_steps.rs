@@ -26,7 +26,7 @@ common::backend_tests!(
 );
 
 common::backend_tests!(
-    [gpu multi_gpu]
+    [gpu multi_gpu slabs]
     device_resident_solutes_collide_as_host_solutes_under_every_rule,
 );
 
@@ -138,7 +138,7 @@ fn every_rule_follows_the_cpu_trajectory(p: Platform) {
                 let e = list.step(&plan, None).unwrap_err().to_string();
                 assert!(e.contains("list") && e.contains("fix"), "{e}");
             }
-            Platform::MultiGpu(_) => {
+            Platform::MultiGpu(_) | Platform::Slabs(_) => {
                 for q in p.with_fewer_gpus() {
                     let Some(q_cfg) = q.config(&cfg) else {
                         continue;

@@ -19,7 +19,7 @@ common::backend_tests!(
     couette_flow_between_moving_plates,
     poiseuille_flow_in_a_pipe,
 );
-common::backend_tests!([gpu multi_gpu] walls_follow_the_cpu_trajectory);
+common::backend_tests!([gpu multi_gpu slabs] walls_follow_the_cpu_trajectory);
 
 /// A CPU config of `cells` with `walls` (RON) and further fields `extra` (RON, each with a
 /// leading comma).

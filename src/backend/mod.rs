@@ -180,6 +180,12 @@ pub fn open(
     use crate::config::DeviceChoice;
     let cpu = |state: Option<&FluidState>| -> Result<Box<dyn Backend>> {
         crate::memory::check_cpu_fits(cfg)?;
+        if cfg.tuning.slabs > 0 {
+            tracing::warn!(
+                "tuning.slabs = {} is a CUDA decomposition: the CPU backend runs the box whole",
+                cfg.tuning.slabs
+            );
+        }
         let st = match state {
             Some(s) => s.clone(),
             None => FluidState::initial(cfg),
@@ -193,7 +199,7 @@ pub fn open(
     match &cfg.device {
         DeviceChoice::Cpu => cpu(state),
         DeviceChoice::Auto => match cuda::probe() {
-            Ok(_) => match cuda::open_backend(cfg, phys, state, 0) {
+            Ok(_) => match open_cuda(cfg, phys, state, &[0]) {
                 Ok(b) => Ok(b),
                 Err(e @ crate::error::MpcError::OutOfMemory { .. }) => {
                     tracing::warn!(
@@ -211,15 +217,12 @@ pub fn open(
                 cpu(state)
             }
         },
-        DeviceChoice::Cuda(ids) if ids.len() == 1 => {
-            cuda::open_backend(cfg, phys, state, ids[0] as usize)
-        }
         DeviceChoice::Cuda(ids) if ids.is_empty() => Err(crate::error::MpcError::Device(
             "device: Cuda([]) names no GPU; fix: name one, e.g. Cuda([0]), or use Auto".into(),
         )),
         DeviceChoice::Cuda(ids) => {
             let ordinals: Vec<usize> = ids.iter().map(|&i| i as usize).collect();
-            cuda::multi::open_backend(cfg, phys, state, &ordinals)
+            open_cuda(cfg, phys, state, &ordinals)
         }
         DeviceChoice::AllGpus => {
             let count = cuda::probe().map_err(|why| {
@@ -227,12 +230,45 @@ pub fn open(
                     "device: AllGpus needs CUDA GPUs, but {why}; fix: use Auto or Cpu"
                 ))
             })?;
-            if count == 1 {
-                cuda::open_backend(cfg, phys, state, 0)
-            } else {
-                let ordinals: Vec<usize> = (0..count).collect();
-                cuda::multi::open_backend(cfg, phys, state, &ordinals)
-            }
+            open_cuda(cfg, phys, state, &(0..count).collect::<Vec<_>>())
         }
+    }
+}
+
+/// The fluid on CUDA GPUs `gpus` as y slabs: one per GPU, or `tuning.slabs` of them spread over
+/// the GPUs in contiguous blocks (slab k on `gpus[k G / S]`, so most neighbours share a GPU);
+/// one slab is the single-GPU backend.
+fn open_cuda(
+    cfg: &crate::config::Config,
+    phys: &crate::physics::Physics,
+    state: Option<&FluidState>,
+    gpus: &[usize],
+) -> Result<Box<dyn Backend>> {
+    let ordinals = slab_gpus(gpus, cfg.tuning.slabs as usize);
+    if ordinals.len() == 1 {
+        return cuda::open_backend(cfg, phys, state, ordinals[0]);
+    }
+    cuda::multi::open_backend(cfg, phys, state, &ordinals)
+}
+
+/// The GPU of each y slab: `slabs` (0: one per GPU; at least one per GPU) over `gpus` in
+/// contiguous blocks, slab k on `gpus[k G / S]`.
+pub fn slab_gpus(gpus: &[usize], slabs: usize) -> Vec<usize> {
+    let s = slabs.max(gpus.len());
+    (0..s).map(|k| gpus[k * gpus.len() / s]).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn slabs_spread_over_the_gpus_in_contiguous_blocks() {
+        use super::slab_gpus;
+        assert_eq!(slab_gpus(&[0], 0), [0]);
+        assert_eq!(slab_gpus(&[0, 1], 0), [0, 1]);
+        assert_eq!(slab_gpus(&[0], 4), [0, 0, 0, 0]);
+        assert_eq!(slab_gpus(&[0, 1], 4), [0, 0, 1, 1]);
+        assert_eq!(slab_gpus(&[2, 3], 3), [2, 2, 3]);
+        assert_eq!(slab_gpus(&[0, 1, 2, 3], 8), [0, 0, 1, 1, 2, 2, 3, 3]);
+        assert_eq!(slab_gpus(&[0, 1, 2], 2), [0, 1, 2]);
     }
 }

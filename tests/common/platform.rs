@@ -19,6 +19,9 @@ pub enum Platform {
     Gpu,
     /// This many CUDA GPUs (ordinals 0, 1, …), one y slab each.
     MultiGpu(usize),
+    /// This many y slabs (`tuning.slabs`) on the GPUs present (at most as many as slabs, in
+    /// contiguous blocks): the N-slab decomposition on one or two GPUs.
+    Slabs(usize),
 }
 
 impl fmt::Display for Platform {
@@ -27,6 +30,7 @@ impl fmt::Display for Platform {
             Platform::Cpu => write!(f, "CPU"),
             Platform::Gpu => write!(f, "1 GPU"),
             Platform::MultiGpu(g) => write!(f, "{g} GPUs"),
+            Platform::Slabs(n) => write!(f, "{n} slabs on {} GPU(s)", Platform::gpus_for(*n)),
         }
     }
 }
@@ -46,16 +50,28 @@ impl Platform {
         Some(Platform::MultiGpu(n.min(Self::MAX_GPUS)))
     }
 
-    pub fn is_multi_gpu(self) -> bool {
-        matches!(self, Platform::MultiGpu(_))
+    /// The slabs a [`Platform::Slabs`] instance uses.
+    pub const SLABS: usize = 4;
+
+    /// The GPUs `slabs` slabs spread over: every GPU present, at most one per slab.
+    fn gpus_for(slabs: usize) -> usize {
+        cuda::probe()
+            .unwrap_or(1)
+            .clamp(1, slabs.min(Self::MAX_GPUS))
     }
 
-    /// GPUs used (0 on the CPU).
+    /// Several y slabs (on several GPUs, or several on one).
+    pub fn is_multi_gpu(self) -> bool {
+        matches!(self, Platform::MultiGpu(_) | Platform::Slabs(_))
+    }
+
+    /// The decomposition's size: GPUs (one slab each), or slabs (0 on the CPU).
     pub fn gpus(self) -> usize {
         match self {
             Platform::Cpu => 0,
             Platform::Gpu => 1,
             Platform::MultiGpu(g) => g,
+            Platform::Slabs(n) => n,
         }
     }
 
@@ -64,6 +80,7 @@ impl Platform {
             Platform::Cpu => DeviceChoice::Cpu,
             Platform::Gpu => DeviceChoice::Cuda(vec![0]),
             Platform::MultiGpu(g) => DeviceChoice::Cuda((0..g as u32).collect()),
+            Platform::Slabs(n) => DeviceChoice::Cuda((0..Platform::gpus_for(n) as u32).collect()),
         }
     }
 
@@ -71,7 +88,7 @@ impl Platform {
     /// the box has slabs of the minimum thickness for (a note says so); None, with a note,
     /// where not even two slabs fit (the test then skips this set-up).
     pub fn fit(self, cfg: &Config) -> Option<Platform> {
-        let Platform::MultiGpu(g) = self else {
+        let (Platform::MultiGpu(g) | Platform::Slabs(g)) = self else {
             return Some(self);
         };
         let need = cuda::multi::min_slab_layers(&Physics::from_config(cfg));
@@ -85,11 +102,14 @@ impl Platform {
         }
         if fits < g {
             eprintln!(
-                "{} layers in y hold {fits} slabs of {need}: running on {fits} of {g} GPUs",
+                "{} layers in y hold {fits} slabs of {need}: running {fits} of {g} slabs",
                 cfg.cells[1]
             );
         }
-        Some(Platform::MultiGpu(g.min(fits)))
+        Some(match self {
+            Platform::Slabs(_) => Platform::Slabs(g.min(fits)),
+            _ => Platform::MultiGpu(g.min(fits)),
+        })
     }
 
     /// `cfg` on this platform (see [`Platform::fit`]): the device set, all else unchanged.
@@ -97,6 +117,10 @@ impl Platform {
         let p = self.fit(cfg)?;
         let mut c = cfg.clone();
         c.device = p.device();
+        c.tuning.slabs = match p {
+            Platform::Slabs(n) => n as u32,
+            _ => 0,
+        };
         Some(c)
     }
 
@@ -130,6 +154,7 @@ impl Platform {
     pub fn with_fewer_gpus(self) -> Vec<Platform> {
         match self {
             Platform::MultiGpu(g) => (2..=g).map(Platform::MultiGpu).collect(),
+            Platform::Slabs(n) => (2..=n).map(Platform::Slabs).collect(),
             p => vec![p],
         }
     }
@@ -139,7 +164,7 @@ impl Platform {
         let ok = match self {
             Platform::Cpu => description.starts_with("cpu"),
             Platform::Gpu => description.starts_with("cuda") && !description.contains("slabs"),
-            Platform::MultiGpu(_) => description.contains("slabs"),
+            Platform::MultiGpu(_) | Platform::Slabs(_) => description.contains("slabs"),
         };
         assert!(ok, "{self}: backend {description}");
     }
@@ -165,7 +190,7 @@ impl Platform {
 }
 
 /// Instantiates test functions `fn name(p: Platform)` as `#[test]`s `name::cpu`, `name::gpu`
-/// and `name::multi_gpu` (a module per test, beside the function), or on the platforms listed
+/// `name::multi_gpu` and `name::slabs` (a module per test, beside the function), or on the platforms listed
 /// first: `backend_tests!([gpu multi_gpu] name, ...)`. GPU instances are ignored by default
 /// (`cargo test -- --ignored ::gpu` or `::multi_gpu` on a machine with GPUs); a multi-GPU
 /// instance passes with a note where fewer than two GPUs exist.
@@ -188,6 +213,13 @@ macro_rules! backend_tests {
             super::$name($crate::common::Platform::Gpu)
         }
     };
+    (@instance slabs $name:ident) => {
+        #[test]
+        #[ignore = "needs a CUDA GPU"]
+        fn slabs() {
+            super::$name($crate::common::Platform::Slabs($crate::common::Platform::SLABS))
+        }
+    };
     (@instance multi_gpu $name:ident) => {
         #[test]
         #[ignore = "needs two or more CUDA GPUs"]
@@ -198,7 +230,7 @@ macro_rules! backend_tests {
         }
     };
     ($($name:ident),+ $(,)?) => {
-        $crate::common::backend_tests!([cpu gpu multi_gpu] $($name),+);
+        $crate::common::backend_tests!([cpu gpu multi_gpu slabs] $($name),+);
     };
     ($platforms:tt $($name:ident),+ $(,)?) => {
         $( $crate::common::backend_tests!(@module $platforms $name); )+

@@ -72,20 +72,20 @@ pub struct MultiCudaBackend {
     migrated: u64,
 }
 
-/// Refuse fewer than two GPUs, or slabs so thin that a particle could cross one in a step.
+/// Refuse fewer than two slabs, or slabs so thin that a particle could cross one in a step.
 fn check_gpu_count(phys: &Physics, g: usize) -> Result<()> {
     if g < 2 {
         return Err(MpcError::Device(
-            "the multi-GPU backend needs at least two GPUs".into(),
+            "the multi-GPU backend needs at least two slabs".into(),
         ));
     }
     let ly = phys.cells[1];
     let need = min_slab_layers(phys);
     if ly / (g as u32) < need {
         return Err(MpcError::Device(format!(
-            "device: {g} GPUs give slabs of {} cell layers in y, fewer than the {need} a \
-             particle may cross in one step; fix: use at most {} GPUs for cells[1] = {ly}, \
-             or a taller box",
+            "device: {g} slabs have {} cell layers in y, fewer than the {need} a particle may \
+             cross in one step; fix: use at most {} slabs (GPUs, or tuning.slabs) for \
+             cells[1] = {ly}, or a taller box",
             ly / g as u32,
             (ly / need).max(1)
         )));
@@ -231,9 +231,7 @@ fn connect_slabs(slabs: &[CudaBackend]) -> Result<bool> {
     let granted = transfer::grant_pool_access(&devices)?;
     tracing::debug!("memory pools opened to peers: {granted:?}");
     let home = devices[0];
-    Ok(devices[1..]
-        .iter()
-        .all(|d| transfer::can_access_peer(d, home)))
+    Ok(devices[1..].iter().all(|d| transfer::reaches(d, home)))
 }
 
 impl Backend for MultiCudaBackend {

@@ -70,7 +70,11 @@ impl MultiCudaBackend {
             ));
         }
         self.slabs[0].check_device_solutes_here(s)?;
-        let readers: Vec<usize> = self.slabs[1..].iter().map(|b| b.dev.ordinal).collect();
+        // other GPUs only: slabs on the home GPU share its memory
+        let home = self.slabs[0].dev.ordinal;
+        let mut readers: Vec<usize> = self.slabs[1..].iter().map(|b| b.dev.ordinal).collect();
+        readers.retain(|&r| r != home);
+        readers.dedup();
         for ptr in [s.pos, s.vel, s.mass] {
             super::transfer::open_pool_of(ptr, &readers)?;
         }

@@ -106,6 +106,12 @@ pub fn can_access_peer(reader: &CudaDevice, owner: &CudaDevice) -> bool {
     r == cudarc::driver::sys::CUresult::CUDA_SUCCESS && can != 0
 }
 
+/// Whether `reader` may access memory of `owner` directly: the same GPU (several slabs on one
+/// GPU share its memory), or peer access.
+pub fn reaches(reader: &CudaDevice, owner: &CudaDevice) -> bool {
+    reader.ordinal == owner.ordinal || can_access_peer(reader, owner)
+}
+
 /// Whether GPU `reader` has read-write access to the memory behind device pointer `ptr`
 /// (which lives on another GPU's pool): the check the tests make for every buffer that
 /// another GPU touches.
@@ -184,7 +190,7 @@ pub(super) fn neighbours_have_peer_access(devices: &[CudaDevice]) -> bool {
     let g = devices.len();
     (0..g).all(|k| {
         let up = (k + 1) % g;
-        can_access_peer(&devices[k], &devices[up]) && can_access_peer(&devices[up], &devices[k])
+        reaches(&devices[k], &devices[up]) && reaches(&devices[up], &devices[k])
     })
 }
 
