@@ -184,6 +184,7 @@ fn time_coupled(a: &Args, cfg: &Config, md_cfg: &MdConfig) -> (f64, usize, Strin
             .unwrap_or_else(|e| fail(&e.to_string()));
     }
     let _ = solvent.moments();
+    let (builds0, steps0) = (coupling.engine().list_builds(), coupling.md_steps());
     let t = Instant::now();
     for _ in 0..a.collisions {
         coupling
@@ -192,5 +193,11 @@ fn time_coupled(a: &Args, cfg: &Config, md_cfg: &MdConfig) -> (f64, usize, Strin
     }
     let _ = solvent.moments();
     let coupled_s = t.elapsed().as_secs_f64();
-    (coupled_s, solvent.n_fluid(), coupling.path_description())
+    let builds = coupling.engine().list_builds() - builds0;
+    let per_step = builds as f64 / (coupling.md_steps() - steps0).max(1) as f64;
+    let path = format!(
+        "{}; MD list builds per MD step {per_step:.3}",
+        coupling.path_description()
+    );
+    (coupled_s, solvent.n_fluid(), path)
 }

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# 2 × H200 (issue 20): every GPU test instance (one GPU, two GPUs, 4 slabs on the two GPUs),
+# the slab instances again with 4 slabs on one GPU, then the polymer and coupling benchmarks
+# on one and on two GPUs. Logs come back as logs.tgz; a summary line per test binary.
+set -o pipefail
+nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
+L=$OUT/logs; mkdir -p $L
+run_tests() { # tag, filter...
+  local tag=$1; shift
+  for t in .gpu/tests/*; do
+    name=$(basename $t | sed 's/-[0-9a-f]*$//')
+    n=$("$t" --list --ignored "$@" 2>/dev/null | grep -c ": test")
+    [ "$n" = 0 ] && continue
+    s=$(date +%s)
+    timeout 300 "$t" --ignored --test-threads=1 "$@" > $L/${tag}_$name.log 2>&1; rc=$?
+    printf "%-5s %-20s rc=%-3s %4ss %s\n" "$tag" "$name" "$rc" "$(( $(date +%s) - s ))" "$(grep -E '^test result' $L/${tag}_$name.log | tail -1 | cut -c14-60)"
+    grep -E "^test .*FAILED|panicked at" -A2 $L/${tag}_$name.log | head -8
+  done
+}
+t0=$(date +%s)
+[ "${SKIP_TESTS:-0}" = 1 ] || run_tests all
+[ "${SKIP_TESTS:-0}" = 1 ] || CUDA_VISIBLE_DEVICES=0 run_tests one slabs
+echo "tests took $(( $(date +%s) - t0 )) s"
+grep -h "list builds per MD step\|pair-steps\|beads crossed" $L/*.log | head
+B=$OUT/bench; mkdir -p $B
+P=.gpu/bin/mpcbox-bench-polymer
+for d in cuda:0 cuda:0,1; do
+  for a in "" "--shear-rate 0.01" "--shear-rate 0.01 --sample-interval 10"; do
+    timeout 200 $P --cells 256 --chains 32768 --collisions 100 --device $d $a > $B/p.txt 2>&1
+    echo "polymer 256 $d [$a]"; tail -3 $B/p.txt | head -1; cat $B/p.txt >> $B/bench-polymer-256.md
+  done
+done
+for a in "" "--shear-rate 0.02" "--shear-rate 0.02 --sample-interval 10"; do
+  timeout 120 $P $a > $B/p.txt 2>&1; echo "polymer 128 [$a]"; tail -3 $B/p.txt | head -1; cat $B/p.txt >> $B/bench-polymer-128.md
+done
+for d in cuda:0 cuda:0,1; do
+  timeout 200 .gpu/bin/mpcbox-bench-coupling --sizes 256 --densities 0.1,0.7 --device $d --device-resident > $B/c.txt 2>&1
+  echo "coupling $d"; tail -6 $B/c.txt; cat $B/c.txt >> $B/bench-coupling.md
+done
+echo "all took $(( $(date +%s) - t0 )) s"
+tar czf $OUT/logs.tgz -C $OUT logs bench && rm -rf $L $B
