@@ -176,7 +176,8 @@ fn resumes_a_cpu_checkpoint(p: Platform) {
     for _ in 0..15 {
         cpu.step().unwrap();
     }
-    let ck = cpu.checkpoint().unwrap();
+    let mut ck = cpu.checkpoint().unwrap();
+    ck.config.tuning.slabs = on_p.tuning.slabs; // the platform's slab layout (not physics)
     let mut other = Solvent::from_checkpoint(ck, Some(on_p.device)).unwrap();
     p.check_backend(&other.backend_description());
     assert_eq!(other.step_count(), 15);

@@ -102,7 +102,7 @@ fn mpc_at_viscosity_matches_theory_at_two_collision_times(p: Platform) {
             m.eta
         );
         assert!(
-            (m.slope / 0.05 - 1.0).abs() < 0.03,
+            (m.slope / cfg.shear_rate - 1.0).abs() < 0.03,
             "h = {h}: slope {}",
             m.slope
         );

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# ../shared/tools/gpu-pack for the mpcbox crate's test binaries and the bench binaries only (half
+# the build time), without the binaries that have no GPU test (the carry limit is 64 MiB).
+set -euo pipefail
+cd "$(git rev-parse --show-toplevel)"
+rm -rf .gpu && mkdir -p .gpu/tests .gpu/bin
+cargo test --release -p mpcbox --no-run --message-format=json 2>/dev/null \
+  | python3 -c '
+import json, sys
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except Exception: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m.get("profile", {}).get("test"):
+        print(m["executable"])' | while read -r exe; do cp "$exe" .gpu/tests/; done
+cargo build --release -p mpcbox-bench -p mpcbox --bins --message-format=json 2>/dev/null \
+  | python3 -c '
+import json, sys
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except Exception: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and not m.get("profile", {}).get("test"):
+        print(m["executable"])' | while read -r exe; do cp "$exe" .gpu/bin/; done
+strip .gpu/tests/* .gpu/bin/* 2>/dev/null || true
+for t in .gpu/tests/*; do
+  [ "$("$t" --list --ignored 2>/dev/null | grep -c ': test')" = 0 ] && rm "$t"
+done
+rm -f .gpu/bin/mpcbox-bench .gpu/bin/mpcbox-bench-md .gpu/bin/mpcbox-bench-md-gpu
+cp bench/scripts/*.sh .gpu/
+du -sh .gpu; ls .gpu/tests | wc -l; ls .gpu/bin
