@@ -36,20 +36,28 @@ extern "C" __global__ void mpc_moments(MpcParams p, const float *__restrict__ py
     }
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    if (mpc_live(p, cellw, i)) {
+    bool live = mpc_live(p, cellw, i);
+    unsigned int b = 0;
+    if (live) {
         double m = p.mass;
         double v0 = vx[i], v1 = vy[i], v2 = vz[i];
         s0 = m * v0;
         s1 = m * v1;
         s2 = m * v2;
         s3 = 0.5 * m * (v0 * v0 + v1 * v1 + v2 * v2);
-        unsigned int b = mpc_profile_bin(p, py[i], pz[i]);
+        b = mpc_profile_bin(p, py[i], pz[i]);
+    }
+    // Lanes in the same bin add up first (particles in cell order share a y bin along whole
+    // warps, and 32 atomics on one address serialise): one atomic per bin and warp.
+    double bs[6];
+    if (mpc_warp_reduce_cell(live, b, 1.0, live ? vx[i] : 0.0, 0.0, 0.0, bs) && live) {
+        unsigned long long cnt = (unsigned long long)bs[5];
         if (use_shared) {
-            atomicAdd(ssum + b, v0);
-            atomicAdd(scnt + b, 1ull);
+            atomicAdd(ssum + b, bs[0]);
+            atomicAdd(scnt + b, cnt);
         } else {
-            atomicAdd(prof_sum + b, v0);
-            atomicAdd(prof_cnt + b, 1ull);
+            atomicAdd(prof_sum + b, bs[0]);
+            atomicAdd(prof_cnt + b, cnt);
         }
     }
     mpc_block_add(s0, out + 0);
