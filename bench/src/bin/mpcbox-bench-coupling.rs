@@ -140,10 +140,10 @@ fn coupled_ms_per_step(args: &Args, s: &mut Solvent, l: u32, n: usize) -> f64 {
         .map(|_| [0.3 * r.normal(), 0.3 * r.normal(), 0.3 * r.normal()])
         .collect();
     if args.solute_order == "cells" {
-        // by cell: z, then y, then x (the fluid's cell index order)
+        // by cell: y, then z, then x (the fluid's cell index order, `Physics::locate`)
         let cell = |p: &[f64; 3]| {
             let c = p.map(|x| (x as u64).min(l as u64 - 1));
-            (c[2] * l as u64 + c[1]) * l as u64 + c[0]
+            (c[1] * l as u64 + c[2]) * l as u64 + c[0]
         };
         let mut order: Vec<usize> = (0..n).collect();
         order.sort_by_key(|&i| cell(&pos[i]));
