@@ -88,6 +88,10 @@ pub enum MpcError {
         path: String,
         source: std::io::Error,
     },
+    /// The run stopped on a signal (or `stop::request_stop`) after `step`, its checkpoint and
+    /// summary written.
+    #[error("stopped by request after step {step}; checkpoint {checkpoint}; continue with `mpcbox run --resume {checkpoint}`")]
+    Interrupted { step: u64, checkpoint: String },
 }
 
 impl MpcError {

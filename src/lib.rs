@@ -14,12 +14,14 @@ pub mod gsd;
 pub mod host;
 pub mod md;
 pub mod memory;
+pub mod output_dir;
 pub mod physics;
 pub mod rng;
 pub mod run;
 pub mod solvent;
 pub mod state;
 pub mod stats;
+pub mod stop;
 pub mod walls_report;
 
 pub use checkpoint::Checkpoint;

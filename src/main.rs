@@ -12,6 +12,7 @@ use mpcbox::checkpoint::MdCheckpoint;
 use mpcbox::config::{Config, DeviceChoice};
 use mpcbox::md::coupled::Coupling;
 use mpcbox::md::MdConfig;
+use mpcbox::output_dir::OutputLock;
 use mpcbox::run::{run_job, run_job_steps, Progress, Summary};
 use mpcbox::{Checkpoint, MpcError, Solvent};
 
@@ -44,20 +45,38 @@ enum Command {
         /// Continue from this checkpoint.
         #[arg(long)]
         resume: Option<PathBuf>,
-        /// No progress bar.
+        /// No progress bar (nor progress lines in batch jobs).
         #[arg(long)]
         quiet: bool,
+        /// Start afresh in an output directory that holds another run's results and
+        /// checkpoint, replacing them (refused otherwise).
+        #[arg(long)]
+        overwrite: bool,
+        /// With --resume: config fields that may differ from the checkpoint's on purpose,
+        /// comma separated (e.g. `shear_rate` after equilibration); recorded in summary.json.
+        #[arg(long, value_delimiter = ',')]
+        allow_change: Vec<String>,
     },
     /// Validate a config and print the particle count and memory estimate.
-    Check { config: PathBuf },
+    Check {
+        /// The RON config file to check.
+        config: PathBuf,
+    },
 }
 
 struct Bar {
     bar: Option<ProgressBar>,
+    /// Not on a terminal (a batch job): a log line every `LINE_SECONDS` instead of a bar.
+    lines: bool,
+    last_line: Instant,
+    to: u64,
     particles: u64,
     from: u64,
     t0: Instant,
 }
+
+/// Seconds between progress lines in batch jobs.
+const LINE_SECONDS: f64 = 30.0;
 
 impl Bar {
     /// A progress bar on stderr when it is a terminal and not `quiet`.
@@ -72,7 +91,10 @@ impl Bar {
             b
         });
         Bar {
+            lines: !quiet && bar.is_none(),
             bar,
+            last_line: Instant::now(),
+            to: total,
             particles: 0,
             from: 0,
             t0: Instant::now(),
@@ -84,13 +106,26 @@ impl Progress for Bar {
     fn start(&mut self, from: u64, to: u64, particles: u64) {
         self.particles = particles;
         self.from = from;
+        self.to = to;
         self.t0 = Instant::now();
+        self.last_line = self.t0;
         if let Some(b) = &self.bar {
             b.set_length(to);
             b.set_position(from);
         }
     }
     fn advance(&mut self, step: u64) {
+        if self.lines && self.last_line.elapsed().as_secs_f64() >= LINE_SECONDS {
+            self.last_line = Instant::now();
+            let dt = self.t0.elapsed().as_secs_f64().max(1e-9);
+            let sps = (step - self.from) as f64 / dt;
+            let eta = self.to.saturating_sub(step) as f64 / sps.max(1e-12);
+            tracing::info!(
+                "step {step}/{}: {sps:.2} steps/s, {:.3e} particle-steps/s, ETA {eta:.0} s",
+                self.to,
+                sps * self.particles as f64
+            );
+        }
         if let Some(b) = &self.bar {
             b.set_position(step);
             if step % 16 == 0 {
@@ -110,28 +145,59 @@ impl Progress for Bar {
     }
 }
 
-fn run(
+/// What `mpcbox run` was asked for.
+struct RunArgs {
     config: Option<PathBuf>,
     steps: Option<u64>,
     device: Option<String>,
     output: Option<PathBuf>,
     resume: Option<PathBuf>,
     quiet: bool,
-) -> Result<(), MpcError> {
+    overwrite: bool,
+    allow_change: Vec<String>,
+}
+
+fn run(a: RunArgs) -> Result<(), MpcError> {
+    let RunArgs {
+        config,
+        steps,
+        device,
+        output,
+        resume,
+        quiet,
+        overwrite,
+        allow_change,
+    } = a;
     let device = device.as_deref().map(DeviceChoice::parse_cli).transpose()?;
-    let (mut solvent, md_ck) = match (&resume, &config) {
-        (Some(ck), _) => resume_solvent(ck, config.as_deref(), device, output.as_deref(), steps)?,
-        (None, Some(c)) => (new_solvent(c, device, output.as_deref())?, None),
-        (None, None) => {
-            return Err(MpcError::Config(mpcbox::ConfigError {
+    if resume.is_none() && !allow_change.is_empty() {
+        return Err(MpcError::Config(mpcbox::ConfigError {
+            field: "--allow-change".into(),
+            problem: "given without --resume".into(),
+            fix: "use --allow-change only to resume a checkpoint with a changed config".into(),
+        }));
+    }
+    let (mut solvent, md_ck, _lock) =
+        match (&resume, &config) {
+            (Some(ck), _) => resume_solvent(
+                ck,
+                config.as_deref(),
+                device,
+                output.as_deref(),
+                steps,
+                &allow_change,
+            )?,
+            (None, Some(c)) => {
+                let (s, lock) = new_solvent(c, device, output.as_deref(), overwrite)?;
+                (s, None, lock)
+            }
+            (None, None) => return Err(MpcError::Config(mpcbox::ConfigError {
                 field: "(command line)".into(),
                 problem: "no config given".into(),
                 fix:
                     "run `mpcbox run examples/quickstart.ron` or `mpcbox run --resume <checkpoint>`"
                         .into(),
-            }))
-        }
-    };
+            })),
+        };
     let total = steps.unwrap_or(solvent.config().steps);
     let dir = solvent.config().output.directory.clone();
     tracing::info!(
@@ -191,22 +257,45 @@ fn resume_solvent(
     device: Option<DeviceChoice>,
     output: Option<&Path>,
     steps: Option<u64>,
-) -> Result<(Solvent, Option<MdCheckpoint>), MpcError> {
+    allow_change: &[String],
+) -> Result<(Solvent, Option<MdCheckpoint>, OutputLock), MpcError> {
     let mut ck = Checkpoint::load(checkpoint)?;
+    let mut changed = Vec::new();
     if let Some(c) = config {
         let given = Config::from_file(c)?;
         let differs = resume_differences(&ck.config, &given, ck.md.is_some());
-        if !differs.is_empty() {
+        let refused: Vec<&String> = differs
+            .iter()
+            .filter(|d| !allow_change.iter().any(|a| a == *d))
+            .collect();
+        if !refused.is_empty() {
+            let names: Vec<&str> = refused.iter().map(|s| s.as_str()).collect();
             return Err(MpcError::Checkpoint {
                 path: c.display().to_string(),
                 problem: format!(
                     "this config differs from the checkpoint's in {}; fix: resume with the \
-                     config the checkpoint was written with (or none)",
-                    differs.join(", ")
+                     config the checkpoint was written with (or none), or, for a deliberate \
+                     change, name the fields: --allow-change {}",
+                    names.join(", "),
+                    names.join(",")
                 ),
             });
         }
+        if !differs.is_empty() {
+            tracing::warn!(
+                "resuming with changed {} (--allow-change)",
+                differs.join(", ")
+            );
+        }
+        changed = differs;
         ck.config = given;
+    }
+    if let Some(unknown) = allow_change.iter().find(|a| !changed.contains(a)) {
+        return Err(MpcError::Config(mpcbox::ConfigError {
+            field: "--allow-change".into(),
+            problem: format!("`{unknown}` does not differ between the config and the checkpoint"),
+            fix: "name only fields that this resume changes (and give the changed config)".into(),
+        }));
     }
     let total = steps.unwrap_or(ck.config.steps);
     if total <= ck.step {
@@ -229,13 +318,16 @@ fn resume_solvent(
         }
         None => check_output_directory(&ck.config.output.directory, "output.directory")?,
     }
+    let lock = OutputLock::acquire(&ck.config.output.directory)?;
     let md = ck.md.take();
-    Ok((Solvent::from_checkpoint(ck, device)?, md))
+    let mut solvent = Solvent::from_checkpoint(ck, device)?;
+    solvent.set_changed_on_resume(changed);
+    Ok((solvent, md, lock))
 }
 
-/// What a resumed run's config may not change: the box, the fluid's physics and, for coupled
-/// runs, everything of the MD section but its outputs and backend. Names the fields that
-/// differ.
+/// What a resumed run's config may not change: the box and the fluid's physics and, for
+/// coupled runs, everything of the MD section but its outputs and backend (outputs, device and
+/// tuning may change). Names the fields that differ.
 fn resume_differences(ck: &Config, given: &Config, coupled: bool) -> Vec<String> {
     let mut out = Vec::new();
     let mut check = |name: &str, differs: bool| {
@@ -248,15 +340,23 @@ fn resume_differences(ck: &Config, given: &Config, coupled: bool) -> Vec<String>
         "particles_per_cell",
         ck.particles_per_cell != given.particles_per_cell,
     );
-    if !coupled {
-        return out;
-    }
     check("mass", ck.mass != given.mass);
     check("kT", ck.kt != given.kt);
     check("time_step", ck.time_step != given.time_step);
     check("collision", ck.collision != given.collision);
     check("shear_rate", ck.shear_rate != given.shear_rate);
     check("seed", ck.seed != given.seed);
+    check("grid_shift", ck.grid_shift != given.grid_shift);
+    check("thermostat", ck.thermostat != given.thermostat);
+    check("body_force", ck.body_force != given.body_force);
+    check("walls", ck.walls != given.walls);
+    check("initial_flow", ck.initial_flow != given.initial_flow);
+    if !coupled {
+        if given.md.is_some() {
+            out.push("md (the checkpoint has no solutes, this config has)".into());
+        }
+        return out;
+    }
     match (&ck.md, &given.md) {
         (Some(a), Some(b)) => out.extend(a.resume_differences(b)),
         (Some(_), None) => out.push("md (the checkpoint has solutes, this config none)".into()),
@@ -269,7 +369,8 @@ fn new_solvent(
     config: &Path,
     device: Option<DeviceChoice>,
     output: Option<&Path>,
-) -> Result<Solvent, MpcError> {
+    overwrite: bool,
+) -> Result<(Solvent, OutputLock), MpcError> {
     let mut cfg = Config::from_file(config)?;
     if let Some(d) = device {
         cfg.device = d;
@@ -281,7 +382,14 @@ fn new_solvent(
         }
         None => check_output_directory(&cfg.output.directory, "output.directory")?,
     }
-    Solvent::new(cfg)
+    // the directory's owner before anything is allocated or written
+    let lock = OutputLock::acquire(&cfg.output.directory)?;
+    mpcbox::output_dir::check_fresh_directory(
+        &cfg.output.directory,
+        mpcbox::run::CHECKPOINT_FILE,
+        overwrite,
+    )?;
+    Ok((Solvent::new(cfg)?, lock))
 }
 
 /// The run with the config's MD solutes coupled through the collision; a resumed run
@@ -402,6 +510,8 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        // colour only on a terminal, and never with NO_COLOR set (no-color.org)
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
@@ -412,7 +522,20 @@ fn main() -> ExitCode {
             output,
             resume,
             quiet,
-        } => run(config, steps, device, output, resume, quiet),
+            overwrite,
+            allow_change,
+        } => mpcbox::stop::install_signal_handlers().and_then(|_| {
+            run(RunArgs {
+                config,
+                steps,
+                device,
+                output,
+                resume,
+                quiet,
+                overwrite,
+                allow_change,
+            })
+        }),
         Command::Check { config } => check(&config),
     };
     match result {

@@ -59,6 +59,12 @@ pub struct Summary {
     /// Between walls: the profile fit, viscosity from its curvature, slip, wall forces.
     pub walls: Option<crate::walls_report::WallsSummary>,
     pub output_directory: PathBuf,
+    /// Config fields a resume was allowed to change from the checkpoint's (`--allow-change`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changed_on_resume: Vec<String>,
+    /// The run stopped early on a signal (the summary of the steps done).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 /// What a job steps: the fluid alone, or the fluid with coupled solutes (whose state then
@@ -140,9 +146,14 @@ pub fn run_job_steps(
     progress: &mut dyn Progress,
     job: &mut dyn JobStep,
 ) -> Result<Summary> {
-    std::fs::create_dir_all(dir).map_err(|e| MpcError::io(dir, e))?;
+    // one owner per output directory, before anything is written
+    let _lock = crate::output_dir::OutputLock::acquire(dir)?;
     let csv_path = dir.join(OBSERVABLES_CSV);
     let resuming = solvent.step_count() > 0 && csv_path.exists();
+    if resuming {
+        // rows written after the checkpoint by the run that stopped are written again below
+        crate::output_dir::truncate_csv_after(&csv_path, solvent.step_count())?;
+    }
     let mut csv = std::fs::OpenOptions::new()
         .create(true)
         .append(resuming)
@@ -160,6 +171,7 @@ pub fn run_job_steps(
     let n = solvent.n_fluid() as u64;
     progress.start(start_step, total_steps, n);
     let t0 = Instant::now();
+    let mut interrupted = false;
     while solvent.step_count() < total_steps {
         let step = solvent.step_count();
         job.advance(solvent)?;
@@ -195,22 +207,40 @@ pub fn run_job_steps(
             f.after_step(solvent, solvent.step_count() == total_steps)?;
         }
         if ck_interval > 0 && solvent.step_count() % ck_interval == 0 {
-            job.checkpoint(solvent)?.save(&ck_path)?;
+            // a failed periodic checkpoint (full disk) loses no data: the previous one stays
+            // (atomic writes), and the run goes on to try again at the next
+            if let Err(e) = job.checkpoint(solvent)?.save(&ck_path) {
+                tracing::warn!(
+                    "checkpoint at step {} not written: {e}",
+                    solvent.step_count()
+                );
+            }
         }
         progress.advance(solvent.step_count());
+        if crate::stop::stop_requested() {
+            interrupted = true;
+            break;
+        }
     }
     let wall = t0.elapsed().as_secs_f64();
     progress.finish();
     csv.flush().map_err(|e| MpcError::io(&csv_path, e))?;
     let ck: Checkpoint = job.checkpoint(solvent)?;
     ck.save(&ck_path)?;
-    let done = total_steps.saturating_sub(start_step);
+    let done = solvent.step_count().saturating_sub(start_step);
     let mut summary = summarize(solvent, done, wall, dir)?;
+    summary.interrupted = interrupted;
     job.summarize(solvent, &mut summary)?;
     write_profile(solvent, dir)?;
     let json = serde_json::to_string_pretty(&summary).expect("summary serialises");
     let p = dir.join(SUMMARY_JSON);
     std::fs::write(&p, json + "\n").map_err(|e| MpcError::io(&p, e))?;
+    if interrupted {
+        return Err(MpcError::Interrupted {
+            step: solvent.step_count(),
+            checkpoint: ck_path.display().to_string(),
+        });
+    }
     Ok(summary)
 }
 
@@ -275,6 +305,8 @@ fn summarize(solvent: &mut Solvent, done: u64, wall: f64, dir: &Path) -> Result<
         solution: None,
         walls: crate::walls_report::summarize(solvent),
         output_directory: dir.to_path_buf(),
+        changed_on_resume: solvent.changed_on_resume().to_vec(),
+        interrupted: false,
     })
 }
 

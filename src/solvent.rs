@@ -39,6 +39,8 @@ pub struct Solvent {
     stats: RunStats,
     last: StepReport,
     last_measured: bool,
+    /// Config fields a resume was allowed to change (recorded in the summary).
+    changed_on_resume: Vec<String>,
     pending: Option<PendingStep>,
     /// Samples in the backend's flow-field sums since they were last taken.
     field_samples: u64,
@@ -99,6 +101,7 @@ impl Solvent {
             stats,
             last: StepReport::default(),
             last_measured: false,
+            changed_on_resume: Vec::new(),
             pending: None,
             field_samples: 0,
         })
@@ -149,6 +152,16 @@ impl Solvent {
     pub fn is_observable_step(&self, step: u64) -> bool {
         let k = self.config.output.observable_interval;
         k > 0 && (step + 1) % k == 0
+    }
+
+    /// Record the config fields a resume changed on purpose (`--allow-change`).
+    pub fn set_changed_on_resume(&mut self, fields: Vec<String>) {
+        self.changed_on_resume = fields;
+    }
+
+    /// The config fields a resume changed on purpose.
+    pub fn changed_on_resume(&self) -> &[String] {
+        &self.changed_on_resume
     }
 
     /// Whether the next step measures the xy stress (under shear, on sampled and observed

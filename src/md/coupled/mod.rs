@@ -43,6 +43,8 @@ pub struct Coupling {
     /// The solutes' pressure tensor of the last measured step (before its collision).
     last_pressure: Option<[f64; 6]>,
     stats: SoluteStats,
+    /// The output directory's lock while this run writes there.
+    lock: Option<crate::output_dir::OutputLock>,
 }
 
 impl Coupling {
@@ -87,6 +89,7 @@ impl Coupling {
             shear_rate: solvent.config().shear_rate,
             last_pressure: None,
             stats: ck.map_or_else(SoluteStats::new, |c| c.stats.clone()),
+            lock: None,
         })
     }
 
@@ -135,7 +138,11 @@ impl Coupling {
     pub fn with_output_from(mut self, dir: &Path, resume_step: Option<u64>) -> Result<Coupling> {
         let traj = (self.cfg.trajectory_interval > 0).then_some(self.cfg.trajectory_format);
         let csv = self.cfg.observable_interval > 0;
-        let mut out = CoupledOutput::open(dir, self.engine.system()?, csv, traj, resume_step)?;
+        // the run's output directory has one owner (taken again by the job loop)
+        self.lock = Some(crate::output_dir::OutputLock::acquire(dir)?);
+        let h = self.engine.settings().dt * self.steps_per_collision as f64;
+        let resume = resume_step.map(|k| (k, k as f64 * h));
+        let mut out = CoupledOutput::open(dir, self.engine.system()?, csv, traj, resume)?;
         if traj.is_some() && resume_step.is_none() {
             out.write_frame(self.engine.system()?, 0, 0.0)?;
         }

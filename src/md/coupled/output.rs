@@ -93,15 +93,22 @@ fn by_tag(sys: &System) -> Vec<usize> {
 }
 
 impl CoupledOutput {
-    /// Open the files in `dir`: fresh ones, or (`resume_step`) continued after a checkpoint.
+    /// Open the files in `dir`: fresh ones, or (`resume`: the checkpoint's step and time)
+    /// continued after a checkpoint, dropping what was written past it.
     pub(super) fn open(
         dir: &Path,
         sys: &System,
         csv: bool,
         trajectory: Option<TrajectoryFormat>,
-        resume_step: Option<u64>,
+        resume: Option<(u64, f64)>,
     ) -> Result<CoupledOutput> {
         std::fs::create_dir_all(dir).map_err(|e| MpcError::io(dir, e))?;
+        let resume_step = resume.map(|r| r.0);
+        if let Some((step, time)) = resume {
+            // what the stopped run wrote after its checkpoint is written again from there
+            crate::output_dir::truncate_csv_after(&dir.join(MD_CSV), step)?;
+            crate::output_dir::truncate_xyz_after(&dir.join(TRAJECTORY_XYZ), time)?;
+        }
         let csv = if csv {
             Some(open_csv(dir, resume_step.is_some())?)
         } else {
