@@ -208,7 +208,7 @@ impl Config {
         let cfg: Config = ron::Options::default()
             .with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME)
             .from_str(text)
-            .map_err(ConfigError::from_ron)?;
+            .map_err(|e| ConfigError::from_ron_in(text, e))?;
         cfg.validate()?;
         Ok(cfg)
     }

@@ -50,6 +50,29 @@ impl ConfigError {
         }
     }
 
+    /// [`ConfigError::from_ron`] for an error in `text`: a value ron rejects without naming
+    /// the field (a negative count, a number out of range) is attributed to the field written
+    /// just before the error's position.
+    pub fn from_ron_in(text: &str, e: ron::error::SpannedError) -> Self {
+        let generic = matches!(
+            &e.code,
+            ron::Error::IntegerOutOfBounds
+                | ron::Error::ExpectedInteger
+                | ron::Error::ExpectedFloat
+        );
+        let pos = e.position;
+        let mut err = Self::from_ron(e);
+        if generic {
+            if let Some(field) = field_before(text, pos.line, pos.col) {
+                err.fix = format!(
+                    "give `{field}` a value of its type and range (see the README's config table)"
+                );
+                err.field = field;
+            }
+        }
+        err
+    }
+
     pub fn syntax(message: String) -> Self {
         ConfigError {
             field: "(syntax)".into(),
@@ -57,6 +80,33 @@ impl ConfigError {
             fix: "compare with examples/*.ron (field names, parentheses, commas)".into(),
         }
     }
+}
+
+/// The last `name:` written before (line, col) (1-based) in `text`, if any.
+fn field_before(text: &str, line: usize, col: usize) -> Option<String> {
+    let mut offset = 0;
+    for (k, l) in text.split_inclusive('\n').enumerate() {
+        if k + 1 == line {
+            offset += l
+                .char_indices()
+                .nth(col.saturating_sub(1))
+                .map_or(l.len(), |c| c.0);
+            break;
+        }
+        offset += l.len();
+    }
+    let head = &text[..offset.min(text.len())];
+    let colon = head.rfind(':')?;
+    let name: String = head[..colon]
+        .trim_end()
+        .chars()
+        .rev()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    (!name.is_empty()).then_some(name)
 }
 
 /// Anything that can go wrong in a run.

@@ -200,6 +200,13 @@ fn run(a: RunArgs) -> Result<(), MpcError> {
         };
     let total = steps.unwrap_or(solvent.config().steps);
     let dir = solvent.config().output.directory.clone();
+    let equilibration = solvent.config().output.equilibration_steps;
+    if total <= equilibration {
+        tracing::warn!(
+            "the run ends at step {total}, before output.equilibration_steps = {equilibration}: \
+             it takes no samples, and the summary's averages stay empty"
+        );
+    }
     tracing::info!(
         device = %solvent.backend_description(),
         particles = solvent.n_fluid(),
@@ -441,7 +448,7 @@ fn run_coupled(
 fn check(path: &Path) -> Result<(), MpcError> {
     let cfg = Config::from_file(path)?;
     let cpu = mpcbox::memory::cpu_footprint(&cfg);
-    println!("config {} is valid", path.display());
+    println!("config {} parses and its fields are valid", path.display());
     println!(
         "  box: {} x {} x {} cells = {} cells",
         cfg.cells[0],
@@ -466,12 +473,14 @@ fn check(path: &Path) -> Result<(), MpcError> {
         gpu.bytes_per_cell,
         mpcbox::memory::human_bytes(mpcbox::backend::cuda::RESERVE_BYTES)
     );
+    let mut gpu_fits = Vec::new();
     match mpcbox::backend::cuda::probe() {
         Ok(count) => {
             for k in 0..count {
                 match mpcbox::backend::cuda::device_memory(k) {
                     Ok((free, total)) => {
                         let fits = gpu.total_bytes + mpcbox::backend::cuda::RESERVE_BYTES <= free;
+                        gpu_fits.push(fits);
                         println!(
                             "  GPU {k}: {} free of {} -> {}",
                             mpcbox::memory::human_bytes(free),
@@ -484,6 +493,38 @@ fn check(path: &Path) -> Result<(), MpcError> {
             }
         }
         Err(why) => println!("  no usable CUDA GPU here ({why})"),
+    }
+    // what `run` would refuse, refused here too: the MD section's files and particles, and a
+    // box that fits neither the chosen GPU nor (where the CPU may run it) this machine's RAM
+    if let Some(md) = &cfg.md {
+        let engine = md.build(&cfg)?;
+        println!("  MD particles: {}", engine.sys.len());
+    }
+    let gpu0_fits = gpu_fits.first().copied().unwrap_or(false);
+    match &cfg.device {
+        DeviceChoice::Cpu => mpcbox::memory::check_cpu_fits(&cfg)?,
+        DeviceChoice::Auto if !gpu0_fits => mpcbox::memory::check_cpu_fits(&cfg)?,
+        DeviceChoice::Cuda(list) if list.len() == 1 && !gpu_fits.is_empty() => {
+            if !gpu_fits.get(list[0] as usize).copied().unwrap_or(false) {
+                return Err(MpcError::Config(mpcbox::ConfigError {
+                    field: "device".into(),
+                    problem: format!(
+                        "the box needs {} on GPU {}, which does not have it free",
+                        mpcbox::memory::human_bytes(gpu.total_bytes),
+                        list[0]
+                    ),
+                    fix: "use a smaller box, several GPUs (Cuda([0, 1])), or another GPU".into(),
+                }));
+            }
+        }
+        _ => {}
+    }
+    if cfg.output.equilibration_steps >= cfg.steps {
+        println!(
+            "  warning: steps ({}) do not pass output.equilibration_steps ({}): the run takes no \
+             samples and its summary has no averages",
+            cfg.steps, cfg.output.equilibration_steps
+        );
     }
     let gpus = match &cfg.device {
         mpcbox::config::DeviceChoice::Cuda(list) if list.len() > 1 => Some(list.len()),

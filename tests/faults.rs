@@ -283,3 +283,64 @@ fn a_resume_with_changed_physics_is_refused_naming_the_field_unless_allowed() {
         stderr(&o)
     );
 }
+
+/// `check` refuses what `run` would refuse before running: a box that does not fit this
+/// machine's memory (the CPU backend), a missing MD data file; and it warns of a run too short
+/// to sample. A negative count in RON names its field.
+#[test]
+fn check_agrees_with_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let base = "cells: (8, 8, 8), particles_per_cell: 10, time_step: 0.1, \
+                collision: Srd(angle_deg: 130.0), device: Cpu";
+    // 3.4e9 particles: ~307 GiB on the CPU backend, more than any CI machine has
+    let huge = write(
+        "huge.ron",
+        &format!(
+            "({}, steps: 10)",
+            base.replace("(8, 8, 8)", "(700, 700, 700)")
+        ),
+    );
+    let nodata = write(
+        "nodata.ron",
+        &format!(
+            "({base}, steps: 10, md: (steps_per_collision: 5, \
+             system: DataFile(path: \"/nonexistent/polymer.data\"), \
+             pair: Wca(epsilon: 1.0, sigma: 1.0), bonds: [Fene(k: 30.0, r0: 1.5)]))"
+        ),
+    );
+    for (p, what) in [
+        (&huge, "out of memory"),
+        (&nodata, "md.system.DataFile.path"),
+    ] {
+        for cmd in ["check", "run"] {
+            let o = run(&[cmd, p.to_str().unwrap()]);
+            assert!(!o.status.success(), "{cmd} accepted {}", p.display());
+            assert!(stderr(&o).contains(what), "{cmd}: {}", stderr(&o));
+        }
+    }
+    let short = write(
+        "short.ron",
+        &format!("({base}, steps: 10, output: (equilibration_steps: 50))"),
+    );
+    let o = run(&["check", short.to_str().unwrap()]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("takes no samples"));
+    let neg = write(
+        "neg.ron",
+        &format!(
+            "({}, steps: 10)",
+            base.replace("particles_per_cell: 10", "particles_per_cell: -5")
+        ),
+    );
+    let o = run(&["check", neg.to_str().unwrap()]);
+    assert!(
+        stderr(&o).contains("config field `particles_per_cell`"),
+        "{}",
+        stderr(&o)
+    );
+}

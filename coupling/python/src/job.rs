@@ -78,9 +78,7 @@ fn run_resumed<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let total = steps.unwrap_or(solvent.config().steps);
     let dir = output.unwrap_or_else(|| solvent.config().output.directory.clone());
-    let result = py
-        .detach(|| run_to(solvent, total, &dir, md_ck))
-        .map_err(py_err)?;
+    let result = run_interruptible(py, || run_to(solvent, total, &dir, md_ck))?;
     let out = pythonize::pythonize(py, &result.summary)?.cast_into::<PyDict>()?;
     if let Some(c) = result.chains {
         out.set_item("chains", pythonize::pythonize(py, &c)?)?;
@@ -92,6 +90,37 @@ fn run_resumed<'py>(
 
 /// The columns of observables.csv as numpy arrays (momentum as (n, 3); stress NaN where it
 /// was not measured).
+/// Run `job` on a worker thread while this thread, the interpreter's, checks for signals:
+/// Ctrl-C asks the job to stop after its current step (it writes its checkpoint and summary)
+/// and then surfaces as `KeyboardInterrupt`, instead of waiting for the run to end.
+fn run_interruptible<T: Send>(
+    py: Python<'_>,
+    job: impl FnOnce() -> Result<T, MpcError> + Send,
+) -> PyResult<T> {
+    ::mpcbox::stop::clear_stop();
+    std::thread::scope(|scope| {
+        let worker = scope.spawn(job);
+        let mut interrupt = None;
+        while !worker.is_finished() {
+            py.detach(|| std::thread::sleep(std::time::Duration::from_millis(20)));
+            if interrupt.is_none() {
+                if let Err(e) = py.check_signals() {
+                    ::mpcbox::stop::request_stop();
+                    interrupt = Some(e);
+                }
+            }
+        }
+        let result = worker.join().map_err(|_| {
+            pyo3::exceptions::PyRuntimeError::new_err("the run's worker thread panicked")
+        })?;
+        ::mpcbox::stop::clear_stop();
+        match (interrupt, result) {
+            (Some(e), _) => Err(e),
+            (None, r) => r.map_err(py_err),
+        }
+    })
+}
+
 fn series<'py>(py: Python<'py>, csv: &Path) -> PyResult<Bound<'py, PyDict>> {
     let text = std::fs::read_to_string(csv)
         .map_err(|e| pyo3::exceptions::PyOSError::new_err(format!("{}: {e}", csv.display())))?;

@@ -75,6 +75,22 @@ def main(repo):
         raise AssertionError("bad job config accepted")
     except mpcbox.ConfigError as e:
         assert e.field == "time_step", e
+    # Ctrl-C during a run: KeyboardInterrupt after the step in progress, with the checkpoint
+    # and the summary so far written (issue 23)
+    import _thread, json, threading, time
+    with tempfile.TemporaryDirectory() as d:
+        threading.Timer(0.5, _thread.interrupt_main).start()
+        t0 = time.time()
+        try:
+            mpcbox.run(os.path.join(repo, "examples/quickstart.ron"), steps=10**7, output=d, device="cpu")
+            raise AssertionError("the run was not interrupted")
+        except KeyboardInterrupt:
+            pass
+        assert time.time() - t0 < 30, time.time() - t0
+        with open(os.path.join(d, "summary.json")) as f:
+            s = json.load(f)
+        assert s["interrupted"] and 0 < s["steps"] < 10**7, s
+        assert os.path.exists(os.path.join(d, "checkpoint.mpcbox"))
     print("python config ok")
 
 
