@@ -194,11 +194,18 @@ fn open(
 pub fn run<'py>(
     py: Python<'py>,
     config: Option<&Bound<'py, PyAny>>,
-    steps: Option<u64>,
+    steps: Option<i64>,
     output: Option<PathBuf>,
     device: Option<&str>,
     resume: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let steps = steps
+        .map(|s| {
+            u64::try_from(s).map_err(|_| {
+                PyValueError::new_err(format!("`steps` is {s}; fix: give a step count ≥ 0"))
+            })
+        })
+        .transpose()?;
     let (mut solvent, md) = open(py, config, steps, device, resume)?;
     run_resumed(py, &mut solvent, md, steps, output)
 }

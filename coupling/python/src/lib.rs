@@ -34,6 +34,54 @@ pub(crate) fn py_err(e: MpcError) -> PyErr {
     }
 }
 
+/// Refuse, naming the argument and the fix, what is not the numpy array it must be: a
+/// float64 `ndarray` of `ndim` dimensions, writeable where the result is written into it.
+/// (Extracting a wrong dtype gives numpy's "'ndarray' object cannot be cast as 'ndarray'", and
+/// a read-only array would panic when borrowed for writing.)
+fn check_array(obj: &Bound<'_, PyAny>, name: &str, ndim: usize, writeable: bool) -> PyResult<()> {
+    use pyo3::exceptions::PyTypeError;
+    let shape = if ndim == 2 { "(n, 3)" } else { "(n,)" };
+    let np = obj.py().import("numpy")?;
+    if !obj.is_instance(&np.getattr("ndarray")?)? {
+        return Err(PyTypeError::new_err(format!(
+            "`{name}` must be a numpy float64 array of shape {shape}, got {}; fix: \
+             np.asarray({name}, dtype=np.float64)",
+            obj.get_type().name()?
+        )));
+    }
+    let dtype = obj.getattr("dtype")?.str()?.to_string();
+    if dtype != "float64" {
+        return Err(PyTypeError::new_err(format!(
+            "`{name}` has dtype {dtype}; fix: pass a float64 array ({name}.astype(np.float64))"
+        )));
+    }
+    let dims: usize = obj.getattr("ndim")?.extract()?;
+    if dims != ndim {
+        return Err(PyValueError::new_err(format!(
+            "`{name}` has {dims} dimensions; fix: pass an array of shape {shape}"
+        )));
+    }
+    if writeable
+        && !obj
+            .getattr("flags")?
+            .getattr("writeable")?
+            .extract::<bool>()?
+    {
+        return Err(PyValueError::new_err(format!(
+            "`{name}` is read-only, and the new velocities are written into it; fix: pass a \
+             writeable array ({name}.copy())"
+        )));
+    }
+    Ok(())
+}
+
+/// A count argument from Python: negative values are refused naming the argument (instead of
+/// a bare OverflowError).
+fn count(value: i64, name: &str) -> PyResult<u64> {
+    u64::try_from(value)
+        .map_err(|_| PyValueError::new_err(format!("`{name}` is {value}; fix: give a count ≥ 0")))
+}
+
 fn triples<'a>(a: &'a PyReadonlyArray2<'_, f64>, name: &str) -> PyResult<&'a [[f64; 3]]> {
     let shape = a.shape();
     if shape[1] != 3 {
@@ -171,6 +219,9 @@ impl Solvent {
         if cuda_arrays::is_cuda_array(vel) || cuda_arrays::is_cuda_array(pos) {
             return self.step_cuda(py, pos, vel, mass);
         }
+        check_array(pos, "pos", 2, false)?;
+        check_array(vel, "vel", 2, true)?;
+        check_array(mass, "mass", 1, false)?;
         let pos: PyReadonlyArray2<'_, f64> = pos.extract()?;
         let mut vel: PyReadwriteArray2<'_, f64> = vel.extract()?;
         let mass: PyReadonlyArray1<'_, f64> = mass.extract()?;
@@ -198,7 +249,8 @@ impl Solvent {
 
     /// `steps` MPC steps of the fluid alone.
     #[pyo3(signature = (steps = 1))]
-    fn step_fluid(&mut self, py: Python<'_>, steps: u64) -> PyResult<()> {
+    fn step_fluid(&mut self, py: Python<'_>, steps: i64) -> PyResult<()> {
+        let steps = count(steps, "steps")?;
         let inner = self.get()?;
         py.detach(|| {
             for _ in 0..steps {
@@ -212,10 +264,16 @@ impl Solvent {
     /// First half of a split step (the solutes are copied).
     fn begin_step(
         &mut self,
-        pos: PyReadonlyArray2<'_, f64>,
-        vel: PyReadonlyArray2<'_, f64>,
-        mass: PyReadonlyArray1<'_, f64>,
+        pos: &Bound<'_, PyAny>,
+        vel: &Bound<'_, PyAny>,
+        mass: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
+        check_array(pos, "pos", 2, false)?;
+        check_array(vel, "vel", 2, false)?;
+        check_array(mass, "mass", 1, false)?;
+        let pos: PyReadonlyArray2<'_, f64> = pos.extract()?;
+        let vel: PyReadonlyArray2<'_, f64> = vel.extract()?;
+        let mass: PyReadonlyArray1<'_, f64> = mass.extract()?;
         let m = mass
             .as_slice()
             .map_err(|_| PyValueError::new_err("`mass` is not contiguous"))?;
@@ -225,11 +283,9 @@ impl Solvent {
     }
 
     /// Second half of a split step: new solute velocities written into `vel_out` (n, 3).
-    fn finish_step(
-        &mut self,
-        py: Python<'_>,
-        mut vel_out: PyReadwriteArray2<'_, f64>,
-    ) -> PyResult<()> {
+    fn finish_step(&mut self, py: Python<'_>, vel_out: &Bound<'_, PyAny>) -> PyResult<()> {
+        check_array(vel_out, "vel_out", 2, true)?;
+        let mut vel_out: PyReadwriteArray2<'_, f64> = vel_out.extract()?;
         let v = vel_out
             .as_slice_mut()
             .map_err(|_| PyValueError::new_err("`vel_out` is not C-contiguous"))?
@@ -308,9 +364,10 @@ impl Solvent {
     fn run<'py>(
         &mut self,
         py: Python<'py>,
-        steps: Option<u64>,
+        steps: Option<i64>,
         output: Option<PathBuf>,
     ) -> PyResult<Bound<'py, PyDict>> {
+        let steps = steps.map(|s| count(s, "steps")).transpose()?;
         job::run_solvent(py, self.get()?, steps, output)
     }
 
@@ -359,6 +416,15 @@ impl Solvent {
 #[pymodule]
 #[pyo3(name = "mpcbox")]
 fn mpcbox_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add(
+        "__doc__",
+        "mpcbox: a Multi-Particle Collision Dynamics (SRD) fluid as a black-box solvent for \
+         molecular dynamics. `Solvent(cells=..., particles_per_cell=..., time_step=..., \
+         collision=...)` holds the fluid (CPU or GPU); `Solvent.step(pos, vel, mass)` collides \
+         your solutes with it (numpy float64 arrays, or CuPy/PyTorch CUDA arrays on the \
+         fluid's GPU); `run(config, steps=..., output=...)` is the `mpcbox run` job; bad \
+         config values raise `ConfigError` naming the field. Tutorial: docs/python.md.",
+    )?;
     m.add_class::<Solvent>()?;
     m.add_function(wrap_pyfunction!(job::run, m)?)?;
     m.add("ConfigError", m.py().get_type::<config::ConfigError>())?;

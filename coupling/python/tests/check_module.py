@@ -76,6 +76,32 @@ def main():
         assert np.array_equal(v1, v2)
         t = mpcbox.Solvent.from_checkpoint(d + "/ck.mpcbox")
         assert t.step_count == 5
+    # wrong input is a Python exception naming the argument and the fix, never a panic, and
+    # changes nothing (issue 23)
+    ro = vel.copy()
+    ro.flags.writeable = False
+    odd = np.zeros((len(mass), 6))[:, ::2]
+    before = s.step_count
+    for call, exc, words in [
+        (lambda: s.step(pos, ro, mass), ValueError, ["`vel` is read-only", "copy()"]),
+        (lambda: s.step(pos, vel.astype(np.int64), mass), TypeError, ["`vel` has dtype int64", "float64"]),
+        (lambda: s.step(pos.astype(np.float32), vel, mass), TypeError, ["`pos` has dtype float32"]),
+        (lambda: s.step(pos.tolist(), vel, mass), TypeError, ["`pos` must be a numpy float64 array"]),
+        (lambda: s.step(pos, vel, mass[:, None]), ValueError, ["`mass` has 2 dimensions"]),
+        (lambda: s.step(pos, odd, mass), ValueError, ["`vel` is not C-contiguous"]),
+        (lambda: s.begin_step(pos, vel, mass.astype(np.float32)), TypeError, ["`mass` has dtype float32"]),
+        (lambda: s.finish_step(ro), ValueError, ["`vel_out` is read-only"]),
+        (lambda: s.step_fluid(-5), ValueError, ["`steps` is -5"]),
+        (lambda: s.run(steps=-5), ValueError, ["`steps` is -5"]),
+        (lambda: mpcbox.run({}, steps=-5), ValueError, ["`steps` is -5"]),
+    ]:
+        try:
+            call()
+            raise AssertionError(f"accepted: {words[0]}")
+        except exc as e:
+            assert all(w in str(e) for w in words), (words, str(e))
+    assert s.step_count == before
+    assert mpcbox.__doc__ and "Solvent" in mpcbox.__doc__ and mpcbox.Solvent.__doc__
     print("python module ok")
 
 
