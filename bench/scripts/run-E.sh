@@ -35,8 +35,14 @@ for a in "" "--shear-rate 0.02" "--shear-rate 0.02 --sample-interval 10"; do
   timeout 120 $P $a > $B/p.txt 2>&1; echo "polymer 128 [$a]"; tail -3 $B/p.txt | head -1; cat $B/p.txt >> $B/bench-polymer-128.md
 done
 for d in cuda:0 cuda:0,1; do
-  timeout 200 .gpu/bin/mpcbox-bench-coupling --sizes 256 --densities 0.1,0.7 --device $d --device-resident > $B/c.txt 2>&1
-  echo "coupling $d"; tail -6 $B/c.txt; cat $B/c.txt >> $B/bench-coupling.md
+  for o in random cells; do
+    timeout 200 .gpu/bin/mpcbox-bench-coupling --sizes 256 --densities 0.1,0.7 --device $d --device-resident --solute-order $o > $B/c.txt 2>&1
+    echo "coupling $d $o"; tail -2 $B/c.txt; cat $B/c.txt >> $B/bench-coupling.md
+  done
 done
+# the hardware references of the same run: device copy bandwidth (and the plain 256³ step),
+# GPU-to-GPU copies (peer copies of pool memory, plain allocations, host staging)
+timeout 120 .gpu/bin/mpcbox-bench-gpu --sizes 256 > $B/bench-gpu.md 2>&1; grep -iE "copy|^\| 256³ .* fused \|" $B/bench-gpu.md | head -4
+timeout 150 .gpu/bin/mpcbox-bench-multi --gpus 1,2 --weak 0 > $B/bench-multi.md 2>&1; grep -iE "peer|host|GB/s|^\| 256" $B/bench-multi.md | head -12
 echo "all took $(( $(date +%s) - t0 )) s"
 tar czf $OUT/logs.tgz -C $OUT logs bench && rm -rf $L $B
