@@ -42,7 +42,7 @@ for d in cuda:0 cuda:0,1; do
 done
 # the hardware references of the same run: device copy bandwidth (and the plain 256³ step),
 # GPU-to-GPU copies (peer copies of pool memory, plain allocations, host staging)
-timeout 120 .gpu/bin/mpcbox-bench-gpu --sizes 256 > $B/bench-gpu.md 2>&1; grep -iE "copy|^\| 256³ .* fused \|" $B/bench-gpu.md | head -4
+timeout 120 .gpu/bin/mpcbox-bench-gpu --sizes 256 --methods fused --profile-size 0 > $B/bench-gpu.md 2>&1; grep -iE "copy|^\| 256³ .* fused \|" $B/bench-gpu.md | head -4
 timeout 150 .gpu/bin/mpcbox-bench-multi --gpus 1,2 --weak 0 > $B/bench-multi.md 2>&1; grep -iE "peer|host|GB/s|^\| 256" $B/bench-multi.md | head -12
 echo "all took $(( $(date +%s) - t0 )) s"
 tar czf $OUT/logs.tgz -C $OUT logs bench && rm -rf $L $B
