@@ -72,7 +72,10 @@ fn status_of(e: &MpcError) -> MpcboxStatus {
         MpcError::Config(_) => MpcboxStatus::Config,
         MpcError::Solute { .. } => MpcboxStatus::Solute,
         MpcError::Device(_) | MpcError::OutOfMemory { .. } => MpcboxStatus::Device,
-        MpcError::Checkpoint { .. } | MpcError::Io { .. } => MpcboxStatus::Io,
+        // a stop on request ends with the checkpoint written: the run's files are the matter
+        MpcError::Checkpoint { .. } | MpcError::Io { .. } | MpcError::Interrupted { .. } => {
+            MpcboxStatus::Io
+        }
     }
 }
 
