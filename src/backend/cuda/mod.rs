@@ -73,6 +73,7 @@ mod observe;
 mod params;
 mod reorder;
 mod rules;
+pub mod shared;
 mod solutes;
 mod step;
 mod stream;
