@@ -123,7 +123,7 @@ pub fn summarize(solvent: &Solvent) -> Option<WallsSummary> {
         (true, Some(f), Shape::Pipe(_)) => {
             Some(theory::pipe_viscosity_from_curvature(f.c2, force_density))
         }
-        _ => None,
+        (false, _, _) | (true, None, _) => None,
     };
     let wall_force: Vec<[ValueWithError; 3]> = stats
         .wall_force
