@@ -332,7 +332,7 @@ fn run_coupled(
 
 fn check(path: &Path) -> Result<(), MpcError> {
     let cfg = Config::from_file(path)?;
-    let cpu = mpcbox::memory::cpu_footprint(&cfg);
+    let cpu = mpcbox::backend::cpu::footprint(&cfg);
     println!("config {} is valid", path.display());
     println!(
         "  box: {} x {} x {} cells = {} cells",
@@ -349,7 +349,7 @@ fn check(path: &Path) -> Result<(), MpcError> {
         cpu.bytes_per_cell
     );
     let gpu =
-        mpcbox::memory::cuda_footprint_for(&cfg, mpcbox::backend::cuda::CellSumMethod::from_env());
+        mpcbox::backend::cuda::footprint(&cfg, mpcbox::backend::cuda::CellSumMethod::from_env());
     println!(
         "  CUDA backend memory ({} method): {} ({} B/particle, {} B/cell, plus {} reserve)",
         mpcbox::backend::cuda::CellSumMethod::from_env().name(),
