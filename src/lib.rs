@@ -15,6 +15,7 @@ pub mod host;
 pub mod md;
 pub mod memory;
 pub mod physics;
+pub mod report;
 pub mod rng;
 pub mod run;
 pub mod solvent;
