@@ -191,7 +191,9 @@ __device__ __forceinline__ void mpc_rule_add_arrival(const MpcParams &p, unsigne
             mpc_rule_particle_terms<MPC_RULE_AT_A>(p, gcell, key, p.mass, loc, wv, t);
             mpc_rule_add_atomic<MPC_RULE_AT_A>(ext, c, t);
             break;
-        default:
+        case MPC_RULE_SRD:  // no extended sums
             break;
+        default:  // a code no kernel knows: stop rather than run another rule
+            __trap();
     }
 }

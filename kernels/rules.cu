@@ -110,9 +110,11 @@ __device__ __forceinline__ void mpc_rules_stream_bin_any(MPC_RULES_PASS1_PARAMS)
         case MPC_RULE_AT:
             mpc_rules_stream_bin_rule<MPC_RULE_AT, BLOCK>(MPC_RULES_PASS1_ARGS);
             break;
-        default:
+        case MPC_RULE_AT_A:
             mpc_rules_stream_bin_rule<MPC_RULE_AT_A, BLOCK>(MPC_RULES_PASS1_ARGS);
             break;
+        default:  // a code no kernel knows: stop rather than run another rule
+            __trap();
     }
 }
 
@@ -165,9 +167,11 @@ __device__ __forceinline__ void mpc_rules_collide_stream_bin_any(MPC_RULES_FUSED
         case MPC_RULE_AT:
             mpc_rules_collide_stream_bin_rule<MPC_RULE_AT, BLOCK>(MPC_RULES_FUSED_ARGS);
             break;
-        default:
+        case MPC_RULE_AT_A:
             mpc_rules_collide_stream_bin_rule<MPC_RULE_AT_A, BLOCK>(MPC_RULES_FUSED_ARGS);
             break;
+        default:  // a code no kernel knows: stop rather than run another rule
+            __trap();
     }
 }
 
@@ -252,9 +256,11 @@ extern "C" __global__ void mpc_rules_cell_params(MPC_RULES_CELL_PARAMS) {
         case MPC_RULE_AT:
             mpc_rules_cell_params_rule<MPC_RULE_AT>(MPC_RULES_CELL_ARGS);
             break;
-        default:
+        case MPC_RULE_AT_A:
             mpc_rules_cell_params_rule<MPC_RULE_AT_A>(MPC_RULES_CELL_ARGS);
             break;
+        default:  // a code no kernel knows: stop rather than run another rule
+            __trap();
     }
 }
 
@@ -302,9 +308,11 @@ extern "C" __global__ void mpc_rules_collide(MPC_RULES_COLLIDE_PARAMS) {
         case MPC_RULE_AT:
             mpc_rules_collide_rule<MPC_RULE_AT>(MPC_RULES_COLLIDE_ARGS);
             break;
-        default:
+        case MPC_RULE_AT_A:
             mpc_rules_collide_rule<MPC_RULE_AT_A>(MPC_RULES_COLLIDE_ARGS);
             break;
+        default:  // a code no kernel knows: stop rather than run another rule
+            __trap();
     }
 }
 
@@ -358,9 +366,11 @@ extern "C" __global__ void mpc_rules_solute_bin(MpcParams p, unsigned int rule, 
         case MPC_RULE_AT:
             mpc_rules_solute_sums<MPC_RULE_AT>(p, c, loc.cell, loc, x, m, wv, ext);
             break;
-        default:
+        case MPC_RULE_AT_A:
             mpc_rules_solute_sums<MPC_RULE_AT_A>(p, c, loc.cell, loc, x, m, wv, ext);
             break;
+        default:  // a code no kernel knows: stop rather than run another rule
+            __trap();
     }
 }
 
@@ -409,9 +419,11 @@ extern "C" __global__ void mpc_rules_solute_collide(MpcParams p, unsigned int ru
             case MPC_RULE_AT:
                 mpc_rules_solute_velocity<MPC_RULE_AT>(p, c, simage[i], x, smass[i], cells, ext, v, w);
                 break;
-            default:
+            case MPC_RULE_AT_A:
                 mpc_rules_solute_velocity<MPC_RULE_AT_A>(p, c, simage[i], x, smass[i], cells, ext, v, w);
                 break;
+            default:  // a code no kernel knows: stop rather than run another rule
+                __trap();
         }
         if (p.measure_stress && cells[(size_t)c * MPC_CELL_STRIDE + 7] != 0.0) {
             MpcLocation loc = mpc_locate_solute(p, x[0], x[1], x[2]);

@@ -447,7 +447,7 @@ fn run_coupled(
 
 fn check(path: &Path) -> Result<(), MpcError> {
     let cfg = Config::from_file(path)?;
-    let cpu = mpcbox::memory::cpu_footprint(&cfg);
+    let cpu = mpcbox::backend::cpu::footprint(&cfg);
     println!("config {} parses and its fields are valid", path.display());
     println!(
         "  box: {} x {} x {} cells = {} cells",
@@ -464,7 +464,7 @@ fn check(path: &Path) -> Result<(), MpcError> {
         cpu.bytes_per_cell
     );
     let gpu =
-        mpcbox::memory::cuda_footprint_for(&cfg, mpcbox::backend::cuda::CellSumMethod::from_env());
+        mpcbox::backend::cuda::footprint(&cfg, mpcbox::backend::cuda::CellSumMethod::from_env());
     println!(
         "  CUDA backend memory ({} method): {} ({} B/particle, {} B/cell, plus {} reserve)",
         mpcbox::backend::cuda::CellSumMethod::from_env().name(),
@@ -502,8 +502,8 @@ fn check(path: &Path) -> Result<(), MpcError> {
     }
     let gpu0_fits = gpu_fits.first().copied().unwrap_or(false);
     match &cfg.device {
-        DeviceChoice::Cpu => mpcbox::memory::check_cpu_fits(&cfg)?,
-        DeviceChoice::Auto if !gpu0_fits => mpcbox::memory::check_cpu_fits(&cfg)?,
+        DeviceChoice::Cpu => mpcbox::backend::cpu::check_fits(&cfg)?,
+        DeviceChoice::Auto if !gpu0_fits => mpcbox::backend::cpu::check_fits(&cfg)?,
         DeviceChoice::Cuda(list) if list.len() == 1 && !gpu_fits.is_empty() => {
             if !gpu_fits.get(list[0] as usize).copied().unwrap_or(false) {
                 return Err(MpcError::Config(mpcbox::ConfigError {

@@ -2,70 +2,19 @@
 //! JSON and the plot of the time-averaged velocity profile.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
-
-use serde::Serialize;
 
 use crate::checkpoint::Checkpoint;
 use crate::error::{MpcError, Result};
 use crate::physics::theory;
 use crate::solvent::Solvent;
 
-/// File names inside the output directory.
-pub const OBSERVABLES_CSV: &str = "observables.csv";
-pub const SUMMARY_JSON: &str = "summary.json";
-pub const PROFILE_CSV: &str = "profile.csv";
-pub const PROFILE_SVG: &str = "profile.svg";
-pub const CHECKPOINT_FILE: &str = "checkpoint.mpcbox";
-
-#[derive(Clone, Debug, Serialize)]
-pub struct ValueWithError {
-    pub value: f64,
-    /// Standard error from block averages (None when too few samples).
-    pub error: Option<f64>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct ViscositySummary {
-    pub total: ValueWithError,
-    pub kinetic: ValueWithError,
-    pub collisional: ValueWithError,
-    pub theory_total: f64,
-    pub theory_kinetic: f64,
-    pub theory_collisional: f64,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct Summary {
-    pub device: String,
-    /// The collision rule ("SRD", "SRD+a", "MPC-AT", "MPC-AT+a"), whose theory `viscosity` quotes.
-    pub collision_rule: String,
-    pub steps: u64,
-    pub steps_this_run: u64,
-    pub fluid_particles: u64,
-    pub wall_seconds: f64,
-    pub particle_steps_per_second: f64,
-    pub temperature: Option<ValueWithError>,
-    pub target_kt: f64,
-    pub momentum: [f64; 3],
-    pub kinetic_energy: f64,
-    pub shear_rate: f64,
-    pub profile_slope: Option<ValueWithError>,
-    pub viscosity: Option<ViscositySummary>,
-    /// A coupled run under shear: the solution's viscosity and its parts.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub solution: Option<crate::md::coupled::SolutionSummary>,
-    /// Between walls: the profile fit, viscosity from its curvature, slip, wall forces.
-    pub walls: Option<crate::walls_report::WallsSummary>,
-    pub output_directory: PathBuf,
-    /// Config fields a resume was allowed to change from the checkpoint's (`--allow-change`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub changed_on_resume: Vec<String>,
-    /// The run stopped early on a signal (the summary of the steps done).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub interrupted: bool,
-}
+pub(crate) use crate::report::with_error;
+pub use crate::report::{
+    Summary, ValueWithError, ViscositySummary, CHECKPOINT_FILE, OBSERVABLES_CSV, PROFILE_CSV,
+    PROFILE_SVG, SUMMARY_JSON,
+};
 
 /// What a job steps: the fluid alone, or the fluid with coupled solutes (whose state then
 /// belongs in checkpoints and whose figures in the summary).
@@ -242,13 +191,6 @@ pub fn run_job_steps(
         });
     }
     Ok(summary)
-}
-
-pub(crate) fn with_error(s: &crate::stats::Series) -> Option<ValueWithError> {
-    s.mean().map(|value| ValueWithError {
-        value,
-        error: s.std_error(),
-    })
 }
 
 fn summarize(solvent: &mut Solvent, done: u64, wall: f64, dir: &Path) -> Result<Summary> {

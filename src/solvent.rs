@@ -27,9 +27,7 @@ pub struct Observables {
     pub wall_force: Option<[[f64; 3]; 2]>,
 }
 
-/// Solute coordinates beyond this (in cells) are rejected as a units mistake; anything closer is
-/// wrapped into the box periodically (Lees-Edwards images in y).
-pub const MAX_SOLUTE_COORDINATE: f64 = 1e9;
+pub use crate::backend::MAX_SOLUTE_COORDINATE;
 
 pub struct Solvent {
     config: Config,

@@ -4,45 +4,12 @@
 //! from the fitted curvature against the SRD theory, the slip at the walls, and the force the
 //! fluid exerts on each wall against the total body force.
 
-use serde::Serialize;
-
 use crate::physics::theory;
 use crate::physics::walls::profile::{bin_moments, fit_profile, ProfileFit};
 use crate::physics::walls::{Shape, WallShape};
-use crate::run::ValueWithError;
+use crate::report::ValueWithError;
+pub use crate::report::WallsSummary;
 use crate::solvent::Solvent;
-
-#[derive(Clone, Debug, Serialize)]
-pub struct WallsSummary {
-    /// "slit" or "pipe".
-    pub geometry: &'static str,
-    /// Slit height or pipe radius (cells).
-    pub channel: f64,
-    /// Fluid particles per unit volume of the fluid region.
-    pub density: f64,
-    /// Body force density n f along x.
-    pub force_density: f64,
-    /// The fitted profile: vx = c0 + c1 y + c2 y² (slit; a line without body force), or
-    /// c0 + c2 r² (pipe).
-    pub fit: Option<ProfileFit>,
-    /// η from the fitted curvature (body force along x only).
-    pub viscosity_from_curvature: Option<f64>,
-    /// η from the wall shear stress and the fitted slope (a slit between moving plates
-    /// without body force: Couette flow).
-    pub viscosity_from_wall_stress: Option<f64>,
-    /// The SRD theory η (`theory::srd_viscosity`).
-    pub viscosity_theory: f64,
-    /// Fitted velocity on the channel's centre plane or axis.
-    pub centre_velocity: Option<f64>,
-    /// Fitted velocity at each wall minus the wall's velocity (slit: bottom, top; pipe: one).
-    pub slip_velocity: Vec<f64>,
-    /// The largest |slip| over |centre velocity − wall velocity| (Poiseuille flow).
-    pub slip_fraction: Option<f64>,
-    /// Mean force of the fluid on each wall surface (x, y, z), with block-average errors.
-    pub wall_force: Vec<[ValueWithError; 3]>,
-    /// N f: the total body force on the fluid (steady state: the walls take all of it).
-    pub body_force_total: [f64; 3],
-}
 
 /// The shape's name and channel size.
 fn describe(shape: &Shape) -> (&'static str, f64) {
@@ -123,7 +90,7 @@ pub fn summarize(solvent: &Solvent) -> Option<WallsSummary> {
         (true, Some(f), Shape::Pipe(_)) => {
             Some(theory::pipe_viscosity_from_curvature(f.c2, force_density))
         }
-        _ => None,
+        (false, _, _) | (true, None, _) => None,
     };
     let wall_force: Vec<[ValueWithError; 3]> = stats
         .wall_force
@@ -227,10 +194,10 @@ pub fn write_profile(
     for (x, v, th) in rows {
         text += &format!("{x},{v:e},{th:e}\n");
     }
-    let p = dir.join(crate::run::PROFILE_CSV);
+    let p = dir.join(crate::report::PROFILE_CSV);
     std::fs::write(&p, text).map_err(|e| crate::error::MpcError::io(&p, e))?;
     plot_profile(
-        &dir.join(crate::run::PROFILE_SVG),
+        &dir.join(crate::report::PROFILE_SVG),
         coordinate,
         rows,
         samples,

@@ -22,14 +22,14 @@ use mpcbox::state::{initial_particle, FluidState};
 #[test]
 fn cuda_footprint_is_within_50_bytes_per_particle() {
     let cfg = common::small_config([64, 64, 64], 10);
-    let f = mpcbox::memory::cuda_footprint(&cfg);
+    let f = mpcbox::backend::cuda::footprint_default(&cfg);
     assert!(f.bytes_per_particle <= 50, "{f:?}");
     assert_eq!(
         f.total_bytes,
         cfg.n_fluid() * f.bytes_per_particle + cfg.n_cells() * f.bytes_per_cell
     );
     // leaner than the CPU backend per particle
-    assert!(f.bytes_per_particle <= mpcbox::memory::cpu_footprint(&cfg).bytes_per_particle);
+    assert!(f.bytes_per_particle <= mpcbox::backend::cpu::footprint(&cfg).bytes_per_particle);
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 mod common;
 
-use mpcbox::memory::{check_cpu_fits_in, cpu_footprint};
+use mpcbox::backend::cpu::{check_fits_in as check_cpu_fits_in, footprint as cpu_footprint};
 use mpcbox::{MpcError, Solvent};
 
 #[test]

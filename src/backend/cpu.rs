@@ -12,7 +12,10 @@
 //! Reductions are done over fixed-length chunks and added in chunk order, so results are
 //! bitwise identical for any number of threads.
 
+mod memory;
 mod rules;
+
+pub use memory::{check_fits, check_fits_in, footprint};
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

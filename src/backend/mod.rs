@@ -28,6 +28,10 @@ impl SoluteBatch<'_> {
     }
 }
 
+/// Solute coordinates beyond this (in cells) are rejected as a units mistake; anything closer is
+/// wrapped into the box periodically (Lees-Edwards images in y).
+pub const MAX_SOLUTE_COORDINATE: f64 = 1e9;
+
 /// Solutes whose arrays live in the memory of the backend's GPU (an MD code running on the same
 /// GPU): nothing crosses PCIe. Pointers are CUDA device addresses (`CUdeviceptr`) in the same
 /// process; layouts as the host API: `pos` and `vel` hold 3n f64 (x0, y0, z0, x1, ...), `mass`
@@ -179,7 +183,7 @@ pub fn open(
 ) -> Result<Box<dyn Backend>> {
     use crate::config::DeviceChoice;
     let cpu = |state: Option<&FluidState>| -> Result<Box<dyn Backend>> {
-        crate::memory::check_cpu_fits(cfg)?;
+        cpu::check_fits(cfg)?;
         if cfg.tuning.slabs > 0 {
             tracing::warn!(
                 "tuning.slabs = {} is a CUDA decomposition: the CPU backend runs the box whole",

@@ -7,7 +7,9 @@ use cudarc::driver::{CudaSlice, CudaStream, DriverError};
 
 use super::device::drv;
 use super::{CellSumMethod, CudaBackend};
+use crate::config::Config;
 use crate::error::{MpcError, Result};
+use crate::memory::Footprint;
 
 /// Largest cell count: the cell index takes 30 bits of the packed cell word.
 pub const MAX_CUDA_CELLS: u64 = 1 << 30;
@@ -188,6 +190,22 @@ impl CudaBackend {
         });
         Ok(())
     }
+}
+
+/// The CUDA backend with its default method (`MPCBOX_CUDA_METHOD` unset): positions 3×4 B,
+/// velocities 3×8 B, packed cell word 4 B, reorder scratch 8 B per particle (48 B); per cell
+/// 8 doubles (sums, then collision parameters in place) and a u32 counter (68 B), plus a second
+/// 64-B cell buffer for the fused default (132 B). The linked-list method adds 4 B per particle.
+pub fn footprint_default(cfg: &Config) -> Footprint {
+    footprint(cfg, CellSumMethod::DEFAULT)
+}
+
+/// The CUDA backend with a given cell-sum method.
+pub fn footprint(cfg: &Config, method: CellSumMethod) -> Footprint {
+    let (bp, bc) = method.bytes_per_particle_and_cell();
+    let rule = crate::physics::Rule::from_config(&cfg.collision);
+    let rule_bytes = super::rules::rule_bytes_per_cell(rule, method);
+    Footprint::new(cfg, bp, bc + rule_bytes)
 }
 
 #[cfg(test)]

@@ -43,7 +43,13 @@ impl SoluteTransfer {
         // Pinned is the default: on an H200 it was 1.3-1.5x faster at 0.7 solutes per cell.
         match std::env::var("MPCBOX_CUDA_SOLUTE_IO").as_deref() {
             Ok("pageable") => SoluteTransfer::Pageable,
-            _ => SoluteTransfer::Pinned,
+            Ok("pinned") | Err(_) => SoluteTransfer::Pinned,
+            Ok(other) => {
+                tracing::warn!(
+                    "MPCBOX_CUDA_SOLUTE_IO={other:?} is unknown (pinned, pageable); using pinned"
+                );
+                SoluteTransfer::Pinned
+            }
         }
     }
 }

@@ -13,10 +13,10 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, P
 
 use super::device::{drv, grid};
 use super::CudaBackend;
+use crate::backend::MAX_SOLUTE_COORDINATE;
 use crate::backend::{DeviceSolutes, StepReport};
 use crate::error::{MpcError, Result};
 use crate::physics::StepPlan;
-use crate::solvent::MAX_SOLUTE_COORDINATE;
 
 /// What a device-resident coupled step keeps between steps: the solutes' cells and images (the
 /// arrays themselves are the caller's), the check's result buffer and the events that order the

@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::sync::{Mutex, OnceLock};
 
+use super::shared::{layout_checks, shared_header};
+
 /// `kernels/rng.cuh`: Philox4x32-10, det_ln and the per-cell draws (mirror of `src/rng.rs`).
 pub const RNG_CUH: &str = include_str!("../../../kernels/rng.cuh");
 /// `kernels/mpc.cuh`: the per-particle and per-cell step functions (mirror of `src/physics.rs`).
@@ -76,21 +78,27 @@ pub const MD_OBSERVE_CU: &str = include_str!("../../../kernels/md_observe.cu");
 /// The translation unit of the MD kernels: rng.cuh, walls.cuh (the wall shapes),
 /// md_boundary.cuh, md.cu, md_walls.cu, then md_observe.cu.
 pub fn md_source() -> String {
-    translation_unit(&[
+    let sources = translation_unit(&[
         ("rng.cuh", RNG_CUH),
         ("walls.cuh", WALLS_CUH),
         ("md_boundary.cuh", MD_BOUNDARY_CUH),
         ("md.cu", MD_CU),
         ("md_walls.cu", MD_WALLS_CU),
         ("md_observe.cu", MD_OBSERVE_CU),
-    ])
+    ]);
+    format!("{}{sources}{}", shared_header(), layout_checks(false))
 }
 
 pub use super::device::{KERNELS_BY_FILE, KERNEL_NAMES};
 
 /// The fluid kernels' translation unit handed to NVRTC.
 pub fn full_source() -> String {
-    translation_unit(FLUID_SOURCES)
+    format!(
+        "{}{}{}",
+        shared_header(),
+        translation_unit(FLUID_SOURCES),
+        layout_checks(true)
+    )
 }
 
 /// NVRTC options: the device's real architecture, no fused multiply-add (so the arithmetic
@@ -366,6 +374,35 @@ mod tests {
         let walls = compile_source_cubin(walls_source(), c"walls.cu", 9, 0)
             .expect("kernels with walls compile");
         assert!(walls.len() > cubin.len());
+    }
+
+    /// A Rust/CUDA disagreement cannot build: the fluid kernels with one layout check of the
+    /// generated source altered (as if `MpcParams` had gained a field Rust lacks) fail to
+    /// compile, and so do the MD kernels with `MpcWalls`' check altered. (The codes and
+    /// tables cannot disagree: only the generated header defines them, `shared::tests`.)
+    #[test]
+    fn a_rust_cuda_mismatch_fails_to_compile() {
+        if !nvrtc_for_tests() {
+            return;
+        }
+        let size = std::mem::size_of::<super::super::params::KernelParams>();
+        let check = format!("static_assert(sizeof(MpcParams) == {size}");
+        let source = full_source();
+        assert!(source.contains(&check), "the layout check is generated");
+        let altered = source.replace(
+            &check,
+            &format!("static_assert(sizeof(MpcParams) == {}", size + 8),
+        );
+        let err = compile_source_cubin(altered, c"altered.cu", 9, 0)
+            .expect_err("a layout mismatch must not compile");
+        assert!(err.contains("MpcParams"), "{err}");
+        let walls = std::mem::size_of::<super::super::params::WallParams>();
+        let check = format!("static_assert(sizeof(MpcWalls) == {walls}");
+        let altered = md_source().replace(
+            &check,
+            &format!("static_assert(sizeof(MpcWalls) == {}", walls + 8),
+        );
+        assert!(compile_source_cubin(altered, c"altered_md.cu", 9, 0).is_err());
     }
 }
 

@@ -73,13 +73,14 @@ mod observe;
 mod params;
 mod reorder;
 mod rules;
+pub mod shared;
 mod solutes;
 mod step;
 mod stream;
 
 pub use buffers::{
-    device_bytes, BYTES_PER_CELL, BYTES_PER_PARTICLE, MAX_CUDA_CELLS, MAX_CUDA_PARTICLES,
-    RESERVE_BYTES,
+    device_bytes, footprint, footprint_default, BYTES_PER_CELL, BYTES_PER_PARTICLE, MAX_CUDA_CELLS,
+    MAX_CUDA_PARTICLES, RESERVE_BYTES,
 };
 pub use cell_sums::CellSumMethod;
 pub use coupled::SoluteTransfer;

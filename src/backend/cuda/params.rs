@@ -4,6 +4,7 @@
 
 use cudarc::driver::{DevicePtr, DeviceRepr};
 
+use super::shared::wall_kind;
 use super::CudaBackend;
 use crate::physics::walls::{Shape, Walls};
 use crate::physics::StepPlan;
@@ -36,12 +37,17 @@ pub(super) struct KernelParams {
     walls: WallParams,
 }
 
+impl KernelParams {
+    /// Where the walls lie in the struct (checked against `MpcParams`).
+    pub(super) const WALLS_OFFSET: usize = std::mem::offset_of!(KernelParams, walls);
+}
+
 /// The walls of a step; mirrors `struct MpcWalls` in `kernels/walls.cuh` (a tagged union:
 /// `kind` says which shape `shape` holds).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct WallParams {
-    /// 0 none, 1 slit, 2 pipe (`MPC_WALLS_*`).
+    /// `shared::WALLS_*` (`MPC_WALLS_*`).
     kind: u32,
     no_slip: u32,
     /// Particles per cell M (virtual particles fill cut cells up to it).
@@ -54,6 +60,10 @@ pub(crate) struct WallParams {
 }
 
 impl WallParams {
+    /// Where the fields the kernels read by offset lie (checked against `MpcWalls`).
+    pub(super) const MOMENTUM_OFFSET: usize = std::mem::offset_of!(WallParams, momentum);
+    pub(super) const SHAPE_OFFSET: usize = std::mem::offset_of!(WallParams, shape);
+
     /// The kernels' form of `walls`, adding to the report at device address `momentum`.
     fn new(walls: Option<&Walls>, momentum: u64) -> WallParams {
         let Some(w) = walls else {
@@ -71,7 +81,7 @@ impl WallParams {
     pub(crate) fn of_shape(shape: &Shape) -> WallParams {
         let (kind, shape) = match *shape {
             Shape::Slit(s) => (
-                1,
+                wall_kind(shape),
                 [
                     s.y0,
                     s.y1,
@@ -82,7 +92,7 @@ impl WallParams {
                 ],
             ),
             Shape::Pipe(p) => (
-                2,
+                wall_kind(shape),
                 [p.centre[0], p.centre[1], p.radius, p.velocity, 0.0, 0.0],
             ),
         };

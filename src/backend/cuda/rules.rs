@@ -26,16 +26,7 @@ use crate::backend::DeviceSolutes;
 use crate::error::{MpcError, Result};
 use crate::physics::Rule;
 
-/// Doubles per cell of a rule's extended sums on a GPU: [`Rule::sums_len`] padded to whole
-/// 32-byte sectors (`mpc_rule_stride` in `kernels/rules.cuh`, which must agree).
-pub fn ext_stride(rule: Rule) -> usize {
-    match rule {
-        Rule::Srd => 0,
-        Rule::SrdAngular => 20,
-        Rule::At => 4,
-        Rule::AtAngular => 16,
-    }
-}
+pub use super::shared::ext_stride;
 
 /// Which kernels run a rule's pass 1, cell pass and collision (`MPCBOX_RULES_KERNELS`, a
 /// tuning knob): each rule's own (`per-rule`, the default: compiled for that rule alone, so
@@ -87,16 +78,18 @@ fn rule_kernel(k: &FluidKernels, rule: Rule, pass: RulePass, which: RuleKernels)
     match (pass, rule) {
         (P::StreamBin, R::SrdAngular) => &k.rules_stream_bin_srd_a,
         (P::StreamBin, R::At) => &k.rules_stream_bin_at,
-        (P::StreamBin, _) => &k.rules_stream_bin_at_a,
+        (P::StreamBin, R::AtAngular) => &k.rules_stream_bin_at_a,
         (P::CollideStreamBin, R::SrdAngular) => &k.rules_collide_stream_bin_srd_a,
         (P::CollideStreamBin, R::At) => &k.rules_collide_stream_bin_at,
-        (P::CollideStreamBin, _) => &k.rules_collide_stream_bin_at_a,
+        (P::CollideStreamBin, R::AtAngular) => &k.rules_collide_stream_bin_at_a,
         (P::CellParams, R::SrdAngular) => &k.rules_cell_params_srd_a,
         (P::CellParams, R::At) => &k.rules_cell_params_at,
-        (P::CellParams, _) => &k.rules_cell_params_at_a,
+        (P::CellParams, R::AtAngular) => &k.rules_cell_params_at_a,
         (P::Collide, R::SrdAngular) => &k.rules_collide_srd_a,
         (P::Collide, R::At) => &k.rules_collide_at,
-        (P::Collide, _) => &k.rules_collide_at_a,
+        (P::Collide, R::AtAngular) => &k.rules_collide_at_a,
+        // RuleBuffers exist only for the rules beside SRD (`RuleBuffers::alloc`).
+        (_, R::Srd) => unreachable!("plain SRD has no rule kernels"),
     }
 }
 

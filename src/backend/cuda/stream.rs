@@ -32,7 +32,14 @@ impl CudaBackend {
                 ));
             }
             (CellSumMethod::List, _) => self.stream_bin_list(p)?,
-            _ => self.stream_bin_sum(p, &margs)?,
+            (
+                CellSumMethod::Atomics
+                | CellSumMethod::Warp
+                | CellSumMethod::Shared
+                | CellSumMethod::Fused
+                | CellSumMethod::FusedShared,
+                _,
+            ) => self.stream_bin_sum(p, &margs)?,
         }
         self.end_migration()?;
         self.phase_end(0)?;
@@ -106,8 +113,17 @@ impl CudaBackend {
         let k = &self.dev.k;
         let f = match self.method {
             CellSumMethod::Atomics => &k.stream_bin_atomic,
-            _ if self.block_aggregation() => &k.stream_bin_shared,
-            _ => &k.stream_bin_warp,
+            CellSumMethod::Warp
+            | CellSumMethod::Shared
+            | CellSumMethod::Fused
+            | CellSumMethod::FusedShared => {
+                if self.block_aggregation() {
+                    &k.stream_bin_shared
+                } else {
+                    &k.stream_bin_warp
+                }
+            }
+            CellSumMethod::List => unreachable!("the list method bins in stream_bin_list"),
         };
         let [px, py, pz] = &mut self.fluid.pos;
         let [vx, vy, vz] = &mut self.fluid.vel;

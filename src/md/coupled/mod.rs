@@ -357,7 +357,7 @@ impl JobStep for Coupling {
     }
 
     fn summarize(&mut self, solvent: &Solvent, summary: &mut Summary) -> Result<()> {
-        summary.solution = self.solution_summary(solvent);
+        summary.solution = self.solution_summary(solvent).map(|s| serde_json::json!(s));
         Ok(())
     }
 }

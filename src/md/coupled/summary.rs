@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::md::rheology::{orientation_angle_deg, SoluteStats};
-use crate::run::{with_error, ValueWithError};
+use crate::report::{with_error, ValueWithError};
 use crate::stats::RunStats;
 
 /// The solution viscosity η = −⟨Π_xy⟩/γ̇ and its parts, each with its block-averaged error.

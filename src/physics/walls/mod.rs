@@ -310,7 +310,11 @@ impl Physics {
                 let dz = pos[2] as f64 - p.centre[1];
                 (dy * dy + dz * dz).sqrt()
             }
-            _ => pos[1] as f64,
+            Some(Walls {
+                shape: Shape::Slit(_),
+                ..
+            })
+            | None => pos[1] as f64,
         };
         (c as usize).min(bins - 1)
     }

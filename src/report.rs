@@ -1,0 +1,105 @@
+//! What a run reports (`summary.json`): the summary types, a leaf module that imports no
+//! producer. `run` fills the fluid's figures, `walls_report` contributes the walls section and
+//! the MD coupling (`md::coupled`) the solution section, each from its own module.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::physics::walls::profile::ProfileFit;
+
+/// File names inside the output directory.
+pub const OBSERVABLES_CSV: &str = "observables.csv";
+pub const SUMMARY_JSON: &str = "summary.json";
+pub const PROFILE_CSV: &str = "profile.csv";
+pub const PROFILE_SVG: &str = "profile.svg";
+pub const CHECKPOINT_FILE: &str = "checkpoint.mpcbox";
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ValueWithError {
+    pub value: f64,
+    /// Standard error from block averages (None when too few samples).
+    pub error: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ViscositySummary {
+    pub total: ValueWithError,
+    pub kinetic: ValueWithError,
+    pub collisional: ValueWithError,
+    pub theory_total: f64,
+    pub theory_kinetic: f64,
+    pub theory_collisional: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    pub device: String,
+    /// The collision rule ("SRD", "SRD+a", "MPC-AT", "MPC-AT+a"), whose theory `viscosity` quotes.
+    pub collision_rule: String,
+    pub steps: u64,
+    pub steps_this_run: u64,
+    pub fluid_particles: u64,
+    pub wall_seconds: f64,
+    pub particle_steps_per_second: f64,
+    pub temperature: Option<ValueWithError>,
+    pub target_kt: f64,
+    pub momentum: [f64; 3],
+    pub kinetic_energy: f64,
+    pub shear_rate: f64,
+    pub profile_slope: Option<ValueWithError>,
+    pub viscosity: Option<ViscositySummary>,
+    /// A coupled run under shear: the solution's viscosity and its parts (the MD section,
+    /// `md::coupled::SolutionSummary`, serialised by the MD module that contributes it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub solution: Option<serde_json::Value>,
+    /// Between walls: the profile fit, viscosity from its curvature, slip, wall forces.
+    pub walls: Option<WallsSummary>,
+    pub output_directory: PathBuf,
+    /// Config fields a resume was allowed to change from the checkpoint's (`--allow-change`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changed_on_resume: Vec<String>,
+    /// The run stopped early on a signal (the summary of the steps done).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct WallsSummary {
+    /// "slit" or "pipe".
+    pub geometry: &'static str,
+    /// Slit height or pipe radius (cells).
+    pub channel: f64,
+    /// Fluid particles per unit volume of the fluid region.
+    pub density: f64,
+    /// Body force density n f along x.
+    pub force_density: f64,
+    /// The fitted profile: vx = c0 + c1 y + c2 y² (slit; a line without body force), or
+    /// c0 + c2 r² (pipe).
+    pub fit: Option<ProfileFit>,
+    /// η from the fitted curvature (body force along x only).
+    pub viscosity_from_curvature: Option<f64>,
+    /// η from the wall shear stress and the fitted slope (a slit between moving plates
+    /// without body force: Couette flow).
+    pub viscosity_from_wall_stress: Option<f64>,
+    /// The SRD theory η (`theory::srd_viscosity`).
+    pub viscosity_theory: f64,
+    /// Fitted velocity on the channel's centre plane or axis.
+    pub centre_velocity: Option<f64>,
+    /// Fitted velocity at each wall minus the wall's velocity (slit: bottom, top; pipe: one).
+    pub slip_velocity: Vec<f64>,
+    /// The largest |slip| over |centre velocity − wall velocity| (Poiseuille flow).
+    pub slip_fraction: Option<f64>,
+    /// Mean force of the fluid on each wall surface (x, y, z), with block-average errors.
+    pub wall_force: Vec<[ValueWithError; 3]>,
+    /// N f: the total body force on the fluid (steady state: the walls take all of it).
+    pub body_force_total: [f64; 3],
+}
+
+/// A series' mean with its block-average standard error (None without samples).
+pub(crate) fn with_error(s: &crate::stats::Series) -> Option<ValueWithError> {
+    s.mean().map(|value| ValueWithError {
+        value,
+        error: s.std_error(),
+    })
+}
