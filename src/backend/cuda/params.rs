@@ -37,11 +37,6 @@ pub(super) struct KernelParams {
     walls: WallParams,
 }
 
-impl KernelParams {
-    /// Where the walls lie in the struct (checked against `MpcParams`).
-    pub(super) const WALLS_OFFSET: usize = std::mem::offset_of!(KernelParams, walls);
-}
-
 /// The walls of a step; mirrors `struct MpcWalls` in `kernels/walls.cuh` (a tagged union:
 /// `kind` says which shape `shape` holds).
 #[repr(C)]
@@ -60,10 +55,6 @@ pub(crate) struct WallParams {
 }
 
 impl WallParams {
-    /// Where the fields the kernels read by offset lie (checked against `MpcWalls`).
-    pub(super) const MOMENTUM_OFFSET: usize = std::mem::offset_of!(WallParams, momentum);
-    pub(super) const SHAPE_OFFSET: usize = std::mem::offset_of!(WallParams, shape);
-
     /// The kernels' form of `walls`, adding to the report at device address `momentum`.
     fn new(walls: Option<&Walls>, momentum: u64) -> WallParams {
         let Some(w) = walls else {
