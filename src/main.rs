@@ -504,18 +504,20 @@ fn check(path: &Path) -> Result<(), MpcError> {
     match &cfg.device {
         DeviceChoice::Cpu => mpcbox::backend::cpu::check_fits(&cfg)?,
         DeviceChoice::Auto if !gpu0_fits => mpcbox::backend::cpu::check_fits(&cfg)?,
-        DeviceChoice::Cuda(list) if list.len() == 1 && !gpu_fits.is_empty() => {
-            if !gpu_fits.get(list[0] as usize).copied().unwrap_or(false) {
-                return Err(MpcError::Config(mpcbox::ConfigError {
-                    field: "device".into(),
-                    problem: format!(
-                        "the box needs {} on GPU {}, which does not have it free",
-                        mpcbox::memory::human_bytes(gpu.total_bytes),
-                        list[0]
-                    ),
-                    fix: "use a smaller box, several GPUs (Cuda([0, 1])), or another GPU".into(),
-                }));
-            }
+        DeviceChoice::Cuda(list)
+            if list.len() == 1
+                && !gpu_fits.is_empty()
+                && !gpu_fits.get(list[0] as usize).copied().unwrap_or(false) =>
+        {
+            return Err(MpcError::Config(mpcbox::ConfigError {
+                field: "device".into(),
+                problem: format!(
+                    "the box needs {} on GPU {}, which does not have it free",
+                    mpcbox::memory::human_bytes(gpu.total_bytes),
+                    list[0]
+                ),
+                fix: "use a smaller box, several GPUs (Cuda([0, 1])), or another GPU".into(),
+            }));
         }
         _ => {}
     }

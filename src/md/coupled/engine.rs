@@ -20,6 +20,9 @@ pub trait MdEngine: Send {
     fn path_description(&self) -> String;
     fn settings(&self) -> &MdSettings;
     fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     fn step_count(&self) -> u64;
     fn list_builds(&self) -> u64;
     fn uses_verlet_list(&self) -> bool;
