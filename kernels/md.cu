@@ -23,10 +23,35 @@
 // flags[1]: the largest cell occupancy seen when binning (cell capacity overflow if > cap)
 // flags[2]: the largest neighbour count seen when building (overflow if > max_neigh)
 // flags[3]: a FENE bond is broken; flags[4], flags[5]: its tags
+// flags[8]: (decomposed engine) a bond reaches further in y than the slab halo; flags[9], [10]: tags
 #define MD_FLAG_REBUILD 0
 #define MD_FLAG_CELL_MAX 1
 #define MD_FLAG_NEIGH_MAX 2
 #define MD_FLAG_BROKEN 3
+#define MD_FLAG_HALO 8
+
+// Ownership in the engine decomposed over the fluid's y slabs (md/gpu/slabs.rs): a slab integrates
+// the particles with y in [lo, hi) (whole cell layers; lo = -inf, hi = inf when not decomposed).
+// y is wrapped into [0, ly) first, so that a wrap rounding to ly lands in the first slab and every
+// particle has exactly one owner; NaN is owned everywhere (it then fails the usual checks).
+__device__ __forceinline__ bool md_owns(double y, double ly, double lo, double hi) {
+    if (y >= ly) {
+        y -= ly;
+    } else if (y < 0.0) {
+        y += ly;
+    }
+    return !(y < lo) && !(y >= hi);
+}
+
+// Whether y lies in the periodic band [lo, hi) of a box ly tall (everywhere when hi - lo >= ly).
+__device__ __forceinline__ bool md_in_band(double y, double ly, double lo, double hi) {
+    if (!(hi - lo < ly)) {
+        return true;
+    }
+    double t = y - lo;
+    t -= ly * floor(t / ly);
+    return t < hi - lo;
+}
 
 struct MdPairLj {
     double lj1, lj2, lj3, lj4, rc2, shift;
@@ -43,9 +68,18 @@ extern "C" __global__ void md_first_half(unsigned int n, double *pos, double *ve
                                          const double *built_at, unsigned int *flags, double dt, int langevin,
                                          double c1, double c2, double kt, unsigned int lk0, unsigned int lk1,
                                          mpc_u64 step, double lx, double ly, double lz, double quarter_skin2,
-                                         double skin, MdShear le) {
+                                         double skin, MdShear le, double own_lo, double own_hi,
+                                         double *y_prev) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) {
+        return;
+    }
+    // the decomposed engine: who owned i at the step's start decides who sends it on
+    double y_start = pos[3 * i + 1];
+    if (y_prev) {
+        y_prev[i] = y_start;
+    }
+    if (!md_owns(y_start, ly, own_lo, own_hi)) {
         return;
     }
     double h = 0.5 * dt;
@@ -94,9 +128,9 @@ extern "C" __global__ void md_first_half(unsigned int n, double *pos, double *ve
 
 // integrate::kick(dt/2) after the forces.
 extern "C" __global__ void md_second_half(unsigned int n, double *vel, const double *force, const double *inv_mass,
-                                          double dt) {
+                                          double dt, const double *pos, double ly, double own_lo, double own_hi) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) {
+    if (i >= n || !md_owns(pos[3 * i + 1], ly, own_lo, own_hi)) {
         return;
     }
     double a = 0.5 * dt * inv_mass[i];
@@ -121,9 +155,11 @@ __device__ __forceinline__ unsigned int md_cell_coord(double p, double cell_len,
 // Bin particles into cells of fixed capacity; counts must be zero on entry.
 extern "C" __global__ void md_cell_bin(unsigned int n, const double *pos, unsigned int *count, unsigned int *members,
                                        unsigned int cap, unsigned int dx, unsigned int dy, unsigned int dz, double cx,
-                                       double cy, double cz, unsigned int *flags) {
+                                       double cy, double cz, unsigned int *flags, double ly, double band_lo,
+                                       double band_hi) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) {
+    // decomposed: only the slab's band (the candidates' neighbours all lie in it)
+    if (i >= n || !md_in_band(pos[3 * i + 1], ly, band_lo, band_hi)) {
         return;
     }
     unsigned int a = md_cell_coord(pos[3 * i], cx, dx);
@@ -222,7 +258,8 @@ extern "C" __global__ void md_build_list(unsigned int n, const double *pos, cons
                                          unsigned int dy, unsigned int dz, double cx, double cy, double cz,
                                          double lx, double ly, double lz, double rl2, int all_pairs, int reach,
                                          unsigned int *list, unsigned int *nneigh, unsigned int max_neigh,
-                                         double *built_at, unsigned int *flags, double off, int sheared) {
+                                         double *built_at, unsigned int *flags, double off, int sheared,
+                                         double cand_lo, double cand_hi) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) {
         return;
@@ -231,7 +268,10 @@ extern "C" __global__ void md_build_list(unsigned int n, const double *pos, cons
     double l[3] = {lx, ly, lz};
     double hl[3] = {lx / 2.0, ly / 2.0, lz / 2.0};
     unsigned int cnt = 0;
-    if (all_pairs) {
+    if (!md_in_band(pi[1], ly, cand_lo, cand_hi)) {
+        // decomposed: i cannot become this slab's before the next build (it is more than skin/2
+        // away in y): no list
+    } else if (all_pairs) {
         for (unsigned int j = 0; j < n; ++j) {
             md_list_try(i, j, pos, pi, l, hl, off, rl2, list, n, max_neigh, &cnt);
         }
@@ -413,6 +453,7 @@ struct MdBonds {
     const unsigned int *off, *j, *kind;
     const int *style;
     const double *k, *r0;
+    double reach; // decomposed: the slab halo in y (a longer bond may see a stale partner); inf
 };
 
 // The bond pass over i's partners (BondStyle::eval): forces added to f, energy, virial and virial
@@ -425,6 +466,13 @@ __device__ __forceinline__ void md_bond_pass(const MdSite &s, const MdBonds &bd,
         unsigned int kind = bd.kind[b];
         double d[3];
         double r2 = md_delta(s.pi, s.pos, j, s.l, s.hl, s.off, d);
+        if (fabs(d[1]) > bd.reach) {
+            if (atomicExch(&flags[MD_FLAG_HALO], 1u) == 0u) {
+                flags[MD_FLAG_HALO + 1] = s.tag[s.i];
+                flags[MD_FLAG_HALO + 2] = s.tag[j];
+            }
+            continue;
+        }
         double kk = bd.k[kind], r0 = bd.r0[kind];
         double fr, u;
         if (bd.style[kind] == 0) {
@@ -466,13 +514,30 @@ __device__ __forceinline__ void md_bond_pass(const MdSite &s, const MdBonds &bd,
         double th_rc, double th_s, double th_noise, unsigned int dk0, unsigned int dk1, mpc_u64 step,        \
         const unsigned int *bond_off, const unsigned int *bond_j, const unsigned int *bond_kind,             \
         const int *bond_style, const double *bond_k, const double *bond_r0, double *force, int energy,       \
-        double *e_pair, double *w_pair, double *e_bond, double *w_bond, double *w_tensor, unsigned int *flags
+        double *e_pair, double *w_pair, double *e_bond, double *w_bond, double *w_tensor, unsigned int *flags, \
+        double own_lo, double own_hi, double bond_reach
 
 // FAST: one-type LJ without DPD thermostat or bonds (the benchmark case), as LjKernel<SINGLE>.
 template <bool FAST>
 __device__ __forceinline__ void md_forces_body(MD_FORCES_PARAMS) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) {
+        return;
+    }
+    if (!md_owns(pos[3 * i + 1], ly, own_lo, own_hi)) {
+        // decomposed: another slab's particle; zero terms so that the slab's sums are its own
+        for (int k = 0; k < 3; ++k) {
+            force[3 * i + k] = 0.0;
+        }
+        if (energy) {
+            e_pair[i] = 0.0;
+            w_pair[i] = 0.0;
+            e_bond[i] = 0.0;
+            w_bond[i] = 0.0;
+            for (int k = 0; k < 6; ++k) {
+                w_tensor[6 * i + k] = 0.0;
+            }
+        }
         return;
     }
     MdSite s = md_site(i, n, pos, vel, typ, tag, list, nneigh, lx, ly, lz, le_off, le_vel);
@@ -492,7 +557,7 @@ __device__ __forceinline__ void md_forces_body(MD_FORCES_PARAMS) {
             MdDpdPass thermostat = {th_gamma, th_rc, th_s, th_noise, 0};
             md_dpd_pass(s, thermostat, dpd_a, ntypes, dk0, dk1, step, energy, f, &ep, &wp, wt);
         }
-        MdBonds bonds = {bond_off, bond_j, bond_kind, bond_style, bond_k, bond_r0};
+        MdBonds bonds = {bond_off, bond_j, bond_kind, bond_style, bond_k, bond_r0, bond_reach};
         md_bond_pass(s, bonds, flags, f, &eb, &wb, wt);
     }
     for (int k = 0; k < 3; ++k) {
@@ -513,7 +578,7 @@ __device__ __forceinline__ void md_forces_body(MD_FORCES_PARAMS) {
     n, pos, vel, typ, tag, list, nneigh, lx, ly, lz, le_off, le_vel, style, ntypes, lj, dpd_a, dpd_gamma,      \
         dpd_rc, dpd_s, dpd_noise, th_on, th_gamma, th_rc, th_s, th_noise, dk0, dk1, step, bond_off, bond_j,  \
         bond_kind, bond_style, bond_k, bond_r0, force, energy, e_pair, w_pair, e_bond, w_bond, w_tensor,     \
-        flags
+        flags, own_lo, own_hi, bond_reach
 
 extern "C" __global__ void md_forces(MD_FORCES_PARAMS) {
     md_forces_body<false>(MD_FORCES_ARGS);

@@ -13,9 +13,16 @@
 // e_wall[i] (zero beyond the cutoff). A bead on or beyond the surface raises MD_FLAG_WALL.
 extern "C" __global__ void md_wall_forces(unsigned int n, const double *pos, double *force, MpcWalls w,
                                           double epsilon, double sigma, double cutoff, int energy,
-                                          double *e_wall, const unsigned int *tag, unsigned int *flags) {
+                                          double *e_wall, const unsigned int *tag, unsigned int *flags,
+                                          double ly, double own_lo, double own_hi) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) {
+        return;
+    }
+    if (!md_owns(pos[3 * i + 1], ly, own_lo, own_hi)) {
+        if (energy) {
+            e_wall[i] = 0.0;
+        }
         return;
     }
     double p[3] = {pos[3 * i], pos[3 * i + 1], pos[3 * i + 2]};

@@ -219,6 +219,28 @@ impl Solvent {
         self.complete(&plan, sample, report)
     }
 
+    /// The y slabs of a fluid cut over GPUs (None: one piece).
+    pub fn slab_places(&self) -> Option<Vec<backend::SlabPlace>> {
+        self.backend.slab_places()
+    }
+
+    /// One MPC step with device-resident solutes held once per slab ([`Solvent::slab_places`]
+    /// order): each slab collides the solutes in its cells from its own copy, on its own GPU
+    /// (`Backend::step_slab_solutes`). For an MD engine decomposed with the fluid.
+    pub fn step_with_slab_solutes(&mut self, solutes: &[DeviceSolutes]) -> Result<StepReport> {
+        if self.pending.is_some() {
+            return Err(MpcError::Device(
+                "a coupled step was begun and not finished; fix: call finish_step before stepping again".into(),
+            ));
+        }
+        if solutes.first().is_none_or(|s| s.n == 0) {
+            return self.advance(None);
+        }
+        let (plan, sample) = self.next_plan();
+        let report = self.backend.step_slab_solutes(&plan, solutes)?;
+        self.complete(&plan, sample, report)
+    }
+
     /// Reject solute arrays that the collision cannot take.
     pub fn check_solutes(&self, pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> Result<()> {
         let bad = |field: &str, problem: String, fix: &str| {

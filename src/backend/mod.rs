@@ -48,6 +48,14 @@ pub struct DeviceSolutes {
     pub stream: u64,
 }
 
+/// One y slab of a fluid cut over GPUs: its GPU and its cell layers `[lo, hi)` (cells are the
+/// unit of length, so these are also its y range).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlabPlace {
+    pub ordinal: usize,
+    pub layers: [u32; 2],
+}
+
 /// Raw sums of one step, normalised by the caller.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct StepReport {
@@ -161,6 +169,29 @@ pub trait Backend: Send {
         Err(crate::error::MpcError::Device(
             "device-resident solutes are not implemented by this backend".into(),
         ))
+    }
+
+    /// The y slabs of a fluid cut over GPUs (None: the fluid is one piece).
+    fn slab_places(&self) -> Option<Vec<SlabPlace>> {
+        None
+    }
+
+    /// One MPC step with device-resident solutes held once per slab ([`Backend::slab_places`]
+    /// order), each copy on its slab's GPU and current for the solutes in and near the slab:
+    /// each slab bins and collides the solutes in its own cells from its own copy and writes
+    /// their velocities there (no GPU reads another's solutes). The copies are checked as
+    /// [`Backend::check_device_solutes`] does before anything changes. The default refuses:
+    /// the fluid is one piece.
+    fn step_slab_solutes(
+        &mut self,
+        _plan: &StepPlan,
+        _solutes: &[DeviceSolutes],
+    ) -> Result<StepReport> {
+        Err(crate::error::MpcError::Device(format!(
+            "{} is not cut into slabs: it takes one set of device solutes \
+             (step_with_device_solutes)",
+            self.describe()
+        )))
     }
 
     /// Second half of a coupled step begun with [`Backend::begin_coupled`] with the same plan

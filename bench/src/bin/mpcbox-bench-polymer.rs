@@ -75,21 +75,20 @@ fn fail(msg: &str) -> ! {
     std::process::exit(2)
 }
 
-/// The device-resident coupled loop by hand: seconds in the MD steps and in the collisions.
-fn breakdown(a: &Args, cfg: &Config, ordinal: usize) -> Option<(f64, f64)> {
+/// The coupled loop's engine (one GPU, or decomposed over the slabs) driven by hand, without
+/// observables: seconds in the MD steps and in the collisions.
+fn breakdown(a: &Args, cfg: &Config) -> Option<(f64, f64)> {
     let md_cfg = cfg.md.clone()?;
     let mut solvent = Solvent::new(cfg.clone()).ok()?;
-    let md = md_cfg.build(cfg).ok()?;
-    let settings = md.settings().clone();
-    let mut g = GpuMd::new(md.sys, md.ff, md.thermostat, settings, ordinal).ok()?;
+    let mut coupling = Coupling::new(&md_cfg, &solvent).ok()?;
+    let g = coupling.engine_mut();
     let (mut t_md, mut t_fluid) = (0.0, 0.0);
     for k in 0..a.warmup + a.collisions {
         let t = Instant::now();
-        g.advance(STEPS_PER_COLLISION).ok()?;
+        g.advance(STEPS_PER_COLLISION, false).ok()?;
         g.synchronize().ok()?;
         let t1 = Instant::now();
-        solvent.step_with_device_solutes(&g.device_solutes()).ok()?;
-        g.velocities_changed().ok()?;
+        g.collide(&mut solvent).ok()?;
         if k >= a.warmup {
             t_md += (t1 - t).as_secs_f64();
             t_fluid += t1.elapsed().as_secs_f64();
@@ -113,7 +112,7 @@ fn main() {
 
     // Where the coupled time goes: the same loop by hand, MD and collision timed apart (each
     // followed by a synchronisation, so the sum exceeds the plain loop slightly).
-    let (md_part, fluid_part) = breakdown(&a, &cfg, ordinal).unwrap_or((f64::NAN, f64::NAN));
+    let (md_part, fluid_part) = breakdown(&a, &cfg).unwrap_or((f64::NAN, f64::NAN));
 
     println!(
         "| cells | fluid particles | beads | collisions | fluid alone s | MD alone s | coupled s | coupled / (fluid + MD) | in coupled: MD s, collision s | path |"

@@ -75,8 +75,12 @@ pub const MD_WALLS_CU: &str = include_str!("../../../kernels/md_walls.cu");
 /// (`crate::md::gpu::observe`).
 pub const MD_OBSERVE_CU: &str = include_str!("../../../kernels/md_observe.cu");
 
+/// `kernels/md_slabs.cu`: the exchanges of the MD engine decomposed over y slabs
+/// (`crate::md::gpu::slabs`).
+pub const MD_SLABS_CU: &str = include_str!("../../../kernels/md_slabs.cu");
+
 /// The translation unit of the MD kernels: rng.cuh, walls.cuh (the wall shapes),
-/// md_boundary.cuh, md.cu, md_walls.cu, then md_observe.cu.
+/// md_boundary.cuh, md.cu, md_walls.cu, md_observe.cu, then md_slabs.cu.
 pub fn md_source() -> String {
     let sources = translation_unit(&[
         ("rng.cuh", RNG_CUH),
@@ -85,6 +89,7 @@ pub fn md_source() -> String {
         ("md.cu", MD_CU),
         ("md_walls.cu", MD_WALLS_CU),
         ("md_observe.cu", MD_OBSERVE_CU),
+        ("md_slabs.cu", MD_SLABS_CU),
     ]);
     format!("{}{sources}{}", shared_header(), layout_checks(false))
 }

@@ -5,7 +5,7 @@
 //! conformation); the whole system only when it is observed or checkpointed.
 
 use super::super::engine::{ForceReport, Md, MdSettings, MdState};
-use super::super::gpu::GpuMd;
+use super::super::gpu::{GpuMd, SlabMd};
 use super::super::rheology::{conformation, kinetic_tensor, pressure_from, Conformation};
 use super::super::system::System;
 use crate::error::Result;
@@ -50,6 +50,10 @@ pub trait MdEngine: Send {
     fn use_host_round_trip(&mut self);
     /// The GPU the engine runs on (None on the CPU).
     fn gpu_ordinal(&self) -> Option<usize>;
+    /// Wait for the engine's queued device work (timings).
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// The MPC collision of host arrays (the CPU engine's system, or a GPU engine's host copy).
@@ -260,5 +264,101 @@ impl MdEngine for GpuEngine {
 
     fn gpu_ordinal(&self) -> Option<usize> {
         Some(self.md.ordinal())
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.md.synchronize()
+    }
+}
+
+/// The engine decomposed over the fluid's y slabs: always device-resident, each slab's beads
+/// collided by its own GPU.
+impl MdEngine for SlabMd {
+    fn describe(&self) -> String {
+        SlabMd::describe(self)
+    }
+
+    fn path_description(&self) -> String {
+        format!(
+            "device-resident, MD decomposed over {} y slabs",
+            self.slab_count()
+        )
+    }
+
+    fn settings(&self) -> &MdSettings {
+        SlabMd::settings(self)
+    }
+
+    fn len(&self) -> usize {
+        SlabMd::len(self)
+    }
+
+    fn step_count(&self) -> u64 {
+        SlabMd::step_count(self)
+    }
+
+    fn list_builds(&self) -> u64 {
+        SlabMd::list_builds(self)
+    }
+
+    fn uses_verlet_list(&self) -> bool {
+        SlabMd::uses_verlet_list(self)
+    }
+
+    fn advance(&mut self, n: u64, energies: bool) -> Result<()> {
+        SlabMd::advance(self, n, energies)
+    }
+
+    fn collide(&mut self, solvent: &mut Solvent) -> Result<()> {
+        SlabMd::collide(self, solvent)
+    }
+
+    fn solute_pressure(&mut self, shear_rate: f64) -> Result<([f64; 6], [f64; 6])> {
+        SlabMd::solute_pressure(self, shear_rate)
+    }
+
+    fn conformation(&mut self) -> Result<Conformation> {
+        SlabMd::conformation(self)
+    }
+
+    fn system(&mut self) -> Result<&System> {
+        SlabMd::system(self)
+    }
+
+    fn refresh_energies(&mut self) -> Result<()> {
+        SlabMd::refresh_energies(self)
+    }
+
+    fn report(&self) -> ForceReport {
+        SlabMd::report(self)
+    }
+
+    fn kinetic_energy(&mut self) -> Result<f64> {
+        SlabMd::kinetic_energy(self)
+    }
+
+    fn momentum(&mut self) -> Result<[f64; 3]> {
+        SlabMd::momentum(self)
+    }
+
+    fn state(&mut self) -> Result<MdState> {
+        SlabMd::state(self)
+    }
+
+    /// The slabs' beads never leave their GPUs; choose the round trip when the coupling is
+    /// made (`MPCBOX_COUPLING=host`).
+    fn use_host_round_trip(&mut self) {
+        tracing::warn!(
+            "the MD engine decomposed over slabs has no host round trip; set \
+             MPCBOX_COUPLING=host before the coupling is made"
+        );
+    }
+
+    fn gpu_ordinal(&self) -> Option<usize> {
+        Some(self.ordinal())
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        SlabMd::synchronize(self)
     }
 }

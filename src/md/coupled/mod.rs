@@ -18,7 +18,7 @@ pub use summary::SolutionSummary;
 
 use super::config::MdConfig;
 use super::engine::{Md, MdState};
-use super::gpu::{GpuMd, MdBackend};
+use super::gpu::{GpuMd, MdBackend, SlabMd};
 use super::observe::{ChainObserver, ChainSample};
 use super::rheology::SoluteStats;
 use super::system::System;
@@ -74,11 +74,14 @@ impl Coupling {
             None => ChainObserver::new(&md.sys),
         };
         let last = observer.sample(&md.sys);
-        let engine: Box<dyn MdEngine> =
-            match Self::gpu_engine(md_cfg, solvent, &md, ck.map(|c| &c.state))? {
+        let state = ck.map(|c| &c.state);
+        let engine: Box<dyn MdEngine> = match Self::slab_engine(md_cfg, solvent, &md, state)? {
+            Some(e) => Box::new(e),
+            None => match Self::gpu_engine(md_cfg, solvent, &md, state)? {
                 Some(g) => Box::new(GpuEngine::new(g, solvent.cuda_ordinal())),
                 None => Box::new(md),
-            };
+            },
+        };
         Ok(Coupling {
             engine,
             steps_per_collision: md_cfg.steps_per_collision,
@@ -91,6 +94,39 @@ impl Coupling {
             stats: ck.map_or_else(SoluteStats::new, |c| c.stats.clone()),
             lock: None,
         })
+    }
+
+    /// The GPU engine decomposed over the fluid's slabs, when the fluid is cut into slabs on
+    /// GPUs and the MD runs on a GPU with the beads on the device (not `MPCBOX_COUPLING=host`,
+    /// nor `MPCBOX_MD_SLABS=off`, which keeps the MD on the first GPU); restored from `state`.
+    fn slab_engine(
+        md_cfg: &MdConfig,
+        solvent: &Solvent,
+        md: &Md,
+        state: Option<&MdState>,
+    ) -> Result<Option<SlabMd>> {
+        let Some(places) = solvent.slab_places().filter(|p| p.len() > 1) else {
+            return Ok(None);
+        };
+        let env = |k: &str| std::env::var(k).ok();
+        if env("MPCBOX_COUPLING").as_deref() == Some("host")
+            || env("MPCBOX_MD_SLABS").as_deref() == Some("off")
+            || !md_cfg.backend.use_gpu()?
+        {
+            return Ok(None);
+        }
+        let mut e = SlabMd::new(
+            md.sys.clone(),
+            md.ff.clone(),
+            md.thermostat,
+            md.settings().clone(),
+            md.walls().copied(),
+            &places,
+        )?;
+        if let Some(st) = state {
+            e.restore(st)?;
+        }
+        Ok(Some(e))
     }
 
     /// The GPU engine when `md.backend` asks for one, on the fluid's (first) GPU so that the
@@ -165,6 +201,11 @@ impl Coupling {
     /// The engine (for its settings, list builds, device).
     pub fn engine(&self) -> &dyn MdEngine {
         self.engine.as_ref()
+    }
+
+    /// The engine, to drive its steps apart from the coupled loop (benchmarks' breakdowns).
+    pub fn engine_mut(&mut self) -> &mut dyn MdEngine {
+        self.engine.as_mut()
     }
 
     /// Whether the MD runs on a GPU.

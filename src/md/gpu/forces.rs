@@ -103,7 +103,10 @@ impl GpuMd {
             .arg(&mut e.e_bond)
             .arg(&mut e.w_bond)
             .arg(&mut e.w_tensor)
-            .arg(&mut self.flags);
+            .arg(&mut self.flags)
+            .arg(&self.role.own[0])
+            .arg(&self.role.own[1])
+            .arg(&self.role.bond_reach);
         // SAFETY: the arguments are MD_FORCES_PARAMS of kernels/md.cu in order and type (both
         // md_forces and md_forces_lj1 take them). Per-particle buffers hold n (or 3n) elements;
         // `list` holds max_neigh · n indices < n and `nneigh[i]` ≤ max_neigh (md_build_list caps
@@ -139,9 +142,12 @@ impl GpuMd {
             .arg(&e)
             .arg(&mut self.energy.e_wall)
             .arg(&d.tag)
-            .arg(&mut self.flags);
+            .arg(&mut self.flags)
+            .arg(&self.sys.box_len[1])
+            .arg(&self.role.own[0])
+            .arg(&self.role.own[1]);
         // SAFETY: md_wall_forces(n, pos, force, MpcWalls, epsilon, sigma, cutoff, energy,
-        // e_wall, tag, flags) in order and type (WallParams mirrors MpcWalls); `pos` and
+        // e_wall, tag, flags, ly, own_lo, own_hi) in order and type (WallParams mirrors MpcWalls); `pos` and
         // `force` hold 3n f64, `e_wall` and `tag` n, `flags` NFLAGS words; the kernel returns
         // for i ≥ n and writes only particle i's entries (and the flag words).
         unsafe { b.launch(grid(self.n)) }.map_err(drv("md_wall_forces"))?;
@@ -155,7 +161,6 @@ impl GpuMd {
         }
         self.launch_forces(true)?;
         let f = self.read_flags()?;
-        self.check_bonds_intact(&f)?;
-        self.check_walls(&f)
+        self.check_flags(&f)
     }
 }

@@ -106,10 +106,12 @@ impl GpuMd {
     }
 
     /// `md_first_half`: everything of a step before the forces.
-    fn launch_first_half(&mut self) -> Result<()> {
+    pub(super) fn launch_first_half(&mut self) -> Result<()> {
         let h = self.half_step();
         let s = self.stream.clone();
         let d = &mut self.parts;
+        let own = self.role.own;
+        let no_y_prev = 0u64;
         let mut b = s.launch_builder(&self.k.first_half);
         b.arg(&h.n)
             .arg(&mut d.pos)
@@ -133,18 +135,27 @@ impl GpuMd {
             .arg(&h.box_len[2])
             .arg(&h.quarter_skin2)
             .arg(&h.skin)
-            .arg(&h.shear);
+            .arg(&h.shear)
+            .arg(&own[0])
+            .arg(&own[1]);
+        match self.y_prev.as_mut() {
+            Some(y) => b.arg(y),
+            None => b.arg(&no_y_prev),
+        };
         // SAFETY: md_first_half's parameters in order and type (n, pos, vel, force, inv_mass,
         // image, tag, built_at, flags, dt, langevin, c1, c2, kt, lk0, lk1, step, lx, ly, lz,
-        // quarter_skin2, skin, MdShear by value); the vector buffers hold 3n elements, `inv_mass` and `tag` n, `flags`
-        // NFLAGS words; the kernel returns for i ≥ n and touches only particle i's entries.
+        // quarter_skin2, skin, MdShear by value, own_lo, own_hi, y_prev: n f64 or null, which
+        // the kernel tests); the vector buffers hold 3n elements, `inv_mass` and `tag` n,
+        // `flags` NFLAGS words; the kernel returns for i ≥ n and touches only particle i's
+        // entries.
         unsafe { b.launch(grid(self.n)) }.map_err(drv("md_first_half"))?;
         Ok(())
     }
 
     /// `md_second_half`: the closing kick with the new forces.
-    fn launch_second_half(&mut self) -> Result<()> {
+    pub(super) fn launch_second_half(&mut self) -> Result<()> {
         let (n, dt) = (self.n as u32, self.settings.dt);
+        let (ly, own) = (self.sys.box_len[1], self.role.own);
         let s = self.stream.clone();
         let d = &mut self.parts;
         let mut b = s.launch_builder(&self.k.second_half);
@@ -152,9 +163,14 @@ impl GpuMd {
             .arg(&mut d.vel)
             .arg(&d.force)
             .arg(&d.inv_mass)
-            .arg(&dt);
-        // SAFETY: md_second_half's parameters in order and type (n, vel, force, inv_mass, dt);
-        // `vel` and `force` hold 3n f64 and `inv_mass` n; the kernel returns for i ≥ n.
+            .arg(&dt)
+            .arg(&d.pos)
+            .arg(&ly)
+            .arg(&own[0])
+            .arg(&own[1]);
+        // SAFETY: md_second_half's parameters in order and type (n, vel, force, inv_mass, dt,
+        // pos, ly, own_lo, own_hi); `vel`, `force` and `pos` hold 3n f64 and `inv_mass` n; the
+        // kernel returns for i ≥ n.
         unsafe { b.launch(grid(self.n)) }.map_err(drv("md_second_half"))?;
         Ok(())
     }
@@ -164,8 +180,7 @@ impl GpuMd {
         self.host_current = false;
         self.step += 1;
         let f = self.read_flags()?;
-        self.check_bonds_intact(&f)?;
-        self.check_walls(&f)?;
+        self.check_flags(&f)?;
         if f[FLAG_REBUILD] != 0 {
             self.build_list()?;
         }
@@ -194,7 +209,13 @@ impl GpuMd {
             self.step_inner(energy_at_end && k + 1 == n)?;
         }
         let f = self.read_flags()?;
-        self.check_bonds_intact(&f)?;
-        self.check_walls(&f)
+        self.check_flags(&f)
+    }
+
+    /// Broken bonds, beads on walls, bonds beyond a slab's halo.
+    pub(super) fn check_flags(&self, f: &[u32]) -> Result<()> {
+        self.check_bonds_intact(f)?;
+        self.check_walls(f)?;
+        self.check_halo(f)
     }
 }

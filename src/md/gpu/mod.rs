@@ -27,7 +27,10 @@ mod neighbor;
 mod observe;
 mod params;
 mod setup;
+mod slabs;
 mod state;
+
+pub use slabs::SlabMd;
 
 use std::sync::Arc;
 
@@ -86,7 +89,32 @@ const FLAG_NEIGH_MAX: usize = 2;
 const FLAG_BROKEN: usize = 3;
 /// A bead reached a wall surface; the next word holds its tag (`md_walls.cu`).
 const FLAG_WALL: usize = 6;
-const NFLAGS: usize = 8;
+/// Decomposed engine: a bond reaches further in y than the slab halo; its tags follow.
+const FLAG_HALO: usize = 8;
+const NFLAGS: usize = 12;
+
+/// The part of the box an engine integrates: everything, or one y slab of a [`SlabMd`].
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SlabRole {
+    /// The y range owned, whole cell layers of the fluid's slab: [lo, hi).
+    own: [f64; 2],
+    /// The band whose particles get neighbour lists: `own` ± skin/2 (a particle further away
+    /// cannot become this slab's before the next build).
+    candidates: [f64; 2],
+    /// The halo in y: a bond longer than this might see a stale partner and is refused.
+    bond_reach: f64,
+    /// The band binned for list builds: `own` ± the halo (the candidates' neighbours).
+    band: [f64; 2],
+}
+
+impl SlabRole {
+    const WHOLE: SlabRole = SlabRole {
+        own: [f64::NEG_INFINITY, f64::INFINITY],
+        candidates: [f64::NEG_INFINITY, f64::INFINITY],
+        bond_reach: f64::INFINITY,
+        band: [f64::NEG_INFINITY, f64::INFINITY],
+    };
+}
 
 fn drv(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> MpcError + '_ {
     move |e| MpcError::Device(format!("CUDA {what} failed (MD engine): {e:?}"))
@@ -128,6 +156,10 @@ pub struct GpuMd {
     walls: Option<(WallPotential, WallParams)>,
     /// Scratch of the on-device reductions (energies, stress, conformation).
     reduce: observe::ReductionScratch,
+    /// What this engine integrates ([`SlabRole::WHOLE`] unless it is a slab of a [`SlabMd`]).
+    role: SlabRole,
+    /// Decomposed: each particle's y at the start of the step (who sends it on).
+    y_prev: Option<CudaSlice<f64>>,
 }
 
 impl GpuMd {
@@ -275,6 +307,28 @@ impl GpuMd {
             ),
             fix: "use a smaller MD time step (raise md.steps_per_collision), a softer start, or \
                   a larger R0"
+                .into(),
+        }))
+    }
+
+    /// An error when a slab of a decomposed engine met a bond longer in y than its halo.
+    fn check_halo(&self, f: &[u32]) -> Result<()> {
+        if f[FLAG_HALO] == 0 {
+            return Ok(());
+        }
+        let (a, b) = (f[FLAG_HALO + 1], f[FLAG_HALO + 2]);
+        Err(MpcError::Config(ConfigError {
+            field: "md.bonds".into(),
+            problem: format!(
+                "bond {}-{} spans {:.3} or more in y at MD step {}, more than the halo of the MD \
+                 engine decomposed over the fluid's slabs",
+                a.min(b),
+                a.max(b),
+                self.role.bond_reach,
+                self.step
+            ),
+            fix: "use FENE bonds (their length is bounded by R0) or stiffer bonds, or run with \
+                  MPCBOX_MD_SLABS=off (the MD engine on the first GPU)"
                 .into(),
         }))
     }

@@ -109,7 +109,7 @@ impl DeviceLists {
 }
 
 /// The scalar arguments of one list build.
-struct ListGeometry {
+pub(super) struct ListGeometry {
     n: u32,
     /// Cell slots per cell.
     cap: u32,
@@ -126,6 +126,11 @@ struct ListGeometry {
 }
 
 impl ListGeometry {
+    /// Whether the build bins into cells (false: all pairs).
+    pub(super) fn uses_cells(&self) -> bool {
+        self.all_pairs == 0
+    }
+
     fn new(n: usize, lists: &DeviceLists, box_len: [f64; 3], r_list: f64) -> ListGeometry {
         let (d, all_pairs) = match lists.dims {
             Some(d) => (d, 0i32),
@@ -159,56 +164,84 @@ impl ListGeometry {
 impl GpuMd {
     /// Build the neighbour list (growing the cell capacity / list width until it fits).
     pub(super) fn build_list(&mut self) -> Result<()> {
-        let r_list = self.cutoff() + self.settings.skin;
         loop {
-            let zero = vec![0u32; NFLAGS];
-            self.stream
-                .memcpy_htod(&zero, &mut self.flags)
-                .map_err(drv("upload"))?;
-            let g = ListGeometry::new(self.n, &self.lists, self.sys.box_len, r_list);
-            if g.all_pairs == 0 {
-                if self.bin_cells(&g)? {
-                    continue;
-                }
-                self.sort_cells(&g)?;
-            }
-            if self.fill_list(&g)? {
+            let g = self.launch_bin()?;
+            if g.all_pairs == 0 && !self.bin_fits(&g)? {
                 continue;
             }
-            self.lists.builds += 1;
-            self.lists.built_offset = self.sys.lees_edwards.offset;
-            return Ok(());
+            self.launch_fill(&g)?;
+            if self.fill_fits()? {
+                self.list_built();
+                return Ok(());
+            }
         }
     }
 
-    /// `md_cell_bin`; true when a cell overflowed (the capacity has been raised: bin again).
-    fn bin_cells(&mut self, g: &ListGeometry) -> Result<bool> {
+    /// The first phase of a build: flags zeroed, particles binned (none without cells).
+    pub(super) fn launch_bin(&mut self) -> Result<ListGeometry> {
+        let r_list = self.cutoff() + self.settings.skin;
+        let zero = vec![0u32; NFLAGS];
+        self.stream
+            .memcpy_htod(&zero, &mut self.flags)
+            .map_err(drv("upload"))?;
+        let g = ListGeometry::new(self.n, &self.lists, self.sys.box_len, r_list);
+        if g.all_pairs == 0 {
+            self.bin_cells(&g)?;
+        }
+        Ok(g)
+    }
+
+    /// The second phase: cells sorted and the lists filled.
+    pub(super) fn launch_fill(&mut self, g: &ListGeometry) -> Result<()> {
+        if g.all_pairs == 0 {
+            self.sort_cells(g)?;
+        }
+        self.fill_list(g)
+    }
+
+    /// The count and offset of a completed build.
+    pub(super) fn list_built(&mut self) {
+        self.lists.builds += 1;
+        self.lists.built_offset = self.sys.lees_edwards.offset;
+    }
+
+    /// `md_cell_bin`.
+    fn bin_cells(&mut self, g: &ListGeometry) -> Result<()> {
         let s = self.stream.clone();
         let l = &mut self.lists;
         s.memset_zeros(&mut l.cell_count).map_err(drv("memset"))?;
+        let (ly, band) = (self.sys.box_len[1], self.role.band);
         let mut b = s.launch_builder(&self.k.cell_bin);
         b.arg(&g.n)
             .arg(&self.parts.pos)
             .arg(&mut l.cell_count)
             .arg(&mut l.cell_members);
         g.push_cells(&mut b);
-        b.arg(&mut self.flags);
+        b.arg(&mut self.flags).arg(&ly).arg(&band[0]).arg(&band[1]);
         // SAFETY: the arguments are md_cell_bin's parameters in order and type (kernels/md.cu:
-        // n, pos, count, members, cap, dx, dy, dz, cx, cy, cz, flags); `pos` holds 3n f64,
-        // `cell_count` ncells u32 (zeroed above) and `cell_members` ncells · cap u32; the
-        // kernel returns for i ≥ n, clamps cell coordinates into the grid and stores members
-        // only below cap; `flags` holds NFLAGS words. All buffers are this stream's.
+        // n, pos, count, members, cap, dx, dy, dz, cx, cy, cz, flags, ly, band_lo, band_hi);
+        // `pos` holds 3n f64, `cell_count` ncells u32 (zeroed above) and `cell_members`
+        // ncells · cap u32; the kernel returns for i ≥ n, clamps cell coordinates into the grid
+        // and stores members only below cap; `flags` holds NFLAGS words. All buffers are this
+        // stream's.
         unsafe { b.launch(grid(self.n)) }.map_err(drv("md_cell_bin"))?;
+        Ok(())
+    }
+
+    /// Whether the binning fitted the cells (waits for it); if not, the capacity is raised
+    /// (bin again).
+    pub(super) fn bin_fits(&mut self, g: &ListGeometry) -> Result<bool> {
         let f = self.read_flags()?;
         let l = &mut self.lists;
         if f[FLAG_CELL_MAX] as usize > l.cell_cap {
             l.cell_cap = (f[FLAG_CELL_MAX] as usize).next_power_of_two();
-            l.cell_members = s
+            l.cell_members = self
+                .stream
                 .alloc_zeros::<u32>(g.ncells * l.cell_cap)
                 .map_err(drv("alloc"))?;
-            return Ok(true);
+            return Ok(false);
         }
-        Ok(false)
+        Ok(true)
     }
 
     /// `md_cell_sort`: each cell's members in index order.
@@ -228,9 +261,8 @@ impl GpuMd {
         Ok(())
     }
 
-    /// `md_build_list`; true when some particle had more neighbours than the list width
-    /// (the width has been raised: build again).
-    fn fill_list(&mut self, g: &ListGeometry) -> Result<bool> {
+    /// `md_build_list`.
+    fn fill_list(&mut self, g: &ListGeometry) -> Result<()> {
         let s = self.stream.clone();
         let l = &mut self.lists;
         let mn = l.max_neigh as u32;
@@ -254,22 +286,31 @@ impl GpuMd {
             .arg(&mut self.parts.built_at)
             .arg(&mut self.flags)
             .arg(&off)
-            .arg(&sheared);
+            .arg(&sheared)
+            .arg(&self.role.candidates[0])
+            .arg(&self.role.candidates[1]);
         // SAFETY: md_build_list's parameters in order and type (n, pos, count, members, cap,
         // dx, dy, dz, cx, cy, cz, lx, ly, lz, rl2, all_pairs, reach, list, nneigh, max_neigh,
-        // built_at, flags, off, sheared); `list` holds max_neigh · n u32 and the kernel writes entry k of
+        // built_at, flags, off, sheared, cand_lo, cand_hi); `list` holds max_neigh · n u32 and the kernel writes entry k of
         // particle i only for k < max_neigh; `nneigh` holds n u32, `pos` and `built_at` 3n
         // f64; cells are read only below min(count, cap) of cells inside the grid.
         unsafe { b.launch(grid(self.n)) }.map_err(drv("md_build_list"))?;
+        Ok(())
+    }
+
+    /// Whether every list fitted its width (waits for the build); if not, the width is raised
+    /// (build again).
+    pub(super) fn fill_fits(&mut self) -> Result<bool> {
         let f = self.read_flags()?;
         let l = &mut self.lists;
         if f[FLAG_NEIGH_MAX] as usize > l.max_neigh {
             l.max_neigh = f[FLAG_NEIGH_MAX] as usize + 16;
-            l.list = s
+            l.list = self
+                .stream
                 .alloc_zeros::<u32>(l.max_neigh * self.n)
                 .map_err(drv("alloc"))?;
-            return Ok(true);
+            return Ok(false);
         }
-        Ok(false)
+        Ok(true)
     }
 }

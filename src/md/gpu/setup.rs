@@ -31,6 +31,9 @@ pub(super) struct MdKernels {
     pub chunk_energy: CudaFunction,
     pub chunk_kinetic: CudaFunction,
     pub chain_conformation: CudaFunction,
+    /// The decomposed engine's exchanges (`kernels/md_slabs.cu`).
+    pub slab_pack: CudaFunction,
+    pub slab_unpack: CudaFunction,
 }
 
 impl MdKernels {
@@ -50,6 +53,8 @@ impl MdKernels {
             chunk_energy: f("md_chunk_energy")?,
             chunk_kinetic: f("md_chunk_kinetic")?,
             chain_conformation: f("md_chain_conformation")?,
+            slab_pack: f("md_slab_pack")?,
+            slab_unpack: f("md_slab_unpack")?,
         };
         Ok((module, k))
     }
@@ -128,7 +133,7 @@ impl GpuMd {
     /// Validate exactly as [`Md::new`] (by building the CPU engine's checks on a copy), open
     /// GPU `ordinal`, upload, build the list and compute the initial forces.
     pub fn new(
-        mut sys: System,
+        sys: System,
         ff: ForceField,
         thermostat: MdThermostat,
         settings: MdSettings,
@@ -141,6 +146,17 @@ impl GpuMd {
             thermostat,
             settings.clone(),
         )?);
+        GpuMd::open_validated(sys, ff, thermostat, settings, ordinal)
+    }
+
+    /// [`GpuMd::new`] for inputs already validated (another slab of a decomposed engine).
+    pub(super) fn open_validated(
+        mut sys: System,
+        ff: ForceField,
+        thermostat: MdThermostat,
+        settings: MdSettings,
+        ordinal: usize,
+    ) -> Result<GpuMd> {
         if let Some(shear) = settings.shear {
             sys.lees_edwards = shear.lees_edwards_at(0, settings.dt, sys.box_len);
         }
@@ -176,6 +192,8 @@ impl GpuMd {
             report: ForceReport::default(),
             walls: None,
             reduce: Default::default(),
+            role: super::SlabRole::WHOLE,
+            y_prev: None,
         };
         md.compute_forces()?;
         Ok(md)

@@ -45,7 +45,7 @@ pub use transfer::{measure_transfer, Transfer, TransferRates};
 use cudarc::driver::DevicePtr;
 
 use super::{CellSumMethod, CudaBackend, CudaDevice};
-use crate::backend::{Backend, DeviceSolutes, FluidMoments, SoluteBatch, StepReport};
+use crate::backend::{Backend, DeviceSolutes, FluidMoments, SlabPlace, SoluteBatch, StepReport};
 use crate::config::Config;
 use crate::error::{MpcError, Result};
 use crate::physics::{Physics, StepPlan};
@@ -285,6 +285,38 @@ impl Backend for MultiCudaBackend {
         solutes: &DeviceSolutes,
     ) -> Result<StepReport> {
         self.run_step(plan, StepSolutes::Device(*solutes))
+    }
+
+    fn slab_places(&self) -> Option<Vec<SlabPlace>> {
+        Some(
+            self.slabs
+                .iter()
+                .zip(self.bounds.windows(2))
+                .map(|(s, b)| SlabPlace {
+                    ordinal: s.dev.ordinal,
+                    layers: [b[0], b[1]],
+                })
+                .collect(),
+        )
+    }
+
+    fn step_slab_solutes(
+        &mut self,
+        plan: &StepPlan,
+        solutes: &[DeviceSolutes],
+    ) -> Result<StepReport> {
+        if solutes.len() != self.slabs.len() || solutes.iter().any(|s| s.n != solutes[0].n) {
+            return Err(MpcError::Device(format!(
+                "per-slab solutes: {} copies for {} slabs, or copies of different lengths; fix: \
+                 one copy of all solutes per slab (Solvent::slab_places)",
+                solutes.len(),
+                self.slabs.len()
+            )));
+        }
+        for (s, d) in self.slabs.iter_mut().zip(solutes) {
+            s.check_device_solutes_here(d)?;
+        }
+        self.run_step(plan, StepSolutes::PerSlab(solutes))
     }
 
     fn accumulate_fields(&mut self) -> Result<()> {

@@ -39,7 +39,7 @@ impl MultiCudaBackend {
                 }
                 Ok(None)
             }
-            StepSolutes::None => Ok(None),
+            StepSolutes::None | StepSolutes::PerSlab(_) => Ok(None),
         }
     }
 

@@ -25,6 +25,8 @@ pub(super) enum StepSolutes<'a, 'b> {
     None,
     Host(&'a mut SoluteBatch<'b>),
     Device(DeviceSolutes),
+    /// One copy per slab on its GPU (`Backend::step_slab_solutes`).
+    PerSlab(&'a [DeviceSolutes]),
 }
 
 impl StepSolutes<'_, '_> {
@@ -33,6 +35,7 @@ impl StepSolutes<'_, '_> {
             StepSolutes::None => 0,
             StepSolutes::Host(b) => b.len(),
             StepSolutes::Device(d) => d.n,
+            StepSolutes::PerSlab(d) => d.first().map_or(0, |d| d.n),
         }
     }
 }
@@ -62,7 +65,11 @@ impl MultiCudaBackend {
         self.exchange(plan, ns, &sent, &tops)?;
         self.mark(1, &mut t)?;
         // 3. solutes, cell parameters, collision (or deferred), reorder
-        self.finish_slabs(plan, ns, on_home.as_ref())?;
+        let per_slab = match solutes {
+            StepSolutes::PerSlab(d) => Some(d),
+            _ => None,
+        };
+        self.finish_slabs(plan, ns, on_home.as_ref(), per_slab)?;
         let mut host_solutes = match solutes {
             StepSolutes::Host(b) => Some(b),
             _ => None,
@@ -80,16 +87,18 @@ impl MultiCudaBackend {
         Ok(report)
     }
 
-    /// Step 3 on every GPU: solutes (from the home GPU's arrays, or each GPU's own copy), cell
-    /// pass, solute and fluid collision, reorder.
+    /// Step 3 on every GPU: solutes (from the home GPU's arrays, the slab's own device copy,
+    /// or each GPU's own upload), cell pass, solute and fluid collision, reorder.
     fn finish_slabs(
         &mut self,
         plan: &StepPlan,
         ns: usize,
         on_home: Option<&DeviceSolutes>,
+        per_slab: Option<&[DeviceSolutes]>,
     ) -> Result<()> {
-        for s in &mut self.slabs {
+        for (k, s) in self.slabs.iter_mut().enumerate() {
             let p = s.params(plan, ns);
+            let on_home = per_slab.map(|d| &d[k]).or(on_home);
             match on_home {
                 Some(d) if ns > 0 => s.bin_solutes_from(&p, d)?,
                 _ => s.solute_bin(&p, ns)?,

@@ -1,0 +1,91 @@
+// The MD engine decomposed over the fluid's y slabs (launched from src/md/gpu/slabs/exchange.rs).
+// Every slab keeps all particles at their global index, but only those in its halo band (its
+// layers +/- the halo) are current; a particle leaving the band is sent once more, so a stale
+// copy always lies outside the band. md_slab_pack collects the particles a neighbour needs into
+// records; md_slab_unpack writes them at their indices on the neighbour.
+#ifndef MPCBOX_NVRTC
+#include "md.cu"
+#endif
+
+// One record: index, position, velocity, image (as doubles: exact), build position, force.
+#define MD_SLAB_WORDS 16
+
+// What a slab sends (SlabSend in exchange.rs):
+// 0: particles it owned at the step's start (y_prev) that are in the band before or after the drift
+// 1: particles it owns now that are in the band
+// 2: particles whose velocity its collision changed (differs from vel_before) that are in the band
+#define MD_SEND_DRIFTED 0
+#define MD_SEND_OWNED 1
+#define MD_SEND_COLLIDED 2
+
+__device__ __forceinline__ bool md_bits_differ(double a, double b) {
+    return __double_as_longlong(a) != __double_as_longlong(b);
+}
+
+// Records of the particles `mode` selects for the band [band_lo, band_hi) into `out` (capacity
+// `cap` records); `count` (zero on entry) ends as the number selected, possibly above cap (the
+// host then grows the buffer and packs again).
+extern "C" __global__ void md_slab_pack(unsigned int n, int mode, const double *pos, const double *vel,
+                                        const int *image, const double *built_at, const double *force,
+                                        const double *y_prev, const double *vel_before, double ly, double own_lo,
+                                        double own_hi, double band_lo, double band_hi, unsigned int cap,
+                                        double *out, unsigned int *count) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    double y = pos[3 * i + 1];
+    bool send;
+    switch (mode) {
+    case MD_SEND_DRIFTED: {
+        double y0 = y_prev[i];
+        send = md_owns(y0, ly, own_lo, own_hi) &&
+               (md_in_band(y0, ly, band_lo, band_hi) || md_in_band(y, ly, band_lo, band_hi));
+        break;
+    }
+    case MD_SEND_OWNED:
+        send = md_owns(y, ly, own_lo, own_hi) && md_in_band(y, ly, band_lo, band_hi);
+        break;
+    case MD_SEND_COLLIDED:
+        send = (md_bits_differ(vel[3 * i], vel_before[3 * i]) || md_bits_differ(vel[3 * i + 1], vel_before[3 * i + 1]) ||
+                md_bits_differ(vel[3 * i + 2], vel_before[3 * i + 2])) &&
+               md_in_band(y, ly, band_lo, band_hi);
+        break;
+    default:
+        __trap();
+    }
+    if (!send) {
+        return;
+    }
+    unsigned int slot = atomicAdd(count, 1u);
+    if (slot >= cap) {
+        return;
+    }
+    double *r = out + (size_t)slot * MD_SLAB_WORDS;
+    r[0] = (double)i;
+    for (int k = 0; k < 3; ++k) {
+        r[1 + k] = pos[3 * i + k];
+        r[4 + k] = vel[3 * i + k];
+        r[7 + k] = (double)image[3 * i + k];
+        r[10 + k] = built_at[3 * i + k];
+        r[13 + k] = force[3 * i + k];
+    }
+}
+
+// Write `m` records at their particles' indices.
+extern "C" __global__ void md_slab_unpack(unsigned int m, const double *rec, double *pos, double *vel, int *image,
+                                          double *built_at, double *force) {
+    unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= m) {
+        return;
+    }
+    const double *r = rec + (size_t)t * MD_SLAB_WORDS;
+    unsigned int i = (unsigned int)r[0];
+    for (int k = 0; k < 3; ++k) {
+        pos[3 * i + k] = r[1 + k];
+        vel[3 * i + k] = r[4 + k];
+        image[3 * i + k] = (int)r[7 + k];
+        built_at[3 * i + k] = r[10 + k];
+        force[3 * i + k] = r[13 + k];
+    }
+}

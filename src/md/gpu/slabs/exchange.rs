@@ -1,0 +1,298 @@
+//! The exchanges of a [`SlabMd`]: along every [`Link`] (a slab whose layers meet another's
+//! band), `md_slab_pack` collects on the sender the beads the receiver needs (what depends on
+//! the moment: [`SlabSend`]) into 16-word records, the count comes to the host (the one wait),
+//! the records are copied to the receiver (a peer copy between GPUs, a device copy within one),
+//! and `md_slab_unpack` writes them at their indices there. No kernel reads another GPU's memory.
+
+use cudarc::driver::{CudaSlice, PushKernelArg};
+
+use super::super::{drv, grid, GpuMd, FLAG_REBUILD};
+use super::SlabMd;
+use crate::error::Result;
+
+/// Words per record (`MD_SLAB_WORDS`): index, position, velocity, image, build position, force.
+const WORDS: usize = 16;
+
+/// What a sender sends (`MD_SEND_*` of kernels/md_slabs.cu).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub(super) enum SlabSend {
+    /// After the drift: the beads it owned at the step's start that are, or were, in the band.
+    Drifted = 0,
+    /// The beads it owns now that are in the band (before the collision; gathers).
+    Owned = 1,
+    /// The beads in the band whose velocity its collision changed.
+    Collided = 2,
+}
+
+/// One direction of exchange, sender `from` to receiver `to`.
+pub(super) struct Link {
+    from: usize,
+    to: usize,
+    /// The receiver's band [lo, hi): its layers ± the halo (everything for a gather).
+    band: [f64; 2],
+    /// Two send buffers on the sender, used in turn: an exchange packs into one while the
+    /// receiver of the previous exchange may still be copying out of the other (every sender's
+    /// stream is waited for between two exchanges, so the one before that has finished).
+    send: [CudaSlice<f64>; 2],
+    send_cap: [usize; 2],
+    /// Which send buffer the next exchange packs into.
+    turn: usize,
+    recv: CudaSlice<f64>,
+    recv_cap: usize,
+    count: CudaSlice<u32>,
+}
+
+/// Whether the layers `own` meet the periodic band `band` of a box `ly` tall.
+fn meets(own: [f64; 2], band: [f64; 2], ly: f64) -> bool {
+    band[1] - band[0] >= ly
+        || [-ly, 0.0, ly]
+            .iter()
+            .any(|s| own[0] + s < band[1] && own[1] + s > band[0])
+}
+
+impl Link {
+    fn new(slabs: &[GpuMd], from: usize, to: usize, band: [f64; 2], cap: usize) -> Result<Link> {
+        let (fs, ts) = (&slabs[from].stream, &slabs[to].stream);
+        let words = cap * WORDS;
+        Ok(Link {
+            from,
+            to,
+            band,
+            send: [
+                fs.alloc_zeros::<f64>(words).map_err(drv("alloc"))?,
+                fs.alloc_zeros::<f64>(words).map_err(drv("alloc"))?,
+            ],
+            send_cap: [cap; 2],
+            turn: 0,
+            recv: ts.alloc_zeros::<f64>(words).map_err(drv("alloc"))?,
+            recv_cap: cap,
+            count: fs.alloc_zeros::<u32>(1).map_err(drv("alloc"))?,
+        })
+    }
+
+    /// A link from every slab whose layers meet another slab's band (layers ± `halo`), sized for
+    /// the beads of a band's width at the mean density.
+    pub(super) fn between_neighbours(slabs: &[GpuMd], halo: f64, ly: f64) -> Result<Vec<Link>> {
+        let n = slabs[0].n;
+        let cap = (n as f64 * (4.0 * halo / ly).min(1.0) * 1.5) as usize + 256;
+        let mut links = Vec::new();
+        for to in 0..slabs.len() {
+            let own = slabs[to].role.own;
+            let band = [own[0] - halo, own[1] + halo];
+            for from in (0..slabs.len()).filter(|&f| f != to) {
+                if meets(slabs[from].role.own, band, ly) {
+                    links.push(Link::new(slabs, from, to, band, cap)?);
+                }
+            }
+        }
+        Ok(links)
+    }
+
+    /// A link from every other slab to slab 0, for gathers (grown on first use).
+    pub(super) fn to_first(slabs: &[GpuMd]) -> Result<Vec<Link>> {
+        let all = [f64::NEG_INFINITY, f64::INFINITY];
+        (1..slabs.len())
+            .map(|from| Link::new(slabs, from, 0, all, 1024))
+            .collect()
+    }
+
+    /// `md_slab_pack` on the sender into this turn's buffer (the count zeroed first).
+    fn pack(&mut self, g: &GpuMd, vel_before: &CudaSlice<f64>, what: SlabSend) -> Result<()> {
+        let s = g.stream.clone();
+        s.memset_zeros(&mut self.count).map_err(drv("memset"))?;
+        let (n, mode) = (g.n as u32, what as i32);
+        let cap = self.send_cap[self.turn] as u32;
+        let ly = g.sys.box_len[1];
+        let own = g.role.own;
+        let d = &g.parts;
+        let y_prev = g.y_prev.as_ref().expect("slabs keep y_prev");
+        let mut b = s.launch_builder(&g.k.slab_pack);
+        b.arg(&n)
+            .arg(&mode)
+            .arg(&d.pos)
+            .arg(&d.vel)
+            .arg(&d.image)
+            .arg(&d.built_at)
+            .arg(&d.force)
+            .arg(y_prev)
+            .arg(vel_before)
+            .arg(&ly)
+            .arg(&own[0])
+            .arg(&own[1])
+            .arg(&self.band[0])
+            .arg(&self.band[1])
+            .arg(&cap)
+            .arg(&mut self.send[self.turn])
+            .arg(&mut self.count);
+        // SAFETY: md_slab_pack(n, mode, pos, vel, image, built_at, force, y_prev, vel_before,
+        // ly, own_lo, own_hi, band_lo, band_hi, cap, out, count) in order and type; the
+        // particle arrays hold 3n (pos, vel, image, built_at, force, vel_before) or n (y_prev)
+        // elements of this slab's GPU, `out` holds cap records of WORDS f64 and the kernel
+        // writes a record only below cap; `count` is one u32; the mode is a SlabSend value.
+        unsafe { b.launch(grid(g.n)) }.map_err(drv("md_slab_pack"))?;
+        Ok(())
+    }
+
+    /// The number of records packed (waits for the sender).
+    fn read_count(&self, g: &GpuMd) -> Result<usize> {
+        let mut m = [0u32];
+        g.stream
+            .memcpy_dtoh(&self.count, &mut m)
+            .map_err(drv("download"))?;
+        Ok(m[0] as usize)
+    }
+
+    /// Room for `m` records in this turn's send buffer and the receive buffer. The other send
+    /// buffer may still be read by the receiver's copy, so it stays.
+    fn grow(&mut self, m: usize, slabs: &[GpuMd]) -> Result<()> {
+        let cap = m + m / 4 + 256;
+        let t = self.turn;
+        if self.send_cap[t] < m {
+            self.send[t] = slabs[self.from]
+                .stream
+                .alloc_zeros::<f64>(cap * WORDS)
+                .map_err(drv("alloc"))?;
+            self.send_cap[t] = cap;
+        }
+        if self.recv_cap < m {
+            // freed on the receiver's stream, after its earlier copies and unpacks
+            self.recv = slabs[self.to]
+                .stream
+                .alloc_zeros::<f64>(cap * WORDS)
+                .map_err(drv("alloc"))?;
+            self.recv_cap = cap;
+        }
+        Ok(())
+    }
+
+    /// Copy `m` records to the receiver (after the sender's pack) and unpack them there.
+    fn deliver(&mut self, slabs: &mut [GpuMd], m: usize) -> Result<()> {
+        let t = self.turn;
+        self.turn ^= 1;
+        if m == 0 {
+            return Ok(());
+        }
+        let words = m * WORDS;
+        let from_stream = slabs[self.from].stream.clone();
+        let to = &mut slabs[self.to];
+        let s = to.stream.clone();
+        s.join(&from_stream).map_err(drv("event"))?;
+        s.memcpy_dtod(&self.send[t].slice(..words), &mut self.recv.slice_mut(..words))
+            .map_err(drv("slab copy"))?;
+        let m32 = m as u32;
+        let d = &mut to.parts;
+        let mut b = s.launch_builder(&to.k.slab_unpack);
+        b.arg(&m32)
+            .arg(&self.recv)
+            .arg(&mut d.pos)
+            .arg(&mut d.vel)
+            .arg(&mut d.image)
+            .arg(&mut d.built_at)
+            .arg(&mut d.force);
+        // SAFETY: md_slab_unpack(m, rec, pos, vel, image, built_at, force) in order and type;
+        // `recv` holds at least m records (copied above on this stream), each naming a
+        // particle index < n written by md_slab_pack, and the particle arrays hold 3n elements
+        // on this GPU.
+        unsafe { b.launch(grid(m)) }.map_err(drv("md_slab_unpack"))?;
+        Ok(())
+    }
+}
+
+impl SlabMd {
+    /// One exchange along the neighbour links.
+    pub(super) fn exchange(&mut self, what: SlabSend) -> Result<()> {
+        let mut links = std::mem::take(&mut self.links);
+        let r = self.run_links(&mut links, what);
+        self.links = links;
+        r
+    }
+
+    /// Every bead to slab 0 from its owner.
+    pub(super) fn exchange_gather(&mut self) -> Result<()> {
+        let mut links = std::mem::take(&mut self.gather);
+        let r = self.run_links(&mut links, SlabSend::Owned);
+        self.gather = links;
+        r
+    }
+
+    /// Pack on every sender, then wait for the counts (packing again where a buffer was too
+    /// small), then copy and unpack on every receiver.
+    fn run_links(&mut self, links: &mut [Link], what: SlabSend) -> Result<()> {
+        let counts = self.pack_and_count(links, what)?;
+        self.deliver_all(links, &counts)
+    }
+
+    /// The drift's exchange, with each slab's flags read while the counts are in (every slab
+    /// sends, so one wait per slab covers both); whether any slab asks for a list build.
+    pub(super) fn exchange_after_drift(&mut self) -> Result<bool> {
+        let mut links = std::mem::take(&mut self.links);
+        let r = self.pack_and_count(&mut links, SlabSend::Drifted).and_then(|counts| {
+            let mut rebuild = false;
+            for g in &self.slabs {
+                let f = g.read_flags()?;
+                g.check_flags(&f)?;
+                rebuild |= f[FLAG_REBUILD] != 0;
+            }
+            self.deliver_all(&mut links, &counts)?;
+            Ok(rebuild)
+        });
+        self.links = links;
+        r
+    }
+
+    /// `md_slab_pack` on every sender, then the counts (waiting for each sender), packing again
+    /// into a larger buffer where one was too small.
+    fn pack_and_count(&mut self, links: &mut [Link], what: SlabSend) -> Result<Vec<usize>> {
+        for l in links.iter_mut() {
+            l.pack(&self.slabs[l.from], &self.vel_before[l.from], what)?;
+        }
+        let mut counts = Vec::with_capacity(links.len());
+        for l in links.iter_mut() {
+            let g = &self.slabs[l.from];
+            let mut m = l.read_count(g)?;
+            let overflowed = m > l.send_cap[l.turn];
+            if overflowed || m > l.recv_cap {
+                l.grow(m, &self.slabs)?;
+            }
+            if overflowed {
+                l.pack(&self.slabs[l.from], &self.vel_before[l.from], what)?;
+                m = l.read_count(&self.slabs[l.from])?;
+            }
+            counts.push(m);
+        }
+        Ok(counts)
+    }
+
+    fn deliver_all(&mut self, links: &mut [Link], counts: &[usize]) -> Result<()> {
+        for (l, &m) in links.iter_mut().zip(counts) {
+            l.deliver(&mut self.slabs, m)?;
+        }
+        Ok(())
+    }
+
+    /// Every slab's list built anew, the phases queued on all GPUs before each wait; a slab
+    /// whose cells or list overflowed builds again alone with the larger capacity.
+    pub(super) fn build_all(&mut self) -> Result<()> {
+        let geometry = self
+            .slabs
+            .iter_mut()
+            .map(|g| g.launch_bin())
+            .collect::<Result<Vec<_>>>()?;
+        let mut fitted = vec![true; self.slabs.len()];
+        for ((g, geo), ok) in self.slabs.iter_mut().zip(&geometry).zip(&mut fitted) {
+            *ok = !geo.uses_cells() || g.bin_fits(geo)?;
+            if *ok {
+                g.launch_fill(geo)?;
+            }
+        }
+        for (g, ok) in self.slabs.iter_mut().zip(&fitted) {
+            if *ok && g.fill_fits()? {
+                g.list_built();
+            } else {
+                g.build_list()?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,338 @@
+//! The GPU MD engine decomposed over the fluid's y slabs ([`SlabMd`]): one [`GpuMd`] per slab,
+//! on the slab's GPU, integrating the beads whose y lies in the slab's cell layers, so each GPU
+//! does its share of the MD and collides, from its own memory, the beads in its own cells.
+//!
+//! Every slab keeps all beads at their global index (the order of the one-slab engine), but only
+//! those in its *band* (its layers ± the halo) are current there. After each drift the owners
+//! send the beads that are, or were, in a neighbour's band (`exchange`), so a stale copy always
+//! lies outside the band, further than the halo from anything the slab integrates. The halo
+//! covers the list radius plus half a skin (lists are built only for beads within skin/2 of the
+//! slab, the only ones that can become its own before the next build), half a cell (the grid
+//! shift of the collision) and the longest FENE bond; a longer harmonic bond is refused with an
+//! error naming it.
+//!
+//! Because each bead's list holds the same neighbours in the same order as in the one-slab
+//! engine, forces and trajectories equal the one-slab engine's bit for bit; only the sums of
+//! energies and virials over slabs round differently. Beads migrate by the same exchange; bonds
+//! across slab faces, chains longer than a slab, empty slabs and the sheared y boundary need
+//! nothing special (positions and image counts travel with the bead).
+//!
+//! Observables, checkpoints and the system gather every bead into slab 0 first (only on the
+//! steps that write them), then use the one-GPU reductions there.
+
+mod exchange;
+
+use cudarc::driver::CudaSlice;
+
+use super::{drv, GpuMd, SlabRole};
+use crate::backend::{DeviceSolutes, SlabPlace};
+use crate::error::{MpcError, Result};
+use crate::md::bond::BondStyle;
+use crate::md::engine::{ForceReport, MdSettings, MdState};
+use crate::md::forcefield::{ForceField, MdThermostat};
+use crate::md::rheology::{pressure_from, Conformation};
+use crate::md::system::System;
+use crate::md::walls::WallPotential;
+use crate::solvent::Solvent;
+use exchange::{Link, SlabSend};
+
+/// Rounding slack added to the halo and the list band.
+const SLACK: f64 = 1e-6;
+
+/// The MD engine cut into the fluid's y slabs, one [`GpuMd`] per slab.
+pub struct SlabMd {
+    slabs: Vec<GpuMd>,
+    /// The links between slabs whose bands overlap another's layers.
+    links: Vec<Link>,
+    /// Every other slab to slab 0 (observables, checkpoints).
+    gather: Vec<Link>,
+    /// Each slab's velocities before the collision (to send only what its collision changed).
+    vel_before: Vec<CudaSlice<f64>>,
+    halo: f64,
+    report: ForceReport,
+    /// Slab 0 holds every bead current (gathered since the last change).
+    gathered: bool,
+    /// The last force evaluation skipped energies.
+    energies_stale: bool,
+}
+
+fn add_reports(parts: impl Iterator<Item = ForceReport>) -> ForceReport {
+    let mut t = ForceReport::default();
+    for r in parts {
+        t.pair_energy += r.pair_energy;
+        t.bond_energy += r.bond_energy;
+        t.virial += r.virial;
+        t.wall_energy += r.wall_energy;
+        for k in 0..6 {
+            t.virial_tensor[k] += r.virial_tensor[k];
+        }
+    }
+    t
+}
+
+/// The halo in y: list radius + skin/2, half a cell of grid shift, the longest FENE bond.
+fn halo_of(ff: &ForceField, thermostat: MdThermostat, settings: &MdSettings) -> f64 {
+    let r_list = ff.cutoff_with(thermostat) + settings.skin;
+    let fene = ff
+        .bond_styles
+        .iter()
+        .map(|b| match b {
+            BondStyle::Fene { r0, .. } => *r0,
+            BondStyle::Harmonic { .. } => 0.0,
+        })
+        .fold(0.0, f64::max);
+    (r_list + 0.5 * settings.skin).max(0.5).max(fene) + SLACK
+}
+
+impl SlabMd {
+    /// The engine over `places` (the fluid's slabs, [`Solvent::slab_places`]) for `sys`, with
+    /// `walls`; validated as [`GpuMd::new`].
+    pub fn new(
+        sys: System,
+        ff: ForceField,
+        thermostat: MdThermostat,
+        settings: MdSettings,
+        walls: Option<WallPotential>,
+        places: &[SlabPlace],
+    ) -> Result<SlabMd> {
+        let ly = sys.box_len[1];
+        // between walls the MD box is padded across the channel: the last slab takes the pad
+        let cut_at = places.last().map_or(0, |p| p.layers[1]) as f64;
+        if places.len() < 2 || cut_at > ly + 1e-9 || places[0].layers[0] != 0 {
+            return Err(MpcError::Device(format!(
+                "the decomposed MD engine needs the fluid's slabs (at least two) cutting the MD \
+                 box's y length {ly} from 0; got {places:?}; fix: run the MD box of the fluid's \
+                 size"
+            )));
+        }
+        let halo = halo_of(&ff, thermostat, &settings);
+        let skin = settings.skin;
+        let mut slabs = Vec::with_capacity(places.len());
+        for (k, p) in places.iter().enumerate() {
+            let (s, f, st) = (sys.clone(), ff.clone(), settings.clone());
+            let mut g = if k == 0 {
+                GpuMd::new(s, f, thermostat, st, p.ordinal)?
+            } else {
+                GpuMd::open_validated(s, f, thermostat, st, p.ordinal)?
+            };
+            let last = k + 1 == places.len();
+            let own = [p.layers[0] as f64, if last { ly } else { p.layers[1] as f64 }];
+            g.role = SlabRole {
+                own,
+                candidates: [own[0] - 0.5 * skin - SLACK, own[1] + 0.5 * skin + SLACK],
+                bond_reach: halo - SLACK,
+                band: [own[0] - halo, own[1] + halo],
+            };
+            g.y_prev = Some(super::setup::zeros_f64(&g.stream, g.n)?);
+            slabs.push(g);
+        }
+        let links = Link::between_neighbours(&slabs, halo, ly)?;
+        let gather = Link::to_first(&slabs)?;
+        let vel_before = slabs
+            .iter()
+            .map(|g| super::setup::zeros_f64(&g.stream, 3 * g.n))
+            .collect::<Result<Vec<_>>>()?;
+        let mut md = SlabMd {
+            slabs,
+            links,
+            gather,
+            vel_before,
+            halo,
+            report: ForceReport::default(),
+            gathered: true,
+            energies_stale: false,
+        };
+        md.set_walls(walls)?;
+        Ok(md)
+    }
+
+    /// Slabs and their GPUs, e.g. "cuda:0,0,1,1 (4 y slabs)".
+    pub fn describe(&self) -> String {
+        let ids: Vec<String> = self.slabs.iter().map(|g| g.ordinal().to_string()).collect();
+        format!(
+            "cuda:{} ({} y slabs, {}; halo {:.3})",
+            ids.join(","),
+            self.slabs.len(),
+            self.slabs[0].describe(),
+            self.halo
+        )
+    }
+
+    /// Wait for every slab's GPU work.
+    pub fn synchronize(&self) -> Result<()> {
+        for g in &self.slabs {
+            g.synchronize()?;
+        }
+        Ok(())
+    }
+
+    pub fn slab_count(&self) -> usize {
+        self.slabs.len()
+    }
+
+    /// The GPU of slab 0.
+    pub fn ordinal(&self) -> usize {
+        self.slabs[0].ordinal()
+    }
+
+    pub fn settings(&self) -> &MdSettings {
+        self.slabs[0].settings()
+    }
+
+    pub fn len(&self) -> usize {
+        self.slabs[0].len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn step_count(&self) -> u64 {
+        self.slabs[0].step_count()
+    }
+
+    pub fn list_builds(&self) -> u64 {
+        self.slabs[0].list_builds()
+    }
+
+    pub fn uses_verlet_list(&self) -> bool {
+        self.slabs[0].uses_verlet_list()
+    }
+
+    /// Energies and virials summed over the slabs (each sums the beads it owns).
+    pub fn report(&self) -> ForceReport {
+        self.report
+    }
+
+    fn sum_reports(&mut self) {
+        self.report = add_reports(self.slabs.iter().map(|g| g.report()));
+    }
+
+    /// Put the beads between walls (or take them away) and recompute the forces.
+    pub fn set_walls(&mut self, walls: Option<WallPotential>) -> Result<()> {
+        for g in &mut self.slabs {
+            g.set_walls(walls)?;
+        }
+        self.sum_reports();
+        Ok(())
+    }
+
+    /// `n` MD steps; energies and virials at the last one when `energies`.
+    pub fn advance(&mut self, n: u64, energies: bool) -> Result<()> {
+        for k in 0..n {
+            self.step_all(energies && k + 1 == n)?;
+        }
+        self.energies_stale = n > 0 && !energies;
+        Ok(())
+    }
+
+    /// One step of every slab: drift, exchange, (re)build where any slab asks, forces, kick.
+    fn step_all(&mut self, energy: bool) -> Result<()> {
+        self.gathered = false;
+        for g in &mut self.slabs {
+            g.launch_first_half()?;
+            g.host_current = false;
+            g.step += 1;
+        }
+        if self.exchange_after_drift()? {
+            self.build_all()?;
+        }
+        for g in &mut self.slabs {
+            g.launch_forces(energy)?;
+            g.launch_second_half()?;
+        }
+        if energy {
+            self.sum_reports();
+        }
+        Ok(())
+    }
+
+    /// The MPC collision of the beads with the fluid: each slab's beads near and in its cells
+    /// made current there, the fluid steps with one copy per slab, and what each collision
+    /// changed goes to the slabs whose bands hold it.
+    pub fn collide(&mut self, solvent: &mut Solvent) -> Result<()> {
+        self.gathered = false;
+        self.exchange(SlabSend::Owned)?;
+        for (g, before) in self.slabs.iter_mut().zip(&mut self.vel_before) {
+            g.stream
+                .memcpy_dtod(&g.parts.vel, before)
+                .map_err(drv("copy"))?;
+        }
+        let solutes: Vec<DeviceSolutes> = self.slabs.iter_mut().map(|g| g.device_solutes()).collect();
+        solvent.step_with_slab_solutes(&solutes)?;
+        self.exchange(SlabSend::Collided)?;
+        for g in &mut self.slabs {
+            g.velocities_changed()?;
+        }
+        if self.slabs[0].ff.velocity_dependent(self.slabs[0].thermostat) {
+            self.sum_reports();
+        }
+        Ok(())
+    }
+
+    /// Every bead current in slab 0 (once per change).
+    fn gather(&mut self) -> Result<&mut GpuMd> {
+        if !self.gathered {
+            self.exchange_gather()?;
+            self.slabs[0].host_current = false;
+            self.gathered = true;
+        }
+        Ok(&mut self.slabs[0])
+    }
+
+    /// The solutes' (pressure tensor, its kinetic part): the kinetic tensor in slab 0 after a
+    /// gather, the virial summed over the slabs.
+    pub fn solute_pressure(&mut self, shear_rate: f64) -> Result<([f64; 6], [f64; 6])> {
+        let virial = self.report.virial_tensor;
+        let g = self.gather()?;
+        let k = g.kinetic_tensor(shear_rate)?;
+        let sys = &g.sys;
+        Ok((pressure_from(sys, k, virial), pressure_from(sys, k, [0.0; 6])))
+    }
+
+    pub fn conformation(&mut self) -> Result<Conformation> {
+        self.gather()?.conformation()
+    }
+
+    pub fn system(&mut self) -> Result<&System> {
+        self.gather()?.system()
+    }
+
+    pub fn kinetic_energy(&mut self) -> Result<f64> {
+        self.gather()?.kinetic_energy()
+    }
+
+    pub fn momentum(&mut self) -> Result<[f64; 3]> {
+        self.gather()?.momentum()
+    }
+
+    /// Energies and virials of the current configuration where the last steps skipped them.
+    pub fn refresh_energies(&mut self) -> Result<()> {
+        if self.energies_stale {
+            for g in &mut self.slabs {
+                g.compute_forces()?;
+            }
+            self.sum_reports();
+            self.energies_stale = false;
+        }
+        Ok(())
+    }
+
+    /// The state for a checkpoint (gathered in slab 0), with the summed energy report.
+    pub fn state(&mut self) -> Result<MdState> {
+        let report = MdState::report_words(&self.report);
+        let mut st = self.gather()?.state()?;
+        st.report = report;
+        Ok(st)
+    }
+
+    /// Continue from `st` on every slab.
+    pub fn restore(&mut self, st: &MdState) -> Result<()> {
+        for g in &mut self.slabs {
+            g.restore(st)?;
+        }
+        self.report = st.report();
+        self.gathered = true;
+        Ok(())
+    }
+}
