@@ -24,7 +24,7 @@ __device__ __forceinline__ bool md_bits_differ(double a, double b) {
 
 // Records of the particles `mode` selects for the band [band_lo, band_hi) into `out` (capacity
 // `cap` records); `count` (zero on entry) ends as the number selected, possibly above cap (the
-// host then grows the buffer and packs again).
+// host then grows the buffer and packs again). `count` is a word of the sender's flags.
 extern "C" __global__ void md_slab_pack(unsigned int n, int mode, const double *pos, const double *vel,
                                         const int *image, const double *built_at, const double *force,
                                         const double *y_prev, const double *vel_before, double ly, double own_lo,
@@ -72,10 +72,12 @@ extern "C" __global__ void md_slab_pack(unsigned int n, int mode, const double *
     }
 }
 
-// Write `m` records at their particles' indices.
-extern "C" __global__ void md_slab_unpack(unsigned int m, const double *rec, double *pos, double *vel, int *image,
-                                          double *built_at, double *force) {
+// Write min(*count, limit) records at their particles' indices (one thread per slot of the
+// `limit` copied; the count comes with them).
+extern "C" __global__ void md_slab_unpack(const unsigned int *count, unsigned int limit, const double *rec,
+                                          double *pos, double *vel, int *image, double *built_at, double *force) {
     unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned int m = *count < limit ? *count : limit;
     if (t >= m) {
         return;
     }

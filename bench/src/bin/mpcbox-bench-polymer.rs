@@ -41,6 +41,10 @@ struct Args {
     /// Collisions between stress samples under shear (0: none, as without shear).
     #[arg(long, default_value_t = 0)]
     sample_interval: u64,
+    /// y slabs of the fluid (and of the decomposed MD) over the GPUs (0: one per GPU); more
+    /// slabs than GPUs put several on one GPU.
+    #[arg(long, default_value_t = 0)]
+    slabs: u32,
 }
 
 const STEPS_PER_COLLISION: u64 = 10;
@@ -60,6 +64,7 @@ fn config(a: &Args, device: DeviceChoice) -> Config {
     .unwrap_or_else(|e| fail(&format!("config: {e}")));
     cfg.device = device;
     cfg.shear_rate = a.shear_rate;
+    cfg.tuning.slabs = a.slabs;
     cfg.output.observable_interval = 0;
     if a.sample_interval > 0 {
         cfg.output.equilibration_steps = 0;

@@ -91,7 +91,12 @@ const FLAG_BROKEN: usize = 3;
 const FLAG_WALL: usize = 6;
 /// Decomposed engine: a bond reaches further in y than the slab halo; its tags follow.
 const FLAG_HALO: usize = 8;
-const NFLAGS: usize = 12;
+/// Decomposed engine: from this word on, the record counts of a slab's outgoing exchanges
+/// (read with the other flags, one wait per step).
+const FLAG_COUNTS: usize = 12;
+/// Outgoing exchanges a slab may have.
+const MAX_LINKS: usize = 20;
+const NFLAGS: usize = FLAG_COUNTS + MAX_LINKS;
 
 /// The part of the box an engine integrates: everything, or one y slab of a [`SlabMd`].
 #[derive(Clone, Copy, Debug)]

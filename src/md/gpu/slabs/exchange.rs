@@ -1,12 +1,16 @@
 //! The exchanges of a [`SlabMd`]: along every [`Link`] (a slab whose layers meet another's
 //! band), `md_slab_pack` collects on the sender the beads the receiver needs (what depends on
-//! the moment: [`SlabSend`]) into 16-word records, the count comes to the host (the one wait),
-//! the records are copied to the receiver (a peer copy between GPUs, a device copy within one),
-//! and `md_slab_unpack` writes them at their indices there. No kernel reads another GPU's memory.
+//! the moment: [`SlabSend`]) into 16-word records and counts them in a word of the sender's
+//! flags; the buffer's whole capacity and the count are copied to the receiver (a peer copy
+//! between GPUs, a device copy within one) and `md_slab_unpack` writes the records at their
+//! indices there, all queued without a wait. The host then reads every slab's flags (the step's
+//! one wait, as on one GPU): a count above the capacity grows the buffers and that link is sent
+//! again. No kernel reads another GPU's memory.
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
 
-use super::super::{drv, grid, GpuMd, FLAG_REBUILD};
+use super::super::{drv, grid, GpuMd, FLAG_COUNTS, FLAG_REBUILD, MAX_LINKS};
+use crate::error::MpcError;
 use super::SlabMd;
 use crate::error::Result;
 
@@ -40,7 +44,10 @@ pub(super) struct Link {
     turn: usize,
     recv: CudaSlice<f64>,
     recv_cap: usize,
-    count: CudaSlice<u32>,
+    /// The sender's count word: flags[FLAG_COUNTS + slot].
+    slot: usize,
+    /// The count, copied beside the records.
+    recv_count: CudaSlice<u32>,
 }
 
 /// Whether the layers `own` meet the periodic band `band` of a box `ly` tall.
@@ -52,7 +59,19 @@ fn meets(own: [f64; 2], band: [f64; 2], ly: f64) -> bool {
 }
 
 impl Link {
-    fn new(slabs: &[GpuMd], from: usize, to: usize, band: [f64; 2], cap: usize) -> Result<Link> {
+    fn new(
+        slabs: &[GpuMd],
+        (from, to): (usize, usize),
+        band: [f64; 2],
+        cap: usize,
+        slot: usize,
+    ) -> Result<Link> {
+        if slot >= MAX_LINKS {
+            return Err(MpcError::Device(format!(
+                "the decomposed MD engine: slab {from} would send to more than {MAX_LINKS} slabs \
+                 (slabs much thinner than the halo); fix: fewer slabs (tuning.slabs)"
+            )));
+        }
         let (fs, ts) = (&slabs[from].stream, &slabs[to].stream);
         let words = cap * WORDS;
         Ok(Link {
@@ -67,46 +86,58 @@ impl Link {
             turn: 0,
             recv: ts.alloc_zeros::<f64>(words).map_err(drv("alloc"))?,
             recv_cap: cap,
-            count: fs.alloc_zeros::<u32>(1).map_err(drv("alloc"))?,
+            slot,
+            recv_count: ts.alloc_zeros::<u32>(1).map_err(drv("alloc"))?,
         })
     }
 
     /// A link from every slab whose layers meet another slab's band (layers ± `halo`), sized for
-    /// the beads of a band's width at the mean density.
-    pub(super) fn between_neighbours(slabs: &[GpuMd], halo: f64, ly: f64) -> Result<Vec<Link>> {
+    /// the beads within a halo of both faces at 1.5 times the mean density (a copy moves the
+    /// whole capacity); then a link from every other slab to slab 0, for gathers (grown on
+    /// first use). Each sender's links count in consecutive flag words.
+    pub(super) fn all(slabs: &[GpuMd], halo: f64, ly: f64) -> Result<(Vec<Link>, Vec<Link>)> {
         let n = slabs[0].n;
-        let cap = (n as f64 * (4.0 * halo / ly).min(1.0) * 1.5) as usize + 256;
+        let cap = (n as f64 * (3.0 * halo / ly).min(1.0)) as usize + 256;
+        let mut slots = vec![0usize; slabs.len()];
+        let mut next_slot = |from: usize| {
+            slots[from] += 1;
+            slots[from] - 1
+        };
         let mut links = Vec::new();
         for to in 0..slabs.len() {
             let own = slabs[to].role.own;
             let band = [own[0] - halo, own[1] + halo];
             for from in (0..slabs.len()).filter(|&f| f != to) {
                 if meets(slabs[from].role.own, band, ly) {
-                    links.push(Link::new(slabs, from, to, band, cap)?);
+                    links.push(Link::new(slabs, (from, to), band, cap, next_slot(from))?);
                 }
             }
         }
-        Ok(links)
-    }
-
-    /// A link from every other slab to slab 0, for gathers (grown on first use).
-    pub(super) fn to_first(slabs: &[GpuMd]) -> Result<Vec<Link>> {
         let all = [f64::NEG_INFINITY, f64::INFINITY];
-        (1..slabs.len())
-            .map(|from| Link::new(slabs, from, 0, all, 1024))
-            .collect()
+        let gather = (1..slabs.len())
+            .map(|from| Link::new(slabs, (from, 0), all, 1024, next_slot(from)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok((links, gather))
     }
 
-    /// `md_slab_pack` on the sender into this turn's buffer (the count zeroed first).
-    fn pack(&mut self, g: &GpuMd, vel_before: &CudaSlice<f64>, what: SlabSend) -> Result<()> {
+    /// The records one delivery copies.
+    fn copied(&self) -> usize {
+        self.send_cap[self.turn].min(self.recv_cap)
+    }
+
+    /// `md_slab_pack` on the sender into this turn's buffer (its count word zeroed first).
+    fn pack(&mut self, g: &mut GpuMd, vel_before: &CudaSlice<f64>, what: SlabSend) -> Result<()> {
         let s = g.stream.clone();
-        s.memset_zeros(&mut self.count).map_err(drv("memset"))?;
+        let word = FLAG_COUNTS + self.slot;
+        s.memset_zeros(&mut g.flags.slice_mut(word..word + 1))
+            .map_err(drv("memset"))?;
         let (n, mode) = (g.n as u32, what as i32);
         let cap = self.send_cap[self.turn] as u32;
         let ly = g.sys.box_len[1];
         let own = g.role.own;
         let d = &g.parts;
         let y_prev = g.y_prev.as_ref().expect("slabs keep y_prev");
+        let mut count = g.flags.slice_mut(word..word + 1);
         let mut b = s.launch_builder(&g.k.slab_pack);
         b.arg(&n)
             .arg(&mode)
@@ -124,27 +155,19 @@ impl Link {
             .arg(&self.band[1])
             .arg(&cap)
             .arg(&mut self.send[self.turn])
-            .arg(&mut self.count);
+            .arg(&mut count);
         // SAFETY: md_slab_pack(n, mode, pos, vel, image, built_at, force, y_prev, vel_before,
         // ly, own_lo, own_hi, band_lo, band_hi, cap, out, count) in order and type; the
         // particle arrays hold 3n (pos, vel, image, built_at, force, vel_before) or n (y_prev)
         // elements of this slab's GPU, `out` holds cap records of WORDS f64 and the kernel
-        // writes a record only below cap; `count` is one u32; the mode is a SlabSend value.
+        // writes a record only below cap; `count` is one u32 (a flag word, zeroed above); the
+        // mode is a SlabSend value.
         unsafe { b.launch(grid(g.n)) }.map_err(drv("md_slab_pack"))?;
         Ok(())
     }
 
-    /// The number of records packed (waits for the sender).
-    fn read_count(&self, g: &GpuMd) -> Result<usize> {
-        let mut m = [0u32];
-        g.stream
-            .memcpy_dtoh(&self.count, &mut m)
-            .map_err(drv("download"))?;
-        Ok(m[0] as usize)
-    }
-
-    /// Room for `m` records in this turn's send buffer and the receive buffer. The other send
-    /// buffer may still be read by the receiver's copy, so it stays.
+    /// Room for `m` records in this turn's send buffer and the receive buffer (every stream has
+    /// been waited for: the other buffers are idle).
     fn grow(&mut self, m: usize, slabs: &[GpuMd]) -> Result<()> {
         let cap = m + m / 4 + 256;
         let t = self.turn;
@@ -166,35 +189,38 @@ impl Link {
         Ok(())
     }
 
-    /// Copy `m` records to the receiver (after the sender's pack) and unpack them there.
-    fn deliver(&mut self, slabs: &mut [GpuMd], m: usize) -> Result<()> {
+    /// Copy this turn's records (the whole capacity the receiver holds) and the count to the
+    /// receiver, after the sender's pack, and unpack them there.
+    fn deliver(&mut self, slabs: &mut [GpuMd]) -> Result<()> {
         let t = self.turn;
-        self.turn ^= 1;
-        if m == 0 {
-            return Ok(());
-        }
-        let words = m * WORDS;
-        let from_stream = slabs[self.from].stream.clone();
-        let to = &mut slabs[self.to];
-        let s = to.stream.clone();
+        let limit = self.copied();
+        let words = limit * WORDS;
+        let word = FLAG_COUNTS + self.slot;
+        let from = &slabs[self.from];
+        let from_stream = from.stream.clone();
+        let s = slabs[self.to].stream.clone();
         s.join(&from_stream).map_err(drv("event"))?;
         s.memcpy_dtod(&self.send[t].slice(..words), &mut self.recv.slice_mut(..words))
             .map_err(drv("slab copy"))?;
-        let m32 = m as u32;
+        s.memcpy_dtod(&from.flags.slice(word..word + 1), &mut self.recv_count)
+            .map_err(drv("slab copy"))?;
+        let limit32 = limit as u32;
+        let to = &mut slabs[self.to];
         let d = &mut to.parts;
         let mut b = s.launch_builder(&to.k.slab_unpack);
-        b.arg(&m32)
+        b.arg(&self.recv_count)
+            .arg(&limit32)
             .arg(&self.recv)
             .arg(&mut d.pos)
             .arg(&mut d.vel)
             .arg(&mut d.image)
             .arg(&mut d.built_at)
             .arg(&mut d.force);
-        // SAFETY: md_slab_unpack(m, rec, pos, vel, image, built_at, force) in order and type;
-        // `recv` holds at least m records (copied above on this stream), each naming a
-        // particle index < n written by md_slab_pack, and the particle arrays hold 3n elements
-        // on this GPU.
-        unsafe { b.launch(grid(m)) }.map_err(drv("md_slab_unpack"))?;
+        // SAFETY: md_slab_unpack(count, limit, rec, pos, vel, image, built_at, force) in order
+        // and type; `recv` holds `limit` records copied above on this stream, of which the
+        // first min(count, limit) were written by md_slab_pack, each naming a particle index
+        // < n; the particle arrays hold 3n elements on this GPU.
+        unsafe { b.launch(grid(limit)) }.map_err(drv("md_slab_unpack"))?;
         Ok(())
     }
 }
@@ -205,7 +231,7 @@ impl SlabMd {
         let mut links = std::mem::take(&mut self.links);
         let r = self.run_links(&mut links, what);
         self.links = links;
-        r
+        r.map(|_| ())
     }
 
     /// Every bead to slab 0 from its owner.
@@ -213,62 +239,51 @@ impl SlabMd {
         let mut links = std::mem::take(&mut self.gather);
         let r = self.run_links(&mut links, SlabSend::Owned);
         self.gather = links;
-        r
+        r.map(|_| ())
     }
 
-    /// Pack on every sender, then wait for the counts (packing again where a buffer was too
-    /// small), then copy and unpack on every receiver.
-    fn run_links(&mut self, links: &mut [Link], what: SlabSend) -> Result<()> {
-        let counts = self.pack_and_count(links, what)?;
-        self.deliver_all(links, &counts)
-    }
-
-    /// The drift's exchange, with each slab's flags read while the counts are in (every slab
-    /// sends, so one wait per slab covers both); whether any slab asks for a list build.
+    /// The drift's exchange; every slab's flags are checked with its counts (the step's one
+    /// wait per slab); whether any slab asks for a list build.
     pub(super) fn exchange_after_drift(&mut self) -> Result<bool> {
         let mut links = std::mem::take(&mut self.links);
-        let r = self.pack_and_count(&mut links, SlabSend::Drifted).and_then(|counts| {
-            let mut rebuild = false;
-            for g in &self.slabs {
-                let f = g.read_flags()?;
-                g.check_flags(&f)?;
-                rebuild |= f[FLAG_REBUILD] != 0;
-            }
-            self.deliver_all(&mut links, &counts)?;
-            Ok(rebuild)
-        });
+        let r = self.run_links(&mut links, SlabSend::Drifted);
         self.links = links;
-        r
+        let flags = r?;
+        let mut rebuild = false;
+        for (g, f) in self.slabs.iter().zip(&flags) {
+            g.check_flags(f)?;
+            rebuild |= f[FLAG_REBUILD] != 0;
+        }
+        Ok(rebuild)
     }
 
-    /// `md_slab_pack` on every sender, then the counts (waiting for each sender), packing again
-    /// into a larger buffer where one was too small.
-    fn pack_and_count(&mut self, links: &mut [Link], what: SlabSend) -> Result<Vec<usize>> {
+    /// Pack and deliver along every link without waiting, then read every slab's flags (the
+    /// counts among them); a link whose count exceeded what was copied grows and is sent again,
+    /// waited for. Returns the flags.
+    fn run_links(&mut self, links: &mut [Link], what: SlabSend) -> Result<Vec<Vec<u32>>> {
         for l in links.iter_mut() {
-            l.pack(&self.slabs[l.from], &self.vel_before[l.from], what)?;
+            l.pack(&mut self.slabs[l.from], &self.vel_before[l.from], what)?;
         }
-        let mut counts = Vec::with_capacity(links.len());
         for l in links.iter_mut() {
-            let g = &self.slabs[l.from];
-            let mut m = l.read_count(g)?;
-            let overflowed = m > l.send_cap[l.turn];
-            if overflowed || m > l.recv_cap {
+            l.deliver(&mut self.slabs)?;
+        }
+        let mut flags = self
+            .slabs
+            .iter()
+            .map(|g| g.read_flags())
+            .collect::<Result<Vec<_>>>()?;
+        for l in links.iter_mut() {
+            let m = flags[l.from][FLAG_COUNTS + l.slot] as usize;
+            if m > l.copied() {
                 l.grow(m, &self.slabs)?;
+                l.pack(&mut self.slabs[l.from], &self.vel_before[l.from], what)?;
+                l.deliver(&mut self.slabs)?;
+                flags[l.from] = self.slabs[l.from].read_flags()?;
+                self.slabs[l.to].synchronize()?;
             }
-            if overflowed {
-                l.pack(&self.slabs[l.from], &self.vel_before[l.from], what)?;
-                m = l.read_count(&self.slabs[l.from])?;
-            }
-            counts.push(m);
+            l.turn ^= 1;
         }
-        Ok(counts)
-    }
-
-    fn deliver_all(&mut self, links: &mut [Link], counts: &[usize]) -> Result<()> {
-        for (l, &m) in links.iter_mut().zip(counts) {
-            l.deliver(&mut self.slabs, m)?;
-        }
-        Ok(())
+        Ok(flags)
     }
 
     /// Every slab's list built anew, the phases queued on all GPUs before each wait; a slab

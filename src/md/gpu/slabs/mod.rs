@@ -126,8 +126,7 @@ impl SlabMd {
             g.y_prev = Some(super::setup::zeros_f64(&g.stream, g.n)?);
             slabs.push(g);
         }
-        let links = Link::between_neighbours(&slabs, halo, ly)?;
-        let gather = Link::to_first(&slabs)?;
+        let (links, gather) = Link::all(&slabs, halo, ly)?;
         let vel_before = slabs
             .iter()
             .map(|g| super::setup::zeros_f64(&g.stream, 3 * g.n))
