@@ -112,6 +112,16 @@ impl Checkpoint {
         Ok(ck)
     }
 
+    /// [`Checkpoint::save`] by rank 0 of a run over MPI ranks (every rank holds the gathered
+    /// checkpoint; one file is written); the plain save without MPI.
+    pub fn save_on_root(&self, path: &Path) -> Result<()> {
+        if crate::ranks::is_root() {
+            self.save(path)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Write atomically: a reader sees the old file or the complete new one, never a partial one.
     pub fn save(&self, path: &Path) -> Result<()> {
         let bytes = self.to_bytes()?;

@@ -200,8 +200,12 @@ impl FieldWriter {
             return Ok(());
         }
         let name = field_file_name(step);
+        self.files
+            .push((step as f64 * solvent.physics().h, name.clone()));
+        if !crate::ranks::is_root() {
+            return Ok(()); // the sums are every rank's; rank 0 writes them
+        }
         fields.write_vti(&self.dir.join(&name))?;
-        self.files.push((step as f64 * solvent.physics().h, name));
         write_pvd(&self.dir.join("fields.pvd"), &self.files)
     }
 }

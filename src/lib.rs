@@ -16,6 +16,7 @@ pub mod md;
 pub mod memory;
 pub mod output_dir;
 pub mod physics;
+pub mod ranks;
 pub mod report;
 pub mod rng;
 pub mod run;

@@ -215,7 +215,7 @@ fn run(a: RunArgs) -> Result<(), MpcError> {
         output = %dir.display(),
         "starting run"
     );
-    let mut progress = Bar::new(total, quiet);
+    let mut progress = Bar::new(total, quiet || !mpcbox::ranks::is_root());
     let summary = match solvent.config().md.clone() {
         None => run_job(&mut solvent, total, &dir, &mut progress)?,
         Some(md) => {
@@ -235,10 +235,12 @@ fn run(a: RunArgs) -> Result<(), MpcError> {
         particle_steps_per_second = format!("{:.3e}", summary.particle_steps_per_second),
         "run finished"
     );
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&summary).expect("summary serialises")
-    );
+    if mpcbox::ranks::is_root() {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&summary).expect("summary serialises")
+        );
+    }
     Ok(())
 }
 
@@ -548,9 +550,17 @@ fn check(path: &Path) -> Result<(), MpcError> {
 }
 
 fn main() -> ExitCode {
+    // MPI (with `--features mpi`): kept initialised until main returns
+    let _mpi = mpcbox::ranks::init();
+    // over MPI ranks, rank 0 speaks for the run; the others only warn
+    let level = if mpcbox::ranks::is_root() {
+        "info"
+    } else {
+        "warn"
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into()),
         )
         .with_writer(std::io::stderr)
         // colour only on a terminal, and never with NO_COLOR set (no-color.org)
@@ -584,6 +594,12 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            let agreed = matches!(e, MpcError::Interrupted { .. });
+            if mpcbox::ranks::size() > 1 && !agreed {
+                eprintln!("error (rank {}): {e}", mpcbox::ranks::rank());
+                // the other ranks may wait in a collective call: stop them all, no hang
+                mpcbox::ranks::abort_all(1);
+            }
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }

@@ -39,6 +39,13 @@ impl OutputLock {
     /// Create `dir` if needed and lock it for this run; refused, naming the holder, when
     /// another run holds it.
     pub fn acquire(dir: &Path) -> Result<OutputLock> {
+        if !crate::ranks::is_root() {
+            // over MPI ranks rank 0 owns (and writes) the directory
+            return Ok(OutputLock {
+                file: None,
+                dir: dir.to_path_buf(),
+            });
+        }
         std::fs::create_dir_all(dir).map_err(|e| MpcError::io(dir, e))?;
         let key = dir.canonicalize().map_err(|e| MpcError::io(dir, e))?;
         if held().get_or_insert_with(HashSet::new).contains(&key) {
@@ -111,7 +118,7 @@ impl Drop for OutputLock {
 /// unless `overwrite`.
 pub fn check_fresh_directory(dir: &Path, checkpoint_file: &str, overwrite: bool) -> Result<()> {
     let ck = dir.join(checkpoint_file);
-    if overwrite || !ck.exists() {
+    if overwrite || !ck.exists() || !crate::ranks::is_root() {
         return Ok(());
     }
     Err(MpcError::Config(ConfigError {

@@ -97,19 +97,27 @@ pub fn run_job_steps(
 ) -> Result<Summary> {
     // one owner per output directory, before anything is written
     let _lock = crate::output_dir::OutputLock::acquire(dir)?;
+    // over MPI ranks every rank steps and reduces, rank 0 alone writes
+    let root = crate::ranks::is_root();
     let csv_path = dir.join(OBSERVABLES_CSV);
     let resuming = solvent.step_count() > 0 && csv_path.exists();
-    if resuming {
+    if resuming && root {
         // rows written after the checkpoint by the run that stopped are written again below
         crate::output_dir::truncate_csv_after(&csv_path, solvent.step_count())?;
     }
-    let mut csv = std::fs::OpenOptions::new()
-        .create(true)
-        .append(resuming)
-        .write(true)
-        .truncate(!resuming)
-        .open(&csv_path)
-        .map_err(|e| MpcError::io(&csv_path, e))?;
+    let mut csv: Box<dyn Write> = if root {
+        Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(resuming)
+                .write(true)
+                .truncate(!resuming)
+                .open(&csv_path)
+                .map_err(|e| MpcError::io(&csv_path, e))?,
+        )
+    } else {
+        Box::new(std::io::sink())
+    };
     if !resuming {
         writeln!(csv, "{}", csv_header()).map_err(|e| MpcError::io(&csv_path, e))?;
     }
@@ -158,7 +166,8 @@ pub fn run_job_steps(
         if ck_interval > 0 && solvent.step_count() % ck_interval == 0 {
             // a failed periodic checkpoint (full disk) loses no data: the previous one stays
             // (atomic writes), and the run goes on to try again at the next
-            if let Err(e) = job.checkpoint(solvent)?.save(&ck_path) {
+            let ck = job.checkpoint(solvent)?; // gathered on every rank
+            if let Err(e) = ck.save_on_root(&ck_path) {
                 tracing::warn!(
                     "checkpoint at step {} not written: {e}",
                     solvent.step_count()
@@ -166,7 +175,8 @@ pub fn run_job_steps(
             }
         }
         progress.advance(solvent.step_count());
-        if crate::stop::stop_requested() {
+        // every rank stops at the same step, whichever the signal reached
+        if crate::ranks::any(crate::stop::stop_requested()) {
             interrupted = true;
             break;
         }
@@ -175,15 +185,17 @@ pub fn run_job_steps(
     progress.finish();
     csv.flush().map_err(|e| MpcError::io(&csv_path, e))?;
     let ck: Checkpoint = job.checkpoint(solvent)?;
-    ck.save(&ck_path)?;
+    ck.save_on_root(&ck_path)?;
     let done = solvent.step_count().saturating_sub(start_step);
     let mut summary = summarize(solvent, done, wall, dir)?;
     summary.interrupted = interrupted;
     job.summarize(solvent, &mut summary)?;
-    write_profile(solvent, dir)?;
-    let json = serde_json::to_string_pretty(&summary).expect("summary serialises");
-    let p = dir.join(SUMMARY_JSON);
-    std::fs::write(&p, json + "\n").map_err(|e| MpcError::io(&p, e))?;
+    if root {
+        write_profile(solvent, dir)?;
+        let json = serde_json::to_string_pretty(&summary).expect("summary serialises");
+        let p = dir.join(SUMMARY_JSON);
+        std::fs::write(&p, json + "\n").map_err(|e| MpcError::io(&p, e))?;
+    }
     if interrupted {
         return Err(MpcError::Interrupted {
             step: solvent.step_count(),

@@ -10,6 +10,7 @@ use mpcbox::rng::CellStream;
 use mpcbox::Solvent;
 
 common::backend_tests!(
+    [cpu gpu multi_gpu slabs cpu_slabs]
     full_steps_conserve_momentum_and_energy,
     thermostat_conserves_momentum,
     shear_conserves_transverse_momentum_and_particle_count,

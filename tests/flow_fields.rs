@@ -159,7 +159,7 @@ fn fields_follow_the_cpu(p: Platform) {
     assert_eq!(other.take_fields().unwrap().samples, 0);
 }
 
-backend_tests!(fields_follow_the_cpu);
+backend_tests!([cpu gpu multi_gpu slabs cpu_slabs] fields_follow_the_cpu);
 
 #[test]
 fn a_field_interval_shorter_than_a_sample_is_refused() {

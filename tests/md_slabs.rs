@@ -133,9 +133,21 @@ fn assert_close(a: f64, b: f64, what: &str) {
 fn slab_engine_follows_the_one_slab_engine_bit_for_bit() {
     let slit = "Slit(solutes: (epsilon: 1.0, sigma: 1.0))";
     let cases: [(&str, Config, Option<f64>); 4] = [
-        ("melt of 40 × 30-bead chains", chains(40, 30, "None", FENE), None),
-        ("sheared, γ̇ = 0.05", chains(40, 30, "None", FENE), Some(0.05)),
-        ("2 chains, empty slabs", chains(2, 10, "None", FENE), Some(0.02)),
+        (
+            "melt of 40 × 30-bead chains",
+            chains(40, 30, "None", FENE),
+            None,
+        ),
+        (
+            "sheared, γ̇ = 0.05",
+            chains(40, 30, "None", FENE),
+            Some(0.05),
+        ),
+        (
+            "2 chains, empty slabs",
+            chains(2, 10, "None", FENE),
+            Some(0.02),
+        ),
         ("between slit walls", chains(30, 20, slit, FENE), None),
     ];
     for (name, cfg, shear) in &cases {
@@ -157,7 +169,11 @@ fn slab_engine_follows_the_one_slab_engine_bit_for_bit() {
                     assert_close(a.bond_energy, b.bond_energy, &format!("{w}: bond energy"));
                     assert_close(a.wall_energy, b.wall_energy, &format!("{w}: wall energy"));
                     for k in 0..6 {
-                        assert_close(a.virial_tensor[k], b.virial_tensor[k], &format!("{w}: virial"));
+                        assert_close(
+                            a.virial_tensor[k],
+                            b.virial_tensor[k],
+                            &format!("{w}: virial"),
+                        );
                     }
                 }
                 if shear.is_none() && !name.contains("walls") {
@@ -166,7 +182,10 @@ fn slab_engine_follows_the_one_slab_engine_bit_for_bit() {
                     let scale = md.sys.len() as f64 * 5.0;
                     common::assert_momentum_kept(p0, p1, scale, &what);
                 }
-                println!("{what}: equal after 400 steps, {} list builds", sl.list_builds());
+                println!(
+                    "{what}: equal after 400 steps, {} list builds",
+                    sl.list_builds()
+                );
             }
         }
     }
@@ -184,7 +203,9 @@ fn a_bond_longer_than_the_halo_is_refused() {
     one.run(1000).unwrap();
     let run = slab_engine(&md, &places(24, 4, &[0])).and_then(|mut e| e.advance(1000, false));
     let e = match run {
-        Ok(()) => panic!("2.6-long bonds across a 1.57 halo (r_cut + 1.5 skin) were accepted for 1000 steps"),
+        Ok(()) => panic!(
+            "2.6-long bonds across a 1.57 halo (r_cut + 1.5 skin) were accepted for 1000 steps"
+        ),
         Err(e) => e.to_string(),
     };
     assert!(e.contains("md.bonds") && e.contains("halo"), "{e}");
@@ -210,7 +231,10 @@ fn a_bead_on_a_wall_is_refused_as_on_one_slab() {
     for i in 0..10 {
         md.sys.pos[i][1] += shift;
     }
-    assert!(dist(md.sys.pos[nearest]) < 0.0, "bead moved beyond the wall");
+    assert!(
+        dist(md.sys.pos[nearest]) < 0.0,
+        "bead moved beyond the wall"
+    );
     let one = GpuMd::new(
         md.sys.clone(),
         md.ff.clone(),

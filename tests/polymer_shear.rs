@@ -20,10 +20,13 @@ use mpcbox::run::{run_job_steps, Silent};
 use mpcbox::{Checkpoint, Solvent};
 
 common::backend_tests!(
-    [gpu multi_gpu slabs]
+    [gpu multi_gpu slabs cpu_slabs]
     coupled_shear_run_follows_the_cpu,
 );
-common::backend_tests!(coupled_checkpoint_resumes_as_if_never_stopped);
+common::backend_tests!(
+    [cpu gpu multi_gpu slabs cpu_slabs]
+    coupled_checkpoint_resumes_as_if_never_stopped
+);
 
 fn solution(shear_rate: f64, chains: usize, extra: &str) -> Config {
     Config::from_ron_str(&format!(
@@ -112,8 +115,8 @@ fn assert_md_close(a: &mpcbox::md::System, b: &mpcbox::md::System, tol: f64, wha
     }
 }
 
-/// 30 coupled steps under shear on GPUs (fluid on one or several, MD engine on the first)
-/// against the CPU run of the same config.
+/// 30 coupled steps under shear on GPUs (fluid on one or several, MD engine on the GPUs) or on
+/// the CPU's slabs, against the CPU run of the same config.
 fn coupled_shear_run_follows_the_cpu(p: Platform) {
     let cfg = solution(0.1, 4, "");
     let Some(gcfg) = p.config(&cfg) else { return };

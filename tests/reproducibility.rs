@@ -13,6 +13,7 @@ use mpcbox::state::FluidState;
 use mpcbox::{Checkpoint, Config, Solvent};
 
 common::backend_tests!(
+    [cpu gpu multi_gpu slabs cpu_slabs]
     steps_follow_the_cpu_trajectory,
     resumes_a_cpu_checkpoint,
     fluid_state_round_trips,

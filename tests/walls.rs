@@ -13,6 +13,7 @@ use mpcbox::walls_report::{summarize, WallsSummary};
 use mpcbox::Solvent;
 
 common::backend_tests!(
+    [cpu gpu multi_gpu slabs cpu_slabs]
     no_particle_is_ever_inside_a_wall,
     momentum_given_to_the_walls_is_accounted_for,
 );
@@ -25,7 +26,7 @@ common::backend_tests!(
     couette_flow_between_moving_plates,
     poiseuille_flow_in_a_pipe,
 );
-common::backend_tests!([gpu multi_gpu slabs] walls_follow_the_cpu_trajectory);
+common::backend_tests!([gpu multi_gpu slabs cpu_slabs] walls_follow_the_cpu_trajectory);
 
 /// A CPU config of `cells` with `walls` (RON) and further fields `extra` (RON, each with a
 /// leading comma).

@@ -14,6 +14,7 @@
 
 mod memory;
 mod rules;
+pub(crate) mod slab;
 
 pub use memory::{check_fits, check_fits_in, footprint};
 
@@ -64,6 +65,12 @@ pub struct CpuBackend {
     rules: Option<rules::RuleState>,
     /// Flow-field sums per cell (`crate::fields`), allocated at the first sample.
     field_sums: Vec<f64>,
+    /// First global cell held: 0 for the whole box; a y slab of a box cut over processes
+    /// ([`slab`]) holds the cells `[cell_lo, cell_lo + params.len())`, and `cell_of` then holds
+    /// cells relative to it from the migration on.
+    cell_lo: usize,
+    /// Global particle index of each particle of a slab (travels with it); empty for the box.
+    ids: Vec<u64>,
 }
 
 impl CpuBackend {
@@ -71,13 +78,18 @@ impl CpuBackend {
         state
             .validate(&phys)
             .map_err(|e| MpcError::Device(format!("initial fluid state: {e}")))?;
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("mpcbox-cpu-{i}"))
-            .build()
-            .map_err(|e| MpcError::Device(format!("cannot start CPU worker threads: {e}")))?;
-        let pool = std::sync::Arc::new(pool);
         let ncells = phys.n_cells();
+        Self::with_cells(phys, state, worker_pool(threads)?, 0, ncells)
+    }
+
+    /// A backend holding the cells `[cell_lo, cell_lo + ncells)`.
+    fn with_cells(
+        phys: Physics,
+        state: FluidState,
+        pool: std::sync::Arc<rayon::ThreadPool>,
+        cell_lo: usize,
+        ncells: usize,
+    ) -> Result<CpuBackend> {
         Ok(CpuBackend {
             cell_start: vec![0; ncells + 1],
             cell_fill: (0..ncells).map(|_| AtomicU32::new(0)).collect(),
@@ -92,6 +104,8 @@ impl CpuBackend {
             phys,
             state,
             pool,
+            cell_lo,
+            ids: Vec::new(),
         })
     }
 
@@ -197,6 +211,7 @@ impl CpuBackend {
         let starts = &self.cell_start;
         let images = &self.image_of;
         let solute_images = &self.solute_image;
+        let cell_lo = self.cell_lo;
         let ch = 4096;
         let parts: Vec<(f64, f64, WallMomentum)> = self
             .params
@@ -224,9 +239,11 @@ impl CpuBackend {
                         e_rel += sums.relative_energy();
                         dof += (sums.count - 1) as f64;
                     }
+                    // draws are keyed by the global cell
+                    let g = (c + cell_lo) as u32;
                     *out = match &phys.walls {
-                        Some(w) => fill_and_params(phys, w, plan, c as u32, &sums, &mut wall),
-                        None => phys.cell_params(plan.step, c as u32, &sums),
+                        Some(w) => fill_and_params(phys, w, plan, g, &sums, &mut wall),
+                        None => phys.cell_params(plan.step, g, &sums),
                     };
                 }
                 (e_rel, dof, wall)
@@ -295,6 +312,34 @@ impl CpuBackend {
         total
     }
 
+    /// Passes 2-5, after streaming and binning: cell lists, cell pass, collision, reorder.
+    fn finish_step(
+        &mut self,
+        plan: &StepPlan,
+        mut solutes: Option<&mut SoluteBatch<'_>>,
+        kinetic: f64,
+        mut wall_momentum: WallMomentum,
+    ) -> StepReport {
+        self.build_cell_lists();
+        let ((relative_energy, relative_dof), collisional) = if self.phys.rule.is_plain_srd() {
+            let (e, d, exchanged) = self.cell_pass(plan, solutes.as_deref());
+            add_wall_momentum(&mut wall_momentum, &exchanged);
+            ((e, d), self.collide(plan, solutes.as_deref_mut()))
+        } else {
+            self.rules_step(plan, solutes)
+        };
+        if plan.reorder {
+            self.reorder();
+        }
+        StepReport {
+            relative_energy,
+            relative_dof,
+            kinetic_stress_sum: kinetic,
+            collisional_stress_sum: collisional,
+            wall_momentum,
+        }
+    }
+
     /// Pass 5: permute fluid particles into cell order (solute entries of the list skipped),
     /// one parallel gather into the spare buffers, which then swap with the live ones.
     fn reorder(&mut self) {
@@ -332,6 +377,9 @@ impl CpuBackend {
                 }
             });
         std::mem::swap(&mut self.state, &mut self.spare);
+        if !self.ids.is_empty() {
+            self.ids = perm.iter().map(|&i| self.ids[i as usize]).collect();
+        }
     }
 }
 
@@ -344,7 +392,7 @@ impl Backend for CpuBackend {
         use crate::fields::{field_cell, FIELD_SUMS};
         let cells = self.phys.cells;
         if self.field_sums.is_empty() {
-            self.field_sums = vec![0.0; FIELD_SUMS * self.params.len()];
+            self.field_sums = vec![0.0; FIELD_SUMS * self.phys.n_cells()];
         }
         let st = &self.state;
         // in particle order, so the sums do not depend on the thread count
@@ -363,7 +411,7 @@ impl Backend for CpuBackend {
     }
 
     fn take_field_sums(&mut self) -> Result<Vec<f64>> {
-        let n = crate::fields::FIELD_SUMS * self.params.len();
+        let n = crate::fields::FIELD_SUMS * self.phys.n_cells();
         let mut sums = std::mem::take(&mut self.field_sums);
         sums.resize(n, 0.0);
         Ok(sums)
@@ -376,7 +424,7 @@ impl Backend for CpuBackend {
     fn step(
         &mut self,
         plan: &StepPlan,
-        mut solutes: Option<&mut SoluteBatch<'_>>,
+        solutes: Option<&mut SoluteBatch<'_>>,
     ) -> Result<StepReport> {
         let nf = self.state.len();
         let ns = solutes.as_ref().map_or(0, |s| s.len());
@@ -385,7 +433,7 @@ impl Backend for CpuBackend {
         self.solute_image.resize(ns, 0);
         let pool = self.pool.clone();
         let report = pool.install(|| {
-            let (kinetic, mut wall_momentum) = self.stream_and_bin(plan);
+            let (kinetic, wall_momentum) = self.stream_and_bin(plan);
             if let Some(s) = solutes.as_deref() {
                 for j in 0..s.len() {
                     let loc = self.phys.locate_solute(plan, s.pos[j]);
@@ -393,24 +441,7 @@ impl Backend for CpuBackend {
                     self.solute_image[j] = loc.image;
                 }
             }
-            self.build_cell_lists();
-            let ((relative_energy, relative_dof), collisional) = if self.phys.rule.is_plain_srd() {
-                let (e, d, exchanged) = self.cell_pass(plan, solutes.as_deref());
-                add_wall_momentum(&mut wall_momentum, &exchanged);
-                ((e, d), self.collide(plan, solutes.as_deref_mut()))
-            } else {
-                self.rules_step(plan, solutes)
-            };
-            if plan.reorder {
-                self.reorder();
-            }
-            StepReport {
-                relative_energy,
-                relative_dof,
-                kinetic_stress_sum: kinetic,
-                collisional_stress_sum: collisional,
-                wall_momentum,
-            }
+            self.finish_step(plan, solutes, kinetic, wall_momentum)
         });
         Ok(report)
     }
@@ -472,6 +503,16 @@ impl Backend for CpuBackend {
         self.state = state.clone();
         Ok(())
     }
+}
+
+/// The backend's own rayon pool of `threads` workers (0: one per core).
+pub(crate) fn worker_pool(threads: usize) -> Result<std::sync::Arc<rayon::ThreadPool>> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("mpcbox-cpu-{i}"))
+        .build()
+        .map_err(|e| MpcError::Device(format!("cannot start CPU worker threads: {e}")))?;
+    Ok(std::sync::Arc::new(pool))
 }
 
 /// `total += part`, surface by surface.

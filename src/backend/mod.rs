@@ -6,6 +6,7 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod slabbed;
 
 use crate::error::Result;
 use crate::physics::StepPlan;
@@ -213,26 +214,42 @@ pub fn open(
     state: Option<&FluidState>,
 ) -> Result<Box<dyn Backend>> {
     use crate::config::DeviceChoice;
+    let ranks = crate::ranks::size();
+    if ranks > 1 {
+        check_ranks(cfg, ranks)?;
+    }
     let cpu = |state: Option<&FluidState>| -> Result<Box<dyn Backend>> {
         cpu::check_fits(cfg)?;
-        if cfg.tuning.slabs > 0 {
-            tracing::warn!(
-                "tuning.slabs = {} is a CUDA decomposition: the CPU backend runs the box whole",
-                cfg.tuning.slabs
-            );
-        }
+        let ranks = crate::ranks::size();
+        let slabs = (cfg.tuning.slabs as usize).max(ranks);
+        let initial;
         let st = match state {
-            Some(s) => s.clone(),
-            None => FluidState::initial(cfg),
+            Some(s) => s,
+            None => {
+                initial = FluidState::initial(cfg);
+                &initial
+            }
         };
+        if slabs > 1 {
+            // the box cut into y slabs, in this process and over MPI ranks
+            return Ok(Box::new(slabbed::SlabbedCpuBackend::new(
+                phys.clone(),
+                st,
+                slabs,
+                cfg.tuning.cpu_threads,
+                crate::ranks::transport(),
+            )?));
+        }
         Ok(Box::new(cpu::CpuBackend::new(
             phys.clone(),
-            st,
+            st.clone(),
             cfg.tuning.cpu_threads,
         )?))
     };
     match &cfg.device {
         DeviceChoice::Cpu => cpu(state),
+        // over MPI ranks the fluid runs on the CPU's slabs (checked in `check_ranks`)
+        DeviceChoice::Auto if ranks > 1 => cpu(state),
         DeviceChoice::Auto => match cuda::probe() {
             Ok(_) => match open_cuda(cfg, phys, state, &[0]) {
                 Ok(b) => Ok(b),
@@ -270,6 +287,50 @@ pub fn open(
     }
 }
 
+/// A run over `ranks` MPI ranks: at most one rank per cell layer in y, the fluid on the CPU
+/// (GPUs per rank are not built yet), and the same config on every rank (its hash gathered).
+fn check_ranks(cfg: &crate::config::Config, ranks: usize) -> Result<()> {
+    use crate::config::DeviceChoice;
+    use crate::error::{ConfigError, MpcError};
+    let ly = cfg.cells[1] as usize;
+    if ranks > ly {
+        return Err(MpcError::Config(ConfigError {
+            field: "mpirun -np".into(),
+            problem: format!("{ranks} MPI ranks for a box of {ly} cell layers in y"),
+            fix: format!("at most {ly} ranks (each holds whole layers), or a taller box"),
+        }));
+    }
+    if matches!(cfg.device, DeviceChoice::Cuda(_) | DeviceChoice::AllGpus) {
+        return Err(MpcError::Config(ConfigError {
+            field: "device".into(),
+            problem: format!(
+                "{:?} over {ranks} MPI ranks: GPUs per rank are not built yet",
+                cfg.device
+            ),
+            fix: "device: Cpu (or Auto) for a run over MPI ranks, or one process on the GPUs"
+                .into(),
+        }));
+    }
+    use std::hash::{Hash, Hasher};
+    let text = ron::to_string(cfg).unwrap_or_default();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    let h = h.finish();
+    let mine = [(h >> 32) as f64, (h & 0xffff_ffff) as f64];
+    let all = crate::ranks::transport().gather(&mine)?;
+    if let Some(r) = all.chunks_exact(2).position(|x| x != mine) {
+        return Err(MpcError::Config(ConfigError {
+            field: "(config)".into(),
+            problem: format!(
+                "rank {} and rank {r} were given different configs",
+                crate::ranks::rank()
+            ),
+            fix: "start every rank with the same config file and command line".into(),
+        }));
+    }
+    Ok(())
+}
+
 /// The fluid on CUDA GPUs `gpus` as y slabs: one per GPU, or `tuning.slabs` of them spread over
 /// the GPUs in contiguous blocks (slab k on `gpus[k G / S]`, so most neighbours share a GPU);
 /// one slab is the single-GPU backend.
@@ -284,6 +345,13 @@ fn open_cuda(
         return cuda::open_backend(cfg, phys, state, ordinals[0]);
     }
     cuda::multi::open_backend(cfg, phys, state, &ordinals)
+}
+
+/// The first layer of each of `g` slabs of `ly` layers (as even as possible), then `ly`.
+pub fn slab_bounds(ly: u32, g: usize) -> Vec<u32> {
+    (0..=g)
+        .map(|k| (k as u64 * ly as u64 / g as u64) as u32)
+        .collect()
 }
 
 /// The GPU of each y slab: `slabs` (0: one per GPU; at least one per GPU) over `gpus` in

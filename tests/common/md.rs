@@ -59,7 +59,9 @@ impl MdEngine {
                 let gpu = GpuMd::new(sys, ff, thermostat, settings, 0).expect("GPU engine");
                 MdEngine::Gpu(Box::new(gpu))
             }
-            Platform::MultiGpu(_) | Platform::Slabs(_) => panic!("the MD engine runs on one GPU"),
+            Platform::MultiGpu(_) | Platform::Slabs(_) | Platform::CpuSlabs(_) => {
+                panic!("this MD engine runs on one device")
+            }
         }
     }
 

@@ -22,6 +22,9 @@ pub enum Platform {
     /// This many y slabs (`tuning.slabs`) on the GPUs present (at most as many as slabs, in
     /// contiguous blocks): the N-slab decomposition on one or two GPUs.
     Slabs(usize),
+    /// This many y slabs on the CPU (`tuning.slabs`, `backend::slabbed`): the decomposition
+    /// that MPI ranks extend over processes, run in one process.
+    CpuSlabs(usize),
 }
 
 impl fmt::Display for Platform {
@@ -31,6 +34,7 @@ impl fmt::Display for Platform {
             Platform::Gpu => write!(f, "1 GPU"),
             Platform::MultiGpu(g) => write!(f, "{g} GPUs"),
             Platform::Slabs(n) => write!(f, "{n} slabs on {} GPU(s)", Platform::gpus_for(*n)),
+            Platform::CpuSlabs(n) => write!(f, "{n} slabs on the CPU"),
         }
     }
 }
@@ -62,7 +66,10 @@ impl Platform {
 
     /// Several y slabs (on several GPUs, or several on one).
     pub fn is_multi_gpu(self) -> bool {
-        matches!(self, Platform::MultiGpu(_) | Platform::Slabs(_))
+        matches!(
+            self,
+            Platform::MultiGpu(_) | Platform::Slabs(_) | Platform::CpuSlabs(_)
+        )
     }
 
     /// The decomposition's size: GPUs (one slab each), or slabs (0 on the CPU).
@@ -71,7 +78,7 @@ impl Platform {
             Platform::Cpu => 0,
             Platform::Gpu => 1,
             Platform::MultiGpu(g) => g,
-            Platform::Slabs(n) => n,
+            Platform::Slabs(n) | Platform::CpuSlabs(n) => n,
         }
     }
 
@@ -81,6 +88,7 @@ impl Platform {
             Platform::Gpu => DeviceChoice::Cuda(vec![0]),
             Platform::MultiGpu(g) => DeviceChoice::Cuda((0..g as u32).collect()),
             Platform::Slabs(n) => DeviceChoice::Cuda((0..Platform::gpus_for(n) as u32).collect()),
+            Platform::CpuSlabs(_) => DeviceChoice::Cpu,
         }
     }
 
@@ -88,6 +96,7 @@ impl Platform {
     /// the box has slabs of the minimum thickness for (a note says so); None, with a note,
     /// where not even two slabs fit (the test then skips this set-up).
     pub fn fit(self, cfg: &Config) -> Option<Platform> {
+        // CPU slabs route a particle to any slab: any thickness from one layer
         let (Platform::MultiGpu(g) | Platform::Slabs(g)) = self else {
             return Some(self);
         };
@@ -118,7 +127,7 @@ impl Platform {
         let mut c = cfg.clone();
         c.device = p.device();
         c.tuning.slabs = match p {
-            Platform::Slabs(n) => n as u32,
+            Platform::Slabs(n) | Platform::CpuSlabs(n) => n as u32,
             _ => 0,
         };
         Some(c)
@@ -155,6 +164,7 @@ impl Platform {
         match self {
             Platform::MultiGpu(g) => (2..=g).map(Platform::MultiGpu).collect(),
             Platform::Slabs(n) => (2..=n).map(Platform::Slabs).collect(),
+            Platform::CpuSlabs(n) => (2..=n).map(Platform::CpuSlabs).collect(),
             p => vec![p],
         }
     }
@@ -162,7 +172,10 @@ impl Platform {
     /// Asserts that a backend description is this platform's.
     pub fn check_backend(self, description: &str) {
         let ok = match self {
-            Platform::Cpu => description.starts_with("cpu"),
+            Platform::Cpu => description.starts_with("cpu") && !description.contains("slabs"),
+            Platform::CpuSlabs(_) => {
+                description.starts_with("cpu") && description.contains("slabs")
+            }
             Platform::Gpu => description.starts_with("cuda") && !description.contains("slabs"),
             Platform::MultiGpu(_) | Platform::Slabs(_) => description.contains("slabs"),
         };
@@ -191,6 +204,7 @@ impl Platform {
 
 /// Instantiates test functions `fn name(p: Platform)` as `#[test]`s `name::cpu`, `name::gpu`
 /// `name::multi_gpu` and `name::slabs` (a module per test, beside the function), or on the platforms listed
+/// (`cpu_slabs` too: 2-4 slabs of the CPU, in CI)
 /// first: `backend_tests!([gpu multi_gpu] name, ...)`. GPU instances are ignored by default
 /// (`cargo test -- --ignored ::gpu` or `::multi_gpu` on a machine with GPUs); a multi-GPU
 /// instance passes with a note where fewer than two GPUs exist.
@@ -211,6 +225,12 @@ macro_rules! backend_tests {
         #[ignore = "needs a CUDA GPU"]
         fn gpu() {
             super::$name($crate::common::Platform::Gpu)
+        }
+    };
+    (@instance cpu_slabs $name:ident) => {
+        #[test]
+        fn cpu_slabs() {
+            super::$name($crate::common::Platform::CpuSlabs($crate::common::Platform::SLABS))
         }
     };
     (@instance slabs $name:ident) => {

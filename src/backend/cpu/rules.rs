@@ -63,6 +63,7 @@ impl CpuBackend {
         st.xi.resize(if want_xi { np } else { 0 }, [0.0; 3]);
         let pos = &self.state.pos;
         let cells = &self.cell_of;
+        let cell_lo = self.cell_lo as u32;
         let ch = REDUCTION_CHUNK;
         let fill = |k: usize, rel: &mut [[f64; 3]], xi: &mut [[f64; 3]]| {
             for j in 0..rel.len().max(xi.len()) {
@@ -73,7 +74,8 @@ impl CpuBackend {
                     rel[j] = [loc.x_in_cell, loc.y_in_cell, loc.z_in_cell];
                 }
                 if want_xi {
-                    xi[j] = phys.fluid_draw(plan.step, cells[i], p);
+                    // keyed by the global cell (`cell_of` is slab-relative in a slab)
+                    xi[j] = phys.fluid_draw(plan.step, cells[i] + cell_lo, p);
                 }
             }
         };
@@ -132,7 +134,9 @@ impl CpuBackend {
                 for (j, out) in chunk.iter_mut().enumerate() {
                     let c = k * ch + j;
                     let (sums, ext) = self.rules_cell_sums(c, solutes, rel, xi);
-                    *out = phys.rule_cell_params(plan.step, c as u32, &sums, &ext);
+                    // draws are keyed by the global cell
+                    let g = (c + self.cell_lo) as u32;
+                    *out = phys.rule_cell_params(plan.step, g, &sums, &ext);
                     if sums.count >= 2 {
                         e_rel += sums.relative_energy();
                         dof += (sums.count - 1) as f64;

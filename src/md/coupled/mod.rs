@@ -174,6 +174,9 @@ impl Coupling {
     pub fn with_output_from(mut self, dir: &Path, resume_step: Option<u64>) -> Result<Coupling> {
         let traj = (self.cfg.trajectory_interval > 0).then_some(self.cfg.trajectory_format);
         let csv = self.cfg.observable_interval > 0;
+        if !crate::ranks::is_root() {
+            return Ok(self); // over MPI ranks rank 0 writes the files
+        }
         // the run's output directory has one owner (taken again by the job loop)
         self.lock = Some(crate::output_dir::OutputLock::acquire(dir)?);
         let h = self.engine.settings().dt * self.steps_per_collision as f64;
@@ -374,6 +377,9 @@ impl Coupling {
             "md_potential_energy": self.potential_energy(),
         });
         let p = dir.join(MD_SUMMARY_JSON);
+        if !crate::ranks::is_root() {
+            return Ok(s);
+        }
         std::fs::create_dir_all(dir).map_err(|e| MpcError::io(dir, e))?;
         std::fs::write(
             &p,

@@ -52,12 +52,7 @@ pub(in crate::backend::cuda) struct Slab {
     pub(super) staging: Option<[PinnedHostSlice<u64>; 2]>,
 }
 
-/// The first layer of each of `g` slabs of `ly` layers (as even as possible), then `ly`.
-pub fn slab_bounds(ly: u32, g: usize) -> Vec<u32> {
-    (0..=g)
-        .map(|k| (k as u64 * ly as u64 / g as u64) as u32)
-        .collect()
-}
+pub use crate::backend::slab_bounds;
 
 /// The fewest layers a slab may have: a particle must never cross a whole neighbour slab in
 /// one step (streaming by up to 12 thermal speeds, body force, and one cell of grid shift).

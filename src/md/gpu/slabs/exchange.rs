@@ -10,8 +10,8 @@
 use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use super::super::{drv, grid, GpuMd, FLAG_COUNTS, FLAG_REBUILD, MAX_LINKS};
-use crate::error::MpcError;
 use super::SlabMd;
+use crate::error::MpcError;
 use crate::error::Result;
 
 /// Words per record (`MD_SLAB_WORDS`): index, position, velocity, image, build position, force.
@@ -200,8 +200,11 @@ impl Link {
         let from_stream = from.stream.clone();
         let s = slabs[self.to].stream.clone();
         s.join(&from_stream).map_err(drv("event"))?;
-        s.memcpy_dtod(&self.send[t].slice(..words), &mut self.recv.slice_mut(..words))
-            .map_err(drv("slab copy"))?;
+        s.memcpy_dtod(
+            &self.send[t].slice(..words),
+            &mut self.recv.slice_mut(..words),
+        )
+        .map_err(drv("slab copy"))?;
         s.memcpy_dtod(&from.flags.slice(word..word + 1), &mut self.recv_count)
             .map_err(drv("slab copy"))?;
         let limit32 = limit as u32;

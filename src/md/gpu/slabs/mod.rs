@@ -116,7 +116,10 @@ impl SlabMd {
                 GpuMd::open_validated(s, f, thermostat, st, p.ordinal)?
             };
             let last = k + 1 == places.len();
-            let own = [p.layers[0] as f64, if last { ly } else { p.layers[1] as f64 }];
+            let own = [
+                p.layers[0] as f64,
+                if last { ly } else { p.layers[1] as f64 },
+            ];
             g.role = SlabRole {
                 own,
                 candidates: [own[0] - 0.5 * skin - SLACK, own[1] + 0.5 * skin + SLACK],
@@ -257,13 +260,17 @@ impl SlabMd {
                 .memcpy_dtod(&g.parts.vel, before)
                 .map_err(drv("copy"))?;
         }
-        let solutes: Vec<DeviceSolutes> = self.slabs.iter_mut().map(|g| g.device_solutes()).collect();
+        let solutes: Vec<DeviceSolutes> =
+            self.slabs.iter_mut().map(|g| g.device_solutes()).collect();
         solvent.step_with_slab_solutes(&solutes)?;
         self.exchange(SlabSend::Collided)?;
         for g in &mut self.slabs {
             g.velocities_changed()?;
         }
-        if self.slabs[0].ff.velocity_dependent(self.slabs[0].thermostat) {
+        if self.slabs[0]
+            .ff
+            .velocity_dependent(self.slabs[0].thermostat)
+        {
             self.sum_reports();
         }
         Ok(())
@@ -286,7 +293,10 @@ impl SlabMd {
         let g = self.gather()?;
         let k = g.kinetic_tensor(shear_rate)?;
         let sys = &g.sys;
-        Ok((pressure_from(sys, k, virial), pressure_from(sys, k, [0.0; 6])))
+        Ok((
+            pressure_from(sys, k, virial),
+            pressure_from(sys, k, [0.0; 6]),
+        ))
     }
 
     pub fn conformation(&mut self) -> Result<Conformation> {

@@ -1,0 +1,429 @@
+//! The fluid on the CPU cut into y slabs of whole cell layers: several slabs in this process
+//! (`tuning.slabs`), spread over processes (MPI ranks through [`Transport`], see
+//! `backend::ranks`), or both.
+//!
+//! Each slab is a [`CpuBackend`] in slab mode (`backend::cpu::slab`): it holds the particles
+//! whose cell on the step's shifted grid lies in its layers. A step streams every slab, sends
+//! each particle that streamed into another slab's cells to it (within the process by moving
+//! the packet, to another process through the transport, routed there by the cell it lands
+//! in: any distance, any number of layers), then collides every slab. Step reports, moments
+//! and field sums are summed over slabs and processes; a download gathers the particles to
+//! their global indices, so any cut of the box returns the same state as the whole box does.
+//! Draws are keyed by the global cell: every cut collides with the same numbers, and differs
+//! from the whole box only by the order of the sums inside a cell (to rounding).
+
+use std::sync::Arc;
+
+use super::cpu::slab::PACKET_WORDS;
+use super::cpu::{worker_pool, CpuBackend};
+use super::{slab_bounds, Backend, FluidMoments, SoluteBatch, StepReport};
+use crate::error::{ConfigError, MpcError, Result};
+use crate::physics::{Physics, StepPlan, WallMomentum};
+use crate::state::FluidState;
+
+/// What carries packets between the processes that hold a box's slabs and sums over them.
+/// Every process calls each method in the same order (they are collective).
+pub trait Transport: Send {
+    /// This process's rank, `0..ranks()`.
+    fn rank(&self) -> usize;
+    fn ranks(&self) -> usize;
+    /// Send `out[r]` to rank `r` (`out[self.rank()]` is empty); returns what every rank sent
+    /// here, concatenated in rank order.
+    fn exchange(&self, out: &[Vec<f64>]) -> Result<Vec<f64>>;
+    /// Sum `x` element by element over the ranks; every rank gets the sums.
+    fn sum(&self, x: &mut [f64]) -> Result<()>;
+    /// Every rank's `mine`, concatenated in rank order, on every rank.
+    fn gather(&self, mine: &[f64]) -> Result<Vec<f64>>;
+}
+
+/// The transport of a process that holds every slab itself.
+pub struct Alone;
+
+impl Transport for Alone {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn ranks(&self) -> usize {
+        1
+    }
+    fn exchange(&self, _out: &[Vec<f64>]) -> Result<Vec<f64>> {
+        Ok(Vec::new())
+    }
+    fn sum(&self, _x: &mut [f64]) -> Result<()> {
+        Ok(())
+    }
+    fn gather(&self, mine: &[f64]) -> Result<Vec<f64>> {
+        Ok(mine.to_vec())
+    }
+}
+
+/// The rank holding each of `slabs` slabs over `ranks` processes: contiguous blocks, slab k on
+/// rank k R / S (as GPUs get slabs, `backend::slab_gpus`).
+pub fn slab_ranks(slabs: usize, ranks: usize) -> Vec<usize> {
+    (0..slabs).map(|k| k * ranks / slabs).collect()
+}
+
+pub struct SlabbedCpuBackend {
+    phys: Physics,
+    /// This process's slabs, in global order from `first`.
+    slabs: Vec<CpuBackend>,
+    first: usize,
+    /// First layer of each slab of the box, then Ly.
+    bounds: Vec<u32>,
+    /// The rank holding each slab of the box.
+    slab_rank: Vec<usize>,
+    transport: Box<dyn Transport>,
+    n_total: usize,
+    threads: usize,
+}
+
+impl SlabbedCpuBackend {
+    /// The box of `phys` cut into `slabs` y slabs over the transport's ranks; `state` is the
+    /// whole fluid (each process keeps the particles in its slabs' layers).
+    pub fn new(
+        phys: Physics,
+        state: &FluidState,
+        slabs: usize,
+        threads: usize,
+        transport: Box<dyn Transport>,
+    ) -> Result<SlabbedCpuBackend> {
+        let (ranks, me) = (transport.ranks(), transport.rank());
+        let ly = phys.cells[1] as usize;
+        if slabs < ranks || slabs > ly {
+            return Err(MpcError::Config(ConfigError {
+                field: "tuning.slabs".into(),
+                problem: format!(
+                    "{slabs} y slabs over {ranks} processes of a box with cells[1] = {ly}"
+                ),
+                fix: format!("between {ranks} (one per process) and {ly} (one cell layer each)"),
+            }));
+        }
+        state
+            .validate(&phys)
+            .map_err(|e| MpcError::Device(format!("initial fluid state: {e}")))?;
+        let bounds = slab_bounds(ly as u32, slabs);
+        let slab_rank = slab_ranks(slabs, ranks);
+        let first = slab_rank.partition_point(|&r| r < me);
+        let count = slab_rank.iter().filter(|&&r| r == me).count();
+        let pool = worker_pool(threads)?;
+        let mut b = SlabbedCpuBackend {
+            slabs: Vec::with_capacity(count),
+            first,
+            bounds,
+            slab_rank,
+            n_total: state.len(),
+            threads: pool.current_num_threads(),
+            transport,
+            phys,
+        };
+        b.slabs = b.cut(state, &pool)?;
+        Ok(b)
+    }
+
+    /// This process's slabs holding the particles of `state` in their layers.
+    fn cut(&self, state: &FluidState, pool: &Arc<rayon::ThreadPool>) -> Result<Vec<CpuBackend>> {
+        let mut parts: Vec<(FluidState, Vec<u64>)> = (0..self.local_count())
+            .map(|_| Default::default())
+            .collect();
+        for i in 0..state.len() {
+            let p = state.position(i);
+            let k = self.slab_of_layer((p[1].floor() as u32).min(self.phys.cells[1] - 1));
+            if let Some((part, ids)) = k.checked_sub(self.first).and_then(|j| parts.get_mut(j)) {
+                let v = state.velocity(i);
+                for c in 0..3 {
+                    part.pos[c].push(p[c]);
+                    part.vel[c].push(v[c]);
+                }
+                ids.push(i as u64);
+            }
+        }
+        parts
+            .into_iter()
+            .enumerate()
+            .map(|(j, (st, ids))| {
+                let k = self.first + j;
+                let layers = [self.bounds[k], self.bounds[k + 1]];
+                CpuBackend::new_slab(self.phys.clone(), st, ids, pool.clone(), layers)
+            })
+            .collect()
+    }
+
+    fn local_count(&self) -> usize {
+        let me = self.transport.rank();
+        self.slab_rank.iter().filter(|&&r| r == me).count()
+    }
+
+    fn slab_of_layer(&self, iy: u32) -> usize {
+        self.bounds.partition_point(|&b| b <= iy) - 1
+    }
+
+    fn layer_of_cell(&self, cell: u32) -> u32 {
+        cell / (self.phys.cells[0] * self.phys.cells[2])
+    }
+
+    /// The whole fluid's sums of `values` (the same length on every process).
+    fn summed(&self, mut values: Vec<f64>) -> Result<Vec<f64>> {
+        self.transport.sum(&mut values)?;
+        Ok(values)
+    }
+}
+
+/// The solutes one slab collides: their indices in the caller's batch and copies of their data.
+#[derive(Default)]
+struct HeldSolutes {
+    index: Vec<usize>,
+    pos: Vec<[f64; 3]>,
+    vel: Vec<[f64; 3]>,
+    mass: Vec<f64>,
+}
+
+impl HeldSolutes {
+    fn batch(&mut self) -> Option<SoluteBatch<'_>> {
+        (!self.index.is_empty()).then(|| SoluteBatch {
+            pos: &self.pos,
+            vel: &mut self.vel,
+            mass: &self.mass,
+        })
+    }
+}
+
+impl SlabbedCpuBackend {
+    /// Each of this process's slabs' share of the solutes: those in its cells on this step's
+    /// grid (every process is handed the same solutes and keeps its own).
+    fn solutes_by_slab(&self, plan: &StepPlan, s: Option<&SoluteBatch<'_>>) -> Vec<HeldSolutes> {
+        let mut held: Vec<HeldSolutes> =
+            (0..self.slabs.len()).map(|_| Default::default()).collect();
+        let Some(s) = s else { return held };
+        for j in 0..s.len() {
+            let loc = self.phys.locate_solute(plan, s.pos[j]);
+            let k = self.slab_of_layer(self.layer_of_cell(loc.cell));
+            if let Some(h) = k.checked_sub(self.first).and_then(|i| held.get_mut(i)) {
+                h.index.push(j);
+                h.pos.push(s.pos[j]);
+                h.vel.push(s.vel[j]);
+                h.mass.push(s.mass[j]);
+            }
+        }
+        held
+    }
+
+    /// The collided velocities into the caller's batch: each solute's from the slab that held
+    /// it, summed over processes (every other process adds zero), so every process returns all.
+    fn return_solute_velocities(
+        &self,
+        held: &mut [HeldSolutes],
+        s: &mut SoluteBatch<'_>,
+    ) -> Result<()> {
+        if self.transport.ranks() == 1 {
+            for h in held.iter() {
+                for (&j, v) in h.index.iter().zip(&h.vel) {
+                    s.vel[j] = *v;
+                }
+            }
+            return Ok(());
+        }
+        let mut v = vec![0.0; 3 * s.len()];
+        for h in held.iter() {
+            for (&j, w) in h.index.iter().zip(&h.vel) {
+                v[3 * j..3 * j + 3].copy_from_slice(w);
+            }
+        }
+        self.transport.sum(&mut v)?;
+        for (j, w) in v.chunks_exact(3).enumerate() {
+            s.vel[j] = [w[0], w[1], w[2]];
+        }
+        Ok(())
+    }
+}
+
+/// The figures of a step report as one vector (to be summed over processes), and back.
+fn report_to_vec(r: &StepReport) -> Vec<f64> {
+    let mut v = vec![
+        r.relative_energy,
+        r.relative_dof,
+        r.kinetic_stress_sum,
+        r.collisional_stress_sum,
+    ];
+    v.extend(r.wall_momentum.iter().flatten());
+    v
+}
+
+fn report_from_vec(v: &[f64]) -> StepReport {
+    let mut wall = WallMomentum::default();
+    for (s, w) in wall.iter_mut().enumerate() {
+        w.copy_from_slice(&v[4 + 3 * s..7 + 3 * s]);
+    }
+    StepReport {
+        relative_energy: v[0],
+        relative_dof: v[1],
+        kinetic_stress_sum: v[2],
+        collisional_stress_sum: v[3],
+        wall_momentum: wall,
+    }
+}
+
+impl Backend for SlabbedCpuBackend {
+    fn describe(&self) -> String {
+        let slabs = self.bounds.len() - 1;
+        match self.transport.ranks() {
+            1 => format!("cpu, {slabs} y slabs ({} threads)", self.threads),
+            r => format!(
+                "cpu, {slabs} y slabs over {r} MPI ranks ({} threads per rank)",
+                self.threads
+            ),
+        }
+    }
+
+    fn n_fluid(&self) -> usize {
+        self.n_total
+    }
+
+    fn step(
+        &mut self,
+        plan: &StepPlan,
+        solutes: Option<&mut SoluteBatch<'_>>,
+    ) -> Result<StepReport> {
+        let me = self.transport.rank();
+        let slabs = self.bounds.len() - 1;
+        let bounds = self.bounds.clone();
+        let owner = move |iy: u32| bounds.partition_point(|&b| b <= iy) - 1;
+        let mut out: Vec<Vec<f64>> = vec![Vec::new(); slabs];
+        let streamed: Vec<(f64, WallMomentum)> = self
+            .slabs
+            .iter_mut()
+            .map(|s| s.stream_and_pack(plan, &owner, &mut out))
+            .collect();
+        let mut to_rank: Vec<Vec<f64>> = vec![Vec::new(); self.transport.ranks()];
+        for (k, packets) in out.iter_mut().enumerate() {
+            if self.slab_rank[k] != me {
+                to_rank[self.slab_rank[k]].append(packets);
+            }
+        }
+        for p in self
+            .transport
+            .exchange(&to_rank)?
+            .chunks_exact(PACKET_WORDS)
+        {
+            let loc = self.phys.locate(plan, [p[0], p[1], p[2]]);
+            let k = self.slab_of_layer(self.layer_of_cell(loc.cell));
+            if self.slab_rank[k] != me {
+                return Err(MpcError::Device(format!(
+                    "a fluid particle arrived at rank {me} for slab {k} of rank {} (a migration \
+                     error: please report it)",
+                    self.slab_rank[k]
+                )));
+            }
+            out[k].extend_from_slice(p);
+        }
+        let mut held = self.solutes_by_slab(plan, solutes.as_deref());
+        let mut total = vec![0.0; 10];
+        for (j, (slab, (kinetic, wall))) in self.slabs.iter_mut().zip(streamed).enumerate() {
+            let mut batch = held[j].batch();
+            let r =
+                slab.unpack_and_collide(plan, &out[self.first + j], batch.as_mut(), kinetic, wall)?;
+            for (t, x) in total.iter_mut().zip(report_to_vec(&r)) {
+                *t += x;
+            }
+        }
+        if let Some(s) = solutes {
+            self.return_solute_velocities(&mut held, s)?;
+        }
+        Ok(report_from_vec(&self.summed(total)?))
+    }
+
+    fn moments(&mut self) -> Result<FluidMoments> {
+        let ly = self.phys.cells[1] as usize;
+        // [particles, px, py, pz, E, profile sums (ly), profile counts (ly)]
+        let mut v = vec![0.0; 5 + 2 * ly];
+        for s in &mut self.slabs {
+            let m = s.moments()?;
+            v[0] += m.particles as f64;
+            for k in 0..3 {
+                v[1 + k] += m.momentum[k];
+            }
+            v[4] += m.kinetic_energy;
+            for b in 0..ly {
+                v[5 + b] += m.profile_sum[b];
+                v[5 + ly + b] += m.profile_count[b] as f64;
+            }
+        }
+        let v = self.summed(v)?;
+        Ok(FluidMoments {
+            particles: v[0] as u64,
+            momentum: [v[1], v[2], v[3]],
+            kinetic_energy: v[4],
+            profile_sum: v[5..5 + ly].to_vec(),
+            profile_count: v[5 + ly..].iter().map(|&c| c as u64).collect(),
+        })
+    }
+
+    fn download(&mut self) -> Result<FluidState> {
+        let mut mine = Vec::new();
+        for s in &self.slabs {
+            let (st, ids) = s.particles();
+            for (i, &id) in ids.iter().enumerate() {
+                let (p, v) = (st.position(i), st.velocity(i));
+                mine.extend([p[0] as f64, p[1] as f64, p[2] as f64, v[0], v[1], v[2]]);
+                mine.push(f64::from_bits(id));
+            }
+        }
+        let all = self.transport.gather(&mine)?;
+        let n = self.n_total;
+        let mut out = FluidState {
+            pos: [vec![0.0; n], vec![0.0; n], vec![0.0; n]],
+            vel: [vec![0.0; n], vec![0.0; n], vec![0.0; n]],
+        };
+        let mut seen = vec![false; n];
+        for p in all.chunks_exact(PACKET_WORDS) {
+            let id = p[6].to_bits() as usize;
+            if id >= n || std::mem::replace(&mut seen[id], true) {
+                return Err(MpcError::Device(format!(
+                    "gathering the slabs: fluid particle {id} is not one of {n} or came twice \
+                     (please report it)"
+                )));
+            }
+            for k in 0..3 {
+                out.pos[k][id] = p[k] as f32;
+                out.vel[k][id] = p[3 + k];
+            }
+        }
+        if let Some(missing) = seen.iter().position(|&s| !s) {
+            return Err(MpcError::Device(format!(
+                "gathering the slabs: fluid particle {missing} is missing (please report it)"
+            )));
+        }
+        Ok(out)
+    }
+
+    fn upload(&mut self, state: &FluidState) -> Result<()> {
+        state
+            .validate(&self.phys)
+            .map_err(|e| MpcError::Device(format!("uploaded fluid state: {e}")))?;
+        let pool = worker_pool(self.threads)?;
+        self.slabs = self.cut(state, &pool)?;
+        self.n_total = state.len();
+        Ok(())
+    }
+
+    fn accumulate_fields(&mut self) -> Result<()> {
+        self.slabs
+            .iter_mut()
+            .try_for_each(|s| s.accumulate_fields())
+    }
+
+    fn take_field_sums(&mut self) -> Result<Vec<f64>> {
+        let mut total = vec![0.0; crate::fields::FIELD_SUMS * self.phys.n_cells()];
+        for s in &mut self.slabs {
+            for (t, x) in total.iter_mut().zip(s.take_field_sums()?) {
+                *t += x;
+            }
+        }
+        self.summed(total)
+    }
+
+    fn preferred_reorder_interval(&self) -> u64 {
+        self.slabs
+            .first()
+            .map_or(4, |s| s.preferred_reorder_interval())
+    }
+}

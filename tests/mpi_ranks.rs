@@ -1,0 +1,327 @@
+//! One box over MPI ranks (`mpirun -np N mpcbox run`, the `mpi` feature): the same fluid on
+//! 1, 2, 3 and 4 ranks to rounding (shear, walls, body force), momentum conserved across
+//! ranks, a checkpoint of 4 ranks resumed on 2 and on 1, the coupled polymer run (bundled MD)
+//! on 2 and 4 ranks against 1, and clear errors from bad rank counts and mismatched configs.
+//!
+//! The test builds `mpcbox` with `--features mpi` into `target/mpi` (its own target directory:
+//! the one of `cargo test` is locked while the tests run) and starts it with OpenMPI's
+//! `mpirun --oversubscribe`. Without `mpirun`, or where the build fails (no `libopenmpi-dev` or
+//! `libclang-dev`), the tests skip with a note, except under MPCBOX_REQUIRE_EXTERNAL (CI).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use mpcbox::Checkpoint;
+
+/// The MPI build of `mpcbox`, built once per test process; None (after a note) where MPI is
+/// missing here.
+fn mpi_mpcbox() -> Option<&'static Path> {
+    static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let required = std::env::var_os("MPCBOX_REQUIRE_EXTERNAL").is_some();
+        let skip = |why: String| {
+            assert!(!required, "MPCBOX_REQUIRE_EXTERNAL is set, but {why}");
+            eprintln!("skipped: {why}");
+            None
+        };
+        if Command::new("mpirun").arg("--version").output().is_err() {
+            return skip("mpirun is missing (apt-get install libopenmpi-dev openmpi-bin)".into());
+        }
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let target = root.join("target").join("mpi");
+        let out = Command::new(env!("CARGO"))
+            .current_dir(root)
+            .args(["build", "--quiet", "--features", "mpi", "--bin", "mpcbox"])
+            .arg("--target-dir")
+            .arg(&target)
+            .output()
+            .expect("cargo runs");
+        if !out.status.success() {
+            return skip(format!(
+                "cargo build --features mpi failed (needs libopenmpi-dev and libclang-dev):\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Some(target.join("debug").join("mpcbox"))
+    })
+    .as_deref()
+}
+
+/// `mpirun -np ranks mpcbox args…` in `dir`, with a time limit (a hang fails the test).
+fn mpirun(bin: &Path, ranks: usize, dir: &Path, args: &[&str]) -> Output {
+    Command::new("timeout")
+        .current_dir(dir)
+        .args([
+            "120",
+            "mpirun",
+            "--oversubscribe",
+            "--allow-run-as-root",
+            "-np",
+        ])
+        .arg(ranks.to_string())
+        .arg(bin)
+        .args(args)
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        .output()
+        .expect("mpirun starts")
+}
+
+fn run_ok(bin: &Path, ranks: usize, dir: &Path, args: &[&str]) {
+    let out = mpirun(bin, ranks, dir, args);
+    assert!(
+        out.status.success(),
+        "{ranks} ranks, mpcbox {args:?}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The rows of an observables.csv as numbers (empty fields, e.g. unsampled stress, as NaN).
+fn rows(path: &Path) -> Vec<Vec<f64>> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .skip(1)
+        .map(|l| {
+            l.split(',')
+                .map(|x| x.parse().unwrap_or(f64::NAN))
+                .collect()
+        })
+        .collect()
+}
+
+/// Two observables files agree row by row: step and time exactly, every other figure to
+/// `tol` relative (momenta, which are near zero, absolute against the kinetic energy's scale).
+fn assert_rows_close(a: &[Vec<f64>], b: &[Vec<f64>], tol: f64, what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: rows");
+    assert!(!a.is_empty(), "{what}: no rows");
+    for (ra, rb) in a.iter().zip(b) {
+        assert_eq!(ra[..2], rb[..2], "{what}: step/time");
+        for (k, (x, y)) in ra.iter().zip(rb).enumerate().skip(2) {
+            if x.is_nan() && y.is_nan() {
+                continue;
+            }
+            let scale = if (3..=5).contains(&k) {
+                1.0
+            } else {
+                x.abs().max(1e-12)
+            };
+            assert!(
+                (x - y).abs() <= tol * scale,
+                "{what}, step {}: column {k}: {x:e} vs {y:e}",
+                ra[0]
+            );
+        }
+    }
+}
+
+fn write_config(dir: &Path, name: &str, body: &str) {
+    std::fs::write(dir.join(name), body).unwrap();
+}
+
+const SHEARED: &str = "(cells: (8, 16, 8), particles_per_cell: 5, time_step: 0.1, \
+    collision: Srd(angle_deg: 130.0), thermostat: Mbs, shear_rate: 0.05, seed: 7, steps: 50, \
+    body_force: (0.0, 0.0, 0.001), device: Cpu, tuning: (reorder_interval: Some(0)), \
+    output: (observable_interval: 1, sample_interval: 1, equilibration_steps: 10, \
+             checkpoint_interval: 25, directory: \"out\"))";
+
+const SLIT: &str = "(cells: (8, 12, 8), particles_per_cell: 6, time_step: 0.1, \
+    collision: Srd(angle_deg: 120.0), thermostat: Mbs, seed: 11, steps: 50, \
+    body_force: (0.002, 0.0, 0.0), walls: Slit(height: 10.0), device: Cpu, tuning: (reorder_interval: Some(0)), \
+    output: (observable_interval: 1, sample_interval: 1, equilibration_steps: 10, \
+             directory: \"out\"))";
+
+/// 50 steps on 1, 2, 3 and 4 ranks (no reordering: the one process's download returns the
+/// particles in storage order, the ranks' by global index): every observable row and the
+/// final fluid agree to rounding (the draws are keyed by the global cell; only the order of sums in a cell
+/// differs), and the momentum across all ranks is conserved: y and z to rounding under shear
+/// (z gains exactly the body force's impulse), as on one process.
+#[test]
+fn the_fluid_is_the_same_on_one_to_four_ranks() {
+    let Some(bin) = mpi_mpcbox() else { return };
+    for (name, body) in [("sheared", SHEARED), ("slit", SLIT)] {
+        let dir = tempfile::tempdir().unwrap();
+        write_config(dir.path(), "c.ron", body);
+        let mut reference = None;
+        for ranks in 1..=4 {
+            let out = format!("r{ranks}");
+            run_ok(
+                bin,
+                ranks,
+                dir.path(),
+                &["run", "c.ron", "-o", &out, "--quiet"],
+            );
+            let r = rows(&dir.path().join(&out).join("observables.csv"));
+            let ck = Checkpoint::load(&dir.path().join(&out).join("checkpoint.mpcbox")).unwrap();
+            let summary =
+                std::fs::read_to_string(dir.path().join(&out).join("summary.json")).unwrap();
+            if ranks > 1 {
+                assert!(
+                    summary.contains(&format!("over {ranks} MPI ranks")),
+                    "{name}: {summary}"
+                );
+            }
+            if name == "sheared" {
+                let n = ck.fluid.len() as f64;
+                for row in &r {
+                    assert!(
+                        row[4].abs() < 1e-9,
+                        "{name}, {ranks} ranks: py = {}",
+                        row[4]
+                    );
+                    // z: the body force's impulse, n m g per unit time
+                    let pz = n * 0.001 * row[1];
+                    assert!(
+                        (row[5] - pz).abs() < 1e-9 * n,
+                        "{name}, {ranks} ranks, step {}: pz {} vs {pz}",
+                        row[0],
+                        row[5]
+                    );
+                }
+            }
+            match &reference {
+                None => reference = Some((r, ck)),
+                Some((r1, ck1)) => {
+                    let what = format!("{name}: {ranks} ranks against 1");
+                    assert_rows_close(r1, &r, 1e-9, &what);
+                    common::compare_states(&ck1.fluid, &ck.fluid, 1e-9, &what);
+                }
+            }
+        }
+    }
+}
+
+/// A run of 4 ranks checkpointed at step 25 continues on 2 ranks and on 1 as the
+/// uninterrupted run of one rank does (to rounding), and the resumed files hold each step
+/// once.
+#[test]
+fn a_checkpoint_of_four_ranks_resumes_on_two_and_on_one() {
+    let Some(bin) = mpi_mpcbox() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), "c.ron", SHEARED);
+    run_ok(
+        bin,
+        1,
+        dir.path(),
+        &["run", "c.ron", "-o", "whole", "--quiet"],
+    );
+    let whole = rows(&dir.path().join("whole/observables.csv"));
+    for ranks in [2, 1] {
+        let out = format!("from4to{ranks}");
+        run_ok(
+            bin,
+            4,
+            dir.path(),
+            &["run", "c.ron", "-o", &out, "--steps", "25", "--quiet"],
+        );
+        let ck = format!("{out}/checkpoint.mpcbox");
+        run_ok(bin, ranks, dir.path(), &["run", "--resume", &ck, "--quiet"]);
+        let r = rows(&dir.path().join(&out).join("observables.csv"));
+        assert_rows_close(&whole, &r, 1e-9, &format!("4 ranks, then {ranks}"));
+    }
+}
+
+const POLYMER: &str = "(cells: (8, 12, 8), particles_per_cell: 5, time_step: 0.1, \
+    collision: Srd(angle_deg: 130.0), thermostat: Mbs, shear_rate: 0.05, seed: 5, steps: 20, \
+    device: Cpu, tuning: (reorder_interval: Some(0)), \
+    output: (observable_interval: 1, sample_interval: 1, equilibration_steps: 5, \
+             directory: \"out\"), \
+    md: (steps_per_collision: 10, \
+         system: Chains(n_chains: 6, chain_length: 10, bead_mass: 5.0, bond_length: 0.97), \
+         pair: Wca(epsilon: 1.0, sigma: 1.0), bonds: [Fene(k: 30.0, r0: 1.5)], \
+         thermostat: None, skin: 0.3, neighbor: Auto, backend: Cpu, \
+         trajectory_interval: 0, observable_interval: 5))";
+
+/// The coupled polymer solution under shear (bundled MD on the CPU of every rank, the fluid
+/// and the beads' collision cut over the ranks) on 2 and 4 ranks follows the run of 1: the
+/// fluid's rows and the beads' final state to rounding.
+#[test]
+fn the_coupled_polymer_run_on_two_and_four_ranks_follows_one() {
+    let Some(bin) = mpi_mpcbox() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), "p.ron", POLYMER);
+    let mut reference: Option<(Vec<Vec<f64>>, Checkpoint)> = None;
+    for ranks in [1, 2, 4] {
+        let out = format!("p{ranks}");
+        run_ok(
+            bin,
+            ranks,
+            dir.path(),
+            &["run", "p.ron", "-o", &out, "--quiet"],
+        );
+        let r = rows(&dir.path().join(&out).join("observables.csv"));
+        let ck = Checkpoint::load(&dir.path().join(&out).join("checkpoint.mpcbox")).unwrap();
+        assert!(
+            ck.md.is_some(),
+            "{ranks} ranks: the checkpoint holds the beads"
+        );
+        match &reference {
+            None => reference = Some((r, ck)),
+            Some((r1, ck1)) => {
+                let what = format!("polymer: {ranks} ranks against 1");
+                assert_rows_close(r1, &r, 1e-8, &what);
+                common::compare_states(&ck1.fluid, &ck.fluid, 1e-8, &what);
+                let (a, b) = (ck1.md.as_ref().unwrap(), ck.md.as_ref().unwrap());
+                let (va, vb) = (&a.state.system.vel, &b.state.system.vel);
+                assert_eq!(va.len(), vb.len(), "{what}: beads");
+                for (x, y) in va.iter().zip(vb) {
+                    for k in 0..3 {
+                        assert!((x[k] - y[k]).abs() <= 1e-8, "{what}: bead {x:?} vs {y:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// More ranks than cell layers, and ranks given different configs: each stops every rank with
+/// an error naming the cause, non-zero and without a hang.
+#[test]
+fn bad_rank_counts_and_mismatched_configs_stop_with_a_clear_error() {
+    let Some(bin) = mpi_mpcbox() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    write_config(
+        dir.path(),
+        "thin.ron",
+        &SHEARED.replace("cells: (8, 16, 8)", "cells: (8, 3, 8)"),
+    );
+    let out = mpirun(bin, 4, dir.path(), &["run", "thin.ron", "--quiet"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "4 ranks on 3 layers ran");
+    assert!(
+        err.contains("mpirun -np") && err.contains("at most 3 ranks"),
+        "{err}"
+    );
+    // rank 1 reads another seed: the launcher's per-rank environment picks the file
+    write_config(dir.path(), "c0.ron", SHEARED);
+    write_config(dir.path(), "c1.ron", &SHEARED.replace("seed: 7", "seed: 8"));
+    let script = dir.path().join("by_rank.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nexec {} run c$OMPI_COMM_WORLD_RANK.ron --quiet\n",
+            bin.display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new("timeout")
+        .current_dir(dir.path())
+        .args([
+            "120",
+            "mpirun",
+            "--oversubscribe",
+            "--allow-run-as-root",
+            "-np",
+            "2",
+            "sh",
+        ])
+        .arg(&script)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "mismatched configs ran");
+    assert!(err.contains("different configs"), "{err}");
+}
