@@ -28,9 +28,9 @@ const CHUNK: usize = 1 << 16;
 /// min(available cores, [`DEFAULT_HOST_THREADS`]).
 pub fn host_threads() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    match std::env::var("MPCBOX_HOST_THREADS")
-        .ok()
-        .and_then(|s| s.trim().parse::<usize>().ok())
+    match crate::knobs::knobs()
+        .get("MPCBOX_HOST_THREADS")
+        .and_then(|s| s.parse::<usize>().ok())
     {
         Some(n) if n > 0 => n,
         _ => cores.min(DEFAULT_HOST_THREADS),

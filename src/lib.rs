@@ -12,6 +12,7 @@ pub mod error;
 pub mod fields;
 pub mod gsd;
 pub mod host;
+pub mod knobs;
 pub mod md;
 pub mod memory;
 pub mod output_dir;

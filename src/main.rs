@@ -449,6 +449,8 @@ fn run_coupled(
 
 fn check(path: &Path) -> Result<(), MpcError> {
     let cfg = Config::from_file(path)?;
+    // what `run` refuses first: the environment's tuning knobs
+    mpcbox::knobs::check()?;
     let cpu = mpcbox::backend::cpu::footprint(&cfg);
     println!("config {} parses and its fields are valid", path.display());
     println!(

@@ -62,6 +62,9 @@ pub struct Summary {
     /// The run stopped early on a signal (the summary of the steps done).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
+    /// The environment's tuning knobs this run was given (`crate::knobs`), if any.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tuning_knobs: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Serialize)]

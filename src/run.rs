@@ -261,6 +261,7 @@ fn summarize(solvent: &mut Solvent, done: u64, wall: f64, dir: &Path) -> Result<
         output_directory: dir.to_path_buf(),
         changed_on_resume: solvent.changed_on_resume().to_vec(),
         interrupted: false,
+        tuning_knobs: crate::knobs::knobs().set(),
     })
 }
 

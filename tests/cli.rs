@@ -120,3 +120,42 @@ fn bad_input_fails_cleanly_with_the_field_named() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/ck"));
 }
+
+/// The environment's tuning knobs: an unknown value stops `check` and `run` before anything is
+/// written, naming the variable and the values it takes; the knobs a run was given are in its
+/// summary.
+#[test]
+fn tuning_knobs_are_checked_and_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(dir.path(), 10);
+    for cmd in ["check", "run"] {
+        let out = mpcbox()
+            .args(
+                [cmd, cfg.to_str().unwrap(), "--quiet"][..if cmd == "run" { 3 } else { 2 }]
+                    .to_vec(),
+            )
+            .env("MPCBOX_CUDA_METHOD", "fastest")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{cmd} accepted an unknown knob");
+        assert!(
+            err.contains("MPCBOX_CUDA_METHOD") && err.contains("fused-shared"),
+            "{cmd}: {err}"
+        );
+    }
+    assert!(!dir.path().join("out").join("observables.csv").exists());
+    let st = mpcbox()
+        .args(["run", cfg.to_str().unwrap(), "--quiet"])
+        .env("MPCBOX_HOST_THREADS", "3")
+        .env("MPCBOX_MULTI_TRANSFER", "Host")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out").join("summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(summary["tuning_knobs"]["MPCBOX_HOST_THREADS"], "3");
+    assert_eq!(summary["tuning_knobs"]["MPCBOX_MULTI_TRANSFER"], "host");
+}

@@ -214,6 +214,8 @@ pub fn open(
     state: Option<&FluidState>,
 ) -> Result<Box<dyn Backend>> {
     use crate::config::DeviceChoice;
+    // the environment's knobs, checked before anything is allocated
+    crate::knobs::check()?;
     let ranks = crate::ranks::size();
     if ranks > 1 {
         check_ranks(cfg, ranks)?;

@@ -71,18 +71,13 @@ impl CellSumMethod {
         }
     }
 
-    /// The method named by `MPCBOX_CUDA_METHOD`, else the default (the fastest measured).
+    /// The method named by `MPCBOX_CUDA_METHOD` (checked in `crate::knobs`), else the default
+    /// (the fastest measured).
     pub fn from_env() -> CellSumMethod {
-        match std::env::var("MPCBOX_CUDA_METHOD") {
-            Ok(v) => CellSumMethod::parse(&v).unwrap_or_else(|| {
-                tracing::warn!(
-                    "MPCBOX_CUDA_METHOD={v:?} is unknown (atomics, warp, shared, list, fused, fused-shared); using {}",
-                    CellSumMethod::DEFAULT.name()
-                );
-                CellSumMethod::DEFAULT
-            }),
-            Err(_) => CellSumMethod::DEFAULT,
-        }
+        crate::knobs::knobs()
+            .get("MPCBOX_CUDA_METHOD")
+            .and_then(CellSumMethod::parse)
+            .unwrap_or(CellSumMethod::DEFAULT)
     }
 
     /// Device bytes per particle and per cell of this method.
@@ -106,6 +101,14 @@ impl CellSumMethod {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_method_the_knob_takes_parses() {
+        for name in crate::knobs::CUDA_METHODS {
+            let m = CellSumMethod::parse(name).expect(name);
+            assert_eq!(CellSumMethod::parse(m.name()), Some(m), "{name}");
+        }
+    }
 
     #[test]
     fn methods_parse() {

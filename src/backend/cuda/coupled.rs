@@ -41,15 +41,10 @@ pub enum SoluteTransfer {
 impl SoluteTransfer {
     pub fn from_env() -> SoluteTransfer {
         // Pinned is the default: on an H200 it was 1.3-1.5x faster at 0.7 solutes per cell.
-        match std::env::var("MPCBOX_CUDA_SOLUTE_IO").as_deref() {
-            Ok("pageable") => SoluteTransfer::Pageable,
-            Ok("pinned") | Err(_) => SoluteTransfer::Pinned,
-            Ok(other) => {
-                tracing::warn!(
-                    "MPCBOX_CUDA_SOLUTE_IO={other:?} is unknown (pinned, pageable); using pinned"
-                );
-                SoluteTransfer::Pinned
-            }
+        if crate::knobs::knobs().is("MPCBOX_CUDA_SOLUTE_IO", "pageable") {
+            SoluteTransfer::Pageable
+        } else {
+            SoluteTransfer::Pinned
         }
     }
 }

@@ -113,7 +113,7 @@ pub fn full_source() -> String {
 /// agreement with the CPU.
 pub fn compile_options(major: i32, minor: i32) -> Vec<String> {
     let mut options = base_compile_options(major, minor);
-    if let Ok(extra) = std::env::var("MPCBOX_NVRTC_OPTIONS") {
+    if let Some(extra) = crate::knobs::knobs().get("MPCBOX_NVRTC_OPTIONS") {
         options.extend(extra.split_whitespace().map(str::to_string));
     }
     options

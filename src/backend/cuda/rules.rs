@@ -41,15 +41,10 @@ pub enum RuleKernels {
 impl RuleKernels {
     /// The choice of `MPCBOX_RULES_KERNELS` (`per-rule` or `generic`), else per rule.
     pub fn from_env() -> RuleKernels {
-        match std::env::var("MPCBOX_RULES_KERNELS").as_deref() {
-            Ok("generic") => RuleKernels::Generic,
-            Ok("per-rule") | Err(_) => RuleKernels::PerRule,
-            Ok(other) => {
-                tracing::warn!(
-                    "MPCBOX_RULES_KERNELS={other:?} is unknown (per-rule, generic); using per-rule"
-                );
-                RuleKernels::PerRule
-            }
+        if crate::knobs::knobs().is("MPCBOX_RULES_KERNELS", "generic") {
+            RuleKernels::Generic
+        } else {
+            RuleKernels::PerRule
         }
     }
 }

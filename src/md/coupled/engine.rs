@@ -158,8 +158,8 @@ impl GpuEngine {
     /// `fluid_gpu`: the GPU the fluid runs on (None: CPU fluid). `MPCBOX_COUPLING=host` forces
     /// the host round trip.
     pub fn new(md: GpuMd, fluid_gpu: Option<usize>) -> GpuEngine {
-        let device_resident = Some(md.ordinal()) == fluid_gpu
-            && std::env::var("MPCBOX_COUPLING").as_deref() != Ok("host");
+        let device_resident =
+            Some(md.ordinal()) == fluid_gpu && !crate::knobs::knobs().is("MPCBOX_COUPLING", "host");
         GpuEngine {
             md,
             device_resident,

@@ -108,9 +108,9 @@ impl Coupling {
         let Some(places) = solvent.slab_places().filter(|p| p.len() > 1) else {
             return Ok(None);
         };
-        let env = |k: &str| std::env::var(k).ok();
-        if env("MPCBOX_COUPLING").as_deref() == Some("host")
-            || env("MPCBOX_MD_SLABS").as_deref() == Some("off")
+        let knobs = crate::knobs::knobs();
+        if knobs.is("MPCBOX_COUPLING", "host")
+            || knobs.is("MPCBOX_MD_SLABS", "off")
             || !md_cfg.backend.use_gpu()?
         {
             return Ok(None);

@@ -30,9 +30,9 @@ impl Transfer {
     /// neighbouring GPUs has peer access (with the pools opened to the peers they run at
     /// NVLink speed), host staging otherwise.
     pub fn from_env_or(peer_possible: bool) -> Transfer {
-        match std::env::var("MPCBOX_MULTI_TRANSFER").as_deref() {
-            Ok("peer") => Transfer::Peer,
-            Ok("host") => Transfer::Host,
+        match crate::knobs::knobs().get("MPCBOX_MULTI_TRANSFER") {
+            Some("peer") => Transfer::Peer,
+            Some("host") => Transfer::Host,
             _ if peer_possible => Transfer::Peer,
             _ => Transfer::Host,
         }

@@ -1,0 +1,214 @@
+//! The environment's tuning knobs (`MPCBOX_*`): read once, checked together, recorded.
+//!
+//! Every knob is listed in [`KNOBS`] (name, the values it takes, what it changes; the README's
+//! table is this list). The environment is read the first time a knob is asked for and never
+//! again, so a run uses one set throughout. An unknown value is an error naming the variable
+//! and the values it takes ([`check`], called before a solvent allocates anything), not a
+//! warning and a silent default. The knobs a run was given go into its `summary.json`
+//! (`tuning_knobs`).
+//!
+//! A leaf module: the modules that act on a knob parse its (checked) text themselves, and a
+//! unit test beside each parser checks that every value listed here parses.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use crate::error::{ConfigError, MpcError, Result};
+
+/// One environment knob: its variable, the values it takes (None: any text, or a number as
+/// `number` says), and what it changes.
+pub struct Knob {
+    pub variable: &'static str,
+    pub values: Option<&'static [&'static str]>,
+    /// Takes a positive integer.
+    pub number: bool,
+    pub effect: &'static str,
+}
+
+/// The CUDA cell-sum methods of `MPCBOX_CUDA_METHOD` (`backend::cuda::CellSumMethod::parse`).
+pub const CUDA_METHODS: &[&str] = &["atomics", "warp", "shared", "list", "fused", "fused-shared"];
+
+pub const KNOBS: &[Knob] = &[
+    Knob {
+        variable: "MPCBOX_CUDA_METHOD",
+        values: Some(CUDA_METHODS),
+        number: false,
+        effect: "how CUDA sums the cells (default: fused, the fastest measured)",
+    },
+    Knob {
+        variable: "MPCBOX_RULES_KERNELS",
+        values: Some(&["per-rule", "generic"]),
+        number: false,
+        effect: "kernels compiled per collision rule (default) or one generic set",
+    },
+    Knob {
+        variable: "MPCBOX_MULTI_TRANSFER",
+        values: Some(&["peer", "host"]),
+        number: false,
+        effect: "how particles cross between GPUs (default: peer copies where every neighbour \
+                 pair has peer access)",
+    },
+    Knob {
+        variable: "MPCBOX_CUDA_SOLUTE_IO",
+        values: Some(&["pinned", "pageable"]),
+        number: false,
+        effect: "how host solutes cross PCIe in a coupled step (default: pinned staging)",
+    },
+    Knob {
+        variable: "MPCBOX_NVRTC_OPTIONS",
+        values: None,
+        number: false,
+        effect: "extra NVRTC options for benchmarks (options that change arithmetic defeat the \
+                 agreement with the CPU)",
+    },
+    Knob {
+        variable: "MPCBOX_HOST_THREADS",
+        values: None,
+        number: true,
+        effect: "threads of the host pool for solute work (default: min(cores, 16))",
+    },
+    Knob {
+        variable: "MPCBOX_COUPLING",
+        values: Some(&["device", "host"]),
+        number: false,
+        effect: "bundled MD on the fluid's GPU: device-resident beads (default) or a host round \
+                 trip each collision",
+    },
+    Knob {
+        variable: "MPCBOX_MD_SLABS",
+        values: Some(&["on", "off"]),
+        number: false,
+        effect: "the bundled GPU MD engine decomposed over the fluid's slabs (default on \
+                 several slabs) or on the first GPU",
+    },
+];
+
+/// The knobs as read from the environment (those set), each checked.
+#[derive(Clone, Debug, Default)]
+pub struct Knobs {
+    values: BTreeMap<&'static str, String>,
+}
+
+impl Knobs {
+    /// The knobs of `lookup` (the environment, or a map in tests); the first invalid value is
+    /// the error.
+    pub fn read(
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> std::result::Result<Knobs, ConfigError> {
+        let mut values = BTreeMap::new();
+        for k in KNOBS {
+            let Some(raw) = lookup(k.variable) else {
+                continue;
+            };
+            let v = raw.trim().to_ascii_lowercase();
+            let ok = match (k.values, k.number) {
+                (Some(allowed), _) => allowed.contains(&v.as_str()),
+                (None, true) => v.parse::<usize>().is_ok_and(|n| n > 0),
+                (None, false) => true,
+            };
+            if !ok {
+                let takes = match (k.values, k.number) {
+                    (Some(allowed), _) => allowed.join(", "),
+                    _ => "a positive integer".into(),
+                };
+                return Err(ConfigError {
+                    field: k.variable.into(),
+                    problem: format!("{raw:?} is not a value it takes"),
+                    fix: format!("set it to one of: {takes}; or unset it for the default"),
+                });
+            }
+            // options keep their case (NVRTC flags); choices are compared in lower case
+            let keep = if k.values.is_some() {
+                v
+            } else {
+                raw.trim().to_string()
+            };
+            values.insert(k.variable, keep);
+        }
+        Ok(Knobs { values })
+    }
+
+    /// The (checked) value of `variable`, if set.
+    pub fn get(&self, variable: &str) -> Option<&str> {
+        self.values.get(variable).map(String::as_str)
+    }
+
+    /// Whether `variable` is set to `value`.
+    pub fn is(&self, variable: &str, value: &str) -> bool {
+        self.get(variable) == Some(value)
+    }
+
+    /// The knobs set, for the run's summary.
+    pub fn set(&self) -> BTreeMap<String, String> {
+        self.values
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    }
+}
+
+static READ: OnceLock<std::result::Result<Knobs, ConfigError>> = OnceLock::new();
+
+fn read_once() -> &'static std::result::Result<Knobs, ConfigError> {
+    READ.get_or_init(|| Knobs::read(|k| std::env::var(k).ok()))
+}
+
+/// The knobs of this process; an invalid value is the error (naming the variable and the
+/// values it takes).
+pub fn check() -> Result<&'static Knobs> {
+    read_once()
+        .as_ref()
+        .map_err(|e| MpcError::Config(e.clone()))
+}
+
+/// The knobs of this process for the code that acts on one: after [`check`] passed (every
+/// solvent checks first), the knobs themselves; were they invalid, none (the defaults).
+pub fn knobs() -> &'static Knobs {
+    static NONE: OnceLock<Knobs> = OnceLock::new();
+    read_once()
+        .as_ref()
+        .unwrap_or_else(|_| NONE.get_or_init(Knobs::default))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(pairs: &[(&str, &str)]) -> std::result::Result<Knobs, ConfigError> {
+        Knobs::read(|k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn valid_knobs_are_kept_and_recorded() {
+        let k = read(&[
+            ("MPCBOX_CUDA_METHOD", " Warp"),
+            ("MPCBOX_HOST_THREADS", "8"),
+            ("MPCBOX_NVRTC_OPTIONS", "-DMPC_X=1 --maxrregcount=40"),
+        ])
+        .unwrap();
+        assert_eq!(k.get("MPCBOX_CUDA_METHOD"), Some("warp"));
+        assert!(k.is("MPCBOX_HOST_THREADS", "8"));
+        assert_eq!(
+            k.get("MPCBOX_NVRTC_OPTIONS"),
+            Some("-DMPC_X=1 --maxrregcount=40")
+        );
+        assert_eq!(k.set().len(), 3);
+        assert_eq!(k.get("MPCBOX_COUPLING"), None);
+    }
+
+    #[test]
+    fn an_unknown_value_names_the_variable_and_the_values_it_takes() {
+        let e = read(&[("MPCBOX_MULTI_TRANSFER", "nvlink")]).unwrap_err();
+        assert_eq!(e.field, "MPCBOX_MULTI_TRANSFER");
+        assert!(e.fix.contains("peer, host"), "{e:?}");
+        let e = read(&[("MPCBOX_HOST_THREADS", "0")]).unwrap_err();
+        assert!(e.fix.contains("positive integer"), "{e:?}");
+        let e = read(&[("MPCBOX_MD_SLABS", "no")]).unwrap_err();
+        assert!(e.problem.contains("\"no\""), "{e:?}");
+    }
+}
