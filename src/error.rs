@@ -123,6 +123,21 @@ pub enum MpcError {
     },
     #[error("device: {0}")]
     Device(String),
+    /// A CUDA driver call failed; `what` says which (the driver's error is the source).
+    #[error("device: CUDA {what}: {source}")]
+    Driver {
+        what: String,
+        #[source]
+        source: cudarc::driver::DriverError,
+    },
+    /// The dynamics became unstable (a non-finite energy, a bond torn apart): the input is
+    /// legal, the run is not; `fix` says what usually causes it.
+    #[error("the run became unstable at step {step}: {what}; fix: {fix}")]
+    Unstable {
+        step: u64,
+        what: String,
+        fix: String,
+    },
     /// The system does not fit in the memory of the chosen device.
     #[error("out of memory on {device}: needs {needed_bytes} bytes, {available_bytes} available; fix: {fix}")]
     OutOfMemory {
@@ -136,6 +151,7 @@ pub enum MpcError {
     #[error("i/o on {path}: {source}")]
     Io {
         path: String,
+        #[source]
         source: std::io::Error,
     },
     /// The run stopped on a signal (or `stop::request_stop`) after `step`, its checkpoint and
@@ -154,3 +170,40 @@ impl MpcError {
 }
 
 pub type Result<T, E = MpcError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A driver failure keeps the driver's error as its source (for callers that match on it),
+    /// and I/O failures theirs. (Not displayed here: the driver's text needs the CUDA library.)
+    #[test]
+    fn driver_and_io_errors_keep_their_source() {
+        use cudarc::driver::{sys::CUresult, DriverError};
+        use std::error::Error as _;
+        let e = MpcError::Driver {
+            what: "launch".into(),
+            source: DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY),
+        };
+        let src = e.source().and_then(|s| s.downcast_ref::<DriverError>());
+        assert_eq!(src.map(|d| d.0), Some(CUresult::CUDA_ERROR_OUT_OF_MEMORY));
+        let io = MpcError::io(
+            std::path::Path::new("/x"),
+            std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        );
+        let kind = io
+            .source()
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .map(|e| e.kind());
+        assert_eq!(kind, Some(std::io::ErrorKind::PermissionDenied));
+        let u = MpcError::Unstable {
+            step: 7,
+            what: "the fluid's kinetic energy is inf".into(),
+            fix: "check body_force".into(),
+        };
+        assert_eq!(
+            u.to_string(),
+            "the run became unstable at step 7: the fluid's kinetic energy is inf; fix: check body_force"
+        );
+    }
+}

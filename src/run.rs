@@ -154,10 +154,12 @@ pub fn run_job_steps(
             )
             .map_err(|e| MpcError::io(&csv_path, e))?;
             if !o.kinetic_energy.is_finite() {
-                return Err(MpcError::Device(format!(
-                    "the kinetic energy became {} at step {}; fix: check body_force and shear_rate",
-                    o.kinetic_energy, o.step
-                )));
+                return Err(MpcError::Unstable {
+                    step: o.step,
+                    what: format!("the fluid's kinetic energy is {}", o.kinetic_energy),
+                    fix: "check body_force and shear_rate (and the MD solutes' forces, if any)"
+                        .into(),
+                });
             }
         }
         if let Some(f) = fields.as_mut() {

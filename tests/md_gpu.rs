@@ -295,6 +295,22 @@ fn gpu_broken_fene_bond_is_an_error() {
     assert!(e.contains("FENE"), "{e}");
 }
 
+/// The same on the CPU engine: a typed instability (`MpcError::Unstable`) naming the MD step
+/// and the bond, with the usual causes as the fix.
+#[test]
+fn cpu_broken_fene_bond_is_an_instability() {
+    let (sys, ff, th) = polymer(false);
+    let mut md = mpcbox::md::Md::new(sys, ff, th, settings(0.5, 1.0, 5)).unwrap();
+    match md.run(200) {
+        Err(mpcbox::MpcError::Unstable { step, what, fix }) => {
+            assert!(step > 0 && step <= 200, "step {step}");
+            assert!(what.contains("FENE") && what.contains("md.bonds"), "{what}");
+            assert!(fix.contains("time step"), "{fix}");
+        }
+        other => panic!("a torn bond must be an instability: {other:?}"),
+    }
+}
+
 /// `md.backend`: Auto uses the GPU exactly when one is usable (the CPU otherwise), Cpu never,
 /// Cuda without a GPU is a clear config error.
 #[test]

@@ -23,6 +23,9 @@ typedef enum MpcboxStatus {
   MPCBOX_STATUS_IO = 5,
   // An internal error (a bug): please report it with the message.
   MPCBOX_STATUS_INTERNAL = 6,
+  // The dynamics became unstable (a non-finite energy, a torn bond); the message says at
+  // which step and what usually causes it.
+  MPCBOX_STATUS_UNSTABLE = 7,
 } MpcboxStatus;
 
 // An mpcbox solvent (opaque).

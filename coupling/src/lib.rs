@@ -40,6 +40,9 @@ pub enum MpcboxStatus {
     Io = 5,
     /// An internal error (a bug): please report it with the message.
     Internal = 6,
+    /// The dynamics became unstable (a non-finite energy, a torn bond); the message says at
+    /// which step and what usually causes it.
+    Unstable = 7,
 }
 
 /// Fluid observables (reductions on the device).
@@ -71,7 +74,10 @@ fn status_of(e: &MpcError) -> MpcboxStatus {
     match e {
         MpcError::Config(_) => MpcboxStatus::Config,
         MpcError::Solute { .. } => MpcboxStatus::Solute,
-        MpcError::Device(_) | MpcError::OutOfMemory { .. } => MpcboxStatus::Device,
+        MpcError::Device(_) | MpcError::Driver { .. } | MpcError::OutOfMemory { .. } => {
+            MpcboxStatus::Device
+        }
+        MpcError::Unstable { .. } => MpcboxStatus::Unstable,
         // a stop on request ends with the checkpoint written: the run's files are the matter
         MpcError::Checkpoint { .. } | MpcError::Io { .. } | MpcError::Interrupted { .. } => {
             MpcboxStatus::Io

@@ -56,7 +56,10 @@ pub fn probe() -> std::result::Result<usize, String> {
 
 /// A driver error as an [`MpcError`] naming what failed.
 pub(crate) fn drv(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> MpcError + '_ {
-    move |e| MpcError::Device(format!("CUDA {what}: {e:?}"))
+    move |source| MpcError::Driver {
+        what: what.to_string(),
+        source,
+    }
 }
 
 /// Compile (`compile` gets the device's compute capability) and load a module into `ctx`.

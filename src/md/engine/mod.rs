@@ -275,18 +275,18 @@ impl Md {
     /// The bond pass; a broken FENE bond becomes a config error naming the bond and step.
     fn bond_forces(&mut self) -> Result<BondSums> {
         let styles = &self.ff.bond_styles;
-        bond_pass(&mut self.force, &self.sys, &self.bonds, styles).map_err(|b| {
-            cfg_err(
-                "md.bonds",
-                format!(
-                    "FENE bond {}-{} is stretched to r = {:.4}, at or beyond R0, at MD step {}",
-                    b.tag_a.min(b.tag_b),
-                    b.tag_a.max(b.tag_b),
-                    b.length,
-                    self.step
-                ),
-                "use a smaller MD time step (raise md.steps_per_collision), a softer start, or a larger R0",
-            )
+        bond_pass(&mut self.force, &self.sys, &self.bonds, styles).map_err(|b| MpcError::Unstable {
+            step: self.step,
+            what: format!(
+                "md.bonds: FENE bond {}-{} is stretched to r = {:.4}, at or beyond R0 \
+                     (MD step)",
+                b.tag_a.min(b.tag_b),
+                b.tag_a.max(b.tag_b),
+                b.length,
+            ),
+            fix: "use a smaller MD time step (raise md.steps_per_collision), a softer \
+                      start, or a larger R0"
+                .into(),
         })
     }
 

@@ -302,18 +302,17 @@ impl GpuMd {
             return Ok(());
         }
         let (a, b) = (f[FLAG_BROKEN + 1], f[FLAG_BROKEN + 2]);
-        Err(MpcError::Config(ConfigError {
-            field: "md.bonds".into(),
-            problem: format!(
-                "FENE bond {}-{} is stretched at or beyond R0, at MD step {} (GPU engine)",
+        Err(MpcError::Unstable {
+            step: self.step,
+            what: format!(
+                "md.bonds: FENE bond {}-{} is stretched at or beyond R0 (MD step, GPU engine)",
                 a.min(b),
                 a.max(b),
-                self.step
             ),
             fix: "use a smaller MD time step (raise md.steps_per_collision), a softer start, or \
                   a larger R0"
                 .into(),
-        }))
+        })
     }
 
     /// An error when a slab of a decomposed engine met a bond longer in y than its halo.
