@@ -366,3 +366,36 @@ fn pair_coefficients_from_the_config_cover_every_type_pair() {
     let (f, _) = field_of(build("Lj(coeffs: [(0, 1, 1.0, 1.0, 2.5)])").err().unwrap());
     assert_eq!(f, "md.pair.Lj.coeffs");
 }
+
+/// A solute that starts inside a wall's repulsive core (0.5 from the plate, sigma 1) is refused
+/// at build time naming the atom, its distance and the clearance (before, the first MD step threw
+/// it off and the run failed later blaming a FENE bond); 1.0 from the plate is accepted.
+#[test]
+fn a_solute_starting_in_a_walls_core_is_refused_naming_the_distance() {
+    let dir = tempfile::tempdir().unwrap();
+    let build = |data: &str| {
+        let p = dir.path().join("walls.data");
+        std::fs::write(&p, data).unwrap();
+        let text = format!(
+            "(cells: (8, 8, 8), particles_per_cell: 5, time_step: 0.1, \
+              collision: Srd(angle_deg: 130.0), steps: 10, device: Cpu, walls: Slit(), \
+              md: (steps_per_collision: 5, system: DataFile(path: {:?}), \
+                   pair: Wca(epsilon: 1.0, sigma: 1.0), bonds: [Fene(k: 30.0, r0: 1.5)]))",
+            p.display().to_string()
+        );
+        let cfg = Config::from_ron_str(&text).unwrap();
+        cfg.md.as_ref().unwrap().build(&cfg).map(|_| ())
+    };
+    // atoms 1 and 2 sit at y = 1.0, 0.5 above the bottom plate (y = 0.5)
+    let (f, msg) = field_of(build(GOOD).expect_err("0.5 from the plate must be refused"));
+    assert_eq!(f, "md.system", "{msg}");
+    assert!(
+        msg.contains("atom 1") && msg.contains("0.500 from the wall") && msg.contains("0.85"),
+        "{msg}"
+    );
+    assert!(!msg.contains("FENE"), "{msg}");
+    let clear = GOOD
+        .replace("1 1 1 1.0 1.0 1.0", "1 1 1 1.0 1.5 1.0")
+        .replace("2 1 2 2.0 1.0 1.0 0 0 0", "2 1 2 2.0 1.5 1.0 0 0 0");
+    build(&clear).expect("1.0 from the plate is a legal start");
+}

@@ -480,17 +480,40 @@ impl MdConfig {
     }
 }
 
-/// Every solute of a data file between the walls.
+/// The most wall energy a solute may start with (in units of the wall's ε): at 0.85 σ from a
+/// WCA wall it has about 18 ε; much closer, the first MD step throws the bead off at a speed
+/// that tears its bonds, and the error would blame the bond instead of the start.
+pub const MAX_START_WALL_ENERGY: f64 = 20.0;
+
+/// Every solute of a data file between the walls, and outside the walls' repulsive core.
 fn check_inside_walls(sys: &System, w: &WallPotential) -> std::result::Result<(), ConfigError> {
-    match (0..sys.len()).find(|&i| !w.admits(sys.pos[i], f64::MIN_POSITIVE)) {
-        None => Ok(()),
-        Some(i) => Err(err(
-            "md.system",
-            format!(
+    for i in 0..sys.len() {
+        let d = crate::physics::walls::WallShape::signed_distance(&w.shape, sys.pos[i]);
+        let problem = match w.force(sys.pos[i]) {
+            Err(_) => format!(
                 "atom {} at {:?} is inside the wall or on its surface",
                 sys.tag[i], sys.pos[i]
             ),
-            "place the solutes between the walls (walls: the fluid's channel, cells in units of a)",
-        )),
+            Ok(Some((_, e))) if e > MAX_START_WALL_ENERGY * w.epsilon => format!(
+                "atom {} at {:?} is {d:.3} from the wall, inside its repulsive core (sigma \
+                 {}): it would start with a wall energy of {:.1} epsilon and be thrown off in \
+                 the first MD step",
+                sys.tag[i],
+                sys.pos[i],
+                w.sigma,
+                e / w.epsilon
+            ),
+            _ => continue,
+        };
+        return Err(err(
+            "md.system",
+            problem,
+            &format!(
+                "place the solutes between the walls and at least {:.2} from them (0.85 sigma of \
+                 walls.solutes; walls: the fluid's channel, cells in units of a)",
+                0.85 * w.sigma
+            ),
+        ));
     }
+    Ok(())
 }

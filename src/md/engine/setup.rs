@@ -68,10 +68,18 @@ impl Md {
     /// input (the data file or the chain builder), so the error says so.
     fn initial_forces(&mut self) -> Result<()> {
         self.compute_forces().map_err(|e| match e {
-            MpcError::Config(mut c) if c.field == "md.bonds" => {
-                c.field = "Bonds".into();
-                c.fix = "start FENE bonds shorter than R0 (md.bonds r0), e.g. place bonded beads about 0.97 σ apart".into();
-                MpcError::Config(c)
+            // a torn bond before any step: the input's, not the dynamics'
+            MpcError::Unstable { what, .. } if what.contains("FENE") => {
+                MpcError::Config(crate::error::ConfigError {
+                    field: "Bonds".into(),
+                    problem: what
+                        .trim_start_matches("md.bonds: ")
+                        .replace(" (MD step)", "")
+                        + " at the start",
+                    fix: "start FENE bonds shorter than R0 (md.bonds r0), e.g. place bonded \
+                          beads about 0.97 σ apart"
+                        .into(),
+                })
             }
             other => other,
         })
