@@ -6,12 +6,18 @@ parts=" ${1:-tests} "
 L=$OUT/logs; mkdir -p $L
 nvidia-smi --query-gpu=index,name,memory.total,clocks.sm --format=csv,noheader
 if [[ $parts == *" tests "* ]]; then
+  # the integration tests are one binary (suite-*): run it module by module (its own log each)
   for t in .gpu/tests/*; do
-    name=$(basename $t | sed 's/-[0-9a-f]*$//')
-    s=$(date +%s)
-    timeout 300 "$t" --ignored --test-threads=1 > $L/t_$name.log 2>&1; rc=$?
-    printf "%-20s rc=%-3s %4ss %s\n" "$name" "$rc" "$(( $(date +%s) - s ))" "$(grep -E '^test result' $L/t_$name.log | tail -1 | cut -c14-60)"
-    grep -E "^test .*FAILED|panicked at" $L/t_$name.log | head -6
+    bin=$(basename $t | sed 's/-[0-9a-f]*$//')
+    mods=ALL
+    [ "$bin" = suite ] && mods=$("$t" --list --ignored 2>/dev/null | grep ': test' | cut -d: -f1 | sort -u)
+    for m in $mods; do
+      name=$bin; filter=; [ "$m" != ALL ] && { name=$m; filter="$m::"; }
+      s=$(date +%s)
+      timeout 300 "$t" --ignored --test-threads=1 $filter > $L/t_$name.log 2>&1; rc=$?
+      printf "%-20s rc=%-3s %4ss %s\n" "$name" "$rc" "$(( $(date +%s) - s ))" "$(grep -E '^test result' $L/t_$name.log | tail -1 | cut -c14-60)"
+      grep -E "^test .*FAILED|panicked at" $L/t_$name.log | head -6
+    done
   done
 fi
 if [[ $parts == *" bench-gpu "* ]]; then

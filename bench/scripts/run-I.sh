@@ -8,8 +8,8 @@ nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
 L=$OUT/logs; B=$OUT/bench; mkdir -p $L $B
 t0=$(date +%s)
 for name in ${TESTS:-md_slabs polymer_shear device_solutes}; do
-  t=$(ls .gpu/tests/$name-* | head -1)
-  timeout 300 $t --ignored --test-threads=1 --nocapture > $L/$name.log 2>&1; echo "$name rc=$?"
+  t=$(ls .gpu/tests/suite-* | head -1)
+  timeout 300 $t --ignored --test-threads=1 --nocapture $name:: > $L/$name.log 2>&1; echo "$name rc=$?"
   grep -E "^test result|panicked|FAILED" -A2 $L/$name.log | head -8
 done
 grep -E "equal after 400|follows the one-GPU" $L/md_slabs.log | head -40

@@ -1,8 +1,8 @@
 //! Walls (confined flows): bounce-back, virtual particles, the profiles of plane Couette and
 //! Poiseuille flow and of Hagen-Poiseuille flow against the SRD viscosity, the momentum given
-//! to the walls, and the GPUs against the CPU; on every platform (tests/common/platform.rs).
+//! to the walls, and the GPUs against the CPU; on every platform (tests/suite/common/platform.rs).
 
-mod common;
+use crate::common;
 
 use common::Platform;
 use mpcbox::config::{Config, Thermostat};

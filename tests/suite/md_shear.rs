@@ -1,4 +1,4 @@
-//! Lees-Edwards shear in the bundled MD engine (CPU and GPU engine, tests/common/platform.rs):
+//! Lees-Edwards shear in the bundled MD engine (CPU and GPU engine, tests/suite/common/platform.rs):
 //! a solute crossing the sheared boundary gets the fluid's shift and velocity jump at that
 //! time; pair forces across the boundary are those of the explicit image and continuous in
 //! the offset; fluid + solutes conserve momentum with the Lees-Edwards code paths on; a DPD
@@ -9,7 +9,7 @@
 //! fluid with four chains; the DPD test four runs in an 8 × 8 × 8 box at ρ = 3 (1536 particles), large
 //! enough for a resolved sine profile and a stress averaged to ~1% in a few seconds.
 
-mod common;
+use crate::common;
 
 use common::{MdEngine, Platform};
 use mpcbox::config::Config;

@@ -3,7 +3,7 @@
 //! images, each cell's angular momentum about its centre of mass conserved by the +a rules,
 //! Galilean invariance, and the draws keyed by position (not by storage order).
 
-mod common;
+use crate::common;
 
 use mpcbox::config::{CollisionRule, Config, Thermostat};
 use mpcbox::physics::rules::RuleSums;

@@ -1,7 +1,7 @@
 //! Conservation laws of the collision and of whole steps, and Galilean invariance. The
-//! whole-step tests run on every platform (tests/common/platform.rs).
+//! whole-step tests run on every platform (tests/suite/common/platform.rs).
 
-mod common;
+use crate::common;
 
 use common::Platform;
 use mpcbox::config::Thermostat;

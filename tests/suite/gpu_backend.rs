@@ -1,11 +1,11 @@
 //! The CUDA backend against the CPU reference where it is GPU-specific: random draws bit for
 //! bit, every cell-sum method's steps to rounding, the initial state, memory refusal, device
-//! selection; and the platform matrix's own set-up (tests/common/platform.rs). Physics and
+//! selection; and the platform matrix's own set-up (tests/suite/common/platform.rs). Physics and
 //! behaviour on every platform: the matrix tests (conservation, thermostat, shear_viscosity,
 //! coupling, reproducibility, device_solutes). Tests that need a GPU are ignored by default
 //! (`cargo test -- --include-ignored` on a machine with one); the rest run everywhere.
 
-mod common;
+use crate::common;
 
 use common::Platform;
 use mpcbox::backend::cpu::CpuBackend;

@@ -1,9 +1,9 @@
-//! Shear viscosities of the collision rules under Lees-Edwards shear (as tests/shear_viscosity.rs
-//! does for SRD) against `physics::theory`, on every platform (tests/common/platform.rs): MPC-AT
+//! Shear viscosities of the collision rules under Lees-Edwards shear (as tests/suite/shear_viscosity.rs
+//! does for SRD) against `physics::theory`, on every platform (tests/suite/common/platform.rs): MPC-AT
 //! at two collision times, and the angular-momentum-conserving rules, whose viscosity must
 //! match their own formula and not that of the rule without the correction.
 
-mod common;
+use crate::common;
 
 use common::Platform;
 use mpcbox::config::{CollisionRule, Config, Thermostat};

@@ -1,5 +1,5 @@
 //! The bundled MD engine on a platform: the CPU engine (`Md`, the reference) or the GPU one
-//! (`GpuMd`), behind the calls the MD matrix tests make (tests/md_physics.rs).
+//! (`GpuMd`), behind the calls the MD matrix tests make (tests/suite/md_physics.rs).
 
 use mpcbox::md::build::{maxwell_velocities, random_gas};
 use mpcbox::md::{

@@ -1,8 +1,8 @@
 //! The peer grants that let every GPU read and write the solutes held on the first GPU (over
 //! NVLink) and make the particle migration run at NVLink speed. Needs two or more CUDA GPUs.
-//! (Solutes on several GPUs colliding as on the CPU: tests/device_solutes.rs.)
+//! (Solutes on several GPUs colliding as on the CPU: tests/suite/device_solutes.rs.)
 
-mod common;
+use crate::common;
 
 use common::Platform;
 use mpcbox::backend::cuda::multi::{MultiCudaBackend, Transfer};

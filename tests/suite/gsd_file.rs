@@ -3,7 +3,7 @@
 //! bonds; appending after a resume drops the frames written after the checkpoint. CI installs
 //! the package (MPCBOX_REQUIRE_EXTERNAL=1); elsewhere the Python half skips without it.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! A fluid too large for host memory is refused before anything is allocated, with the size that
 //! would fit (issue: 400³ × 10 on a 24 GiB machine grew past 11 GiB before it was stopped).
 
-mod common;
+use crate::common;
 
 use mpcbox::backend::cpu::{check_fits_in as check_cpu_fits_in, footprint as cpu_footprint};
 use mpcbox::{MpcError, Solvent};

@@ -1,9 +1,9 @@
 //! Device-resident solutes (`Solvent::step_with_device_solutes`): the same collision as the
-//! host path and the CPU's on one GPU and on several (tests/common/platform.rs), conservation,
+//! host path and the CPU's on one GPU and on several (tests/suite/common/platform.rs), conservation,
 //! bad device input refused with nothing changed, and the bundled GPU MD engine coupled without
 //! a host round trip. GPU tests are ignored without a GPU.
 
-mod common;
+use crate::common;
 
 use common::{Platform, Solutes};
 use mpcbox::backend::cuda::DeviceSoluteArrays;

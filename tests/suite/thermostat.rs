@@ -1,7 +1,7 @@
 //! The MBS cell thermostat: temperature held under shear, a hot fluid brought back to kT with
-//! equipartition and momentum conserved; on every platform (tests/common/platform.rs).
+//! equipartition and momentum conserved; on every platform (tests/suite/common/platform.rs).
 
-mod common;
+use crate::common;
 
 use common::Platform;
 use mpcbox::config::Thermostat;

@@ -1,8 +1,8 @@
 //! The coupled step: solutes embedded in the collision through the public Solvent API, on
-//! every platform (tests/common/platform.rs): conservation, thermalisation, the split form,
+//! every platform (tests/suite/common/platform.rs): conservation, thermalisation, the split form,
 //! wrapping, bad input, restore, and the same solute and fluid velocities as the CPU.
 
-mod common;
+use crate::common;
 
 use common::Platform;
 use mpcbox::config::Thermostat;

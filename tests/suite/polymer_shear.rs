@@ -8,7 +8,7 @@
 //! Sizes: 10³ cells at M = 5 with 8 chains of 16 beads (about one bead per eight cells: dilute,
 //! yet enough chains to average conformations over a few thousand collisions in seconds).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

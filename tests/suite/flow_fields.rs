@@ -3,7 +3,7 @@
 //! package; CI installs it, elsewhere that half skips without it), agree with the imposed
 //! linear profile; every platform computes the same fields as the CPU.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -1,8 +1,8 @@
 //! Physics of the MD engine: LJ potential energy against NIST, DPD pressure against
 //! Groot–Warren, momentum conservation with DPD, NVE energy conservation (on the CPU and the
-//! GPU engine, tests/common/platform.rs), and bitwise determinism across thread counts.
+//! GPU engine, tests/suite/common/platform.rs), and bitwise determinism across thread counts.
 
-mod common;
+use crate::common;
 
 use common::{MdEngine, Platform};
 use mpcbox::md::build::{fcc_lattice, maxwell_velocities};

@@ -1,5 +1,5 @@
 //! Whole steps under the collision rules beside SRD (MPC-AT, MPC-AT+a, SRD+a) on every
-//! platform (tests/common/platform.rs): the CPU trajectory to rounding (shear, grid shift,
+//! platform (tests/suite/common/platform.rs): the CPU trajectory to rounding (shear, grid shift,
 //! solutes of two masses in unwrapped coordinates, stress measured on some steps so that the
 //! fused and the unfused collision both run, reorders on several GPUs; every cell-sum method on
 //! one GPU), fluid + solute momentum conserved by every coupled step, each cell's angular
@@ -7,7 +7,7 @@
 //! own state), MPC-AT holding the temperature from a hot start, and device-resident solutes
 //! colliding as host solutes.
 
-mod common;
+use crate::common;
 
 use common::{Platform, Solutes};
 use mpcbox::backend::cpu::CpuBackend;

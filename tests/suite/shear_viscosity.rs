@@ -1,7 +1,7 @@
 //! Lees-Edwards shear flow: the velocity profile and the shear viscosity against SRD theory,
-//! on every platform (tests/common/platform.rs).
+//! on every platform (tests/suite/common/platform.rs).
 
-mod common;
+use crate::common;
 
 use common::Platform;
 use mpcbox::config::Thermostat;

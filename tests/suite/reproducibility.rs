@@ -1,8 +1,8 @@
 //! Same seed, same bits: across runs, thread counts, and checkpoint/resume on the CPU; the
-//! same trajectory to rounding on every platform (tests/common/platform.rs), from a fresh start
+//! same trajectory to rounding on every platform (tests/suite/common/platform.rs), from a fresh start
 //! or a CPU checkpoint; the fluid state through download and upload.
 
-mod common;
+use crate::common;
 
 use common::Platform;
 use mpcbox::backend::cpu::CpuBackend;

@@ -8,7 +8,7 @@
 //! per MD step, as in the 256³ polymer benchmark (γ̇ = 0.01, h = 0.1, 10 MD steps per
 //! collision), where the previous criterion (2 max|Δr| + 3 |Δδ|) rebuilt every ~4 steps.
 
-mod common;
+use crate::common;
 
 use common::{MdEngine, Platform};
 use mpcbox::md::build::{maxwell_velocities, random_gas};
@@ -153,7 +153,7 @@ fn sheared_lists_rebuild_about_as_often_as_unsheared(p: Platform) {
 }
 
 /// The strongest form, where the list can be read (the CPU engine; the GPU engine follows the
-/// CPU step by step in tests/md_shear.rs): after every one of 400 sheared MD steps, every pair
+/// CPU step by step in tests/suite/md_shear.rs): after every one of 400 sheared MD steps, every pair
 /// within the cutoff (sheared minimum image, all pairs examined) is in the list.
 fn sheared_list_holds_every_pair_within_the_cutoff_at_every_step(p: Platform) {
     let MdEngine::Cpu(mut md) = sheared_dpd(p, RATE) else {

@@ -4,8 +4,6 @@
 //! and the beads collide near the walls, a bead that reaches a wall refused; the GPU engine
 //! against the CPU engine.
 
-mod common;
-
 use std::collections::HashMap;
 
 use mpcbox::config::DeviceChoice;

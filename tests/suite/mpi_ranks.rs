@@ -8,7 +8,7 @@
 //! `mpirun --oversubscribe`. Without `mpirun`, or where the build fails (no `libopenmpi-dev` or
 //! `libclang-dev`), the tests skip with a note, except under MPCBOX_REQUIRE_EXTERNAL (CI).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

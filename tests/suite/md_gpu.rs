@@ -1,11 +1,11 @@
 //! The GPU MD engine (`mpcbox::md::GpuMd`) against the CPU engine: forces, positions and
 //! velocities after N steps for an LJ liquid (two types), a DPD fluid and a bead-spring polymer
 //! with a Langevin thermostat. (The NIST LJ energy, the DPD pressure and momentum conservation
-//! and NVE energy conservation run on both engines in tests/md_physics.rs.)
+//! and NVE energy conservation run on both engines in tests/suite/md_physics.rs.)
 //! Tests that need a GPU are ignored by default (`cargo test -- --include-ignored` on a machine
 //! with one); the backend selection tests run everywhere.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 

@@ -1,0 +1,37 @@
+//! The integration tests of `mpcbox`, one module per subject, in one test binary (one link of
+//! the library instead of one per file: the cold `cargo test` of a fresh machine builds in
+//! minutes, issue 22). Physics and behaviour tests are written once and instantiated on every
+//! platform (`common::platform`); GPU instances are `#[ignore]`d and run on a GPU machine with
+//! `--ignored`, filtered by module (`md_slabs::`) or platform (`::gpu`).
+
+mod common;
+
+mod cli;
+mod configs;
+mod conservation;
+mod coupling;
+mod device_solutes;
+mod faults;
+mod flow_fields;
+mod gpu_backend;
+mod gpu_multi_solutes;
+mod gsd_file;
+mod host_memory;
+mod md_bonds_io;
+mod md_gpu;
+mod md_neighbor;
+mod md_physics;
+mod md_polymer;
+mod md_shear;
+mod md_shear_lists;
+mod md_slabs;
+mod md_walls;
+mod mpi_ranks;
+mod polymer_shear;
+mod reproducibility;
+mod rules_collision;
+mod rules_steps;
+mod rules_viscosity;
+mod shear_viscosity;
+mod thermostat;
+mod walls;
