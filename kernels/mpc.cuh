@@ -106,8 +106,8 @@ __device__ __forceinline__ void mpc_stream(const MpcParams &p, float pos[3], dou
         v[1] = q.v[1];
         v[2] = q.v[2];
         float x = mpc_wrap_coordinate(q.r[0], p.length[0]);
-        float y = (float)q.r[1];
-        float z = p.walls.kind == MPC_WALLS_PIPE ? (float)q.r[2] : mpc_wrap_coordinate(q.r[2], p.length[2]);
+        float y = mpc_walls_close_axis(p.walls, 1) ? (float)q.r[1] : mpc_wrap_coordinate(q.r[1], p.length[1]);
+        float z = mpc_walls_close_axis(p.walls, 2) ? (float)q.r[2] : mpc_wrap_coordinate(q.r[2], p.length[2]);
         MpcPos3f kept = mpc_walls_keep_inside(p.walls, x, y, z);
         pos[0] = kept.x;
         pos[1] = kept.y;

@@ -3,32 +3,61 @@
 #include "cell_sums.cuh"
 #endif
 
-// Physics::profile_bin: the y layer, or in a pipe the distance from the axis in whole cells.
-__device__ __forceinline__ unsigned int mpc_profile_bin(const MpcParams &p, float y, float z) {
-    unsigned int b;
-    if (p.walls.kind == MPC_WALLS_PIPE) {
-        double dy = (double)y - p.walls.pipe.yc;
-        double dz = (double)z - p.walls.pipe.zc;
-        b = (unsigned int)sqrt(dy * dy + dz * dz);
-    } else {
-        b = (unsigned int)y;
+// Physics::profile_bins: the cells along a slit's normal, Ly otherwise.
+__device__ __forceinline__ unsigned int mpc_profile_bins(const MpcParams &p) {
+    switch (p.walls.kind) {
+        case MPC_WALLS_NONE:
+        case MPC_WALLS_SLIT:
+        case MPC_WALLS_PIPE:
+            return p.cells[1];
+        case MPC_WALLS_SLIT_Z:
+            return p.cells[2];
+        default:
+            __trap();
+            return 1u;
     }
-    return b > p.cells[1] - 1 ? p.cells[1] - 1 : b;
 }
 
-// Moments: out[0..3] += m v, out[3] += 1/2 m v^2; vx profile over Ly bins (Physics::profile_bin). With
-// use_shared the bins are first summed in dynamic shared memory (Ly doubles + Ly u64).
+// Physics::profile_bin: the layer across a slit (y or z) or of a periodic box (y), or in a
+// pipe the distance from the axis in whole cells.
+__device__ __forceinline__ unsigned int mpc_profile_bin(const MpcParams &p, float y, float z) {
+    unsigned int b;
+    switch (p.walls.kind) {
+        case MPC_WALLS_NONE:
+        case MPC_WALLS_SLIT:
+            b = (unsigned int)y;
+            break;
+        case MPC_WALLS_SLIT_Z:
+            b = (unsigned int)z;
+            break;
+        case MPC_WALLS_PIPE: {
+            double dy = (double)y - p.walls.pipe.yc;
+            double dz = (double)z - p.walls.pipe.zc;
+            b = (unsigned int)sqrt(dy * dy + dz * dz);
+            break;
+        }
+        default:
+            __trap();
+            b = 0u;
+    }
+    unsigned int bins = mpc_profile_bins(p);
+    return b > bins - 1 ? bins - 1 : b;
+}
+
+// Moments: out[0..3] += m v, out[3] += 1/2 m v^2; vx profile over mpc_profile_bins(p) bins
+// (Physics::profile_bin). With use_shared the bins are first summed in dynamic shared memory (as
+// many doubles + u64).
 extern "C" __global__ void mpc_moments(MpcParams p, const float *__restrict__ py, const float *__restrict__ pz,
                                        const double *__restrict__ vx,
                                        const double *__restrict__ vy, const double *__restrict__ vz,
                                        const unsigned int *__restrict__ cellw, double *out,
                                        double *prof_sum, unsigned long long *prof_cnt, unsigned int use_shared) {
     extern __shared__ double smem[];
-    unsigned int ly = p.cells[1];
+    unsigned int bins = mpc_profile_bins(p);
     double *ssum = smem;
-    unsigned long long *scnt = (unsigned long long *)(smem + ly);
+    unsigned long long *scnt = (unsigned long long *)(smem + bins);
     if (use_shared) {
-        for (unsigned int b = threadIdx.x; b < ly; b += blockDim.x) {
+        for (unsigned int b = threadIdx.x; b < bins; b += blockDim.x) {
             ssum[b] = 0.0;
             scnt[b] = 0;
         }
@@ -47,7 +76,7 @@ extern "C" __global__ void mpc_moments(MpcParams p, const float *__restrict__ py
         s3 = 0.5 * m * (v0 * v0 + v1 * v1 + v2 * v2);
         b = mpc_profile_bin(p, py[i], pz[i]);
     }
-    // Lanes in the same bin add up first (particles in cell order share a y bin along whole
+    // Lanes in the same bin add up first (particles in cell order share a bin along whole
     // warps, and 32 atomics on one address serialise): one atomic per bin and warp.
     double bs[6];
     if (mpc_warp_reduce_cell(live, b, 1.0, live ? vx[i] : 0.0, 0.0, 0.0, bs) && live) {
@@ -65,7 +94,7 @@ extern "C" __global__ void mpc_moments(MpcParams p, const float *__restrict__ py
     mpc_block_add(s2, out + 2);
     mpc_block_add(s3, out + 3);
     if (use_shared) {
-        for (unsigned int b = threadIdx.x; b < ly; b += blockDim.x) {
+        for (unsigned int b = threadIdx.x; b < bins; b += blockDim.x) {
             if (scnt[b] != 0) {
                 atomicAdd(prof_sum + b, ssum[b]);
                 atomicAdd(prof_cnt + b, scnt[b]);

@@ -176,7 +176,8 @@ pub struct Config {
     #[serde(default)]
     pub md: Option<crate::md::MdConfig>,
     /// Walls confining the fluid (a slit or a pipe; `physics::walls`), None for a periodic box.
-    #[serde(default)]
+    /// Checkpoints store it in the binary form of `physics::walls::stored`.
+    #[serde(default, with = "crate::physics::walls::stored")]
     pub walls: Option<crate::physics::walls::WallsConfig>,
 }
 

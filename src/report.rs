@@ -69,7 +69,7 @@ pub struct Summary {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct WallsSummary {
-    /// "slit" or "pipe".
+    /// "slit" (plates normal to y), "slit normal to z" or "pipe".
     pub geometry: &'static str,
     /// Slit height or pipe radius (cells).
     pub channel: f64,

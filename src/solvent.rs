@@ -90,7 +90,7 @@ impl Solvent {
         step: u64,
         stats: Option<RunStats>,
     ) -> Result<Solvent> {
-        let stats = stats.unwrap_or_else(|| RunStats::new(config.cells[1] as usize));
+        let stats = stats.unwrap_or_else(|| RunStats::new(phys.profile_bins()));
         Ok(Solvent {
             config,
             phys,

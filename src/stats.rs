@@ -59,8 +59,8 @@ pub struct RunStats {
     pub viscosity_kinetic: Series,
     /// −Π_xy^coll / γ̇ per sample.
     pub viscosity_collisional: Series,
-    /// Σ over samples of the mean vx per y layer (per unit of distance from a pipe's axis),
-    /// and the number of samples.
+    /// Σ over samples of the mean vx per layer (`Physics::profile_bin`: y, z across plates
+    /// normal to z, per unit of distance from a pipe's axis), and the number of samples.
     pub profile_sum: Vec<f64>,
     pub profile_samples: u64,
     /// Between walls: the force the fluid exerts on each wall surface (momentum given per
@@ -70,13 +70,13 @@ pub struct RunStats {
 }
 
 impl RunStats {
-    pub fn new(ly: usize) -> RunStats {
+    pub fn new(profile_bins: usize) -> RunStats {
         let block = 100;
         RunStats {
             temperature: Series::new(block),
             viscosity_kinetic: Series::new(block),
             viscosity_collisional: Series::new(block),
-            profile_sum: vec![0.0; ly],
+            profile_sum: vec![0.0; profile_bins],
             profile_samples: 0,
             wall_force: Vec::new(),
         }

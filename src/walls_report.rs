@@ -6,7 +6,7 @@
 
 use crate::physics::theory;
 use crate::physics::walls::profile::{bin_moments, fit_profile, ProfileFit};
-use crate::physics::walls::{Shape, WallShape};
+use crate::physics::walls::{Shape, SlitNormal, WallShape};
 use crate::report::ValueWithError;
 pub use crate::report::WallsSummary;
 use crate::solvent::Solvent;
@@ -14,7 +14,10 @@ use crate::solvent::Solvent;
 /// The shape's name and channel size.
 fn describe(shape: &Shape) -> (&'static str, f64) {
     match shape {
-        Shape::Slit(s) => ("slit", s.height()),
+        Shape::Slit(s) => match s.normal {
+            SlitNormal::Y => ("slit", s.height()),
+            SlitNormal::Z => ("slit normal to z", s.height()),
+        },
         Shape::Pipe(p) => ("pipe", p.radius),
     }
 }
@@ -59,11 +62,11 @@ pub fn summarize(solvent: &Solvent) -> Option<WallsSummary> {
         .flatten();
     let speeds = wall_speeds(&shape);
     let at_walls: Vec<f64> = match shape {
-        Shape::Slit(s) => vec![s.y0, s.y1],
+        Shape::Slit(s) => vec![s.bottom, s.top],
         Shape::Pipe(p) => vec![p.radius],
     };
     let centre = match shape {
-        Shape::Slit(s) => 0.5 * (s.y0 + s.y1),
+        Shape::Slit(s) => 0.5 * (s.bottom + s.top),
         Shape::Pipe(_) => 0.0,
     };
     let slip_velocity: Vec<f64> = fit.map_or(Vec::new(), |f| {
@@ -123,8 +126,9 @@ pub fn summarize(solvent: &Solvent) -> Option<WallsSummary> {
     })
 }
 
-/// Couette flow in a slit (moving plates, no body force): η = τ / (dv/dy) with the wall
-/// shear stress τ = (F_bottom,x − F_top,x) / (2 A) and the fitted slope.
+/// Couette flow in a slit (moving plates, no body force): η = τ / (dv/dy) (dv/dz between
+/// plates normal to z) with the wall shear stress τ = (F_bottom,x − F_top,x) / (2 A), A the
+/// plate area, and the fitted slope.
 fn couette_viscosity(
     solvent: &Solvent,
     shape: &Shape,
@@ -137,7 +141,10 @@ fn couette_viscosity(
     if phys.acceleration[0] != 0.0 || s.velocity[0] == s.velocity[1] || wall_force.len() < 2 {
         return None;
     }
-    let area = phys.length[0] * phys.length[2];
+    let area = match s.normal {
+        SlitNormal::Y => phys.length[0] * phys.length[2],
+        SlitNormal::Z => phys.length[0] * phys.length[1],
+    };
     let tau = (wall_force[0][0].value - wall_force[1][0].value) / (2.0 * area);
     Some(tau / f.c1)
 }
@@ -146,8 +153,8 @@ fn couette_viscosity(
 /// measured mean vx, the theory profile.
 pub type ProfileRow = (f64, f64, f64);
 
-/// Rows of `profile.csv` between walls: the mean coordinate of each bin's fluid part (y, or
-/// r in a pipe), the measured mean vx and the theory profile with the SRD viscosity; and the
+/// Rows of `profile.csv` between walls: the mean coordinate of each bin's fluid part (y or z
+/// across a slit, r in a pipe), the measured mean vx and the theory profile with the SRD viscosity; and the
 /// name of the coordinate.
 pub fn profile_rows(solvent: &Solvent) -> Option<(&'static str, Vec<ProfileRow>)> {
     let shape = solvent.physics().walls?.shape;
@@ -162,8 +169,8 @@ pub fn profile_rows(solvent: &Solvent) -> Option<(&'static str, Vec<ProfileRow>)
             let th = match shape {
                 Shape::Slit(s) => theory::slit_velocity(
                     m.mean,
-                    s.y0,
-                    s.y1,
+                    s.bottom,
+                    s.top,
                     s.velocity[0],
                     s.velocity[1],
                     force_density,
@@ -177,7 +184,7 @@ pub fn profile_rows(solvent: &Solvent) -> Option<(&'static str, Vec<ProfileRow>)
         })
         .collect();
     let name = match shape {
-        Shape::Slit(_) => "y",
+        Shape::Slit(s) => s.normal.name(),
         Shape::Pipe(_) => "r",
     };
     Some((name, rows))

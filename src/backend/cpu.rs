@@ -449,15 +449,15 @@ impl Backend for CpuBackend {
     fn moments(&mut self) -> Result<FluidMoments> {
         let phys = &self.phys;
         let st = &self.state;
-        let ly = phys.cells[1] as usize;
+        let bins = phys.profile_bins();
         let n = st.len();
         let m = phys.mass;
         let parts: Vec<(Vec<f64>, Vec<u64>, [f64; 4])> = self.pool.install(|| {
             (0..n.div_ceil(REDUCTION_CHUNK))
                 .into_par_iter()
                 .map(|c| {
-                    let mut prof = vec![0.0; ly];
-                    let mut cnt = vec![0u64; ly];
+                    let mut prof = vec![0.0; bins];
+                    let mut cnt = vec![0u64; bins];
                     let mut s = [0.0; 4];
                     for i in c * REDUCTION_CHUNK..((c + 1) * REDUCTION_CHUNK).min(n) {
                         let v = st.velocity(i);
@@ -475,12 +475,12 @@ impl Backend for CpuBackend {
         });
         let mut out = FluidMoments {
             particles: n as u64,
-            profile_sum: vec![0.0; ly],
-            profile_count: vec![0; ly],
+            profile_sum: vec![0.0; bins],
+            profile_count: vec![0; bins],
             ..Default::default()
         };
         for (prof, cnt, s) in parts {
-            for b in 0..ly {
+            for b in 0..bins {
                 out.profile_sum[b] += prof[b];
                 out.profile_count[b] += cnt[b];
             }

@@ -332,9 +332,9 @@ impl Backend for SlabbedCpuBackend {
     }
 
     fn moments(&mut self) -> Result<FluidMoments> {
-        let ly = self.phys.cells[1] as usize;
-        // [particles, px, py, pz, E, profile sums (ly), profile counts (ly)]
-        let mut v = vec![0.0; 5 + 2 * ly];
+        let bins = self.phys.profile_bins();
+        // [particles, px, py, pz, E, profile sums (bins), profile counts (bins)]
+        let mut v = vec![0.0; 5 + 2 * bins];
         for s in &mut self.slabs {
             let m = s.moments()?;
             v[0] += m.particles as f64;
@@ -342,9 +342,9 @@ impl Backend for SlabbedCpuBackend {
                 v[1 + k] += m.momentum[k];
             }
             v[4] += m.kinetic_energy;
-            for b in 0..ly {
+            for b in 0..bins {
                 v[5 + b] += m.profile_sum[b];
-                v[5 + ly + b] += m.profile_count[b] as f64;
+                v[5 + bins + b] += m.profile_count[b] as f64;
             }
         }
         let v = self.summed(v)?;
@@ -352,8 +352,8 @@ impl Backend for SlabbedCpuBackend {
             particles: v[0] as u64,
             momentum: [v[1], v[2], v[3]],
             kinetic_energy: v[4],
-            profile_sum: v[5..5 + ly].to_vec(),
-            profile_count: v[5 + ly..].iter().map(|&c| c as u64).collect(),
+            profile_sum: v[5..5 + bins].to_vec(),
+            profile_count: v[5 + bins..].iter().map(|&c| c as u64).collect(),
         })
     }
 

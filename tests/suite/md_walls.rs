@@ -13,6 +13,9 @@ use mpcbox::md::{GpuMd, MdBackend, System};
 use mpcbox::physics::walls::WallShape;
 use mpcbox::{Config, Solvent};
 
+/// The slits (plates normal to y and to z) and the pipe the tests run between.
+const WALLS: [&str; 3] = ["Slit()", "Slit(normal: Z)", "Pipe(radius: 5.5)"];
+
 /// Chains in a slit (or a pipe) of a 12 × 14 × 12 box, coupled to the fluid (CPU).
 fn chains_between_walls(walls: &str, backend: &str) -> Config {
     chains_of(walls, backend, 12)
@@ -54,6 +57,7 @@ fn assert_beads_inside(sys: &System, w: &WallPotential, clearance: f64, what: &s
 fn wall_force_is_minus_the_derivative_of_the_wca_energy() {
     for walls in [
         "Slit(solutes: (epsilon: 1.5, sigma: 0.9))",
+        "Slit(normal: Z, solutes: (epsilon: 1.5, sigma: 0.9))",
         "Pipe(radius: 5.5)",
     ] {
         let cfg = chains_between_walls(walls, "Cpu");
@@ -83,20 +87,24 @@ fn wall_force_is_minus_the_derivative_of_the_wca_energy() {
             }
         }
         // nothing beyond the cutoff, an error on the surface
-        let centre = match w.shape {
-            mpcbox::physics::walls::Shape::Slit(s) => [1.0, 0.5 * (s.y0 + s.y1), 1.0],
-            mpcbox::physics::walls::Shape::Pipe(p) => [1.0, p.centre[0], p.centre[1]],
+        let (centre, across) = match w.shape {
+            mpcbox::physics::walls::Shape::Slit(s) => {
+                let mut c = [1.0; 3];
+                c[s.axis()] = 0.5 * (s.bottom + s.top);
+                (c, s.axis())
+            }
+            mpcbox::physics::walls::Shape::Pipe(p) => ([1.0, p.centre[0], p.centre[1]], 1),
         };
         assert_eq!(w.force(centre), Ok(None));
         let mut on_wall = centre;
-        on_wall[1] -= w.shape.signed_distance(centre);
+        on_wall[across] -= w.shape.signed_distance(centre);
         assert!(w.force(on_wall).is_err());
     }
 }
 
 #[test]
 fn chains_start_between_the_walls_in_a_padded_box() {
-    for walls in ["Slit()", "Pipe(radius: 5.5)"] {
+    for walls in WALLS {
         let cfg = chains_between_walls(walls, "Cpu");
         let md = cfg.md.as_ref().unwrap().build(&cfg).unwrap();
         let w = walls_of(&cfg);
@@ -124,7 +132,7 @@ fn chains_start_between_the_walls_in_a_padded_box() {
 /// the temperature.
 #[test]
 fn coupled_chains_stay_in_the_channel() {
-    for walls in ["Slit()", "Pipe(radius: 5.5)"] {
+    for walls in WALLS {
         let cfg = chains_between_walls(walls, "Cpu");
         let mut solvent = Solvent::new(cfg.clone()).unwrap();
         let mut c = Coupling::new(cfg.md.as_ref().unwrap(), &solvent).unwrap();
@@ -191,15 +199,16 @@ fn by_tag(reference: &System, sys: &System, v: &[[f64; 3]]) -> Vec<[f64; 3]> {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_walls_match_cpu() {
-    for walls in [
-        "Slit(solutes: (epsilon: 2.0, sigma: 1.0))",
-        "Pipe(radius: 5.5)",
+    for (walls, across) in [
+        ("Slit(solutes: (epsilon: 2.0, sigma: 1.0))", 1),
+        ("Slit(normal: Z, solutes: (epsilon: 2.0, sigma: 1.0))", 2),
+        ("Pipe(radius: 5.5)", 1),
     ] {
         let cfg = chains_between_walls(walls, "Cpu");
         let mut cpu = cfg.md.as_ref().unwrap().build(&cfg).unwrap();
         // push the chains towards the bottom of the channel so that they meet the wall
         for v in cpu.sys.vel.iter_mut() {
-            v[1] -= 1.0;
+            v[across] -= 1.0;
         }
         cpu.velocities_changed().unwrap();
         let mut gpu = GpuMd::new(
@@ -237,7 +246,7 @@ fn gpu_walls_match_cpu() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_coupled_chains_stay_in_the_channel() {
-    for walls in ["Slit()", "Pipe(radius: 5.5)"] {
+    for walls in WALLS {
         let mut cfg = chains_between_walls(walls, "Cuda");
         cfg.device = DeviceChoice::Cuda(vec![0]);
         let mut solvent = Solvent::new(cfg.clone()).unwrap();

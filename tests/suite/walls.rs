@@ -23,6 +23,7 @@ common::backend_tests!(
 common::backend_tests!(
     [cpu gpu multi_gpu]
     poiseuille_flow_in_a_slit,
+    poiseuille_flow_between_plates_normal_to_z,
     couette_flow_between_moving_plates,
     poiseuille_flow_in_a_pipe,
 );
@@ -65,7 +66,7 @@ fn assert_in_fluid(shape: &Shape, phys: &Physics, st: &FluidState, what: &str) {
     }
 }
 
-/// The set-ups of the no-particle-in-the-wall check: both shapes, both boundaries, moving
+/// The set-ups of the no-particle-in-the-wall check: every shape, both boundaries, moving
 /// walls, body forces, hot fluids and long steps.
 fn confinement_cases() -> Vec<(&'static str, Config)> {
     vec![
@@ -84,6 +85,25 @@ fn confinement_cases() -> Vec<(&'static str, Config)> {
                     [6, 10, 6],
                     "Slit(height: 8.3, boundary: Slip)",
                     ", body_force: (0.05, 0.0, 0.0)",
+                ),
+                0.2,
+            ),
+        ),
+        (
+            "z slit, no slip, force along x and y, moving plates",
+            walled(
+                [6, 6, 10],
+                "Slit(normal: Z, bottom_velocity: 0.2, top_velocity: -0.3)",
+                ", body_force: (0.05, 0.03, 0.0), thermostat: Mbs, kT: 2.0",
+            ),
+        ),
+        (
+            "z slit, slip, h = 0.2",
+            with_h(
+                walled(
+                    [6, 6, 10],
+                    "Slit(height: 8.3, normal: Z, boundary: Slip)",
+                    "",
                 ),
                 0.2,
             ),
@@ -135,6 +155,11 @@ fn momentum_given_to_the_walls_is_accounted_for(p: Platform) {
             ", body_force: (0.03, 0.0, 0.01), thermostat: Mbs",
         ),
         walled(
+            [6, 6, 10],
+            "Slit(normal: Z, bottom_velocity: 0.1, top_velocity: -0.2)",
+            ", body_force: (0.03, 0.01, 0.0), thermostat: Mbs",
+        ),
+        walled(
             [6, 10, 10],
             "Pipe(radius: 4.5)",
             ", body_force: (0.03, 0.0, 0.0)",
@@ -144,12 +169,20 @@ fn momentum_given_to_the_walls_is_accounted_for(p: Platform) {
         let Some(mut s) = p.solvent(&cfg) else {
             continue;
         };
+        let across = match shape_of(&s) {
+            Shape::Slit(sl) => sl.axis(),
+            Shape::Pipe(_) => 1,
+        };
         let phys = s.physics().clone();
         let n = s.n_fluid() as f64;
         let scale = n * phys.mass * (phys.kt / phys.mass).sqrt();
         // a few solutes of other masses across the channel, some in cells the wall cuts
         let mut pos: Vec<[f64; 3]> = (0..12)
-            .map(|i| [0.5 * i as f64, 0.9 + 0.7 * i as f64, 5.0])
+            .map(|i| {
+                let mut q = [0.5 * i as f64, 5.0, 5.0];
+                q[across] = 0.9 + 0.7 * i as f64;
+                q
+            })
             .collect();
         pos.retain(|q| !shape_of(&s).signed_distance(*q).is_sign_negative());
         let mass: Vec<f64> = (0..pos.len()).map(|i| 1.0 + i as f64).collect();
@@ -209,17 +242,37 @@ fn developed_flow(
     Some((s, summary))
 }
 
-/// Plane Poiseuille flow: parabolic, η from the curvature within 3% of the SRD theory, slip at
-/// the walls below 2% of the centre velocity, the walls take the body force, kT held.
+/// Plane Poiseuille flow between plates normal to y, 47 cells apart.
 fn poiseuille_flow_in_a_slit(p: Platform) {
     let cfg = walled(
         [8, 48, 8],
         "Slit()",
         ", body_force: (0.0015, 0.0, 0.0), seed: 7",
     );
-    let Some((s, w)) = developed_flow(p, &cfg, 2000, 8000) else {
-        return;
-    };
+    if let Some((s, w)) = developed_flow(p, &cfg, 2000, 8000) {
+        check_plane_poiseuille(p, &s, &w, "slit");
+    }
+}
+
+/// The same flow between plates normal to z: the profile is taken along z (Lz bins).
+fn poiseuille_flow_between_plates_normal_to_z(p: Platform) {
+    let cfg = walled(
+        [8, 8, 48],
+        "Slit(normal: Z)",
+        ", body_force: (0.0015, 0.0, 0.0), seed: 11",
+    );
+    if let Some((s, w)) = developed_flow(p, &cfg, 2000, 8000) {
+        let (axis, rows) = mpcbox::walls_report::profile_rows(&s).expect("profile rows");
+        assert_eq!((axis, s.stats().profile().len()), ("z", 48));
+        assert!(rows.iter().all(|r| r.0 > 0.5 && r.0 < 47.5), "{rows:?}");
+        assert_eq!(w.geometry, "slit normal to z");
+        check_plane_poiseuille(p, &s, &w, "z slit");
+    }
+}
+
+/// Plane Poiseuille flow: parabolic, η from the curvature within 3% of the SRD theory, slip at
+/// the walls below 2% of the centre velocity, the walls take the body force, kT held.
+fn check_plane_poiseuille(p: Platform, s: &Solvent, w: &WallsSummary, what: &str) {
     let fit = w.fit.expect("profile fit");
     let eta = w
         .viscosity_from_curvature
@@ -235,7 +288,7 @@ fn poiseuille_flow_in_a_slit(p: Platform) {
         .sum::<f64>()
         .sqrt();
     eprintln!(
-        "{p}: slit Poiseuille: eta {eta:.4} (theory {:.4}, {:+.2}%), centre {vc:.4}, slip {:?} \
+        "{p}: {what} Poiseuille: eta {eta:.4} (theory {:.4}, {:+.2}%), centre {vc:.4}, slip {:?} \
          ({:.2}% of the centre), fit rms {:.1e}; wall force {force:.3} ± {force_err:.3} vs body force \
          {:.3}; kT {kt:.4}",
         w.viscosity_theory,
@@ -289,8 +342,8 @@ fn couette_flow_between_moving_plates(p: Platform) {
         "{p}: Couette: slope {:.5} (walls {slope:.5}), at the walls {:.4} {:.4}, eta from the wall \
          stress {eta:.3} (theory {:.3})",
         fit.c1,
-        fit.at(sl.y0),
-        fit.at(sl.y1),
+        fit.at(sl.bottom),
+        fit.at(sl.top),
         w.viscosity_theory
     );
     assert!(fit.c2 == 0.0, "a line is fitted");
@@ -360,6 +413,13 @@ fn walls_follow_the_cpu_trajectory(p: Platform) {
             ", body_force: (0.02, 0.0, 0.0), seed: 6",
         ),
         walled([8, 24, 8], "Slit(boundary: Slip)", ", seed: 4"),
+        // y periodic across the slabs, the cut cells in every slab
+        walled(
+            [8, 24, 12],
+            "Slit(normal: Z, bottom_velocity: 0.2, top_velocity: -0.1)",
+            ", body_force: (0.02, 0.01, 0.0), thermostat: Mbs, seed: 3",
+        ),
+        walled([8, 24, 12], "Slit(normal: Z, boundary: Slip)", ", seed: 2"),
     ];
     for mut cfg in cases {
         cfg.tuning.reorder_interval = Some(0);
@@ -511,7 +571,7 @@ fn virtual_particles_have_the_wall_velocity_and_the_fluid_temperature() {
             let filled = walls.fill_cell(&phys, &plan, cell, &mut sums);
             assert_eq!(filled.is_some(), walls.shape.cuts_cell(lo));
             let Some(surface) = filled else { continue };
-            assert_eq!(surface, usize::from(lo[1] > sl.y0));
+            assert_eq!(surface, usize::from(lo[1] > sl.bottom));
             assert_eq!(sums.count, 10);
             assert_eq!(sums.mass, 10.0);
             if surface == 0 {

@@ -249,7 +249,7 @@ impl CudaBackend {
         let cell = CellBuffers::alloc(&s, ncells, method, &oom)?;
         let rules = rules::RuleBuffers::alloc(&s, phys.rule, ncells, method, &oom)?;
         let report = s.alloc_zeros::<f64>(observe::REPORT_WORDS).map_err(oom)?;
-        let moments = MomentBuffers::alloc(&s, phys.cells[1] as usize, &oom)?;
+        let moments = MomentBuffers::alloc(&s, phys.profile_bins(), &oom)?;
         Ok(CudaBackend {
             dev,
             phys,

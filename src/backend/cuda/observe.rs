@@ -23,22 +23,23 @@ pub(super) const REPORT_WALL_OFFSET: usize = 4;
 pub(super) struct MomentBuffers {
     /// [Σ m vx, Σ m vy, Σ m vz, Σ ½ m v²].
     sums: CudaSlice<f64>,
-    /// Σ vx and count per y layer of one cell.
+    /// Σ vx and count per profile bin (`Physics::profile_bins`: y layers of one cell, z
+    /// layers between plates normal to z).
     profile_sum: CudaSlice<f64>,
     profile_count: CudaSlice<u64>,
 }
 
 impl MomentBuffers {
-    /// Zeroed buffers for a box `ly` cells high.
+    /// Zeroed buffers for a profile of `bins` bins.
     pub(super) fn alloc(
         s: &Arc<CudaStream>,
-        ly: usize,
+        bins: usize,
         oom: OnAllocError<'_>,
     ) -> Result<MomentBuffers> {
         Ok(MomentBuffers {
             sums: s.alloc_zeros::<f64>(4).map_err(oom)?,
-            profile_sum: s.alloc_zeros::<f64>(ly).map_err(oom)?,
-            profile_count: s.alloc_zeros::<u64>(ly).map_err(oom)?,
+            profile_sum: s.alloc_zeros::<f64>(bins).map_err(oom)?,
+            profile_count: s.alloc_zeros::<u64>(bins).map_err(oom)?,
         })
     }
 }
@@ -71,8 +72,8 @@ impl CudaBackend {
     pub(super) fn reduce_moments(&mut self) -> Result<FluidMoments> {
         self.flush()?;
         let s = self.dev.stream.clone();
-        let ly = self.phys.cells[1] as usize;
-        let shared = (ly * 16) as u32;
+        let bins = self.phys.profile_bins();
+        let shared = (bins * 16) as u32;
         let use_shared: u32 = (shared <= 40 * 1024) as u32;
         let mut cfg = grid(self.n);
         if use_shared == 1 {
@@ -87,8 +88,9 @@ impl CudaBackend {
         // SAFETY: mpc_moments(MpcParams, const float *py, *pz, const double *vx, *vy, *vz, const u32
         // *cellw, double *out, double *prof_sum, u64 *prof_cnt, u32 use_shared): the argument
         // types match; the particle arrays hold p.n_fluid = self.n slots, out 4 doubles, the
-        // profiles Ly = p.cells[1] bins, and the dynamic shared memory (when used) is exactly
-        // Ly doubles + Ly u64. One thread per slot; all on the main stream, after the flush.
+        // profiles `bins` = Physics::profile_bins = mpc_profile_bins(p) bins, and the dynamic
+        // shared memory (when used) is exactly that many doubles + u64. One thread per slot;
+        // all on the main stream, after the flush.
         unsafe {
             s.launch_builder(&self.dev.k.moments)
                 .arg(&p)

@@ -50,7 +50,8 @@ pub(crate) struct WallParams {
     pad: u32,
     /// Device address of the report's momentum given to each surface (6 doubles).
     momentum: u64,
-    /// Slit: y0, y1, u0, u1, y0f, y1f; pipe: yc, zc, radius, u, 0, 0.
+    /// Slit (either normal, told apart by `kind`): bottom, top, u_bottom, u_top, bottom_f32,
+    /// top_f32; pipe: yc, zc, radius, u, 0, 0.
     shape: [f64; 6],
 }
 
@@ -74,12 +75,12 @@ impl WallParams {
             Shape::Slit(s) => (
                 wall_kind(shape),
                 [
-                    s.y0,
-                    s.y1,
+                    s.bottom,
+                    s.top,
                     s.velocity[0],
                     s.velocity[1],
-                    s.y0f as f64,
-                    s.y1f as f64,
+                    s.bottom_f32 as f64,
+                    s.top_f32 as f64,
                 ],
             ),
             Shape::Pipe(p) => (

@@ -4,7 +4,7 @@
 //! translation unit NVRTC compiles, and [`layout_checks`] into `static_assert`s that close it,
 //! so a mismatch between the two sides cannot build.
 
-use crate::physics::walls::Shape;
+use crate::physics::walls::{Shape, SlitNormal};
 use crate::physics::Rule;
 
 use super::params::{KernelParams, WallParams};
@@ -34,15 +34,28 @@ pub fn ext_stride(rule: Rule) -> usize {
     }
 }
 
-/// Wall-shape codes of `WallParams::kind` / `MpcWalls::kind` (`MPC_WALLS_*`).
+/// Wall-shape codes of `WallParams::kind` / `MpcWalls::kind` (`MPC_WALLS_*`). A slit's normal
+/// is part of its code: the kernels' dispatch picks the axis with the shape.
 pub const WALLS_NONE: u32 = 0;
 pub const WALLS_SLIT: u32 = 1;
 pub const WALLS_PIPE: u32 = 2;
+pub const WALLS_SLIT_Z: u32 = 3;
+
+/// Every wall-shape code with its CUDA name (the generated header defines them all).
+pub const WALL_CODES: [(&str, u32); 4] = [
+    ("MPC_WALLS_NONE", WALLS_NONE),
+    ("MPC_WALLS_SLIT", WALLS_SLIT),
+    ("MPC_WALLS_PIPE", WALLS_PIPE),
+    ("MPC_WALLS_SLIT_Z", WALLS_SLIT_Z),
+];
 
 /// The kernels' code of a wall shape.
 pub fn wall_kind(shape: &Shape) -> u32 {
     match shape {
-        Shape::Slit(_) => WALLS_SLIT,
+        Shape::Slit(s) => match s.normal {
+            SlitNormal::Y => WALLS_SLIT,
+            SlitNormal::Z => WALLS_SLIT_Z,
+        },
         Shape::Pipe(_) => WALLS_PIPE,
     }
 }
@@ -74,11 +87,7 @@ pub fn shared_header() -> String {
     }
     s.push_str(&rule_table("mpc_rule_len", Rule::sums_len));
     s.push_str(&rule_table("mpc_rule_stride", ext_stride));
-    for (name, code) in [
-        ("MPC_WALLS_NONE", WALLS_NONE),
-        ("MPC_WALLS_SLIT", WALLS_SLIT),
-        ("MPC_WALLS_PIPE", WALLS_PIPE),
-    ] {
+    for (name, code) in WALL_CODES {
         s.push_str(&format!("#define {name} {code}u\n"));
     }
     s
@@ -113,6 +122,33 @@ mod tests {
         for rule in RULES {
             assert!(ext_stride(rule) >= rule.sums_len(), "{rule:?}");
             assert_eq!(ext_stride(rule) % 4, 0, "{rule:?}: 32-byte sectors");
+        }
+    }
+
+    /// Every shape has its own code, and the header defines each.
+    #[test]
+    fn wall_codes_are_distinct_and_generated() {
+        use crate::physics::walls::{Pipe, Slit};
+        let shapes = [
+            Shape::Slit(Slit::centred(8.0, SlitNormal::Y, 10.0, [0.0; 2])),
+            Shape::Slit(Slit::centred(8.0, SlitNormal::Z, 10.0, [0.0; 2])),
+            Shape::Pipe(Pipe {
+                centre: [5.0, 5.0],
+                radius: 4.0,
+                velocity: 0.0,
+            }),
+        ];
+        let mut codes: Vec<u32> = shapes.iter().map(wall_kind).collect();
+        codes.push(WALLS_NONE);
+        codes.sort();
+        codes.dedup();
+        assert_eq!(codes.len(), WALL_CODES.len());
+        let header = shared_header();
+        for (name, code) in WALL_CODES {
+            assert!(
+                header.contains(&format!("#define {name} {code}u\n")),
+                "{name}"
+            );
         }
     }
 

@@ -2,12 +2,13 @@
 //!
 //! ```ron
 //! walls: Slit(bottom_velocity: 0.0, top_velocity: 0.1),   // plates normal to y, height Ly − 1
+//! walls: Slit(height: 10.0, normal: Z),                   // plates normal to z, 10 cells apart
 //! walls: Pipe(radius: 7.5),                               // a pipe along x
 //! ```
 
 use serde::{Deserialize, Serialize};
 
-use super::shapes::{Pipe, Shape, Slit};
+use super::shapes::{Pipe, Shape, Slit, SlitNormal};
 use crate::config::Config;
 use crate::error::ConfigError;
 pub use crate::md::walls::SoluteWall;
@@ -24,16 +25,20 @@ pub enum WallBoundary {
     Slip,
 }
 
-/// The wall geometry of a run: the fluid is confined along y (and z for the pipe); x stays
-/// periodic.
+/// The wall geometry of a run: the fluid is confined along y or z (a slit), or both (the
+/// pipe); x stays periodic. Checkpoints store it in the binary form of [`super::stored`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub enum WallsConfig {
-    /// Parallel plates normal to y, centred in the box, `height` apart (default Ly − 1: the
-    /// shifted grid needs one cell layer more than the channel), each moving along x.
+    /// Parallel plates normal to y (or z: `normal: Z`), centred in the box, `height` apart
+    /// (default L − 1 along the normal: the shifted grid needs one cell layer more than the
+    /// channel), each moving along x.
     Slit {
         #[serde(default)]
         height: Option<f64>,
+        /// The axis the plates are normal to (Y unless set; left out when written back).
+        #[serde(default, skip_serializing_if = "SlitNormal::is_y")]
+        normal: SlitNormal,
         #[serde(default)]
         bottom_velocity: f64,
         #[serde(default)]
@@ -85,18 +90,24 @@ impl WallsConfig {
 
     /// The geometry in the box of `cfg` (assumed valid).
     pub fn shape(&self, cfg: &Config) -> Shape {
-        let [_, ly, lz] = cfg.cells.map(|c| c as f64);
+        let len = cfg.cells.map(|c| c as f64);
+        let [_, ly, lz] = len;
         match *self {
             WallsConfig::Slit {
                 height,
+                normal,
                 bottom_velocity,
                 top_velocity,
                 ..
-            } => Shape::Slit(Slit::centred(
-                height.unwrap_or(ly - 1.0),
-                ly,
-                [bottom_velocity, top_velocity],
-            )),
+            } => {
+                let across = len[normal.axis()];
+                Shape::Slit(Slit::centred(
+                    height.unwrap_or(across - 1.0),
+                    normal,
+                    across,
+                    [bottom_velocity, top_velocity],
+                ))
+            }
             WallsConfig::Pipe {
                 radius, velocity, ..
             } => Shape::Pipe(Pipe {
@@ -109,6 +120,28 @@ impl WallsConfig {
 
     /// Every check of the walls against the rest of the config.
     pub fn validate(&self, cfg: &Config) -> Result<(), ConfigError> {
+        let z_plates = matches!(
+            self,
+            WallsConfig::Slit {
+                normal: SlitNormal::Z,
+                ..
+            }
+        );
+        if cfg.shear_rate != 0.0 && z_plates {
+            // Lees-Edwards shears along y: no-slip plates normal to z would have to move with
+            // the sheared flow γ̇ (y − Ly/2), which no rigid plate does
+            return err(
+                "walls",
+                format!(
+                    "walls cannot be combined with Lees-Edwards shear (shear_rate = {}): plates \
+                     normal to z would have to move with the sheared flow along y",
+                    cfg.shear_rate
+                ),
+                "set shear_rate: 0.0 and shear the fluid with the moving plates themselves \
+                 (Slit(normal: Z, bottom_velocity: ..., top_velocity: ...): vx varies along z) \
+                 or drive it with body_force along x or y",
+            );
+        }
         if cfg.shear_rate != 0.0 {
             return err(
                 "walls",
@@ -134,11 +167,12 @@ impl WallsConfig {
         match *self {
             WallsConfig::Slit {
                 height,
+                normal,
                 bottom_velocity,
                 top_velocity,
                 ..
             } => {
-                check_slit(cfg, height)?;
+                check_slit(cfg, height, normal)?;
                 check_speed(cfg, "walls.bottom_velocity", bottom_velocity)?;
                 check_speed(cfg, "walls.top_velocity", top_velocity)?;
             }
@@ -154,27 +188,34 @@ impl WallsConfig {
     }
 }
 
-fn check_slit(cfg: &Config, height: Option<f64>) -> Result<(), ConfigError> {
-    let ly = cfg.cells[1] as f64;
-    let h = height.unwrap_or(ly - 1.0);
+fn check_slit(cfg: &Config, height: Option<f64>, normal: SlitNormal) -> Result<(), ConfigError> {
+    let a = normal.axis();
+    let (axis, len) = (normal.name(), cfg.cells[a] as f64);
+    let h = height.unwrap_or(len - 1.0);
     if !h.is_finite() || h < MIN_CHANNEL_CELLS {
         return err(
             "walls.height",
             format!(
-                "a slit {h} cells high is thinner than {MIN_CHANNEL_CELLS} cells (cells.1 = {ly})"
+                "a slit {h} cells high is thinner than {MIN_CHANNEL_CELLS} cells (cells.{a} = {len})"
             ),
-            "make the slit at least 4 cells high: cells.1 ≥ 5 (the default height is cells.1 − 1)",
+            &format!(
+                "make the slit at least 4 cells high: cells.{a} ≥ 5 (the default height is \
+                 cells.{a} − 1)"
+            ),
         );
     }
-    if h > ly - 1.0 {
+    if h > len - 1.0 {
         return err(
             "walls.height",
             format!(
-                "a slit {h} cells high needs a box of at least {} cells in y (cells.1 = {ly})",
+                "a slit {h} cells high needs a box of at least {} cells in {axis} (cells.{a} = {len})",
                 h + 1.0
             ),
-            "leave one cell layer more than the slit height (the shifted grid reaches half a cell \
-             beyond each plate): set cells.1 ≥ height + 1, or leave height unset (cells.1 − 1)",
+            &format!(
+                "leave one cell layer more than the slit height (the shifted grid reaches half a \
+                 cell beyond each plate): set cells.{a} ≥ height + 1, or leave height unset \
+                 (cells.{a} − 1)"
+            ),
         );
     }
     Ok(())
@@ -228,9 +269,16 @@ fn check_speed(cfg: &Config, field: &str, u: f64) -> Result<(), ConfigError> {
 /// The time of impact is exact for paths that are straight across the channel: a body force
 /// may only push along the walls.
 fn check_body_force(cfg: &Config, walls: &WallsConfig) -> Result<(), ConfigError> {
-    let closed: &[usize] = match walls {
-        WallsConfig::Slit { .. } => &[1],
-        WallsConfig::Pipe { .. } => &[1, 2],
+    let (closed, along): (&[usize], &str) = match walls {
+        WallsConfig::Slit {
+            normal: SlitNormal::Y,
+            ..
+        } => (&[1], "body_force: (fx, 0.0, fz) between plates normal to y"),
+        WallsConfig::Slit {
+            normal: SlitNormal::Z,
+            ..
+        } => (&[2], "body_force: (fx, fy, 0.0) between plates normal to z"),
+        WallsConfig::Pipe { .. } => (&[1, 2], "body_force: (fx, 0.0, 0.0) in a pipe"),
     };
     for &k in closed {
         if cfg.body_force[k] != 0.0 {
@@ -241,8 +289,7 @@ fn check_body_force(cfg: &Config, walls: &WallsConfig) -> Result<(), ConfigError
                      for motion that is straight across the channel",
                     cfg.body_force[k]
                 ),
-                "push along the walls only (body_force: (fx, 0.0, fz) in a slit, (fx, 0.0, 0.0) \
-                 in a pipe)",
+                &format!("push along the walls only ({along})"),
             );
         }
     }

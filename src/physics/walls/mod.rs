@@ -1,7 +1,8 @@
 //! Confined flows: walls with bounce-back and virtual particles (issue 12, part 1).
 //!
 //! * [`shapes`]: the geometries ([`WallShape`]: signed distance, normal, wall velocity, time
-//!   of impact of a straight path; [`Slit`], [`Pipe`]); [`config`]: the `walls` config section.
+//!   of impact of a straight path; [`Slit`] with plates normal to y or z, [`Pipe`]);
+//!   [`config`]: the `walls` config section; [`stored`]: its form in checkpoints.
 //! * Streaming ([`Physics::stream_walled`]): a particle moves ballistically until its path
 //!   reaches the wall at the exact time of impact t* within the step; there its velocity
 //!   relative to the wall is reversed (no-slip) or its normal component is (slip), and it
@@ -23,19 +24,21 @@
 //!   them, so every backend and GPU count draws the same numbers.
 //! * Momentum given to the walls (bounce-backs, and what the real particles of filled cells
 //!   exchange with the virtual ones) is summed per surface into the step's report.
-//! * The grid: both shapes leave half a cell between the wall and the box faces across the
+//! * The grid: every shape leaves half a cell between the wall and the box faces across the
 //!   channel, so the shifted grid (shift in [−a/2, a/2)) bins every fluid particle without
 //!   wrapping across a wall. The box's extra layer is the layer the shifted grid needs; global
-//!   cell indices, draws and multi-GPU y slabs are those of the box, and no particle ever
-//!   crosses between the top and bottom slab.
+//!   cell indices, draws and multi-GPU y slabs are those of the box. Across y walls no particle
+//!   ever crosses between the top and bottom slab; between plates normal to z, y is periodic
+//!   and the cut cells lie in every slab (each cell still has one owner).
 
 pub mod config;
 pub mod profile;
 pub mod shapes;
+pub mod stored;
 pub mod theory;
 
 pub use config::{WallBoundary, WallsConfig};
-pub use shapes::{Pipe, Shape, Slit, WallShape};
+pub use shapes::{Pipe, Shape, Slit, SlitNormal, WallShape};
 
 use super::{wrap_coordinate, CellParams, CellSums, Physics, StepPlan};
 use crate::config::Config;
@@ -89,10 +92,17 @@ impl Walls {
         let mut s = CellStream::for_particle(seed, index);
         let p = match self.shape {
             Shape::Slit(sl) => {
-                let x = wrap_coordinate(s.uniform() * len[0], len[0]);
-                let y = (sl.y0 + s.uniform() * sl.height()) as f32;
-                let z = wrap_coordinate(s.uniform() * len[2], len[2]);
-                [x, y, z]
+                // the draws in the order x, y, z whichever axis the plates close
+                let mut p = [0.0f32; 3];
+                for (k, c) in p.iter_mut().enumerate() {
+                    let u = s.uniform();
+                    *c = if k == sl.axis() {
+                        (sl.bottom + u * sl.height()) as f32
+                    } else {
+                        wrap_coordinate(u * len[k], len[k])
+                    };
+                }
+                p
             }
             Shape::Pipe(pi) => {
                 let (dy, dz) = loop {
@@ -111,25 +121,25 @@ impl Walls {
     }
 
     /// The steady flow vx at stored position `p` of a config with these walls: plane Couette +
-    /// Poiseuille flow in a slit, Hagen-Poiseuille flow in a pipe, with the SRD viscosity and
-    /// the body force along x at M particles per unit volume (the initial flow `Steady`).
+    /// Poiseuille flow in a slit (across its normal, y or z), Hagen-Poiseuille flow in a pipe,
+    /// with the SRD viscosity and the body force along x at M particles per unit volume (the
+    /// initial flow `Steady`).
     pub fn steady_flow(&self, cfg: &Config, p: [f32; 3]) -> f64 {
         let m = cfg.particles_per_cell as f64;
         let eta = srd_viscosity(m, cfg.kt, cfg.time_step, cfg.mass, cfg.rotation_angle());
         let force_density = m * cfg.body_force[0];
-        let (y, z) = (p[1] as f64, p[2] as f64);
         match self.shape {
             Shape::Slit(s) => theory::slit_velocity(
-                y,
-                s.y0,
-                s.y1,
+                p[s.axis()] as f64,
+                s.bottom,
+                s.top,
                 s.velocity[0],
                 s.velocity[1],
                 force_density,
                 eta,
             ),
             Shape::Pipe(q) => {
-                let (dy, dz) = (y - q.centre[0], z - q.centre[1]);
+                let (dy, dz) = (p[1] as f64 - q.centre[0], p[2] as f64 - q.centre[1]);
                 let r = (dy * dy + dz * dz).sqrt();
                 theory::pipe_velocity(r, q.radius, q.velocity, force_density, eta)
             }
@@ -296,11 +306,29 @@ impl Physics {
         (shape.keep_inside(p), v)
     }
 
-    /// The profile bin of a stored position: its y layer, or in a pipe its distance from the
-    /// axis in whole cells (Ly bins either way, the last one taking the rest).
+    /// Bins of the velocity profile: the cells along the slit's normal, Ly otherwise (y layers
+    /// of a periodic box, whole cells of the distance from a pipe's axis).
+    pub fn profile_bins(&self) -> usize {
+        let axis = match &self.walls {
+            Some(Walls {
+                shape: Shape::Slit(s),
+                ..
+            }) => s.axis(),
+            Some(Walls {
+                shape: Shape::Pipe(_),
+                ..
+            })
+            | None => 1,
+        };
+        self.cells[axis] as usize
+    }
+
+    /// The profile bin of a stored position: its layer across a slit (y or z) or of a periodic
+    /// box (y), or in a pipe its distance from the axis in whole cells
+    /// ([`Physics::profile_bins`] bins, the last one taking the rest).
     #[inline]
     pub fn profile_bin(&self, pos: [f32; 3]) -> usize {
-        let bins = self.cells[1] as usize;
+        let bins = self.profile_bins();
         let c = match &self.walls {
             Some(Walls {
                 shape: Shape::Pipe(p),
@@ -311,10 +339,10 @@ impl Physics {
                 (dy * dy + dz * dz).sqrt()
             }
             Some(Walls {
-                shape: Shape::Slit(_),
+                shape: Shape::Slit(s),
                 ..
-            })
-            | None => pos[1] as f64,
+            }) => pos[s.axis()] as f64,
+            None => pos[1] as f64,
         };
         (c as usize).min(bins - 1)
     }

@@ -1,13 +1,14 @@
 //! The velocity profile across a channel and its fit: which part of each profile bin is
-//! fluid (the bins are whole cells of y, or of the distance from a pipe's axis, and the walls
+//! fluid (the bins are whole cells along a slit's normal, y or z, or of the distance from a
+//! pipe's axis, and the walls
 //! cut the outer ones), and least-squares fits of bin averages that are exact for the flows
 //! of [`super::theory`]: the model is averaged over each bin's fluid part, not taken at its
 //! centre (for a parabola the two differ by c2 w²/12 for a bin of width w).
 
 use super::shapes::Shape;
 
-/// Averages over the fluid part of one profile bin of the coordinate across the channel (y,
-/// or r in a pipe) and of its square, with the bin's weight (fluid width, or annulus area).
+/// Averages over the fluid part of one profile bin of the coordinate across the channel (y or
+/// z in a slit, r in a pipe) and of its square, with the bin's weight (fluid width, or annulus area).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BinMoments {
     pub mean: f64,
@@ -15,12 +16,13 @@ pub struct BinMoments {
     pub weight: f64,
 }
 
-/// The fluid part of bin `i` ([i, i + 1) in y or in r), or None if it holds no fluid.
+/// The fluid part of bin `i` ([i, i + 1) along the slit's normal or in r), or None if it
+/// holds no fluid.
 pub fn bin_moments(shape: &Shape, i: usize) -> Option<BinMoments> {
     let (lo, hi) = (i as f64, i as f64 + 1.0);
     match shape {
         Shape::Slit(s) => {
-            let (a, b) = (lo.max(s.y0), hi.min(s.y1));
+            let (a, b) = (lo.max(s.bottom), hi.min(s.top));
             (b > a).then(|| BinMoments {
                 mean: 0.5 * (a + b),
                 mean_square: (b * b * b - a * a * a) / (3.0 * (b - a)),
@@ -76,7 +78,8 @@ pub fn least_squares<const K: usize>(rows: &[([f64; K], f64, f64)]) -> Option<[f
     Some(c)
 }
 
-/// A profile fitted across a channel: vx = c0 + c1 x + c2 x² with x = y in a slit, and
+/// A profile fitted across a channel: vx = c0 + c1 x + c2 x² with x along the normal (y or
+/// z) in a slit, and
 /// vx = c0 + c2 r² in a pipe (c1 = 0 by symmetry).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct ProfileFit {
@@ -102,13 +105,13 @@ pub const WALL_LAYER: f64 = 1.0;
 fn near_wall(shape: &Shape, i: usize) -> bool {
     let (lo, hi) = (i as f64, i as f64 + 1.0);
     match shape {
-        Shape::Slit(s) => lo < s.y0 + WALL_LAYER || hi > s.y1 - WALL_LAYER,
+        Shape::Slit(s) => lo < s.bottom + WALL_LAYER || hi > s.top - WALL_LAYER,
         Shape::Pipe(p) => hi > p.radius - WALL_LAYER,
     }
 }
 
 /// Fit the bin averages `profile` (one per bin, see [`bin_moments`]) with the flow model of
-/// the shape: a parabola in y for a slit (a line if `linear`), c0 + c2 r² for a pipe. Bins
+/// the shape: a parabola along the normal for a slit (a line if `linear`), c0 + c2 r² for a pipe. Bins
 /// within [`WALL_LAYER`] of a wall are left out.
 pub fn fit_profile(shape: &Shape, profile: &[f64], linear: bool) -> Option<ProfileFit> {
     let bins: Vec<(BinMoments, f64)> = profile
@@ -174,12 +177,12 @@ pub fn fit_profile(shape: &Shape, profile: &[f64], linear: bool) -> Option<Profi
 
 #[cfg(test)]
 mod tests {
-    use super::super::shapes::{Pipe, Slit};
+    use super::super::shapes::{Pipe, Slit, SlitNormal};
     use super::*;
 
     #[test]
     fn bin_averaged_parabolas_are_fitted_exactly() {
-        let slit = Shape::Slit(Slit::centred(9.0, 10.0, [0.0; 2]));
+        let slit = Shape::Slit(Slit::centred(9.0, SlitNormal::Y, 10.0, [0.0; 2]));
         // exact bin averages of v = 1 + 0.5 y − 0.1 y² over the fluid part of each bin
         let prof: Vec<f64> = (0..10)
             .map(|i| {

@@ -4,7 +4,7 @@
 //! f32-rounded position is kept on the fluid side). [`Shape`] is the tagged union of the
 //! shapes a config can name; `kernels/walls.cuh` mirrors every formula operation by operation.
 //!
-//! Both shapes keep at least half a cell of clearance to the box faces across the channel, so
+//! Every shape keeps at least half a cell of clearance to the box faces across the channel, so
 //! that the shifted grid (shift in [−a/2, a/2)) never wraps a fluid particle periodically
 //! across a wall: the box's extra cell layer is the one the shifted grid needs.
 
@@ -43,56 +43,103 @@ pub trait WallShape {
     fn closed_axes(&self) -> [bool; 3];
 }
 
-/// Parallel plates normal to y at `y0` and `y1`, each moving along x.
+/// The axis a slit's plates are normal to (config `Slit(normal: Z)`; y by default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum SlitNormal {
+    /// Plates normal to y: the channel across y (the slit of every config before `normal`).
+    #[default]
+    Y,
+    /// Plates normal to z: the channel across z, y periodic (and Lees-Edwards-free).
+    Z,
+}
+
+impl SlitNormal {
+    /// The index of the axis (1 y, 2 z).
+    #[inline]
+    pub fn axis(self) -> usize {
+        match self {
+            SlitNormal::Y => 1,
+            SlitNormal::Z => 2,
+        }
+    }
+
+    /// Whether this is the default (y), left out of a config written back as RON.
+    pub fn is_y(&self) -> bool {
+        *self == SlitNormal::Y
+    }
+
+    /// The axis name as in a config field (`cells.1`: "y").
+    pub fn name(self) -> &'static str {
+        match self {
+            SlitNormal::Y => "y",
+            SlitNormal::Z => "z",
+        }
+    }
+}
+
+/// Parallel plates normal to y (or z) at `bottom` and `top` along that axis, each moving
+/// along x.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Slit {
-    pub y0: f64,
-    pub y1: f64,
-    /// x velocities of the bottom (y0) and top (y1) plates.
+    pub normal: SlitNormal,
+    /// Positions of the plates along the normal axis (bottom < top).
+    pub bottom: f64,
+    pub top: f64,
+    /// x velocities of the bottom and top plates.
     pub velocity: [f64; 2],
-    /// The smallest and largest f32 in [y0, y1] (stored positions are clamped to them).
-    pub y0f: f32,
-    pub y1f: f32,
+    /// The smallest and largest f32 in [bottom, top] (stored positions are clamped to them).
+    pub bottom_f32: f32,
+    pub top_f32: f32,
 }
 
 impl Slit {
-    /// Plates of a slit of `height` centred in a box `ly` cells high.
-    pub fn centred(height: f64, ly: f64, velocity: [f64; 2]) -> Slit {
-        let y0 = 0.5 * (ly - height);
-        let y1 = y0 + height;
-        let mut y0f = y0 as f32;
-        if (y0f as f64) < y0 {
-            y0f = f32::from_bits(y0f.to_bits() + 1);
+    /// Plates normal to `normal`, `height` apart, centred in a box `len` cells long along
+    /// that axis.
+    pub fn centred(height: f64, normal: SlitNormal, len: f64, velocity: [f64; 2]) -> Slit {
+        let bottom = 0.5 * (len - height);
+        let top = bottom + height;
+        let mut bottom_f32 = bottom as f32;
+        if (bottom_f32 as f64) < bottom {
+            bottom_f32 = f32::from_bits(bottom_f32.to_bits() + 1);
         }
-        let mut y1f = y1 as f32;
-        if (y1f as f64) > y1 {
-            y1f = f32::from_bits(y1f.to_bits() - 1);
+        let mut top_f32 = top as f32;
+        if (top_f32 as f64) > top {
+            top_f32 = f32::from_bits(top_f32.to_bits() - 1);
         }
         Slit {
-            y0,
-            y1,
+            normal,
+            bottom,
+            top,
             velocity,
-            y0f,
-            y1f,
+            bottom_f32,
+            top_f32,
         }
     }
 
     pub fn height(&self) -> f64 {
-        self.y1 - self.y0
+        self.top - self.bottom
     }
 
-    /// Whether `y` is in the lower half (nearer the bottom plate).
+    /// The axis the plates are normal to (1 y, 2 z).
     #[inline]
-    fn lower(&self, y: f64) -> bool {
-        y < 0.5 * (self.y0 + self.y1)
+    pub fn axis(&self) -> usize {
+        self.normal.axis()
+    }
+
+    /// Whether the coordinate `x` along the normal is in the lower half (nearer the bottom
+    /// plate).
+    #[inline]
+    fn lower(&self, x: f64) -> bool {
+        x < 0.5 * (self.bottom + self.top)
     }
 }
 
 impl WallShape for Slit {
     #[inline]
     fn signed_distance(&self, r: [f64; 3]) -> f64 {
-        let a = r[1] - self.y0;
-        let b = self.y1 - r[1];
+        let x = r[self.axis()];
+        let a = x - self.bottom;
+        let b = self.top - x;
         if a < b {
             a
         } else {
@@ -102,11 +149,10 @@ impl WallShape for Slit {
 
     #[inline]
     fn normal(&self, r: [f64; 3]) -> [f64; 3] {
-        if self.lower(r[1]) {
-            [0.0, 1.0, 0.0]
-        } else {
-            [0.0, -1.0, 0.0]
-        }
+        let a = self.axis();
+        let mut n = [0.0; 3];
+        n[a] = if self.lower(r[a]) { 1.0 } else { -1.0 };
+        n
     }
 
     #[inline]
@@ -116,7 +162,7 @@ impl WallShape for Slit {
 
     #[inline]
     fn surface(&self, r: [f64; 3]) -> usize {
-        if self.lower(r[1]) {
+        if self.lower(r[self.axis()]) {
             0
         } else {
             1
@@ -125,10 +171,11 @@ impl WallShape for Slit {
 
     #[inline]
     fn time_of_impact(&self, r: [f64; 3], v: [f64; 3], dt: f64) -> Option<f64> {
-        let t = if v[1] < 0.0 {
-            (self.y0 - r[1]) / v[1]
-        } else if v[1] > 0.0 {
-            (self.y1 - r[1]) / v[1]
+        let a = self.axis();
+        let t = if v[a] < 0.0 {
+            (self.bottom - r[a]) / v[a]
+        } else if v[a] > 0.0 {
+            (self.top - r[a]) / v[a]
         } else {
             return None;
         };
@@ -143,27 +190,35 @@ impl WallShape for Slit {
 
     #[inline]
     fn cuts_cell(&self, lo: [f64; 3]) -> bool {
-        let hi = lo[1] + 1.0;
-        (lo[1] < self.y0 && self.y0 < hi) || (lo[1] < self.y1 && self.y1 < hi)
+        let lo = lo[self.axis()];
+        let hi = lo + 1.0;
+        (lo < self.bottom && self.bottom < hi) || (lo < self.top && self.top < hi)
     }
 
     #[inline]
     fn keep_inside(&self, p: [f32; 3]) -> [f32; 3] {
-        let mut y = p[1];
-        if y < self.y0f {
-            y = self.y0f;
-        } else if y > self.y1f {
-            y = self.y1f;
+        let mut q = p;
+        let x = &mut q[self.axis()];
+        if *x < self.bottom_f32 {
+            *x = self.bottom_f32;
+        } else if *x > self.top_f32 {
+            *x = self.top_f32;
         }
-        [p[0], y, p[2]]
+        q
     }
 
     fn fluid_volume(&self, len: [f64; 3]) -> f64 {
-        len[0] * self.height() * len[2]
+        // the periodic axes beside x: z between y-normal plates, y between z-normal ones
+        let across = match self.normal {
+            SlitNormal::Y => len[2],
+            SlitNormal::Z => len[1],
+        };
+        len[0] * self.height() * across
     }
 
     fn closed_axes(&self) -> [bool; 3] {
-        [false, true, false]
+        let a = self.axis();
+        [false, a == 1, a == 2]
     }
 }
 
@@ -386,8 +441,8 @@ mod tests {
 
     #[test]
     fn slit_geometry() {
-        let s = Slit::centred(9.0, 10.0, [0.1, -0.2]);
-        assert_eq!((s.y0, s.y1), (0.5, 9.5));
+        let s = Slit::centred(9.0, SlitNormal::Y, 10.0, [0.1, -0.2]);
+        assert_eq!((s.bottom, s.top), (0.5, 9.5));
         assert_eq!(s.signed_distance([0.0, 1.5, 0.0]), 1.0);
         assert_eq!(s.signed_distance([0.0, 9.75, 0.0]), -0.25);
         assert_eq!(s.normal([0.0, 9.0, 0.0]), [0.0, -1.0, 0.0]);
@@ -407,9 +462,47 @@ mod tests {
         );
         assert!(s.cuts_cell([0.0, 0.2, 0.0]) && !s.cuts_cell([0.0, 0.5, 0.0]));
         assert!(s.cuts_cell([0.0, 8.7, 0.0]) && !s.cuts_cell([0.0, 8.5, 0.0]));
-        let odd = Slit::centred(8.3, 10.0, [0.0; 2]);
-        assert!(odd.y0f as f64 >= odd.y0 && odd.y1f as f64 <= odd.y1);
-        assert_eq!(odd.keep_inside([1.0, 0.0, 2.0])[1], odd.y0f);
+        let odd = Slit::centred(8.3, SlitNormal::Y, 10.0, [0.0; 2]);
+        assert!(odd.bottom_f32 as f64 >= odd.bottom && odd.top_f32 as f64 <= odd.top);
+        assert_eq!(odd.keep_inside([1.0, 0.0, 2.0])[1], odd.bottom_f32);
+    }
+
+    /// A z slit is the y slit with y and z exchanged: every formula, point by point.
+    #[test]
+    fn a_z_slit_is_the_y_slit_turned() {
+        let y = Slit::centred(8.3, SlitNormal::Y, 10.0, [0.1, -0.2]);
+        let z = Slit::centred(8.3, SlitNormal::Z, 10.0, [0.1, -0.2]);
+        let turn = |r: [f64; 3]| [r[0], r[2], r[1]];
+        let points = [
+            [0.3, 1.7, 9.2],
+            [4.0, 9.3, 0.2],
+            [1.0, 0.6, 5.0],
+            [2.0, 5.0, 5.0],
+        ];
+        let velocities = [[0.1, -2.0, 0.5], [0.0, 0.7, -0.3], [1.0, 0.0, 0.0]];
+        for r in points {
+            let rz = turn(r);
+            assert_eq!(y.signed_distance(r), z.signed_distance(rz));
+            assert_eq!(turn(y.normal(r)), z.normal(rz));
+            assert_eq!(y.wall_velocity(r), z.wall_velocity(rz));
+            assert_eq!(y.surface(r), z.surface(rz));
+            assert_eq!(y.cuts_cell(r), z.cuts_cell(rz));
+            for v in velocities {
+                assert_eq!(
+                    y.time_of_impact(r, v, 0.5),
+                    z.time_of_impact(rz, turn(v), 0.5)
+                );
+            }
+            let p = r.map(|c| c as f32);
+            let kept = y.keep_inside(p);
+            assert_eq!(
+                [kept[0], kept[2], kept[1]],
+                z.keep_inside([p[0], p[2], p[1]])
+            );
+        }
+        assert_eq!(z.closed_axes(), [false, false, true]);
+        assert!((z.fluid_volume([4.0, 6.0, 10.0]) - 4.0 * 8.3 * 6.0).abs() < 1e-12);
+        assert!((y.fluid_volume([4.0, 6.0, 10.0]) - 4.0 * 8.3 * 10.0).abs() < 1e-12);
     }
 
     #[test]

@@ -1,0 +1,236 @@
+//! The `walls` section as checkpoints store it (`#[serde(with)]` on `Config::walls`).
+//! Checkpoints are postcard, a binary format without field names, so a field added to a
+//! variant would shift every byte after it: the stored form keeps the variants of checkpoint
+//! format 3 as they were and appends the slit normal to z as a variant of its own, so that
+//! checkpoints written before `Slit(normal: ...)` existed still decode. Text formats (RON
+//! configs, JSON) use [`WallsConfig`]'s own form.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::config::{SoluteWall, WallBoundary, WallsConfig};
+use super::shapes::SlitNormal;
+
+/// [`WallsConfig`] in checkpoint format 3 order; new shapes and options go after the last
+/// variant.
+#[derive(Serialize, Deserialize)]
+enum StoredWalls {
+    Slit {
+        height: Option<f64>,
+        bottom_velocity: f64,
+        top_velocity: f64,
+        boundary: WallBoundary,
+        solutes: SoluteWall,
+    },
+    Pipe {
+        radius: f64,
+        velocity: f64,
+        boundary: WallBoundary,
+        solutes: SoluteWall,
+    },
+    SlitZ {
+        height: Option<f64>,
+        bottom_velocity: f64,
+        top_velocity: f64,
+        boundary: WallBoundary,
+        solutes: SoluteWall,
+    },
+}
+
+impl From<&WallsConfig> for StoredWalls {
+    fn from(w: &WallsConfig) -> StoredWalls {
+        match *w {
+            WallsConfig::Slit {
+                height,
+                normal,
+                bottom_velocity,
+                top_velocity,
+                boundary,
+                solutes,
+            } => match normal {
+                SlitNormal::Y => StoredWalls::Slit {
+                    height,
+                    bottom_velocity,
+                    top_velocity,
+                    boundary,
+                    solutes,
+                },
+                SlitNormal::Z => StoredWalls::SlitZ {
+                    height,
+                    bottom_velocity,
+                    top_velocity,
+                    boundary,
+                    solutes,
+                },
+            },
+            WallsConfig::Pipe {
+                radius,
+                velocity,
+                boundary,
+                solutes,
+            } => StoredWalls::Pipe {
+                radius,
+                velocity,
+                boundary,
+                solutes,
+            },
+        }
+    }
+}
+
+impl From<StoredWalls> for WallsConfig {
+    fn from(w: StoredWalls) -> WallsConfig {
+        let slit =
+            |normal, height, bottom_velocity, top_velocity, boundary, solutes| WallsConfig::Slit {
+                height,
+                normal,
+                bottom_velocity,
+                top_velocity,
+                boundary,
+                solutes,
+            };
+        match w {
+            StoredWalls::Slit {
+                height,
+                bottom_velocity,
+                top_velocity,
+                boundary,
+                solutes,
+            } => slit(
+                SlitNormal::Y,
+                height,
+                bottom_velocity,
+                top_velocity,
+                boundary,
+                solutes,
+            ),
+            StoredWalls::SlitZ {
+                height,
+                bottom_velocity,
+                top_velocity,
+                boundary,
+                solutes,
+            } => slit(
+                SlitNormal::Z,
+                height,
+                bottom_velocity,
+                top_velocity,
+                boundary,
+                solutes,
+            ),
+            StoredWalls::Pipe {
+                radius,
+                velocity,
+                boundary,
+                solutes,
+            } => WallsConfig::Pipe {
+                radius,
+                velocity,
+                boundary,
+                solutes,
+            },
+        }
+    }
+}
+
+/// Text formats: the config's own form; binary formats (checkpoints): [`StoredWalls`].
+pub fn serialize<S: Serializer>(walls: &Option<WallsConfig>, s: S) -> Result<S::Ok, S::Error> {
+    if s.is_human_readable() {
+        walls.serialize(s)
+    } else {
+        walls.as_ref().map(StoredWalls::from).serialize(s)
+    }
+}
+
+/// The inverse of [`serialize`].
+pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<WallsConfig>, D::Error> {
+    if d.is_human_readable() {
+        Option::<WallsConfig>::deserialize(d)
+    } else {
+        Ok(Option::<StoredWalls>::deserialize(d)?.map(WallsConfig::from))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bytes of a y slit as format 3 wrote them (the derived form before `normal` existed).
+    #[derive(Serialize)]
+    enum Format3Walls {
+        Slit {
+            height: Option<f64>,
+            bottom_velocity: f64,
+            top_velocity: f64,
+            boundary: WallBoundary,
+            solutes: SoluteWall,
+        },
+    }
+
+    #[derive(Serialize, Deserialize, PartialEq, Debug)]
+    struct Holder {
+        #[serde(with = "super")]
+        walls: Option<WallsConfig>,
+        after: u32,
+    }
+
+    #[test]
+    fn slits_of_format_3_still_decode_and_z_slits_round_trip() {
+        let old = Format3Walls::Slit {
+            height: Some(9.0),
+            bottom_velocity: -0.1,
+            top_velocity: 0.2,
+            boundary: WallBoundary::Slip,
+            solutes: SoluteWall::default(),
+        };
+        let bytes = postcard::to_stdvec(&(Some(old), 7u32)).unwrap();
+        let read: Holder = postcard::from_bytes(&bytes).unwrap();
+        let y = WallsConfig::Slit {
+            height: Some(9.0),
+            normal: SlitNormal::Y,
+            bottom_velocity: -0.1,
+            top_velocity: 0.2,
+            boundary: WallBoundary::Slip,
+            solutes: SoluteWall::default(),
+        };
+        assert_eq!(
+            read,
+            Holder {
+                walls: Some(y.clone()),
+                after: 7
+            }
+        );
+        for walls in [
+            None,
+            Some(y),
+            Some(WallsConfig::Slit {
+                height: None,
+                normal: SlitNormal::Z,
+                bottom_velocity: 0.3,
+                top_velocity: 0.0,
+                boundary: WallBoundary::NoSlip,
+                solutes: SoluteWall::default(),
+            }),
+        ] {
+            let h = Holder { walls, after: 3 };
+            let bytes = postcard::to_stdvec(&h).unwrap();
+            assert_eq!(postcard::from_bytes::<Holder>(&bytes).unwrap(), h);
+        }
+    }
+
+    /// A config without `normal` is written back as it was; a z slit names its normal.
+    #[test]
+    fn ron_configs_name_the_normal_only_when_it_is_z() {
+        let text = |walls: &str| {
+            let cfg = crate::Config::from_ron_str(&format!(
+                "(cells: (8, 8, 8), particles_per_cell: 10, time_step: 0.1, \
+                 collision: Srd(angle_deg: 130.0), steps: 10, walls: {walls})"
+            ))
+            .unwrap();
+            let again = cfg.to_ron_string();
+            assert_eq!(crate::Config::from_ron_str(&again).unwrap(), cfg);
+            again
+        };
+        assert!(!text("Slit()").contains("normal"));
+        assert!(text("Slit(normal: Z)").contains("normal: Z"));
+    }
+}
