@@ -140,16 +140,66 @@ fn assert_momentum_conserved(rows: &[HashMap<String, f64>]) {
     }
 }
 
-/// The example: momentum conserved by every coupled step, the bonds hold, and the beads, which
-/// start at rest, reach the solvent's kT.
+/// The command in in.polymer's header comment (`#   lmp ...`), which docs/lammps.md and the
+/// README must give too.
+fn documented_command() -> Vec<String> {
+    let script = std::fs::read_to_string(crate_dir().join("lammps/examples/in.polymer")).unwrap();
+    let line = script
+        .lines()
+        .find_map(|l| l.strip_prefix("#   lmp "))
+        .expect("in.polymer's header has no `#   lmp ...` command line");
+    let command = format!("lmp {}", line.trim());
+    for doc in ["../docs/lammps.md", "../README.md"] {
+        let text = std::fs::read_to_string(crate_dir().join(doc)).unwrap();
+        assert!(
+            text.contains(&command),
+            "{doc} does not give the example's command `{command}`"
+        );
+    }
+    command.split_whitespace().map(String::from).collect()
+}
+
+/// The files in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The example, run with the command its header documents and the defaults of its variables
+/// (the loader in ../build, as `make -C coupling/lammps` puts it; 6000 steps), in a copy laid
+/// out like the source tree: momentum conserved by every coupled step, the bonds hold, the
+/// beads, which start at rest, reach the solvent's kT, and no file (log.lammps) is left beside
+/// the script.
 #[test]
 fn input_script_couples_polymer_to_the_fluid() {
     let Some(loader) = plugin_loader() else {
         return;
     };
-    let dir = example_dir();
-    let (ok, out) = lammps(dir.path(), "in.polymer", 6000, loader);
-    assert!(ok, "lmp failed:\n{out}");
+    let command = documented_command();
+    let root = example_dir();
+    let dir = root.path().join("examples");
+    std::fs::create_dir(&dir).unwrap();
+    for f in ["in.polymer", "polymer.data", "solvent.ron"] {
+        std::fs::rename(root.path().join(f), dir.join(f)).unwrap();
+    }
+    std::fs::create_dir(root.path().join("build")).unwrap();
+    std::fs::copy(loader, root.path().join("build/mpcbox_plugin.lmp")).unwrap();
+    let before = listing(&dir);
+    let (ok, out) = output_of(
+        Command::new(&command[0])
+            .args(&command[1..])
+            .current_dir(&dir),
+    );
+    assert!(ok, "{command:?} failed:\n{out}");
+    assert_eq!(
+        listing(&dir),
+        before,
+        "{command:?} left files beside in.polymer"
+    );
     assert!(out.contains("Loading plugin: fix mpcbox"), "{out}");
     let rows = thermo(&out);
     assert_eq!(rows.len(), 301, "{out}");
@@ -163,6 +213,37 @@ fn input_script_couples_polymer_to_the_fluid() {
         (fluid_kt - 1.0).abs() < 0.02,
         "fluid temperature {fluid_kt}"
     );
+}
+
+/// The documented command run in the source tree itself (with this build's loader and a short
+/// run) writes nothing there: no log.lammps in the tree.
+#[test]
+fn documented_command_writes_no_log_into_the_tree() {
+    let Some(loader) = plugin_loader() else {
+        return;
+    };
+    let command = documented_command();
+    let examples = crate_dir().join("lammps/examples");
+    let before = listing(&examples);
+    let (ok, out) = output_of(
+        Command::new(&command[0])
+            .args(&command[1..])
+            .args(["-var", "steps", "20", "-var", "mpcbox"])
+            .arg(loader)
+            .current_dir(&examples),
+    );
+    let after = listing(&examples);
+    for new in after.iter().filter(|f| !before.contains(f)) {
+        let _ = std::fs::remove_file(examples.join(new)); // keep the tree clean for the next run
+    }
+    assert!(ok, "{command:?} failed:\n{out}");
+    assert_eq!(
+        after,
+        before,
+        "{command:?} wrote into {}",
+        examples.display()
+    );
+    assert_eq!(thermo(&out).len(), 2, "{out}");
 }
 
 /// With two MPI ranks the group is gathered on rank 0 (where the fluid lives) and the
