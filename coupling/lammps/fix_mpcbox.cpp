@@ -52,18 +52,26 @@ std::string default_checkpoint(const char *fix_id)
 
 FixMpcbox::FixMpcbox(LAMMPS *lmp, int narg, char **arg) :
     Fix(lmp, narg, arg), cell(1.0), solvent(nullptr), cells{0.0, 0.0, 0.0}, time_step(0.0),
-    shear_rate(0.0), kt(0.0), observed{}
+    shear_rate(0.0), kt(0.0), fluid_mass(0.0), observed{}, energy_removed(0.0)
 {
   parse_args(narg, arg);
   open_solvent();
 
+  scalar_flag = 1;
+  extscalar = 1;        // an energy of the whole group: thermo divides it by N with norm yes
   vector_flag = 1;
   size_vector = V_SIZE;
   extvector = 0;        // thermo prints the values as they are (no division by atom count)
   global_freq = 1;      // the fluid does not change between exchanges: always current
   restart_global = 1;   // write_restart stores where the fluid checkpoint is
   dynamic_group_allow = 0;
-  for (double &v : observed) v = NAN;
+  // Like a thermostat, the fix moves kinetic energy between the atoms and a reservoir (the
+  // fluid): by default that is LAMMPS's ecouple (econserve = etotal + ecouple); fix_modify
+  // energy yes moves it into pe instead (see init).
+  ecouple_flag = 1;
+  energy_global_flag = 1;
+  for (double &v : observed) v = NAN;    // unknown: refresh_observables fills everything
+  refresh_observables();
 }
 
 FixMpcbox::~FixMpcbox()
@@ -132,7 +140,7 @@ void FixMpcbox::parse_args(int narg, char **arg)
 /* Rank 0 builds the fluid from the config; every rank learns its run constants. */
 void FixMpcbox::open_solvent()
 {
-  double params[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+  double params[7] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
   std::string why;
   if (comm->me == 0) {
     solvent = mpcbox_create_from_file(config_path.c_str());
@@ -142,17 +150,19 @@ void FixMpcbox::open_solvent()
     else if (mpcbox_parameters(solvent, &p) != 0)
       why = std::string("reading the solvent's parameters: ") + mpcbox_last_error();
     else {
-      const double read[6] = {p.box_lengths[0], p.box_lengths[1], p.box_lengths[2],
-                              p.time_step,      p.shear_rate,     p.kt};
+      const double read[7] = {p.box_lengths[0], p.box_lengths[1], p.box_lengths[2],
+                              p.time_step,      p.shear_rate,     p.kt,
+                              p.fluid_mass};
       memcpy(params, read, sizeof(params));
     }
   }
   agree(why.empty(), why);
-  MPI_Bcast(params, 6, MPI_DOUBLE, 0, world);
+  MPI_Bcast(params, 7, MPI_DOUBLE, 0, world);
   for (int k = 0; k < 3; k++) cells[k] = params[k];
   time_step = params[3];
   shear_rate = params[4];
   kt = params[5];
+  fluid_mass = params[6];
   if (comm->me == 0)
     utils::logmesg(lmp,
                    "fix mpcbox: " + config_path + ": " + num(cells[0]) + " x " + num(cells[1]) +
@@ -163,6 +173,9 @@ void FixMpcbox::open_solvent()
 
 void FixMpcbox::init()
 {
+  // The exchanged energy goes to exactly one of LAMMPS's sums, else econserve counts it twice.
+  // Modify::init calls this before it lists the fixes of each sum.
+  ecouple_flag = thermo_energy ? 0 : 1;
   check_time_step();
   check_box();
   check_shear();
@@ -254,7 +267,11 @@ void FixMpcbox::setup(int)
   refresh_observables();
 }
 
-/* The fluid's observables in LAMMPS units (rank 0 measures, every rank gets them). */
+/* The fluid's observables in LAMMPS units (rank 0 measures, every rank gets them). Never NaN:
+ * kT and the stresses are measured only by a collision (the stresses only under shear, on the
+ * fluid's sampled steps), so between measurements they keep the last value, which the restart
+ * record carries across read_restart; before the first collision kT comes from the fluid's
+ * kinetic energy about its centre of mass, and the stresses are 0. */
 void FixMpcbox::refresh_observables()
 {
   std::string why;
@@ -266,15 +283,45 @@ void FixMpcbox::refresh_observables()
       const double energy = cell * cell * force->mvv2e;    // m (a/τ)² in LAMMPS energy
       const double stress = force->mvv2e * force->nktv2p / cell;
       observed[V_STEPS] = static_cast<double>(o.step);
-      observed[V_KT] = o.temperature * energy;
+      if (std::isfinite(o.temperature))
+        observed[V_KT] = o.temperature * energy;
+      else if (!std::isfinite(observed[V_KT]))
+        observed[V_KT] =
+            kt_from_moments(o.momentum, o.kinetic_energy, static_cast<double>(o.particles)) *
+            energy;
       observed[V_KINETIC] = o.kinetic_energy * energy;
       for (int k = 0; k < 3; k++) observed[V_PX + k] = o.momentum[k] * cell;
-      observed[V_STRESS_KIN] = o.stress_xy_kinetic * stress;
-      observed[V_STRESS_COLL] = o.stress_xy_collisional * stress;
+      const double measured[2] = {o.stress_xy_kinetic, o.stress_xy_collisional};
+      for (int k = 0; k < 2; k++) {
+        double &held = observed[V_STRESS_KIN + k];
+        if (std::isfinite(measured[k]))
+          held = measured[k] * stress;
+        else if (!std::isfinite(held))
+          held = 0.0;
+      }
     }
   }
   agree(why.empty(), why);
   MPI_Bcast(observed, V_SIZE, MPI_DOUBLE, 0, world);
+}
+
+/* kT (MPC units) from the fluid's kinetic energy about its centre of mass, 3(N − 1) degrees of
+ * freedom: exactly the config's kT for a fresh fluid at rest (mpcbox draws it so); a mean
+ * flow such as a steady shear profile counts as heat here. */
+double FixMpcbox::kt_from_moments(const double momentum[3], double kinetic,
+                                  double particles) const
+{
+  if (particles < 2.0 || fluid_mass <= 0.0) return kt;
+  const double p2 = momentum[0] * momentum[0] + momentum[1] * momentum[1] +
+                    momentum[2] * momentum[2];
+  return (2.0 * kinetic - p2 / (particles * fluid_mass)) / (3.0 * (particles - 1.0));
+}
+
+/* The kinetic energy the exchanges took from the atoms since the fix was defined; a restart
+ * file carries it on, so that ecouple (or pe) continues across read_restart. */
+double FixMpcbox::compute_scalar()
+{
+  return energy_removed;
 }
 
 double FixMpcbox::compute_vector(int i)

@@ -28,6 +28,7 @@ class FixMpcbox : public Fix {
   void init() override;
   void setup(int) override;
   void end_of_step() override;
+  double compute_scalar() override;
   double compute_vector(int) override;
   void write_restart(FILE *) override;
   void restart(char *) override;
@@ -43,9 +44,15 @@ class FixMpcbox : public Fix {
 
   // The solvent's run constants (broadcast to every rank).
   double cells[3];
-  double time_step, shear_rate, kt;
+  double time_step, shear_rate, kt, fluid_mass;
 
+  // The global vector. kT and the stresses hold their last measured values between
+  // measurements and across restarts (the restart record keeps them); see refresh_observables.
   double observed[V_SIZE];
+
+  // Kinetic energy the exchanges took from the group's atoms, summed over the run (LAMMPS
+  // energy units): the global scalar, LAMMPS's ecouple (or pe with fix_modify energy yes).
+  double energy_removed;
 
   // Exchange buffers. Per local group atom: tag, x[3], v[3], mass. Root: every rank's atoms
   // (gathered), the same sorted by tag in MPC units, and velocities back in gathered order.
@@ -61,9 +68,10 @@ class FixMpcbox : public Fix {
   void check_shear();
   std::string lees_edwards_mismatch(uint64_t fluid_steps) const;
   int gather_group();
-  std::string step_on_root(int total);
+  std::string step_on_root(int total, double &removed);
   void scatter_velocities(int mine);
   void refresh_observables();
+  double kt_from_moments(const double momentum[3], double kinetic, double particles) const;
 };
 
 }    // namespace LAMMPS_NS

@@ -7,12 +7,14 @@
 #include "comm.h"
 #include "domain.h"
 #include "error.h"
+#include "force.h"
 #include "update.h"
 #include "utils.h"
 
 #include "mpcbox.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -21,7 +23,10 @@ using namespace LAMMPS_NS;
 namespace {
 
 const int PACKED = 8;    // tag, x[3], v[3], mass per atom
-const char RESTART_MAGIC[8] = {'M', 'P', 'C', 'B', 'O', 'X', 'R', '1'};
+// Restart record: magic, fluid step count, then (version 2) the exchanged energy and the
+// global vector, then the checkpoint path. Version 1 records (no energy, no vector) still read.
+const char RESTART_MAGIC[8] = {'M', 'P', 'C', 'B', 'O', 'X', 'R', '2'};
+const char RESTART_MAGIC_V1[8] = {'M', 'P', 'C', 'B', 'O', 'X', 'R', '1'};
 
 }    // namespace
 
@@ -29,8 +34,11 @@ void FixMpcbox::end_of_step()
 {
   const int mine = gather_group();
   std::string why;
-  if (comm->me == 0) why = step_on_root(static_cast<int>(gathered.size() / PACKED));
+  double removed = 0.0;
+  if (comm->me == 0) why = step_on_root(static_cast<int>(gathered.size() / PACKED), removed);
   agree(why.empty(), why);
+  MPI_Bcast(&removed, 1, MPI_DOUBLE, 0, world);
+  energy_removed += removed;
   scatter_velocities(mine);
   refresh_observables();
 }
@@ -66,8 +74,9 @@ int FixMpcbox::gather_group()
 }
 
 /* Rank 0: one MPC step with the gathered atoms, ordered by atom ID (so the result does not
- * depend on the domain decomposition), in MPC units (lengths in cells). */
-std::string FixMpcbox::step_on_root(int total)
+ * depend on the domain decomposition), in MPC units (lengths in cells). `removed`: the atoms'
+ * kinetic energy before minus after (LAMMPS energy units). */
+std::string FixMpcbox::step_on_root(int total, double &removed)
 {
   const std::string mismatch = lees_edwards_mismatch(mpcbox_step_count(solvent) + 1);
   if (!mismatch.empty()) return mismatch;
@@ -89,8 +98,18 @@ std::string FixMpcbox::step_on_root(int total)
   if (mpcbox_step(solvent, total, pos.data(), vel.data(), mass.data()) != 0)
     return std::string("the MPC step failed: ") + mpcbox_last_error();
   vel_back.resize(3 * total);
-  for (int j = 0; j < total; j++)
-    for (int k = 0; k < 3; k++) vel_back[3 * order[j] + k] = vel[3 * j + k] * cell;
+  double twice = 0.0;    // Σ m (v_before² − v_after²), per atom so that the difference is exact
+  for (int j = 0; j < total; j++) {
+    const double *row = &gathered[order[j] * PACKED];
+    double dv2 = 0.0;
+    for (int k = 0; k < 3; k++) {
+      const double after = vel[3 * j + k] * cell;
+      vel_back[3 * order[j] + k] = after;
+      dv2 += row[4 + k] * row[4 + k] - after * after;
+    }
+    twice += row[7] * dv2;
+  }
+  removed = 0.5 * force->mvv2e * twice;
   return "";
 }
 
@@ -128,9 +147,16 @@ void FixMpcbox::write_restart(FILE *fp)
     error->one(FLERR, std::string("fix mpcbox (fix ") + id + "): writing the fluid checkpoint " +
                           path + ": " + mpcbox_last_error());
   const uint64_t steps = mpcbox_step_count(solvent);
-  std::vector<char> record(sizeof(RESTART_MAGIC) + sizeof(steps));
-  memcpy(record.data(), RESTART_MAGIC, sizeof(RESTART_MAGIC));
-  memcpy(record.data() + sizeof(RESTART_MAGIC), &steps, sizeof(steps));
+  std::vector<char> record(sizeof(RESTART_MAGIC) + sizeof(steps) + sizeof(energy_removed) +
+                           sizeof(observed));
+  char *at = record.data();
+  memcpy(at, RESTART_MAGIC, sizeof(RESTART_MAGIC));
+  at += sizeof(RESTART_MAGIC);
+  memcpy(at, &steps, sizeof(steps));
+  at += sizeof(steps);
+  memcpy(at, &energy_removed, sizeof(energy_removed));
+  at += sizeof(energy_removed);
+  memcpy(at, observed, sizeof(observed));
   record.insert(record.end(), path.begin(), path.end());
   record.push_back('\0');
   const int size = static_cast<int>(record.size());
@@ -141,14 +167,26 @@ void FixMpcbox::write_restart(FILE *fp)
 }
 
 /* read_restart + the same fix command: put the fluid back from the checkpoint the restart file
- * names (the fix's config supplies everything else, as for `mpcbox run --resume`). */
+ * names (the fix's config supplies everything else, as for `mpcbox run --resume`), with the
+ * exchanged energy and the last measured kT and stresses, so that thermo output continues. */
 void FixMpcbox::restart(char *buf)
 {
-  uint64_t steps = 0;
-  if (memcmp(buf, RESTART_MAGIC, sizeof(RESTART_MAGIC)) != 0)
+  const bool v1 = memcmp(buf, RESTART_MAGIC_V1, sizeof(RESTART_MAGIC_V1)) == 0;
+  if (!v1 && memcmp(buf, RESTART_MAGIC, sizeof(RESTART_MAGIC)) != 0)
     fail("the restart file's fix mpcbox record is not one this plugin wrote");
-  memcpy(&steps, buf + sizeof(RESTART_MAGIC), sizeof(steps));
-  const std::string path(buf + sizeof(RESTART_MAGIC) + sizeof(steps));
+  uint64_t steps = 0;
+  const char *at = buf + sizeof(RESTART_MAGIC);
+  memcpy(&steps, at, sizeof(steps));
+  at += sizeof(steps);
+  if (v1) {
+    for (double &v : observed) v = NAN;    // not recorded: estimated again after the restore
+  } else {
+    memcpy(&energy_removed, at, sizeof(energy_removed));
+    at += sizeof(energy_removed);
+    memcpy(observed, at, sizeof(observed));
+    at += sizeof(observed);
+  }
+  const std::string path(at);
   std::string why;
   if (comm->me == 0) {
     if (mpcbox_restore(solvent, path.c_str()) != 0)
@@ -164,4 +202,5 @@ void FixMpcbox::restart(char *buf)
                               std::to_string(steps) + "\n");
   }
   agree(why.empty(), why);
+  refresh_observables();
 }
