@@ -8,14 +8,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn mpcbox() -> Command {
+pub(crate) fn mpcbox() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_mpcbox"));
     c.env("RUST_LOG", "warn");
     c
 }
 
 /// A 12³ MBS fluid under shear on the CPU, writing into `out`; `extra` adds RON fields.
-fn config(dir: &Path, name: &str, out: &Path, steps: u64, extra: &str) -> PathBuf {
+pub(crate) fn config(dir: &Path, name: &str, out: &Path, steps: u64, extra: &str) -> PathBuf {
     let text = format!(
         "(cells: (12, 12, 12), particles_per_cell: 10, time_step: 0.1, \
          collision: Srd(angle_deg: 130.0), thermostat: Mbs, shear_rate: 0.05, seed: 3, \
@@ -28,11 +28,11 @@ fn config(dir: &Path, name: &str, out: &Path, steps: u64, extra: &str) -> PathBu
     p
 }
 
-fn run(args: &[&str]) -> Output {
+pub(crate) fn run(args: &[&str]) -> Output {
     mpcbox().args(args).output().unwrap()
 }
 
-fn spawn(args: &[&str]) -> Child {
+pub(crate) fn spawn(args: &[&str]) -> Child {
     mpcbox()
         .args(args)
         .stdout(Stdio::null())
@@ -41,7 +41,7 @@ fn spawn(args: &[&str]) -> Child {
         .unwrap()
 }
 
-fn stderr(o: &Output) -> String {
+pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 

@@ -12,6 +12,7 @@ mod conservation;
 mod coupling;
 mod device_solutes;
 mod faults;
+mod faults_disk;
 mod flow_fields;
 mod gpu_backend;
 mod gpu_multi_solutes;
