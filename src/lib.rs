@@ -17,6 +17,7 @@ pub mod md;
 pub mod memory;
 pub mod output_dir;
 pub mod physics;
+pub mod progress;
 pub mod ranks;
 pub mod report;
 pub mod rng;

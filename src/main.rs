@@ -3,17 +3,16 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
 
 use clap::{Parser, Subcommand};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use mpcbox::checkpoint::MdCheckpoint;
 use mpcbox::config::{Config, DeviceChoice};
 use mpcbox::md::coupled::Coupling;
 use mpcbox::md::MdConfig;
 use mpcbox::output_dir::OutputLock;
-use mpcbox::run::{run_job, run_job_steps, Progress, Summary};
+use mpcbox::progress::Bar;
+use mpcbox::run::{run_job, run_job_steps, Summary};
 use mpcbox::{Checkpoint, MpcError, Solvent};
 
 #[derive(Parser)]
@@ -62,87 +61,6 @@ enum Command {
         /// The RON config file to check.
         config: PathBuf,
     },
-}
-
-struct Bar {
-    bar: Option<ProgressBar>,
-    /// Not on a terminal (a batch job): a log line every `LINE_SECONDS` instead of a bar.
-    lines: bool,
-    last_line: Instant,
-    to: u64,
-    particles: u64,
-    from: u64,
-    t0: Instant,
-}
-
-/// Seconds between progress lines in batch jobs.
-const LINE_SECONDS: f64 = 30.0;
-
-impl Bar {
-    /// A progress bar on stderr when it is a terminal and not `quiet`.
-    fn new(total: u64, quiet: bool) -> Bar {
-        let show = !quiet && std::io::stderr().is_terminal();
-        let bar = show.then(|| {
-            let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-            b.set_style(
-                ProgressStyle::with_template("{bar:40} {pos}/{len} steps, ETA {eta} | {msg}")
-                    .expect("valid template"),
-            );
-            b
-        });
-        Bar {
-            lines: !quiet && bar.is_none(),
-            bar,
-            last_line: Instant::now(),
-            to: total,
-            particles: 0,
-            from: 0,
-            t0: Instant::now(),
-        }
-    }
-}
-
-impl Progress for Bar {
-    fn start(&mut self, from: u64, to: u64, particles: u64) {
-        self.particles = particles;
-        self.from = from;
-        self.to = to;
-        self.t0 = Instant::now();
-        self.last_line = self.t0;
-        if let Some(b) = &self.bar {
-            b.set_length(to);
-            b.set_position(from);
-        }
-    }
-    fn advance(&mut self, step: u64) {
-        if self.lines && self.last_line.elapsed().as_secs_f64() >= LINE_SECONDS {
-            self.last_line = Instant::now();
-            let dt = self.t0.elapsed().as_secs_f64().max(1e-9);
-            let sps = (step - self.from) as f64 / dt;
-            let eta = self.to.saturating_sub(step) as f64 / sps.max(1e-12);
-            tracing::info!(
-                "step {step}/{}: {sps:.2} steps/s, {:.3e} particle-steps/s, ETA {eta:.0} s",
-                self.to,
-                sps * self.particles as f64
-            );
-        }
-        if let Some(b) = &self.bar {
-            b.set_position(step);
-            if step % 16 == 0 {
-                let dt = self.t0.elapsed().as_secs_f64().max(1e-9);
-                let sps = (step - self.from) as f64 / dt;
-                b.set_message(format!(
-                    "{sps:.1} steps/s, {:.3e} particle-steps/s",
-                    sps * self.particles as f64
-                ));
-            }
-        }
-    }
-    fn finish(&mut self) {
-        if let Some(b) = &self.bar {
-            b.finish_and_clear();
-        }
-    }
 }
 
 /// What `mpcbox run` was asked for.

@@ -8,7 +8,43 @@
 //! MPI is initialised once ([`init`], by the program's `main`) with `MPI_THREAD_SERIALIZED`:
 //! the thread that drives the run makes every MPI call, one at a time.
 
-use crate::backend::slabbed::{Alone, Transport};
+use crate::error::Result;
+
+/// What carries packets between the processes that hold a box's slabs and sums over them.
+/// Every process calls each method in the same order (they are collective).
+pub trait Transport: Send {
+    /// This process's rank, `0..ranks()`.
+    fn rank(&self) -> usize;
+    fn ranks(&self) -> usize;
+    /// Send `out[r]` to rank `r` (`out[self.rank()]` is empty); returns what every rank sent
+    /// here, concatenated in rank order.
+    fn exchange(&self, out: &[Vec<f64>]) -> Result<Vec<f64>>;
+    /// Sum `x` element by element over the ranks; every rank gets the sums.
+    fn sum(&self, x: &mut [f64]) -> Result<()>;
+    /// Every rank's `mine`, concatenated in rank order, on every rank.
+    fn gather(&self, mine: &[f64]) -> Result<Vec<f64>>;
+}
+
+/// The transport of a process that holds every slab itself.
+pub struct Alone;
+
+impl Transport for Alone {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn ranks(&self) -> usize {
+        1
+    }
+    fn exchange(&self, _out: &[Vec<f64>]) -> Result<Vec<f64>> {
+        Ok(Vec::new())
+    }
+    fn sum(&self, _x: &mut [f64]) -> Result<()> {
+        Ok(())
+    }
+    fn gather(&self, mine: &[f64]) -> Result<Vec<f64>> {
+        Ok(mine.to_vec())
+    }
+}
 
 /// Keeps MPI initialised while it lives (finalised when it drops, at the end of `main`).
 pub struct Guard {
@@ -94,7 +130,7 @@ mod imp {
     use mpi::traits::*;
     use mpi::Count;
 
-    use crate::backend::slabbed::Transport;
+    use super::Transport;
     use crate::error::{MpcError, Result};
 
     /// The world communicator of the run.

@@ -1,6 +1,5 @@
 //! The fluid on the CPU cut into y slabs of whole cell layers: several slabs in this process
-//! (`tuning.slabs`), spread over processes (MPI ranks through [`Transport`], see
-//! `backend::ranks`), or both.
+//! (`tuning.slabs`), spread over processes (MPI ranks through `ranks::Transport`), or both.
 //!
 //! Each slab is a [`CpuBackend`] in slab mode (`backend::cpu::slab`): it holds the particles
 //! whose cell on the step's shifted grid lies in its layers. A step streams every slab, sends
@@ -19,43 +18,8 @@ use super::cpu::{worker_pool, CpuBackend};
 use super::{slab_bounds, Backend, FluidMoments, SoluteBatch, StepReport};
 use crate::error::{ConfigError, MpcError, Result};
 use crate::physics::{Physics, StepPlan, WallMomentum};
+use crate::ranks::Transport;
 use crate::state::FluidState;
-
-/// What carries packets between the processes that hold a box's slabs and sums over them.
-/// Every process calls each method in the same order (they are collective).
-pub trait Transport: Send {
-    /// This process's rank, `0..ranks()`.
-    fn rank(&self) -> usize;
-    fn ranks(&self) -> usize;
-    /// Send `out[r]` to rank `r` (`out[self.rank()]` is empty); returns what every rank sent
-    /// here, concatenated in rank order.
-    fn exchange(&self, out: &[Vec<f64>]) -> Result<Vec<f64>>;
-    /// Sum `x` element by element over the ranks; every rank gets the sums.
-    fn sum(&self, x: &mut [f64]) -> Result<()>;
-    /// Every rank's `mine`, concatenated in rank order, on every rank.
-    fn gather(&self, mine: &[f64]) -> Result<Vec<f64>>;
-}
-
-/// The transport of a process that holds every slab itself.
-pub struct Alone;
-
-impl Transport for Alone {
-    fn rank(&self) -> usize {
-        0
-    }
-    fn ranks(&self) -> usize {
-        1
-    }
-    fn exchange(&self, _out: &[Vec<f64>]) -> Result<Vec<f64>> {
-        Ok(Vec::new())
-    }
-    fn sum(&self, _x: &mut [f64]) -> Result<()> {
-        Ok(())
-    }
-    fn gather(&self, mine: &[f64]) -> Result<Vec<f64>> {
-        Ok(mine.to_vec())
-    }
-}
 
 /// The rank holding each of `slabs` slabs over `ranks` processes: contiguous blocks, slab k on
 /// rank k R / S (as GPUs get slabs, `backend::slab_gpus`).

@@ -9,36 +9,11 @@
 //! cutoff and skin ([`pad_box`]): beads stay between the walls, so no pair interacts through
 //! the periodic boundary across a wall, and the neighbour lists need no other change.
 
-use serde::{Deserialize, Serialize};
-
 use super::system::System;
 use crate::config::Config;
 use crate::physics::walls::{Shape, WallShape};
 
-/// The WCA parameters of the walls for solutes (`walls: Slit(..., solutes: (epsilon: 1.0,
-/// sigma: 1.0))`).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SoluteWall {
-    pub epsilon: f64,
-    pub sigma: f64,
-}
-
-impl Default for SoluteWall {
-    fn default() -> Self {
-        SoluteWall {
-            epsilon: 1.0,
-            sigma: 1.0,
-        }
-    }
-}
-
-impl SoluteWall {
-    /// The cutoff 2^(1/6) σ.
-    pub fn cutoff(&self) -> f64 {
-        2f64.powf(1.0 / 6.0) * self.sigma
-    }
-}
+pub use crate::config::walls::SoluteWall;
 
 /// The walls as the MD engine feels them.
 #[derive(Clone, Copy, Debug, PartialEq)]

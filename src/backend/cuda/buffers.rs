@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DriverError};
+use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::device::drv;
 use super::{CellSumMethod, CudaBackend};
@@ -75,8 +75,7 @@ pub(super) fn check_fits(
     Ok(needed)
 }
 
-/// What a failed allocation becomes (the out-of-memory error of the checked footprint).
-pub(super) type OnAllocError<'a> = &'a dyn Fn(DriverError) -> MpcError;
+pub(super) use super::device::OnAllocError;
 
 /// Per-particle buffers: the fluid's state and its per-particle scratch.
 pub(super) struct FluidBuffers {

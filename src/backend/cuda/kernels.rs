@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::sync::{Mutex, OnceLock};
 
-use super::shared::{layout_checks, shared_header};
+use super::params::layout_checks;
+use super::shared::shared_header;
 
 /// `kernels/rng.cuh`: Philox4x32-10, det_ln and the per-cell draws (mirror of `src/rng.rs`).
 pub const RNG_CUH: &str = include_str!("../../../kernels/rng.cuh");
@@ -93,8 +94,6 @@ pub fn md_source() -> String {
     ]);
     format!("{}{sources}{}", shared_header(), layout_checks(false))
 }
-
-pub use super::device::{KERNELS_BY_FILE, KERNEL_NAMES};
 
 /// The fluid kernels' translation unit handed to NVRTC.
 pub fn full_source() -> String {
@@ -261,105 +260,6 @@ pub fn nvrtc_for_tests() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The entry points a source text defines: `extern "C" __global__ void [BOUNDS] name(`,
-    /// where BOUNDS is an optional launch-bounds macro.
-    fn declared_kernels(text: &str) -> Vec<&str> {
-        text.lines()
-            .filter_map(|l| l.strip_prefix("extern \"C\" __global__ void "))
-            .filter_map(|rest| rest.split('(').next()?.split_whitespace().last())
-            .collect()
-    }
-
-    #[test]
-    fn every_kernel_is_defined_once_and_every_include_is_embedded() {
-        let src = full_source();
-        let declared = declared_kernels(&src);
-        for name in KERNEL_NAMES {
-            let count = declared.iter().filter(|d| *d == name).count();
-            assert_eq!(count, 1, "kernel {name}");
-        }
-        let embedded: Vec<&str> = FLUID_SOURCES.iter().map(|(n, _)| *n).collect();
-        for (file, text) in FLUID_SOURCES {
-            for line in text.lines().filter(|l| l.starts_with("#include \"")) {
-                let inc = line.trim_start_matches("#include \"").trim_end_matches('"');
-                assert!(
-                    embedded.contains(&inc),
-                    "{file} includes {inc}, which is not embedded"
-                );
-                let (pos_inc, pos_file) = (
-                    embedded.iter().position(|n| *n == inc),
-                    embedded.iter().position(|n| n == file),
-                );
-                assert!(
-                    pos_inc < pos_file,
-                    "{file} includes {inc}, which comes later"
-                );
-            }
-        }
-    }
-
-    /// Each `.cu` file defines exactly the entry points the kernel store lists for it, and its
-    /// first line names the module that launches them: `stream.cu` by `stream.rs`,
-    /// `migrate.cu` by `multi/migrate.rs`, and so on. Headers define no entry points.
-    #[test]
-    fn each_kernels_file_is_launched_by_the_module_of_its_name() {
-        for (file, text) in FLUID_SOURCES {
-            let mut defined = declared_kernels(text);
-            if file.ends_with(".cuh") {
-                assert!(defined.is_empty(), "{file} defines kernels {defined:?}");
-                continue;
-            }
-            let (_, listed) = KERNELS_BY_FILE
-                .iter()
-                .find(|(f, _)| f == file)
-                .unwrap_or_else(|| panic!("{file} is not in the kernel store"));
-            let mut listed = listed.to_vec();
-            defined.sort_unstable();
-            listed.sort_unstable();
-            assert_eq!(defined, listed, "kernels of {file}");
-            let stem = file.trim_end_matches(".cu");
-            let first = text.lines().next().unwrap_or("");
-            assert!(
-                first.contains(&format!("cuda/{stem}.rs)"))
-                    || first.contains(&format!("cuda/multi/{stem}.rs)")),
-                "{file} must name its module ({stem}.rs) on its first line: {first}"
-            );
-        }
-        for (file, _) in KERNELS_BY_FILE {
-            assert!(
-                FLUID_SOURCES.iter().any(|(n, _)| n == file),
-                "{file} is not embedded"
-            );
-        }
-    }
-
-    #[test]
-    fn sources_are_embedded_and_declare_every_kernel() {
-        let src = full_source();
-        assert!(!src.contains("#pragma once"));
-        let declared = declared_kernels(&src);
-        for name in KERNEL_NAMES {
-            assert!(
-                declared.contains(name),
-                "kernel {name} missing from kernels/*.cu"
-            );
-        }
-        // the mirrors of the Rust functions are there
-        for f in [
-            "mpc_philox4x32_10",
-            "mpc_det_ln",
-            "mpc_gamma",
-            "mpc_unit_vector",
-            "mpc_stream",
-            "mpc_locate",
-            "mpc_cell_params",
-            "mpc_collide",
-            "mpc_kinetic_stress",
-        ] {
-            assert!(src.contains(f), "{f} missing");
-        }
-    }
 
     #[test]
     fn options_forbid_fused_multiply_add() {

@@ -6,18 +6,14 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
 
-use super::buffers::OnAllocError;
+use super::device::OnAllocError;
 use super::device::{drv, grid};
 use super::CudaBackend;
 use crate::backend::{FluidMoments, StepReport};
 use crate::error::{MpcError, Result};
 use crate::state::FluidState;
 
-/// Doubles in the step report: Σ E_rel, Σ (Nc − 1), kinetic and collisional stress sums, then
-/// the momentum given to each wall surface ([2][3]).
-pub(super) const REPORT_WORDS: usize = 10;
-/// Where the wall momentum starts in the report.
-pub(super) const REPORT_WALL_OFFSET: usize = 4;
+pub(super) use super::params::{REPORT_WALL_OFFSET, REPORT_WORDS};
 
 /// The moments' reduction targets.
 pub(super) struct MomentBuffers {

@@ -9,6 +9,12 @@ use super::CudaBackend;
 use crate::physics::walls::{Shape, Walls};
 use crate::physics::StepPlan;
 
+/// Doubles in the step report: Σ E_rel, Σ (Nc − 1), kinetic and collisional stress sums, then
+/// the momentum given to each wall surface ([2][3]).
+pub(super) const REPORT_WORDS: usize = 10;
+/// Where the wall momentum starts in the report.
+pub(super) const REPORT_WALL_OFFSET: usize = 4;
+
 /// Kernel parameters, passed by value; mirrors `struct MpcParams` in `kernels/mpc.cuh`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -144,6 +150,26 @@ impl CudaBackend {
     /// Device address of the report's wall momentum (report words 4..10).
     fn wall_report_address(&self) -> u64 {
         let (base, _sync) = self.report.device_ptr(&self.dev.stream);
-        base + (super::observe::REPORT_WALL_OFFSET * std::mem::size_of::<f64>()) as u64
+        base + (REPORT_WALL_OFFSET * std::mem::size_of::<f64>()) as u64
     }
+}
+
+/// `static_assert`s of the parameter structs' layouts against the Rust structs, appended after
+/// the sources (`with_params`: the fluid kernels, which define `MpcParams`; the MD kernels
+/// define only `MpcWalls`).
+pub fn layout_checks(with_params: bool) -> String {
+    use std::mem::size_of;
+    // sizes only: the GPU machine's NVRTC (CUDA 13, driver 580) rejects __builtin_offsetof in
+    // a static_assert, and offsetof needs a header NVRTC does not have
+    let mut checks = vec![("sizeof(MpcWalls)", size_of::<WallParams>())];
+    if with_params {
+        checks.push(("sizeof(MpcParams)", size_of::<KernelParams>()));
+    }
+    let mut s = String::from("#line 1 \"layout checks (src/backend/cuda/params.rs)\"\n");
+    for (expr, value) in checks {
+        s.push_str(&format!(
+            "static_assert({expr} == {value}, \"{expr} differs from the Rust struct\");\n"
+        ));
+    }
+    s
 }

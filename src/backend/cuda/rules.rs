@@ -17,7 +17,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, PushKernelArg};
 
 use cudarc::driver::CudaFunction;
 
-use super::buffers::OnAllocError;
+use super::device::OnAllocError;
 use super::device::{drv, grid, FluidKernels};
 use super::multi::MigrationArgs;
 use super::params::KernelParams;

@@ -1,13 +1,11 @@
 //! What Rust and the CUDA kernels must agree on, written once here: rule codes, the rules'
 //! sum lengths and buffer strides, wall-shape codes, and the layouts of the parameter structs.
 //! [`shared_header`] turns them into the `#define`s and `constexpr` functions that open every
-//! translation unit NVRTC compiles, and [`layout_checks`] into `static_assert`s that close it,
+//! translation unit NVRTC compiles, and `params::layout_checks` into `static_assert`s that close it,
 //! so a mismatch between the two sides cannot build.
 
 use crate::physics::walls::{Shape, SlitNormal};
 use crate::physics::Rule;
-
-use super::params::{KernelParams, WallParams};
 
 /// Every rule, in code order (the generated tables list them all).
 pub const RULES: [Rule; 4] = [Rule::Srd, Rule::SrdAngular, Rule::At, Rule::AtAngular];
@@ -89,26 +87,6 @@ pub fn shared_header() -> String {
     s.push_str(&rule_table("mpc_rule_stride", ext_stride));
     for (name, code) in WALL_CODES {
         s.push_str(&format!("#define {name} {code}u\n"));
-    }
-    s
-}
-
-/// `static_assert`s of the parameter structs' layouts against the Rust structs, appended after
-/// the sources (`with_params`: the fluid kernels, which define `MpcParams`; the MD kernels
-/// define only `MpcWalls`).
-pub fn layout_checks(with_params: bool) -> String {
-    use std::mem::size_of;
-    // sizes only: the GPU machine's NVRTC (CUDA 13, driver 580) rejects __builtin_offsetof in
-    // a static_assert, and offsetof needs a header NVRTC does not have
-    let mut checks = vec![("sizeof(MpcWalls)", size_of::<WallParams>())];
-    if with_params {
-        checks.push(("sizeof(MpcParams)", size_of::<KernelParams>()));
-    }
-    let mut s = String::from("#line 1 \"layout checks (src/backend/cuda/shared.rs)\"\n");
-    for (expr, value) in checks {
-        s.push_str(&format!(
-            "static_assert({expr} == {value}, \"{expr} differs from the Rust struct\");\n"
-        ));
     }
     s
 }

@@ -31,10 +31,10 @@
 //!   ever crosses between the top and bottom slab; between plates normal to z, y is periodic
 //!   and the cut cells lie in every slab (each cell still has one owner).
 
-pub mod config;
+pub use crate::config::walls as config;
 pub mod profile;
 pub mod shapes;
-pub mod stored;
+pub use crate::config::walls_stored as stored;
 pub mod theory;
 
 pub use config::{WallBoundary, WallsConfig};
@@ -75,8 +75,7 @@ impl Walls {
 
     /// Fluid particles of a config with walls: M per unit volume of the fluid region.
     pub fn fluid_particles(&self, cfg: &Config) -> u64 {
-        let len = cfg.cells.map(|c| c as f64);
-        (cfg.particles_per_cell as f64 * self.shape.fluid_volume(len)).round() as u64
+        cfg.n_fluid()
     }
 
     /// Initial position and thermal velocity (before momentum removal) of fluid particle

@@ -7,8 +7,8 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::config::{SoluteWall, WallBoundary, WallsConfig};
-use super::shapes::SlitNormal;
+use super::walls::{SoluteWall, WallBoundary, WallsConfig};
+use crate::physics::walls::shapes::SlitNormal;
 
 /// [`WallsConfig`] in checkpoint format 3 order; new shapes and options go after the last
 /// variant.

@@ -8,10 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::shapes::{Pipe, Shape, Slit, SlitNormal};
-use crate::config::Config;
+use super::Config;
 use crate::error::ConfigError;
-pub use crate::md::walls::SoluteWall;
+use crate::physics::walls::shapes::{Pipe, Shape, Slit, SlitNormal};
 
 /// What a fluid particle that reaches a wall does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -88,6 +87,13 @@ impl WallsConfig {
         }
     }
 
+    /// Fluid particles between these walls: M per unit volume of the fluid region.
+    pub fn fluid_particles(&self, cfg: &Config) -> u64 {
+        use crate::physics::walls::shapes::WallShape;
+        let len = cfg.cells.map(|c| c as f64);
+        (cfg.particles_per_cell as f64 * self.shape(cfg).fluid_volume(len)).round() as u64
+    }
+
     /// The geometry in the box of `cfg` (assumed valid).
     pub fn shape(&self, cfg: &Config) -> Shape {
         let len = cfg.cells.map(|c| c as f64);
@@ -153,7 +159,7 @@ impl WallsConfig {
                  (Slit(bottom_velocity: ..., top_velocity: ...)) or drive it with body_force",
             );
         }
-        if !crate::physics::Rule::from_config(&cfg.collision).is_plain_srd() {
+        if !cfg.collision.is_plain_srd() {
             return err(
                 "walls",
                 format!(
@@ -307,4 +313,29 @@ fn check_solute_wall(w: SoluteWall) -> Result<(), ConfigError> {
         }
     }
     Ok(())
+}
+
+/// The WCA parameters of the walls for solutes (`walls: Slit(..., solutes: (epsilon: 1.0,
+/// sigma: 1.0))`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SoluteWall {
+    pub epsilon: f64,
+    pub sigma: f64,
+}
+
+impl Default for SoluteWall {
+    fn default() -> Self {
+        SoluteWall {
+            epsilon: 1.0,
+            sigma: 1.0,
+        }
+    }
+}
+
+impl SoluteWall {
+    /// The cutoff 2^(1/6) σ.
+    pub fn cutoff(&self) -> f64 {
+        2f64.powf(1.0 / 6.0) * self.sigma
+    }
 }

@@ -8,6 +8,10 @@ use std::path::{Path, PathBuf};
 
 use crate::error::ConfigError;
 
+pub mod md;
+pub mod walls;
+pub mod walls_stored;
+
 /// The collision rule of the MPC step (physics in `crate::physics::rules`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -27,6 +31,19 @@ pub enum CollisionRule {
         #[serde(default)]
         angular_momentum: bool,
     },
+}
+
+impl CollisionRule {
+    /// Plain SRD (rotation, no angular-momentum correction): the rule walls work with.
+    pub fn is_plain_srd(&self) -> bool {
+        matches!(
+            self,
+            CollisionRule::Srd {
+                angular_momentum: false,
+                ..
+            }
+        )
+    }
 }
 
 /// Cell-level thermostat.
@@ -174,11 +191,11 @@ pub struct Config {
     pub tuning: TuningConfig,
     /// Solutes simulated by the bundled MD engine and coupled through the collision.
     #[serde(default)]
-    pub md: Option<crate::md::MdConfig>,
+    pub md: Option<md::MdConfig>,
     /// Walls confining the fluid (a slit or a pipe; `physics::walls`), None for a periodic box.
     /// Checkpoints store it in the binary form of `physics::walls::stored`.
-    #[serde(default, with = "crate::physics::walls::stored")]
-    pub walls: Option<crate::physics::walls::WallsConfig>,
+    #[serde(default, with = "walls_stored")]
+    pub walls: Option<walls::WallsConfig>,
 }
 
 fn one() -> f64 {
@@ -455,7 +472,7 @@ impl Config {
 
     /// Fluid particles: M per cell of the box, or per unit volume of the fluid between walls.
     pub fn n_fluid(&self) -> u64 {
-        match crate::physics::Walls::from_config(self) {
+        match &self.walls {
             Some(w) => w.fluid_particles(self),
             None => self.n_cells() * self.particles_per_cell as u64,
         }
