@@ -10,11 +10,17 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use libloading::{Library, Symbol};
 use mpcbox_coupling::*;
 
+// SAFETY: a type only; calling it is unsafe, and each call below says why it is sound.
 type Open = unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut c_void) -> *mut c_void;
+// SAFETY: a type only; calling it is unsafe, and each call below says why it is sound.
 type Close = unsafe extern "C" fn(*mut c_void);
+// SAFETY: a type only; calling it is unsafe, and each call below says why it is sound.
 type CommandsString = unsafe extern "C" fn(*mut c_void, *const c_char);
+// SAFETY: a type only; calling it is unsafe, and each call below says why it is sound.
 type Gather = unsafe extern "C" fn(*mut c_void, *const c_char, c_int, c_int, *mut c_void);
+// SAFETY: a type only; calling it is unsafe, and each call below says why it is sound.
 type HasError = unsafe extern "C" fn(*mut c_void) -> c_int;
+// SAFETY: a type only; calling it is unsafe, and each call below says why it is sound.
 type LastError = unsafe extern "C" fn(*mut c_void, *mut c_char, c_int) -> c_int;
 
 struct Lammps {
