@@ -45,6 +45,11 @@ struct Args {
     /// slabs than GPUs put several on one GPU.
     #[arg(long, default_value_t = 0)]
     slabs: u32,
+    /// After the tables: the MD steps of the coupled loop timed phase by phase (each phase
+    /// waited for, so the sum exceeds the MD part above), where the engine times them (the
+    /// engine decomposed over slabs).
+    #[arg(long)]
+    profile_md: bool,
 }
 
 const STEPS_PER_COLLISION: u64 = 10;
@@ -89,6 +94,9 @@ fn breakdown(a: &Args, cfg: &Config) -> Option<(f64, f64)> {
     let g = coupling.engine_mut();
     let (mut t_md, mut t_fluid) = (0.0, 0.0);
     for k in 0..a.warmup + a.collisions {
+        if a.profile_md && k == a.warmup {
+            g.set_profiling(true);
+        }
         let t = Instant::now();
         g.advance(STEPS_PER_COLLISION, false).ok()?;
         g.synchronize().ok()?;
@@ -97,6 +105,18 @@ fn breakdown(a: &Args, cfg: &Config) -> Option<(f64, f64)> {
         if k >= a.warmup {
             t_md += (t1 - t).as_secs_f64();
             t_fluid += t1.elapsed().as_secs_f64();
+        }
+    }
+    if a.profile_md {
+        let phases = g.phase_seconds();
+        if phases.is_empty() {
+            println!("\nMD phases: this engine does not time them");
+        } else {
+            let steps = (a.collisions * STEPS_PER_COLLISION) as f64;
+            println!("\n| MD phase | s | µs per MD step |\n|---|---|---|");
+            for (name, sec) in phases {
+                println!("| {name} | {sec:.3} | {:.1} |", 1e6 * sec / steps);
+            }
         }
     }
     Some((t_md, t_fluid))

@@ -54,6 +54,12 @@ pub trait MdEngine: Send {
     fn synchronize(&self) -> Result<()> {
         Ok(())
     }
+    /// Benchmarks: time the phases of each MD step (an engine that can; the others ignore it).
+    fn set_profiling(&mut self, _on: bool) {}
+    /// The profiled phases' names and seconds, where the engine times them.
+    fn phase_seconds(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
 }
 
 /// The MPC collision of host arrays (the CPU engine's system, or a GPU engine's host copy).
@@ -283,6 +289,19 @@ impl MdEngine for SlabMd {
             "device-resident, MD decomposed over {} y slabs",
             self.slab_count()
         )
+    }
+
+    fn set_profiling(&mut self, on: bool) {
+        SlabMd::set_profiling(self, on)
+    }
+
+    fn phase_seconds(&self) -> Vec<(&'static str, f64)> {
+        SlabMd::phase_seconds(self).map_or(Vec::new(), |p| {
+            crate::md::gpu::SLAB_PHASE_NAMES
+                .into_iter()
+                .zip(p)
+                .collect()
+        })
     }
 
     fn settings(&self) -> &MdSettings {

@@ -30,7 +30,7 @@ mod setup;
 mod slabs;
 mod state;
 
-pub use slabs::SlabMd;
+pub use slabs::{SlabMd, PHASE_NAMES as SLAB_PHASE_NAMES};
 
 use std::sync::Arc;
 

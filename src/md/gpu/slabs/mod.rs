@@ -54,7 +54,19 @@ pub struct SlabMd {
     gathered: bool,
     /// The last force evaluation skipped energies.
     energies_stale: bool,
+    /// Benchmarks: seconds per phase of the MD step ([`PHASE_NAMES`]), each phase waited for
+    /// on every GPU (which adds the waits it measures); None when not profiling.
+    phase_seconds: Option<[f64; 5]>,
 }
+
+/// The phases of a decomposed MD step, as [`SlabMd::set_profiling`] times them.
+pub const PHASE_NAMES: [&str; 5] = [
+    "first half",
+    "exchange",
+    "list builds",
+    "forces",
+    "second half",
+];
 
 fn add_reports(parts: impl Iterator<Item = ForceReport>) -> ForceReport {
     let mut t = ForceReport::default();
@@ -143,6 +155,7 @@ impl SlabMd {
             report: ForceReport::default(),
             gathered: true,
             energies_stale: false,
+            phase_seconds: None,
         };
         md.set_walls(walls)?;
         Ok(md)
@@ -228,21 +241,52 @@ impl SlabMd {
         Ok(())
     }
 
+    /// Time each phase of the step from now on (`on`), or stop; the times start from zero.
+    pub fn set_profiling(&mut self, on: bool) {
+        self.phase_seconds = on.then_some([0.0; 5]);
+    }
+
+    /// The seconds per phase ([`PHASE_NAMES`]) since profiling was switched on.
+    pub fn phase_seconds(&self) -> Option<[f64; 5]> {
+        self.phase_seconds
+    }
+
+    /// Profiling: wait for every GPU and add the time since `t` to `phase`.
+    fn mark(&mut self, phase: usize, t: &mut std::time::Instant) -> Result<()> {
+        if self.phase_seconds.is_some() {
+            self.synchronize()?;
+            if let Some(p) = self.phase_seconds.as_mut() {
+                p[phase] += t.elapsed().as_secs_f64();
+            }
+            *t = std::time::Instant::now();
+        }
+        Ok(())
+    }
+
     /// One step of every slab: drift, exchange, (re)build where any slab asks, forces, kick.
     fn step_all(&mut self, energy: bool) -> Result<()> {
         self.gathered = false;
+        let mut t = std::time::Instant::now();
         for g in &mut self.slabs {
             g.launch_first_half()?;
             g.host_current = false;
             g.step += 1;
         }
-        if self.exchange_after_drift()? {
+        self.mark(0, &mut t)?;
+        let rebuild = self.exchange_after_drift()?;
+        self.mark(1, &mut t)?;
+        if rebuild {
             self.build_all()?;
+            self.mark(2, &mut t)?;
         }
         for g in &mut self.slabs {
             g.launch_forces(energy)?;
+        }
+        self.mark(3, &mut t)?;
+        for g in &mut self.slabs {
             g.launch_second_half()?;
         }
+        self.mark(4, &mut t)?;
         if energy {
             self.sum_reports();
         }
