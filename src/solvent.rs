@@ -200,6 +200,15 @@ impl Solvent {
         self.advance(Some(&mut batch))
     }
 
+    /// Over MPI ranks (`mpirun`, the `mpi` feature): `true` when each rank passes its own
+    /// solutes to [`Solvent::step_with_solutes`] (an MD code with its own decomposition: each
+    /// solute goes to the rank owning its cell and its new velocity comes back), `false` (the
+    /// default) when every rank passes the same ones (the bundled MD engine). Every rank must
+    /// call every step, with or without solutes. Nothing changes on one process.
+    pub fn set_solutes_per_rank(&mut self, on: bool) -> Result<()> {
+        self.backend.set_solutes_per_rank(on)
+    }
+
     /// [`Solvent::step_with_solutes`] for solutes that live on the fluid's GPU (an MD code on the
     /// same GPU, CuPy/PyTorch arrays, a C code's device buffers): no host round trip. Bad input
     /// (host or foreign pointers, short buffers, NaN/inf, masses ≤ 0) is rejected before

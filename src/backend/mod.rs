@@ -122,6 +122,13 @@ pub trait Backend: Send {
         4
     }
 
+    /// Over MPI ranks: each rank hands over its own solutes, wherever they are (routed to the
+    /// rank that owns their cells and back), instead of every rank the same ones. A backend of
+    /// one process has nothing to route.
+    fn set_solutes_per_rank(&mut self, _on: bool) -> Result<()> {
+        Ok(())
+    }
+
     /// First half of a coupled step: a backend may start streaming the fluid and uploading the
     /// solutes asynchronously here. The default does nothing; the work happens in
     /// [`Backend::finish_coupled`].

@@ -13,6 +13,10 @@
 
 use std::sync::Arc;
 
+mod solutes;
+
+pub use solutes::SoluteMode;
+
 use super::cpu::slab::PACKET_WORDS;
 use super::cpu::{worker_pool, CpuBackend};
 use super::{slab_bounds, Backend, FluidMoments, SoluteBatch, StepReport};
@@ -39,6 +43,7 @@ pub struct SlabbedCpuBackend {
     transport: Box<dyn Transport>,
     n_total: usize,
     threads: usize,
+    solute_mode: SoluteMode,
 }
 
 impl SlabbedCpuBackend {
@@ -77,6 +82,7 @@ impl SlabbedCpuBackend {
             slab_rank,
             n_total: state.len(),
             threads: pool.current_num_threads(),
+            solute_mode: SoluteMode::default(),
             transport,
             phys,
         };
@@ -129,74 +135,6 @@ impl SlabbedCpuBackend {
     fn summed(&self, mut values: Vec<f64>) -> Result<Vec<f64>> {
         self.transport.sum(&mut values)?;
         Ok(values)
-    }
-}
-
-/// The solutes one slab collides: their indices in the caller's batch and copies of their data.
-#[derive(Default)]
-struct HeldSolutes {
-    index: Vec<usize>,
-    pos: Vec<[f64; 3]>,
-    vel: Vec<[f64; 3]>,
-    mass: Vec<f64>,
-}
-
-impl HeldSolutes {
-    fn batch(&mut self) -> Option<SoluteBatch<'_>> {
-        (!self.index.is_empty()).then(|| SoluteBatch {
-            pos: &self.pos,
-            vel: &mut self.vel,
-            mass: &self.mass,
-        })
-    }
-}
-
-impl SlabbedCpuBackend {
-    /// Each of this process's slabs' share of the solutes: those in its cells on this step's
-    /// grid (every process is handed the same solutes and keeps its own).
-    fn solutes_by_slab(&self, plan: &StepPlan, s: Option<&SoluteBatch<'_>>) -> Vec<HeldSolutes> {
-        let mut held: Vec<HeldSolutes> =
-            (0..self.slabs.len()).map(|_| Default::default()).collect();
-        let Some(s) = s else { return held };
-        for j in 0..s.len() {
-            let loc = self.phys.locate_solute(plan, s.pos[j]);
-            let k = self.slab_of_layer(self.layer_of_cell(loc.cell));
-            if let Some(h) = k.checked_sub(self.first).and_then(|i| held.get_mut(i)) {
-                h.index.push(j);
-                h.pos.push(s.pos[j]);
-                h.vel.push(s.vel[j]);
-                h.mass.push(s.mass[j]);
-            }
-        }
-        held
-    }
-
-    /// The collided velocities into the caller's batch: each solute's from the slab that held
-    /// it, summed over processes (every other process adds zero), so every process returns all.
-    fn return_solute_velocities(
-        &self,
-        held: &mut [HeldSolutes],
-        s: &mut SoluteBatch<'_>,
-    ) -> Result<()> {
-        if self.transport.ranks() == 1 {
-            for h in held.iter() {
-                for (&j, v) in h.index.iter().zip(&h.vel) {
-                    s.vel[j] = *v;
-                }
-            }
-            return Ok(());
-        }
-        let mut v = vec![0.0; 3 * s.len()];
-        for h in held.iter() {
-            for (&j, w) in h.index.iter().zip(&h.vel) {
-                v[3 * j..3 * j + 3].copy_from_slice(w);
-            }
-        }
-        self.transport.sum(&mut v)?;
-        for (j, w) in v.chunks_exact(3).enumerate() {
-            s.vel[j] = [w[0], w[1], w[2]];
-        }
-        Ok(())
     }
 }
 
@@ -279,7 +217,7 @@ impl Backend for SlabbedCpuBackend {
             }
             out[k].extend_from_slice(p);
         }
-        let mut held = self.solutes_by_slab(plan, solutes.as_deref());
+        let mut held = self.solutes_by_slab(plan, solutes.as_deref())?;
         let mut total = vec![0.0; 10];
         for (j, (slab, (kinetic, wall))) in self.slabs.iter_mut().zip(streamed).enumerate() {
             let mut batch = held[j].batch();
@@ -289,9 +227,7 @@ impl Backend for SlabbedCpuBackend {
                 *t += x;
             }
         }
-        if let Some(s) = solutes {
-            self.return_solute_velocities(&mut held, s)?;
-        }
+        self.return_solute_velocities(&held, solutes)?;
         Ok(report_from_vec(&self.summed(total)?))
     }
 
@@ -383,6 +319,15 @@ impl Backend for SlabbedCpuBackend {
             }
         }
         self.summed(total)
+    }
+
+    fn set_solutes_per_rank(&mut self, on: bool) -> Result<()> {
+        self.solute_mode = if on {
+            SoluteMode::PerRank
+        } else {
+            SoluteMode::Replicated
+        };
+        Ok(())
     }
 
     fn preferred_reorder_interval(&self) -> u64 {
