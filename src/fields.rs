@@ -192,7 +192,7 @@ impl FieldWriter {
     /// interval (or `last`, with samples pending).
     pub fn after_step(&mut self, solvent: &mut crate::Solvent, last: bool) -> Result<()> {
         let step = solvent.step_count();
-        if step % self.interval != 0 && !(last && solvent.field_samples() > 0) {
+        if !(step.is_multiple_of(self.interval) || (last && solvent.field_samples() > 0)) {
             return Ok(());
         }
         let fields = solvent.take_fields()?;

@@ -73,7 +73,7 @@ impl Progress for Bar {
         }
         if let Some(b) = &self.bar {
             b.set_position(step);
-            if step % 16 == 0 {
+            if step.is_multiple_of(16) {
                 let dt = self.t0.elapsed().as_secs_f64().max(1e-9);
                 let sps = (step - self.from) as f64 / dt;
                 b.set_message(format!(

@@ -165,7 +165,7 @@ pub fn run_job_steps(
         if let Some(f) = fields.as_mut() {
             f.after_step(solvent, solvent.step_count() == total_steps)?;
         }
-        if ck_interval > 0 && solvent.step_count() % ck_interval == 0 {
+        if ck_interval > 0 && solvent.step_count().is_multiple_of(ck_interval) {
             // a failed periodic checkpoint (full disk) loses no data: the previous one stays
             // (atomic writes), and the run goes on to try again at the next
             let ck = job.checkpoint(solvent)?; // gathered on every rank

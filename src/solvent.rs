@@ -143,13 +143,14 @@ impl Solvent {
     /// Whether step `step` enters the time averages.
     fn is_sample(&self, step: u64) -> bool {
         let o = &self.config.output;
-        step >= o.equilibration_steps && (step - o.equilibration_steps) % o.sample_interval == 0
+        step >= o.equilibration_steps
+            && (step - o.equilibration_steps).is_multiple_of(o.sample_interval)
     }
 
     /// Whether step `step` writes an observables row.
     pub fn is_observable_step(&self, step: u64) -> bool {
         let k = self.config.output.observable_interval;
-        k > 0 && (step + 1) % k == 0
+        k > 0 && (step + 1).is_multiple_of(k)
     }
 
     /// Record the config fields a resume changed on purpose (`--allow-change`).
@@ -330,7 +331,7 @@ impl Solvent {
                 .tuning
                 .reorder_interval
                 .unwrap_or_else(|| self.backend.preferred_reorder_interval());
-            k > 0 && (step + 1) % k == 0
+            k > 0 && (step + 1).is_multiple_of(k)
         };
         (self.phys.plan(step, measure, reorder), sample)
     }

@@ -217,7 +217,7 @@ fn place_chain(
         if allowed(candidate) && grid.is_free(candidate) {
             grid.insert(candidate);
             placed.push(candidate);
-        } else if placed.len() > 1 && tries % 50 == 0 {
+        } else if placed.len() > 1 && tries.is_multiple_of(50) {
             // back up one bead when stuck
             let q = placed.pop().expect("non-empty");
             grid.remove(q);

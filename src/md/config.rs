@@ -86,7 +86,7 @@ impl MdConfig {
     pub fn system(&self, cfg: &Config) -> std::result::Result<System, ConfigError> {
         let box_len = cfg.cells.map(|c| c as f64);
         let walls = WallPotential::from_config(cfg);
-        let allowed = |p: [f64; 3]| walls.as_ref().map_or(true, |w| w.admits(p, w.cutoff));
+        let allowed = |p: [f64; 3]| walls.as_ref().is_none_or(|w| w.admits(p, w.cutoff));
         let mut sys = match &self.system {
             SystemSpec::Chains {
                 n_chains,

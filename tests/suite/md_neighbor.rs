@@ -25,7 +25,7 @@ fn mixture() -> (System, ForceField) {
     let mut sys = fcc_lattice([6, 6, 6], 0.8, 1.0);
     sys.type_mass = vec![1.0, 2.0];
     for i in 0..sys.len() {
-        if sys.tag[i] % 3 == 0 {
+        if sys.tag[i].is_multiple_of(3) {
             sys.typ[i] = 1;
         }
     }

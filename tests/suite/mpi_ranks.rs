@@ -304,12 +304,10 @@ fn solutes_handed_over_per_rank_are_routed_to_their_cells_and_back() {
             .lines()
             .map(|l| l.split(' ').map(|x| x.parse().unwrap()).collect())
             .collect();
-        for k in 0..3 {
+        for (k, (a, b)) in p[0].iter().zip(&p[1]).enumerate() {
             assert!(
-                (p[0][k] - p[1][k]).abs() < 1e-9,
-                "{ranks} ranks: momentum {k}: {} -> {}",
-                p[0][k],
-                p[1][k]
+                (a - b).abs() < 1e-9,
+                "{ranks} ranks: momentum {k}: {a} -> {b}"
             );
         }
         v

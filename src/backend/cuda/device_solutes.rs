@@ -61,7 +61,7 @@ fn check_device_pointer(addr: u64, bytes: usize, field: &str, ordinal: usize) ->
             host_fix,
         ));
     }
-    if addr % 8 != 0 {
+    if !addr.is_multiple_of(8) {
         return Err(solute_error(
             field,
             format!("device pointer {addr:#x} is not aligned to 8 bytes"),
@@ -174,11 +174,7 @@ fn order_after(event: &CudaEvent, signaller: sys::CUstream, waiter: sys::CUstrea
 impl CudaBackend {
     /// The cells/images/check buffers for `ns` device-resident solutes, grown on demand.
     pub(super) fn ensure_device_solute_state(&mut self, ns: usize) -> Result<()> {
-        if !self
-            .device_solutes
-            .as_ref()
-            .is_some_and(|d| d.capacity >= ns)
-        {
+        if self.device_solutes.as_ref().is_none_or(|d| d.capacity < ns) {
             let cap = ns.next_power_of_two().max(64);
             let s = &self.dev.stream;
             let ctx = &self.dev.ctx;

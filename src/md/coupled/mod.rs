@@ -233,7 +233,8 @@ impl Coupling {
     pub fn step(&mut self, solvent: &mut Solvent) -> Result<()> {
         // the solutes' stress on the fluid's measured steps and on this engine's observed ones
         let next = solvent.step_count() + 1;
-        let observed = self.cfg.observable_interval > 0 && next % self.cfg.observable_interval == 0;
+        let observed =
+            self.cfg.observable_interval > 0 && next.is_multiple_of(self.cfg.observable_interval);
         let measure = solvent.stress_measured_next() || (self.shear_rate != 0.0 && observed);
         let sample = solvent.sampled_next() && solvent.stress_measured_next();
         self.engine
@@ -265,7 +266,7 @@ impl Coupling {
     fn observe(&mut self, solvent: &Solvent, measured: bool) -> Result<()> {
         let k = solvent.step_count();
         let time = solvent.time();
-        let every = |i: u64| i > 0 && k % i == 0;
+        let every = |i: u64| i > 0 && k.is_multiple_of(i);
         let observe = every(self.cfg.observable_interval);
         let frame = every(self.cfg.trajectory_interval);
         if observe {

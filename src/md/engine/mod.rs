@@ -194,7 +194,7 @@ impl Md {
             return;
         }
         let k = self.settings.reorder_every;
-        if k > 0 && self.verlet.builds % k == 0 {
+        if k > 0 && self.verlet.builds.is_multiple_of(k) {
             let perm = morton_order(&self.sys.pos, self.sys.box_len);
             self.permute(&perm);
         }
