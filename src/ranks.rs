@@ -108,6 +108,32 @@ pub fn transport() -> Box<dyn Transport> {
     Box::new(Alone)
 }
 
+/// Run this process's solvents over the caller's MPI communicator, for a program that started
+/// MPI itself (C, Fortran, mpi4py: `mpcbox_use_mpi_comm(MPI_Comm_c2f(comm))`). The handle is the
+/// communicator's Fortran form (an integer in every MPI); mpcbox works on a duplicate of it, so
+/// its messages never meet the caller's. Once per process, before the first solvent is built.
+///
+/// # Safety
+/// `fortran_handle` names a valid communicator of an MPI library that is initialised and not
+/// finalised, and MPI stays initialised while any solvent lives.
+pub unsafe fn adopt_fortran_comm(fortran_handle: i32) -> Result<()> {
+    #[cfg(feature = "mpi")]
+    {
+        // SAFETY: passed on from the caller's promise above.
+        unsafe { imp::adopt(fortran_handle) }
+    }
+    #[cfg(not(feature = "mpi"))]
+    {
+        let _ = fortran_handle;
+        Err(crate::error::MpcError::Config(crate::error::ConfigError {
+            field: "(MPI communicator)".into(),
+            problem: "this mpcbox library was built without MPI".into(),
+            fix: "build it with `--features mpi` (and Debian's libopenmpi-dev, libclang-dev)"
+                .into(),
+        }))
+    }
+}
+
 /// Stop every rank of the run after an error on this one (the others may wait in a collective
 /// call and would hang); returns without MPI.
 pub fn abort_all(code: i32) {
@@ -138,7 +164,9 @@ mod imp {
 
     // SAFETY: MPI is initialised with MPI_THREAD_SERIALIZED (checked in `init`), which allows
     // calls from any thread as long as no two are made at once; mpcbox makes them only from the
-    // one thread that drives the run (the backend's step, the job loop), never concurrently.
+    // one thread that drives the run (the backend's step, the job loop), never concurrently. An
+    // adopted communicator (`adopt`) is called from the caller's thread that steps the solvent,
+    // at whatever level the caller initialised MPI with for that thread.
     unsafe impl Send for World {}
     // SAFETY: as for Send: shared references are used by that one driving thread only.
     unsafe impl Sync for World {}
@@ -160,6 +188,37 @@ mod imp {
 
     pub fn world() -> Option<&'static World> {
         WORLD.get()
+    }
+
+    /// A duplicate of the caller's communicator as this process's run (`adopt_fortran_comm`).
+    ///
+    /// # Safety
+    /// As `super::adopt_fortran_comm`.
+    pub unsafe fn adopt(fortran_handle: i32) -> Result<()> {
+        use mpi::raw::FromRaw;
+        if WORLD.get().is_some() {
+            return Err(MpcError::Config(crate::error::ConfigError {
+                field: "(MPI communicator)".into(),
+                problem: "this process already runs over a communicator".into(),
+                fix: "call mpcbox_use_mpi_comm once, before the first solvent".into(),
+            }));
+        }
+        // SAFETY: the caller promises a valid handle of an initialised MPI; the converted
+        // communicator is only duplicated, never freed here (`forget`): it stays the caller's.
+        let dup = unsafe {
+            let raw = mpi::ffi::RSMPI_Comm_f2c(fortran_handle as _);
+            if raw == mpi::ffi::RSMPI_COMM_WORLD {
+                // rsmpi hands out the world communicator only through `world()`
+                SimpleCommunicator::world().duplicate()
+            } else {
+                let theirs = SimpleCommunicator::from_raw(raw);
+                let dup = theirs.duplicate();
+                std::mem::forget(theirs);
+                dup
+            }
+        };
+        let _ = WORLD.set(World(dup));
+        Ok(())
     }
 
     impl World {
@@ -246,5 +305,30 @@ mod imp {
             }
             Ok(all)
         }
+    }
+}
+
+#[cfg(all(test, not(feature = "mpi")))]
+mod tests {
+    /// Without the `mpi` feature a communicator is refused naming the fix, and the process is
+    /// rank 0 of 1 with every collective a no-op.
+    #[test]
+    fn without_mpi_a_communicator_is_refused_and_the_process_is_alone() {
+        // SAFETY: without the feature the handle is never used.
+        let e = unsafe { super::adopt_fortran_comm(0) }
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("without MPI") && e.contains("--features mpi"),
+            "{e}"
+        );
+        assert_eq!((super::rank(), super::size()), (0, 1));
+        assert!(super::is_root() && super::any(true) && !super::any(false));
+        let t = super::transport();
+        let mut x = [1.5, 2.0];
+        t.sum(&mut x).unwrap();
+        assert_eq!(x, [1.5, 2.0]);
+        assert_eq!(t.gather(&x).unwrap(), vec![1.5, 2.0]);
+        assert!(t.exchange(&[Vec::new()]).unwrap().is_empty());
     }
 }

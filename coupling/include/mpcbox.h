@@ -192,6 +192,24 @@ int mpcbox_step_device(struct MpcboxSolvent *solvent,
                        const double *mass,
                        void *stream);
 
+// Run this process's solvents over the caller's MPI communicator, given in its Fortran form
+// (from C: `MPI_Comm_c2f(MPI_COMM_WORLD)`; from Fortran: the integer handle; from mpi4py:
+// `comm.py2f()`). Call once, after `MPI_Init` and before the first `mpcbox_create_*`; every
+// rank then creates the same solvent. mpcbox communicates on a duplicate of the communicator.
+//
+// # Safety
+// `fortran_comm` names a valid communicator; MPI stays initialised while solvents live.
+int mpcbox_use_mpi_comm(int fortran_comm);
+
+// Over MPI ranks: `on` non-zero when each rank passes its own solutes to `mpcbox_step`
+// (routed to the rank that owns their cells, velocities back to the rank that passed them);
+// zero when every rank passes the same ones. Every rank must call `mpcbox_step` every step,
+// with or without solutes (n = 0). No effect on one process.
+//
+// # Safety
+// `solvent` is a live handle from `mpcbox_create_*` (or NULL, refused).
+int mpcbox_set_solutes_per_rank(struct MpcboxSolvent *solvent, int on);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

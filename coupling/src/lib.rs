@@ -16,6 +16,7 @@ use std::path::Path;
 use mpcbox::{Checkpoint, Config, MpcError, Solvent};
 
 mod device;
+mod ranks;
 pub use device::mpcbox_step_device;
 
 /// An mpcbox solvent (opaque).
