@@ -41,6 +41,21 @@ pub(crate) fn spawn(args: &[&str]) -> Child {
         .unwrap()
 }
 
+/// `mpcbox run [config] --resume <ck> --steps <steps> [extra…] --quiet`.
+pub(crate) fn resume(config: Option<&Path>, ck: &Path, steps: u64, extra: &[&str]) -> Output {
+    let mut args = vec!["run".to_string()];
+    args.extend(config.map(|c| c.display().to_string()));
+    args.extend([
+        "--resume".into(),
+        ck.display().to_string(),
+        "--steps".into(),
+        steps.to_string(),
+    ]);
+    args.extend(extra.iter().map(|e| e.to_string()));
+    args.push("--quiet".into());
+    mpcbox().args(&args).output().unwrap()
+}
+
 pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -156,14 +171,7 @@ fn sigint_and_sigterm_stop_with_a_checkpoint_and_the_resume_equals_the_uninterru
         let at = summary["steps"].as_u64().unwrap();
         assert!(at < steps, "SIG{sig}: the run was not stopped early ({at})");
         let ck = out.join("checkpoint.mpcbox");
-        let resumed = run(&[
-            "run",
-            "--resume",
-            ck.to_str().unwrap(),
-            "--steps",
-            &steps.to_string(),
-            "--quiet",
-        ]);
+        let resumed = resume(None, &ck, steps, &[]);
         assert!(resumed.status.success(), "{}", stderr(&resumed));
         let got = std::fs::read_to_string(out.join("observables.csv")).unwrap();
         assert!(
@@ -193,14 +201,7 @@ fn kill_9_after_a_checkpoint_then_resume_drops_the_rows_written_past_it() {
     child.wait().unwrap();
     let ck = out.join("checkpoint.mpcbox");
     let before = std::fs::read_to_string(out.join("observables.csv")).unwrap();
-    let resumed = run(&[
-        "run",
-        "--resume",
-        ck.to_str().unwrap(),
-        "--steps",
-        &steps.to_string(),
-        "--quiet",
-    ]);
+    let resumed = resume(None, &ck, steps, &[]);
     assert!(resumed.status.success(), "{}", stderr(&resumed));
     let got = std::fs::read_to_string(out.join("observables.csv")).unwrap();
     assert!(
@@ -238,15 +239,7 @@ fn a_resume_with_changed_physics_is_refused_naming_the_field_unless_allowed() {
     ] {
         let p = dir.path().join(format!("{field}.ron"));
         std::fs::write(&p, base.replace(from, to)).unwrap();
-        let o = run(&[
-            "run",
-            p.to_str().unwrap(),
-            "--resume",
-            ck.to_str().unwrap(),
-            "--steps",
-            "40",
-            "--quiet",
-        ]);
+        let o = resume(Some(&p), &ck, 40, &[]);
         let e = stderr(&o);
         assert!(!o.status.success(), "{field}: a changed config resumed");
         assert!(
@@ -257,17 +250,7 @@ fn a_resume_with_changed_physics_is_refused_naming_the_field_unless_allowed() {
     }
     // a deliberate change, named: runs and is recorded
     let p = dir.path().join("shear_rate.ron");
-    let o = run(&[
-        "run",
-        p.to_str().unwrap(),
-        "--resume",
-        ck.to_str().unwrap(),
-        "--steps",
-        "40",
-        "--allow-change",
-        "shear_rate",
-        "--quiet",
-    ]);
+    let o = resume(Some(&p), &ck, 40, &["--allow-change", "shear_rate"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
@@ -277,17 +260,7 @@ fn a_resume_with_changed_physics_is_refused_naming_the_field_unless_allowed() {
     );
     assert_eq!(summary["shear_rate"], 0.02);
     // naming a field that does not change is a mistake too (the checkpoint now has γ̇ = 0.02)
-    let o = run(&[
-        "run",
-        p.to_str().unwrap(),
-        "--resume",
-        ck.to_str().unwrap(),
-        "--steps",
-        "60",
-        "--allow-change",
-        "seed",
-        "--quiet",
-    ]);
+    let o = resume(Some(&p), &ck, 60, &["--allow-change", "seed"]);
     assert!(!o.status.success());
     assert!(
         stderr(&o).contains("`seed` does not differ"),

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use super::faults::{config, mpcbox, run, spawn, stderr};
+use super::faults::{config, mpcbox, resume, run, spawn, stderr};
 
 /// A small deterministic generator for the kill moments (xorshift64*).
 fn next(state: &mut u64) -> u64 {
@@ -55,14 +55,7 @@ fn kill_9_at_random_moments_of_checkpoint_writes_never_leaves_a_torn_checkpoint(
     }
     // the last checkpoint continues (a few steps more) as a run does
     let ck_step = mpcbox::Checkpoint::load(&ck).unwrap().step;
-    let o = run(&[
-        "run",
-        "--resume",
-        ck.to_str().unwrap(),
-        "--steps",
-        &(ck_step + 3).to_string(),
-        "--quiet",
-    ]);
+    let o = resume(None, &ck, ck_step + 3, &[]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
