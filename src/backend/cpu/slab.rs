@@ -1,4 +1,5 @@
-//! The CPU backend as one y slab of a box cut over processes (MPI ranks, `backend::ranks`).
+//! The CPU backend as one y slab of a box cut into slabs (`backend::slabbed`: in one process or
+//! over MPI ranks).
 //!
 //! A slab holds the particles whose cell on the step's shifted grid lies in its layers, and the
 //! parameters of those cells only. A step splits where particles that streamed into another
