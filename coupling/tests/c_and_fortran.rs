@@ -5,7 +5,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{crate_dir, have, lib_dir, run};
+use common::{compile_c, crate_dir, have, lib_dir, run};
 
 #[test]
 fn c_demo_builds_runs_and_conserves_momentum() {
@@ -16,14 +16,7 @@ fn c_demo_builds_runs_and_conserves_momentum() {
     let lib = lib_dir();
     let tmp = tempfile::tempdir().unwrap();
     let exe = tmp.path().join("demo");
-    run(Command::new("cc")
-        .arg(here.join("examples/demo.c"))
-        .arg("-I")
-        .arg(here.join("include"))
-        .arg(format!("-L{}", lib.display()))
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .args(["-lmpcbox_coupling", "-lm", "-Wall", "-Werror", "-o"])
-        .arg(&exe));
+    compile_c("cc", &here.join("examples/demo.c"), &lib, &exe);
     let out = run(&mut Command::new(&exe));
     assert!(
         out.contains("bad config rejected: config field `time_step`"),

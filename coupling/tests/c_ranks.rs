@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{crate_dir, have, missing, output_of, run};
+use common::{compile_c, crate_dir, have, missing, output_of, run};
 
 #[test]
 fn a_c_program_couples_its_solutes_per_rank_under_mpirun() {
@@ -43,14 +43,7 @@ fn a_c_program_couples_its_solutes_per_rank_under_mpirun() {
     let lib = target.join("debug");
     let tmp = tempfile::tempdir().unwrap();
     let exe = tmp.path().join("demo_ranks");
-    run(Command::new("mpicc")
-        .arg(here.join("examples/demo_ranks.c"))
-        .arg("-I")
-        .arg(here.join("include"))
-        .arg(format!("-L{}", lib.display()))
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .args(["-lmpcbox_coupling", "-lm", "-Wall", "-Werror", "-o"])
-        .arg(&exe));
+    compile_c("mpicc", &here.join("examples/demo_ranks.c"), &lib, &exe);
     let solutes = |ranks: usize| -> Vec<[f64; 3]> {
         let out = tmp.path().join(format!("r{ranks}"));
         std::fs::create_dir_all(&out).unwrap();

@@ -81,6 +81,21 @@ fn run_ok(bin: &Path, ranks: usize, dir: &Path, args: &[&str]) {
     );
 }
 
+/// `mpcbox run <config> -o <out>` on `ranks` ranks in `dir`: its observables rows and final
+/// checkpoint.
+fn run_config(
+    bin: &Path,
+    ranks: usize,
+    dir: &Path,
+    config: &str,
+    out: &str,
+) -> (Vec<Vec<f64>>, Checkpoint) {
+    run_ok(bin, ranks, dir, &["run", config, "-o", out, "--quiet"]);
+    let out = dir.join(out);
+    let ck = Checkpoint::load(&out.join("checkpoint.mpcbox")).unwrap();
+    (rows(&out.join("observables.csv")), ck)
+}
+
 /// The rows of an observables.csv as numbers (empty fields, e.g. unsampled stress, as NaN).
 fn rows(path: &Path) -> Vec<Vec<f64>> {
     std::fs::read_to_string(path)
@@ -150,14 +165,7 @@ fn the_fluid_is_the_same_on_one_to_four_ranks() {
         let mut reference = None;
         for ranks in 1..=4 {
             let out = format!("r{ranks}");
-            run_ok(
-                bin,
-                ranks,
-                dir.path(),
-                &["run", "c.ron", "-o", &out, "--quiet"],
-            );
-            let r = rows(&dir.path().join(&out).join("observables.csv"));
-            let ck = Checkpoint::load(&dir.path().join(&out).join("checkpoint.mpcbox")).unwrap();
+            let (r, ck) = run_config(bin, ranks, dir.path(), "c.ron", &out);
             let summary =
                 std::fs::read_to_string(dir.path().join(&out).join("summary.json")).unwrap();
             if ranks > 1 {
@@ -247,15 +255,7 @@ fn the_coupled_polymer_run_on_two_and_four_ranks_follows_one() {
     write_config(dir.path(), "p.ron", POLYMER);
     let mut reference: Option<(Vec<Vec<f64>>, Checkpoint)> = None;
     for ranks in [1, 2, 4] {
-        let out = format!("p{ranks}");
-        run_ok(
-            bin,
-            ranks,
-            dir.path(),
-            &["run", "p.ron", "-o", &out, "--quiet"],
-        );
-        let r = rows(&dir.path().join(&out).join("observables.csv"));
-        let ck = Checkpoint::load(&dir.path().join(&out).join("checkpoint.mpcbox")).unwrap();
+        let (r, ck) = run_config(bin, ranks, dir.path(), "p.ron", &format!("p{ranks}"));
         assert!(
             ck.md.is_some(),
             "{ranks} ranks: the checkpoint holds the beads"

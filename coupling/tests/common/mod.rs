@@ -69,3 +69,16 @@ pub fn run(cmd: &mut Command) -> String {
 pub fn crate_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
+
+/// Compile and link `source` with `compiler` (cc, mpicc) against the header and the
+/// libmpcbox_coupling.so in `lib` (its run path set), warnings as errors, into `exe`.
+pub fn compile_c(compiler: &str, source: &Path, lib: &Path, exe: &Path) {
+    run(Command::new(compiler)
+        .arg(source)
+        .arg("-I")
+        .arg(crate_dir().join("include"))
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .args(["-lmpcbox_coupling", "-lm", "-Wall", "-Werror", "-o"])
+        .arg(exe));
+}
