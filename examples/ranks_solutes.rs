@@ -4,7 +4,8 @@
 //! dealt to the ranks by index (rank r holds j ≡ r mod N); 20 steps of an SRD fluid without
 //! thermostat; each rank writes `OUT_DIR/solutes_<rank>.txt` ("j vx vy vz" per solute) and rank 0
 //! writes `OUT_DIR/momentum.txt` (fluid + solute momentum before and after). Used by
-//! `tests/suite/mpi_ranks.rs`, which compares 2 and 3 ranks with 1.
+//! `tests/suite/mpi_ranks.rs`, which compares 2 and 3 ranks with 1. A second argument picks the
+//! fluid's device in the config's spelling (default `Cpu`; `Cuda([0])`: every rank on GPU 0).
 
 use std::fmt::Write as _;
 
@@ -28,11 +29,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .nth(1)
             .ok_or("usage: ranks_solutes OUT_DIR")?,
     );
-    let cfg = Config::from_ron_str(
+    let device = std::env::args().nth(2).unwrap_or_else(|| "Cpu".into());
+    let cfg = Config::from_ron_str(&format!(
         "(cells: (8, 12, 8), particles_per_cell: 5, time_step: 0.1, \
           collision: Srd(angle_deg: 130.0), thermostat: None, seed: 21, steps: 20, \
-          device: Cpu, tuning: (reorder_interval: Some(0)))",
-    )?;
+          device: {device}, tuning: (reorder_interval: Some(0)))"
+    ))?;
     let mut solvent = Solvent::new(cfg.clone())?;
     solvent.set_solutes_per_rank(true)?;
     let (mut pos, mut vel, mut mass, mut index) = (vec![], vec![], vec![], vec![]);

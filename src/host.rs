@@ -25,9 +25,9 @@ pub const SERIAL_BELOW: usize = 1 << 17;
 const CHUNK: usize = 1 << 16;
 
 /// Threads the host pool uses: `MPCBOX_HOST_THREADS` if set to a positive integer, else
-/// min(available cores, [`DEFAULT_HOST_THREADS`]).
+/// min(this rank's cores, [`DEFAULT_HOST_THREADS`]).
 pub fn host_threads() -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = crate::ranks::cores();
     match crate::knobs::knobs()
         .get("MPCBOX_HOST_THREADS")
         .and_then(|s| s.parse::<usize>().ok())

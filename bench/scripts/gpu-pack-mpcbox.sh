@@ -20,6 +20,16 @@ for line in sys.stdin:
     except Exception: continue
     if m.get("reason") == "compiler-artifact" and m.get("executable") and not m.get("profile", {}).get("test"):
         print(m["executable"])' | while read -r exe; do cp "$exe" .gpu/bin/; done
+# the MPI builds (own target directory: the feature rebuilds the library): mpcbox and the
+# per-rank solutes example for tests/suite/mpi_*.rs (MPCBOX_MPI_BIN), the rank benchmark
+if command -v mpicc >/dev/null 2>&1; then
+  mkdir -p .gpu/mpi/examples
+  cargo build --release --quiet --features mpi --bin mpcbox --example ranks_solutes --target-dir target/mpi
+  cargo build --release --quiet -p mpcbox-bench --features mpi --bin mpcbox-bench-ranks --target-dir target/mpi
+  cp target/mpi/release/mpcbox target/mpi/release/mpcbox-bench-ranks .gpu/mpi/
+  cp target/mpi/release/examples/ranks_solutes .gpu/mpi/examples/
+  strip .gpu/mpi/mpcbox .gpu/mpi/mpcbox-bench-ranks .gpu/mpi/examples/ranks_solutes
+fi
 strip .gpu/tests/* .gpu/bin/* 2>/dev/null || true
 for t in .gpu/tests/*; do
   [ "$("$t" --list --ignored 2>/dev/null | grep -c ': test')" = 0 ] && rm "$t"

@@ -505,8 +505,15 @@ impl Backend for CpuBackend {
     }
 }
 
-/// The backend's own rayon pool of `threads` workers (0: one per core).
+/// The backend's own rayon pool of `threads` workers (0: this rank's share of the cores,
+/// `ranks::cores`).
 pub(crate) fn worker_pool(threads: usize) -> Result<std::sync::Arc<rayon::ThreadPool>> {
+    // 0: this rank's share of the host's cores (all of them in one process)
+    let threads = if threads == 0 {
+        crate::ranks::cores()
+    } else {
+        threads
+    };
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .thread_name(|i| format!("mpcbox-cpu-{i}"))

@@ -257,8 +257,10 @@ pub fn open(
     };
     match &cfg.device {
         DeviceChoice::Cpu => cpu(state),
-        // over MPI ranks the fluid runs on the CPU's slabs (checked in `check_ranks`)
-        DeviceChoice::Auto if ranks > 1 => cpu(state),
+        _ if ranks > 1 => match gpus_over_ranks(cfg)? {
+            Some(gpus) => open_cuda_over_ranks(cfg, phys, state, &gpus),
+            None => cpu(state),
+        },
         DeviceChoice::Auto => match cuda::probe() {
             Ok(_) => match open_cuda(cfg, phys, state, &[0]) {
                 Ok(b) => Ok(b),
@@ -296,10 +298,9 @@ pub fn open(
     }
 }
 
-/// A run over `ranks` MPI ranks: at most one rank per cell layer in y, the fluid on the CPU
-/// (GPUs per rank are not built yet), and the same config on every rank (its hash gathered).
+/// A run over `ranks` MPI ranks: at most one rank per cell layer in y, and the same config on
+/// every rank (its hash gathered).
 fn check_ranks(cfg: &crate::config::Config, ranks: usize) -> Result<()> {
-    use crate::config::DeviceChoice;
     use crate::error::{ConfigError, MpcError};
     let ly = cfg.cells[1] as usize;
     if ranks > ly {
@@ -309,14 +310,15 @@ fn check_ranks(cfg: &crate::config::Config, ranks: usize) -> Result<()> {
             fix: format!("at most {ly} ranks (each holds whole layers), or a taller box"),
         }));
     }
-    if matches!(cfg.device, DeviceChoice::Cuda(_) | DeviceChoice::AllGpus) {
+    if cfg.md.as_ref().map(|m| m.backend) == Some(crate::md::MdBackend::Cuda) {
         return Err(MpcError::Config(ConfigError {
-            field: "device".into(),
+            field: "md.backend".into(),
             problem: format!(
-                "{:?} over {ranks} MPI ranks: GPUs per rank are not built yet",
-                cfg.device
+                "Cuda over {ranks} MPI ranks: the bundled MD runs whole on every rank, which \
+                 needs the same beads on all of them bit for bit"
             ),
-            fix: "device: Cpu (or Auto) for a run over MPI ranks, or one process on the GPUs"
+            fix: "md.backend: Cpu or Auto (the MD then runs on every rank's CPU; the fluid \
+                  stays on the GPUs)"
                 .into(),
         }));
     }
@@ -338,6 +340,113 @@ fn check_ranks(cfg: &crate::config::Config, ranks: usize) -> Result<()> {
         }));
     }
     Ok(())
+}
+
+/// Over MPI ranks: the GPUs of this rank's host the config's `device` names (None: the CPU).
+/// Every rank must have them: `Cuda`/`AllGpus` stop every rank with an error naming the ranks
+/// without a usable GPU; `Auto` takes the GPUs only if every rank has one. Collective.
+fn gpus_over_ranks(cfg: &crate::config::Config) -> Result<Option<Vec<usize>>> {
+    use crate::config::DeviceChoice;
+    use crate::error::{ConfigError, MpcError};
+    let probed = cuda::probe();
+    let host: Vec<usize> = match (&cfg.device, &probed) {
+        (DeviceChoice::Cuda(ids), Ok(count)) => ids
+            .iter()
+            .map(|&i| i as usize)
+            .filter(|&i| i < *count)
+            .collect(),
+        (_, Ok(count)) => (0..*count).collect(),
+        (_, Err(_)) => Vec::new(),
+    };
+    let all = crate::ranks::transport().gather(&[host.len() as f64])?;
+    let without: Vec<usize> = (0..all.len()).filter(|&r| all[r] == 0.0).collect();
+    if without.is_empty() {
+        return Ok(Some(host));
+    }
+    match &cfg.device {
+        DeviceChoice::Auto => {
+            tracing::info!("device Auto: ranks {without:?} have no usable CUDA GPU: the CPU");
+            Ok(None)
+        }
+        DeviceChoice::Cuda(ids) if ids.is_empty() => Err(MpcError::Device(
+            "device: Cuda([]) names no GPU; fix: name one, e.g. Cuda([0]), or use Auto".into(),
+        )),
+        d => Err(MpcError::Config(ConfigError {
+            field: "device".into(),
+            problem: format!(
+                "{d:?} over {} MPI ranks, but ranks {without:?} have no usable CUDA GPU of \
+                 those (this rank: {})",
+                all.len(),
+                match &probed {
+                    Ok(n) => format!("{n} GPUs"),
+                    Err(why) => why.clone(),
+                }
+            ),
+            fix: "start the ranks on hosts with GPUs (one rank per GPU is usual), name GPUs \
+                  every host has, or use device: Cpu"
+                .into(),
+        })),
+    }
+}
+
+/// The GPUs of a host's `gpus` that its `local` rank of `on_host` takes: a contiguous block
+/// of them when the host has at least as many GPUs as ranks, else one shared round robin.
+pub fn rank_gpus(gpus: &[usize], local: usize, on_host: usize) -> Vec<usize> {
+    let (g, l) = (gpus.len(), on_host.max(1));
+    if g >= l {
+        gpus[local * g / l..(local + 1) * g / l].to_vec()
+    } else {
+        vec![gpus[local % g]]
+    }
+}
+
+/// The rank holding each of `slabs` slabs, each rank r taking a contiguous block in
+/// proportion to `weights[r]` (its GPUs; every weight ≥ 1 and `slabs` ≥ their sum, so each
+/// rank gets at least its weight).
+pub fn weighted_slab_ranks(slabs: usize, weights: &[usize]) -> Vec<usize> {
+    let total: usize = weights.iter().sum();
+    let mut out = Vec::with_capacity(slabs);
+    let mut before = 0;
+    for (r, &w) in weights.iter().enumerate() {
+        let (lo, hi) = (slabs * before / total, slabs * (before + w) / total);
+        out.extend(std::iter::repeat_n(r, hi - lo));
+        before += w;
+    }
+    out
+}
+
+/// The fluid over MPI ranks on GPUs: this rank takes its block of its host's `gpus` (by its
+/// place among the host's ranks), and the box's slabs (`tuning.slabs`, at least one per
+/// GPU of the run) are dealt to the ranks in proportion to their GPUs.
+fn open_cuda_over_ranks(
+    cfg: &crate::config::Config,
+    phys: &crate::physics::Physics,
+    state: Option<&FluidState>,
+    gpus: &[usize],
+) -> Result<Box<dyn Backend>> {
+    let be = open_gpus_over_ranks(cfg, phys, state, gpus)?;
+    tracing::info!("rank {}: {}", crate::ranks::rank(), be.describe());
+    Ok(Box::new(be))
+}
+
+/// [`open_cuda_over_ranks`] as the multi-GPU backend itself (benchmarks profile it).
+pub fn open_gpus_over_ranks(
+    cfg: &crate::config::Config,
+    phys: &crate::physics::Physics,
+    state: Option<&FluidState>,
+    gpus: &[usize],
+) -> Result<cuda::multi::MultiCudaBackend> {
+    let (local, on_host) = crate::ranks::local();
+    let mine = rank_gpus(gpus, local, on_host);
+    let transport = crate::ranks::transport();
+    let counts: Vec<usize> = transport
+        .gather(&[mine.len() as f64])?
+        .iter()
+        .map(|&c| c as usize)
+        .collect();
+    let slabs = (cfg.tuning.slabs as usize).max(counts.iter().sum());
+    let slab_rank = weighted_slab_ranks(slabs, &counts);
+    cuda::multi::MultiCudaBackend::open_over_ranks(cfg, phys, state, &mine, slab_rank, transport)
 }
 
 /// The fluid on CUDA GPUs `gpus` as y slabs: one per GPU, or `tuning.slabs` of them spread over
@@ -382,5 +491,48 @@ mod tests {
         assert_eq!(slab_gpus(&[2, 3], 3), [2, 2, 3]);
         assert_eq!(slab_gpus(&[0, 1, 2, 3], 8), [0, 0, 1, 1, 2, 2, 3, 3]);
         assert_eq!(slab_gpus(&[0, 1, 2], 2), [0, 1, 2]);
+    }
+
+    /// Ranks on one host share its GPUs: blocks when there are enough, else round robin.
+    #[test]
+    fn ranks_take_their_hosts_gpus_in_blocks_or_share_them() {
+        use super::rank_gpus;
+        let four = [0, 1, 2, 3];
+        assert_eq!(rank_gpus(&four, 0, 1), four);
+        assert_eq!(rank_gpus(&four, 1, 2), [2, 3]);
+        assert_eq!(
+            (0..4).map(|l| rank_gpus(&four, l, 4)).collect::<Vec<_>>(),
+            [[0], [1], [2], [3]]
+        );
+        assert_eq!(rank_gpus(&[0, 1, 2], 1, 2), [1, 2]);
+        assert_eq!(rank_gpus(&[5], 2, 3), [5]);
+        assert_eq!(rank_gpus(&[0, 1], 2, 3), [0]);
+    }
+
+    /// Slabs are dealt in proportion to the ranks' GPUs, contiguously, each rank at least its
+    /// weight; equal weights give the CPU's contiguous blocks.
+    #[test]
+    fn slabs_are_dealt_to_ranks_by_their_gpus() {
+        use super::weighted_slab_ranks;
+        assert_eq!(weighted_slab_ranks(2, &[1, 1]), [0, 1]);
+        assert_eq!(weighted_slab_ranks(3, &[1, 2]), [0, 1, 1]);
+        assert_eq!(weighted_slab_ranks(8, &[1, 1]), [0, 0, 0, 0, 1, 1, 1, 1]);
+        assert_eq!(weighted_slab_ranks(5, &[2, 1, 1]), [0, 0, 1, 2, 2]);
+        for (slabs, w) in [
+            (7usize, vec![1usize, 2, 1]),
+            (4, vec![1, 1, 1, 1]),
+            (9, vec![3, 1]),
+        ] {
+            let r = weighted_slab_ranks(slabs, &w);
+            assert_eq!(r.len(), slabs);
+            assert!(r.windows(2).all(|p| p[0] <= p[1]), "{r:?}");
+            for (rank, &wt) in w.iter().enumerate() {
+                assert!(r.iter().filter(|&&x| x == rank).count() >= wt, "{r:?}");
+            }
+        }
+        assert_eq!(
+            weighted_slab_ranks(6, &[1, 1, 1]),
+            crate::backend::slabbed::slab_ranks(6, 3)
+        );
     }
 }

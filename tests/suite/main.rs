@@ -27,6 +27,7 @@ mod md_shear;
 mod md_shear_lists;
 mod md_slabs;
 mod md_walls;
+mod mpi_gpu;
 mod mpi_ranks;
 mod polymer_shear;
 mod reproducibility;

@@ -8,6 +8,8 @@
 //! the one of `cargo test` is locked while the tests run) and starts it with OpenMPI's
 //! `mpirun --oversubscribe`. Without `mpirun`, or where the build fails (no `libopenmpi-dev` or
 //! `libclang-dev`), the tests skip with a note, except under MPCBOX_REQUIRE_EXTERNAL (CI).
+//! MPCBOX_MPI_BIN names a prebuilt MPI `mpcbox` instead (the GPU machine has no cargo; its
+//! `examples/ranks_solutes` lies beside it). `mpi_gpu.rs` runs the same on GPUs.
 
 use crate::common;
 
@@ -19,9 +21,12 @@ use mpcbox::Checkpoint;
 
 /// The MPI build of `mpcbox`, built once per test process; None (after a note) where MPI is
 /// missing here.
-fn mpi_mpcbox() -> Option<&'static Path> {
+pub(super) fn mpi_mpcbox() -> Option<&'static Path> {
     static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
     BIN.get_or_init(|| {
+        if let Some(prebuilt) = std::env::var_os("MPCBOX_MPI_BIN") {
+            return Some(PathBuf::from(prebuilt));
+        }
         let required = std::env::var_os("MPCBOX_REQUIRE_EXTERNAL").is_some();
         let skip = |why: String| {
             assert!(!required, "MPCBOX_REQUIRE_EXTERNAL is set, but {why}");
@@ -53,7 +58,7 @@ fn mpi_mpcbox() -> Option<&'static Path> {
 }
 
 /// `mpirun -np ranks mpcbox args…` in `dir`, with a time limit (a hang fails the test).
-fn mpirun(bin: &Path, ranks: usize, dir: &Path, args: &[&str]) -> Output {
+pub(super) fn mpirun(bin: &Path, ranks: usize, dir: &Path, args: &[&str]) -> Output {
     Command::new("timeout")
         .current_dir(dir)
         .args([
@@ -71,7 +76,7 @@ fn mpirun(bin: &Path, ranks: usize, dir: &Path, args: &[&str]) -> Output {
         .expect("mpirun starts")
 }
 
-fn run_ok(bin: &Path, ranks: usize, dir: &Path, args: &[&str]) {
+pub(super) fn run_ok(bin: &Path, ranks: usize, dir: &Path, args: &[&str]) {
     let out = mpirun(bin, ranks, dir, args);
     assert!(
         out.status.success(),
@@ -83,7 +88,7 @@ fn run_ok(bin: &Path, ranks: usize, dir: &Path, args: &[&str]) {
 
 /// `mpcbox run <config> -o <out>` on `ranks` ranks in `dir`: its observables rows and final
 /// checkpoint.
-fn run_config(
+pub(super) fn run_config(
     bin: &Path,
     ranks: usize,
     dir: &Path,
@@ -97,7 +102,7 @@ fn run_config(
 }
 
 /// The rows of an observables.csv as numbers (empty fields, e.g. unsampled stress, as NaN).
-fn rows(path: &Path) -> Vec<Vec<f64>> {
+pub(super) fn rows(path: &Path) -> Vec<Vec<f64>> {
     std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .lines()
@@ -112,7 +117,7 @@ fn rows(path: &Path) -> Vec<Vec<f64>> {
 
 /// Two observables files agree row by row: step and time exactly, every other figure to
 /// `tol` relative (momenta, which are near zero, absolute against the kinetic energy's scale).
-fn assert_rows_close(a: &[Vec<f64>], b: &[Vec<f64>], tol: f64, what: &str) {
+pub(super) fn assert_rows_close(a: &[Vec<f64>], b: &[Vec<f64>], tol: f64, what: &str) {
     assert_eq!(a.len(), b.len(), "{what}: rows");
     assert!(!a.is_empty(), "{what}: no rows");
     for (ra, rb) in a.iter().zip(b) {
@@ -135,17 +140,17 @@ fn assert_rows_close(a: &[Vec<f64>], b: &[Vec<f64>], tol: f64, what: &str) {
     }
 }
 
-fn write_config(dir: &Path, name: &str, body: &str) {
+pub(super) fn write_config(dir: &Path, name: &str, body: &str) {
     std::fs::write(dir.join(name), body).unwrap();
 }
 
-const SHEARED: &str = "(cells: (8, 16, 8), particles_per_cell: 5, time_step: 0.1, \
+pub(super) const SHEARED: &str = "(cells: (8, 16, 8), particles_per_cell: 5, time_step: 0.1, \
     collision: Srd(angle_deg: 130.0), thermostat: Mbs, shear_rate: 0.05, seed: 7, steps: 50, \
     body_force: (0.0, 0.0, 0.001), device: Cpu, tuning: (reorder_interval: Some(0)), \
     output: (observable_interval: 1, sample_interval: 1, equilibration_steps: 10, \
              checkpoint_interval: 25, directory: \"out\"))";
 
-const SLIT: &str = "(cells: (8, 12, 8), particles_per_cell: 6, time_step: 0.1, \
+pub(super) const SLIT: &str = "(cells: (8, 12, 8), particles_per_cell: 6, time_step: 0.1, \
     collision: Srd(angle_deg: 120.0), thermostat: Mbs, seed: 11, steps: 50, \
     body_force: (0.002, 0.0, 0.0), walls: Slit(height: 10.0), device: Cpu, tuning: (reorder_interval: Some(0)), \
     output: (observable_interval: 1, sample_interval: 1, equilibration_steps: 10, \
@@ -234,7 +239,7 @@ fn a_checkpoint_of_four_ranks_resumes_on_two_and_on_one() {
     }
 }
 
-const POLYMER: &str = "(cells: (8, 12, 8), particles_per_cell: 5, time_step: 0.1, \
+pub(super) const POLYMER: &str = "(cells: (8, 12, 8), particles_per_cell: 5, time_step: 0.1, \
     collision: Srd(angle_deg: 130.0), thermostat: Mbs, shear_rate: 0.05, seed: 5, steps: 20, \
     device: Cpu, tuning: (reorder_interval: Some(0)), \
     output: (observable_interval: 1, sample_interval: 1, equilibration_steps: 5, \
@@ -286,11 +291,22 @@ fn the_coupled_polymer_run_on_two_and_four_ranks_follows_one() {
 #[test]
 fn solutes_handed_over_per_rank_are_routed_to_their_cells_and_back() {
     let Some(bin) = mpi_mpcbox() else { return };
+    compare_routed_solutes(bin, "Cpu", &[2, 3]);
+}
+
+/// `examples/ranks_solutes` with the fluid on `device` on 1 rank and on each of `ranks`: fluid
+/// + solute momentum conserved on each, every solute's velocity as on 1 rank to 1e-9.
+pub(super) fn compare_routed_solutes(bin: &Path, device: &str, ranks: &[usize]) {
     let example = bin.with_file_name("examples").join("ranks_solutes");
     let dir = tempfile::tempdir().unwrap();
     let read = |ranks: usize| -> Vec<[f64; 3]> {
         let out = dir.path().join(format!("s{ranks}"));
-        run_ok(&example, ranks, dir.path(), &[out.to_str().unwrap()]);
+        run_ok(
+            &example,
+            ranks,
+            dir.path(),
+            &[out.to_str().unwrap(), device],
+        );
         let mut v = vec![[f64::NAN; 3]; 240];
         for r in 0..ranks {
             let text = std::fs::read_to_string(out.join(format!("solutes_{r}.txt"))).unwrap();
@@ -307,27 +323,32 @@ fn solutes_handed_over_per_rank_are_routed_to_their_cells_and_back() {
         for (k, (a, b)) in p[0].iter().zip(&p[1]).enumerate() {
             assert!(
                 (a - b).abs() < 1e-9,
-                "{ranks} ranks: momentum {k}: {a} -> {b}"
+                "{device}, {ranks} ranks: momentum {k}: {a} -> {b}"
             );
         }
         v
     };
     let one = read(1);
-    for ranks in [2, 3] {
+    assert!(
+        one.iter().all(|v| v.iter().all(|x| x.is_finite())),
+        "{device}: 1 rank"
+    );
+    for &ranks in ranks {
         let v = read(ranks);
         for (j, (a, b)) in one.iter().zip(&v).enumerate() {
             for k in 0..3 {
                 assert!(
                     (a[k] - b[k]).abs() <= 1e-9,
-                    "{ranks} ranks, solute {j}: {a:?} vs {b:?}"
+                    "{device}, {ranks} ranks, solute {j}: {a:?} vs {b:?}"
                 );
             }
         }
     }
 }
 
-/// More ranks than cell layers, and ranks given different configs: each stops every rank with
-/// an error naming the cause, non-zero and without a hang.
+/// More ranks than cell layers, ranks given different configs, GPUs a rank lacks and the
+/// bundled MD on every rank's GPU: each stops every rank with an error naming the cause,
+/// non-zero and without a hang.
 #[test]
 fn bad_rank_counts_and_mismatched_configs_stop_with_a_clear_error() {
     let Some(bin) = mpi_mpcbox() else { return };
@@ -373,4 +394,24 @@ fn bad_rank_counts_and_mismatched_configs_stop_with_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "mismatched configs ran");
     assert!(err.contains("different configs"), "{err}");
+    // a GPU no host has, and the bundled MD on the GPU of every rank: refused by every rank
+    // before the fluid is built
+    for (name, body, says) in [
+        (
+            "gpu7.ron",
+            SHEARED.replace("device: Cpu", "device: Cuda([7])"),
+            "have no usable CUDA GPU",
+        ),
+        (
+            "mdgpu.ron",
+            POLYMER.replace("backend: Cpu", "backend: Cuda"),
+            "md.backend",
+        ),
+    ] {
+        write_config(dir.path(), name, &body);
+        let out = mpirun(bin, 2, dir.path(), &["run", name, "--quiet"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name} ran");
+        assert!(err.contains(says) && err.contains("fix"), "{name}: {err}");
+    }
 }

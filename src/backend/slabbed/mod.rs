@@ -13,9 +13,12 @@
 
 use std::sync::Arc;
 
+mod collect;
 mod solutes;
 
+pub(crate) use collect::{gather_particles, pack_particles, sum_moments};
 pub use solutes::SoluteMode;
+pub(crate) use solutes::{return_solute_velocities, route_solutes};
 
 use super::cpu::slab::PACKET_WORDS;
 use super::cpu::{worker_pool, CpuBackend};
@@ -139,7 +142,7 @@ impl SlabbedCpuBackend {
 }
 
 /// The figures of a step report as one vector (to be summed over processes), and back.
-fn report_to_vec(r: &StepReport) -> Vec<f64> {
+pub(crate) fn report_to_vec(r: &StepReport) -> Vec<f64> {
     let mut v = vec![
         r.relative_energy,
         r.relative_dof,
@@ -150,7 +153,7 @@ fn report_to_vec(r: &StepReport) -> Vec<f64> {
     v
 }
 
-fn report_from_vec(v: &[f64]) -> StepReport {
+pub(crate) fn report_from_vec(v: &[f64]) -> StepReport {
     let mut wall = WallMomentum::default();
     for (s, w) in wall.iter_mut().enumerate() {
         w.copy_from_slice(&v[4 + 3 * s..7 + 3 * s]);
@@ -217,82 +220,52 @@ impl Backend for SlabbedCpuBackend {
             }
             out[k].extend_from_slice(p);
         }
-        let mut held = self.solutes_by_slab(plan, solutes.as_deref())?;
+        let (mut held, by_slab) = self.solutes_by_slab(plan, solutes.as_deref())?;
         let mut total = vec![0.0; 10];
         for (j, (slab, (kinetic, wall))) in self.slabs.iter_mut().zip(streamed).enumerate() {
-            let mut batch = held[j].batch();
+            let mut part = solutes::subset(&held, &by_slab[j]);
+            let mut batch = part.batch();
             let r =
                 slab.unpack_and_collide(plan, &out[self.first + j], batch.as_mut(), kinetic, wall)?;
+            solutes::write_back(&mut held, &by_slab[j], &part);
             for (t, x) in total.iter_mut().zip(report_to_vec(&r)) {
                 *t += x;
             }
         }
-        self.return_solute_velocities(&held, solutes)?;
+        return_solute_velocities(&*self.transport, self.solute_mode, &held, solutes)?;
         Ok(report_from_vec(&self.summed(total)?))
     }
 
     fn moments(&mut self) -> Result<FluidMoments> {
-        let bins = self.phys.profile_bins();
-        // [particles, px, py, pz, E, profile sums (bins), profile counts (bins)]
-        let mut v = vec![0.0; 5 + 2 * bins];
+        let mut mine = FluidMoments {
+            profile_sum: vec![0.0; self.phys.profile_bins()],
+            profile_count: vec![0; self.phys.profile_bins()],
+            ..Default::default()
+        };
         for s in &mut self.slabs {
             let m = s.moments()?;
-            v[0] += m.particles as f64;
+            mine.particles += m.particles;
             for k in 0..3 {
-                v[1 + k] += m.momentum[k];
+                mine.momentum[k] += m.momentum[k];
             }
-            v[4] += m.kinetic_energy;
-            for b in 0..bins {
-                v[5 + b] += m.profile_sum[b];
-                v[5 + bins + b] += m.profile_count[b] as f64;
+            mine.kinetic_energy += m.kinetic_energy;
+            for (a, b) in mine.profile_sum.iter_mut().zip(&m.profile_sum) {
+                *a += b;
+            }
+            for (a, b) in mine.profile_count.iter_mut().zip(&m.profile_count) {
+                *a += b;
             }
         }
-        let v = self.summed(v)?;
-        Ok(FluidMoments {
-            particles: v[0] as u64,
-            momentum: [v[1], v[2], v[3]],
-            kinetic_energy: v[4],
-            profile_sum: v[5..5 + bins].to_vec(),
-            profile_count: v[5 + bins..].iter().map(|&c| c as u64).collect(),
-        })
+        sum_moments(&*self.transport, mine)
     }
 
     fn download(&mut self) -> Result<FluidState> {
         let mut mine = Vec::new();
         for s in &self.slabs {
             let (st, ids) = s.particles();
-            for (i, &id) in ids.iter().enumerate() {
-                let (p, v) = (st.position(i), st.velocity(i));
-                mine.extend([p[0] as f64, p[1] as f64, p[2] as f64, v[0], v[1], v[2]]);
-                mine.push(f64::from_bits(id));
-            }
+            pack_particles(st, ids.iter().copied(), &mut mine);
         }
-        let all = self.transport.gather(&mine)?;
-        let n = self.n_total;
-        let mut out = FluidState {
-            pos: [vec![0.0; n], vec![0.0; n], vec![0.0; n]],
-            vel: [vec![0.0; n], vec![0.0; n], vec![0.0; n]],
-        };
-        let mut seen = vec![false; n];
-        for p in all.chunks_exact(PACKET_WORDS) {
-            let id = p[6].to_bits() as usize;
-            if id >= n || std::mem::replace(&mut seen[id], true) {
-                return Err(MpcError::Device(format!(
-                    "gathering the slabs: fluid particle {id} is not one of {n} or came twice \
-                     (please report it)"
-                )));
-            }
-            for k in 0..3 {
-                out.pos[k][id] = p[k] as f32;
-                out.vel[k][id] = p[3 + k];
-            }
-        }
-        if let Some(missing) = seen.iter().position(|&s| !s) {
-            return Err(MpcError::Device(format!(
-                "gathering the slabs: fluid particle {missing} is missing (please report it)"
-            )));
-        }
-        Ok(out)
+        gather_particles(&*self.transport, self.n_total, &mine)
     }
 
     fn upload(&mut self, state: &FluidState) -> Result<()> {

@@ -137,6 +137,24 @@ impl Coupling {
         md: &Md,
         state: Option<&MdState>,
     ) -> Result<Option<GpuMd>> {
+        if crate::ranks::size() > 1 {
+            // every rank integrates all beads and must agree on them bit for bit: the CPU
+            // engine does (the GPU's sums in atomic order would not)
+            if md_cfg.backend == MdBackend::Cuda {
+                return Err(crate::error::MpcError::Config(crate::error::ConfigError {
+                    field: "md.backend".into(),
+                    problem: format!(
+                        "Cuda over {} MPI ranks: the bundled MD runs whole on every rank, \
+                         which needs the same beads on all of them bit for bit",
+                        crate::ranks::size()
+                    ),
+                    fix: "md.backend: Cpu or Auto (the MD then runs on every rank's CPU; the \
+                          fluid stays on the GPUs)"
+                        .into(),
+                }));
+            }
+            return Ok(None);
+        }
         if !md_cfg.backend.use_gpu()? {
             return Ok(None);
         }

@@ -6,7 +6,9 @@
 
 use cudarc::driver::{CudaEvent, DevicePtr, DeviceRepr, PushKernelArg};
 
-use super::transfer::{peer_copy_async, stage_to_device_async, stage_to_host_async};
+use super::transfer::{
+    peer_copy_async, stage_to_device_async, stage_to_host_async, upload_pinned_async,
+};
 use super::{MultiCudaBackend, Transfer};
 use crate::backend::cuda::device::{drv, grid};
 use crate::backend::cuda::CudaBackend;
@@ -164,7 +166,9 @@ impl MultiCudaBackend {
         Ok((sent, tops))
     }
 
-    /// The exchange: the packets cross, then each slab unpacks what its neighbours sent.
+    /// The exchange: the packets cross (between this process's GPUs, and through the host
+    /// and the transport to other ranks' slabs), then each slab unpacks what its neighbours
+    /// sent. `sent` and `tops` are indexed by this process's slabs.
     pub(super) fn exchange(
         &mut self,
         plan: &StepPlan,
@@ -172,47 +176,71 @@ impl MultiCudaBackend {
         sent: &[[usize; 2]],
         tops: &[usize],
     ) -> Result<()> {
-        self.send_emigrants(sent)?;
-        for (k, &top) in tops.iter().enumerate() {
-            let lower = self.neighbour(k, 0);
-            let upper = self.neighbour(k, 1);
-            let from = [sent[lower][1], sent[upper][0]];
+        self.lay_out_rank_messages(sent);
+        let out_events = self.send_emigrants(sent)?;
+        let arrivals = self.cross_ranks(sent)?;
+        let chunk_events = out_events.1;
+        let messages = self.rank_messages.take();
+        let received = (0..self.slabs.len()).try_for_each(|j| {
+            let remote = match &messages {
+                Some(m) => [
+                    m.arrived(arrivals[j][0].clone())?,
+                    m.arrived(arrivals[j][1].clone())?,
+                ],
+                None => [&[][..], &[][..]],
+            };
+            self.receive_into(j, sent, &out_events.0, &chunk_events, &remote)
+        });
+        self.rank_messages = messages;
+        received?;
+        for (j, &top) in tops.iter().enumerate() {
+            let mut from = [0usize; 2];
+            for (side, f) in from.iter_mut().enumerate() {
+                *f = match self.local(self.neighbour(self.first + j, side)) {
+                    Some(n) => sent[n][1 - side],
+                    None => arrivals[j][side].len() / RECORD_WORDS,
+                };
+            }
             self.migrated += (from[0] + from[1]) as u64;
-            self.slabs[k].immigrate(plan, ns, from, top)?;
+            self.slabs[j].immigrate(plan, ns, from, top)?;
         }
         Ok(())
     }
 
-    /// Send each slab's packed emigrants to its neighbours on the copy streams and make each
-    /// main stream wait for its arrivals (and for its own outgoing copies, whose buffers the
-    /// next pass 1 overwrites). All GPUs' main streams are idle here (pass 1 was waited for).
-    fn send_emigrants(&mut self, sent: &[[usize; 2]]) -> Result<()> {
+    /// Send each slab's packed emigrants to its neighbours on the copy streams (to another
+    /// rank's slab: into pinned host memory). Returns each slab's event after its outgoing
+    /// copies, which its own main stream also waits for (the next pass 1 refills the send
+    /// buffers), and the host staging's chunk events. All GPUs' main streams are idle here
+    /// (pass 1 was waited for).
+    #[allow(clippy::type_complexity)]
+    fn send_emigrants(
+        &mut self,
+        sent: &[[usize; 2]],
+    ) -> Result<(Vec<Option<CudaEvent>>, Vec<[Vec<CudaEvent>; 2]>)> {
         let g = self.slabs.len();
         // Host: one event per chunk sent down, so the receiver's upload of a chunk overlaps the
         // download of the next (PCIe is full duplex, each GPU has copy engines both ways)
         let mut chunk_events: Vec<[Vec<CudaEvent>; 2]> =
             (0..g).map(|_| [Vec::new(), Vec::new()]).collect();
         let mut out_events: Vec<Option<CudaEvent>> = Vec::with_capacity(g);
-        for (k, events) in chunk_events.iter_mut().enumerate() {
-            out_events.push(self.send_from(k, sent[k], events)?);
+        for (j, events) in chunk_events.iter_mut().enumerate() {
+            out_events.push(self.send_from(j, sent[j], events)?);
         }
-        for d in 0..g {
-            self.receive_into(d, sent, &out_events, &chunk_events)?;
-        }
-        Ok(())
+        Ok((out_events, chunk_events))
     }
 
-    /// Outgoing from slab k: device → peer (Peer) or device → pinned host (Host) on its copy-out
-    /// stream. Returns the event after its copies (None if it sent nothing), which its own main
-    /// stream also waits for: the next pass 1 refills the send buffers.
+    /// Outgoing from this process's slab j: device → peer (Peer) or device → pinned host
+    /// (Host, or a neighbour on another rank) on its copy-out stream. Returns the event after
+    /// its copies (None if it sent nothing), which its own main stream also waits for: the
+    /// next pass 1 refills the send buffers.
     fn send_from(
         &mut self,
-        k: usize,
+        j: usize,
         sent: [usize; 2],
         chunk_events: &mut [Vec<CudaEvent>; 2],
     ) -> Result<Option<CudaEvent>> {
-        let src_ctx = self.slabs[k].dev.ctx.clone();
-        let out = self.slab_of(k).copy_out.clone();
+        let src_ctx = self.slabs[j].dev.ctx.clone();
+        let out = self.slab_of(j).copy_out.clone();
         let mut any = false;
         for (dir, &count) in sent.iter().enumerate() {
             if count == 0 {
@@ -221,10 +249,10 @@ impl MultiCudaBackend {
             any = true;
             let words = count * RECORD_WORDS;
             // raw addresses: event tracking is off, the guards do nothing
-            let src_ptr = self.slab_of(k).send[dir].device_ptr(&out).0;
-            match self.transfer {
-                Transfer::Peer => {
-                    let d = self.neighbour(k, dir);
+            let src_ptr = self.slab_of(j).send[dir].device_ptr(&out).0;
+            let dst = self.local(self.neighbour(self.first + j, dir));
+            match (self.transfer, dst) {
+                (Transfer::Peer, Some(d)) => {
                     let dst_ctx = self.slabs[d].dev.ctx.clone();
                     let dst_ptr = self.slab_of(d).recv[1 - dir].device_ptr(&out).0;
                     // SAFETY: the send buffer holds `count` records of `words` u64 in all
@@ -236,17 +264,32 @@ impl MultiCudaBackend {
                         peer_copy_async(&src_ctx, src_ptr, &dst_ctx, dst_ptr, words * 8, &out)?
                     };
                 }
-                Transfer::Host => {
-                    let stage = self.slabs[k]
-                        .slab
-                        .as_mut()
-                        .and_then(|s| s.staging.as_mut())
-                        .ok_or_else(|| MpcError::Device("no staging buffers".into()))?;
-                    let host = &mut stage[dir].as_mut_slice().map_err(drv("staging"))?[..words];
-                    // SAFETY: `words` u64 of the send buffer (as above) into this slab's
-                    // pinned staging; the host touches the staging again only in the next
-                    // step's exchange, after every GPU's main stream (which waits for `out`)
-                    // was synchronised.
+                _ => {
+                    let host = match (dst, self.rank_messages.as_mut()) {
+                        // another rank's slab: straight into the outgoing message
+                        (None, Some(m)) => {
+                            let at = m.records_at(j, dir).ok_or_else(|| {
+                                MpcError::Device(
+                                    "a packet with no place in the rank message".into(),
+                                )
+                            })?;
+                            m.send_slot(at, words)?
+                        }
+                        _ => {
+                            let stage = self.slabs[j]
+                                .slab
+                                .as_mut()
+                                .and_then(|s| s.staging.as_mut())
+                                .ok_or_else(|| MpcError::Device("no staging buffers".into()))?;
+                            &mut stage[dir].as_mut_slice().map_err(drv("staging"))?[..words]
+                        }
+                    };
+                    // SAFETY: `words` u64 of the send buffer (as above) into pinned host
+                    // memory: this slab's staging, or its place in the rank message. The host
+                    // reads it only after waiting for `out` (`cross_ranks`) or through the
+                    // receiver's copy ordered after the chunk's event, and refills it only in
+                    // the next step's exchange, after every GPU's main stream (which waits for
+                    // `out`) was synchronised.
                     unsafe {
                         stage_to_host_async(&src_ctx, src_ptr, host, &out, &mut chunk_events[dir])?
                     };
@@ -258,24 +301,47 @@ impl MultiCudaBackend {
         }
         let ev = out.record_event(None).map_err(drv("event"))?;
         // the next pass 1 refills the send buffers
-        self.slabs[k].dev.stream.wait(&ev).map_err(drv("event"))?;
+        self.slabs[j].dev.stream.wait(&ev).map_err(drv("event"))?;
         Ok(Some(ev))
     }
 
-    /// Incoming to slab d: its main stream waits for its neighbours' outgoing copies (and,
-    /// through host memory, copies the staged particles up on its own copy stream).
+    /// Incoming to this process's slab j: its main stream waits for its local neighbours'
+    /// outgoing copies (and, through host memory, copies the staged particles up on its own
+    /// copy stream); `remote` holds the records that came from another rank's slab below and
+    /// above, copied up the same way.
     fn receive_into(
         &mut self,
-        d: usize,
+        j: usize,
         sent: &[[usize; 2]],
         out_events: &[Option<CudaEvent>],
         chunk_events: &[[Vec<CudaEvent>; 2]],
+        remote: &[&[u64]; 2],
     ) -> Result<()> {
-        let main = self.slabs[d].dev.stream.clone();
-        let inn = self.slab_of(d).copy_in.clone();
-        for side in 0..2 {
-            let src = self.neighbour(d, side);
+        let main = self.slabs[j].dev.stream.clone();
+        let inn = self.slab_of(j).copy_in.clone();
+        let mut staged_in = false;
+        for (side, &arrived) in remote.iter().enumerate() {
             let dir = 1 - side; // the direction the sender sent in
+            let Some(src) = self.local(self.neighbour(self.first + j, side)) else {
+                if arrived.is_empty() {
+                    continue;
+                }
+                let dst_ptr = self.slab_of(j).recv[side].device_ptr(&inn).0;
+                let n = arrived.len();
+                if n > self.slab_of(j).send_capacity * RECORD_WORDS {
+                    return Err(MpcError::Device(
+                        "arrivals beyond the receive buffer".into(),
+                    ));
+                }
+                let dst_ctx = &self.slabs[j].dev.ctx;
+                // SAFETY: n words (checked against the receive buffer's send_capacity records
+                // just now) of the pinned received message, which stays alive with the backend
+                // and is rewritten only by the next step's exchange, after this slab's main
+                // stream (which joins `inn` below) was synchronised.
+                unsafe { upload_pinned_async(dst_ctx, arrived, dst_ptr, &inn)? };
+                staged_in = true;
+                continue;
+            };
             let count = sent[src][dir];
             if count == 0 {
                 continue;
@@ -285,10 +351,10 @@ impl MultiCudaBackend {
                 Transfer::Peer => main.wait(ev).map_err(drv("event"))?,
                 Transfer::Host => {
                     let words = count * RECORD_WORDS;
-                    let dst_ptr = self.slab_of(d).recv[side].device_ptr(&inn).0;
+                    let dst_ptr = self.slab_of(j).recv[side].device_ptr(&inn).0;
                     let stage = self.slab_of(src).staging.as_ref().expect("host transfer");
                     let host = &stage[dir].as_slice().map_err(drv("staging"))?[..words];
-                    let dst_ctx = &self.slabs[d].dev.ctx;
+                    let dst_ctx = &self.slabs[j].dev.ctx;
                     // SAFETY: the sender's staging (pinned, alive with the backend, refilled
                     // only in the next step's exchange, after this slab's main stream, which
                     // joins `inn` below, was synchronised) into this slab's receive buffer of
@@ -302,10 +368,11 @@ impl MultiCudaBackend {
                             &chunk_events[src][dir],
                         )?
                     };
+                    staged_in = true;
                 }
             }
         }
-        if self.transfer == Transfer::Host {
+        if staged_in {
             main.join(&inn).map_err(drv("event"))?;
         }
         Ok(())

@@ -19,6 +19,13 @@
 //! Solutes live on the first GPU and are read and written there by every GPU over peer access
 //! (`solutes.rs`); without peer access they go to every GPU.
 //!
+//! Over MPI ranks (`ranks.rs`) each process holds a contiguous block of the box's slabs on its
+//! own GPUs. A link between two slabs of one process is a peer copy as above; a link to a slab
+//! of another process is staged: the sender's packets go to pinned host memory, cross by the
+//! run's [`Transport`] (one exchange per step, every rank's packets in it), and are copied up
+//! to the receiver's GPU. Solutes are routed to the ranks owning their cells
+//! (`backend::slabbed::route_solutes`); reports, moments and fields are summed over the ranks.
+//!
 //! Free slots are reused by arrivals and removed by the reorder (they sort last), which also
 //! carries the ids along; a download puts every particle back at its global id.
 //!
@@ -31,6 +38,7 @@
 //! | `solutes` | solutes on the home GPU (or on every GPU without peer access) |
 
 mod migrate;
+mod ranks;
 mod slab;
 mod solutes;
 mod step;
@@ -49,16 +57,27 @@ use crate::backend::{Backend, DeviceSolutes, FluidMoments, SlabPlace, SoluteBatc
 use crate::config::Config;
 use crate::error::{MpcError, Result};
 use crate::physics::{Physics, StepPlan};
+use crate::ranks::{Alone, Transport};
 use crate::state::FluidState;
-use slab::{split_by_slab, SlabLayout};
+use ranks::RankMessages;
+use slab::{split_slabs, SlabLayout};
 use step::StepSolutes;
 
-/// The multi-GPU backend: one [`CudaBackend`] in slab mode per GPU.
+/// The multi-GPU backend: one [`CudaBackend`] in slab mode per slab of this process.
 pub struct MultiCudaBackend {
+    /// This process's slabs, the box's slabs `first..first + slabs.len()`.
     slabs: Vec<CudaBackend>,
+    first: usize,
+    /// The rank holding each slab of the box (all 0 in one process).
+    slab_rank: Vec<usize>,
+    /// The run's processes (`Alone` in one process).
+    transport: Box<dyn Transport>,
+    /// Solutes routed to the ranks of their cells: each rank passes its own (true) or all
+    /// ranks pass the same ones (see `backend::slabbed::SoluteMode`).
+    solutes_per_rank: bool,
     /// Every GPU may read and write the first GPU's memory (solutes live there).
     home_reachable: bool,
-    /// First layer of each slab, then Ly.
+    /// First layer of each slab of the box, then Ly.
     bounds: Vec<u32>,
     phys: Physics,
     n_total: usize,
@@ -70,6 +89,12 @@ pub struct MultiCudaBackend {
     phase_seconds: [f64; 3],
     /// Particles sent between GPUs since profiling was switched on.
     migrated: u64,
+    /// Seconds of the exchange spent crossing between ranks: [waiting for the packets' copies
+    /// to the host, headers and parsing, the ranks' skew (first collective), the transport's
+    /// transfer].
+    rank_seconds: [f64; 4],
+    /// The pinned messages to and from other ranks' slabs (None in one process).
+    rank_messages: Option<RankMessages>,
 }
 
 /// Refuse fewer than two slabs, or slabs so thin that a particle could cross one in a step.
@@ -102,7 +127,46 @@ impl MultiCudaBackend {
         state: Option<&FluidState>,
         ordinals: &[usize],
     ) -> Result<MultiCudaBackend> {
-        check_gpu_count(phys, ordinals.len())?;
+        let slab_rank = vec![0; ordinals.len()];
+        Self::open_slabs(cfg, phys, state, ordinals, slab_rank, Box::new(Alone))
+    }
+
+    /// This process's share of a box cut over MPI ranks: the slabs that `slab_rank` gives to
+    /// `transport`'s rank, spread over this rank's GPUs `gpus` in contiguous blocks. Every
+    /// rank calls it (collective); `state` is the whole fluid (None: the config's initial).
+    pub fn open_over_ranks(
+        cfg: &Config,
+        phys: &Physics,
+        state: Option<&FluidState>,
+        gpus: &[usize],
+        slab_rank: Vec<usize>,
+        transport: Box<dyn Transport>,
+    ) -> Result<MultiCudaBackend> {
+        let me = transport.rank();
+        let mine = slab_rank.iter().filter(|&&r| r == me).count();
+        let ordinals = crate::backend::slab_gpus(gpus, mine);
+        Self::open_slabs(cfg, phys, state, &ordinals, slab_rank, transport)
+    }
+
+    /// `ordinals`: the GPU of each of this process's slabs, in order.
+    fn open_slabs(
+        cfg: &Config,
+        phys: &Physics,
+        state: Option<&FluidState>,
+        ordinals: &[usize],
+        slab_rank: Vec<usize>,
+        transport: Box<dyn Transport>,
+    ) -> Result<MultiCudaBackend> {
+        let g = slab_rank.len();
+        check_gpu_count(phys, g)?;
+        let me = transport.rank();
+        let first = slab_rank.partition_point(|&r| r < me);
+        if slab_rank.iter().filter(|&&r| r == me).count() != ordinals.len() {
+            return Err(MpcError::Device(format!(
+                "rank {me}: {} GPUs named for its slabs {slab_rank:?} (please report it)",
+                ordinals.len()
+            )));
+        }
         let method = CellSumMethod::from_env();
         if method == CellSumMethod::List {
             return Err(MpcError::Device(
@@ -120,21 +184,44 @@ impl MultiCudaBackend {
         state
             .validate(phys)
             .map_err(|e| MpcError::Device(format!("fluid state: {e}")))?;
-        let layout = SlabLayout::new(phys, state.len(), ordinals.len());
-        let parts = split_by_slab(state, &layout.bounds);
+        let layout = SlabLayout::new(phys, state.len(), g);
+        // this process's slabs only: over ranks, the others' parts are not built here
+        let mut parts = split_slabs(state, &layout.bounds, first..first + ordinals.len());
         let devices = ordinals
             .iter()
             .map(|&ord| CudaDevice::open_for(ord, phys))
             .collect::<Result<Vec<_>>>()?;
         let transfer = Transfer::from_env_or(transfer::neighbours_have_peer_access(&devices));
         let mut slabs = Vec::with_capacity(devices.len());
-        for (k, dev) in devices.into_iter().enumerate() {
-            let be = CudaBackend::open_slab(dev, phys, method, transfer, &layout, k, &parts[k])?;
+        for (j, dev) in devices.into_iter().enumerate() {
+            let k = first + j;
+            let staged = transfer == Transfer::Host;
+            let part = std::mem::take(&mut parts[j]);
+            let be = CudaBackend::open_slab(dev, phys, method, staged, &layout, k, &part)?;
             slabs.push(be);
         }
         let home_reachable = connect_slabs(&slabs)?;
+        // links from this process's slabs to slabs of other ranks (their packets cross in
+        // pinned messages; as many come in as go out)
+        let remote_links = (first..first + slabs.len())
+            .flat_map(|k| [(k + g - 1) % g, (k + 1) % g])
+            .filter(|&n| slab_rank[n] != me)
+            .count();
+        let rank_messages = match remote_links {
+            0 => None,
+            links => Some(RankMessages::new(
+                &slabs[0].dev.ctx,
+                links,
+                layout.send_capacity(),
+                transport.ranks(),
+            )?),
+        };
         Ok(MultiCudaBackend {
             slabs,
+            first,
+            slab_rank,
+            transport,
+            solutes_per_rank: false,
             home_reachable,
             bounds: layout.bounds,
             phys: phys.clone(),
@@ -144,6 +231,8 @@ impl MultiCudaBackend {
             profiling: false,
             phase_seconds: [0.0; 3],
             migrated: 0,
+            rank_seconds: [0.0; 4],
+            rank_messages,
         })
     }
 
@@ -152,15 +241,17 @@ impl MultiCudaBackend {
     /// buffers once made (read and written by every GPU's kernels). Each must be open to that
     /// GPU ([`transfer::peer_can_access`]).
     pub fn peer_touched_buffers(&self) -> Vec<(u64, usize, usize)> {
-        let g = self.slabs.len();
         let mut out = Vec::new();
-        for k in 0..g {
-            let stream = &self.slabs[k].dev.stream;
-            let owner = self.slabs[k].dev.ordinal;
+        for (j, s) in self.slabs.iter().enumerate() {
+            let (stream, owner) = (&s.dev.stream, s.dev.ordinal);
             for side in 0..2 {
-                let sender = self.slabs[self.neighbour(k, side)].dev.ordinal;
+                // a neighbour on another rank sends through the host
+                let Some(n) = self.local(self.neighbour(self.first + j, side)) else {
+                    continue;
+                };
+                let sender = self.slabs[n].dev.ordinal;
                 if sender != owner {
-                    let ptr = self.slab_of(k).recv[side].device_ptr(stream).0;
+                    let ptr = s.slab().recv[side].device_ptr(stream).0;
                     out.push((ptr, owner, sender));
                 }
             }
@@ -177,20 +268,26 @@ impl MultiCudaBackend {
         out
     }
 
+    /// Slabs (GPUs, or slabs sharing GPUs) of this process.
     pub fn gpus(&self) -> usize {
         self.slabs.len()
+    }
+
+    /// The processes (MPI ranks) the box is cut over.
+    pub fn ranks(&self) -> usize {
+        self.transport.ranks()
     }
 
     pub fn transfer(&self) -> Transfer {
         self.transfer
     }
 
-    /// Layers of each slab.
+    /// Layers of each slab of the box.
     pub fn slab_layers(&self) -> Vec<u32> {
         self.bounds.windows(2).map(|w| w[1] - w[0]).collect()
     }
 
-    /// Live particles on each GPU.
+    /// Live particles on each of this process's slabs.
     pub fn slab_particles(&self) -> Vec<usize> {
         self.slabs.iter().map(|s| s.live()).collect()
     }
@@ -200,17 +297,25 @@ impl MultiCudaBackend {
         self.profiling = on;
         self.phase_seconds = [0.0; 3];
         self.migrated = 0;
+        self.rank_seconds = [0.0; 4];
     }
 
-    /// Seconds per phase (see [`MULTI_PHASE_NAMES`]) and particles migrated since profiling
-    /// was switched on.
+    /// Seconds per phase (see [`MULTI_PHASE_NAMES`]) and particles migrated (arrivals at
+    /// this process's slabs) since profiling was switched on.
     pub fn phase_seconds(&self) -> ([f64; 3], u64) {
         (self.phase_seconds, self.migrated)
     }
 
-    /// The slab below (dir 0) or above (dir 1) slab k, periodically.
+    /// Seconds of the exchange phase spent crossing between ranks since profiling was
+    /// switched on: [waiting for the packets' copies to the host, headers and parsing, the
+    /// ranks' skew (the first collective waits for the slowest), the transport's transfer].
+    pub fn rank_exchange_seconds(&self) -> [f64; 4] {
+        self.rank_seconds
+    }
+
+    /// The slab of the box below (dir 0) or above (dir 1) slab k, periodically.
     fn neighbour(&self, k: usize, dir: usize) -> usize {
-        let g = self.slabs.len();
+        let g = self.slab_rank.len();
         if dir == 0 {
             (k + g - 1) % g
         } else {
@@ -218,8 +323,14 @@ impl MultiCudaBackend {
         }
     }
 
-    fn slab_of(&self, k: usize) -> &Slab {
-        self.slabs[k].slab()
+    /// Slab k of the box as an index into this process's slabs (None: another rank's).
+    fn local(&self, k: usize) -> Option<usize> {
+        k.checked_sub(self.first).filter(|&j| j < self.slabs.len())
+    }
+
+    /// This process's j-th slab.
+    fn slab_of(&self, j: usize) -> &Slab {
+        self.slabs[j].slab()
     }
 }
 
@@ -241,8 +352,12 @@ impl Backend for MultiCudaBackend {
             .iter()
             .map(|s| s.dev.ordinal.to_string())
             .collect();
+        let ranks = match self.transport.ranks() {
+            1 => String::new(),
+            r => format!(", rank {} of {r} MPI ranks", self.transport.rank()),
+        };
         format!(
-            "cuda:{} {} × {} ({} cell sums, y slabs {:?}, {})",
+            "cuda:{} {} × {} ({} cell sums, y slabs {:?}, {}{ranks})",
             ids.join(","),
             self.slabs.len(),
             self.slabs[0].dev.name,
@@ -265,10 +380,18 @@ impl Backend for MultiCudaBackend {
         plan: &StepPlan,
         solutes: Option<&mut SoluteBatch<'_>>,
     ) -> Result<StepReport> {
+        if self.transport.ranks() > 1 {
+            return self.step_over_ranks(plan, solutes);
+        }
         match solutes.filter(|b| !b.is_empty()) {
             Some(b) => self.run_step(plan, StepSolutes::Host(b)),
             None => self.run_step(plan, StepSolutes::None),
         }
+    }
+
+    fn set_solutes_per_rank(&mut self, on: bool) -> Result<()> {
+        self.solutes_per_rank = on;
+        Ok(())
     }
 
     fn cuda_ordinal(&self) -> Option<usize> {
@@ -276,6 +399,7 @@ impl Backend for MultiCudaBackend {
     }
 
     fn check_device_solutes(&mut self, solutes: &DeviceSolutes) -> Result<()> {
+        self.refuse_device_solutes_over_ranks()?;
         self.check_device_solutes_multi(solutes)
     }
 
@@ -284,10 +408,15 @@ impl Backend for MultiCudaBackend {
         plan: &StepPlan,
         solutes: &DeviceSolutes,
     ) -> Result<StepReport> {
+        self.refuse_device_solutes_over_ranks()?;
         self.run_step(plan, StepSolutes::Device(*solutes))
     }
 
     fn slab_places(&self) -> Option<Vec<SlabPlace>> {
+        // over ranks the bundled MD stays whole on every rank (its beads go as host arrays)
+        if self.transport.ranks() > 1 {
+            return None;
+        }
         Some(
             self.slabs
                 .iter()
@@ -313,6 +442,7 @@ impl Backend for MultiCudaBackend {
                 self.slabs.len()
             )));
         }
+        self.refuse_device_solutes_over_ranks()?;
         for (s, d) in self.slabs.iter_mut().zip(solutes) {
             s.check_device_solutes_here(d)?;
         }
@@ -347,6 +477,9 @@ impl Backend for MultiCudaBackend {
                 }
             }
         }
+        if self.transport.ranks() > 1 {
+            self.transport.sum(&mut total)?;
+        }
         Ok(total)
     }
 
@@ -371,10 +504,26 @@ impl Backend for MultiCudaBackend {
                 }
             }
         }
-        Ok(total)
+        crate::backend::slabbed::sum_moments(&*self.transport, total)
     }
 
     fn download(&mut self) -> Result<FluidState> {
+        if self.transport.ranks() > 1 {
+            let mut mine = Vec::new();
+            for s in &mut self.slabs {
+                let (part, ids) = s.download_slab()?;
+                crate::backend::slabbed::pack_particles(
+                    &part,
+                    ids.iter().map(|&i| i as u64),
+                    &mut mine,
+                );
+            }
+            return crate::backend::slabbed::gather_particles(
+                &*self.transport,
+                self.n_total,
+                &mine,
+            );
+        }
         let n = self.n_total;
         let mut st = FluidState {
             pos: [vec![0.0; n], vec![0.0; n], vec![0.0; n]],
@@ -417,7 +566,8 @@ impl Backend for MultiCudaBackend {
                 self.n_total
             )));
         }
-        let parts = split_by_slab(state, &self.bounds);
+        let mine = self.first..self.first + self.slabs.len();
+        let parts = split_slabs(state, &self.bounds, mine);
         for (s, (part, ids)) in self.slabs.iter_mut().zip(parts) {
             s.upload_slab(&part, &ids)?;
         }

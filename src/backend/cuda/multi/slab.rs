@@ -8,7 +8,6 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, PinnedHostSlice};
 
 use super::migrate::{MigrationArgs, RECORD_WORDS};
-use super::Transfer;
 use crate::backend::cuda::buffers::RESERVE_BYTES;
 use crate::backend::cuda::device::drv;
 use crate::backend::cuda::observe::REPORT_WORDS;
@@ -99,21 +98,27 @@ impl SlabLayout {
     }
 
     /// Particles one send buffer holds.
-    fn send_capacity(&self) -> usize {
+    pub(super) fn send_capacity(&self) -> usize {
         5 * self.layer_particles / 2 + 1024
     }
 }
 
-/// Split a fluid by the slab owning each particle's layer; with each part its global ids.
-pub(super) fn split_by_slab(state: &FluidState, bounds: &[u32]) -> Vec<(FluidState, Vec<u32>)> {
+/// The parts of slabs `wanted` (a process's own) of a fluid split by the slab owning each
+/// particle's layer, in order; with each part its global ids.
+pub(super) fn split_slabs(
+    state: &FluidState,
+    bounds: &[u32],
+    wanted: std::ops::Range<usize>,
+) -> Vec<(FluidState, Vec<u32>)> {
     use rayon::prelude::*;
     let g = bounds.len() - 1;
     let ly = bounds[g];
-    let owners: Vec<u8> = state.pos[1]
+    // slab indices as u16: up to 65535 slabs
+    let owners: Vec<u16> = state.pos[1]
         .par_iter()
-        .map(|&y| owner(bounds, (y.max(0.0) as u32).min(ly - 1)) as u8)
+        .map(|&y| owner(bounds, (y.max(0.0) as u32).min(ly - 1)) as u16)
         .collect();
-    (0..g)
+    wanted
         .into_par_iter()
         .map(|k| {
             let ids: Vec<u32> = (0..state.len() as u32)
@@ -131,12 +136,14 @@ pub(super) fn split_by_slab(state: &FluidState, bounds: &[u32]) -> Vec<(FluidSta
 
 impl CudaBackend {
     /// Slab `k` of `layout` on `dev`, holding `part` (its particles and their global ids),
-    /// after checking that its buffers fit.
+    /// after checking that its buffers fit; `staged`: its packets go through pinned host
+    /// memory (host transfers, or a neighbour on another rank).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn open_slab(
         dev: CudaDevice,
         phys: &Physics,
         method: CellSumMethod,
-        transfer: Transfer,
+        staged: bool,
         layout: &SlabLayout,
         k: usize,
         part: &(FluidState, Vec<u32>),
@@ -163,7 +170,7 @@ impl CudaBackend {
         }
         let mut be = CudaBackend::allocate_cells(dev, phys.clone(), capacity, ncells, method)?;
         let cell_offset = (layout.bounds[k] as usize * layout.layer) as u32;
-        be.attach_slab(cell_offset, capacity, send_capacity, transfer)?;
+        be.attach_slab(cell_offset, capacity, send_capacity, staged)?;
         be.upload_slab(sub, ids)?;
         Ok(be)
     }
@@ -174,7 +181,7 @@ impl CudaBackend {
         cell_offset: u32,
         capacity: usize,
         send_capacity: usize,
-        transfer: Transfer,
+        staged: bool,
     ) -> Result<()> {
         let s = self.dev.stream.clone();
         let ctx = self.dev.ctx.clone();
@@ -230,7 +237,7 @@ impl CudaBackend {
             copy_in: ctx.new_stream().map_err(drv("stream"))?,
             free_slots: 0,
             args,
-            staging: staging_buffers(&ctx, transfer, words)?,
+            staging: staging_buffers(&ctx, staged, words)?,
         });
         Ok(())
     }
@@ -309,16 +316,16 @@ impl CudaBackend {
     }
 }
 
-/// Host staging of the two send buffers of `words` u64 each when transfers go through the
-/// host; none for peer copies.
+/// Host staging of the two send buffers of `words` u64 each when packets go through the
+/// host (`staged`); none for peer copies.
 fn staging_buffers(
     ctx: &Arc<cudarc::driver::CudaContext>,
-    transfer: Transfer,
+    staged: bool,
     words: usize,
 ) -> Result<Option<[PinnedHostSlice<u64>; 2]>> {
-    match transfer {
-        Transfer::Peer => Ok(None),
-        Transfer::Host => {
+    match staged {
+        false => Ok(None),
+        true => {
             // portable: the receiving GPU's context copies from it too
             let flags = cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE;
             // SAFETY: uninitialised pinned host memory (this and the next), written by the
@@ -357,7 +364,9 @@ mod tests {
         .unwrap();
         let st = FluidState::initial(&cfg);
         let b = slab_bounds(12, 3);
-        let parts = split_by_slab(&st, &b);
+        let parts = split_slabs(&st, &b, 0..3);
+        let upper = split_slabs(&st, &b, 1..3);
+        assert_eq!(upper[1].1, parts[2].1, "a sub-range gives the same parts");
         let mut seen = vec![0u8; st.len()];
         for (k, (part, ids)) in parts.iter().enumerate() {
             for (j, &id) in ids.iter().enumerate() {

@@ -10,6 +10,10 @@
 //! Without peer access, [`CudaBackend::upload_solutes_blocking`] copies the solutes to every
 //! GPU, each GPU collides those in its own cells and writes zeros for the others, and the host
 //! adds the GPUs' outputs (exact: one term is non-zero).
+//!
+//! Over MPI ranks the solutes come as host arrays: each goes to the rank owning its cell
+//! (`backend::slabbed::route_solutes`), that rank's GPUs collide it as above, and its velocity
+//! goes back. Device-resident solutes are refused there (they would be on one rank's GPU).
 
 use cudarc::driver::DevicePtr;
 
@@ -17,10 +21,52 @@ use super::step::StepSolutes;
 use super::MultiCudaBackend;
 use crate::backend::cuda::device::drv;
 use crate::backend::cuda::CudaBackend;
-use crate::backend::{DeviceSolutes, SoluteBatch};
+use crate::backend::slabbed::{return_solute_velocities, route_solutes, SoluteMode};
+use crate::backend::{DeviceSolutes, SoluteBatch, StepReport};
 use crate::error::{MpcError, Result};
+use crate::physics::StepPlan;
 
 impl MultiCudaBackend {
+    /// One step of a box cut over MPI ranks with host solutes: each goes to the rank owning
+    /// its cell, this rank's slabs collide those routed here, the velocities come back.
+    pub(super) fn step_over_ranks(
+        &mut self,
+        plan: &StepPlan,
+        solutes: Option<&mut SoluteBatch<'_>>,
+    ) -> Result<StepReport> {
+        let mode = if self.solutes_per_rank {
+            SoluteMode::PerRank
+        } else {
+            SoluteMode::Replicated
+        };
+        let (phys, bounds, slab_rank) = (&self.phys, &self.bounds, &self.slab_rank);
+        let layer = phys.cells[0] * phys.cells[2];
+        let batch = solutes.as_deref().filter(|b| !b.is_empty());
+        let mut held = route_solutes(&*self.transport, mode, batch, |p| {
+            let cell = phys.locate_solute(plan, p).cell;
+            slab_rank[super::slab::owner(bounds, cell / layer)]
+        })?;
+        let report = match held.batch() {
+            Some(mut b) => self.run_step(plan, StepSolutes::Host(&mut b))?,
+            None => self.run_step(plan, StepSolutes::None)?,
+        };
+        let batch = solutes.filter(|b| !b.is_empty());
+        return_solute_velocities(&*self.transport, mode, &held, batch)?;
+        Ok(report)
+    }
+
+    /// Device-resident solutes live on one GPU of one process: over MPI ranks they are
+    /// refused (before anything changes), naming the host arrays as the way.
+    pub(super) fn refuse_device_solutes_over_ranks(&self) -> Result<()> {
+        if self.transport.ranks() > 1 {
+            return Err(MpcError::Device(format!(
+                "device-resident solutes over {} MPI ranks: each rank's GPUs hold only their                  slabs; fix: hand the solutes over as host arrays (mpcbox_step_with_solutes,                  Solvent::step_with_solutes), routed to their cells' ranks",
+                self.transport.ranks()
+            )));
+        }
+        Ok(())
+    }
+
     /// Where every GPU reads this step's solutes from: the caller's device arrays, or host
     /// solutes uploaded once to the home GPU when every GPU can reach it (None: host solutes
     /// uploaded to every GPU here, or no solutes).

@@ -77,12 +77,12 @@ impl MultiCudaBackend {
         if let (Some(b), None) = (host_solutes.as_mut(), &on_home) {
             self.sum_solute_velocities(b)?;
         }
-        let report = self.collect_reports()?;
+        let (report, live) = self.collect_reports()?;
         if let (Some(b), Some(_)) = (host_solutes, &on_home) {
             // every GPU has finished (synchronised above): the home buffers hold all velocities
             self.download_solutes_home(b.vel)?;
         }
-        self.check_particle_count(plan)?;
+        self.check_particle_count(plan, live)?;
         self.mark(2, &mut t)?;
         Ok(report)
     }
@@ -115,9 +115,10 @@ impl MultiCudaBackend {
         Ok(())
     }
 
-    /// Reports and flags: queued on every GPU, then waited for (one wait per GPU) and summed;
-    /// an error if a particle arrived in a cell its GPU does not own.
-    fn collect_reports(&mut self) -> Result<StepReport> {
+    /// Reports and flags: queued on every GPU, then waited for (one wait per GPU) and summed
+    /// (over the ranks too), with the live particles of the box; an error if a particle
+    /// arrived in a cell its GPU does not own.
+    fn collect_reports(&mut self) -> Result<(StepReport, usize)> {
         for s in &mut self.slabs {
             s.queue_tail_copies()?;
         }
@@ -143,12 +144,21 @@ impl MultiCudaBackend {
                 )));
             }
         }
-        Ok(report)
+        let live: usize = self.slabs.iter().map(|s| s.live()).sum();
+        if self.transport.ranks() == 1 {
+            return Ok((report, live));
+        }
+        // one sum over the ranks: the report's figures and the live count
+        let mut v = crate::backend::slabbed::report_to_vec(&report);
+        v.push(live as f64);
+        self.transport.sum(&mut v)?;
+        let live = v.pop().expect("pushed") as usize;
+        Ok((crate::backend::slabbed::report_from_vec(&v), live))
     }
 
-    /// Every particle is on exactly one GPU: the live counts add up to the total.
-    fn check_particle_count(&self, plan: &StepPlan) -> Result<()> {
-        let live: usize = self.slabs.iter().map(|s| s.live()).sum();
+    /// Every particle is on exactly one GPU: the live counts (`live`, over all ranks) add up
+    /// to the total.
+    fn check_particle_count(&self, plan: &StepPlan, live: usize) -> Result<()> {
         if live != self.n_total {
             return Err(MpcError::Device(format!(
                 "multi-GPU step {}: {live} fluid particles on the GPUs, {} expected (a \
@@ -167,9 +177,14 @@ impl MultiCudaBackend {
     }
 
     /// Profiling: wait for every GPU and add the time since `t` to `phase`.
+    /// Over ranks every rank waits for the others too, so that a phase's time includes the
+    /// slowest rank's and the next phase starts together.
     fn mark(&mut self, phase: usize, t: &mut Instant) -> Result<()> {
         if self.profiling {
             self.synchronize_all()?;
+            if self.transport.ranks() > 1 {
+                self.transport.sum(&mut [0.0])?;
+            }
             self.phase_seconds[phase] += t.elapsed().as_secs_f64();
             *t = Instant::now();
         }

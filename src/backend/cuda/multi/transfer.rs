@@ -308,6 +308,28 @@ pub(super) unsafe fn stage_to_device_async(
     Ok(())
 }
 
+/// Queue one copy of the pinned `host` words to `dst_ptr` (memory of `ctx`'s GPU) on `stream`
+/// (a stream of `ctx`); returns at once.
+///
+/// # Safety
+/// `dst_ptr` must hold `host.len()` words; `host` must be pinned memory that stays alive and
+/// unmodified until `stream` has passed the copy.
+pub(super) unsafe fn upload_pinned_async(
+    ctx: &Arc<CudaContext>,
+    host: &[u64],
+    dst_ptr: u64,
+    stream: &CudaStream,
+) -> Result<()> {
+    ctx.bind_to_thread().map_err(drv("bind"))?;
+    // SAFETY: the caller's words into the caller's device range; `stream` belongs to the
+    // current context.
+    unsafe {
+        cudarc::driver::result::memcpy_htod_async(dst_ptr, host, stream.cu_stream())
+            .map_err(drv("upload"))?;
+    }
+    Ok(())
+}
+
 /// GPU-to-GPU copy rates (bytes/s, one direction) measured by [`measure_transfer`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TransferRates {

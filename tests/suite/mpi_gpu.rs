@@ -1,0 +1,129 @@
+//! One box over MPI ranks with the fluid on GPUs (`mpirun -np N mpcbox run`, `device:
+//! Cuda([0])`: every rank takes GPU 0 here, as ranks share a host's GPUs when it has fewer
+//! GPUs than ranks). Each rank's slabs live on its GPU; particles crossing to another rank's
+//! slab go through pinned host memory and MPI. The same checks as `mpi_ranks.rs` does on the
+//! CPU: 2 and 3 ranks follow the one-process GPU run to rounding (shear, walls, body force),
+//! momentum is conserved across ranks, a checkpoint of 3 GPU ranks resumes on 2 and on 1, the
+//! coupled polymer run (bundled MD on every rank's CPU, the beads routed to their cells' ranks)
+//! follows one process, and solutes handed over per rank come back to the rank that passed
+//! them.
+
+use super::mpi_ranks::{
+    assert_rows_close, mpi_mpcbox, rows, run_config, run_ok, write_config, POLYMER, SHEARED, SLIT,
+};
+use crate::common;
+
+/// A CPU config of `mpi_ranks.rs` with the fluid on GPU 0 (the bundled MD, if any, on the CPU).
+fn on_gpu(body: &str) -> String {
+    assert!(body.contains("device: Cpu"), "{body}");
+    body.replace("device: Cpu", "device: Cuda([0])")
+}
+
+/// 50 steps on 1, 2 and 3 GPU ranks (GPU slabs need 4 layers here: at most 3 slabs of the
+/// slit's 12): every observable row and the final fluid agree with the one-process GPU run to
+/// 1e-9 (only the order of sums in a cell differs), and the momentum of the fluid over all
+/// ranks is conserved as on one process (y to rounding under shear, z gains the body force's
+/// impulse).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_gpu_fluid_over_two_and_three_ranks_follows_one_process() {
+    let Some(bin) = mpi_mpcbox() else { return };
+    for (name, body) in [("sheared", SHEARED), ("slit", SLIT)] {
+        let dir = tempfile::tempdir().unwrap();
+        write_config(dir.path(), "c.ron", &on_gpu(body));
+        let (r1, ck1) = run_config(bin, 1, dir.path(), "c.ron", "r1");
+        for ranks in [2, 3] {
+            let out = format!("r{ranks}");
+            let (r, ck) = run_config(bin, ranks, dir.path(), "c.ron", &out);
+            let summary =
+                std::fs::read_to_string(dir.path().join(&out).join("summary.json")).unwrap();
+            assert!(
+                summary.contains("cuda:0") && summary.contains(&format!("of {ranks} MPI ranks")),
+                "{name}: {summary}"
+            );
+            if name == "sheared" {
+                let n = ck.fluid.len() as f64;
+                for row in &r {
+                    assert!(row[4].abs() < 1e-9, "{name}, {ranks} ranks: py {}", row[4]);
+                    let pz = n * 0.001 * row[1];
+                    assert!(
+                        (row[5] - pz).abs() < 1e-9 * n,
+                        "{name}, {ranks} ranks, step {}: pz {} vs {pz}",
+                        row[0],
+                        row[5]
+                    );
+                }
+            }
+            let what = format!("GPU, {name}: {ranks} ranks against one process");
+            assert_rows_close(&r1, &r, 1e-9, &what);
+            common::compare_states(&ck1.fluid, &ck.fluid, 1e-9, &what);
+        }
+    }
+}
+
+/// A GPU run of 3 ranks checkpointed at step 25 continues on 2 ranks and on one process as
+/// the uninterrupted one-process run does (to rounding).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_gpu_checkpoint_of_three_ranks_resumes_on_two_and_on_one() {
+    let Some(bin) = mpi_mpcbox() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), "c.ron", &on_gpu(SHEARED));
+    run_ok(
+        bin,
+        1,
+        dir.path(),
+        &["run", "c.ron", "-o", "whole", "--quiet"],
+    );
+    let whole = rows(&dir.path().join("whole/observables.csv"));
+    for ranks in [2, 1] {
+        let out = format!("from3to{ranks}");
+        run_ok(
+            bin,
+            3,
+            dir.path(),
+            &["run", "c.ron", "-o", &out, "--steps", "25", "--quiet"],
+        );
+        let ck = format!("{out}/checkpoint.mpcbox");
+        run_ok(bin, ranks, dir.path(), &["run", "--resume", &ck, "--quiet"]);
+        let r = rows(&dir.path().join(&out).join("observables.csv"));
+        assert_rows_close(&whole, &r, 1e-9, &format!("GPU: 3 ranks, then {ranks}"));
+    }
+}
+
+/// The sheared polymer solution with the fluid on GPU ranks (the bundled MD on every rank's
+/// CPU, each bead collided by the rank owning its cell) follows the one-process GPU run: the
+/// fluid's rows, the fluid and the beads' velocities to rounding.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_coupled_polymer_on_two_gpu_ranks_follows_one_process() {
+    let Some(bin) = mpi_mpcbox() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), "p.ron", &on_gpu(POLYMER));
+    let (r1, ck1) = run_config(bin, 1, dir.path(), "p.ron", "p1");
+    let (r2, ck2) = run_config(bin, 2, dir.path(), "p.ron", "p2");
+    let what = "GPU polymer: 2 ranks against one process";
+    assert_rows_close(&r1, &r2, 1e-8, what);
+    common::compare_states(&ck1.fluid, &ck2.fluid, 1e-8, what);
+    let (a, b) = (ck1.md.as_ref().unwrap(), ck2.md.as_ref().unwrap());
+    assert_eq!(
+        a.state.system.vel.len(),
+        b.state.system.vel.len(),
+        "{what}: beads"
+    );
+    for (x, y) in a.state.system.vel.iter().zip(&b.state.system.vel) {
+        for k in 0..3 {
+            assert!((x[k] - y[k]).abs() <= 1e-8, "{what}: bead {x:?} vs {y:?}");
+        }
+    }
+}
+
+/// Solutes handed over per rank with the fluid on GPU ranks (`examples/ranks_solutes.rs` with
+/// `Cuda([0])`): on 2 and 3 ranks every solute's velocity after 20 steps equals the
+/// one-process GPU run's to 1e-9, and fluid + solute momentum is conserved across the ranks.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn solutes_per_gpu_rank_are_routed_to_their_cells_and_back() {
+    let Some(bin) = mpi_mpcbox() else { return };
+    super::mpi_ranks::compare_routed_solutes(bin, "Cuda([0])", &[2, 3]);
+}
