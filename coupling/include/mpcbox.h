@@ -125,7 +125,7 @@ int mpcbox_begin_step(struct MpcboxSolvent *solvent,
 // `vel_out` must hold `3n` doubles, n as given to `mpcbox_begin_step`.
 int mpcbox_finish_step(struct MpcboxSolvent *solvent, uintptr_t n, double *vel_out);
 
-// Fluid observables now.
+// Fluid observables now. Over MPI ranks every rank calls it (the sums are over all ranks).
 //
 // # Safety
 // `solvent` and `out` must be valid.
@@ -155,7 +155,8 @@ uint64_t mpcbox_step_count(const struct MpcboxSolvent *solvent);
 // `solvent` must be valid or NULL.
 uint64_t mpcbox_fluid_particles(const struct MpcboxSolvent *solvent);
 
-// Write a checkpoint of the fluid (atomically: temporary file, then rename).
+// Write a checkpoint of the fluid (atomically: temporary file, then rename). Over MPI ranks
+// every rank calls it (the fluid is gathered) and rank 0 alone writes the file.
 //
 // # Safety
 // `solvent` must be valid and `path` NUL-terminated.

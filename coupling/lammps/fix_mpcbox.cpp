@@ -14,10 +14,13 @@
 
 #include "mpcbox.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 using namespace LAMMPS_NS;
 using namespace FixConst;
@@ -48,11 +51,22 @@ std::string default_checkpoint(const char *fix_id)
   return std::string("fluid.") + fix_id + ".*.mpcbox";
 }
 
+/* mpcbox adopts one communicator per process, once (mpcbox_use_mpi_comm refuses a second
+ * call): the first fix mpcbox of the process hands it LAMMPS's world, later ones (after unfix
+ * or clear) find it here. */
+struct Adoption {
+  bool tried = false;
+  int status = MPCBOX_STATUS_OK;
+  int comm = 0;    // the adopted communicator's Fortran handle
+  std::string why;
+};
+Adoption adoption;
+
 }    // namespace
 
 FixMpcbox::FixMpcbox(LAMMPS *lmp, int narg, char **arg) :
-    Fix(lmp, narg, arg), cell(1.0), solvent(nullptr), cells{0.0, 0.0, 0.0}, time_step(0.0),
-    shear_rate(0.0), kt(0.0), fluid_mass(0.0), observed{}, energy_removed(0.0)
+    Fix(lmp, narg, arg), cell(1.0), solvent(nullptr), per_rank(false), cells{0.0, 0.0, 0.0},
+    time_step(0.0), shear_rate(0.0), kt(0.0), fluid_mass(0.0), observed{}, energy_removed(0.0)
 {
   parse_args(narg, arg);
   open_solvent();
@@ -89,18 +103,30 @@ int FixMpcbox::setmask()
   error->all(FLERR, std::string("fix mpcbox (fix ") + id + "): " + message);
 }
 
-/* Errors found on rank 0 (where the fluid lives) stop every rank with rank 0's message. */
-void FixMpcbox::agree(bool ok_on_root, const std::string &message_on_root)
+/* Every rank calls this with its own verdict; if any rank failed, every rank stops with the
+ * message of the lowest failing one (in the gather path only rank 0, where the fluid lives,
+ * can fail). For failures after which every rank gets here, not stuck in mpcbox. */
+void FixMpcbox::agree(bool ok, const std::string &message)
 {
-  int ok = ok_on_root ? 1 : 0;
-  MPI_Bcast(&ok, 1, MPI_INT, 0, world);
-  if (ok) return;
-  int len = static_cast<int>(message_on_root.size());
-  MPI_Bcast(&len, 1, MPI_INT, 0, world);
-  std::string message(message_on_root);
-  message.resize(len);
-  MPI_Bcast(&message[0], len, MPI_CHAR, 0, world);
-  fail(message);
+  const int nprocs = comm->nprocs;
+  const int mine = ok ? nprocs : comm->me;
+  int first = nprocs;
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, world);
+  if (first == nprocs) return;
+  int len = static_cast<int>(message.size());
+  MPI_Bcast(&len, 1, MPI_INT, first, world);
+  std::string said(message);
+  said.resize(len);
+  if (len > 0) MPI_Bcast(&said[0], len, MPI_CHAR, first, world);
+  fail(said);
+}
+
+/* A failure inside a collective solvent call of the per-rank path: the other ranks may wait
+ * inside mpcbox for this one and never reach agree, so this rank stops the run alone
+ * (error->one ends in MPI_Abort: every rank stops, none hangs). */
+[[noreturn]] void FixMpcbox::fail_here(const std::string &message)
+{
+  error->one(FLERR, std::string("fix mpcbox (fix ") + id + "): " + message);
 }
 
 void FixMpcbox::parse_args(int narg, char **arg)
@@ -137,17 +163,96 @@ void FixMpcbox::parse_args(int narg, char **arg)
          "config's time_step; " + usage);
 }
 
-/* Rank 0 builds the fluid from the config; every rank learns its run constants. */
-void FixMpcbox::open_solvent()
+/* Whether the fluid runs over LAMMPS's ranks (per rank) or on rank 0 (gather): per rank when
+ * the coupling library has MPI, which is known only by asking it (mpcbox_use_mpi_comm fails
+ * in a library built without). Collective; the log says which. */
+bool FixMpcbox::use_ranks()
 {
-  double params[7] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+  const int handle = static_cast<int>(MPI_Comm_c2f(world));
+  if (!adoption.tried) {
+    adoption.tried = true;
+    adoption.comm = handle;
+    adoption.status = mpcbox_use_mpi_comm(handle);
+    if (adoption.status != MPCBOX_STATUS_OK) adoption.why = mpcbox_last_error();
+  }
+  const bool adopted = adoption.status == MPCBOX_STATUS_OK;
+  agree(!adopted || adoption.comm == handle,
+        "mpcbox already runs over the MPI communicator of another LAMMPS instance of this "
+        "process; fix: one LAMMPS instance with fix mpcbox per process");
+  const int mine = adopted ? 1 : 0;
+  int all = 0, any = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, world);
+  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, world);
+  if (all != any)
+    fail("the coupling library has MPI on some ranks and not on others; fix: load the same "
+         "libmpcbox_coupling.so on every rank");
+  if (comm->me == 0) {
+    if (adopted)
+      utils::logmesg(lmp, "fix mpcbox: per-rank exchange: the fluid runs over " +
+                              std::to_string(comm->nprocs) +
+                              (comm->nprocs == 1 ? " LAMMPS rank" : " LAMMPS ranks") +
+                              " in mpcbox's y slabs, each rank hands over its own atoms\n");
+    else
+      utils::logmesg(lmp, "fix mpcbox: gather exchange: the fluid runs on rank 0, the atoms "
+                          "are gathered there (mpcbox_use_mpi_comm: " +
+                              adoption.why + ")\n");
+  }
+  return adopted;
+}
+
+/* Gather path: rank 0 builds the fluid from the config file. */
+void FixMpcbox::open_on_root()
+{
   std::string why;
   if (comm->me == 0) {
     solvent = mpcbox_create_from_file(config_path.c_str());
+    if (!solvent) why = "config " + config_path + ": " + mpcbox_last_error();
+  }
+  agree(why.empty(), why);
+}
+
+/* Per-rank path: every rank builds its slabs of the fluid (collective) from the config text
+ * that rank 0 read: with the same text every rank fails alike or not at all, whereas a rank
+ * failing alone to read the file would leave the others waiting in mpcbox's config check. */
+void FixMpcbox::open_on_every_rank()
+{
+  std::string text, why;
+  if (comm->me == 0) {
+    std::ifstream in(config_path, std::ios::binary);
+    std::ostringstream read;
+    if (in) read << in.rdbuf();
+    if (!in || in.bad())
+      why = "config " + config_path + ": cannot read it (" + strerror(errno) +
+            "); fix: give the path of a readable RON config file";
+    text = read.str();
+  }
+  agree(why.empty(), why);
+  int len = static_cast<int>(text.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, world);
+  text.resize(len);
+  if (len > 0) MPI_Bcast(&text[0], len, MPI_CHAR, 0, world);
+  solvent = mpcbox_create_from_ron(text.c_str());
+  if (!solvent)
+    why = "config " + config_path + ": " + mpcbox_last_error();
+  else if (mpcbox_set_solutes_per_rank(solvent, 1) != 0)
+    why = std::string("handing over atoms per rank: ") + mpcbox_last_error();
+  agree(why.empty(), why);
+}
+
+/* The fluid is built (on every rank, or on rank 0 alone); every rank learns its run
+ * constants from rank 0. */
+void FixMpcbox::open_solvent()
+{
+  per_rank = use_ranks();
+  if (per_rank)
+    open_on_every_rank();
+  else
+    open_on_root();
+  double params[7] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+  std::string why;
+  if (comm->me == 0) {
     MpcboxParameters p;
-    if (!solvent)
-      why = "config " + config_path + ": " + mpcbox_last_error();
-    else if (mpcbox_parameters(solvent, &p) != 0)
+    if (mpcbox_parameters(solvent, &p) != 0)
       why = std::string("reading the solvent's parameters: ") + mpcbox_last_error();
     else {
       const double read[7] = {p.box_lengths[0], p.box_lengths[1], p.box_lengths[2],
@@ -262,12 +367,14 @@ std::string FixMpcbox::lees_edwards_mismatch(uint64_t fluid_steps) const
 void FixMpcbox::setup(int)
 {
   std::string why;
-  if (comm->me == 0) why = lees_edwards_mismatch(mpcbox_step_count(solvent));
+  // per rank every rank has the fluid's step count (the same everywhere)
+  if (per_rank || comm->me == 0) why = lees_edwards_mismatch(mpcbox_step_count(solvent));
   agree(why.empty(), why);
   refresh_observables();
 }
 
-/* The fluid's observables in LAMMPS units (rank 0 measures, every rank gets them). Never NaN:
+/* The fluid's observables in LAMMPS units (measured by every rank together in the per-rank
+ * path, else by rank 0; every rank gets rank 0's values). Never NaN:
  * kT and the stresses are measured only by a collision (the stresses only under shear, on the
  * fluid's sampled steps), so between measurements they keep the last value, which the restart
  * record carries across read_restart; before the first collision kT comes from the fluid's
@@ -275,10 +382,11 @@ void FixMpcbox::setup(int)
 void FixMpcbox::refresh_observables()
 {
   std::string why;
-  if (comm->me == 0) {
+  if (per_rank || comm->me == 0) {
     MpcboxObservables o;
     if (mpcbox_observables(solvent, &o) != 0) {
       why = std::string("reading the fluid's observables: ") + mpcbox_last_error();
+      if (per_rank) fail_here(why);    // a reduction over ranks: the others may wait in it
     } else {
       const double energy = cell * cell * force->mvv2e;    // m (a/τ)² in LAMMPS energy
       const double stress = force->mvv2e * force->nktv2p / cell;

@@ -4,8 +4,10 @@
  *
  * Every N steps the group's positions, velocities and masses go to mpcbox, which streams the
  * fluid over one collision time h = N·dt, collides the atoms with the fluid of their cells and
- * returns their velocities. The fluid lives on MPI rank 0 (on its GPU when it has one); the
- * atoms are gathered there and their velocities scattered back. See docs/lammps.md. */
+ * returns their velocities. With a coupling library built with MPI (`--features mpi`) the
+ * fluid runs over LAMMPS's ranks in mpcbox's own y slabs and each rank hands over the atoms it
+ * holds; otherwise it lives on rank 0 (on its GPU when it has one), the atoms are gathered there
+ * and their velocities scattered back. See docs/lammps.md. */
 
 #ifndef MPCBOX_FIX_MPCBOX_H
 #define MPCBOX_FIX_MPCBOX_H
@@ -40,7 +42,10 @@ class FixMpcbox : public Fix {
   std::string config_path;
   std::string checkpoint_pattern;    // '*' is replaced by the timestep
   double cell;                       // MPC cell size a in LAMMPS length units
-  MpcboxSolvent *solvent;            // on rank 0 only
+  MpcboxSolvent *solvent;            // on every rank (per_rank), else on rank 0 only
+  // Whether mpcbox runs over `world` and each rank steps it with its own atoms (the coupling
+  // library has MPI); false: the gather-to-rank-0 path. The same on every rank.
+  bool per_rank;
 
   // The solvent's run constants (broadcast to every rank).
   double cells[3];
@@ -56,13 +61,18 @@ class FixMpcbox : public Fix {
 
   // Exchange buffers. Per local group atom: tag, x[3], v[3], mass. Root: every rank's atoms
   // (gathered), the same sorted by tag in MPC units, and velocities back in gathered order.
+  // Per rank: pos, vel, mass hold this rank's group atoms in MPC units.
   std::vector<double> packed, gathered, pos, vel, mass, vel_back, vel_mine;
   std::vector<int> counts, displs, order;
 
   void parse_args(int narg, char **arg);
   void open_solvent();
   [[noreturn]] void fail(const std::string &message);
-  void agree(bool ok_on_root, const std::string &message_on_root);
+  [[noreturn]] void fail_here(const std::string &message);
+  void agree(bool ok, const std::string &message);
+  bool use_ranks();
+  void open_on_root();
+  void open_on_every_rank();
   void check_time_step();
   void check_box();
   void check_shear();
@@ -70,6 +80,7 @@ class FixMpcbox : public Fix {
   int gather_group();
   std::string step_on_root(int total, double &removed);
   void scatter_velocities(int mine);
+  double step_per_rank();
   void refresh_observables();
   double kt_from_moments(const double momentum[3], double kinetic, double particles) const;
 };

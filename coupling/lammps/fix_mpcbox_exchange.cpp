@@ -32,15 +32,62 @@ const char RESTART_MAGIC_V1[8] = {'M', 'P', 'C', 'B', 'O', 'X', 'R', '1'};
 
 void FixMpcbox::end_of_step()
 {
-  const int mine = gather_group();
-  std::string why;
-  double removed = 0.0;
-  if (comm->me == 0) why = step_on_root(static_cast<int>(gathered.size() / PACKED), removed);
-  agree(why.empty(), why);
-  MPI_Bcast(&removed, 1, MPI_DOUBLE, 0, world);
-  energy_removed += removed;
-  scatter_velocities(mine);
+  if (per_rank) {
+    energy_removed += step_per_rank();
+  } else {
+    const int mine = gather_group();
+    std::string why;
+    double removed = 0.0;
+    if (comm->me == 0) why = step_on_root(static_cast<int>(gathered.size() / PACKED), removed);
+    agree(why.empty(), why);
+    MPI_Bcast(&removed, 1, MPI_DOUBLE, 0, world);
+    energy_removed += removed;
+    scatter_velocities(mine);
+  }
   refresh_observables();
+}
+
+/* Per-rank path: one MPC step (every rank together) with this rank's group atoms in MPC units;
+ * mpcbox takes each to the rank that owns its cell and brings its new velocity back here.
+ * Returns the kinetic energy the exchange took from all the group's atoms (as step_on_root).
+ * The atoms go in LAMMPS's local order, not by ID: over ranks the order of the sums inside a
+ * cell changes anyway, so results match other decompositions to rounding, not bitwise. */
+double FixMpcbox::step_per_rank()
+{
+  // the step count and the box tilt are the same on every rank, and so is the verdict
+  const std::string mismatch = lees_edwards_mismatch(mpcbox_step_count(solvent) + 1);
+  agree(mismatch.empty(), mismatch);
+  double **x = atom->x, **v = atom->v;
+  const int *mask = atom->mask;
+  pos.clear();
+  vel.clear();
+  mass.clear();
+  for (int i = 0; i < atom->nlocal; i++) {
+    if (!(mask[i] & groupbit)) continue;
+    for (int k = 0; k < 3; k++) {
+      pos.push_back((x[i][k] - domain->boxlo[k]) / cell);
+      vel.push_back(v[i][k] / cell);
+    }
+    mass.push_back(atom->rmass_flag ? atom->rmass[i] : atom->mass[atom->type[i]]);
+  }
+  if (mpcbox_step(solvent, mass.size(), pos.data(), vel.data(), mass.data()) != 0)
+    fail_here(std::string("the MPC step failed: ") + mpcbox_last_error());
+  double twice = 0.0;    // Σ m (v_before² − v_after²), per atom so that the difference is exact
+  size_t j = 0;
+  for (int i = 0; i < atom->nlocal; i++) {
+    if (!(mask[i] & groupbit)) continue;
+    double dv2 = 0.0;
+    for (int k = 0; k < 3; k++) {
+      const double after = vel[3 * j + k] * cell;
+      dv2 += v[i][k] * v[i][k] - after * after;
+      v[i][k] = after;
+    }
+    twice += mass[j] * dv2;
+    j++;
+  }
+  double total = 0.0;
+  MPI_Allreduce(&twice, &total, 1, MPI_DOUBLE, MPI_SUM, world);
+  return 0.5 * force->mvv2e * total;
 }
 
 /* Pack this rank's group atoms and gather them on rank 0. Returns the local count. The
@@ -136,16 +183,24 @@ void FixMpcbox::scatter_velocities(int mine)
 }
 
 /* write_restart: the fluid goes to its own checkpoint file (large; written atomically by
- * mpcbox), the LAMMPS restart file records its name and the fluid's step count. */
+ * mpcbox), the LAMMPS restart file records its name and the fluid's step count. LAMMPS calls
+ * this on every rank (fp only on rank 0). */
 void FixMpcbox::write_restart(FILE *fp)
 {
-  if (comm->me != 0) return;
+  if (!per_rank && comm->me != 0) return;
   std::string path = checkpoint_pattern;
   const size_t star = path.find('*');
   if (star != std::string::npos) path.replace(star, 1, std::to_string(update->ntimestep));
-  if (mpcbox_checkpoint_save(solvent, path.c_str()) != 0)
-    error->one(FLERR, std::string("fix mpcbox (fix ") + id + "): writing the fluid checkpoint " +
-                          path + ": " + mpcbox_last_error());
+  const bool saved = mpcbox_checkpoint_save(solvent, path.c_str()) == 0;
+  const std::string why =
+      saved ? "" : "writing the fluid checkpoint " + path + ": " + mpcbox_last_error();
+  // per rank the save is collective (every rank's slabs gathered, rank 0 writes the file):
+  // a failed write on rank 0 comes after the collective part, so every rank can agree
+  if (per_rank)
+    agree(saved, why);
+  else if (!saved)
+    error->one(FLERR, std::string("fix mpcbox (fix ") + id + "): " + why);
+  if (comm->me != 0) return;
   const uint64_t steps = mpcbox_step_count(solvent);
   std::vector<char> record(sizeof(RESTART_MAGIC) + sizeof(steps) + sizeof(energy_removed) +
                            sizeof(observed));
@@ -188,7 +243,8 @@ void FixMpcbox::restart(char *buf)
   }
   const std::string path(at);
   std::string why;
-  if (comm->me == 0) {
+  // per rank every rank reads the checkpoint and keeps its own layers (nothing collective)
+  if (per_rank || comm->me == 0) {
     if (mpcbox_restore(solvent, path.c_str()) != 0)
       why = "restoring the fluid from " + path + " (named by the restart file): " +
             mpcbox_last_error() + "; fix: keep the fluid checkpoint beside the restart file";
@@ -197,7 +253,7 @@ void FixMpcbox::restart(char *buf)
             std::to_string(mpcbox_step_count(solvent)) + " but the restart file was written at " +
             std::to_string(steps) + "; fix: use the checkpoint written with this restart file "
             "(a `*` in the `checkpoint` keyword keeps one per timestep)";
-    else
+    else if (comm->me == 0)
       utils::logmesg(lmp, "fix mpcbox: fluid restored from " + path + " at MPC step " +
                               std::to_string(steps) + "\n");
   }

@@ -367,7 +367,7 @@ pub unsafe extern "C" fn mpcbox_finish_step(
     })
 }
 
-/// Fluid observables now.
+/// Fluid observables now. Over MPI ranks every rank calls it (the sums are over all ranks).
 ///
 /// # Safety
 /// `solvent` and `out` must be valid.
@@ -490,7 +490,8 @@ pub unsafe extern "C" fn mpcbox_fluid_particles(solvent: *const MpcboxSolvent) -
     unsafe { solvent.as_ref() }.map_or(0, |s| s.inner.n_fluid() as u64)
 }
 
-/// Write a checkpoint of the fluid (atomically: temporary file, then rename).
+/// Write a checkpoint of the fluid (atomically: temporary file, then rename). Over MPI ranks
+/// every rank calls it (the fluid is gathered) and rank 0 alone writes the file.
 ///
 /// # Safety
 /// `solvent` must be valid and `path` NUL-terminated.
@@ -503,7 +504,7 @@ pub unsafe extern "C" fn mpcbox_checkpoint_save(
         // SAFETY: the caller promises a live solvent and a NUL-terminated path (NULL refused).
         let (s, p) = unsafe { (solvent_mut(solvent)?, c_str(path, "path")?) };
         s.checkpoint()
-            .and_then(|ck| ck.save(Path::new(p)))
+            .and_then(|ck| ck.save_on_root(Path::new(p)))
             .map_err(mpc)
     })
 }
