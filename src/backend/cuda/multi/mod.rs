@@ -50,8 +50,6 @@ pub use slab::{min_slab_layers, slab_bounds};
 pub use step::MULTI_PHASE_NAMES;
 pub use transfer::{measure_transfer, Transfer, TransferRates};
 
-use cudarc::driver::DevicePtr;
-
 use super::{CellSumMethod, CudaBackend, CudaDevice};
 use crate::backend::{Backend, DeviceSolutes, FluidMoments, SlabPlace, SoluteBatch, StepReport};
 use crate::config::Config;
@@ -200,7 +198,7 @@ impl MultiCudaBackend {
             let be = CudaBackend::open_slab(dev, phys, method, staged, &layout, k, &part)?;
             slabs.push(be);
         }
-        let home_reachable = connect_slabs(&slabs)?;
+        let home_reachable = transfer::connect_slabs(&slabs)?;
         // links from this process's slabs to slabs of other ranks (their packets cross in
         // pinned messages; as many come in as go out)
         let remote_links = (first..first + slabs.len())
@@ -234,38 +232,6 @@ impl MultiCudaBackend {
             rank_seconds: [0.0; 4],
             rank_messages,
         })
-    }
-
-    /// Every buffer another GPU touches, as (device address, owning GPU, touching GPU): the
-    /// receive buffers (written by the neighbours' peer copies) and the home GPU's solute
-    /// buffers once made (read and written by every GPU's kernels). Each must be open to that
-    /// GPU ([`transfer::peer_can_access`]).
-    pub fn peer_touched_buffers(&self) -> Vec<(u64, usize, usize)> {
-        let mut out = Vec::new();
-        for (j, s) in self.slabs.iter().enumerate() {
-            let (stream, owner) = (&s.dev.stream, s.dev.ordinal);
-            for side in 0..2 {
-                // a neighbour on another rank sends through the host
-                let Some(n) = self.local(self.neighbour(self.first + j, side)) else {
-                    continue;
-                };
-                let sender = self.slabs[n].dev.ordinal;
-                if sender != owner {
-                    let ptr = s.slab().recv[side].device_ptr(stream).0;
-                    out.push((ptr, owner, sender));
-                }
-            }
-        }
-        if let Some(sb) = self.slabs[0].solutes.as_ref() {
-            let stream = &self.slabs[0].dev.stream;
-            let owner = self.slabs[0].dev.ordinal;
-            for s in &self.slabs[1..] {
-                for b in [&sb.pos, &sb.vel, &sb.mass] {
-                    out.push((b.device_ptr(stream).0, owner, s.dev.ordinal));
-                }
-            }
-        }
-        out
     }
 
     /// Slabs (GPUs, or slabs sharing GPUs) of this process.
@@ -332,17 +298,6 @@ impl MultiCudaBackend {
     fn slab_of(&self, j: usize) -> &Slab {
         self.slabs[j].slab()
     }
-}
-
-/// Peer access between the slabs' GPUs where the hardware allows, each GPU's memory pool
-/// opened to its peers; whether every GPU reaches the first (home) GPU.
-fn connect_slabs(slabs: &[CudaBackend]) -> Result<bool> {
-    let devices: Vec<&CudaDevice> = slabs.iter().map(|s| &s.dev).collect();
-    transfer::enable_peer_access(&devices)?;
-    let granted = transfer::grant_pool_access(&devices)?;
-    tracing::debug!("memory pools opened to peers: {granted:?}");
-    let home = devices[0];
-    Ok(devices[1..].iter().all(|d| transfer::reaches(d, home)))
 }
 
 impl Backend for MultiCudaBackend {

@@ -10,7 +10,7 @@ use std::time::Instant;
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DevicePtr};
 
 use crate::backend::cuda::device::drv;
-use crate::backend::cuda::CudaDevice;
+use crate::backend::cuda::{CudaBackend, CudaDevice};
 use crate::error::{MpcError, Result};
 
 /// Staged transfers move in chunks of this many u64 (2 MiB), pipelining the two PCIe legs.
@@ -448,4 +448,49 @@ fn via_host_rate(
         }
         db.stream.synchronize().map_err(drv("sync"))
     })
+}
+
+/// Peer access between the slabs' GPUs where the hardware allows, each GPU's memory pool
+/// opened to its peers; whether every GPU reaches the first (home) GPU.
+pub(super) fn connect_slabs(slabs: &[CudaBackend]) -> Result<bool> {
+    let devices: Vec<&CudaDevice> = slabs.iter().map(|s| &s.dev).collect();
+    enable_peer_access(&devices)?;
+    let granted = grant_pool_access(&devices)?;
+    tracing::debug!("memory pools opened to peers: {granted:?}");
+    let home = devices[0];
+    Ok(devices[1..].iter().all(|d| reaches(d, home)))
+}
+
+impl super::MultiCudaBackend {
+    /// Every buffer another GPU touches, as (device address, owning GPU, touching GPU): the
+    /// receive buffers (written by the neighbours' peer copies) and the home GPU's solute
+    /// buffers once made (read and written by every GPU's kernels). Each must be open to that
+    /// GPU ([`peer_can_access`]).
+    pub fn peer_touched_buffers(&self) -> Vec<(u64, usize, usize)> {
+        let mut out = Vec::new();
+        for (j, s) in self.slabs.iter().enumerate() {
+            let (stream, owner) = (&s.dev.stream, s.dev.ordinal);
+            for side in 0..2 {
+                // a neighbour on another rank sends through the host
+                let Some(n) = self.local(self.neighbour(self.first + j, side)) else {
+                    continue;
+                };
+                let sender = self.slabs[n].dev.ordinal;
+                if sender != owner {
+                    let ptr = s.slab().recv[side].device_ptr(stream).0;
+                    out.push((ptr, owner, sender));
+                }
+            }
+        }
+        if let Some(sb) = self.slabs[0].solutes.as_ref() {
+            let stream = &self.slabs[0].dev.stream;
+            let owner = self.slabs[0].dev.ordinal;
+            for s in &self.slabs[1..] {
+                for b in [&sb.pos, &sb.vel, &sb.mass] {
+                    out.push((b.device_ptr(stream).0, owner, s.dev.ordinal));
+                }
+            }
+        }
+        out
+    }
 }
