@@ -9,7 +9,8 @@
 //! them.
 
 use super::mpi_ranks::{
-    assert_rows_close, mpi_mpcbox, rows, run_config, run_ok, write_config, POLYMER, SHEARED, SLIT,
+    assert_checkpoint_resumes, assert_rows_close, mpi_mpcbox, run_config, write_config, POLYMER,
+    SHEARED, SLIT,
 };
 use crate::common;
 
@@ -67,28 +68,7 @@ fn the_gpu_fluid_over_two_and_three_ranks_follows_one_process() {
 #[ignore = "needs a CUDA GPU"]
 fn a_gpu_checkpoint_of_three_ranks_resumes_on_two_and_on_one() {
     let Some(bin) = mpi_mpcbox() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    write_config(dir.path(), "c.ron", &on_gpu(SHEARED));
-    run_ok(
-        bin,
-        1,
-        dir.path(),
-        &["run", "c.ron", "-o", "whole", "--quiet"],
-    );
-    let whole = rows(&dir.path().join("whole/observables.csv"));
-    for ranks in [2, 1] {
-        let out = format!("from3to{ranks}");
-        run_ok(
-            bin,
-            3,
-            dir.path(),
-            &["run", "c.ron", "-o", &out, "--steps", "25", "--quiet"],
-        );
-        let ck = format!("{out}/checkpoint.mpcbox");
-        run_ok(bin, ranks, dir.path(), &["run", "--resume", &ck, "--quiet"]);
-        let r = rows(&dir.path().join(&out).join("observables.csv"));
-        assert_rows_close(&whole, &r, 1e-9, &format!("GPU: 3 ranks, then {ranks}"));
-    }
+    assert_checkpoint_resumes(bin, &on_gpu(SHEARED), 3, "GPU");
 }
 
 /// The sheared polymer solution with the fluid on GPU ranks (the bundled MD on every rank's
