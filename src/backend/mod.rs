@@ -350,11 +350,11 @@ fn gpus_over_ranks(cfg: &crate::config::Config) -> Result<Option<Vec<usize>>> {
     use crate::error::{ConfigError, MpcError};
     let probed = cuda::probe();
     let host: Vec<usize> = match (&cfg.device, &probed) {
-        (DeviceChoice::Cuda(ids), Ok(count)) => ids
-            .iter()
-            .map(|&i| i as usize)
-            .filter(|&i| i < *count)
-            .collect(),
+        // every GPU named, or none: a rank never runs on fewer than the config says
+        (DeviceChoice::Cuda(ids), Ok(count)) if ids.iter().all(|&i| (i as usize) < *count) => {
+            ids.iter().map(|&i| i as usize).collect()
+        }
+        (DeviceChoice::Cuda(_), Ok(_)) => Vec::new(),
         (_, Ok(count)) => (0..*count).collect(),
         (_, Err(_)) => Vec::new(),
     };
@@ -374,8 +374,8 @@ fn gpus_over_ranks(cfg: &crate::config::Config) -> Result<Option<Vec<usize>>> {
         d => Err(MpcError::Config(ConfigError {
             field: "device".into(),
             problem: format!(
-                "{d:?} over {} MPI ranks, but ranks {without:?} have no usable CUDA GPU of \
-                 those (this rank: {})",
+                "{d:?} over {} MPI ranks, but ranks {without:?} have no usable CUDA GPU, or \
+                 not every one named (this rank: {})",
                 all.len(),
                 match &probed {
                     Ok(n) => format!("{n} GPUs"),

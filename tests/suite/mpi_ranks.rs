@@ -427,3 +427,73 @@ fn bad_rank_counts_and_mismatched_configs_stop_with_a_clear_error() {
         assert!(err.contains(says) && err.contains("fix"), "{name}: {err}");
     }
 }
+
+/// A rank that dies (SIGKILL in the middle of a run) ends the whole run promptly with a failing
+/// status (mpirun stops the other ranks; none waits forever in a collective), and the
+/// checkpoint left in the output directory is whole: it loads.
+#[test]
+fn a_rank_that_dies_ends_the_run_without_a_hang_or_a_torn_checkpoint() {
+    let Some(bin) = mpi_mpcbox() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let long = SHEARED.replace("steps: 50", "steps: 100000000");
+    write_config(dir.path(), "c.ron", &long);
+    let out = format!("dies{}", std::process::id());
+    let mut run = Command::new("mpirun")
+        .current_dir(dir.path())
+        .args(["--oversubscribe", "--allow-run-as-root", "-np", "2"])
+        .arg(bin)
+        .args(["run", "c.ron", "-o", &out, "--quiet"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("mpirun starts");
+    let checkpoint = dir.path().join(&out).join("checkpoint.mpcbox");
+    let started = std::time::Instant::now();
+    let waited = |what: &str, run: &mut std::process::Child| {
+        if started.elapsed().as_secs() > 120 {
+            let _ = run.kill();
+            panic!("{what} within 120 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    while !checkpoint.exists() {
+        assert!(
+            run.try_wait().unwrap().is_none(),
+            "the run ended before its first checkpoint"
+        );
+        waited("no checkpoint", &mut run);
+    }
+    // the ranks: processes running this output's command line, other than mpirun itself
+    let pattern = format!("-o {out} --quiet");
+    let listed = Command::new("pgrep")
+        .args(["-f", "--", &pattern])
+        .output()
+        .unwrap();
+    let ranks: Vec<u32> = String::from_utf8_lossy(&listed.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .filter(|&p| p != run.id())
+        .collect();
+    assert_eq!(ranks.len(), 2, "two ranks running: {ranks:?}");
+    let killed = Command::new("kill")
+        .args(["-9", &ranks[1].to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let killed_at = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = run.try_wait().unwrap() {
+            break s;
+        }
+        waited("the run did not end after a rank died", &mut run);
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "a run with a dead rank must fail: {err}");
+    assert!(
+        killed_at.elapsed().as_secs() < 60,
+        "the run took > 60 s to end: {err}"
+    );
+    let ck = Checkpoint::load(&checkpoint).unwrap_or_else(|e| panic!("torn checkpoint: {e}"));
+    assert!(ck.step > 0, "checkpoint at step {}", ck.step);
+}
