@@ -9,8 +9,8 @@
 //! them.
 
 use super::mpi_ranks::{
-    assert_checkpoint_resumes, assert_rows_close, mpi_mpcbox, run_config, write_config, POLYMER,
-    SHEARED, SLIT,
+    assert_checkpoint_resumes, assert_rows_close, assert_sheared_momentum, mpi_mpcbox, run_config,
+    write_config, POLYMER, SHEARED, SLIT,
 };
 use crate::common;
 
@@ -43,17 +43,7 @@ fn the_gpu_fluid_over_two_and_three_ranks_follows_one_process() {
                 "{name}: {summary}"
             );
             if name == "sheared" {
-                let n = ck.fluid.len() as f64;
-                for row in &r {
-                    assert!(row[4].abs() < 1e-9, "{name}, {ranks} ranks: py {}", row[4]);
-                    let pz = n * 0.001 * row[1];
-                    assert!(
-                        (row[5] - pz).abs() < 1e-9 * n,
-                        "{name}, {ranks} ranks, step {}: pz {} vs {pz}",
-                        row[0],
-                        row[5]
-                    );
-                }
+                assert_sheared_momentum(&r, ck.fluid.len(), &format!("{name}, {ranks} ranks"));
             }
             let what = format!("GPU, {name}: {ranks} ranks against one process");
             assert_rows_close(&r1, &r, 1e-9, &what);

@@ -180,22 +180,7 @@ fn the_fluid_is_the_same_on_one_to_four_ranks() {
                 );
             }
             if name == "sheared" {
-                let n = ck.fluid.len() as f64;
-                for row in &r {
-                    assert!(
-                        row[4].abs() < 1e-9,
-                        "{name}, {ranks} ranks: py = {}",
-                        row[4]
-                    );
-                    // z: the body force's impulse, n m g per unit time
-                    let pz = n * 0.001 * row[1];
-                    assert!(
-                        (row[5] - pz).abs() < 1e-9 * n,
-                        "{name}, {ranks} ranks, step {}: pz {} vs {pz}",
-                        row[0],
-                        row[5]
-                    );
-                }
+                assert_sheared_momentum(&r, ck.fluid.len(), &format!("{name}, {ranks} ranks"));
             }
             match &reference {
                 None => reference = Some((r, ck)),
@@ -216,6 +201,22 @@ fn the_fluid_is_the_same_on_one_to_four_ranks() {
 fn a_checkpoint_of_four_ranks_resumes_on_two_and_on_one() {
     let Some(bin) = mpi_mpcbox() else { return };
     assert_checkpoint_resumes(bin, SHEARED, 4, "CPU");
+}
+
+/// The momentum rows of a `SHEARED` run of `n` particles: p_y stays 0 to rounding and p_z
+/// gains exactly the body force's impulse, n m g per unit time.
+pub(super) fn assert_sheared_momentum(rows: &[Vec<f64>], n: usize, what: &str) {
+    let n = n as f64;
+    for row in rows {
+        assert!(row[4].abs() < 1e-9, "{what}: py = {}", row[4]);
+        let pz = n * 0.001 * row[1];
+        assert!(
+            (row[5] - pz).abs() < 1e-9 * n,
+            "{what}, step {}: pz {} vs {pz}",
+            row[0],
+            row[5]
+        );
+    }
 }
 
 /// A run of `config` cut at step 25 by a checkpoint written by `from` ranks, resumed on 2 and
