@@ -340,6 +340,17 @@ mod imp {
                 fix: "call mpcbox_use_mpi_comm once, before the first solvent".into(),
             }));
         }
+        // MPI_Initialized/MPI_Finalized may be called at any time; anything else before
+        // MPI_Init or after MPI_Finalize is undefined (OpenMPI aborts the process).
+        if !mpi::environment::is_initialized() || mpi::environment::is_finalized() {
+            return Err(MpcError::Config(crate::error::ConfigError {
+                field: "(MPI communicator)".into(),
+                problem: "MPI is not initialised (or already finalised)".into(),
+                fix: "call MPI_Init first (mpi4py: `from mpi4py import MPI`) and finalise \
+                      after the last solvent"
+                    .into(),
+            }));
+        }
         // SAFETY: the caller promises a valid handle of an initialised MPI; the converted
         // communicator is only duplicated, never freed here (`forget`): it stays the caller's.
         let dup = unsafe {

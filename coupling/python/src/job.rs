@@ -166,6 +166,7 @@ fn open(
         let solvent = py
             .detach(|| Solvent::from_checkpoint(ck, device))
             .map_err(py_err)?;
+        crate::ranks::solvent_built();
         return Ok((solvent, md));
     }
     let config = config.ok_or_else(|| {
@@ -180,7 +181,9 @@ fn open(
     if let Some(d) = device {
         cfg.device = d;
     }
-    Ok((py.detach(|| Solvent::new(cfg)).map_err(py_err)?, None))
+    let solvent = py.detach(|| Solvent::new(cfg)).map_err(py_err)?;
+    crate::ranks::solvent_built();
+    Ok((solvent, None))
 }
 
 /// `mpcbox.run(config=None, steps=None, output=None, device=None, resume=None)`: the

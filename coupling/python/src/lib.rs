@@ -8,6 +8,9 @@
 //! s.step(pos, vel, mass)        # pos, vel: float64 (n, 3); mass: float64 (n,); vel updated in place
 //! summary = mpcbox.run("examples/quickstart.ron", steps=500, output="out/q")
 //! ```
+//!
+//! Over MPI ranks (built with `--features mpi`; `ranks.rs`): `mpcbox.use_mpi_comm(MPI.COMM_WORLD)`
+//! before the first solvent, then `s.set_solutes_per_rank(True)` and each rank's own solutes.
 
 use std::path::PathBuf;
 
@@ -24,6 +27,7 @@ use ::mpcbox::{Checkpoint, Config, MpcError};
 mod config;
 mod cuda_arrays;
 mod job;
+mod ranks;
 
 pub(crate) fn py_err(e: MpcError) -> PyErr {
     match e {
@@ -107,6 +111,7 @@ struct Solvent {
 
 impl Solvent {
     fn new(inner: ::mpcbox::Solvent) -> Solvent {
+        ranks::solvent_built();
         Solvent {
             inner: std::sync::Mutex::new(inner),
         }
@@ -245,6 +250,16 @@ impl Solvent {
         py.detach(|| inner.step_with_solutes(p, v, m))
             .map(|_| ())
             .map_err(py_err)
+    }
+
+    /// Over MPI ranks (`mpcbox.use_mpi_comm`): True when each rank passes its own solutes to
+    /// `step` (routed to the rank that owns their cells, the new velocities back to the rank
+    /// that passed them); False (the default) when every rank passes the same ones. Every
+    /// rank must then call `step` every step, with its solutes or with none (n = 0). No
+    /// effect on one process.
+    fn set_solutes_per_rank(&mut self, on: &Bound<'_, PyAny>) -> PyResult<()> {
+        let on = ranks::flag(on)?;
+        self.get()?.set_solutes_per_rank(on).map_err(py_err)
     }
 
     /// `steps` MPC steps of the fluid alone.
@@ -423,10 +438,16 @@ fn mpcbox_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
          collision=...)` holds the fluid (CPU or GPU); `Solvent.step(pos, vel, mass)` collides \
          your solutes with it (numpy float64 arrays, or CuPy/PyTorch CUDA arrays on the \
          fluid's GPU); `run(config, steps=..., output=...)` is the `mpcbox run` job; bad \
-         config values raise `ConfigError` naming the field. Tutorial: docs/python.md.",
+         config values raise `ConfigError` naming the field. Under `mpirun` (module built \
+         with the `mpi` feature), `use_mpi_comm(MPI.COMM_WORLD)` before the first Solvent \
+         runs one box over the ranks, each stepping it with its own solutes after \
+         `Solvent.set_solutes_per_rank(True)`. Tutorial: docs/python.md.",
     )?;
     m.add_class::<Solvent>()?;
     m.add_function(wrap_pyfunction!(job::run, m)?)?;
+    m.add_function(wrap_pyfunction!(ranks::use_mpi_comm, m)?)?;
+    m.add_function(wrap_pyfunction!(ranks::rank, m)?)?;
+    m.add_function(wrap_pyfunction!(ranks::size, m)?)?;
     m.add("ConfigError", m.py().get_type::<config::ConfigError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -101,6 +101,33 @@ def main():
         except exc as e:
             assert all(w in str(e) for w in words), (words, str(e))
     assert s.step_count == before
+
+    # one process: rank 0 of 1; per-rank solutes change nothing; a communicator is refused
+    # with the reason (this build lacks MPI, or a Solvent already exists in a build with it)
+    assert (mpcbox.rank(), mpcbox.size()) == (0, 1)
+    a, b = mpcbox.Solvent.from_ron(RON), mpcbox.Solvent.from_ron(RON)
+    a.set_solutes_per_rank(True)
+    va, vb = vel.copy(), vel.copy()
+    a.step(pos, va, mass)
+    b.step(pos, vb, mass)
+    assert np.array_equal(va, vb)
+    for call, exc, words in [
+        (lambda: a.set_solutes_per_rank(1), TypeError, ["`on` must be True or False"]),
+        (lambda: mpcbox.use_mpi_comm("world"), TypeError, ["`comm` must be an mpi4py", "fix:"]),
+        (lambda: mpcbox.use_mpi_comm(-2**40), ValueError, ["`comm` handle", "MPI_Fint"]),
+    ]:
+        try:
+            call()
+            raise AssertionError(f"accepted: {words[0]}")
+        except exc as e:
+            assert all(w in str(e) for w in words), (words, str(e))
+    try:
+        mpcbox.use_mpi_comm(0)
+        raise AssertionError("a communicator was accepted")
+    except mpcbox.ConfigError as e:
+        assert ("built without MPI" in str(e) and "MATURIN_PEP517_ARGS" in str(e)) \
+            or "a Solvent was built" in str(e), e
+        assert e.fix, e
     assert mpcbox.__doc__ and "Solvent" in mpcbox.__doc__ and mpcbox.Solvent.__doc__
     print("python module ok")
 
