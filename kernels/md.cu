@@ -24,11 +24,13 @@
 // flags[2]: the largest neighbour count seen when building (overflow if > max_neigh)
 // flags[3]: a FENE bond is broken; flags[4], flags[5]: its tags
 // flags[8]: (decomposed engine) a bond reaches further in y than the slab halo; flags[9], [10]: tags
+// flags[11]: (decomposed engine) the length of the slab's work list filled by md_build_list
 #define MD_FLAG_REBUILD 0
 #define MD_FLAG_CELL_MAX 1
 #define MD_FLAG_NEIGH_MAX 2
 #define MD_FLAG_BROKEN 3
 #define MD_FLAG_HALO 8
+#define MD_FLAG_WORK 11
 
 // Ownership in the engine decomposed over the fluid's y slabs (md/gpu/slabs.rs): a slab integrates
 // the particles with y in [lo, hi) (whole cell layers; lo = -inf, hi = inf when not decomposed).
@@ -44,13 +46,55 @@ __device__ __forceinline__ bool md_owns(double y, double ly, double lo, double h
 }
 
 // Whether y lies in the periodic band [lo, hi) of a box ly tall (everywhere when hi - lo >= ly).
+// NaN lies in every band, as it is owned everywhere: every slab then works on it and its bonds
+// or energy report the instability as on one slab.
 __device__ __forceinline__ bool md_in_band(double y, double ly, double lo, double hi) {
     if (!(hi - lo < ly)) {
         return true;
     }
     double t = y - lo;
     t -= ly * floor(t / ly);
-    return t < hi - lo;
+    return !(t >= hi - lo);
+}
+
+// The particle of this thread: work[t] over a slab's work list (the particles within skin/2 of
+// its layers at the last list build, the only ones it can own before the next), else t; false
+// past the m items.
+__device__ __forceinline__ bool md_item(unsigned int m, const unsigned int *work, unsigned int *i) {
+    unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= m) {
+        return false;
+    }
+    *i = work ? work[t] : t;
+    return true;
+}
+
+// atomicMax(addr, v) with one atomic per group of lanes calling together: the same address from
+// every thread would serialise in L2 (a list build raised it from every particle).
+__device__ __forceinline__ void md_warp_max(unsigned int *addr, unsigned int v) {
+#if __CUDA_ARCH__ >= 800
+    unsigned int active = __activemask();
+    unsigned int top = __reduce_max_sync(active, v);
+    if ((int)(threadIdx.x & 31) == __ffs(active) - 1) {
+        atomicMax(addr, top);
+    }
+#else
+    atomicMax(addr, v);
+#endif
+}
+
+// One slot of counter *c for each calling lane, consecutive within the lanes calling together,
+// with one atomic per group (as mpc_warp_reserve of migrate.cuh, for a single counter).
+__device__ __forceinline__ unsigned int md_warp_slot(unsigned int *c) {
+    unsigned int active = __activemask();
+    unsigned int lane = threadIdx.x & 31;
+    int leader = __ffs(active) - 1;
+    unsigned int base = 0;
+    if ((int)lane == leader) {
+        base = atomicAdd(c, (unsigned int)__popc(active));
+    }
+    base = __shfl_sync(active, base, leader);
+    return base + __popc(active & ((1u << lane) - 1u));
 }
 
 struct MdPairLj {
@@ -69,9 +113,9 @@ extern "C" __global__ void md_first_half(unsigned int n, double *pos, double *ve
                                          double c1, double c2, double kt, unsigned int lk0, unsigned int lk1,
                                          mpc_u64 step, double lx, double ly, double lz, double quarter_skin2,
                                          double skin, MdShear le, double own_lo, double own_hi,
-                                         double *y_prev) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) {
+                                         double *y_prev, unsigned int m, const unsigned int *work) {
+    unsigned int i;
+    if (!md_item(m, work, &i)) {
         return;
     }
     // the decomposed engine: who owned i at the step's start decides who sends it on
@@ -128,9 +172,10 @@ extern "C" __global__ void md_first_half(unsigned int n, double *pos, double *ve
 
 // integrate::kick(dt/2) after the forces.
 extern "C" __global__ void md_second_half(unsigned int n, double *vel, const double *force, const double *inv_mass,
-                                          double dt, const double *pos, double ly, double own_lo, double own_hi) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n || !md_owns(pos[3 * i + 1], ly, own_lo, own_hi)) {
+                                          double dt, const double *pos, double ly, double own_lo, double own_hi,
+                                          unsigned int m, const unsigned int *work) {
+    unsigned int i;
+    if (!md_item(m, work, &i) || !md_owns(pos[3 * i + 1], ly, own_lo, own_hi)) {
         return;
     }
     double a = 0.5 * dt * inv_mass[i];
@@ -152,25 +197,36 @@ __device__ __forceinline__ unsigned int md_cell_coord(double p, double cell_len,
     return (unsigned int)c;
 }
 
-// Bin particles into cells of fixed capacity; counts must be zero on entry.
+// The row of global cell layer yy among the `rows` stored from layer row0 (a slab stores only
+// the layers of its band; the whole box: row0 = 0, rows = dy); rows or more: not stored.
+__device__ __forceinline__ unsigned int md_cell_row(unsigned int yy, unsigned int dy, unsigned int row0) {
+    return (yy + dy - row0) % dy;
+}
+
+// Bin particles into cells of fixed capacity; counts must be zero on entry. Cells are stored
+// for the `rows` layers from row0 (decomposed: those of the slab's band).
 extern "C" __global__ void md_cell_bin(unsigned int n, const double *pos, unsigned int *count, unsigned int *members,
                                        unsigned int cap, unsigned int dx, unsigned int dy, unsigned int dz, double cx,
                                        double cy, double cz, unsigned int *flags, double ly, double band_lo,
-                                       double band_hi) {
+                                       double band_hi, unsigned int row0, unsigned int rows) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     // decomposed: only the slab's band (the candidates' neighbours all lie in it)
     if (i >= n || !md_in_band(pos[3 * i + 1], ly, band_lo, band_hi)) {
         return;
     }
     unsigned int a = md_cell_coord(pos[3 * i], cx, dx);
-    unsigned int b = md_cell_coord(pos[3 * i + 1], cy, dy);
+    unsigned int r = md_cell_row(md_cell_coord(pos[3 * i + 1], cy, dy), dy, row0);
     unsigned int c = md_cell_coord(pos[3 * i + 2], cz, dz);
-    unsigned int cell = (c * dy + b) * dx + a;
+    if (r >= rows) {
+        // the host stores the band's layers with a layer to spare each side: never reached
+        return;
+    }
+    unsigned int cell = (c * rows + r) * dx + a;
     unsigned int slot = atomicAdd(&count[cell], 1u);
     if (slot < cap) {
         members[cell * cap + slot] = i;
     }
-    atomicMax(&flags[MD_FLAG_CELL_MAX], slot + 1);
+    md_warp_max(&flags[MD_FLAG_CELL_MAX], slot + 1);
 }
 
 // Sort each cell's members by index (insertion sort), so the lists do not depend on the order of
@@ -252,14 +308,17 @@ __device__ __forceinline__ void md_list_sheared_row(unsigned int row, double shi
 // i's cell (cells at least r_list / reach wide, at least 2 reach + 1 per dimension), or every
 // particle when `all_pairs` (boxes narrower than 3 list radii). Under shear (`sheared`), rows
 // reached across the y boundary are scanned along all of x (the image sits at x -/+ delta), as
-// the CPU's Stencil::scan. Records the build positions.
+// the CPU's Stencil::scan. Records the build positions. Decomposed: lists only for the candidates
+// (within skin/2 of the slab's layers), whose indices are appended to `work` (null otherwise);
+// cells are stored for `rows` layers from row0 (md_cell_bin).
 extern "C" __global__ void md_build_list(unsigned int n, const double *pos, const unsigned int *count,
                                          const unsigned int *members, unsigned int cap, unsigned int dx,
                                          unsigned int dy, unsigned int dz, double cx, double cy, double cz,
                                          double lx, double ly, double lz, double rl2, int all_pairs, int reach,
                                          unsigned int *list, unsigned int *nneigh, unsigned int max_neigh,
                                          double *built_at, unsigned int *flags, double off, int sheared,
-                                         double cand_lo, double cand_hi) {
+                                         double cand_lo, double cand_hi, unsigned int row0, unsigned int rows,
+                                         unsigned int *work) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) {
         return;
@@ -268,7 +327,11 @@ extern "C" __global__ void md_build_list(unsigned int n, const double *pos, cons
     double l[3] = {lx, ly, lz};
     double hl[3] = {lx / 2.0, ly / 2.0, lz / 2.0};
     unsigned int cnt = 0;
-    if (!md_in_band(pi[1], ly, cand_lo, cand_hi)) {
+    bool candidate = md_in_band(pi[1], ly, cand_lo, cand_hi);
+    if (candidate && work) {
+        work[md_warp_slot(&flags[MD_FLAG_WORK])] = i;
+    }
+    if (!candidate) {
         // decomposed: i cannot become this slab's before the next build (it is more than skin/2
         // away in y): no list
     } else if (all_pairs) {
@@ -283,7 +346,11 @@ extern "C" __global__ void md_build_list(unsigned int n, const double *pos, cons
             int zz = (c + oz + 2 * (int)dz) % (int)dz;
             for (int oy = -reach; oy <= reach; ++oy) {
                 int yy = (b + oy + 2 * (int)dy) % (int)dy;
-                unsigned int row = ((unsigned int)zz * dy + (unsigned int)yy) * dx;
+                unsigned int r = md_cell_row((unsigned int)yy, dy, row0);
+                if (r >= rows) {
+                    continue; // a layer outside the band holds no neighbour of a candidate
+                }
+                unsigned int row = ((unsigned int)zz * rows + r) * dx;
                 if (sheared && (b + oy < 0 || b + oy >= (int)dy)) {
                     // across the y boundary j's image sits at x_j + off (row above) or x_j - off:
                     // only the cells within r_list of x_i -/+ off (one more each side for the
@@ -307,7 +374,7 @@ extern "C" __global__ void md_build_list(unsigned int n, const double *pos, cons
         }
     }
     nneigh[i] = cnt < max_neigh ? cnt : max_neigh;
-    atomicMax(&flags[MD_FLAG_NEIGH_MAX], cnt);
+    md_warp_max(&flags[MD_FLAG_NEIGH_MAX], cnt);
     for (int k = 0; k < 3; ++k) {
         built_at[3 * i + k] = pi[k];
     }
@@ -456,11 +523,11 @@ struct MdBonds {
     double reach; // decomposed: the slab halo in y (a longer bond may see a stale partner); inf
 };
 
-// The bond pass over i's partners (BondStyle::eval): forces added to f, energy, virial and virial
-// tensor to *eb, *wb, wt. A FENE bond at or beyond R0 raises MD_FLAG_BROKEN with its tags and is
-// skipped.
-__device__ __forceinline__ void md_bond_pass(const MdSite &s, const MdBonds &bd, unsigned int *flags, double f[3],
-                                             double *eb, double *wb, double wt[6]) {
+// The bond pass over i's partners (BondStyle::eval): forces added to f, and with `energy` the
+// energy, virial and virial tensor to *eb, *wb, wt. A FENE bond at or beyond R0 raises
+// MD_FLAG_BROKEN with its tags and is skipped.
+__device__ __forceinline__ void md_bond_pass(const MdSite &s, const MdBonds &bd, unsigned int *flags, int energy,
+                                             double f[3], double *eb, double *wb, double wt[6]) {
     for (unsigned int b = bd.off[s.i]; b < bd.off[s.i + 1]; ++b) {
         unsigned int j = bd.j[b];
         unsigned int kind = bd.kind[b];
@@ -490,15 +557,18 @@ __device__ __forceinline__ void md_bond_pass(const MdSite &s, const MdBonds &bd,
                 continue;
             }
             fr = -kk / (1.0 - x);
-            // det_ln (IEEE-exact operations, within 2 ulp of ln): libdevice's log uses FMA
-            u = -0.5 * kk * r0 * r0 * mpc_det_ln(1.0 - x);
+            // det_ln (IEEE-exact operations, within 2 ulp of ln): libdevice's log uses FMA. Only
+            // for energies: it costs more than the rest of the bond
+            u = energy ? -0.5 * kk * r0 * r0 * mpc_det_ln(1.0 - x) : 0.0;
         }
         f[0] += fr * d[0];
         f[1] += fr * d[1];
         f[2] += fr * d[2];
-        *eb += u;
-        *wb += fr * r2;
-        md_add_outer(wt, fr, d);
+        if (energy) {
+            *eb += u;
+            *wb += fr * r2;
+            md_add_outer(wt, fr, d);
+        }
     }
 }
 
@@ -515,13 +585,13 @@ __device__ __forceinline__ void md_bond_pass(const MdSite &s, const MdBonds &bd,
         const unsigned int *bond_off, const unsigned int *bond_j, const unsigned int *bond_kind,             \
         const int *bond_style, const double *bond_k, const double *bond_r0, double *force, int energy,       \
         double *e_pair, double *w_pair, double *e_bond, double *w_bond, double *w_tensor, unsigned int *flags, \
-        double own_lo, double own_hi, double bond_reach
+        double own_lo, double own_hi, double bond_reach, unsigned int m, const unsigned int *work
 
 // FAST: one-type LJ without DPD thermostat or bonds (the benchmark case), as LjKernel<SINGLE>.
 template <bool FAST>
 __device__ __forceinline__ void md_forces_body(MD_FORCES_PARAMS) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) {
+    unsigned int i;
+    if (!md_item(m, work, &i)) {
         return;
     }
     if (!md_owns(pos[3 * i + 1], ly, own_lo, own_hi)) {
@@ -558,7 +628,7 @@ __device__ __forceinline__ void md_forces_body(MD_FORCES_PARAMS) {
             md_dpd_pass(s, thermostat, dpd_a, ntypes, dk0, dk1, step, energy, f, &ep, &wp, wt);
         }
         MdBonds bonds = {bond_off, bond_j, bond_kind, bond_style, bond_k, bond_r0, bond_reach};
-        md_bond_pass(s, bonds, flags, f, &eb, &wb, wt);
+        md_bond_pass(s, bonds, flags, energy, f, &eb, &wb, wt);
     }
     for (int k = 0; k < 3; ++k) {
         force[3 * i + k] = f[k];
@@ -578,7 +648,7 @@ __device__ __forceinline__ void md_forces_body(MD_FORCES_PARAMS) {
     n, pos, vel, typ, tag, list, nneigh, lx, ly, lz, le_off, le_vel, style, ntypes, lj, dpd_a, dpd_gamma,      \
         dpd_rc, dpd_s, dpd_noise, th_on, th_gamma, th_rc, th_s, th_noise, dk0, dk1, step, bond_off, bond_j,  \
         bond_kind, bond_style, bond_k, bond_r0, force, energy, e_pair, w_pair, e_bond, w_bond, w_tensor,     \
-        flags, own_lo, own_hi, bond_reach
+        flags, own_lo, own_hi, bond_reach, m, work
 
 extern "C" __global__ void md_forces(MD_FORCES_PARAMS) {
     md_forces_body<false>(MD_FORCES_ARGS);

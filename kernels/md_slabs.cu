@@ -24,14 +24,17 @@ __device__ __forceinline__ bool md_bits_differ(double a, double b) {
 
 // Records of the particles `mode` selects for the band [band_lo, band_hi) into `out` (capacity
 // `cap` records); `count` (zero on entry) ends as the number selected, possibly above cap (the
-// host then grows the buffer and packs again). `count` is a word of the sender's flags.
+// host then grows the buffer and packs again). `count` is a word of the sender's flags. Over the
+// slab's work list (`work`, m items) for the modes that send only particles the slab owns (all
+// candidates of its last list build), over all n otherwise (work null, m = n).
 extern "C" __global__ void md_slab_pack(unsigned int n, int mode, const double *pos, const double *vel,
                                         const int *image, const double *built_at, const double *force,
                                         const double *y_prev, const double *vel_before, double ly, double own_lo,
                                         double own_hi, double band_lo, double band_hi, unsigned int cap,
-                                        double *out, unsigned int *count) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) {
+                                        double *out, unsigned int *count, unsigned int m,
+                                        const unsigned int *work) {
+    unsigned int i;
+    if (!md_item(m, work, &i)) {
         return;
     }
     double y = pos[3 * i + 1];
@@ -57,7 +60,7 @@ extern "C" __global__ void md_slab_pack(unsigned int n, int mode, const double *
     if (!send) {
         return;
     }
-    unsigned int slot = atomicAdd(count, 1u);
+    unsigned int slot = md_warp_slot(count);
     if (slot >= cap) {
         return;
     }

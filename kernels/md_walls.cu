@@ -14,9 +14,10 @@
 extern "C" __global__ void md_wall_forces(unsigned int n, const double *pos, double *force, MpcWalls w,
                                           double epsilon, double sigma, double cutoff, int energy,
                                           double *e_wall, const unsigned int *tag, unsigned int *flags,
-                                          double ly, double own_lo, double own_hi) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) {
+                                          double ly, double own_lo, double own_hi, unsigned int m,
+                                          const unsigned int *work) {
+    unsigned int i;
+    if (!md_item(m, work, &i)) {
         return;
     }
     if (!md_owns(pos[3 * i + 1], ly, own_lo, own_hi)) {

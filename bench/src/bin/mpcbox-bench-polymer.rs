@@ -47,7 +47,7 @@ struct Args {
     slabs: u32,
     /// After the tables: the MD steps of the coupled loop timed phase by phase (each phase
     /// waited for, so the sum exceeds the MD part above), where the engine times them (the
-    /// engine decomposed over slabs).
+    /// GPU engine, on one GPU or decomposed over slabs).
     #[arg(long)]
     profile_md: bool,
 }

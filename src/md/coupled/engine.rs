@@ -179,6 +179,16 @@ impl MdEngine for GpuEngine {
         self.md.describe()
     }
 
+    fn set_profiling(&mut self, on: bool) {
+        self.md.set_profiling(on)
+    }
+
+    fn phase_seconds(&self) -> Vec<(&'static str, f64)> {
+        self.md.phase_seconds().map_or(Vec::new(), |p| {
+            crate::md::gpu::MD_PHASE_NAMES.into_iter().zip(p).collect()
+        })
+    }
+
     fn path_description(&self) -> String {
         if self.device_resident {
             format!("device-resident (GPU {})", self.md.ordinal())
@@ -297,10 +307,7 @@ impl MdEngine for SlabMd {
 
     fn phase_seconds(&self) -> Vec<(&'static str, f64)> {
         SlabMd::phase_seconds(self).map_or(Vec::new(), |p| {
-            crate::md::gpu::SLAB_PHASE_NAMES
-                .into_iter()
-                .zip(p)
-                .collect()
+            crate::md::gpu::MD_PHASE_NAMES.into_iter().zip(p).collect()
         })
     }
 

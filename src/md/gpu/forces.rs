@@ -7,7 +7,7 @@
 use cudarc::driver::{LaunchArgs, PushKernelArg};
 
 use super::params::{Params, STYLE_LJ};
-use super::{drv, grid, GpuMd};
+use super::{drv, grid, items, push_items, GpuMd};
 use crate::error::Result;
 use crate::md::pair::dpd::noise_amplitude;
 use crate::md::random::dpd_key;
@@ -107,15 +107,20 @@ impl GpuMd {
             .arg(&self.role.own[0])
             .arg(&self.role.own[1])
             .arg(&self.role.bond_reach);
+        // a slab's steps without energies: its work list; with energies every particle, so
+        // that the terms of those it does not own are zero
+        push_items(&mut b, self.work.as_ref(), !energy, &sc.n);
+        let m = items(self.work.as_ref(), !energy, self.n);
         // SAFETY: the arguments are MD_FORCES_PARAMS of kernels/md.cu in order and type (both
-        // md_forces and md_forces_lj1 take them). Per-particle buffers hold n (or 3n) elements;
+        // md_forces and md_forces_lj1 take them; m, work: m indices < n, or null for all n).
+        // Per-particle buffers hold n (or 3n) elements;
         // `list` holds max_neigh · n indices < n and `nneigh[i]` ≤ max_neigh (md_build_list caps
         // it); the LJ table and `dpd_a` hold ntypes² entries (a single dummy when unused, and
         // then not read) and every type is < ntypes (checked by Md::new); the bond CSR has n + 1
         // offsets and its kinds index the style arrays (bond types checked by Md::new, + 1 for
-        // the dummy); `w_tensor` holds 6n f64. The kernel returns for i ≥ n and writes only
-        // particle i's outputs.
-        unsafe { b.launch(grid(self.n)) }.map_err(drv("md_forces"))?;
+        // the dummy); `w_tensor` holds 6n f64. The kernel returns for threads ≥ m and writes
+        // only its particle's outputs.
+        unsafe { b.launch(grid(m)) }.map_err(drv("md_forces"))?;
         self.launch_wall_forces(energy)?;
         if energy {
             self.report = self.energy_report_on_device()?;
@@ -146,11 +151,14 @@ impl GpuMd {
             .arg(&self.sys.box_len[1])
             .arg(&self.role.own[0])
             .arg(&self.role.own[1]);
+        push_items(&mut b, self.work.as_ref(), !energy, &n);
+        let m = items(self.work.as_ref(), !energy, self.n);
         // SAFETY: md_wall_forces(n, pos, force, MpcWalls, epsilon, sigma, cutoff, energy,
-        // e_wall, tag, flags, ly, own_lo, own_hi) in order and type (WallParams mirrors MpcWalls); `pos` and
-        // `force` hold 3n f64, `e_wall` and `tag` n, `flags` NFLAGS words; the kernel returns
-        // for i ≥ n and writes only particle i's entries (and the flag words).
-        unsafe { b.launch(grid(self.n)) }.map_err(drv("md_wall_forces"))?;
+        // e_wall, tag, flags, ly, own_lo, own_hi, m, work) in order and type (WallParams
+        // mirrors MpcWalls; work: m indices < n, or null for all n); `pos` and `force` hold 3n
+        // f64, `e_wall` and `tag` n, `flags` NFLAGS words; the kernel returns for threads ≥ m
+        // and writes only its particle's entries (and the flag words).
+        unsafe { b.launch(grid(m)) }.map_err(drv("md_wall_forces"))?;
         Ok(())
     }
 

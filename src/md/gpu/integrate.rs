@@ -2,9 +2,11 @@
 //! or drift + O + drift for BAOAB Langevin, wrap, and the skin/2 displacement check), the list
 //! rebuild when some particle moved too far (under shear: relative to the imposed flow), the forces, `md_second_half` (kick).
 
+use std::time::Instant;
+
 use cudarc::driver::{DeviceRepr, PushKernelArg};
 
-use super::{drv, grid, GpuMd, FLAG_REBUILD};
+use super::{drv, grid, items, push_items, GpuMd, FLAG_REBUILD};
 use crate::error::Result;
 use crate::md::forcefield::MdThermostat;
 use crate::md::integrate::ou_coefficients;
@@ -142,13 +144,15 @@ impl GpuMd {
             Some(y) => b.arg(y),
             None => b.arg(&no_y_prev),
         };
+        push_items(&mut b, self.work.as_ref(), true, &h.n);
+        let m = items(self.work.as_ref(), true, self.n);
         // SAFETY: md_first_half's parameters in order and type (n, pos, vel, force, inv_mass,
         // image, tag, built_at, flags, dt, langevin, c1, c2, kt, lk0, lk1, step, lx, ly, lz,
         // quarter_skin2, skin, MdShear by value, own_lo, own_hi, y_prev: n f64 or null, which
-        // the kernel tests); the vector buffers hold 3n elements, `inv_mass` and `tag` n,
-        // `flags` NFLAGS words; the kernel returns for i ≥ n and touches only particle i's
-        // entries.
-        unsafe { b.launch(grid(self.n)) }.map_err(drv("md_first_half"))?;
+        // the kernel tests, m, work: m indices < n or null for all n); the vector buffers hold
+        // 3n elements, `inv_mass` and `tag` n, `flags` NFLAGS words; the kernel returns for
+        // threads ≥ m and touches only its particle's entries.
+        unsafe { b.launch(grid(m)) }.map_err(drv("md_first_half"))?;
         Ok(())
     }
 
@@ -168,24 +172,55 @@ impl GpuMd {
             .arg(&ly)
             .arg(&own[0])
             .arg(&own[1]);
+        push_items(&mut b, self.work.as_ref(), true, &n);
+        let m = items(self.work.as_ref(), true, self.n);
         // SAFETY: md_second_half's parameters in order and type (n, vel, force, inv_mass, dt,
-        // pos, ly, own_lo, own_hi); `vel`, `force` and `pos` hold 3n f64 and `inv_mass` n; the
-        // kernel returns for i ≥ n.
-        unsafe { b.launch(grid(self.n)) }.map_err(drv("md_second_half"))?;
+        // pos, ly, own_lo, own_hi, m, work: m indices < n or null for all n); `vel`, `force` and
+        // `pos` hold 3n f64 and `inv_mass` n; the kernel returns for threads ≥ m.
+        unsafe { b.launch(grid(m)) }.map_err(drv("md_second_half"))?;
         Ok(())
     }
 
     fn step_inner(&mut self, energy: bool) -> Result<()> {
+        let mut t = Instant::now();
         self.launch_first_half()?;
         self.host_current = false;
         self.step += 1;
+        self.mark(0, &mut t)?;
         let f = self.read_flags()?;
         self.check_flags(&f)?;
+        self.mark(1, &mut t)?;
         if f[FLAG_REBUILD] != 0 {
             self.build_list()?;
+            self.mark(2, &mut t)?;
         }
         self.launch_forces(energy)?;
-        self.launch_second_half()
+        self.mark(3, &mut t)?;
+        self.launch_second_half()?;
+        self.mark(4, &mut t)
+    }
+
+    /// Time each phase of the step from now on (`on`), or stop; the times start from zero.
+    pub fn set_profiling(&mut self, on: bool) {
+        self.phase_seconds = on.then_some([0.0; 5]);
+    }
+
+    /// The seconds per phase ([`MD_PHASE_NAMES`](super::MD_PHASE_NAMES)) since profiling was
+    /// switched on.
+    pub fn phase_seconds(&self) -> Option<[f64; 5]> {
+        self.phase_seconds
+    }
+
+    /// Profiling: wait for the GPU and add the time since `t` to `phase`.
+    fn mark(&mut self, phase: usize, t: &mut Instant) -> Result<()> {
+        if self.phase_seconds.is_some() {
+            self.synchronize()?;
+            if let Some(p) = self.phase_seconds.as_mut() {
+                p[phase] += t.elapsed().as_secs_f64();
+            }
+            *t = Instant::now();
+        }
+        Ok(())
     }
 
     /// One MD step: velocity Verlet, or BAOAB with the Langevin thermostat.

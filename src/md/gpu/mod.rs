@@ -30,11 +30,25 @@ mod setup;
 mod slabs;
 mod state;
 
-pub use slabs::{SlabMd, PHASE_NAMES as SLAB_PHASE_NAMES};
+pub use slabs::SlabMd;
+
+/// The phases of an MD step as [`GpuMd::set_profiling`] and [`SlabMd::set_profiling`] time
+/// them; on one GPU the second is the wait for the step's flags, decomposed it is the exchange
+/// between slabs (which includes that wait).
+pub const MD_PHASE_NAMES: [&str; 5] = [
+    "first half",
+    "exchange + flags",
+    "list builds",
+    "forces",
+    "second half",
+];
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig};
+use cudarc::driver::{
+    CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchArgs, LaunchConfig, PinnedHostSlice,
+    PushKernelArg,
+};
 
 use super::engine::{ForceReport, MdSettings};
 use super::forcefield::{ForceField, MdThermostat};
@@ -91,6 +105,8 @@ const FLAG_BROKEN: usize = 3;
 const FLAG_WALL: usize = 6;
 /// Decomposed engine: a bond reaches further in y than the slab halo; its tags follow.
 const FLAG_HALO: usize = 8;
+/// Decomposed engine: the length of the work list the last list build filled.
+const FLAG_WORK: usize = 11;
 /// Decomposed engine: from this word on, the record counts of a slab's outgoing exchanges
 /// (read with the other flags, one wait per step).
 const FLAG_COUNTS: usize = 12;
@@ -113,6 +129,11 @@ pub(super) struct SlabRole {
 }
 
 impl SlabRole {
+    /// Whether this is one slab of a decomposed engine (not the whole box).
+    fn is_slab(&self) -> bool {
+        self.own[1] - self.own[0] < f64::INFINITY
+    }
+
     const WHOLE: SlabRole = SlabRole {
         own: [f64::NEG_INFINITY, f64::INFINITY],
         candidates: [f64::NEG_INFINITY, f64::INFINITY],
@@ -123,6 +144,40 @@ impl SlabRole {
 
 fn drv(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> MpcError + '_ {
     move |e| MpcError::Device(format!("CUDA {what} failed (MD engine): {e:?}"))
+}
+
+/// A slab's work list: the particles within skin/2 of its layers at the last list build
+/// (`md_build_list` appends them), the only ones it can own before the next build. The kernels
+/// of every MD step run over it instead of over all n particles (most of which other slabs own).
+struct WorkList {
+    idx: CudaSlice<u32>,
+    /// Entries the last build wrote (read with the build's flags).
+    len: u32,
+}
+
+/// A null device pointer for an absent optional kernel argument.
+static NULL_DEVICE_PTR: u64 = 0;
+
+/// `m, work` of a per-particle kernel: the work list when there is one and `use_work`, else all
+/// `n` particles (work null).
+fn push_items<'a>(
+    b: &mut LaunchArgs<'a>,
+    work: Option<&'a WorkList>,
+    use_work: bool,
+    all: &'a u32,
+) {
+    match work.filter(|_| use_work) {
+        Some(w) => b.arg(&w.len).arg(&w.idx),
+        None => b.arg(all).arg(&NULL_DEVICE_PTR),
+    };
+}
+
+/// The launch size of a per-particle kernel (as [`push_items`] chose).
+fn items(work: Option<&WorkList>, use_work: bool, n: usize) -> usize {
+    match work.filter(|_| use_work) {
+        Some(w) => w.len as usize,
+        None => n,
+    }
 }
 
 /// One thread per item.
@@ -153,6 +208,8 @@ pub struct GpuMd {
     inv_mass_host: Vec<f64>,
     /// The `MD_FLAG_*` words.
     flags: CudaSlice<u32>,
+    /// Their host copy (pinned: read every MD step).
+    flags_host: PinnedHostSlice<u32>,
     lists: DeviceLists,
     energy: EnergyTerms,
     p: Params,
@@ -165,6 +222,11 @@ pub struct GpuMd {
     role: SlabRole,
     /// Decomposed: each particle's y at the start of the step (who sends it on).
     y_prev: Option<CudaSlice<f64>>,
+    /// Decomposed: the particles this slab's steps run over.
+    work: Option<WorkList>,
+    /// Benchmarks: seconds per phase of [`GpuMd::step`] ([`MD_PHASE_NAMES`]), each waited
+    /// for; None when not profiling.
+    phase_seconds: Option<[f64; 5]>,
 }
 
 impl GpuMd {
@@ -292,8 +354,29 @@ impl GpuMd {
         Ok(out)
     }
 
-    fn read_flags(&self) -> Result<Vec<u32>> {
-        self.stream.clone_dtoh(&self.flags).map_err(drv("download"))
+    /// The flag words, copied into pinned memory and waited for.
+    fn read_flags(&mut self) -> Result<Vec<u32>> {
+        self.queue_flags()?;
+        self.queued_flags()
+    }
+
+    /// Queue the copy of the flag words behind this stream's work (no wait), so that several
+    /// slabs' copies overlap before [`GpuMd::queued_flags`] waits for each.
+    fn queue_flags(&mut self) -> Result<()> {
+        self.stream
+            .memcpy_dtoh(&self.flags, &mut self.flags_host)
+            .map_err(drv("download"))
+    }
+
+    /// The flag words of the last [`GpuMd::queue_flags`] (waits for this stream: with
+    /// cudarc's event tracking off, the pinned slice records no event of its own).
+    fn queued_flags(&self) -> Result<Vec<u32>> {
+        self.synchronize()?;
+        Ok(self
+            .flags_host
+            .as_slice()
+            .map_err(drv("download"))?
+            .to_vec())
     }
 
     /// An error when a kernel has flagged a broken FENE bond.

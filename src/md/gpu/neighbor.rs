@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, LaunchArgs, PushKernelArg};
 
-use super::{drv, grid, GpuMd, FLAG_CELL_MAX, FLAG_NEIGH_MAX, NFLAGS};
+use super::{drv, grid, GpuMd, FLAG_CELL_MAX, FLAG_NEIGH_MAX, FLAG_WORK, NFLAGS, NULL_DEVICE_PTR};
 use crate::error::Result;
 use crate::md::neighbor::CellList;
 use crate::md::system::System;
@@ -29,6 +29,9 @@ pub(super) struct DeviceLists {
     max_neigh: usize,
     /// Cells per dimension of the list build, or None for all pairs.
     dims: Option<[usize; 3]>,
+    /// The cell layers stored: `rows[1]` of them from layer `rows[0]` (a slab stores those of
+    /// its band; the whole box: 0 and dims[1]).
+    rows: [u32; 2],
     /// Stencil reach in cells (1: 3³ cells, 2: 5³ cells).
     reach: i32,
     /// List builds so far.
@@ -37,33 +40,55 @@ pub(super) struct DeviceLists {
     pub built_offset: f64,
 }
 
-/// The cells (r_list/2 wide with a 5³ stencil when they fit, else r_list wide with 3³) and
-/// reach for list radius `r_list`; no cells (all pairs) without a cutoff or in small boxes.
-fn cell_layout(box_len: [f64; 3], cutoff: f64, r_list: f64) -> (Option<[usize; 3]>, i32) {
-    if cutoff > 0.0 {
-        match CellList::dims_for_list(box_len, r_list) {
-            Some(d) => (Some(d), 2),
-            None => (CellList::dims_for(box_len, r_list), 1),
-        }
-    } else {
-        (None, 1)
+/// Particles per list-radius cube below which cells r_list wide with a 3³ stencil beat cells
+/// r_list/2 wide with 5³: a particle's list build reads every stencil cell's count (125 against
+/// 27) and tests its members (15.6 against 27 list cubes of them). Dilute solutes (0.3 per cube
+/// in the polymer benchmark) build about 4 × faster with the coarse cells.
+const DILUTE_PER_LIST_CUBE: f64 = 4.0;
+
+/// The cells and reach for list radius `r_list` at `density` particles per volume: r_list/2
+/// wide with a 5³ stencil when they fit and the particles are dense, else r_list wide with
+/// 3³; no cells (all pairs) without a cutoff or in small boxes. (The CPU engine keeps the fine
+/// cells; lists hold the same pairs either way, only their order differs, which the GPU's
+/// agreement with the CPU to rounding allows.)
+fn cell_layout(
+    box_len: [f64; 3],
+    cutoff: f64,
+    r_list: f64,
+    density: f64,
+) -> (Option<[usize; 3]>, i32) {
+    if cutoff <= 0.0 {
+        return (None, 1);
+    }
+    let coarse = CellList::dims_for(box_len, r_list);
+    let dilute = density * r_list.powi(3) < DILUTE_PER_LIST_CUBE;
+    match CellList::dims_for_list(box_len, r_list) {
+        Some(d) if !(dilute && coarse.is_some()) => (Some(d), 2),
+        _ => (coarse, 1),
     }
 }
 
 impl DeviceLists {
     /// Buffers with first guesses of the cell capacity (twice the mean occupancy) and the
-    /// list width (1.5 times the mean neighbour count); both grow when too small.
+    /// list width (1.5 times the mean neighbour count); both grow when too small. Cells are
+    /// stored for the layers that hold the y band `band` (periodic; everything when None).
     pub(super) fn alloc(
         s: &Arc<CudaStream>,
         sys: &System,
         cutoff: f64,
         skin: f64,
+        band: Option<[f64; 2]>,
     ) -> Result<DeviceLists> {
         let n = sys.len();
         let r_list = cutoff + skin;
-        let (dims, reach) = cell_layout(sys.box_len, cutoff, r_list);
-        let ncells = dims.map(|d| d[0] * d[1] * d[2]).unwrap_or(1);
-        let rho = n as f64 / sys.volume();
+        let density = n as f64 / sys.volume();
+        let (dims, reach) = cell_layout(sys.box_len, cutoff, r_list, density);
+        let rows = match dims {
+            Some(d) => band_rows(band, d[1], sys.box_len[1]),
+            None => [0, 1],
+        };
+        let ncells = dims.map(|d| d[0] * rows[1] as usize * d[2]).unwrap_or(1);
+        let rho = density;
         let cell_cap = match dims {
             Some(d) => {
                 let v =
@@ -87,11 +112,30 @@ impl DeviceLists {
             nneigh: zeros(n.max(1))?,
             max_neigh,
             dims,
+            rows,
             reach,
             builds: 0,
             built_offset: 0.0,
         })
     }
+}
+
+/// The cell layers `[first, count]` of `dy` (a box `ly` tall) that hold the periodic y band
+/// `band`, with a layer to spare each side for the rounding of y / cell length; all layers when
+/// None or when the band covers nearly the whole box.
+fn band_rows(band: Option<[f64; 2]>, dy: usize, ly: f64) -> [u32; 2] {
+    let all = [0, dy as u32];
+    let Some([lo, hi]) = band else {
+        return all;
+    };
+    let cy = ly / dy as f64;
+    let first = (lo / cy).floor() as i64 - 1;
+    let last = (hi / cy).floor() as i64 + 1;
+    let count = last - first + 1;
+    if count >= dy as i64 {
+        return all;
+    }
+    [first.rem_euclid(dy as i64) as u32, count as u32]
 }
 
 impl GpuMd {
@@ -122,6 +166,8 @@ pub(super) struct ListGeometry {
     rl2: f64,
     /// 1: every particle is a candidate (no cells).
     all_pairs: i32,
+    /// The stored layers ([`DeviceLists::rows`]).
+    rows: [u32; 2],
     ncells: usize,
 }
 
@@ -137,6 +183,7 @@ impl ListGeometry {
             None => ([1, 1, 1], 1i32),
         };
         let l = box_len;
+        let rows = if all_pairs == 1 { [0, 1] } else { lists.rows };
         ListGeometry {
             n: n as u32,
             cap: lists.cell_cap as u32,
@@ -145,7 +192,8 @@ impl ListGeometry {
             box_len,
             rl2: r_list * r_list,
             all_pairs,
-            ncells: d[0] * d[1] * d[2],
+            rows,
+            ncells: d[0] * rows[1] as usize * d[2],
         }
     }
 
@@ -217,13 +265,18 @@ impl GpuMd {
             .arg(&mut l.cell_count)
             .arg(&mut l.cell_members);
         g.push_cells(&mut b);
-        b.arg(&mut self.flags).arg(&ly).arg(&band[0]).arg(&band[1]);
+        b.arg(&mut self.flags)
+            .arg(&ly)
+            .arg(&band[0])
+            .arg(&band[1])
+            .arg(&g.rows[0])
+            .arg(&g.rows[1]);
         // SAFETY: the arguments are md_cell_bin's parameters in order and type (kernels/md.cu:
-        // n, pos, count, members, cap, dx, dy, dz, cx, cy, cz, flags, ly, band_lo, band_hi);
-        // `pos` holds 3n f64, `cell_count` ncells u32 (zeroed above) and `cell_members`
-        // ncells · cap u32; the kernel returns for i ≥ n, clamps cell coordinates into the grid
-        // and stores members only below cap; `flags` holds NFLAGS words. All buffers are this
-        // stream's.
+        // n, pos, count, members, cap, dx, dy, dz, cx, cy, cz, flags, ly, band_lo, band_hi,
+        // row0, rows); `pos` holds 3n f64, `cell_count` ncells = dx · rows · dz u32 (zeroed
+        // above) and `cell_members` ncells · cap u32; the kernel returns for i ≥ n, clamps cell
+        // coordinates into the grid, skips layers not stored and stores members only below
+        // cap; `flags` holds NFLAGS words. All buffers are this stream's.
         unsafe { b.launch(grid(self.n)) }.map_err(drv("md_cell_bin"))?;
         Ok(())
     }
@@ -288,12 +341,20 @@ impl GpuMd {
             .arg(&off)
             .arg(&sheared)
             .arg(&self.role.candidates[0])
-            .arg(&self.role.candidates[1]);
+            .arg(&self.role.candidates[1])
+            .arg(&g.rows[0])
+            .arg(&g.rows[1]);
+        match self.work.as_mut() {
+            Some(w) => b.arg(&mut w.idx),
+            None => b.arg(&NULL_DEVICE_PTR),
+        };
         // SAFETY: md_build_list's parameters in order and type (n, pos, count, members, cap,
         // dx, dy, dz, cx, cy, cz, lx, ly, lz, rl2, all_pairs, reach, list, nneigh, max_neigh,
-        // built_at, flags, off, sheared, cand_lo, cand_hi); `list` holds max_neigh · n u32 and the kernel writes entry k of
-        // particle i only for k < max_neigh; `nneigh` holds n u32, `pos` and `built_at` 3n
-        // f64; cells are read only below min(count, cap) of cells inside the grid.
+        // built_at, flags, off, sheared, cand_lo, cand_hi, row0, rows, work); `list` holds
+        // max_neigh · n u32 and the kernel writes entry k of particle i only for k <
+        // max_neigh; `nneigh` holds n u32, `pos` and `built_at` 3n f64; cells are read only
+        // below min(count, cap) of stored cells inside the grid; `work` (or null) holds n u32
+        // and each particle appends itself at most once.
         unsafe { b.launch(grid(self.n)) }.map_err(drv("md_build_list"))?;
         Ok(())
     }
@@ -302,6 +363,9 @@ impl GpuMd {
     /// (build again).
     pub(super) fn fill_fits(&mut self) -> Result<bool> {
         let f = self.read_flags()?;
+        if let Some(w) = self.work.as_mut() {
+            w.len = f[FLAG_WORK];
+        }
         let l = &mut self.lists;
         if f[FLAG_NEIGH_MAX] as usize > l.max_neigh {
             l.max_neigh = f[FLAG_NEIGH_MAX] as usize + 16;

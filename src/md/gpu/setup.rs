@@ -139,23 +139,42 @@ impl GpuMd {
         settings: MdSettings,
         ordinal: usize,
     ) -> Result<GpuMd> {
-        // The CPU engine's validation (and initial FENE check).
+        GpuMd::validate(&sys, &ff, thermostat, &settings)?;
+        GpuMd::open_validated(
+            sys,
+            ff,
+            thermostat,
+            settings,
+            ordinal,
+            super::SlabRole::WHOLE,
+        )
+    }
+
+    /// The CPU engine's validation (and initial FENE check), on copies.
+    pub(super) fn validate(
+        sys: &System,
+        ff: &ForceField,
+        thermostat: MdThermostat,
+        settings: &MdSettings,
+    ) -> Result<()> {
         drop(Md::new(
             sys.clone(),
             ff.clone(),
             thermostat,
             settings.clone(),
         )?);
-        GpuMd::open_validated(sys, ff, thermostat, settings, ordinal)
+        Ok(())
     }
 
-    /// [`GpuMd::new`] for inputs already validated (another slab of a decomposed engine).
+    /// [`GpuMd::new`] for inputs already validated, integrating the part `role` of the box (a
+    /// slab of a decomposed engine, with its work list and start-of-step y, or the whole).
     pub(super) fn open_validated(
         mut sys: System,
         ff: ForceField,
         thermostat: MdThermostat,
         settings: MdSettings,
         ordinal: usize,
+        role: super::SlabRole,
     ) -> Result<GpuMd> {
         if let Some(shear) = settings.shear {
             sys.lees_edwards = shear.lees_edwards_at(0, settings.dt, sys.box_len);
@@ -168,9 +187,30 @@ impl GpuMd {
         let parts = DeviceParticles::upload(&stream, &sys, &inv_mass_host)?;
         let energy = EnergyTerms::alloc(&stream, n)?;
         let flags = stream.alloc_zeros::<u32>(NFLAGS).map_err(drv("alloc"))?;
+        // SAFETY: uninitialised pinned host memory, read only after a device-to-host copy into
+        // it that the host waited for (GpuMd::queued_flags synchronises the stream). Cached, not
+        // write-combined: the host reads it.
+        let flags_host = unsafe { dev.context().alloc_pinned_with_flags::<u32>(NFLAGS, 0) }
+            .map_err(drv("pinned"))?;
         let p = Params::upload(&stream, &sys, &ff, thermostat)?;
         let cutoff = ff.cutoff_with(thermostat);
-        let lists = DeviceLists::alloc(&stream, &sys, cutoff, settings.skin)?;
+        let slab = role.is_slab();
+        let lists = DeviceLists::alloc(
+            &stream,
+            &sys,
+            cutoff,
+            settings.skin,
+            slab.then_some(role.band),
+        )?;
+        let (y_prev, work) = if slab {
+            let idx = stream.alloc_zeros::<u32>(n.max(1)).map_err(drv("alloc"))?;
+            (
+                Some(zeros_f64(&stream, n)?),
+                Some(super::WorkList { idx, len: 0 }),
+            )
+        } else {
+            (None, None)
+        };
         let mut md = GpuMd {
             dev,
             stream,
@@ -186,14 +226,17 @@ impl GpuMd {
             parts,
             inv_mass_host,
             flags,
+            flags_host,
             lists,
             energy,
             p,
             report: ForceReport::default(),
             walls: None,
             reduce: Default::default(),
-            role: super::SlabRole::WHOLE,
-            y_prev: None,
+            role,
+            y_prev,
+            work,
+            phase_seconds: None,
         };
         md.compute_forces()?;
         Ok(md)

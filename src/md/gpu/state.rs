@@ -76,6 +76,10 @@ impl GpuMd {
         self.step = st.step;
         self.report = st.report();
         self.host_current = true;
+        if st.built_at.is_empty() && self.work.is_some() {
+            // no build to repeat: a slab's work list must still hold the beads near its layers
+            self.build_list()?;
+        }
         Ok(())
     }
 }

@@ -9,7 +9,7 @@
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
 
-use super::super::{drv, grid, GpuMd, FLAG_COUNTS, FLAG_REBUILD, MAX_LINKS};
+use super::super::{drv, grid, items, push_items, GpuMd, FLAG_COUNTS, FLAG_REBUILD, MAX_LINKS};
 use super::SlabMd;
 use crate::error::MpcError;
 use crate::error::Result;
@@ -48,6 +48,14 @@ pub(super) struct Link {
     slot: usize,
     /// The count, copied beside the records.
     recv_count: CudaSlice<u32>,
+}
+
+/// Zero a slab's outgoing record counts (one memset for all its links).
+fn zero_counts(g: &mut GpuMd) -> Result<()> {
+    let words = FLAG_COUNTS..FLAG_COUNTS + MAX_LINKS;
+    g.stream
+        .memset_zeros(&mut g.flags.slice_mut(words))
+        .map_err(drv("memset"))
 }
 
 /// Whether the layers `own` meet the periodic band `band` of a box `ly` tall.
@@ -125,12 +133,21 @@ impl Link {
         self.send_cap[self.turn].min(self.recv_cap)
     }
 
-    /// `md_slab_pack` on the sender into this turn's buffer (its count word zeroed first).
-    fn pack(&mut self, g: &mut GpuMd, vel_before: &CudaSlice<f64>, what: SlabSend) -> Result<()> {
+    /// `md_slab_pack` on the sender into this turn's buffer; its count word must be zero
+    /// ([`zero_counts`], or zeroed here with `zero_count`).
+    fn pack(
+        &mut self,
+        g: &mut GpuMd,
+        vel_before: &CudaSlice<f64>,
+        what: SlabSend,
+        zero_count: bool,
+    ) -> Result<()> {
         let s = g.stream.clone();
         let word = FLAG_COUNTS + self.slot;
-        s.memset_zeros(&mut g.flags.slice_mut(word..word + 1))
-            .map_err(drv("memset"))?;
+        if zero_count {
+            s.memset_zeros(&mut g.flags.slice_mut(word..word + 1))
+                .map_err(drv("memset"))?;
+        }
         let (n, mode) = (g.n as u32, what as i32);
         let cap = self.send_cap[self.turn] as u32;
         let ly = g.sys.box_len[1];
@@ -156,13 +173,17 @@ impl Link {
             .arg(&cap)
             .arg(&mut self.send[self.turn])
             .arg(&mut count);
+        // beads the slab owns are all in its work list; a collision may change any bead
+        let listed = what != SlabSend::Collided;
+        push_items(&mut b, g.work.as_ref(), listed, &n);
+        let m = items(g.work.as_ref(), listed, g.n);
         // SAFETY: md_slab_pack(n, mode, pos, vel, image, built_at, force, y_prev, vel_before,
-        // ly, own_lo, own_hi, band_lo, band_hi, cap, out, count) in order and type; the
-        // particle arrays hold 3n (pos, vel, image, built_at, force, vel_before) or n (y_prev)
-        // elements of this slab's GPU, `out` holds cap records of WORDS f64 and the kernel
-        // writes a record only below cap; `count` is one u32 (a flag word, zeroed above); the
-        // mode is a SlabSend value.
-        unsafe { b.launch(grid(g.n)) }.map_err(drv("md_slab_pack"))?;
+        // ly, own_lo, own_hi, band_lo, band_hi, cap, out, count, m, work) in order and type;
+        // the particle arrays hold 3n (pos, vel, image, built_at, force, vel_before) or n
+        // (y_prev) elements of this slab's GPU, `work` m indices < n (or null for all n);
+        // `out` holds cap records of WORDS f64 and the kernel writes a record only below cap;
+        // `count` is one u32 (a flag word, zeroed above); the mode is a SlabSend value.
+        unsafe { b.launch(grid(m)) }.map_err(drv("md_slab_pack"))?;
         Ok(())
     }
 
@@ -264,22 +285,38 @@ impl SlabMd {
     /// counts among them); a link whose count exceeded what was copied grows and is sent again,
     /// waited for. Returns the flags.
     fn run_links(&mut self, links: &mut [Link], what: SlabSend) -> Result<Vec<Vec<u32>>> {
+        for g in &mut self.slabs {
+            zero_counts(g)?;
+        }
         for l in links.iter_mut() {
-            l.pack(&mut self.slabs[l.from], &self.vel_before[l.from], what)?;
+            l.pack(
+                &mut self.slabs[l.from],
+                &self.vel_before[l.from],
+                what,
+                false,
+            )?;
         }
         for l in links.iter_mut() {
             l.deliver(&mut self.slabs)?;
         }
+        for g in &mut self.slabs {
+            g.queue_flags()?;
+        }
         let mut flags = self
             .slabs
             .iter()
-            .map(|g| g.read_flags())
+            .map(|g| g.queued_flags())
             .collect::<Result<Vec<_>>>()?;
         for l in links.iter_mut() {
             let m = flags[l.from][FLAG_COUNTS + l.slot] as usize;
             if m > l.copied() {
                 l.grow(m, &self.slabs)?;
-                l.pack(&mut self.slabs[l.from], &self.vel_before[l.from], what)?;
+                l.pack(
+                    &mut self.slabs[l.from],
+                    &self.vel_before[l.from],
+                    what,
+                    true,
+                )?;
                 l.deliver(&mut self.slabs)?;
                 flags[l.from] = self.slabs[l.from].read_flags()?;
                 self.slabs[l.to].synchronize()?;

@@ -24,6 +24,8 @@ mod exchange;
 
 use cudarc::driver::CudaSlice;
 
+#[cfg(doc)]
+use super::MD_PHASE_NAMES;
 use super::{drv, GpuMd, SlabRole};
 use crate::backend::{DeviceSolutes, SlabPlace};
 use crate::error::{MpcError, Result};
@@ -54,19 +56,10 @@ pub struct SlabMd {
     gathered: bool,
     /// The last force evaluation skipped energies.
     energies_stale: bool,
-    /// Benchmarks: seconds per phase of the MD step ([`PHASE_NAMES`]), each phase waited for
-    /// on every GPU (which adds the waits it measures); None when not profiling.
+    /// Benchmarks: seconds per phase of the MD step ([`MD_PHASE_NAMES`]), each phase waited
+    /// for on every GPU (which adds the waits it measures); None when not profiling.
     phase_seconds: Option<[f64; 5]>,
 }
-
-/// The phases of a decomposed MD step, as [`SlabMd::set_profiling`] times them.
-pub const PHASE_NAMES: [&str; 5] = [
-    "first half",
-    "exchange",
-    "list builds",
-    "forces",
-    "second half",
-];
 
 fn add_reports(parts: impl Iterator<Item = ForceReport>) -> ForceReport {
     let mut t = ForceReport::default();
@@ -119,27 +112,24 @@ impl SlabMd {
         }
         let halo = halo_of(&ff, thermostat, &settings);
         let skin = settings.skin;
+        GpuMd::validate(&sys, &ff, thermostat, &settings)?;
         let mut slabs = Vec::with_capacity(places.len());
         for (k, p) in places.iter().enumerate() {
-            let (s, f, st) = (sys.clone(), ff.clone(), settings.clone());
-            let mut g = if k == 0 {
-                GpuMd::new(s, f, thermostat, st, p.ordinal)?
-            } else {
-                GpuMd::open_validated(s, f, thermostat, st, p.ordinal)?
-            };
             let last = k + 1 == places.len();
             let own = [
                 p.layers[0] as f64,
                 if last { ly } else { p.layers[1] as f64 },
             ];
-            g.role = SlabRole {
+            let role = SlabRole {
                 own,
                 candidates: [own[0] - 0.5 * skin - SLACK, own[1] + 0.5 * skin + SLACK],
                 bond_reach: halo - SLACK,
                 band: [own[0] - halo, own[1] + halo],
             };
-            g.y_prev = Some(super::setup::zeros_f64(&g.stream, g.n)?);
-            slabs.push(g);
+            let (s, f, st) = (sys.clone(), ff.clone(), settings.clone());
+            slabs.push(GpuMd::open_validated(
+                s, f, thermostat, st, p.ordinal, role,
+            )?);
         }
         let (links, gather) = Link::all(&slabs, halo, ly)?;
         let vel_before = slabs
@@ -246,7 +236,7 @@ impl SlabMd {
         self.phase_seconds = on.then_some([0.0; 5]);
     }
 
-    /// The seconds per phase ([`PHASE_NAMES`]) since profiling was switched on.
+    /// The seconds per phase ([`MD_PHASE_NAMES`]) since profiling was switched on.
     pub fn phase_seconds(&self) -> Option<[f64; 5]> {
         self.phase_seconds
     }
