@@ -69,6 +69,9 @@ pub fn translation_unit(sources: &[(&str, &str)]) -> String {
     s
 }
 
+/// `kernels/md_items.cuh`: the MD engine's slab ownership, work-list items and warp atomics.
+pub const MD_ITEMS_CUH: &str = include_str!("../../../kernels/md_items.cuh");
+
 /// `kernels/md_walls.cu`: the GPU MD engine's wall forces (`crate::md::walls`).
 pub const MD_WALLS_CU: &str = include_str!("../../../kernels/md_walls.cu");
 
@@ -81,12 +84,13 @@ pub const MD_OBSERVE_CU: &str = include_str!("../../../kernels/md_observe.cu");
 pub const MD_SLABS_CU: &str = include_str!("../../../kernels/md_slabs.cu");
 
 /// The translation unit of the MD kernels: rng.cuh, walls.cuh (the wall shapes),
-/// md_boundary.cuh, md.cu, md_walls.cu, md_observe.cu, then md_slabs.cu.
+/// md_boundary.cuh, md_items.cuh, md.cu, md_walls.cu, md_observe.cu, then md_slabs.cu.
 pub fn md_source() -> String {
     let sources = translation_unit(&[
         ("rng.cuh", RNG_CUH),
         ("walls.cuh", WALLS_CUH),
         ("md_boundary.cuh", MD_BOUNDARY_CUH),
+        ("md_items.cuh", MD_ITEMS_CUH),
         ("md.cu", MD_CU),
         ("md_walls.cu", MD_WALLS_CU),
         ("md_observe.cu", MD_OBSERVE_CU),

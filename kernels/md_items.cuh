@@ -1,0 +1,69 @@
+// The MD engine's particle selection (prepended to md.cu): ownership and bands of the engine
+// decomposed over y slabs (src/md/gpu/slabs/), the work-list item of a thread, and warp-aggregated
+// atomics on the flag words.
+#pragma once
+
+// Ownership in the engine decomposed over the fluid's y slabs (md/gpu/slabs.rs): a slab integrates
+// the particles with y in [lo, hi) (whole cell layers; lo = -inf, hi = inf when not decomposed).
+// y is wrapped into [0, ly) first, so that a wrap rounding to ly lands in the first slab and every
+// particle has exactly one owner; NaN is owned everywhere (it then fails the usual checks).
+__device__ __forceinline__ bool md_owns(double y, double ly, double lo, double hi) {
+    if (y >= ly) {
+        y -= ly;
+    } else if (y < 0.0) {
+        y += ly;
+    }
+    return !(y < lo) && !(y >= hi);
+}
+
+// Whether y lies in the periodic band [lo, hi) of a box ly tall (everywhere when hi - lo >= ly).
+// NaN lies in every band, as it is owned everywhere: every slab then works on it and its bonds
+// or energy report the instability as on one slab.
+__device__ __forceinline__ bool md_in_band(double y, double ly, double lo, double hi) {
+    if (!(hi - lo < ly)) {
+        return true;
+    }
+    double t = y - lo;
+    t -= ly * floor(t / ly);
+    return !(t >= hi - lo);
+}
+
+// The particle of this thread: work[t] over a slab's work list (the particles within skin/2 of
+// its layers at the last list build, the only ones it can own before the next), else t; false
+// past the m items.
+__device__ __forceinline__ bool md_item(unsigned int m, const unsigned int *work, unsigned int *i) {
+    unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= m) {
+        return false;
+    }
+    *i = work ? work[t] : t;
+    return true;
+}
+
+// atomicMax(addr, v) with one atomic per group of lanes calling together: the same address from
+// every thread would serialise in L2 (a list build raised it from every particle).
+__device__ __forceinline__ void md_warp_max(unsigned int *addr, unsigned int v) {
+#if __CUDA_ARCH__ >= 800
+    unsigned int active = __activemask();
+    unsigned int top = __reduce_max_sync(active, v);
+    if ((int)(threadIdx.x & 31) == __ffs(active) - 1) {
+        atomicMax(addr, top);
+    }
+#else
+    atomicMax(addr, v);
+#endif
+}
+
+// One slot of counter *c for each calling lane, consecutive within the lanes calling together,
+// with one atomic per group (as mpc_warp_reserve of migrate.cuh, for a single counter).
+__device__ __forceinline__ unsigned int md_warp_slot(unsigned int *c) {
+    unsigned int active = __activemask();
+    unsigned int lane = threadIdx.x & 31;
+    int leader = __ffs(active) - 1;
+    unsigned int base = 0;
+    if ((int)lane == leader) {
+        base = atomicAdd(c, (unsigned int)__popc(active));
+    }
+    base = __shfl_sync(active, base, leader);
+    return base + __popc(active & ((1u << lane) - 1u));
+}
