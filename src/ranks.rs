@@ -243,6 +243,16 @@ pub fn transport() -> Box<dyn Transport> {
     Box::new(Alone)
 }
 
+/// Set when this process built its first backend: its solvents hold the box over the ranks it
+/// had then, so a communicator adopted later would leave them disagreeing about who holds what.
+static LAYOUT_FIXED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Record that a solvent's backend was built (`backend::open`): [`adopt_fortran_comm`] is
+/// refused from now on.
+pub fn fix_layout() {
+    LAYOUT_FIXED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Run this process's solvents over the caller's MPI communicator, for a program that started
 /// MPI itself (C, Fortran, mpi4py: `mpcbox_use_mpi_comm(MPI_Comm_c2f(comm))`). The handle is the
 /// communicator's Fortran form (an integer in every MPI); mpcbox works on a duplicate of it, so
@@ -254,6 +264,17 @@ pub fn transport() -> Box<dyn Transport> {
 pub unsafe fn adopt_fortran_comm(fortran_handle: i32) -> Result<()> {
     #[cfg(feature = "mpi")]
     {
+        if LAYOUT_FIXED.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(crate::error::MpcError::Config(crate::error::ConfigError {
+                field: "(MPI communicator)".into(),
+                problem: "a solvent was already built in this process, running without the \
+                          communicator"
+                    .into(),
+                fix: "call mpcbox_use_mpi_comm (Python: mpcbox.use_mpi_comm) before the first \
+                      solvent is created"
+                    .into(),
+            }));
+        }
         // SAFETY: passed on from the caller's promise above.
         unsafe { imp::adopt(fortran_handle) }?;
         share_cores();

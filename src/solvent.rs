@@ -229,14 +229,16 @@ impl Solvent {
         self.complete(&plan, sample, report)
     }
 
-    /// The y slabs of a fluid cut over GPUs (None: one piece).
+    /// The y slabs of a fluid cut over GPUs, every slab of the box with the rank holding it
+    /// (None: one piece).
     pub fn slab_places(&self) -> Option<Vec<backend::SlabPlace>> {
         self.backend.slab_places()
     }
 
-    /// One MPC step with device-resident solutes held once per slab ([`Solvent::slab_places`]
-    /// order): each slab collides the solutes in its cells from its own copy, on its own GPU
-    /// (`Backend::step_slab_solutes`). For an MD engine decomposed with the fluid.
+    /// One MPC step with device-resident solutes held once per slab of this process
+    /// ([`Solvent::slab_places`] order, those of this rank): each slab collides the solutes in
+    /// its cells from its own copy, on its own GPU (`Backend::step_slab_solutes`). For an MD
+    /// engine decomposed with the fluid.
     pub fn step_with_slab_solutes(&mut self, solutes: &[DeviceSolutes]) -> Result<StepReport> {
         if self.pending.is_some() {
             return Err(MpcError::Device(

@@ -25,10 +25,13 @@ for line in sys.stdin:
 if command -v mpicc >/dev/null 2>&1; then
   mkdir -p .gpu/mpi/examples
   cargo build --release --quiet --features mpi --bin mpcbox --example ranks_solutes --target-dir target/mpi
-  cargo build --release --quiet -p mpcbox-bench --features mpi --bin mpcbox-bench-ranks --target-dir target/mpi
-  cp target/mpi/release/mpcbox target/mpi/release/mpcbox-bench-ranks .gpu/mpi/
+  cargo build --release --quiet -p mpcbox-bench --features mpi --bin mpcbox-bench-ranks \
+    --bin mpcbox-bench-polymer --target-dir target/mpi
+  cp target/mpi/release/mpcbox target/mpi/release/mpcbox-bench-ranks \
+    target/mpi/release/mpcbox-bench-polymer .gpu/mpi/
   cp target/mpi/release/examples/ranks_solutes .gpu/mpi/examples/
-  strip .gpu/mpi/mpcbox .gpu/mpi/mpcbox-bench-ranks .gpu/mpi/examples/ranks_solutes
+  strip .gpu/mpi/mpcbox .gpu/mpi/mpcbox-bench-ranks .gpu/mpi/mpcbox-bench-polymer \
+    .gpu/mpi/examples/ranks_solutes
 fi
 strip .gpu/tests/* .gpu/bin/* 2>/dev/null || true
 for t in .gpu/tests/*; do

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "mpcbox.h"
 
@@ -60,6 +61,13 @@ int main(int argc, char **argv) {
         "collision: Srd(angle_deg: 130.0), thermostat: None, seed: 21, steps: 20, device: Cpu, "
         "tuning: (reorder_interval: Some(0)))");
     if (!s) fail("create");
+    /* a communicator handed over once a solvent exists is refused, naming the fix (this rank's
+     * solvents already hold the box over the communicator they were built with) */
+    if (mpcbox_use_mpi_comm(MPI_Comm_c2f(MPI_COMM_WORLD)) == MPCBOX_STATUS_OK ||
+        !strstr(mpcbox_last_error(), "before the first solvent")) {
+        fprintf(stderr, "a late communicator was not refused: %s\n", mpcbox_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     if (mpcbox_set_solutes_per_rank(s, 1) != MPCBOX_STATUS_OK) fail("per rank");
     double pos[3 * SOLUTES], vel[3 * SOLUTES], mass[SOLUTES];
     int index[SOLUTES], n = 0;

@@ -2,7 +2,9 @@
 //! `MPI_COMM_WORLD` and the solutes it holds) built with `mpicc` against the library built with
 //! the `mpi` feature (into `target/mpi`: the `cargo test` target directory is locked while the
 //! tests run), and run under `mpirun --oversubscribe` on 1, 2 and 3 ranks: every solute's
-//! velocity equals the 1-rank run's to 1e-9 and fluid + solute momentum is conserved.
+//! velocity equals the 1-rank run's to 1e-9 and fluid + solute momentum is conserved. The
+//! demo also checks that a communicator handed over once a solvent exists is refused with the
+//! fix (it aborts otherwise, failing the run).
 
 mod common;
 

@@ -49,12 +49,15 @@ pub struct DeviceSolutes {
     pub stream: u64,
 }
 
-/// One y slab of a fluid cut over GPUs: its GPU and its cell layers `[lo, hi)` (cells are the
-/// unit of length, so these are also its y range).
+/// One y slab of a fluid cut over GPUs: its GPU, its cell layers `[lo, hi)` (cells are the
+/// unit of length, so these are also its y range) and the MPI rank holding it (0 in one
+/// process). `ordinal` names a GPU of the rank holding the slab: only this process's slabs
+/// are opened here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SlabPlace {
     pub ordinal: usize,
     pub layers: [u32; 2],
+    pub rank: usize,
 }
 
 /// Raw sums of one step, normalised by the caller.
@@ -184,8 +187,8 @@ pub trait Backend: Send {
         None
     }
 
-    /// One MPC step with device-resident solutes held once per slab ([`Backend::slab_places`]
-    /// order), each copy on its slab's GPU and current for the solutes in and near the slab:
+    /// One MPC step with device-resident solutes held once per slab of this process
+    /// ([`Backend::slab_places`] order, those of this rank), each copy on its slab's GPU and current for the solutes in and near the slab:
     /// each slab bins and collides the solutes in its own cells from its own copy and writes
     /// their velocities there (no GPU reads another's solutes). The copies are checked as
     /// [`Backend::check_device_solutes`] does before anything changes. The default refuses:
@@ -223,6 +226,8 @@ pub fn open(
     use crate::config::DeviceChoice;
     // the environment's knobs, checked before anything is allocated
     crate::knobs::check()?;
+    // from here this process's solvents hold the box over the ranks it has now
+    crate::ranks::fix_layout();
     let ranks = crate::ranks::size();
     if ranks > 1 {
         check_ranks(cfg, ranks)?;
@@ -310,15 +315,16 @@ fn check_ranks(cfg: &crate::config::Config, ranks: usize) -> Result<()> {
             fix: format!("at most {ly} ranks (each holds whole layers), or a taller box"),
         }));
     }
-    if cfg.md.as_ref().map(|m| m.backend) == Some(crate::md::MdBackend::Cuda) {
+    let md_on_gpu = cfg.md.as_ref().map(|m| m.backend) == Some(crate::md::MdBackend::Cuda);
+    if md_on_gpu && cfg.device == crate::config::DeviceChoice::Cpu {
         return Err(MpcError::Config(ConfigError {
             field: "md.backend".into(),
             problem: format!(
-                "Cuda over {ranks} MPI ranks: the bundled MD runs whole on every rank, which \
-                 needs the same beads on all of them bit for bit"
+                "Cuda over {ranks} MPI ranks with the fluid on the CPU: the bundled MD runs on \
+                 GPUs over ranks only decomposed with the fluid's GPU slabs"
             ),
-            fix: "md.backend: Cpu or Auto (the MD then runs on every rank's CPU; the fluid \
-                  stays on the GPUs)"
+            fix: "device: Cuda([..]) or AllGpus (the MD then runs decomposed over the ranks' \
+                  GPU slabs), or md.backend: Cpu or Auto (the MD runs whole on every rank's CPU)"
                 .into(),
         }));
     }

@@ -62,6 +62,7 @@ fn places(ly: u32, slabs: usize, gpus: &[usize]) -> Vec<SlabPlace> {
         .map(|k| SlabPlace {
             ordinal: o[k],
             layers: [b[k], b[k + 1]],
+            rank: 0,
         })
         .collect()
 }

@@ -5,8 +5,9 @@
 //! CPU: 2 and 3 ranks follow the one-process GPU run to rounding (shear, walls, body force),
 //! momentum is conserved across ranks, a checkpoint of 3 GPU ranks resumes on 2 and on 1, the
 //! coupled polymer run (bundled MD on every rank's CPU, the beads routed to their cells' ranks)
-//! follows one process, and solutes handed over per rank come back to the rank that passed
-//! them.
+//! follows one process, the bundled MD decomposed over the ranks' GPU slabs follows the
+//! one-process decomposed run, and solutes handed over per rank come back to the rank that
+//! passed them.
 
 use super::mpi_ranks::{
     assert_checkpoint_resumes, assert_rows_close, assert_sheared_momentum, mpi_mpcbox, run_config,
@@ -96,4 +97,78 @@ fn the_coupled_polymer_on_two_gpu_ranks_follows_one_process() {
 fn solutes_per_gpu_rank_are_routed_to_their_cells_and_back() {
     let Some(bin) = mpi_mpcbox() else { return };
     super::mpi_ranks::compare_routed_solutes(bin, "Cuda([0])", &[2, 3]);
+}
+
+/// The polymer config on GPU 0 with the bundled MD on the GPU and the fluid cut into `slabs`.
+fn decomposed(slabs: usize) -> String {
+    on_gpu(POLYMER)
+        .replace("backend: Cpu", "backend: Cuda")
+        .replace(
+            "tuning: (reorder_interval: Some(0))",
+            &format!("tuning: (reorder_interval: Some(0), slabs: {slabs})"),
+        )
+}
+
+/// The bundled MD decomposed over GPU ranks (`md.backend: Cuda`: each rank integrates the
+/// beads of its own slabs, and beads, bonds and ghosts crossing a rank's faces — the sheared
+/// y boundary among them — go through MPI): 2 ranks of one slab, 2 ranks holding 1 and 2 of 3
+/// slabs, and 3 ranks of one slab each follow the one-process run cut into as many slabs. The
+/// MD itself is the same computation bead for bead (each slab's lists, forces and kicks do not
+/// depend on where its neighbours live); only the fluid's cell sums are added in another atomic
+/// order, so the fluid's rows, the fluid and every bead agree to 1e-8 (the rounding of those
+/// sums, grown over 20 collisions and 200 chaotic MD steps). The beads' momentum rows (md.csv)
+/// agree as well, and md_summary.json names the rank's block of slabs.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_bundled_md_decomposed_over_gpu_ranks_follows_one_process() {
+    let Some(bin) = mpi_mpcbox() else { return };
+    for (slabs, ranks) in [(2, 2), (3, 2), (3, 3)] {
+        let dir = tempfile::tempdir().unwrap();
+        write_config(dir.path(), "p.ron", &decomposed(slabs));
+        let (r1, ck1) = run_config(bin, 1, dir.path(), "p.ron", "one");
+        let (r, ck) = run_config(bin, ranks, dir.path(), "p.ron", "ranks");
+        let what = format!("decomposed GPU MD, {slabs} slabs: {ranks} ranks against one process");
+        let md_summary = |out: &str| {
+            std::fs::read_to_string(dir.path().join(out).join("md_summary.json")).unwrap()
+        };
+        let (s1, s) = (md_summary("one"), md_summary("ranks"));
+        assert!(s1.contains(&format!("{slabs} y slabs")), "{what}: {s1}");
+        assert!(
+            s.contains(&format!("{slabs} y slabs"))
+                && s.contains(&format!("of this MPI rank of {ranks}")),
+            "{what}: {s}"
+        );
+        assert_rows_close(&r1, &r, 1e-8, &what);
+        common::compare_states(&ck1.fluid, &ck.fluid, 1e-8, &what);
+        let (a, b) = (ck1.md.as_ref().unwrap(), ck.md.as_ref().unwrap());
+        let (sa, sb) = (&a.state.system, &b.state.system);
+        assert_eq!(sa.vel.len(), sb.vel.len(), "{what}: beads");
+        for (i, (x, y)) in sa.pos.iter().zip(&sb.pos).enumerate() {
+            for k in 0..3 {
+                assert!(
+                    (x[k] - y[k]).abs() <= 1e-8,
+                    "{what}: bead {i} at {x:?} vs {y:?}"
+                );
+                let (u, v) = (sa.vel[i][k], sb.vel[i][k]);
+                assert!(
+                    (u - v).abs() <= 1e-8,
+                    "{what}: bead {i} velocity {u} vs {v}"
+                );
+            }
+        }
+        let md_rows = |out: &str| super::mpi_ranks::rows(&dir.path().join(out).join("md.csv"));
+        let (m1, m) = (md_rows("one"), md_rows("ranks"));
+        assert!(!m1.is_empty() && m1.len() == m.len(), "{what}: md.csv rows");
+        for (ra, rb) in m1.iter().zip(&m) {
+            for (k, (x, y)) in ra.iter().zip(rb).enumerate() {
+                // momenta near zero: absolute; energies, sizes and angles: relative
+                let ok = (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-8 * x.abs().max(1.0);
+                assert!(
+                    ok,
+                    "{what}: md.csv step {}, column {k}: {x:e} vs {y:e}",
+                    ra[0]
+                );
+            }
+        }
+    }
 }

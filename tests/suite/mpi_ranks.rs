@@ -101,8 +101,8 @@ pub(super) fn run_config(
     (rows(&out.join("observables.csv")), ck)
 }
 
-/// The rows of an observables.csv as numbers (empty fields, e.g. unsampled stress, as NaN).
-fn rows(path: &Path) -> Vec<Vec<f64>> {
+/// The rows of a CSV file of numbers (empty fields, e.g. unsampled stress, as NaN).
+pub(super) fn rows(path: &Path) -> Vec<Vec<f64>> {
     std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .lines()

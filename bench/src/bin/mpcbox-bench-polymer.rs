@@ -7,6 +7,9 @@
 //! Lees-Edwards shear (compare with the same command without it for the shear's cost), and
 //! `--sample-interval k` measures the stress (fluid and solutes) every k collisions as a
 //! sheared `mpcbox run` does (default 10 there; 0 here: never).
+//!
+//! Built with `--features mpi` it runs under `mpirun -np R` too: the fluid and the decomposed
+//! MD over the ranks' slabs (rank 0 prints; the MD alone is not timed over ranks).
 
 use std::time::Instant;
 
@@ -107,7 +110,7 @@ fn breakdown(a: &Args, cfg: &Config) -> Option<(f64, f64)> {
             t_fluid += t1.elapsed().as_secs_f64();
         }
     }
-    if a.profile_md {
+    if a.profile_md && mpcbox::ranks::is_root() {
         let phases = g.phase_seconds();
         if phases.is_empty() {
             println!("\nMD phases: this engine does not time them");
@@ -123,6 +126,7 @@ fn breakdown(a: &Args, cfg: &Config) -> Option<(f64, f64)> {
 }
 
 fn main() {
+    let _mpi = mpcbox::ranks::init();
     let a = Args::parse();
     let device = DeviceChoice::parse_cli(&a.device).unwrap_or_else(|e| fail(&e.to_string()));
     let cfg = config(&a, device);
@@ -132,12 +136,20 @@ fn main() {
         DeviceChoice::Cuda(ids) if !ids.is_empty() => ids[0] as usize,
         _ => 0,
     };
-    let (md_s, beads) = time_md_alone(&a, &cfg, &md_cfg, ordinal);
+    let (md_s, beads) = if mpcbox::ranks::size() > 1 {
+        let md = md_cfg.build(&cfg).unwrap_or_else(|e| fail(&e.to_string()));
+        (f64::NAN, md.sys.len())
+    } else {
+        time_md_alone(&a, &cfg, &md_cfg, ordinal)
+    };
     let (coupled_s, n_fluid, path) = time_coupled(&a, &cfg, &md_cfg);
 
     // Where the coupled time goes: the same loop by hand, MD and collision timed apart (each
     // followed by a synchronisation, so the sum exceeds the plain loop slightly).
     let (md_part, fluid_part) = breakdown(&a, &cfg).unwrap_or((f64::NAN, f64::NAN));
+    if !mpcbox::ranks::is_root() {
+        return;
+    }
 
     println!(
         "| cells | fluid particles | beads | collisions | fluid alone s | MD alone s | coupled s | coupled / (fluid + MD) | in coupled: MD s, collision s | path |"
@@ -150,7 +162,9 @@ fn main() {
         coupled_s / (fluid_s + md_s),
     );
     println!(
-        "\nfluid: {fluid_desc}; shear rate {}, stress sampled every {} collisions",
+        "\nfluid: {fluid_desc}; {} MPI rank(s); shear rate {}, stress sampled every {} \
+         collisions",
+        mpcbox::ranks::size(),
         a.shear_rate,
         if a.sample_interval > 0 {
             a.sample_interval.to_string()

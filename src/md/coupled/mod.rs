@@ -97,8 +97,10 @@ impl Coupling {
     }
 
     /// The GPU engine decomposed over the fluid's slabs, when the fluid is cut into slabs on
-    /// GPUs and the MD runs on a GPU with the beads on the device (not `MPCBOX_COUPLING=host`,
-    /// nor `MPCBOX_MD_SLABS=off`, which keeps the MD on the first GPU); restored from `state`.
+    /// GPUs (of this process, or over MPI ranks: each rank integrates its slabs' beads) and
+    /// the MD runs on a GPU with the beads on the device (not `MPCBOX_COUPLING=host`, nor
+    /// `MPCBOX_MD_SLABS=off`, which keeps the MD on the first GPU, or, over ranks, whole on
+    /// every rank's CPU); restored from `state`.
     fn slab_engine(
         md_cfg: &MdConfig,
         solvent: &Solvent,
@@ -138,18 +140,20 @@ impl Coupling {
         state: Option<&MdState>,
     ) -> Result<Option<GpuMd>> {
         if crate::ranks::size() > 1 {
-            // every rank integrates all beads and must agree on them bit for bit: the CPU
-            // engine does (the GPU's sums in atomic order would not)
+            // without the fluid's GPU slabs every rank integrates all beads and must agree on
+            // them bit for bit: the CPU engine does (the GPU's sums in atomic order would not)
             if md_cfg.backend == MdBackend::Cuda {
                 return Err(crate::error::MpcError::Config(crate::error::ConfigError {
                     field: "md.backend".into(),
                     problem: format!(
-                        "Cuda over {} MPI ranks: the bundled MD runs whole on every rank, \
-                         which needs the same beads on all of them bit for bit",
+                        "Cuda over {} MPI ranks without the decomposed engine (the fluid is \
+                         not cut into GPU slabs, or MPCBOX_COUPLING=host / MPCBOX_MD_SLABS=off \
+                         is set): the bundled MD would run whole on every rank",
                         crate::ranks::size()
                     ),
-                    fix: "md.backend: Cpu or Auto (the MD then runs on every rank's CPU; the \
-                          fluid stays on the GPUs)"
+                    fix: "the fluid on GPUs (device: Cuda([..]) or AllGpus) without those \
+                          settings, or md.backend: Cpu or Auto (the MD then runs on every \
+                          rank's CPU)"
                         .into(),
                 }));
             }
@@ -192,6 +196,8 @@ impl Coupling {
     pub fn with_output_from(mut self, dir: &Path, resume_step: Option<u64>) -> Result<Coupling> {
         let traj = (self.cfg.trajectory_interval > 0).then_some(self.cfg.trajectory_format);
         let csv = self.cfg.observable_interval > 0;
+        // every rank takes part in a decomposed engine's gather (once per change)
+        self.engine.system()?;
         if !crate::ranks::is_root() {
             return Ok(self); // over MPI ranks rank 0 writes the files
         }
@@ -312,8 +318,10 @@ impl Coupling {
             }
         }
         if frame {
+            // every rank takes part in a decomposed engine's gather; rank 0 writes
+            let sys = self.engine.system()?;
             if let Some(o) = &mut self.out {
-                o.write_frame(self.engine.system()?, k, time)?;
+                o.write_frame(sys, k, time)?;
             }
         }
         Ok(())

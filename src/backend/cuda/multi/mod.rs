@@ -368,17 +368,16 @@ impl Backend for MultiCudaBackend {
     }
 
     fn slab_places(&self) -> Option<Vec<SlabPlace>> {
-        // over ranks the bundled MD stays whole on every rank (its beads go as host arrays)
-        if self.transport.ranks() > 1 {
-            return None;
-        }
+        // every slab of the box; over ranks only this process's GPUs are known
         Some(
-            self.slabs
-                .iter()
-                .zip(self.bounds.windows(2))
-                .map(|(s, b)| SlabPlace {
-                    ordinal: s.dev.ordinal,
+            self.bounds
+                .windows(2)
+                .zip(&self.slab_rank)
+                .enumerate()
+                .map(|(k, (b, &rank))| SlabPlace {
+                    ordinal: self.local(k).map_or(0, |j| self.slabs[j].dev.ordinal),
                     layers: [b[0], b[1]],
+                    rank,
                 })
                 .collect(),
         )
@@ -392,12 +391,11 @@ impl Backend for MultiCudaBackend {
         if solutes.len() != self.slabs.len() || solutes.iter().any(|s| s.n != solutes[0].n) {
             return Err(MpcError::Device(format!(
                 "per-slab solutes: {} copies for {} slabs, or copies of different lengths; fix: \
-                 one copy of all solutes per slab (Solvent::slab_places)",
+                 one copy of all solutes per slab of this process (Solvent::slab_places)",
                 solutes.len(),
                 self.slabs.len()
             )));
         }
-        self.refuse_device_solutes_over_ranks()?;
         for (s, d) in self.slabs.iter_mut().zip(solutes) {
             s.check_device_solutes_here(d)?;
         }

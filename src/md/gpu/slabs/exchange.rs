@@ -15,7 +15,7 @@ use crate::error::MpcError;
 use crate::error::Result;
 
 /// Words per record (`MD_SLAB_WORDS`): index, position, velocity, image, build position, force.
-const WORDS: usize = 16;
+pub(super) const WORDS: usize = 16;
 
 /// What a sender sends (`MD_SEND_*` of kernels/md_slabs.cu).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +66,36 @@ fn meets(own: [f64; 2], band: [f64; 2], ly: f64) -> bool {
             .any(|s| own[0] + s < band[1] && own[1] + s > band[0])
 }
 
+/// The next free count word of local slab `from` (each sender's outgoing exchanges count in
+/// consecutive flag words).
+pub(super) fn take_slot(slots: &mut [usize], from: usize) -> Result<usize> {
+    let slot = slots[from];
+    if slot >= MAX_LINKS {
+        return Err(MpcError::Device(format!(
+            "the decomposed MD engine: a slab would send to more than {MAX_LINKS} slabs (slabs \
+             much thinner than the halo); fix: fewer slabs (tuning.slabs)"
+        )));
+    }
+    slots[from] += 1;
+    Ok(slot)
+}
+
+/// The links of this process's slabs, from the layers every slab of the box owns.
+pub(super) struct Topology {
+    /// Between two slabs of this process (local indices).
+    pub(super) links: Vec<Link>,
+    /// Every other local slab to local slab 0.
+    pub(super) gather: Vec<Link>,
+    /// (local sender, global receiver, receiver's band, count word) towards other ranks.
+    pub(super) outgoing: Vec<(usize, usize, [f64; 2], usize)>,
+    /// (global sender, local receiver) from other ranks.
+    pub(super) incoming: Vec<(usize, usize)>,
+    /// Each local slab's next free count word.
+    pub(super) slots: Vec<usize>,
+    /// The records a neighbour link holds at first.
+    pub(super) cap: usize,
+}
+
 impl Link {
     fn new(
         slabs: &[GpuMd],
@@ -74,12 +104,6 @@ impl Link {
         cap: usize,
         slot: usize,
     ) -> Result<Link> {
-        if slot >= MAX_LINKS {
-            return Err(MpcError::Device(format!(
-                "the decomposed MD engine: slab {from} would send to more than {MAX_LINKS} slabs \
-                 (slabs much thinner than the halo); fix: fewer slabs (tuning.slabs)"
-            )));
-        }
         let (fs, ts) = (&slabs[from].stream, &slabs[to].stream);
         let words = cap * WORDS;
         Ok(Link {
@@ -99,33 +123,55 @@ impl Link {
         })
     }
 
-    /// A link from every slab whose layers meet another slab's band (layers ± `halo`), sized for
-    /// the beads within a halo of both faces at 1.5 times the mean density (a copy moves the
-    /// whole capacity); then a link from every other slab to slab 0, for gathers (grown on
-    /// first use). Each sender's links count in consecutive flag words.
-    pub(super) fn all(slabs: &[GpuMd], halo: f64, ly: f64) -> Result<(Vec<Link>, Vec<Link>)> {
+    /// The links of `slabs`, this process's slabs (the box's `first..first + slabs.len()`),
+    /// where `owns[k]` are the layers of the box's slab k: a link from every slab whose layers
+    /// meet another slab's band (layers ± `halo`), sized for the beads within a halo of both
+    /// faces at 1.5 times the mean density (a copy moves the whole capacity); between two of
+    /// this process's slabs a [`Link`], else one side of a link to another rank. Then a link
+    /// from every other local slab to local slab 0, for gathers (grown on first use).
+    pub(super) fn all(
+        slabs: &[GpuMd],
+        owns: &[[f64; 2]],
+        first: usize,
+        halo: f64,
+        ly: f64,
+    ) -> Result<Topology> {
         let n = slabs[0].n;
         let cap = (n as f64 * (3.0 * halo / ly).min(1.0)) as usize + 256;
+        let local = |k: usize| k.checked_sub(first).filter(|&j| j < slabs.len());
         let mut slots = vec![0usize; slabs.len()];
-        let mut next_slot = |from: usize| {
-            slots[from] += 1;
-            slots[from] - 1
-        };
-        let mut links = Vec::new();
-        for to in 0..slabs.len() {
-            let own = slabs[to].role.own;
+        let (mut links, mut outgoing, mut incoming) = (Vec::new(), Vec::new(), Vec::new());
+        for (to, own) in owns.iter().enumerate() {
             let band = [own[0] - halo, own[1] + halo];
-            for from in (0..slabs.len()).filter(|&f| f != to) {
-                if meets(slabs[from].role.own, band, ly) {
-                    links.push(Link::new(slabs, (from, to), band, cap, next_slot(from))?);
+            for from in (0..owns.len()).filter(|&f| f != to) {
+                if !meets(owns[from], band, ly) {
+                    continue;
+                }
+                match (local(from), local(to)) {
+                    (Some(f), Some(t)) => {
+                        let slot = take_slot(&mut slots, f)?;
+                        links.push(Link::new(slabs, (f, t), band, cap, slot)?);
+                    }
+                    (Some(f), None) => outgoing.push((f, to, band, take_slot(&mut slots, f)?)),
+                    (None, Some(t)) => incoming.push((from, t)),
+                    (None, None) => {}
                 }
             }
         }
         let all = [f64::NEG_INFINITY, f64::INFINITY];
-        let gather = (1..slabs.len())
-            .map(|from| Link::new(slabs, (from, 0), all, 1024, next_slot(from)))
-            .collect::<Result<Vec<_>>>()?;
-        Ok((links, gather))
+        let mut gather = Vec::new();
+        for from in 1..slabs.len() {
+            let slot = take_slot(&mut slots, from)?;
+            gather.push(Link::new(slabs, (from, 0), all, 1024, slot)?);
+        }
+        Ok(Topology {
+            links,
+            gather,
+            outgoing,
+            incoming,
+            slots,
+            cap,
+        })
     }
 
     /// The records one delivery copies.
@@ -142,49 +188,13 @@ impl Link {
         what: SlabSend,
         zero_count: bool,
     ) -> Result<()> {
-        let s = g.stream.clone();
-        let word = FLAG_COUNTS + self.slot;
-        if zero_count {
-            s.memset_zeros(&mut g.flags.slice_mut(word..word + 1))
-                .map_err(drv("memset"))?;
-        }
-        let (n, mode) = (g.n as u32, what as i32);
-        let cap = self.send_cap[self.turn] as u32;
-        let ly = g.sys.box_len[1];
-        let own = g.role.own;
-        let d = &g.parts;
-        let y_prev = g.y_prev.as_ref().expect("slabs keep y_prev");
-        let mut count = g.flags.slice_mut(word..word + 1);
-        let mut b = s.launch_builder(&g.k.slab_pack);
-        b.arg(&n)
-            .arg(&mode)
-            .arg(&d.pos)
-            .arg(&d.vel)
-            .arg(&d.image)
-            .arg(&d.built_at)
-            .arg(&d.force)
-            .arg(y_prev)
-            .arg(vel_before)
-            .arg(&ly)
-            .arg(&own[0])
-            .arg(&own[1])
-            .arg(&self.band[0])
-            .arg(&self.band[1])
-            .arg(&cap)
-            .arg(&mut self.send[self.turn])
-            .arg(&mut count);
-        // beads the slab owns are all in its work list; a collision may change any bead
-        let listed = what != SlabSend::Collided;
-        push_items(&mut b, g.work.as_ref(), listed, &n);
-        let m = items(g.work.as_ref(), listed, g.n);
-        // SAFETY: md_slab_pack(n, mode, pos, vel, image, built_at, force, y_prev, vel_before,
-        // ly, own_lo, own_hi, band_lo, band_hi, cap, out, count, m, work) in order and type;
-        // the particle arrays hold 3n (pos, vel, image, built_at, force, vel_before) or n
-        // (y_prev) elements of this slab's GPU, `work` m indices < n (or null for all n);
-        // `out` holds cap records of WORDS f64 and the kernel writes a record only below cap;
-        // `count` is one u32 (a flag word, zeroed above); the mode is a SlabSend value.
-        unsafe { b.launch(grid(m)) }.map_err(drv("md_slab_pack"))?;
-        Ok(())
+        let t = self.turn;
+        let records = Records {
+            band: self.band,
+            cap: self.send_cap[t],
+            slot: self.slot,
+        };
+        pack_records(g, vel_before, what, records, &mut self.send[t], zero_count)
     }
 
     /// Room for `m` records in this turn's send buffer and the receive buffer (every stream has
@@ -228,63 +238,154 @@ impl Link {
         .map_err(drv("slab copy"))?;
         s.memcpy_dtod(&from.flags.slice(word..word + 1), &mut self.recv_count)
             .map_err(drv("slab copy"))?;
-        let limit32 = limit as u32;
-        let to = &mut slabs[self.to];
-        let d = &mut to.parts;
-        let mut b = s.launch_builder(&to.k.slab_unpack);
-        b.arg(&self.recv_count)
-            .arg(&limit32)
-            .arg(&self.recv)
-            .arg(&mut d.pos)
-            .arg(&mut d.vel)
-            .arg(&mut d.image)
-            .arg(&mut d.built_at)
-            .arg(&mut d.force);
-        // SAFETY: md_slab_unpack(count, limit, rec, pos, vel, image, built_at, force) in order
-        // and type; `recv` holds `limit` records copied above on this stream, of which the
-        // first min(count, limit) were written by md_slab_pack, each naming a particle index
-        // < n; the particle arrays hold 3n elements on this GPU.
-        unsafe { b.launch(grid(limit)) }.map_err(drv("md_slab_unpack"))?;
-        Ok(())
+        unpack_records(&mut slabs[self.to], &self.recv_count, limit, &self.recv)
     }
+}
+
+/// Where a sender's records go and how many fit: the receiver's band, the buffer's capacity
+/// in records, the sender's count word (`flags[FLAG_COUNTS + slot]`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Records {
+    pub(super) band: [f64; 2],
+    pub(super) cap: usize,
+    pub(super) slot: usize,
+}
+
+/// `md_slab_pack` on `g`: the beads `what` names within `to.band` into `out` (room for
+/// `to.cap` records), counted in the flag word `to.slot`, which must be zero (or is zeroed
+/// here with `zero_count`).
+pub(super) fn pack_records(
+    g: &mut GpuMd,
+    vel_before: &CudaSlice<f64>,
+    what: SlabSend,
+    to: Records,
+    out: &mut CudaSlice<f64>,
+    zero_count: bool,
+) -> Result<()> {
+    let s = g.stream.clone();
+    let word = FLAG_COUNTS + to.slot;
+    if zero_count {
+        s.memset_zeros(&mut g.flags.slice_mut(word..word + 1))
+            .map_err(drv("memset"))?;
+    }
+    if out.len() < to.cap * WORDS {
+        return Err(MpcError::Device(format!(
+            "MD slab records: a buffer of {} values for {} records (please report it)",
+            out.len(),
+            to.cap
+        )));
+    }
+    let (n, mode) = (g.n as u32, what as i32);
+    let cap = to.cap as u32;
+    let ly = g.sys.box_len[1];
+    let own = g.role.own;
+    let d = &g.parts;
+    let y_prev = g.y_prev.as_ref().expect("slabs keep y_prev");
+    let mut count = g.flags.slice_mut(word..word + 1);
+    let mut b = s.launch_builder(&g.k.slab_pack);
+    b.arg(&n)
+        .arg(&mode)
+        .arg(&d.pos)
+        .arg(&d.vel)
+        .arg(&d.image)
+        .arg(&d.built_at)
+        .arg(&d.force)
+        .arg(y_prev)
+        .arg(vel_before)
+        .arg(&ly)
+        .arg(&own[0])
+        .arg(&own[1])
+        .arg(&to.band[0])
+        .arg(&to.band[1])
+        .arg(&cap)
+        .arg(out)
+        .arg(&mut count);
+    // beads the slab owns are all in its work list; a collision may change any bead
+    let listed = what != SlabSend::Collided;
+    push_items(&mut b, g.work.as_ref(), listed, &n);
+    let m = items(g.work.as_ref(), listed, g.n);
+    // SAFETY: md_slab_pack(n, mode, pos, vel, image, built_at, force, y_prev, vel_before,
+    // ly, own_lo, own_hi, band_lo, band_hi, cap, out, count, m, work) in order and type;
+    // the particle arrays hold 3n (pos, vel, image, built_at, force, vel_before) or n
+    // (y_prev) elements of this slab's GPU, `work` m indices < n (or null for all n);
+    // `out` holds at least cap records of WORDS f64 (checked above) and the kernel writes a
+    // record only below cap; `count` is one u32 (a flag word, zero); the mode is a SlabSend
+    // value.
+    unsafe { b.launch(grid(m)) }.map_err(drv("md_slab_pack"))?;
+    Ok(())
+}
+
+/// `md_slab_unpack` on `to`'s stream: the first min(count, limit) records of `recv` (queued
+/// on that stream before) written at their beads' indices.
+pub(super) fn unpack_records(
+    to: &mut GpuMd,
+    recv_count: &CudaSlice<u32>,
+    limit: usize,
+    recv: &CudaSlice<f64>,
+) -> Result<()> {
+    if recv.len() < limit * WORDS || recv_count.is_empty() {
+        return Err(MpcError::Device(format!(
+            "MD slab records: {} values for {limit} records (please report it)",
+            recv.len()
+        )));
+    }
+    let s = to.stream.clone();
+    let limit32 = limit as u32;
+    let d = &mut to.parts;
+    let mut b = s.launch_builder(&to.k.slab_unpack);
+    b.arg(recv_count)
+        .arg(&limit32)
+        .arg(recv)
+        .arg(&mut d.pos)
+        .arg(&mut d.vel)
+        .arg(&mut d.image)
+        .arg(&mut d.built_at)
+        .arg(&mut d.force);
+    // SAFETY: md_slab_unpack(count, limit, rec, pos, vel, image, built_at, force) in order
+    // and type; `recv` holds at least `limit` records (checked above), queued on this stream
+    // before, of which the first min(count, limit) were written by md_slab_pack, each naming
+    // a particle index < n; the particle arrays hold 3n elements on this GPU.
+    unsafe { b.launch(grid(limit)) }.map_err(drv("md_slab_unpack"))?;
+    Ok(())
 }
 
 impl SlabMd {
     /// One exchange along the neighbour links.
     pub(super) fn exchange(&mut self, what: SlabSend) -> Result<()> {
         let mut links = std::mem::take(&mut self.links);
-        let r = self.run_links(&mut links, what);
+        let r = self.run_links(&mut links, what, false);
         self.links = links;
         r.map(|_| ())
     }
 
-    /// Every bead to slab 0 from its owner.
+    /// Every bead to slab 0 (of every rank) from its owner.
     pub(super) fn exchange_gather(&mut self) -> Result<()> {
         let mut links = std::mem::take(&mut self.gather);
-        let r = self.run_links(&mut links, SlabSend::Owned);
+        let r = self.run_links(&mut links, SlabSend::Owned, true);
         self.gather = links;
         r.map(|_| ())
     }
 
     /// The drift's exchange; every slab's flags are checked with its counts (the step's one
-    /// wait per slab); whether any slab asks for a list build.
+    /// wait per slab); whether any slab (of any rank) asks for a list build.
     pub(super) fn exchange_after_drift(&mut self) -> Result<bool> {
         let mut links = std::mem::take(&mut self.links);
-        let r = self.run_links(&mut links, SlabSend::Drifted);
+        let r = self.run_links(&mut links, SlabSend::Drifted, false);
         self.links = links;
-        let flags = r?;
-        let mut rebuild = false;
-        for (g, f) in self.slabs.iter().zip(&flags) {
-            g.check_flags(f)?;
-            rebuild |= f[FLAG_REBUILD] != 0;
-        }
+        let (_, rebuild) = r?;
         Ok(rebuild)
     }
 
     /// Pack and deliver along every link without waiting, then read every slab's flags (the
-    /// counts among them); a link whose count exceeded what was copied grows and is sent again,
-    /// waited for. Returns the flags.
-    fn run_links(&mut self, links: &mut [Link], what: SlabSend) -> Result<Vec<Vec<u32>>> {
+    /// counts among them) and check them; a link whose count exceeded what was copied grows and
+    /// is sent again, waited for. Links to other ranks (`gather`: the gathers') cross last.
+    /// Returns the flags and whether any slab (of any rank) asks for a list build.
+    fn run_links(
+        &mut self,
+        links: &mut [Link],
+        what: SlabSend,
+        gather: bool,
+    ) -> Result<(Vec<Vec<u32>>, bool)> {
         for g in &mut self.slabs {
             zero_counts(g)?;
         }
@@ -295,6 +396,9 @@ impl SlabMd {
                 what,
                 false,
             )?;
+        }
+        if let Some(remote) = self.remote.as_mut() {
+            remote.pack(&mut self.slabs, &self.vel_before, what, gather)?;
         }
         for l in links.iter_mut() {
             l.deliver(&mut self.slabs)?;
@@ -323,7 +427,16 @@ impl SlabMd {
             }
             l.turn ^= 1;
         }
-        Ok(flags)
+        let mut rebuild = false;
+        for (g, f) in self.slabs.iter().zip(&flags) {
+            g.check_flags(f)?;
+            rebuild |= f[FLAG_REBUILD] != 0;
+        }
+        if let Some(remote) = self.remote.as_mut() {
+            let how = (what, gather);
+            rebuild = remote.cross(&mut self.slabs, &self.vel_before, how, &mut flags, rebuild)?;
+        }
+        Ok((flags, rebuild))
     }
 
     /// Every slab's list built anew, the phases queued on all GPUs before each wait; a slab

@@ -19,8 +19,14 @@
 //!
 //! Observables, checkpoints and the system gather every bead into slab 0 first (only on the
 //! steps that write them), then use the one-GPU reductions there.
+//!
+//! Over MPI ranks each rank holds the slabs of its block of the box (the fluid's), and links
+//! to other ranks' slabs cross through host memory and the run's transport (`remote`); the
+//! list rebuild is agreed over the ranks, energies are summed over them, and a gather fills
+//! the first slab of every rank, so the engine follows the one-process engine bead for bead.
 
 mod exchange;
+mod remote;
 
 use cudarc::driver::CudaSlice;
 
@@ -37,13 +43,20 @@ use crate::md::system::System;
 use crate::md::walls::WallPotential;
 use crate::solvent::Solvent;
 use exchange::{Link, SlabSend};
+use remote::RankLinks;
 
 /// Rounding slack added to the halo and the list band.
 const SLACK: f64 = 1e-6;
 
 /// The MD engine cut into the fluid's y slabs, one [`GpuMd`] per slab.
 pub struct SlabMd {
+    /// This process's slabs (the box's `first..first + slabs.len()`).
     slabs: Vec<GpuMd>,
+    /// Links to other MPI ranks' slabs (None in one process).
+    remote: Option<RankLinks>,
+    /// The box's index of this process's first slab, and the box's slab count.
+    first: usize,
+    total: usize,
     /// The links between slabs whose bands overlap another's layers.
     links: Vec<Link>,
     /// Every other slab to slab 0 (observables, checkpoints).
@@ -90,8 +103,9 @@ fn halo_of(ff: &ForceField, thermostat: MdThermostat, settings: &MdSettings) -> 
 }
 
 impl SlabMd {
-    /// The engine over `places` (the fluid's slabs, [`Solvent::slab_places`]) for `sys`, with
-    /// `walls`; validated as [`GpuMd::new`].
+    /// The engine over `places` (the fluid's slabs, [`Solvent::slab_places`]: over MPI ranks
+    /// every slab of the box, of which this process opens its own) for `sys`, with `walls`;
+    /// validated as [`GpuMd::new`].
     pub fn new(
         sys: System,
         ff: ForceField,
@@ -110,16 +124,32 @@ impl SlabMd {
                  size"
             )));
         }
+        let transport = crate::ranks::transport();
+        let me = transport.rank();
+        let first = places.partition_point(|p| p.rank < me);
+        let mine = places[first..].partition_point(|p| p.rank == me);
+        if mine == 0 || places.iter().filter(|p| p.rank == me).count() != mine {
+            return Err(MpcError::Device(format!(
+                "the decomposed MD engine: rank {me} holds no contiguous block of the slabs \
+                 {places:?} (please report it)"
+            )));
+        }
         let halo = halo_of(&ff, thermostat, &settings);
         let skin = settings.skin;
         GpuMd::validate(&sys, &ff, thermostat, &settings)?;
-        let mut slabs = Vec::with_capacity(places.len());
-        for (k, p) in places.iter().enumerate() {
-            let last = k + 1 == places.len();
-            let own = [
-                p.layers[0] as f64,
-                if last { ly } else { p.layers[1] as f64 },
-            ];
+        let owns: Vec<[f64; 2]> = places
+            .iter()
+            .enumerate()
+            .map(|(k, p)| {
+                let last = k + 1 == places.len();
+                [
+                    p.layers[0] as f64,
+                    if last { ly } else { p.layers[1] as f64 },
+                ]
+            })
+            .collect();
+        let mut slabs = Vec::with_capacity(mine);
+        for (p, &own) in places.iter().zip(&owns).skip(first).take(mine) {
             let role = SlabRole {
                 own,
                 candidates: [own[0] - 0.5 * skin - SLACK, own[1] + 0.5 * skin + SLACK],
@@ -131,13 +161,19 @@ impl SlabMd {
                 s, f, thermostat, st, p.ordinal, role,
             )?);
         }
-        let (links, gather) = Link::all(&slabs, halo, ly)?;
+        let mut topo = Link::all(&slabs, &owns, first, halo, ly)?;
+        let slab_rank = places.iter().map(|p| p.rank).collect();
+        let remote = RankLinks::new(&slabs, &mut topo, slab_rank, first, transport)?;
+        let (links, gather) = (topo.links, topo.gather);
         let vel_before = slabs
             .iter()
             .map(|g| super::setup::zeros_f64(&g.stream, 3 * g.n))
             .collect::<Result<Vec<_>>>()?;
         let mut md = SlabMd {
             slabs,
+            remote,
+            first,
+            total: places.len(),
             links,
             gather,
             vel_before,
@@ -154,10 +190,19 @@ impl SlabMd {
     /// Slabs and their GPUs, e.g. "cuda:0,0,1,1 (4 y slabs)".
     pub fn describe(&self) -> String {
         let ids: Vec<String> = self.slabs.iter().map(|g| g.ordinal().to_string()).collect();
+        let mine = match self.remote {
+            None => String::new(),
+            Some(_) => format!(
+                "slabs {}..{} of this MPI rank of {}, ",
+                self.first,
+                self.first + self.slabs.len(),
+                crate::ranks::size()
+            ),
+        };
         format!(
-            "cuda:{} ({} y slabs, {}; halo {:.3})",
+            "cuda:{} ({} y slabs, {mine}{}; halo {:.3})",
             ids.join(","),
-            self.slabs.len(),
+            self.total,
             self.slabs[0].describe(),
             self.halo
         )
@@ -171,8 +216,9 @@ impl SlabMd {
         Ok(())
     }
 
+    /// The box's slabs (over MPI ranks, all ranks' together).
     pub fn slab_count(&self) -> usize {
-        self.slabs.len()
+        self.total
     }
 
     /// The GPU of slab 0.
@@ -209,8 +255,28 @@ impl SlabMd {
         self.report
     }
 
-    fn sum_reports(&mut self) {
-        self.report = add_reports(self.slabs.iter().map(|g| g.report()));
+    /// The slabs' energies and virials summed (over the ranks too).
+    fn sum_reports(&mut self) -> Result<()> {
+        let mut r = add_reports(self.slabs.iter().map(|g| g.report()));
+        if let Some(remote) = &self.remote {
+            let mut x = [
+                r.pair_energy,
+                r.bond_energy,
+                r.virial,
+                r.wall_energy,
+                r.virial_tensor[0],
+                r.virial_tensor[1],
+                r.virial_tensor[2],
+                r.virial_tensor[3],
+                r.virial_tensor[4],
+                r.virial_tensor[5],
+            ];
+            remote.sum(&mut x)?;
+            [r.pair_energy, r.bond_energy, r.virial, r.wall_energy] = [x[0], x[1], x[2], x[3]];
+            r.virial_tensor.copy_from_slice(&x[4..]);
+        }
+        self.report = r;
+        Ok(())
     }
 
     /// Put the beads between walls (or take them away) and recompute the forces.
@@ -218,7 +284,7 @@ impl SlabMd {
         for g in &mut self.slabs {
             g.set_walls(walls)?;
         }
-        self.sum_reports();
+        self.sum_reports()?;
         Ok(())
     }
 
@@ -278,7 +344,7 @@ impl SlabMd {
         }
         self.mark(4, &mut t)?;
         if energy {
-            self.sum_reports();
+            self.sum_reports()?;
         }
         Ok(())
     }
@@ -305,12 +371,12 @@ impl SlabMd {
             .ff
             .velocity_dependent(self.slabs[0].thermostat)
         {
-            self.sum_reports();
+            self.sum_reports()?;
         }
         Ok(())
     }
 
-    /// Every bead current in slab 0 (once per change).
+    /// Every bead current in slab 0 (of every rank; once per change).
     fn gather(&mut self) -> Result<&mut GpuMd> {
         if !self.gathered {
             self.exchange_gather()?;
@@ -355,7 +421,7 @@ impl SlabMd {
             for g in &mut self.slabs {
                 g.compute_forces()?;
             }
-            self.sum_reports();
+            self.sum_reports()?;
             self.energies_stale = false;
         }
         Ok(())
