@@ -10,6 +10,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod error;
 pub mod fields;
+pub mod fluid_parts;
 pub mod gsd;
 pub mod host;
 pub mod knobs;

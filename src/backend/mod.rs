@@ -9,6 +9,7 @@ pub mod cuda;
 pub mod slabbed;
 
 use crate::error::Result;
+use crate::fluid_parts::FluidSource;
 use crate::physics::StepPlan;
 use crate::state::FluidState;
 
@@ -236,6 +237,26 @@ pub fn open(
         cpu::check_fits(cfg)?;
         let ranks = crate::ranks::size();
         let slabs = (cfg.tuning.slabs as usize).max(ranks);
+        if slabs > 1 {
+            // the box cut into y slabs, in this process and over MPI ranks: over ranks each
+            // process generates only its layers of a fresh initial state
+            let whole;
+            let source = match state {
+                Some(s) => FluidSource::State(s),
+                None if ranks > 1 => FluidSource::Initial(cfg),
+                None => {
+                    whole = FluidState::initial(cfg);
+                    FluidSource::State(&whole)
+                }
+            };
+            return Ok(Box::new(slabbed::SlabbedCpuBackend::new(
+                phys.clone(),
+                source,
+                slabs,
+                cfg.tuning.cpu_threads,
+                crate::ranks::transport(),
+            )?));
+        }
         let initial;
         let st = match state {
             Some(s) => s,
@@ -244,16 +265,6 @@ pub fn open(
                 &initial
             }
         };
-        if slabs > 1 {
-            // the box cut into y slabs, in this process and over MPI ranks
-            return Ok(Box::new(slabbed::SlabbedCpuBackend::new(
-                phys.clone(),
-                st,
-                slabs,
-                cfg.tuning.cpu_threads,
-                crate::ranks::transport(),
-            )?));
-        }
         Ok(Box::new(cpu::CpuBackend::new(
             phys.clone(),
             st.clone(),

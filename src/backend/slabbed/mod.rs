@@ -24,6 +24,7 @@ use super::cpu::slab::PACKET_WORDS;
 use super::cpu::{worker_pool, CpuBackend};
 use super::{slab_bounds, Backend, FluidMoments, SoluteBatch, StepReport};
 use crate::error::{ConfigError, MpcError, Result};
+use crate::fluid_parts::FluidSource;
 use crate::physics::{Physics, StepPlan, WallMomentum};
 use crate::ranks::Transport;
 use crate::state::FluidState;
@@ -50,11 +51,12 @@ pub struct SlabbedCpuBackend {
 }
 
 impl SlabbedCpuBackend {
-    /// The box of `phys` cut into `slabs` y slabs over the transport's ranks; `state` is the
-    /// whole fluid (each process keeps the particles in its slabs' layers).
+    /// The box of `phys` cut into `slabs` y slabs over the transport's ranks; `source` is the
+    /// whole fluid or the config's initial state, of which each process keeps (or generates
+    /// only) the particles in its slabs' layers.
     pub fn new(
         phys: Physics,
-        state: &FluidState,
+        source: FluidSource<'_>,
         slabs: usize,
         threads: usize,
         transport: Box<dyn Transport>,
@@ -70,9 +72,11 @@ impl SlabbedCpuBackend {
                 fix: format!("between {ranks} (one per process) and {ly} (one cell layer each)"),
             }));
         }
-        state
-            .validate(&phys)
-            .map_err(|e| MpcError::Device(format!("initial fluid state: {e}")))?;
+        if let FluidSource::State(state) = source {
+            state
+                .validate(&phys)
+                .map_err(|e| MpcError::Device(format!("initial fluid state: {e}")))?;
+        }
         let bounds = slab_bounds(ly as u32, slabs);
         let slab_rank = slab_ranks(slabs, ranks);
         let first = slab_rank.partition_point(|&r| r < me);
@@ -83,33 +87,27 @@ impl SlabbedCpuBackend {
             first,
             bounds,
             slab_rank,
-            n_total: state.len(),
+            n_total: source.len(),
             threads: pool.current_num_threads(),
             solute_mode: SoluteMode::default(),
             transport,
             phys,
         };
-        b.slabs = b.cut(state, &pool)?;
+        b.slabs = b.cut(source, &pool)?;
         Ok(b)
     }
 
-    /// This process's slabs holding the particles of `state` in their layers.
-    fn cut(&self, state: &FluidState, pool: &Arc<rayon::ThreadPool>) -> Result<Vec<CpuBackend>> {
-        let mut parts: Vec<(FluidState, Vec<u64>)> = (0..self.local_count())
-            .map(|_| Default::default())
-            .collect();
-        for i in 0..state.len() {
-            let p = state.position(i);
-            let k = self.slab_of_layer((p[1].floor() as u32).min(self.phys.cells[1] - 1));
-            if let Some((part, ids)) = k.checked_sub(self.first).and_then(|j| parts.get_mut(j)) {
-                let v = state.velocity(i);
-                for c in 0..3 {
-                    part.pos[c].push(p[c]);
-                    part.vel[c].push(v[c]);
-                }
-                ids.push(i as u64);
-            }
-        }
+    /// This process's slabs holding the particles of `source` in their layers.
+    fn cut(
+        &self,
+        source: FluidSource<'_>,
+        pool: &Arc<rayon::ThreadPool>,
+    ) -> Result<Vec<CpuBackend>> {
+        let (top, first, bounds) = (self.phys.cells[1] - 1, self.first, &self.bounds);
+        let parts = source.parts(self.local_count(), |y| {
+            let iy = (y.floor() as u32).min(top);
+            (bounds.partition_point(|&b| b <= iy) - 1).checked_sub(first)
+        });
         parts
             .into_iter()
             .enumerate()
@@ -273,7 +271,7 @@ impl Backend for SlabbedCpuBackend {
             .validate(&self.phys)
             .map_err(|e| MpcError::Device(format!("uploaded fluid state: {e}")))?;
         let pool = worker_pool(self.threads)?;
-        self.slabs = self.cut(state, &pool)?;
+        self.slabs = self.cut(FluidSource::State(state), &pool)?;
         self.n_total = state.len();
         Ok(())
     }

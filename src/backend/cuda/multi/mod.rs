@@ -54,6 +54,7 @@ use super::{CellSumMethod, CudaBackend, CudaDevice};
 use crate::backend::{Backend, DeviceSolutes, FluidMoments, SlabPlace, SoluteBatch, StepReport};
 use crate::config::Config;
 use crate::error::{MpcError, Result};
+use crate::fluid_parts::FluidSource;
 use crate::physics::{Physics, StepPlan};
 use crate::ranks::{Alone, Transport};
 use crate::state::FluidState;
@@ -171,20 +172,23 @@ impl MultiCudaBackend {
                 "MPCBOX_CUDA_METHOD=list runs on one GPU only; fix: unset it or use fused".into(),
             ));
         }
+        // over ranks a fresh state is generated for this process's layers only (the others'
+        // particles are never built here); one process builds it whole (one pass, not three)
         let owned;
-        let state = match state {
-            Some(s) => s,
+        let source = match state {
+            Some(s) => {
+                s.validate(phys)
+                    .map_err(|e| MpcError::Device(format!("fluid state: {e}")))?;
+                FluidSource::State(s)
+            }
+            None if transport.ranks() > 1 => FluidSource::Initial(cfg),
             None => {
                 owned = FluidState::initial(cfg);
-                &owned
+                FluidSource::State(&owned)
             }
         };
-        state
-            .validate(phys)
-            .map_err(|e| MpcError::Device(format!("fluid state: {e}")))?;
-        let layout = SlabLayout::new(phys, state.len(), g);
-        // this process's slabs only: over ranks, the others' parts are not built here
-        let mut parts = split_slabs(state, &layout.bounds, first..first + ordinals.len());
+        let layout = SlabLayout::new(phys, source.len(), g);
+        let mut parts = split_slabs(source, &layout.bounds, first..first + ordinals.len());
         let devices = ordinals
             .iter()
             .map(|&ord| CudaDevice::open_for(ord, phys))
@@ -223,7 +227,7 @@ impl MultiCudaBackend {
             home_reachable,
             bounds: layout.bounds,
             phys: phys.clone(),
-            n_total: state.len(),
+            n_total: source.len(),
             transfer,
             solute_scratch: Vec::new(),
             profiling: false,
@@ -520,7 +524,7 @@ impl Backend for MultiCudaBackend {
             )));
         }
         let mine = self.first..self.first + self.slabs.len();
-        let parts = split_slabs(state, &self.bounds, mine);
+        let parts = split_slabs(FluidSource::State(state), &self.bounds, mine);
         for (s, (part, ids)) in self.slabs.iter_mut().zip(parts) {
             s.upload_slab(&part, &ids)?;
         }

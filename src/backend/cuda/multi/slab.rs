@@ -13,6 +13,7 @@ use crate::backend::cuda::device::drv;
 use crate::backend::cuda::observe::REPORT_WORDS;
 use crate::backend::cuda::{device_bytes, CellSumMethod, CudaBackend, CudaDevice};
 use crate::error::{MpcError, Result};
+use crate::fluid_parts::FluidSource;
 use crate::physics::Physics;
 use crate::state::FluidState;
 
@@ -104,33 +105,21 @@ impl SlabLayout {
 }
 
 /// The parts of slabs `wanted` (a process's own) of a fluid split by the slab owning each
-/// particle's layer, in order; with each part its global ids.
+/// particle's layer, in order; with each part its global ids. From a config, only these parts
+/// of its initial state are generated (`FluidSource`).
 pub(super) fn split_slabs(
-    state: &FluidState,
+    source: FluidSource<'_>,
     bounds: &[u32],
     wanted: std::ops::Range<usize>,
 ) -> Vec<(FluidState, Vec<u32>)> {
-    use rayon::prelude::*;
-    let g = bounds.len() - 1;
-    let ly = bounds[g];
-    // slab indices as u16: up to 65535 slabs
-    let owners: Vec<u16> = state.pos[1]
-        .par_iter()
-        .map(|&y| owner(bounds, (y.max(0.0) as u32).min(ly - 1)) as u16)
-        .collect();
-    wanted
-        .into_par_iter()
-        .map(|k| {
-            let ids: Vec<u32> = (0..state.len() as u32)
-                .filter(|&i| owners[i as usize] as usize == k)
-                .collect();
-            let mut part = FluidState::default();
-            for c in 0..3 {
-                part.pos[c] = ids.iter().map(|&i| state.pos[c][i as usize]).collect();
-                part.vel[c] = ids.iter().map(|&i| state.vel[c][i as usize]).collect();
-            }
-            (part, ids)
-        })
+    let ly = bounds[bounds.len() - 1];
+    let parts = source.parts(wanted.len(), |y| {
+        owner(bounds, (y.max(0.0) as u32).min(ly - 1)).checked_sub(wanted.start)
+    });
+    // the config check keeps every id below 2^32
+    parts
+        .into_iter()
+        .map(|(st, ids)| (st, ids.into_iter().map(|i| i as u32).collect()))
         .collect()
 }
 
@@ -364,9 +353,14 @@ mod tests {
         .unwrap();
         let st = FluidState::initial(&cfg);
         let b = slab_bounds(12, 3);
-        let parts = split_slabs(&st, &b, 0..3);
-        let upper = split_slabs(&st, &b, 1..3);
+        let parts = split_slabs(FluidSource::State(&st), &b, 0..3);
+        let upper = split_slabs(FluidSource::State(&st), &b, 1..3);
         assert_eq!(upper[1].1, parts[2].1, "a sub-range gives the same parts");
+        let generated = split_slabs(FluidSource::Initial(&cfg), &b, 1..3);
+        assert_eq!(
+            generated, upper,
+            "generated parts equal the parts of the whole"
+        );
         let mut seen = vec![0u8; st.len()];
         for (k, (part, ids)) in parts.iter().enumerate() {
             for (j, &id) in ids.iter().enumerate() {
