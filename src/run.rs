@@ -21,9 +21,10 @@ pub use crate::report::{
 pub trait JobStep {
     /// One MPC step.
     fn advance(&mut self, solvent: &mut Solvent) -> Result<()>;
-    /// The checkpoint of the whole job now.
+    /// The checkpoint of the whole job now, for rank 0 to write (every rank calls it; over MPI
+    /// ranks its fluid is whole on rank 0 only: [`Solvent::checkpoint_for_root`]).
     fn checkpoint(&mut self, solvent: &mut Solvent) -> Result<Checkpoint> {
-        solvent.checkpoint()
+        solvent.checkpoint_for_root()
     }
     /// Add this job's figures to the summary.
     fn summarize(&mut self, _solvent: &Solvent, _summary: &mut Summary) -> Result<()> {
@@ -168,7 +169,7 @@ pub fn run_job_steps(
         if ck_interval > 0 && solvent.step_count().is_multiple_of(ck_interval) {
             // a failed periodic checkpoint (full disk) loses no data: the previous one stays
             // (atomic writes), and the run goes on to try again at the next
-            let ck = job.checkpoint(solvent)?; // gathered on every rank
+            let ck = job.checkpoint(solvent)?; // whole on rank 0, which writes it
             if let Err(e) = ck.save_on_root(&ck_path) {
                 tracing::warn!(
                     "checkpoint at step {} not written: {e}",

@@ -539,6 +539,19 @@ impl Solvent {
         })
     }
 
+    /// [`Solvent::checkpoint`] for [`Checkpoint::save_on_root`]: over MPI ranks the fluid is
+    /// gathered on rank 0 only (every rank calls this; on the others the fluid is left empty),
+    /// so no other rank ever holds the whole box.
+    pub fn checkpoint_for_root(&mut self) -> Result<Checkpoint> {
+        Ok(Checkpoint {
+            config: self.config.clone(),
+            step: self.step,
+            fluid: self.backend.download_to_root()?.unwrap_or_default(),
+            stats: self.stats.clone(),
+            md: None,
+        })
+    }
+
     /// Put the fluid back to a checkpoint taken from a solvent of the same config.
     pub fn restore(&mut self, ck: &Checkpoint) -> Result<()> {
         if ck.config.cells != self.config.cells

@@ -109,6 +109,13 @@ pub trait Backend: Send {
     /// A copy of the whole fluid state (checkpoints, tests).
     fn download(&mut self) -> Result<FluidState>;
 
+    /// The whole fluid state on rank 0 only, None on the other MPI ranks (which then never
+    /// hold the whole box): what a checkpoint that rank 0 writes needs. In one process, the
+    /// same as [`Backend::download`].
+    fn download_to_root(&mut self) -> Result<Option<FluidState>> {
+        self.download().map(Some)
+    }
+
     /// Replace the fluid state (resume, tests).
     fn upload(&mut self, state: &FluidState) -> Result<()>;
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 mod collect;
 mod solutes;
 
-pub(crate) use collect::{gather_particles, pack_particles, sum_moments};
+pub(crate) use collect::{gather_particles, gather_particles_to_root, pack_particles, sum_moments};
 pub use solutes::SoluteMode;
 pub(crate) use solutes::{return_solute_velocities, route_solutes};
 
@@ -117,6 +117,16 @@ impl SlabbedCpuBackend {
                 CpuBackend::new_slab(self.phys.clone(), st, ids, pool.clone(), layers)
             })
             .collect()
+    }
+
+    /// This process's particles, packed with their global indices for a gather.
+    fn packed_particles(&self) -> Vec<f64> {
+        let mut mine = Vec::new();
+        for s in &self.slabs {
+            let (st, ids) = s.particles();
+            pack_particles(st, ids.iter().copied(), &mut mine);
+        }
+        mine
     }
 
     fn local_count(&self) -> usize {
@@ -258,12 +268,13 @@ impl Backend for SlabbedCpuBackend {
     }
 
     fn download(&mut self) -> Result<FluidState> {
-        let mut mine = Vec::new();
-        for s in &self.slabs {
-            let (st, ids) = s.particles();
-            pack_particles(st, ids.iter().copied(), &mut mine);
-        }
+        let mine = self.packed_particles();
         gather_particles(&*self.transport, self.n_total, &mine)
+    }
+
+    fn download_to_root(&mut self) -> Result<Option<FluidState>> {
+        let mine = self.packed_particles();
+        gather_particles_to_root(&*self.transport, self.n_total, &mine)
     }
 
     fn upload(&mut self, state: &FluidState) -> Result<()> {

@@ -425,7 +425,7 @@ impl JobStep for Coupling {
     }
 
     fn checkpoint(&mut self, solvent: &mut Solvent) -> Result<Checkpoint> {
-        let mut ck = solvent.checkpoint()?;
+        let mut ck = solvent.checkpoint_for_root()?;
         ck.md = Some(self.md_checkpoint()?);
         Ok(ck)
     }

@@ -298,6 +298,20 @@ impl MultiCudaBackend {
         k.checked_sub(self.first).filter(|&j| j < self.slabs.len())
     }
 
+    /// This process's particles, packed with their global indices for a gather over ranks.
+    fn packed_particles(&mut self) -> Result<Vec<f64>> {
+        let mut mine = Vec::new();
+        for s in &mut self.slabs {
+            let (part, ids) = s.download_slab()?;
+            crate::backend::slabbed::pack_particles(
+                &part,
+                ids.iter().map(|&i| i as u64),
+                &mut mine,
+            );
+        }
+        Ok(mine)
+    }
+
     /// This process's j-th slab.
     fn slab_of(&self, j: usize) -> &Slab {
         self.slabs[j].slab()
@@ -466,15 +480,7 @@ impl Backend for MultiCudaBackend {
 
     fn download(&mut self) -> Result<FluidState> {
         if self.transport.ranks() > 1 {
-            let mut mine = Vec::new();
-            for s in &mut self.slabs {
-                let (part, ids) = s.download_slab()?;
-                crate::backend::slabbed::pack_particles(
-                    &part,
-                    ids.iter().map(|&i| i as u64),
-                    &mut mine,
-                );
-            }
+            let mine = self.packed_particles()?;
             return crate::backend::slabbed::gather_particles(
                 &*self.transport,
                 self.n_total,
@@ -509,6 +515,14 @@ impl Backend for MultiCudaBackend {
             )));
         }
         Ok(st)
+    }
+
+    fn download_to_root(&mut self) -> Result<Option<FluidState>> {
+        if self.transport.ranks() == 1 {
+            return self.download().map(Some);
+        }
+        let mine = self.packed_particles()?;
+        crate::backend::slabbed::gather_particles_to_root(&*self.transport, self.n_total, &mine)
     }
 
     fn upload(&mut self, state: &FluidState) -> Result<()> {
