@@ -81,9 +81,10 @@ fn thermal(cfg: &Config, phys: &Physics, sigma: f64, i: usize) -> ([f32; 3], [f6
     }
 }
 
-/// Σ over chunks (in chunk order) of each chunk's sums of `term` over its particles, as
-/// `FluidState::mean_velocity_and_energy` adds them.
-fn chunked_sums(n: usize, term: impl Fn(usize) -> [f64; 4] + Sync) -> [f64; 4] {
+/// Σ over chunks (in chunk order) of each chunk's sums of `term` over its particles: the
+/// fixed-chunk reduction of the initial state's mean velocity and energy (also
+/// `FluidState::mean_velocity_and_energy`), so its value does not depend on the thread count.
+pub(crate) fn chunked_sums(n: usize, term: impl Fn(usize) -> [f64; 4] + Sync) -> [f64; 4] {
     let parts: Vec<[f64; 4]> = (0..n.div_ceil(REDUCTION_CHUNK))
         .into_par_iter()
         .map(|c| {
@@ -107,7 +108,8 @@ fn chunked_sums(n: usize, term: impl Fn(usize) -> [f64; 4] + Sync) -> [f64; 4] {
     t
 }
 
-fn sums_of(v: [f64; 3]) -> [f64; 4] {
+/// A velocity's terms of those sums: its components and ½v².
+pub(crate) fn sums_of(v: [f64; 3]) -> [f64; 4] {
     [
         v[0],
         v[1],

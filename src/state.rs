@@ -98,28 +98,8 @@ impl FluidState {
     /// Mean velocity and ½Σv² (per unit mass), summed in fixed chunks for reproducibility.
     fn mean_velocity_and_energy(&self) -> ([f64; 3], f64) {
         let n = self.len();
-        let parts: Vec<[f64; 4]> = (0..n.div_ceil(REDUCTION_CHUNK))
-            .into_par_iter()
-            .map(|c| {
-                let lo = c * REDUCTION_CHUNK;
-                let hi = (lo + REDUCTION_CHUNK).min(n);
-                let mut s = [0.0; 4];
-                for i in lo..hi {
-                    let v = self.velocity(i);
-                    s[0] += v[0];
-                    s[1] += v[1];
-                    s[2] += v[2];
-                    s[3] += 0.5 * (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
-                }
-                s
-            })
-            .collect();
-        let mut t = [0.0; 4];
-        for p in parts {
-            for k in 0..4 {
-                t[k] += p[k];
-            }
-        }
+        let t =
+            crate::fluid_parts::chunked_sums(n, |i| crate::fluid_parts::sums_of(self.velocity(i)));
         let nf = n.max(1) as f64;
         ([t[0] / nf, t[1] / nf, t[2] / nf], t[3])
     }

@@ -28,7 +28,11 @@ pub struct MdState {
 
 impl MdState {
     pub fn report(&self) -> ForceReport {
-        let r = &self.report;
+        Self::report_from_words(&self.report)
+    }
+
+    /// The inverse of [`MdState::report_words`].
+    pub fn report_from_words(r: &[f64; 10]) -> ForceReport {
         ForceReport {
             pair_energy: r[0],
             bond_energy: r[1],

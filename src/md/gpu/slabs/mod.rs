@@ -259,21 +259,9 @@ impl SlabMd {
     fn sum_reports(&mut self) -> Result<()> {
         let mut r = add_reports(self.slabs.iter().map(|g| g.report()));
         if let Some(remote) = &self.remote {
-            let mut x = [
-                r.pair_energy,
-                r.bond_energy,
-                r.virial,
-                r.wall_energy,
-                r.virial_tensor[0],
-                r.virial_tensor[1],
-                r.virial_tensor[2],
-                r.virial_tensor[3],
-                r.virial_tensor[4],
-                r.virial_tensor[5],
-            ];
+            let mut x = MdState::report_words(&r);
             remote.sum(&mut x)?;
-            [r.pair_energy, r.bond_energy, r.virial, r.wall_energy] = [x[0], x[1], x[2], x[3]];
-            r.virial_tensor.copy_from_slice(&x[4..]);
+            r = MdState::report_from_words(&x);
         }
         self.report = r;
         Ok(())
