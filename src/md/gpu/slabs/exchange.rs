@@ -1,13 +1,15 @@
 //! The exchanges of a [`SlabMd`]: along every [`Link`] (a slab whose layers meet another's
 //! band), `md_slab_pack` collects on the sender the beads the receiver needs (what depends on
 //! the moment: [`SlabSend`]) into 16-word records and counts them in a word of the sender's
-//! flags; the buffer's whole capacity and the count are copied to the receiver (a peer copy
-//! between GPUs, a device copy within one) and `md_slab_unpack` writes the records at their
-//! indices there, all queued without a wait. The host then reads every slab's flags (the step's
-//! one wait, as on one GPU): a count above the capacity grows the buffers and that link is sent
-//! again. No kernel reads another GPU's memory.
+//! flags; the records (as many as the link's last exchange of that kind carried, with a
+//! margin) and the count are copied to the receiver (a peer copy between GPUs, a device copy
+//! within one) and `md_slab_unpack` writes the records at their indices there, all queued
+//! without a wait. Every delivery waits only for its sender's packs (an event recorded after
+//! them), so the links' copies and unpacks run side by side. The host then reads every slab's
+//! flags (the step's one wait, as on one GPU): a count above what was copied grows the buffers
+//! if needed and that link is sent again. No kernel reads another GPU's memory.
 
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cudarc::driver::{CudaEvent, CudaSlice, PushKernelArg};
 
 use super::super::{drv, grid, items, push_items, GpuMd, FLAG_COUNTS, FLAG_REBUILD, MAX_LINKS};
 use super::SlabMd;
@@ -48,10 +50,13 @@ pub(super) struct Link {
     slot: usize,
     /// The count, copied beside the records.
     recv_count: CudaSlice<u32>,
+    /// Records to copy for each [`SlabSend`]: the last such exchange's count with a margin
+    /// (everything at first); a count above it is sent again after the flags' read.
+    expect: [usize; 3],
 }
 
 /// Zero a slab's outgoing record counts (one memset for all its links).
-fn zero_counts(g: &mut GpuMd) -> Result<()> {
+pub(super) fn zero_counts(g: &mut GpuMd) -> Result<()> {
     let words = FLAG_COUNTS..FLAG_COUNTS + MAX_LINKS;
     g.stream
         .memset_zeros(&mut g.flags.slice_mut(words))
@@ -120,6 +125,7 @@ impl Link {
             recv_cap: cap,
             slot,
             recv_count: ts.alloc_zeros::<u32>(1).map_err(drv("alloc"))?,
+            expect: [usize::MAX; 3],
         })
     }
 
@@ -174,9 +180,16 @@ impl Link {
         })
     }
 
-    /// The records one delivery copies.
-    fn copied(&self) -> usize {
-        self.send_cap[self.turn].min(self.recv_cap)
+    /// The records one delivery of `what` copies.
+    fn copied(&self, what: SlabSend) -> usize {
+        self.send_cap[self.turn]
+            .min(self.recv_cap)
+            .min(self.expect[what as usize])
+    }
+
+    /// Expect about `m` records in the next exchange of `what` (a quarter and 256 more).
+    fn expect(&mut self, what: SlabSend, m: usize) {
+        self.expect[what as usize] = m + m / 4 + 256;
     }
 
     /// `md_slab_pack` on the sender into this turn's buffer; its count word must be zero
@@ -220,17 +233,17 @@ impl Link {
         Ok(())
     }
 
-    /// Copy this turn's records (the whole capacity the receiver holds) and the count to the
-    /// receiver, after the sender's pack, and unpack them there.
-    fn deliver(&mut self, slabs: &mut [GpuMd]) -> Result<()> {
+    /// Copy this turn's records (as many as [`Link::copied`]) and the count to the receiver,
+    /// once the sender's packs are done (`packed`, recorded on its stream after them), and
+    /// unpack them there.
+    fn deliver(&mut self, slabs: &mut [GpuMd], what: SlabSend, packed: &CudaEvent) -> Result<()> {
         let t = self.turn;
-        let limit = self.copied();
+        let limit = self.copied(what);
         let words = limit * WORDS;
         let word = FLAG_COUNTS + self.slot;
         let from = &slabs[self.from];
-        let from_stream = from.stream.clone();
         let s = slabs[self.to].stream.clone();
-        s.join(&from_stream).map_err(drv("event"))?;
+        s.wait(packed).map_err(drv("event"))?;
         s.memcpy_dtod(
             &self.send[t].slice(..words),
             &mut self.recv.slice_mut(..words),
@@ -380,15 +393,22 @@ impl SlabMd {
     /// counts among them) and check them; a link whose count exceeded what was copied grows and
     /// is sent again, waited for. Links to other ranks (`gather`: the gathers') cross last.
     /// Returns the flags and whether any slab (of any rank) asks for a list build.
+    ///
+    /// The count words are zeroed behind the flags' copy (and behind a repeated pack's read),
+    /// off the next exchange's path; only an exchange that failed leaves them for the next to
+    /// zero first.
     fn run_links(
         &mut self,
         links: &mut [Link],
         what: SlabSend,
         gather: bool,
     ) -> Result<(Vec<Vec<u32>>, bool)> {
-        for g in &mut self.slabs {
-            zero_counts(g)?;
+        if self.counts_dirty {
+            for g in &mut self.slabs {
+                zero_counts(g)?;
+            }
         }
+        self.counts_dirty = true;
         for l in links.iter_mut() {
             l.pack(
                 &mut self.slabs[l.from],
@@ -400,11 +420,15 @@ impl SlabMd {
         if let Some(remote) = self.remote.as_mut() {
             remote.pack(&mut self.slabs, &self.vel_before, what, gather)?;
         }
+        for (g, e) in self.slabs.iter().zip(&self.packed) {
+            e.record(&g.stream).map_err(drv("event"))?;
+        }
         for l in links.iter_mut() {
-            l.deliver(&mut self.slabs)?;
+            l.deliver(&mut self.slabs, what, &self.packed[l.from])?;
         }
         for g in &mut self.slabs {
             g.queue_flags()?;
+            zero_counts(g)?;
         }
         let mut flags = self
             .slabs
@@ -413,18 +437,25 @@ impl SlabMd {
             .collect::<Result<Vec<_>>>()?;
         for l in links.iter_mut() {
             let m = flags[l.from][FLAG_COUNTS + l.slot] as usize;
-            if m > l.copied() {
+            if m > l.copied(what) {
                 l.grow(m, &self.slabs)?;
+                l.expect(what, m);
                 l.pack(
                     &mut self.slabs[l.from],
                     &self.vel_before[l.from],
                     what,
                     true,
                 )?;
-                l.deliver(&mut self.slabs)?;
+                let from = &self.slabs[l.from];
+                self.packed[l.from]
+                    .record(&from.stream)
+                    .map_err(drv("event"))?;
+                l.deliver(&mut self.slabs, what, &self.packed[l.from])?;
                 flags[l.from] = self.slabs[l.from].read_flags()?;
+                zero_counts(&mut self.slabs[l.from])?;
                 self.slabs[l.to].synchronize()?;
             }
+            l.expect(what, m);
             l.turn ^= 1;
         }
         let mut rebuild = false;
@@ -436,6 +467,7 @@ impl SlabMd {
             let how = (what, gather);
             rebuild = remote.cross(&mut self.slabs, &self.vel_before, how, &mut flags, rebuild)?;
         }
+        self.counts_dirty = false;
         Ok((flags, rebuild))
     }
 

@@ -28,7 +28,7 @@
 mod exchange;
 mod remote;
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaEvent, CudaSlice};
 
 #[cfg(doc)]
 use super::MD_PHASE_NAMES;
@@ -63,6 +63,10 @@ pub struct SlabMd {
     gather: Vec<Link>,
     /// Each slab's velocities before the collision (to send only what its collision changed).
     vel_before: Vec<CudaSlice<f64>>,
+    /// Each slab's event recorded after an exchange's packs: its deliveries wait for it alone.
+    packed: Vec<CudaEvent>,
+    /// An exchange failed before zeroing the record counts: the next zeroes them first.
+    counts_dirty: bool,
     halo: f64,
     report: ForceReport,
     /// Slab 0 holds every bead current (gathered since the last change).
@@ -169,6 +173,10 @@ impl SlabMd {
             .iter()
             .map(|g| super::setup::zeros_f64(&g.stream, 3 * g.n))
             .collect::<Result<Vec<_>>>()?;
+        let packed = slabs
+            .iter()
+            .map(|g| g.stream.context().new_event(None).map_err(drv("event")))
+            .collect::<Result<Vec<_>>>()?;
         let mut md = SlabMd {
             slabs,
             remote,
@@ -177,6 +185,8 @@ impl SlabMd {
             links,
             gather,
             vel_before,
+            packed,
+            counts_dirty: false,
             halo,
             report: ForceReport::default(),
             gathered: true,

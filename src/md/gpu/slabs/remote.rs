@@ -19,7 +19,9 @@ use cudarc::driver::{CudaContext, CudaSlice, PinnedHostSlice};
 
 use super::super::{drv, GpuMd, FLAG_COUNTS};
 use super::exchange::WORDS;
-use super::exchange::{pack_records, take_slot, unpack_records, Records, SlabSend, Topology};
+use super::exchange::{
+    pack_records, take_slot, unpack_records, zero_counts, Records, SlabSend, Topology,
+};
 use crate::error::{MpcError, Result};
 use crate::ranks::Transport;
 
@@ -211,6 +213,8 @@ impl RankLinks {
                 let g = &mut slabs[o.from];
                 pack_records(g, &vel_before[o.from], what, o.records, &mut o.send, true)?;
                 flags[o.from] = g.read_flags()?;
+                // the next exchange finds its counts zero
+                zero_counts(g)?;
                 m = flags[o.from][word] as usize;
             }
             o.count = m;
