@@ -1,6 +1,7 @@
 //! A fluid cut into parts (the slabs of a process) without the whole box in memory:
-//! [`FluidSource`] is either a whole [`FluidState`] or a config whose initial state each
-//! process generates part by part. Every particle has its own Philox stream, so a process can
+//! [`FluidSource`] is a whole [`FluidState`], a checkpoint file of which each process reads
+//! only the blocks of its layers, or a config whose initial state each process generates part
+//! by part. Every particle has its own Philox stream, so a process can
 //! draw any particle; the mean velocity and the energy that [`FluidState::initial`] removes and
 //! rescales are summed over every particle in the same fixed chunks, so each part is bit for bit
 //! the corresponding particles of the whole initial state, while only the kept ones are stored
@@ -9,15 +10,19 @@
 
 use rayon::prelude::*;
 
+use crate::checkpoint::PartedFile;
 use crate::config::{Config, InitialFlow};
+use crate::error::Result;
 use crate::physics::Physics;
 use crate::state::{initial_particle, FluidState, REDUCTION_CHUNK};
 
 /// Where a fluid cut into parts comes from.
 #[derive(Clone, Copy)]
 pub enum FluidSource<'a> {
-    /// A whole state (a resume, or a caller's).
+    /// A whole state (a caller's, or an older checkpoint's).
     State(&'a FluidState),
+    /// A checkpoint's fluid (a resume): only the blocks a process needs are read.
+    Stored(&'a PartedFile),
     /// The config's initial state, generated part by part.
     Initial(&'a Config),
 }
@@ -30,25 +35,56 @@ impl FluidSource<'_> {
     pub fn len(&self) -> usize {
         match self {
             FluidSource::State(s) => s.len(),
+            FluidSource::Stored(f) => f.len(),
             FluidSource::Initial(cfg) => cfg.n_fluid() as usize,
         }
+    }
+
+    /// The whole fluid (one process holding every particle).
+    pub fn whole(&self) -> Result<std::borrow::Cow<'_, FluidState>> {
+        use std::borrow::Cow;
+        Ok(match self {
+            FluidSource::State(s) => Cow::Borrowed(*s),
+            FluidSource::Stored(f) => Cow::Owned(f.whole_fluid()?),
+            FluidSource::Initial(cfg) => Cow::Owned(FluidState::initial(cfg)),
+        })
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// `parts` parts: particle i goes to `part_of(its y)` (None: kept by no part here).
+    /// `parts` parts: particle i goes to `part_of(its y)` (None: kept by no part here);
+    /// `y_range` holds every y that `part_of` keeps (a checkpoint reads only the blocks that
+    /// meet it).
     pub fn parts(
         &self,
         parts: usize,
+        y_range: [f32; 2],
         part_of: impl Fn(f32) -> Option<usize> + Sync,
-    ) -> Vec<FluidPart> {
-        match self {
+    ) -> Result<Vec<FluidPart>> {
+        Ok(match self {
             FluidSource::State(s) => cut_state(s, parts, part_of),
+            FluidSource::Stored(f) => f.fluid_parts(parts, y_range, part_of)?,
             FluidSource::Initial(cfg) => initial_parts(cfg, parts, part_of),
-        }
+        })
     }
+}
+
+/// The y range of slabs `slabs` of a box cut at layers `bounds` (slab k: layers bounds[k] to
+/// bounds[k + 1]), open beyond the box's first and last layer (a particle there belongs to
+/// the first or last slab): the `y_range` of [`FluidSource::parts`].
+pub fn slabs_y_range(bounds: &[u32], slabs: std::ops::Range<usize>) -> [f32; 2] {
+    let lo = match slabs.start {
+        0 => f32::NEG_INFINITY,
+        k => bounds[k] as f32,
+    };
+    let hi = if slabs.end + 1 >= bounds.len() {
+        f32::INFINITY
+    } else {
+        bounds[slabs.end] as f32
+    };
+    [lo, hi]
 }
 
 fn cut_state(
@@ -219,8 +255,9 @@ mod tests {
                 3..=6 => Some(1),
                 _ => None,
             };
-            let generated = FluidSource::Initial(&cfg).parts(2, part_of);
-            let cut = FluidSource::State(&whole).parts(2, part_of);
+            let all = [f32::NEG_INFINITY, f32::INFINITY];
+            let generated = FluidSource::Initial(&cfg).parts(2, all, part_of).unwrap();
+            let cut = FluidSource::State(&whole).parts(2, all, part_of).unwrap();
             assert_eq!(generated, cut, "{body}");
             let kept: usize = generated.iter().map(|p| p.1.len()).sum();
             assert!(kept > 0 && kept < whole.len(), "{body}: {kept} kept");

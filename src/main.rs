@@ -6,14 +6,14 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use mpcbox::checkpoint::MdCheckpoint;
+use mpcbox::checkpoint::{CheckpointFile, MdCheckpoint};
 use mpcbox::config::{Config, DeviceChoice};
 use mpcbox::md::coupled::Coupling;
 use mpcbox::md::MdConfig;
 use mpcbox::output_dir::OutputLock;
 use mpcbox::progress::Bar;
 use mpcbox::run::{run_job, run_job_steps, Summary};
-use mpcbox::{Checkpoint, MpcError, Solvent};
+use mpcbox::{MpcError, Solvent};
 
 #[derive(Parser)]
 #[command(
@@ -186,7 +186,9 @@ fn resume_solvent(
     steps: Option<u64>,
     allow_change: &[String],
 ) -> Result<(Solvent, Option<MdCheckpoint>, OutputLock), MpcError> {
-    let mut ck = Checkpoint::load(checkpoint)?;
+    // the head now; the fluid's blocks when the backend opens (each rank reads its layers')
+    let mut file = CheckpointFile::open(checkpoint)?;
+    let ck = &mut file.head;
     let mut changed = Vec::new();
     if let Some(c) = config {
         let given = Config::from_file(c)?;
@@ -247,7 +249,7 @@ fn resume_solvent(
     }
     let lock = OutputLock::acquire(&ck.config.output.directory)?;
     let md = ck.md.take();
-    let mut solvent = Solvent::from_checkpoint(ck, device)?;
+    let mut solvent = Solvent::from_checkpoint_file(&file, device)?;
     solvent.set_changed_on_resume(changed);
     Ok((solvent, md, lock))
 }

@@ -51,9 +51,6 @@ pub trait Transport: Send {
     fn sum(&self, x: &mut [f64]) -> Result<()>;
     /// Every rank's `mine`, concatenated in rank order, on every rank.
     fn gather(&self, mine: &[f64]) -> Result<Vec<f64>>;
-    /// Every rank's `mine`, concatenated in rank order, on rank 0 only (None on the others):
-    /// what a file written by rank 0 needs, without the whole on every rank.
-    fn gather_to_root(&self, mine: &[f64]) -> Result<Option<Vec<f64>>>;
 }
 
 /// The transport of a process that holds every slab itself.
@@ -83,9 +80,6 @@ impl Transport for Alone {
     }
     fn gather(&self, mine: &[f64]) -> Result<Vec<f64>> {
         Ok(mine.to_vec())
-    }
-    fn gather_to_root(&self, mine: &[f64]) -> Result<Option<Vec<f64>>> {
-        Ok(Some(mine.to_vec()))
     }
 }
 
@@ -530,26 +524,6 @@ mod imp {
             }
             Ok(all)
         }
-
-        fn gather_to_root(&self, mine: &[f64]) -> Result<Option<Vec<f64>>> {
-            let n = count(mine.len())?;
-            let root = self.0.process_at_rank(0);
-            if self.0.rank() != 0 {
-                root.gather_into(&n);
-                root.gather_varcount_into(mine);
-                return Ok(None);
-            }
-            let mut counts = vec![0 as Count; self.size()];
-            root.gather_into_root(&n, &mut counts[..]);
-            let total: usize = counts.iter().map(|&c| c as usize).sum();
-            let mut all = vec![0.0; total];
-            let displs = displacements(&counts);
-            {
-                let mut part = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
-                root.gather_varcount_into_root(mine, &mut part);
-            }
-            Ok(Some(all))
-        }
     }
 }
 
@@ -585,7 +559,6 @@ mod tests {
         t.sum(&mut x).unwrap();
         assert_eq!(x, [1.5, 2.0]);
         assert_eq!(t.gather(&x).unwrap(), vec![1.5, 2.0]);
-        assert_eq!(t.gather_to_root(&x).unwrap(), Some(vec![1.5, 2.0]));
         assert!(t.exchange(&[Vec::new()]).unwrap().is_empty());
     }
 }

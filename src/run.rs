@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
-use crate::checkpoint::Checkpoint;
+use crate::checkpoint::MdCheckpoint;
 use crate::error::{MpcError, Result};
 use crate::physics::theory;
 use crate::solvent::Solvent;
@@ -21,10 +21,10 @@ pub use crate::report::{
 pub trait JobStep {
     /// One MPC step.
     fn advance(&mut self, solvent: &mut Solvent) -> Result<()>;
-    /// The checkpoint of the whole job now, for rank 0 to write (every rank calls it; over MPI
-    /// ranks its fluid is whole on rank 0 only: [`Solvent::checkpoint_for_root`]).
-    fn checkpoint(&mut self, solvent: &mut Solvent) -> Result<Checkpoint> {
-        solvent.checkpoint_for_root()
+    /// The MD side of the job's checkpoint now (None: the fluid alone). Every rank calls it;
+    /// rank 0's is written.
+    fn md_checkpoint(&mut self) -> Result<Option<MdCheckpoint>> {
+        Ok(None)
     }
     /// Add this job's figures to the summary.
     fn summarize(&mut self, _solvent: &Solvent, _summary: &mut Summary) -> Result<()> {
@@ -169,8 +169,9 @@ pub fn run_job_steps(
         if ck_interval > 0 && solvent.step_count().is_multiple_of(ck_interval) {
             // a failed periodic checkpoint (full disk) loses no data: the previous one stays
             // (atomic writes), and the run goes on to try again at the next
-            let ck = job.checkpoint(solvent)?; // whole on rank 0, which writes it
-            if let Err(e) = ck.save_on_root(&ck_path) {
+            // every rank writes its block (collective; the same outcome on every rank)
+            let md = job.md_checkpoint()?;
+            if let Err(e) = solvent.save_checkpoint(&ck_path, md) {
                 tracing::warn!(
                     "checkpoint at step {} not written: {e}",
                     solvent.step_count()
@@ -187,8 +188,8 @@ pub fn run_job_steps(
     let wall = t0.elapsed().as_secs_f64();
     progress.finish();
     csv.flush().map_err(|e| MpcError::io(&csv_path, e))?;
-    let ck: Checkpoint = job.checkpoint(solvent)?;
-    ck.save_on_root(&ck_path)?;
+    let md = job.md_checkpoint()?;
+    solvent.save_checkpoint(&ck_path, md)?;
     let done = solvent.step_count().saturating_sub(start_step);
     let mut summary = summarize(solvent, done, wall, dir)?;
     summary.interrupted = interrupted;

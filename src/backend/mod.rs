@@ -109,11 +109,14 @@ pub trait Backend: Send {
     /// A copy of the whole fluid state (checkpoints, tests).
     fn download(&mut self) -> Result<FluidState>;
 
-    /// The whole fluid state on rank 0 only, None on the other MPI ranks (which then never
-    /// hold the whole box): what a checkpoint that rank 0 writes needs. In one process, the
-    /// same as [`Backend::download`].
-    fn download_to_root(&mut self) -> Result<Option<FluidState>> {
-        self.download().map(Some)
+    /// This process's particles with their global indices, packed as
+    /// [`slabbed::PARTICLE_WORDS`] f64 each: its part of a checkpoint that every MPI rank
+    /// writes (no rank ever holds the whole box). In one process, every particle.
+    fn local_particles(&mut self) -> Result<Vec<f64>> {
+        let st = self.download()?;
+        let mut out = Vec::new();
+        slabbed::pack_particles(&st, 0..st.len() as u64, &mut out);
+        Ok(out)
     }
 
     /// Replace the fluid state (resume, tests).
@@ -231,6 +234,16 @@ pub fn open(
     phys: &crate::physics::Physics,
     state: Option<&FluidState>,
 ) -> Result<Box<dyn Backend>> {
+    open_from(cfg, phys, state.map(FluidSource::State))
+}
+
+/// [`open`] with the fluid from `source` (a checkpoint's file: over MPI ranks each rank reads
+/// only the blocks of its layers).
+pub fn open_from(
+    cfg: &crate::config::Config,
+    phys: &crate::physics::Physics,
+    state: Option<FluidSource<'_>>,
+) -> Result<Box<dyn Backend>> {
     use crate::config::DeviceChoice;
     // the environment's knobs, checked before anything is allocated
     crate::knobs::check()?;
@@ -240,7 +253,7 @@ pub fn open(
     if ranks > 1 {
         check_ranks(cfg, ranks)?;
     }
-    let cpu = |state: Option<&FluidState>| -> Result<Box<dyn Backend>> {
+    let cpu = |state: Option<FluidSource<'_>>| -> Result<Box<dyn Backend>> {
         cpu::check_fits(cfg)?;
         let ranks = crate::ranks::size();
         let slabs = (cfg.tuning.slabs as usize).max(ranks);
@@ -249,7 +262,7 @@ pub fn open(
             // process generates only its layers of a fresh initial state
             let whole;
             let source = match state {
-                Some(s) => FluidSource::State(s),
+                Some(s) => s,
                 None if ranks > 1 => FluidSource::Initial(cfg),
                 None => {
                     whole = FluidState::initial(cfg);
@@ -264,17 +277,13 @@ pub fn open(
                 crate::ranks::transport(),
             )?));
         }
-        let initial;
         let st = match state {
-            Some(s) => s,
-            None => {
-                initial = FluidState::initial(cfg);
-                &initial
-            }
+            Some(s) => s.whole()?.into_owned(),
+            None => FluidState::initial(cfg),
         };
         Ok(Box::new(cpu::CpuBackend::new(
             phys.clone(),
-            st.clone(),
+            st,
             cfg.tuning.cpu_threads,
         )?))
     };
@@ -445,7 +454,7 @@ pub fn weighted_slab_ranks(slabs: usize, weights: &[usize]) -> Vec<usize> {
 fn open_cuda_over_ranks(
     cfg: &crate::config::Config,
     phys: &crate::physics::Physics,
-    state: Option<&FluidState>,
+    state: Option<FluidSource<'_>>,
     gpus: &[usize],
 ) -> Result<Box<dyn Backend>> {
     let be = open_gpus_over_ranks(cfg, phys, state, gpus)?;
@@ -457,7 +466,7 @@ fn open_cuda_over_ranks(
 pub fn open_gpus_over_ranks(
     cfg: &crate::config::Config,
     phys: &crate::physics::Physics,
-    state: Option<&FluidState>,
+    state: Option<FluidSource<'_>>,
     gpus: &[usize],
 ) -> Result<cuda::multi::MultiCudaBackend> {
     let (local, on_host) = crate::ranks::local();
@@ -479,12 +488,16 @@ pub fn open_gpus_over_ranks(
 fn open_cuda(
     cfg: &crate::config::Config,
     phys: &crate::physics::Physics,
-    state: Option<&FluidState>,
+    state: Option<FluidSource<'_>>,
     gpus: &[usize],
 ) -> Result<Box<dyn Backend>> {
     let ordinals = slab_gpus(gpus, cfg.tuning.slabs as usize);
     if ordinals.len() == 1 {
-        return cuda::open_backend(cfg, phys, state, ordinals[0]);
+        let whole = match &state {
+            Some(s) => Some(s.whole()?),
+            None => None,
+        };
+        return cuda::open_backend(cfg, phys, whole.as_deref(), ordinals[0]);
     }
     cuda::multi::open_backend(cfg, phys, state, &ordinals)
 }

@@ -241,6 +241,9 @@ pub(super) fn assert_checkpoint_resumes(bin: &Path, config: &str, from: usize, w
             &["run", "c.ron", "-o", &out, "--steps", "25", "--quiet"],
         );
         let ck = format!("{out}/checkpoint.mpcbox");
+        // every rank wrote its own block of the fluid into the one file
+        let file = mpcbox::checkpoint::CheckpointFile::open(&dir.path().join(&ck)).unwrap();
+        assert_eq!(file.fluid_blocks(), from, "{what}: blocks of {from} ranks");
         run_ok(bin, ranks, dir.path(), &["run", "--resume", &ck, "--quiet"]);
         let r = rows(&dir.path().join(&out).join("observables.csv"));
         assert_rows_close(

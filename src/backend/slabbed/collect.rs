@@ -49,19 +49,6 @@ pub fn gather_particles(transport: &dyn Transport, n: usize, mine: &[f64]) -> Re
     place_particles(n, &transport.gather(mine)?)
 }
 
-/// [`gather_particles`] on rank 0 only (None on the other ranks, which then never hold the
-/// whole fluid): for the checkpoint rank 0 writes.
-pub fn gather_particles_to_root(
-    transport: &dyn Transport,
-    n: usize,
-    mine: &[f64],
-) -> Result<Option<FluidState>> {
-    transport
-        .gather_to_root(mine)?
-        .map(|all| place_particles(n, &all))
-        .transpose()
-}
-
 /// Packed particles of all processes placed at their global indices.
 fn place_particles(n: usize, all: &[f64]) -> Result<FluidState> {
     let mut out = FluidState {

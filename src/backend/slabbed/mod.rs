@@ -16,7 +16,7 @@ use std::sync::Arc;
 mod collect;
 mod solutes;
 
-pub(crate) use collect::{gather_particles, gather_particles_to_root, pack_particles, sum_moments};
+pub(crate) use collect::{gather_particles, pack_particles, sum_moments, PARTICLE_WORDS};
 pub use solutes::SoluteMode;
 pub(crate) use solutes::{return_solute_velocities, route_solutes};
 
@@ -104,10 +104,12 @@ impl SlabbedCpuBackend {
         pool: &Arc<rayon::ThreadPool>,
     ) -> Result<Vec<CpuBackend>> {
         let (top, first, bounds) = (self.phys.cells[1] - 1, self.first, &self.bounds);
-        let parts = source.parts(self.local_count(), |y| {
+        let mine = first..first + self.local_count();
+        let y_range = crate::fluid_parts::slabs_y_range(bounds, mine.clone());
+        let parts = source.parts(mine.len(), y_range, |y| {
             let iy = (y.floor() as u32).min(top);
             (bounds.partition_point(|&b| b <= iy) - 1).checked_sub(first)
-        });
+        })?;
         parts
             .into_iter()
             .enumerate()
@@ -272,9 +274,8 @@ impl Backend for SlabbedCpuBackend {
         gather_particles(&*self.transport, self.n_total, &mine)
     }
 
-    fn download_to_root(&mut self) -> Result<Option<FluidState>> {
-        let mine = self.packed_particles();
-        gather_particles_to_root(&*self.transport, self.n_total, &mine)
+    fn local_particles(&mut self) -> Result<Vec<f64>> {
+        Ok(self.packed_particles())
     }
 
     fn upload(&mut self, state: &FluidState) -> Result<()> {

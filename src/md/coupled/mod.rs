@@ -22,7 +22,7 @@ use super::gpu::{GpuMd, MdBackend, SlabMd};
 use super::observe::{ChainObserver, ChainSample};
 use super::rheology::SoluteStats;
 use super::system::System;
-use crate::checkpoint::{Checkpoint, MdCheckpoint};
+use crate::checkpoint::MdCheckpoint;
 use crate::error::{MpcError, Result};
 use crate::run::{JobStep, Summary};
 use crate::solvent::Solvent;
@@ -424,10 +424,8 @@ impl JobStep for Coupling {
         self.step(solvent)
     }
 
-    fn checkpoint(&mut self, solvent: &mut Solvent) -> Result<Checkpoint> {
-        let mut ck = solvent.checkpoint_for_root()?;
-        ck.md = Some(self.md_checkpoint()?);
-        Ok(ck)
+    fn md_checkpoint(&mut self) -> Result<Option<MdCheckpoint>> {
+        Coupling::md_checkpoint(self).map(Some)
     }
 
     fn summarize(&mut self, solvent: &Solvent, summary: &mut Summary) -> Result<()> {

@@ -127,16 +127,17 @@ impl MultiCudaBackend {
         ordinals: &[usize],
     ) -> Result<MultiCudaBackend> {
         let slab_rank = vec![0; ordinals.len()];
-        Self::open_slabs(cfg, phys, state, ordinals, slab_rank, Box::new(Alone))
+        let source = state.map(FluidSource::State);
+        Self::open_slabs(cfg, phys, source, ordinals, slab_rank, Box::new(Alone))
     }
 
     /// This process's share of a box cut over MPI ranks: the slabs that `slab_rank` gives to
     /// `transport`'s rank, spread over this rank's GPUs `gpus` in contiguous blocks. Every
-    /// rank calls it (collective); `state` is the whole fluid (None: the config's initial).
+    /// rank calls it (collective); `state` is the fluid (None: the config's initial).
     pub fn open_over_ranks(
         cfg: &Config,
         phys: &Physics,
-        state: Option<&FluidState>,
+        state: Option<FluidSource<'_>>,
         gpus: &[usize],
         slab_rank: Vec<usize>,
         transport: Box<dyn Transport>,
@@ -151,7 +152,7 @@ impl MultiCudaBackend {
     fn open_slabs(
         cfg: &Config,
         phys: &Physics,
-        state: Option<&FluidState>,
+        state: Option<FluidSource<'_>>,
         ordinals: &[usize],
         slab_rank: Vec<usize>,
         transport: Box<dyn Transport>,
@@ -176,11 +177,13 @@ impl MultiCudaBackend {
         // particles are never built here); one process builds it whole (one pass, not three)
         let owned;
         let source = match state {
-            Some(s) => {
+            Some(FluidSource::State(s)) => {
                 s.validate(phys)
                     .map_err(|e| MpcError::Device(format!("fluid state: {e}")))?;
                 FluidSource::State(s)
             }
+            // a checkpoint's blocks are checked as they are read
+            Some(s) => s,
             None if transport.ranks() > 1 => FluidSource::Initial(cfg),
             None => {
                 owned = FluidState::initial(cfg);
@@ -188,7 +191,7 @@ impl MultiCudaBackend {
             }
         };
         let layout = SlabLayout::new(phys, source.len(), g);
-        let mut parts = split_slabs(source, &layout.bounds, first..first + ordinals.len());
+        let mut parts = split_slabs(source, &layout.bounds, first..first + ordinals.len())?;
         let devices = ordinals
             .iter()
             .map(|&ord| CudaDevice::open_for(ord, phys))
@@ -298,7 +301,8 @@ impl MultiCudaBackend {
         k.checked_sub(self.first).filter(|&j| j < self.slabs.len())
     }
 
-    /// This process's particles, packed with their global indices for a gather over ranks.
+    /// This process's particles, packed with their global indices (a gather over ranks, a
+    /// checkpoint's block).
     fn packed_particles(&mut self) -> Result<Vec<f64>> {
         let mut mine = Vec::new();
         for s in &mut self.slabs {
@@ -517,12 +521,8 @@ impl Backend for MultiCudaBackend {
         Ok(st)
     }
 
-    fn download_to_root(&mut self) -> Result<Option<FluidState>> {
-        if self.transport.ranks() == 1 {
-            return self.download().map(Some);
-        }
-        let mine = self.packed_particles()?;
-        crate::backend::slabbed::gather_particles_to_root(&*self.transport, self.n_total, &mine)
+    fn local_particles(&mut self) -> Result<Vec<f64>> {
+        self.packed_particles()
     }
 
     fn upload(&mut self, state: &FluidState) -> Result<()> {
@@ -538,7 +538,7 @@ impl Backend for MultiCudaBackend {
             )));
         }
         let mine = self.first..self.first + self.slabs.len();
-        let parts = split_slabs(FluidSource::State(state), &self.bounds, mine);
+        let parts = split_slabs(FluidSource::State(state), &self.bounds, mine)?;
         for (s, (part, ids)) in self.slabs.iter_mut().zip(parts) {
             s.upload_slab(&part, &ids)?;
         }
@@ -550,10 +550,11 @@ impl Backend for MultiCudaBackend {
 pub fn open_backend(
     cfg: &Config,
     phys: &Physics,
-    state: Option<&FluidState>,
+    state: Option<FluidSource<'_>>,
     ordinals: &[usize],
 ) -> Result<Box<dyn Backend>> {
-    let be = MultiCudaBackend::open(cfg, phys, state, ordinals)?;
+    let slab_rank = vec![0; ordinals.len()];
+    let be = MultiCudaBackend::open_slabs(cfg, phys, state, ordinals, slab_rank, Box::new(Alone))?;
     tracing::info!("multi-GPU backend: {}", be.describe());
     Ok(Box::new(be))
 }

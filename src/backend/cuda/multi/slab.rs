@@ -111,16 +111,17 @@ pub(super) fn split_slabs(
     source: FluidSource<'_>,
     bounds: &[u32],
     wanted: std::ops::Range<usize>,
-) -> Vec<(FluidState, Vec<u32>)> {
+) -> Result<Vec<(FluidState, Vec<u32>)>> {
     let ly = bounds[bounds.len() - 1];
-    let parts = source.parts(wanted.len(), |y| {
+    let y_range = crate::fluid_parts::slabs_y_range(bounds, wanted.clone());
+    let parts = source.parts(wanted.len(), y_range, |y| {
         owner(bounds, (y.max(0.0) as u32).min(ly - 1)).checked_sub(wanted.start)
-    });
+    })?;
     // the config check keeps every id below 2^32
-    parts
+    Ok(parts
         .into_iter()
         .map(|(st, ids)| (st, ids.into_iter().map(|i| i as u32).collect()))
-        .collect()
+        .collect())
 }
 
 impl CudaBackend {
@@ -353,10 +354,10 @@ mod tests {
         .unwrap();
         let st = FluidState::initial(&cfg);
         let b = slab_bounds(12, 3);
-        let parts = split_slabs(FluidSource::State(&st), &b, 0..3);
-        let upper = split_slabs(FluidSource::State(&st), &b, 1..3);
+        let parts = split_slabs(FluidSource::State(&st), &b, 0..3).unwrap();
+        let upper = split_slabs(FluidSource::State(&st), &b, 1..3).unwrap();
         assert_eq!(upper[1].1, parts[2].1, "a sub-range gives the same parts");
-        let generated = split_slabs(FluidSource::Initial(&cfg), &b, 1..3);
+        let generated = split_slabs(FluidSource::Initial(&cfg), &b, 1..3).unwrap();
         assert_eq!(
             generated, upper,
             "generated parts equal the parts of the whole"
