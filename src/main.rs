@@ -474,6 +474,18 @@ fn check(path: &Path) -> Result<(), MpcError> {
 fn main() -> ExitCode {
     // MPI (with `--features mpi`): kept initialised until main returns
     let _mpi = mpcbox::ranks::init();
+    // a bug that panics on one rank must not leave the others waiting in a collective call
+    let report_panic = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report_panic(info);
+        if mpcbox::ranks::size() > 1 {
+            eprintln!(
+                "rank {} stopped on an internal error: stopping every rank (please report it)",
+                mpcbox::ranks::rank()
+            );
+            mpcbox::ranks::abort_all(101);
+        }
+    }));
     // over MPI ranks, rank 0 speaks for the run; the others only warn
     let level = if mpcbox::ranks::is_root() {
         "info"

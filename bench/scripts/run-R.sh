@@ -19,13 +19,14 @@ for f in ${TESTS-md_slabs:: mpi_gpu:: gpu_multi_solutes::}; do
 done
 echo "tests took $(( $(date +%s) - t0 )) s"
 [ -n "${SKIP_BENCH:-}" ] && exit 0
-for a in ${SHEAR-"" "--shear-rate 0.01 --sample-interval 10"}; do
+for mode in ${MODES:-plain sheared}; do
+  a=""; [ $mode = sheared ] && a="--shear-rate 0.01 --sample-interval 10"
   for s in ${SLABS:-1 2 4}; do
     for build in ${BUILDS:-base bin}; do
       P=.gpu/$build/mpcbox-bench-polymer
       [ -x $P ] || continue
       timeout 150 $P --cells ${CELLS:-256} --chains ${CHAINS:-32768} --collisions 100 --device cuda:0 --slabs $s --profile-md $a > $B/p.txt 2>&1
-      echo "== $build slabs $s [$a]"; grep -E "^\| ([0-9]|first|exch|list|forces|second)" $B/p.txt
+      echo "== $build slabs $s $mode"; grep -E "^\| ([0-9]|first|exch|list|forces|second)" $B/p.txt
       cat $B/p.txt >> $B/bench-polymer-$build.md
     done
   done

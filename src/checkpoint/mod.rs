@@ -74,7 +74,7 @@ pub struct CheckpointFile {
 enum StoredFluid {
     /// A format-3 file, read whole.
     Whole(FluidState),
-    Parted(PartedFile),
+    Parted(Box<PartedFile>),
 }
 
 /// The format version of a file's first bytes (after checking the magic).
@@ -121,7 +121,7 @@ impl CheckpointFile {
         head.validate(&origin)?;
         Ok(CheckpointFile {
             head,
-            fluid: StoredFluid::Parted(parted),
+            fluid: StoredFluid::Parted(Box::new(parted)),
         })
     }
 
@@ -237,7 +237,7 @@ impl Checkpoint {
             parted.head.validate(origin)?;
             let file = CheckpointFile {
                 head: parted.head.clone(),
-                fluid: StoredFluid::Parted(parted),
+                fluid: StoredFluid::Parted(Box::new(parted)),
             };
             return file.into_checkpoint()?.checked(origin);
         }

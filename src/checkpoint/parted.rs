@@ -307,6 +307,9 @@ pub(super) fn to_bytes(head: &CheckpointHead, n_fluid: u64, writers: &[&[f64]]) 
     Ok(out)
 }
 
+/// A particle read from a block: global index, position, velocity.
+type Particle = (u64, [f32; 3], [f64; 3]);
+
 /// Where a checkpoint's bytes are read from.
 enum Store {
     File(File, PathBuf),
@@ -482,14 +485,15 @@ impl PartedFile {
         part_of: impl Fn(f32) -> Option<usize> + Sync,
     ) -> Result<Vec<FluidPart>> {
         let phys = Physics::from_config(&self.head.config);
-        let mut kept: Vec<Vec<(u64, [f32; 3], [f64; 3])>> = vec![Vec::new(); parts];
+        let mut kept: Vec<Vec<Particle>> = vec![Vec::new(); parts];
         for b in &self.blocks {
             if b.count == 0 || b.y_range[1] < y_range[0] || b.y_range[0] > y_range[1] {
                 continue;
             }
             let (st, ids) = self.block(b, &phys)?;
             for (j, &i) in ids.iter().enumerate() {
-                if let Some(k) = part_of(st.pos[1][j]) {
+                // part_of may name parts beyond this process's (kept by none here)
+                if let Some(k) = part_of(st.pos[1][j]).filter(|&k| k < parts) {
                     kept[k].push((i, st.position(j), st.velocity(j)));
                 }
             }
@@ -560,7 +564,7 @@ mod tests {
 
     /// Three writers' blocks (layers 0-3, 4-7, 8-11) read back whole equal the fluid bit for
     /// bit; a reader of layers 4-7 gets exactly their particles in ascending index, reading only
-    /// the middle block (a corrupted first block does not stop it, and stops a whole read).
+    /// the blocks that meet them (a corrupted first block does not stop it, and stops a whole read).
     #[test]
     fn blocks_of_three_writers_read_back_whole_and_by_layers() {
         let (head, fluid) = setup();
@@ -577,7 +581,12 @@ mod tests {
             (3, fluid.len(), 7)
         );
         assert_eq!(file.whole_fluid().unwrap(), fluid);
-        let part_of = |y: f32| (4.0..8.0).contains(&y.floor()).then_some(0);
+        // layers 8-11 belong to a part of another process (an index beyond this one's parts)
+        let part_of = |y: f32| match y.floor() as u32 {
+            4..=7 => Some(0),
+            8..=11 => Some(1),
+            _ => None,
+        };
         let got = file.fluid_parts(1, [4.0, 8.0], part_of).unwrap();
         let all = [f32::NEG_INFINITY, f32::INFINITY];
         let expected = FluidSource::State(&fluid).parts(1, all, part_of).unwrap();
