@@ -47,3 +47,4 @@ for build in base-mpi mpi; do
 done
 dd if=/dev/zero of=$W/dd.bin bs=64M count=64 conv=fsync 2>&1 | tail -1
 rm -rf $W
+[ -f bench/cuda/api_calls.cu ] && nvcc -O2 -o /tmp/api_calls bench/cuda/api_calls.cu && /tmp/api_calls
