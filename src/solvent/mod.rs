@@ -2,15 +2,14 @@
 //! one MPC step per call, optionally with solutes embedded in the collision. The CLI, the C and
 //! Python bindings and the bundled MD engine all drive the fluid through this type.
 
-use std::path::Path;
-
 use crate::backend::{self, Backend, DeviceSolutes, FluidMoments, SoluteBatch, StepReport};
-use crate::checkpoint::{Checkpoint, CheckpointFile, CheckpointHead, MdCheckpoint};
-use crate::config::{Config, DeviceChoice};
+use crate::config::Config;
 use crate::error::{MpcError, Result};
 use crate::physics::{Physics, StepPlan};
 use crate::state::FluidState;
 use crate::stats::RunStats;
+
+mod checkpoints;
 
 /// Instantaneous observables of the fluid.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
@@ -64,45 +63,6 @@ impl Solvent {
         let phys = Physics::from_config(&config);
         let backend = backend::open(&config, &phys, None)?;
         Self::assemble(config, phys, backend, 0, None)
-    }
-
-    /// Continue from a checkpoint file, optionally on another device: over MPI ranks each rank
-    /// reads only the blocks of the fluid that its layers need.
-    pub fn from_checkpoint_file(
-        file: &CheckpointFile,
-        device: Option<DeviceChoice>,
-    ) -> Result<Solvent> {
-        let mut config = file.head.config.clone();
-        if let Some(d) = device {
-            config.device = d;
-        }
-        config.validate()?;
-        let phys = Physics::from_config(&config);
-        if file.source().len() as u64 != config.n_fluid() {
-            return Err(MpcError::Checkpoint {
-                path: "(resume)".into(),
-                problem: format!(
-                    "{} fluid particles, the config implies {}",
-                    file.source().len(),
-                    config.n_fluid()
-                ),
-            });
-        }
-        let backend = backend::open_from(&config, &phys, Some(file.source()))?;
-        let stats = file.head.stats.clone();
-        Self::assemble(config, phys, backend, file.head.step, Some(stats))
-    }
-
-    /// Continue from a checkpoint, optionally on another device.
-    pub fn from_checkpoint(ck: Checkpoint, device: Option<DeviceChoice>) -> Result<Solvent> {
-        let mut config = ck.config;
-        if let Some(d) = device {
-            config.device = d;
-        }
-        config.validate()?;
-        let phys = Physics::from_config(&config);
-        let backend = backend::open(&config, &phys, Some(&ck.fluid))?;
-        Self::assemble(config, phys, backend, ck.step, Some(ck.stats))
     }
 
     /// A solvent on a backend built by the caller (tests, benchmarks).
@@ -556,48 +516,5 @@ impl Solvent {
             )));
         }
         self.backend.upload(state)
-    }
-
-    pub fn checkpoint(&mut self) -> Result<Checkpoint> {
-        Ok(Checkpoint {
-            config: self.config.clone(),
-            step: self.step,
-            fluid: self.backend.download()?,
-            stats: self.stats.clone(),
-            md: None,
-        })
-    }
-
-    /// Write the checkpoint of this solvent (and `md`, a coupled run's MD side) to `path`,
-    /// atomically. Over MPI ranks every rank calls this and writes the block of its own
-    /// particles into the one file, so no rank ever holds the whole box; every rank returns
-    /// the same outcome, and a failure leaves the previous file as it was.
-    pub fn save_checkpoint(&mut self, path: &Path, md: Option<MdCheckpoint>) -> Result<()> {
-        let head = CheckpointHead {
-            config: self.config.clone(),
-            step: self.step,
-            stats: self.stats.clone(),
-            md,
-        };
-        let packed = self.backend.local_particles()?;
-        let transport = crate::ranks::transport();
-        crate::checkpoint::write_parted(path, &head, self.n_fluid() as u64, &packed, &*transport)
-    }
-
-    /// Put the fluid back to a checkpoint taken from a solvent of the same config.
-    pub fn restore(&mut self, ck: &Checkpoint) -> Result<()> {
-        if ck.config.cells != self.config.cells
-            || ck.config.particles_per_cell != self.config.particles_per_cell
-        {
-            return Err(MpcError::Checkpoint {
-                path: "(restore)".into(),
-                problem: "the checkpoint's box or particle count differs from this solvent's"
-                    .into(),
-            });
-        }
-        self.set_fluid_state(&ck.fluid)?;
-        self.step = ck.step;
-        self.stats = ck.stats.clone();
-        Ok(())
     }
 }

@@ -1,0 +1,195 @@
+//! The checkpoint file, format 4: the fluid in blocks, one per writer (an MPI rank, or the one
+//! process), each holding its particles with their global indices. Blocks start on 4 KiB pages,
+//! so every rank writes its own block into the one file with positioned writes and no two ranks
+//! touch one page; a resume on any rank count reads only the blocks whose y range meets its
+//! layers. The rest (config, step, statistics, the MD state, the block table) follows the last
+//! block, encoded with postcard; the header names its place and checksum, and every block has
+//! its own checksum.
+//!
+//! ```text
+//! 0     "MPCBOXCK", version (u32), 0 (u32), meta offset, meta length, meta checksum (u64 each)
+//! 40    zeros up to 4096
+//! 4096  block 0: ids (u64), x, y, z (f32), vx, vy, vz (f64), each `count` long; then zeros
+//!       to the next page; block 1 ...
+//! meta  postcard of `Meta` (on a page of its own)
+//! ```
+//! Every number is little-endian.
+
+use std::path::Path;
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::{CheckpointHead, MAGIC};
+use crate::backend::slabbed::PARTICLE_WORDS;
+use crate::error::{MpcError, Result};
+use crate::state::FluidState;
+
+pub(super) const VERSION: u32 = 4;
+/// Bytes of the header proper.
+const HEADER: usize = 40;
+/// Blocks and the meta start on pages of this size.
+const PAGE: u64 = 4096;
+/// Bytes per particle in a block.
+const PARTICLE_BYTES: u64 = 44;
+
+/// One writer's particles in the file.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+struct Block {
+    offset: u64,
+    count: u64,
+    /// The lowest and highest y of its particles (a reader skips a block outside its layers).
+    y_range: [f32; 2],
+    checksum: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Meta {
+    head: CheckpointHead,
+    n_fluid: u64,
+    blocks: Vec<Block>,
+}
+
+/// 64-bit FNV-1a over 8-byte words (a short tail padded with zeros): any change of one word
+/// changes the hash, and it runs at memory speed rather than a byte at a time.
+fn fnv_words(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for c in bytes.chunks(8) {
+        let mut w = [0u8; 8];
+        w[..c.len()].copy_from_slice(c);
+        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The checksum of a block or the meta: [`fnv_words`] of each MiB (in parallel), folded
+/// together with the length.
+fn checksum(bytes: &[u8]) -> u64 {
+    let parts: Vec<u64> = bytes.par_chunks(1 << 20).map(fnv_words).collect();
+    let mut h = fnv_words(&(bytes.len() as u64).to_le_bytes());
+    for p in parts {
+        h = (h ^ p).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// An I/O error on `p` as the crate's error.
+fn io(p: &Path) -> impl Fn(std::io::Error) -> MpcError + '_ {
+    move |e| MpcError::io(p, e)
+}
+
+fn align(x: u64) -> u64 {
+    x.div_ceil(PAGE) * PAGE
+}
+
+/// Particles packed as [`PARTICLE_WORDS`] (position, velocity, id bits) as a block's bytes,
+/// with their count and y range.
+fn encode_block(packed: &[f64]) -> (Vec<u8>, u64, [f32; 2]) {
+    let n = packed.len() / PARTICLE_WORDS;
+    let mut bytes = vec![0u8; n * PARTICLE_BYTES as usize];
+    let (ids, rest) = bytes.split_at_mut(8 * n);
+    let (pos, vel) = rest.split_at_mut(12 * n);
+    let p = |i: usize| &packed[i * PARTICLE_WORDS..(i + 1) * PARTICLE_WORDS];
+    ids.par_chunks_mut(8)
+        .enumerate()
+        .for_each(|(i, b)| b.copy_from_slice(&p(i)[6].to_bits().to_le_bytes()));
+    pos.par_chunks_mut(4).enumerate().for_each(|(j, b)| {
+        let (k, i) = (j / n, j % n);
+        b.copy_from_slice(&(p(i)[k] as f32).to_le_bytes())
+    });
+    vel.par_chunks_mut(8).enumerate().for_each(|(j, b)| {
+        let (k, i) = (j / n, j % n);
+        b.copy_from_slice(&p(i)[3 + k].to_le_bytes())
+    });
+    let y_range = (0..n)
+        .map(|i| p(i)[1] as f32)
+        .fold([f32::INFINITY, f32::NEG_INFINITY], |r, y| {
+            [r[0].min(y), r[1].max(y)]
+        });
+    (bytes, n as u64, y_range)
+}
+
+/// A block's particles as (state, ids), in the block's order.
+fn decode_block(bytes: &[u8], n: usize) -> (FluidState, Vec<u64>) {
+    let (ids, rest) = bytes.split_at(8 * n);
+    let (pos, vel) = rest.split_at(12 * n);
+    let ids = ids
+        .par_chunks(8)
+        .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let mut st = FluidState::default();
+    for k in 0..3 {
+        st.pos[k] = pos[4 * k * n..4 * (k + 1) * n]
+            .par_chunks(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        st.vel[k] = vel[8 * k * n..8 * (k + 1) * n]
+            .par_chunks(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+    }
+    (st, ids)
+}
+
+/// The encoded meta (to be written at `at`) and the header naming it.
+fn meta_and_header(
+    path: &Path,
+    head: &CheckpointHead,
+    n_fluid: u64,
+    blocks: Vec<Block>,
+    at: u64,
+) -> Result<(Vec<u8>, Vec<u8>)> {
+    let meta = Meta {
+        head: head.clone(),
+        n_fluid,
+        blocks,
+    };
+    let meta = postcard::to_stdvec(&meta).map_err(|e| MpcError::Checkpoint {
+        path: path.display().to_string(),
+        problem: format!("cannot encode: {e}"),
+    })?;
+    let mut header = Vec::with_capacity(HEADER);
+    header.extend_from_slice(MAGIC);
+    header.extend_from_slice(&VERSION.to_le_bytes());
+    header.extend_from_slice(&0u32.to_le_bytes());
+    header.extend_from_slice(&at.to_le_bytes());
+    header.extend_from_slice(&(meta.len() as u64).to_le_bytes());
+    header.extend_from_slice(&checksum(&meta).to_le_bytes());
+    Ok((meta, header))
+}
+
+/// The file in memory, with a block for each of `writers` (their packed particles), as
+/// that many ranks would write it.
+pub(super) fn to_bytes(head: &CheckpointHead, n_fluid: u64, writers: &[&[f64]]) -> Result<Vec<u8>> {
+    let mut blocks = Vec::with_capacity(writers.len());
+    let mut data = Vec::with_capacity(writers.len());
+    let mut at = PAGE;
+    for packed in writers {
+        let (bytes, count, y_range) = encode_block(packed);
+        blocks.push(Block {
+            offset: at,
+            count,
+            y_range,
+            checksum: checksum(&bytes),
+        });
+        at = align(at + bytes.len() as u64);
+        data.push(bytes);
+    }
+    let (meta, header) = meta_and_header(Path::new("(memory)"), head, n_fluid, blocks.clone(), at)?;
+    let mut out = vec![0u8; at as usize + meta.len()];
+    out[..HEADER].copy_from_slice(&header);
+    for (b, bytes) in blocks.iter().zip(&data) {
+        let o = b.offset as usize;
+        out[o..o + bytes.len()].copy_from_slice(bytes);
+    }
+    out[at as usize..].copy_from_slice(&meta);
+    Ok(out)
+}
+
+mod read;
+#[cfg(test)]
+mod tests;
+mod write;
+
+pub use read::PartedFile;
+pub(crate) use write::write;

@@ -1,0 +1,127 @@
+//! The format-4 file written and read back: whole, by layers, damaged.
+
+use super::*;
+use crate::physics::Physics;
+use crate::state::FluidState;
+use crate::backend::slabbed::pack_particles;
+use crate::config::Config;
+use crate::fluid_parts::FluidSource;
+use crate::stats::RunStats;
+
+fn setup() -> (CheckpointHead, FluidState) {
+    let config = Config::from_ron_str(
+        "(cells: (6, 12, 5), particles_per_cell: 7, time_step: 0.1, seed: 21, steps: 9, \
+          collision: Srd(angle_deg: 130.0), shear_rate: 0.05, initial_flow: Steady)",
+    )
+    .unwrap();
+    let fluid = FluidState::initial(&config);
+    let phys = Physics::from_config(&config);
+    let head = CheckpointHead {
+        config,
+        step: 7,
+        stats: RunStats::new(phys.profile_bins()),
+        md: None,
+    };
+    (head, fluid)
+}
+
+/// The particles of layers [lo, hi) packed, as a rank holding those layers would write them
+/// (in a scrambled order: a block's order is the rank's, not the global one).
+fn packed_layers(fluid: &FluidState, lo: f32, hi: f32) -> Vec<f64> {
+    let mut ids: Vec<u64> = (0..fluid.len() as u64)
+        .filter(|&i| (lo..hi).contains(&fluid.pos[1][i as usize].floor()))
+        .collect();
+    ids.reverse();
+    let mut out = Vec::new();
+    for &i in &ids {
+        let mut one = FluidState::default();
+        for k in 0..3 {
+            one.pos[k].push(fluid.pos[k][i as usize]);
+            one.vel[k].push(fluid.vel[k][i as usize]);
+        }
+        pack_particles(&one, std::iter::once(i), &mut out);
+    }
+    out
+}
+
+/// Three writers' blocks (layers 0-3, 4-7, 8-11) read back whole equal the fluid bit for
+/// bit; a reader of layers 4-7 gets exactly their particles in ascending index, reading only
+/// the blocks that meet them (a corrupted first block does not stop it, and stops a whole read).
+#[test]
+fn blocks_of_three_writers_read_back_whole_and_by_layers() {
+    let (head, fluid) = setup();
+    let parts: Vec<Vec<f64>> = [(0.0, 4.0), (4.0, 8.0), (8.0, 12.0)]
+        .iter()
+        .map(|&(lo, hi)| packed_layers(&fluid, lo, hi))
+        .collect();
+    let writers: Vec<&[f64]> = parts.iter().map(|p| p.as_slice()).collect();
+    let n = fluid.len() as u64;
+    let mut bytes = to_bytes(&head, n, &writers).unwrap();
+    let file = PartedFile::from_bytes(bytes.clone(), "three").unwrap();
+    assert_eq!(
+        (file.blocks(), file.len(), file.head.step),
+        (3, fluid.len(), 7)
+    );
+    assert_eq!(file.whole_fluid().unwrap(), fluid);
+    // layers 8-11 belong to a part of another process (an index beyond this one's parts)
+    let part_of = |y: f32| match y.floor() as u32 {
+        4..=7 => Some(0),
+        8..=11 => Some(1),
+        _ => None,
+    };
+    let got = file.fluid_parts(1, [4.0, 8.0], part_of).unwrap();
+    let all = [f32::NEG_INFINITY, f32::INFINITY];
+    let expected = FluidSource::State(&fluid).parts(1, all, part_of).unwrap();
+    assert_eq!(got, expected);
+    assert!(!got[0].1.is_empty());
+    // one flipped byte in the first block's velocities
+    let first = PAGE as usize + 40 * (parts[0].len() / PARTICLE_WORDS);
+    bytes[first] ^= 0x10;
+    let file = PartedFile::from_bytes(bytes, "flipped").unwrap();
+    assert_eq!(file.fluid_parts(1, [4.0, 8.0], part_of).unwrap(), expected);
+    let err = file.whole_fluid().unwrap_err().to_string();
+    assert!(err.contains("checksum mismatch in the block"), "{err}");
+}
+
+/// Written through the transport of one process, the file is one block that reads back as
+/// the fluid; the header, the meta and a truncation are each caught.
+#[test]
+fn a_written_file_reads_back_and_damage_is_named() {
+    let (head, fluid) = setup();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ck.mpcbox");
+    let mut packed = Vec::new();
+    pack_particles(&fluid, 0..fluid.len() as u64, &mut packed);
+    let n = fluid.len() as u64;
+    write(&path, &head, n, &packed, &crate::ranks::Alone).unwrap();
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(names.len(), 1, "a temporary file was left behind");
+    let file = PartedFile::open(&path).unwrap();
+    assert_eq!(file.blocks(), 1);
+    assert_eq!(file.whole_fluid().unwrap(), fluid);
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(bytes, to_bytes(&head, n, &[&packed]).unwrap());
+    let damaged = |k: usize| {
+        let mut b = bytes.clone();
+        b[k] ^= 1;
+        PartedFile::from_bytes(b, "damaged")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    assert!(damaged(bytes.len() - 3).contains("checksum mismatch"));
+    assert!(damaged(100).contains("truncated or corrupted"));
+    let cut = PartedFile::from_bytes(bytes[..bytes.len() - 8].to_vec(), "cut");
+    assert!(cut
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("truncated or corrupted"));
+    // a count that disagrees with the run
+    let err = write(&path, &head, n + 1, &packed, &crate::ranks::Alone).unwrap_err();
+    assert!(err.to_string().contains("the ranks hold"), "{err}");
+    assert_eq!(
+        PartedFile::open(&path).unwrap().whole_fluid().unwrap(),
+        fluid
+    );
+}
