@@ -28,6 +28,9 @@ pub struct Knob {
 /// The CUDA cell-sum methods of `MPCBOX_CUDA_METHOD` (`backend::cuda::CellSumMethod::parse`).
 pub const CUDA_METHODS: &[&str] = &["atomics", "warp", "shared", "list", "fused", "fused-shared"];
 
+/// The ways of `MPCBOX_MPI_EXCHANGE` (`ranks::RankExchange::from_env`).
+pub const RANK_EXCHANGES: &[&str] = &["alltoallv", "neighbours"];
+
 pub const KNOBS: &[Knob] = &[
     Knob {
         variable: "MPCBOX_CUDA_METHOD",
@@ -73,6 +76,13 @@ pub const KNOBS: &[Knob] = &[
         number: false,
         effect: "bundled MD on the fluid's GPU: device-resident beads (default) or a host round \
                  trip each collision",
+    },
+    Knob {
+        variable: "MPCBOX_MPI_EXCHANGE",
+        values: Some(RANK_EXCHANGES),
+        number: false,
+        effect: "how each step's packets cross between MPI ranks: one MPI_Alltoallv (default) \
+                 or point-to-point messages with the ranks that send or receive any",
     },
     Knob {
         variable: "MPCBOX_MD_SLABS",

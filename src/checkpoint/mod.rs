@@ -333,3 +333,48 @@ impl Checkpoint {
             .checked(&origin)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A format-3 file (the whole checkpoint in postcard behind a byte-wise FNV checksum, as
+    /// builds before format 4 wrote it) is still read, whole and as a resume's source; the
+    /// format-4 bytes of the same checkpoint read back equal.
+    #[test]
+    fn format_3_files_are_still_read() {
+        let config = Config::from_ron_str(
+            "(cells: (6, 8, 5), particles_per_cell: 5, time_step: 0.1, seed: 4, steps: 9, \
+              collision: Srd(angle_deg: 130.0))",
+        )
+        .unwrap();
+        let phys = crate::physics::Physics::from_config(&config);
+        let ck = Checkpoint {
+            fluid: FluidState::initial(&config),
+            config,
+            step: 3,
+            stats: RunStats::new(phys.profile_bins()),
+            md: None,
+        };
+        let payload = postcard::to_stdvec(&ck).unwrap();
+        let mut v3 = MAGIC.to_vec();
+        v3.extend_from_slice(&WHOLE_VERSION.to_le_bytes());
+        v3.extend_from_slice(&checksum(&payload).to_le_bytes());
+        v3.extend_from_slice(&payload);
+        assert_eq!(Checkpoint::from_bytes(&v3, "v3").unwrap(), ck);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v3.mpcbox");
+        std::fs::write(&path, &v3).unwrap();
+        let file = CheckpointFile::open(&path).unwrap();
+        assert_eq!((file.fluid_blocks(), file.head.step), (1, 3));
+        assert_eq!(*file.source().whole().unwrap(), ck.fluid);
+        assert_eq!(Checkpoint::load(&path).unwrap(), ck);
+        let v4 = ck.to_bytes().unwrap();
+        assert_eq!(&v4[8..12], &4u32.to_le_bytes());
+        assert_eq!(Checkpoint::from_bytes(&v4, "v4").unwrap(), ck);
+        let mut v2 = v3.clone();
+        v2[8] = 2;
+        let err = Checkpoint::from_bytes(&v2, "v2").unwrap_err().to_string();
+        assert!(err.contains("format version 2"), "{err}");
+    }
+}

@@ -1,11 +1,11 @@
 //! The format-4 file written and read back: whole, by layers, damaged.
 
 use super::*;
-use crate::physics::Physics;
-use crate::state::FluidState;
 use crate::backend::slabbed::pack_particles;
 use crate::config::Config;
 use crate::fluid_parts::FluidSource;
+use crate::physics::Physics;
+use crate::state::FluidState;
 use crate::stats::RunStats;
 
 fn setup() -> (CheckpointHead, FluidState) {

@@ -53,6 +53,32 @@ pub trait Transport: Send {
     fn gather(&self, mine: &[f64]) -> Result<Vec<f64>>;
 }
 
+/// How [`Transport::exchange_values`] moves the values between MPI ranks
+/// (`MPCBOX_MPI_EXCHANGE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RankExchange {
+    /// One `MPI_Alltoallv` (the default).
+    AllToAll,
+    /// Point-to-point messages with the ranks that send or receive anything (a slab's
+    /// neighbours): on 2 ranks of one host the default all-to-all moved ~3.9 MB each way in
+    /// 2.1-2.8 ms per step, OpenMPI's pairwise algorithm in 1.3 ms (one trial), so both are
+    /// kept until they are measured side by side.
+    Neighbours,
+}
+
+impl RankExchange {
+    pub fn from_env() -> RankExchange {
+        Self::parse(crate::knobs::knobs().get("MPCBOX_MPI_EXCHANGE"))
+    }
+
+    fn parse(value: Option<&str>) -> RankExchange {
+        match value {
+            Some("neighbours") => RankExchange::Neighbours,
+            _ => RankExchange::AllToAll,
+        }
+    }
+}
+
 /// The transport of a process that holds every slab itself.
 pub struct Alone;
 
@@ -94,7 +120,7 @@ pub struct Guard {
 pub fn init() -> Guard {
     #[cfg(feature = "mpi")]
     {
-        let universe = imp::init();
+        let universe = mpi_comm::init();
         share_cores();
         Guard {
             _universe: universe,
@@ -107,7 +133,7 @@ pub fn init() -> Guard {
 /// The number of ranks of this run (1 without MPI).
 pub fn size() -> usize {
     #[cfg(feature = "mpi")]
-    if let Some(w) = imp::world() {
+    if let Some(w) = mpi_comm::world() {
         return w.size();
     }
     1
@@ -116,7 +142,7 @@ pub fn size() -> usize {
 /// This process's rank (0 without MPI).
 pub fn rank() -> usize {
     #[cfg(feature = "mpi")]
-    if let Some(w) = imp::world() {
+    if let Some(w) = mpi_comm::world() {
         return w.rank();
     }
     0
@@ -131,7 +157,7 @@ pub fn is_root() -> bool {
 /// ranks only must stop all of them at the same step).
 pub fn any(flag: bool) -> bool {
     #[cfg(feature = "mpi")]
-    if let Some(w) = imp::world() {
+    if let Some(w) = mpi_comm::world() {
         return w.any(flag);
     }
     flag
@@ -214,7 +240,7 @@ pub fn cores() -> usize {
 /// a rank picks its host's GPUs. (0, 1) without MPI. Collective: every rank calls it.
 pub fn local() -> (usize, usize) {
     #[cfg(feature = "mpi")]
-    if let Some(w) = imp::world() {
+    if let Some(w) = mpi_comm::world() {
         return w.local();
     }
     (0, 1)
@@ -225,7 +251,7 @@ pub fn local() -> (usize, usize) {
 /// trips, halved), on rank 0; None on the other ranks and without MPI. Collective.
 pub fn measure_ping_pong(bytes: usize, reps: usize) -> Option<f64> {
     #[cfg(feature = "mpi")]
-    if let Some(w) = imp::world() {
+    if let Some(w) = mpi_comm::world() {
         return w.ping_pong(bytes, reps);
     }
     let _ = (bytes, reps);
@@ -235,7 +261,7 @@ pub fn measure_ping_pong(bytes: usize, reps: usize) -> Option<f64> {
 /// The transport between this run's ranks.
 pub fn transport() -> Box<dyn Transport> {
     #[cfg(feature = "mpi")]
-    if let Some(w) = imp::world() {
+    if let Some(w) = mpi_comm::world() {
         if w.size() > 1 {
             return Box::new(w);
         }
@@ -276,7 +302,7 @@ pub unsafe fn adopt_fortran_comm(fortran_handle: i32) -> Result<()> {
             }));
         }
         // SAFETY: passed on from the caller's promise above.
-        unsafe { imp::adopt(fortran_handle) }?;
+        unsafe { mpi_comm::adopt(fortran_handle) }?;
         share_cores();
         Ok(())
     }
@@ -296,7 +322,7 @@ pub unsafe fn adopt_fortran_comm(fortran_handle: i32) -> Result<()> {
 /// call and would hang); returns without MPI.
 pub fn abort_all(code: i32) {
     #[cfg(feature = "mpi")]
-    if let Some(w) = imp::world() {
+    if let Some(w) = mpi_comm::world() {
         if w.size() > 1 {
             w.abort(code);
         }
@@ -305,230 +331,25 @@ pub fn abort_all(code: i32) {
 }
 
 #[cfg(feature = "mpi")]
-mod imp {
-    use std::sync::OnceLock;
-
-    use mpi::collective::SystemOperation;
-    use mpi::datatype::{Partition, PartitionMut};
-    use mpi::topology::SimpleCommunicator;
-    use mpi::traits::*;
-    use mpi::Count;
-
-    use super::Transport;
-    use crate::error::{MpcError, Result};
-
-    /// The world communicator of the run.
-    pub struct World(SimpleCommunicator);
-
-    // SAFETY: MPI is initialised with MPI_THREAD_SERIALIZED (checked in `init`), which allows
-    // calls from any thread as long as no two are made at once; mpcbox makes them only from the
-    // one thread that drives the run (the backend's step, the job loop), never concurrently. An
-    // adopted communicator (`adopt`) is called from the caller's thread that steps the solvent,
-    // at whatever level the caller initialised MPI with for that thread.
-    unsafe impl Send for World {}
-    // SAFETY: as for Send: shared references are used by that one driving thread only.
-    unsafe impl Sync for World {}
-
-    static WORLD: OnceLock<World> = OnceLock::new();
-
-    pub fn init() -> Option<mpi::environment::Universe> {
-        let (universe, level) = mpi::initialize_with_threading(mpi::Threading::Serialized)?;
-        if level < mpi::Threading::Serialized {
-            eprintln!(
-                "error: the MPI library grants thread level {level:?}, mpcbox needs Serialized; \
-                 fix: use an MPI built with thread support (OpenMPI, MPICH)"
-            );
-            universe.world().abort(2);
-        }
-        let _ = WORLD.set(World(universe.world()));
-        Some(universe)
-    }
-
-    pub fn world() -> Option<&'static World> {
-        WORLD.get()
-    }
-
-    /// A duplicate of the caller's communicator as this process's run (`adopt_fortran_comm`).
-    ///
-    /// # Safety
-    /// As `super::adopt_fortran_comm`.
-    pub unsafe fn adopt(fortran_handle: i32) -> Result<()> {
-        use mpi::raw::FromRaw;
-        if WORLD.get().is_some() {
-            return Err(MpcError::Config(crate::error::ConfigError {
-                field: "(MPI communicator)".into(),
-                problem: "this process already runs over a communicator".into(),
-                fix: "call mpcbox_use_mpi_comm once, before the first solvent".into(),
-            }));
-        }
-        // MPI_Initialized/MPI_Finalized may be called at any time; anything else before
-        // MPI_Init or after MPI_Finalize is undefined (OpenMPI aborts the process).
-        if !mpi::environment::is_initialized() || mpi::environment::is_finalized() {
-            return Err(MpcError::Config(crate::error::ConfigError {
-                field: "(MPI communicator)".into(),
-                problem: "MPI is not initialised (or already finalised)".into(),
-                fix: "call MPI_Init first (mpi4py: `from mpi4py import MPI`) and finalise \
-                      after the last solvent"
-                    .into(),
-            }));
-        }
-        // SAFETY: the caller promises a valid handle of an initialised MPI; the converted
-        // communicator is only duplicated, never freed here (`forget`): it stays the caller's.
-        let dup = unsafe {
-            let raw = mpi::ffi::RSMPI_Comm_f2c(fortran_handle as _);
-            if raw == mpi::ffi::RSMPI_COMM_WORLD {
-                // rsmpi hands out the world communicator only through `world()`
-                SimpleCommunicator::world().duplicate()
-            } else {
-                let theirs = SimpleCommunicator::from_raw(raw);
-                let dup = theirs.duplicate();
-                std::mem::forget(theirs);
-                dup
-            }
-        };
-        let _ = WORLD.set(World(dup));
-        Ok(())
-    }
-
-    impl World {
-        pub fn size(&self) -> usize {
-            self.0.size() as usize
-        }
-
-        pub fn any(&self, flag: bool) -> bool {
-            let mut out = 0i32;
-            self.0
-                .all_reduce_into(&(flag as i32), &mut out, SystemOperation::max());
-            out != 0
-        }
-
-        pub fn ping_pong(&self, bytes: usize, reps: usize) -> Option<f64> {
-            // the ranks may propose different sizes: all take the largest
-            let mut size = 0u64;
-            self.0
-                .all_reduce_into(&(bytes as u64), &mut size, SystemOperation::max());
-            let mut buf = vec![0u8; (size as usize).max(1)];
-            let me = self.0.rank();
-            let mut best = f64::INFINITY;
-            if self.0.size() >= 2 && me < 2 {
-                let other = self.0.process_at_rank(1 - me);
-                for _ in 0..reps.max(1) {
-                    let t = std::time::Instant::now();
-                    if me == 0 {
-                        other.send(&buf[..]);
-                        other.receive_into(&mut buf[..]);
-                    } else {
-                        other.receive_into(&mut buf[..]);
-                        other.send(&buf[..]);
-                    }
-                    best = best.min(t.elapsed().as_secs_f64() / 2.0);
-                }
-            }
-            self.0.barrier();
-            (me == 0 && self.0.size() >= 2).then_some(best)
-        }
-
-        /// (rank, size) among the ranks that share this host's memory.
-        pub fn local(&self) -> (usize, usize) {
-            let host = self.0.split_shared(self.0.rank());
-            (host.rank() as usize, host.size() as usize)
-        }
-
-        pub fn abort(&self, code: i32) -> ! {
-            self.0.abort(code)
-        }
-    }
-
-    fn count(n: usize) -> Result<Count> {
-        Count::try_from(n).map_err(|_| {
-            MpcError::Device(format!(
-                "an MPI message of {n} values exceeds MPI's count limit; fix: more ranks"
-            ))
-        })
-    }
-
-    /// Displacements of consecutive blocks of `counts`.
-    fn displacements(counts: &[Count]) -> Vec<Count> {
-        counts
-            .iter()
-            .scan(0, |at, &c| {
-                let d = *at;
-                *at += c;
-                Some(d)
-            })
-            .collect()
-    }
-
-    impl Transport for &'static World {
-        fn rank(&self) -> usize {
-            self.0.rank() as usize
-        }
-
-        fn ranks(&self) -> usize {
-            self.size()
-        }
-
-        fn exchange_counts(&self, counts: &[usize]) -> Result<Vec<usize>> {
-            let send_counts: Vec<Count> =
-                counts.iter().map(|&c| count(c)).collect::<Result<_>>()?;
-            let mut recv_counts = vec![0 as Count; counts.len()];
-            self.0
-                .all_to_all_into(&send_counts[..], &mut recv_counts[..]);
-            Ok(recv_counts.iter().map(|&c| c as usize).collect())
-        }
-
-        fn exchange_values(
-            &self,
-            send: &[f64],
-            counts: &[usize],
-            recv: &mut [f64],
-            incoming: &[usize],
-        ) -> Result<()> {
-            let total: usize = incoming.iter().sum();
-            if total > recv.len() {
-                return Err(MpcError::Device(format!(
-                    "rank {}: {total} values arrive but the receive buffer holds {} \
-                     (please report it)",
-                    self.0.rank(),
-                    recv.len()
-                )));
-            }
-            let send_counts: Vec<Count> =
-                counts.iter().map(|&c| count(c)).collect::<Result<_>>()?;
-            let recv_counts: Vec<Count> =
-                incoming.iter().map(|&c| count(c)).collect::<Result<_>>()?;
-            let send_displs = displacements(&send_counts);
-            let recv_displs = displacements(&recv_counts);
-            let sp = Partition::new(send, &send_counts[..], &send_displs[..]);
-            let mut rp = PartitionMut::new(&mut recv[..total], &recv_counts[..], &recv_displs[..]);
-            self.0.all_to_all_varcount_into(&sp, &mut rp);
-            Ok(())
-        }
-
-        fn sum(&self, x: &mut [f64]) -> Result<()> {
-            let mine = x.to_vec();
-            self.0.all_reduce_into(&mine[..], x, SystemOperation::sum());
-            Ok(())
-        }
-
-        fn gather(&self, mine: &[f64]) -> Result<Vec<f64>> {
-            let n = count(mine.len())?;
-            let mut counts = vec![0 as Count; self.size()];
-            self.0.all_gather_into(&n, &mut counts[..]);
-            let total: usize = counts.iter().map(|&c| c as usize).sum();
-            let mut all = vec![0.0; total];
-            let displs = displacements(&counts);
-            {
-                let mut rp = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
-                self.0.all_gather_varcount_into(mine, &mut rp);
-            }
-            Ok(all)
-        }
-    }
-}
+mod mpi_comm;
 
 #[cfg(all(test, not(feature = "mpi")))]
 mod tests {
+    #[test]
+    fn every_rank_exchange_value_parses() {
+        use super::RankExchange;
+        let parsed: Vec<RankExchange> = crate::knobs::RANK_EXCHANGES
+            .iter()
+            .map(|v| RankExchange::parse(Some(v)))
+            .collect();
+        assert_eq!(
+            parsed,
+            [RankExchange::AllToAll, RankExchange::Neighbours],
+            "each listed value names its own way"
+        );
+        assert_eq!(RankExchange::parse(None), RankExchange::AllToAll);
+    }
+
     #[test]
     fn linux_cpu_lists_are_counted() {
         use super::count_cpu_list;
