@@ -109,14 +109,11 @@ pub trait Backend: Send {
     /// A copy of the whole fluid state (checkpoints, tests).
     fn download(&mut self) -> Result<FluidState>;
 
-    /// This process's particles with their global indices, packed as
-    /// [`slabbed::PARTICLE_WORDS`] f64 each: its part of a checkpoint that every MPI rank
-    /// writes (no rank ever holds the whole box). In one process, every particle.
-    fn local_particles(&mut self) -> Result<Vec<f64>> {
-        let st = self.download()?;
-        let mut out = Vec::new();
-        slabbed::pack_particles(&st, 0..st.len() as u64, &mut out);
-        Ok(out)
+    /// This process's particles (its slabs' parts with their global ids): its block of a
+    /// checkpoint that every MPI rank writes, so no rank ever holds the whole box. In one
+    /// process without slabs, the whole fluid.
+    fn local_fluid(&mut self) -> Result<crate::checkpoint::LocalFluid> {
+        Ok(crate::checkpoint::LocalFluid::Whole(self.download()?))
     }
 
     /// Replace the fluid state (resume, tests).

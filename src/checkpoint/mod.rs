@@ -14,7 +14,7 @@ use std::io::Write;
 use std::path::Path;
 
 pub(crate) use parted::write as write_parted;
-pub use parted::PartedFile;
+pub use parted::{LocalFluid, PartedFile};
 
 use crate::config::Config;
 use crate::error::{MpcError, Result};
@@ -211,13 +211,8 @@ fn checksum(bytes: &[u8]) -> u64 {
 impl Checkpoint {
     /// The checkpoint as a file's bytes (format 4, one block).
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
-        let mut packed = Vec::new();
-        crate::backend::slabbed::pack_particles(
-            &self.fluid,
-            0..self.fluid.len() as u64,
-            &mut packed,
-        );
-        parted::to_bytes(&self.head(), self.fluid.len() as u64, &[&packed])
+        let whole = parted::FluidView::Whole(&self.fluid);
+        parted::to_bytes(&self.head(), self.fluid.len() as u64, &[whole])
     }
 
     /// Everything but the fluid.

@@ -71,9 +71,9 @@ impl Solvent {
             stats: self.stats.clone(),
             md,
         };
-        let packed = self.backend.local_particles()?;
+        let fluid = self.backend.local_fluid()?;
         let transport = crate::ranks::transport();
-        crate::checkpoint::write_parted(path, &head, self.n_fluid() as u64, &packed, &*transport)
+        crate::checkpoint::write_parted(path, &head, self.n_fluid() as u64, &fluid, &*transport)
     }
 
     /// Put the fluid back to a checkpoint taken from a solvent of the same config.

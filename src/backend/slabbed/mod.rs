@@ -16,7 +16,7 @@ use std::sync::Arc;
 mod collect;
 mod solutes;
 
-pub(crate) use collect::{gather_particles, pack_particles, sum_moments, PARTICLE_WORDS};
+pub(crate) use collect::{gather_particles, pack_particles, sum_moments};
 pub use solutes::SoluteMode;
 pub(crate) use solutes::{return_solute_velocities, route_solutes};
 
@@ -274,8 +274,16 @@ impl Backend for SlabbedCpuBackend {
         gather_particles(&*self.transport, self.n_total, &mine)
     }
 
-    fn local_particles(&mut self) -> Result<Vec<f64>> {
-        Ok(self.packed_particles())
+    fn local_fluid(&mut self) -> Result<crate::checkpoint::LocalFluid> {
+        let parts = self
+            .slabs
+            .iter()
+            .map(|s| {
+                let (st, ids) = s.particles();
+                (st.clone(), ids.to_vec())
+            })
+            .collect();
+        Ok(crate::checkpoint::LocalFluid::Parts(parts))
     }
 
     fn upload(&mut self, state: &FluidState) -> Result<()> {

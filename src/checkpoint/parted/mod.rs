@@ -21,7 +21,6 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::{CheckpointHead, MAGIC};
-use crate::backend::slabbed::PARTICLE_WORDS;
 use crate::error::{MpcError, Result};
 use crate::state::FluidState;
 
@@ -82,33 +81,6 @@ fn align(x: u64) -> u64 {
     x.div_ceil(PAGE) * PAGE
 }
 
-/// Particles packed as [`PARTICLE_WORDS`] (position, velocity, id bits) as a block's bytes,
-/// with their count and y range.
-fn encode_block(packed: &[f64]) -> (Vec<u8>, u64, [f32; 2]) {
-    let n = packed.len() / PARTICLE_WORDS;
-    let mut bytes = vec![0u8; n * PARTICLE_BYTES as usize];
-    let (ids, rest) = bytes.split_at_mut(8 * n);
-    let (pos, vel) = rest.split_at_mut(12 * n);
-    let p = |i: usize| &packed[i * PARTICLE_WORDS..(i + 1) * PARTICLE_WORDS];
-    ids.par_chunks_mut(8)
-        .enumerate()
-        .for_each(|(i, b)| b.copy_from_slice(&p(i)[6].to_bits().to_le_bytes()));
-    pos.par_chunks_mut(4).enumerate().for_each(|(j, b)| {
-        let (k, i) = (j / n, j % n);
-        b.copy_from_slice(&(p(i)[k] as f32).to_le_bytes())
-    });
-    vel.par_chunks_mut(8).enumerate().for_each(|(j, b)| {
-        let (k, i) = (j / n, j % n);
-        b.copy_from_slice(&p(i)[3 + k].to_le_bytes())
-    });
-    let y_range = (0..n)
-        .map(|i| p(i)[1] as f32)
-        .fold([f32::INFINITY, f32::NEG_INFINITY], |r, y| {
-            [r[0].min(y), r[1].max(y)]
-        });
-    (bytes, n as u64, y_range)
-}
-
 /// A block's particles as (state, ids), in the block's order.
 fn decode_block(bytes: &[u8], n: usize) -> (FluidState, Vec<u64>) {
     let (ids, rest) = bytes.split_at(8 * n);
@@ -158,19 +130,22 @@ fn meta_and_header(
     Ok((meta, header))
 }
 
-/// The file in memory, with a block for each of `writers` (their packed particles), as
-/// that many ranks would write it.
-pub(super) fn to_bytes(head: &CheckpointHead, n_fluid: u64, writers: &[&[f64]]) -> Result<Vec<u8>> {
+/// The file in memory, with a block for each of `writers`, as that many ranks would write it.
+pub(super) fn to_bytes(
+    head: &CheckpointHead,
+    n_fluid: u64,
+    writers: &[FluidView<'_>],
+) -> Result<Vec<u8>> {
     let mut blocks = Vec::with_capacity(writers.len());
     let mut data = Vec::with_capacity(writers.len());
     let mut at = PAGE;
-    for packed in writers {
-        let (bytes, count, y_range) = encode_block(packed);
+    for &fluid in writers {
+        let (bytes, checksum) = encode::block_bytes(fluid)?;
         blocks.push(Block {
             offset: at,
-            count,
-            y_range,
-            checksum: checksum(&bytes),
+            count: fluid.count(),
+            y_range: fluid.y_range(),
+            checksum,
         });
         at = align(at + bytes.len() as u64);
         data.push(bytes);
@@ -186,10 +161,13 @@ pub(super) fn to_bytes(head: &CheckpointHead, n_fluid: u64, writers: &[&[f64]]) 
     Ok(out)
 }
 
+mod encode;
 mod read;
 #[cfg(test)]
 mod tests;
 mod write;
 
+pub(in crate::checkpoint) use encode::FluidView;
+pub use encode::LocalFluid;
 pub use read::PartedFile;
 pub(crate) use write::write;

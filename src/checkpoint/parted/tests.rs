@@ -1,7 +1,6 @@
 //! The format-4 file written and read back: whole, by layers, damaged.
 
 use super::*;
-use crate::backend::slabbed::pack_particles;
 use crate::config::Config;
 use crate::fluid_parts::FluidSource;
 use crate::physics::Physics;
@@ -25,23 +24,24 @@ fn setup() -> (CheckpointHead, FluidState) {
     (head, fluid)
 }
 
-/// The particles of layers [lo, hi) packed, as a rank holding those layers would write them
-/// (in a scrambled order: a block's order is the rank's, not the global one).
-fn packed_layers(fluid: &FluidState, lo: f32, hi: f32) -> Vec<f64> {
-    let mut ids: Vec<u64> = (0..fluid.len() as u64)
-        .filter(|&i| (lo..hi).contains(&fluid.pos[1][i as usize].floor()))
-        .collect();
-    ids.reverse();
-    let mut out = Vec::new();
-    for &i in &ids {
-        let mut one = FluidState::default();
+/// The particles of layers [lo, hi) as a rank holding those layers would write them: two
+/// slabs' parts (the layers' lower and upper halves), each in a scrambled order (a block's
+/// order is the rank's, not the global one).
+fn layers(fluid: &FluidState, lo: f32, hi: f32) -> LocalFluid {
+    let mid = (lo + hi) / 2.0;
+    let part = |a: f32, b: f32| {
+        let mut ids: Vec<u64> = (0..fluid.len() as u64)
+            .filter(|&i| (a..b).contains(&fluid.pos[1][i as usize].floor()))
+            .collect();
+        ids.reverse();
+        let mut st = FluidState::default();
         for k in 0..3 {
-            one.pos[k].push(fluid.pos[k][i as usize]);
-            one.vel[k].push(fluid.vel[k][i as usize]);
+            st.pos[k] = ids.iter().map(|&i| fluid.pos[k][i as usize]).collect();
+            st.vel[k] = ids.iter().map(|&i| fluid.vel[k][i as usize]).collect();
         }
-        pack_particles(&one, std::iter::once(i), &mut out);
-    }
-    out
+        (st, ids)
+    };
+    LocalFluid::Parts(vec![part(lo, mid), part(mid, hi)])
 }
 
 /// Three writers' blocks (layers 0-3, 4-7, 8-11) read back whole equal the fluid bit for
@@ -50,11 +50,11 @@ fn packed_layers(fluid: &FluidState, lo: f32, hi: f32) -> Vec<f64> {
 #[test]
 fn blocks_of_three_writers_read_back_whole_and_by_layers() {
     let (head, fluid) = setup();
-    let parts: Vec<Vec<f64>> = [(0.0, 4.0), (4.0, 8.0), (8.0, 12.0)]
+    let parts: Vec<LocalFluid> = [(0.0, 4.0), (4.0, 8.0), (8.0, 12.0)]
         .iter()
-        .map(|&(lo, hi)| packed_layers(&fluid, lo, hi))
+        .map(|&(lo, hi)| layers(&fluid, lo, hi))
         .collect();
-    let writers: Vec<&[f64]> = parts.iter().map(|p| p.as_slice()).collect();
+    let writers: Vec<FluidView> = parts.iter().map(|p| p.view()).collect();
     let n = fluid.len() as u64;
     let mut bytes = to_bytes(&head, n, &writers).unwrap();
     let file = PartedFile::from_bytes(bytes.clone(), "three").unwrap();
@@ -75,7 +75,7 @@ fn blocks_of_three_writers_read_back_whole_and_by_layers() {
     assert_eq!(got, expected);
     assert!(!got[0].1.is_empty());
     // one flipped byte in the first block's velocities
-    let first = PAGE as usize + 40 * (parts[0].len() / PARTICLE_WORDS);
+    let first = PAGE as usize + 40 * parts[0].view().count() as usize;
     bytes[first] ^= 0x10;
     let file = PartedFile::from_bytes(bytes, "flipped").unwrap();
     assert_eq!(file.fluid_parts(1, [4.0, 8.0], part_of).unwrap(), expected);
@@ -90,17 +90,16 @@ fn a_written_file_reads_back_and_damage_is_named() {
     let (head, fluid) = setup();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ck.mpcbox");
-    let mut packed = Vec::new();
-    pack_particles(&fluid, 0..fluid.len() as u64, &mut packed);
+    let whole = LocalFluid::Whole(fluid.clone());
     let n = fluid.len() as u64;
-    write(&path, &head, n, &packed, &crate::ranks::Alone).unwrap();
+    write(&path, &head, n, &whole, &crate::ranks::Alone).unwrap();
     let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(names.len(), 1, "a temporary file was left behind");
     let file = PartedFile::open(&path).unwrap();
     assert_eq!(file.blocks(), 1);
     assert_eq!(file.whole_fluid().unwrap(), fluid);
     let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(bytes, to_bytes(&head, n, &[&packed]).unwrap());
+    assert_eq!(bytes, to_bytes(&head, n, &[whole.view()]).unwrap());
     let damaged = |k: usize| {
         let mut b = bytes.clone();
         b[k] ^= 1;
@@ -118,7 +117,7 @@ fn a_written_file_reads_back_and_damage_is_named() {
         .to_string()
         .contains("truncated or corrupted"));
     // a count that disagrees with the run
-    let err = write(&path, &head, n + 1, &packed, &crate::ranks::Alone).unwrap_err();
+    let err = write(&path, &head, n + 1, &whole, &crate::ranks::Alone).unwrap_err();
     assert!(err.to_string().contains("the ranks hold"), "{err}");
     assert_eq!(
         PartedFile::open(&path).unwrap().whole_fluid().unwrap(),

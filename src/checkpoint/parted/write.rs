@@ -4,7 +4,8 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use super::{align, checksum, encode_block, io, meta_and_header, Block, PAGE};
+use super::encode::stream_block;
+use super::{align, io, meta_and_header, Block, LocalFluid, PAGE, PARTICLE_BYTES};
 use crate::checkpoint::CheckpointHead;
 use crate::error::{MpcError, Result};
 use crate::ranks::Transport;
@@ -33,16 +34,14 @@ pub(crate) fn write(
     path: &Path,
     head: &CheckpointHead,
     n_fluid: u64,
-    packed: &[f64],
+    fluid: &LocalFluid,
     transport: &dyn Transport,
 ) -> Result<()> {
-    let (bytes, count, y_range) = encode_block(packed);
-    let sum = checksum(&bytes);
+    let fluid = fluid.view();
+    let (count, y_range) = (fluid.count(), fluid.y_range());
     let mine = [
-        bytes.len() as f64,
+        (count * PARTICLE_BYTES) as f64,
         count as f64,
-        (sum >> 32) as f64,
-        (sum & 0xffff_ffff) as f64,
         f64::from(y_range[0]),
         f64::from(y_range[1]),
         f64::from(std::process::id()),
@@ -51,14 +50,13 @@ pub(crate) fn write(
     let mut blocks = Vec::with_capacity(transport.ranks());
     let mut at = PAGE;
     for w in all.chunks_exact(mine.len()) {
-        let len = w[0] as u64;
         blocks.push(Block {
             offset: at,
             count: w[1] as u64,
-            y_range: [w[4] as f32, w[5] as f32],
-            checksum: ((w[2] as u64) << 32) | w[3] as u64,
+            y_range: [w[2] as f32, w[3] as f32],
+            checksum: 0,
         });
-        at = align(at + len);
+        at = align(at + w[0] as u64);
     }
     let total: u64 = blocks.iter().map(|b| b.count).sum();
     if total != n_fluid {
@@ -79,7 +77,7 @@ pub(crate) fn write(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     // rank 0's process id names the temporary file on every rank
-    let tmp = dir.join(format!(".{name}.tmp.{}", all[6] as u64));
+    let tmp = dir.join(format!(".{name}.tmp.{}", all[4] as u64));
     let root = transport.rank() == 0;
     let created = if root {
         std::fs::create_dir_all(&dir)
@@ -90,16 +88,41 @@ pub(crate) fn write(
     };
     agree(transport, created, "create the temporary checkpoint", path)?;
     let me = blocks[transport.rank()];
+    // the block streamed into its place piece by piece, its checksum taken on the way
     let written = std::fs::OpenOptions::new()
         .write(true)
         .open(&tmp)
+        .map_err(io(&tmp))
         .and_then(|f| {
-            f.write_all_at(&bytes, me.offset)?;
-            f.sync_data()
-        })
-        .map_err(io(&tmp));
-    drop(bytes);
-    let written = agree(transport, written, "write its block", path);
+            let sum = stream_block(fluid, &mut |offset, piece| {
+                f.write_all_at(piece, me.offset + offset).map_err(io(&tmp))
+            })?;
+            f.sync_data().map_err(io(&tmp))?;
+            Ok(sum)
+        });
+    // every rank's outcome and checksum, in one gather
+    let sum = *written.as_ref().unwrap_or(&0);
+    let report = [
+        f64::from(u8::from(written.is_err())),
+        (sum >> 32) as f64,
+        (sum & 0xffff_ffff) as f64,
+    ];
+    let reports = transport.gather(&report)?;
+    for (b, r) in blocks.iter_mut().zip(reports.chunks_exact(report.len())) {
+        b.checksum = ((r[1] as u64) << 32) | r[2] as u64;
+    }
+    let failed = reports
+        .chunks_exact(report.len())
+        .filter(|r| r[0] > 0.0)
+        .count();
+    let written = match written {
+        Err(e) => Err(e),
+        Ok(_) if failed > 0 => Err(MpcError::Checkpoint {
+            path: path.display().to_string(),
+            problem: format!("{failed} rank(s) could not write their block"),
+        }),
+        Ok(_) => Ok(()),
+    };
     let finished = written.and_then(|_| {
         if !root {
             return Ok(());

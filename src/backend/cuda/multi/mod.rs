@@ -301,8 +301,7 @@ impl MultiCudaBackend {
         k.checked_sub(self.first).filter(|&j| j < self.slabs.len())
     }
 
-    /// This process's particles, packed with their global indices (a gather over ranks, a
-    /// checkpoint's block).
+    /// This process's particles, packed with their global indices for a gather over ranks.
     fn packed_particles(&mut self) -> Result<Vec<f64>> {
         let mut mine = Vec::new();
         for s in &mut self.slabs {
@@ -521,8 +520,16 @@ impl Backend for MultiCudaBackend {
         Ok(st)
     }
 
-    fn local_particles(&mut self) -> Result<Vec<f64>> {
-        self.packed_particles()
+    fn local_fluid(&mut self) -> Result<crate::checkpoint::LocalFluid> {
+        let parts = self
+            .slabs
+            .iter_mut()
+            .map(|s| {
+                let (st, ids) = s.download_slab()?;
+                Ok((st, ids.into_iter().map(u64::from).collect()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(crate::checkpoint::LocalFluid::Parts(parts))
     }
 
     fn upload(&mut self, state: &FluidState) -> Result<()> {
