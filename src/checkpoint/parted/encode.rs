@@ -67,13 +67,13 @@ impl<'a> FluidView<'a> {
 }
 
 /// [`super::checksum`] of a byte stream given in pieces of any length.
-struct StreamSum {
+pub(super) struct StreamSum {
     h: u64,
     carry: Vec<u8>,
 }
 
 impl StreamSum {
-    fn new(total: u64) -> StreamSum {
+    pub(super) fn new(total: u64) -> StreamSum {
         StreamSum {
             h: fnv_words(&total.to_le_bytes()),
             carry: Vec::with_capacity(CHUNK),
@@ -84,7 +84,7 @@ impl StreamSum {
         self.h = (self.h ^ chunk).wrapping_mul(PRIME);
     }
 
-    fn update(&mut self, mut bytes: &[u8]) {
+    pub(super) fn update(&mut self, mut bytes: &[u8]) {
         if !self.carry.is_empty() {
             let take = (CHUNK - self.carry.len()).min(bytes.len());
             self.carry.extend_from_slice(&bytes[..take]);
@@ -104,7 +104,7 @@ impl StreamSum {
         self.carry.extend_from_slice(&bytes[full..]);
     }
 
-    fn finish(mut self) -> u64 {
+    pub(super) fn finish(mut self) -> u64 {
         if !self.carry.is_empty() {
             let h = fnv_words(&self.carry);
             self.fold(h);

@@ -22,7 +22,6 @@ use serde::{Deserialize, Serialize};
 
 use super::{CheckpointHead, MAGIC};
 use crate::error::{MpcError, Result};
-use crate::state::FluidState;
 
 pub(super) const VERSION: u32 = 4;
 /// Bytes of the header proper.
@@ -79,28 +78,6 @@ fn io(p: &Path) -> impl Fn(std::io::Error) -> MpcError + '_ {
 
 fn align(x: u64) -> u64 {
     x.div_ceil(PAGE) * PAGE
-}
-
-/// A block's particles as (state, ids), in the block's order.
-fn decode_block(bytes: &[u8], n: usize) -> (FluidState, Vec<u64>) {
-    let (ids, rest) = bytes.split_at(8 * n);
-    let (pos, vel) = rest.split_at(12 * n);
-    let ids = ids
-        .par_chunks(8)
-        .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
-        .collect();
-    let mut st = FluidState::default();
-    for k in 0..3 {
-        st.pos[k] = pos[4 * k * n..4 * (k + 1) * n]
-            .par_chunks(4)
-            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-            .collect();
-        st.vel[k] = vel[8 * k * n..8 * (k + 1) * n]
-            .par_chunks(8)
-            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
-            .collect();
-    }
-    (st, ids)
 }
 
 /// The encoded meta (to be written at `at`) and the header naming it.

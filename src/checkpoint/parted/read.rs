@@ -7,15 +7,16 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use super::{checksum, decode_block, Block, Meta, HEADER, PAGE, PARTICLE_BYTES};
+use super::encode::StreamSum;
+use super::{checksum, Block, Meta, HEADER, PAGE, PARTICLE_BYTES};
+
+/// Bytes read at a time (a whole number of every section's values).
+const READ_PIECE: u64 = 64 << 20;
 use crate::checkpoint::CheckpointHead;
 use crate::error::{MpcError, Result};
 use crate::fluid_parts::FluidPart;
 use crate::physics::Physics;
 use crate::state::FluidState;
-
-/// A particle read from a block: global index, position, velocity.
-type Particle = (u64, [f32; 3], [f64; 3]);
 
 /// Where a checkpoint's bytes are read from.
 enum Store {
@@ -135,92 +136,148 @@ impl PartedFile {
         self.n_fluid == 0
     }
 
-    /// Block `b` read, checked against its checksum and the box, and decoded.
-    fn block(&self, b: &Block, phys: &Physics) -> Result<(FluidState, Vec<u64>)> {
-        let bytes = self.store.read(b.offset, b.count * PARTICLE_BYTES)?;
-        if checksum(&bytes) != b.checksum {
+    /// Block `b` read in order in pieces of at most [`READ_PIECE`] bytes, each within one
+    /// section (0: ids, 1-3: x, y, z, 4-6: vx, vy, vz) and a whole number of its values, handed
+    /// to `section(s, bytes)`; its checksum is checked at the end.
+    fn read_block(
+        &self,
+        b: &Block,
+        mut section: impl FnMut(usize, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let n = b.count;
+        let ends = [0, 8 * n, 12 * n, 16 * n, 20 * n, 28 * n, 36 * n, 44 * n];
+        let mut sum = StreamSum::new(n * PARTICLE_BYTES);
+        for s in 0..7 {
+            let mut at = ends[s];
+            while at < ends[s + 1] {
+                let len = READ_PIECE.min(ends[s + 1] - at);
+                let bytes = self.store.read(b.offset + at, len)?;
+                sum.update(&bytes);
+                section(s, &bytes)?;
+                at += len;
+            }
+        }
+        if sum.finish() != b.checksum {
             return Err(self.bad(format!(
                 "checksum mismatch in the block at byte {}: the file is truncated or corrupted",
                 b.offset
             )));
         }
-        let (st, ids) = decode_block(&bytes, b.count as usize);
-        st.validate(phys)
-            .map_err(|e| self.bad(format!("fluid state: {e}")))?;
-        if let Some(i) = ids.iter().find(|&&i| i >= self.n_fluid) {
-            return Err(self.bad(format!(
-                "fluid particle id {i} of a run of {} (corrupted)",
-                self.n_fluid
-            )));
-        }
-        Ok((st, ids))
+        Ok(())
     }
 
     /// The whole fluid, every particle at its global index.
     pub fn whole_fluid(&self) -> Result<FluidState> {
-        let phys = Physics::from_config(&self.head.config);
-        let n = self.len();
-        let mut out = FluidState {
-            pos: [vec![0.0; n], vec![0.0; n], vec![0.0; n]],
-            vel: [vec![0.0; n], vec![0.0; n], vec![0.0; n]],
-        };
-        let mut seen = vec![false; n];
-        for b in &self.blocks {
-            let (st, ids) = self.block(b, &phys)?;
-            for (j, &i) in ids.iter().enumerate() {
-                let i = i as usize;
-                if std::mem::replace(&mut seen[i], true) {
-                    return Err(self.bad(format!("fluid particle {i} stored twice (corrupted)")));
-                }
-                for k in 0..3 {
-                    out.pos[k][i] = st.pos[k][j];
-                    out.vel[k][i] = st.vel[k][j];
-                }
-            }
+        let all = [f32::NEG_INFINITY, f32::INFINITY];
+        let (st, ids) = self
+            .fluid_parts(1, all, |_| Some(0))?
+            .pop()
+            .expect("one part");
+        // sorted and free of repeats (fluid_parts), so 0..n exactly when n long and ending at n - 1
+        if ids.len() != self.len() || ids.last().is_some_and(|&i| i + 1 != self.n_fluid) {
+            return Err(self.bad(format!(
+                "{} distinct fluid particles, the run has {} (corrupted)",
+                ids.len(),
+                self.n_fluid
+            )));
         }
-        // the counts add up to n (checked on opening), so none is missing when none came twice
-        Ok(out)
+        Ok(st)
     }
 
     /// `parts` parts of the fluid, particle i going to `part_of(its y)` (None: kept by no part
     /// here), each in ascending global index with its ids; only the blocks whose y range meets
-    /// `y_range` (which holds every y that `part_of` keeps) are read.
+    /// `y_range` (which holds every y that `part_of` keeps) are read. A block is read in pieces
+    /// and its kept particles go straight into their parts: the memory is about the kept
+    /// particles' once, not the block's several times over.
     pub fn fluid_parts(
         &self,
         parts: usize,
         y_range: [f32; 2],
         part_of: impl Fn(f32) -> Option<usize> + Sync,
     ) -> Result<Vec<FluidPart>> {
-        let phys = Physics::from_config(&self.head.config);
-        let mut kept: Vec<Vec<Particle>> = vec![Vec::new(); parts];
+        const NONE: u32 = u32::MAX;
+        let le4 = |b: &[u8]| b.try_into().map(f32::from_le_bytes).unwrap();
+        let le8 = |b: &[u8]| b.try_into().map(f64::from_le_bytes).unwrap();
+        let mut kept: Vec<FluidPart> = vec![FluidPart::default(); parts];
         for b in &self.blocks {
             if b.count == 0 || b.y_range[1] < y_range[0] || b.y_range[0] > y_range[1] {
                 continue;
             }
-            let (st, ids) = self.block(b, &phys)?;
-            for (j, &i) in ids.iter().enumerate() {
-                // part_of may name parts beyond this process's (kept by none here)
-                if let Some(k) = part_of(st.pos[1][j]).filter(|&k| k < parts) {
-                    kept[k].push((i, st.position(j), st.velocity(j)));
+            let n = b.count as usize;
+            let (mut ids, mut xs) = (Vec::with_capacity(n), Vec::with_capacity(n));
+            let mut owner: Vec<u32> = Vec::with_capacity(n);
+            // the values of the sections after y, in order, for the particles kept
+            let mut next = [0usize; 7];
+            self.read_block(b, |s, bytes| {
+                match s {
+                    0 => ids.extend(
+                        bytes
+                            .chunks_exact(8)
+                            .map(|c| u64::from_le_bytes(c.try_into().unwrap())),
+                    ),
+                    1 => xs.extend(bytes.chunks_exact(4).map(le4)),
+                    2 => {
+                        for c in bytes.chunks_exact(4) {
+                            let j = owner.len();
+                            let y = le4(c);
+                            // part_of may name parts beyond this process's (kept by none here)
+                            match part_of(y).filter(|&k| k < parts) {
+                                Some(k) => {
+                                    if ids[j] >= self.n_fluid {
+                                        return Err(self.bad(format!(
+                                            "fluid particle id {} of a run of {} (corrupted)",
+                                            ids[j], self.n_fluid
+                                        )));
+                                    }
+                                    let (st, pid) = &mut kept[k];
+                                    pid.push(ids[j]);
+                                    st.pos[0].push(xs[j]);
+                                    st.pos[1].push(y);
+                                    owner.push(k as u32);
+                                }
+                                None => owner.push(NONE),
+                            }
+                        }
+                    }
+                    _ => {
+                        let w = if s == 3 { 4 } else { 8 };
+                        for c in bytes.chunks_exact(w) {
+                            let k = owner[next[s]];
+                            next[s] += 1;
+                            if k != NONE {
+                                let st = &mut kept[k as usize].0;
+                                match s {
+                                    3 => st.pos[2].push(le4(c)),
+                                    _ => st.vel[s - 4].push(le8(c)),
+                                }
+                            }
+                        }
+                    }
                 }
-            }
+                Ok(())
+            })?;
         }
-        kept.into_par_iter()
-            .map(|mut ps| {
-                ps.sort_unstable_by_key(|p| p.0);
-                if let Some(w) = ps.windows(2).find(|w| w[0].0 == w[1].0) {
-                    return Err(self.bad(format!(
-                        "fluid particle {} stored twice (corrupted)",
-                        w[0].0
-                    )));
-                }
-                let mut st = FluidState::default();
-                for k in 0..3 {
-                    st.pos[k] = ps.iter().map(|p| p.1[k]).collect();
-                    st.vel[k] = ps.iter().map(|p| p.2[k]).collect();
-                }
-                Ok((st, ps.iter().map(|p| p.0).collect()))
-            })
+        let phys = Physics::from_config(&self.head.config);
+        kept.into_iter()
+            .map(|(st, ids)| self.in_index_order(st, ids, &phys))
             .collect()
+    }
+
+    /// A part's particles sorted by global index, checked for repeats and against the box.
+    fn in_index_order(&self, st: FluidState, ids: Vec<u64>, phys: &Physics) -> Result<FluidPart> {
+        let mut order: Vec<u32> = (0..ids.len() as u32).collect();
+        order.par_sort_unstable_by_key(|&j| ids[j as usize]);
+        let ids: Vec<u64> = order.par_iter().map(|&j| ids[j as usize]).collect();
+        if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+            return Err(self.bad(format!("fluid particle {} stored twice (corrupted)", w[0])));
+        }
+        let FluidState { pos, vel } = st;
+        let out = FluidState {
+            pos: pos.map(|a| order.par_iter().map(|&j| a[j as usize]).collect()),
+            vel: vel.map(|a| order.par_iter().map(|&j| a[j as usize]).collect()),
+        };
+        out.validate(phys)
+            .map_err(|e| self.bad(format!("fluid state: {e}")))?;
+        Ok((out, ids))
     }
 }
