@@ -85,6 +85,13 @@ pub const KNOBS: &[Knob] = &[
                  or point-to-point messages with the ranks that send or receive any",
     },
     Knob {
+        variable: "MPCBOX_RANK_PEER_COPIES",
+        values: Some(&["on", "off"]),
+        number: false,
+        effect: "MPI ranks of one host copy their packets GPU to GPU through CUDA IPC, only \
+                 the headers going by MPI (default on), or send everything by MPI",
+    },
+    Knob {
         variable: "MPCBOX_MD_SLABS",
         values: Some(&["on", "off"]),
         number: false,

@@ -1,7 +1,8 @@
 //! One box over MPI ranks with the fluid on GPUs (`mpirun -np N mpcbox run`, `device:
 //! Cuda([0])`: every rank takes GPU 0 here, as ranks share a host's GPUs when it has fewer
 //! GPUs than ranks). Each rank's slabs live on its GPU; particles crossing to another rank's
-//! slab go through pinned host memory and MPI. The same checks as `mpi_ranks.rs` does on the
+//! slab go GPU to GPU through CUDA IPC inboxes (ranks of one host; only the headers through
+//! MPI), or with `MPCBOX_RANK_PEER_COPIES=off` through pinned host memory and MPI. The same checks as `mpi_ranks.rs` does on the
 //! CPU: 2 and 3 ranks follow the one-process GPU run to rounding (shear, walls, body force),
 //! momentum is conserved across ranks, a checkpoint of 3 GPU ranks resumes on 2 and on 1, the
 //! coupled polymer run (bundled MD on every rank's CPU, the beads routed to their cells' ranks)
@@ -11,7 +12,7 @@
 
 use super::mpi_ranks::{
     assert_checkpoint_resumes, assert_rows_close, assert_sheared_momentum, mpi_mpcbox, run_config,
-    write_config, POLYMER, SHEARED, SLIT,
+    run_config_with, write_config, POLYMER, SHEARED, SLIT,
 };
 use crate::common;
 
@@ -22,10 +23,11 @@ fn on_gpu(body: &str) -> String {
 }
 
 /// 50 steps on 1, 2 and 3 GPU ranks (GPU slabs need 4 layers here: at most 3 slabs of the
-/// slit's 12): every observable row and the final fluid agree with the one-process GPU run to
-/// 1e-9 (only the order of sums in a cell differs), and the momentum of the fluid over all
-/// ranks is conserved as on one process (y to rounding under shear, z gains the body force's
-/// impulse).
+/// slit's 12), with the packets between ranks GPU to GPU (the default on one host) and, on 2
+/// ranks, also by MPI: every observable row and the final fluid agree with the one-process GPU
+/// run to 1e-9 (only the order of sums in a cell differs), and the momentum of the fluid over
+/// all ranks is conserved as on one process (y to rounding under shear, z gains the body
+/// force's impulse).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_gpu_fluid_over_two_and_three_ranks_follows_one_process() {
@@ -34,19 +36,25 @@ fn the_gpu_fluid_over_two_and_three_ranks_follows_one_process() {
         let dir = tempfile::tempdir().unwrap();
         write_config(dir.path(), "c.ron", &on_gpu(body));
         let (r1, ck1) = run_config(bin, 1, dir.path(), "c.ron", "r1");
-        for ranks in [2, 3] {
-            let out = format!("r{ranks}");
-            let (r, ck) = run_config(bin, ranks, dir.path(), "c.ron", &out);
+        for (ranks, peers) in [(2, "on"), (2, "off"), (3, "on")] {
+            let out = format!("r{ranks}-{peers}");
+            let envs = [("MPCBOX_RANK_PEER_COPIES", peers)];
+            let (r, ck) = run_config_with(bin, ranks, dir.path(), "c.ron", &out, &envs);
             let summary =
                 std::fs::read_to_string(dir.path().join(&out).join("summary.json")).unwrap();
             assert!(
                 summary.contains("cuda:0") && summary.contains(&format!("of {ranks} MPI ranks")),
                 "{name}: {summary}"
             );
+            let how = match peers {
+                "on" => "GPU-to-GPU packets with ranks of this host",
+                _ => "packets between ranks by MPI",
+            };
+            assert!(summary.contains(how), "{name}, peers {peers}: {summary}");
             if name == "sheared" {
                 assert_sheared_momentum(&r, ck.fluid.len(), &format!("{name}, {ranks} ranks"));
             }
-            let what = format!("GPU, {name}: {ranks} ranks against one process");
+            let what = format!("GPU, {name}: {ranks} ranks (peers {peers}) against one process");
             assert_rows_close(&r1, &r, 1e-9, &what);
             common::compare_states(&ck1.fluid, &ck.fluid, 1e-9, &what);
         }

@@ -91,7 +91,11 @@ pub(super) fn mpirun_with(
 }
 
 fn run_ok(bin: &Path, ranks: usize, dir: &Path, args: &[&str]) {
-    let out = mpirun(bin, ranks, dir, args);
+    run_ok_with(bin, ranks, dir, args, &[]);
+}
+
+fn run_ok_with(bin: &Path, ranks: usize, dir: &Path, args: &[&str], envs: &[(&str, &str)]) {
+    let out = mpirun_with(bin, ranks, dir, args, envs);
     assert!(
         out.status.success(),
         "{ranks} ranks, mpcbox {args:?}: {}\n{}",
@@ -109,7 +113,20 @@ pub(super) fn run_config(
     config: &str,
     out: &str,
 ) -> (Vec<Vec<f64>>, Checkpoint) {
-    run_ok(bin, ranks, dir, &["run", config, "-o", out, "--quiet"]);
+    run_config_with(bin, ranks, dir, config, out, &[])
+}
+
+/// [`run_config`] with environment variables `envs` on every rank.
+pub(super) fn run_config_with(
+    bin: &Path,
+    ranks: usize,
+    dir: &Path,
+    config: &str,
+    out: &str,
+    envs: &[(&str, &str)],
+) -> (Vec<Vec<f64>>, Checkpoint) {
+    let args = ["run", config, "-o", out, "--quiet"];
+    run_ok_with(bin, ranks, dir, &args, envs);
     let out = dir.join(out);
     let ck = Checkpoint::load(&out.join("checkpoint.mpcbox")).unwrap();
     (rows(&out.join("observables.csv")), ck)

@@ -6,6 +6,7 @@
 
 use cudarc::driver::{CudaEvent, DevicePtr, DeviceRepr, PushKernelArg};
 
+use super::ranks::Arrival;
 use super::transfer::{
     peer_copy_async, stage_to_device_async, stage_to_host_async, upload_pinned_async,
 };
@@ -182,13 +183,23 @@ impl MultiCudaBackend {
         let chunk_events = out_events.1;
         let messages = self.rank_messages.take();
         let received = (0..self.slabs.len()).try_for_each(|j| {
-            let remote = match &messages {
-                Some(m) => [
-                    m.arrived(arrivals[j][0].clone())?,
-                    m.arrived(arrivals[j][1].clone())?,
-                ],
-                None => [&[][..], &[][..]],
-            };
+            let mut remote = [Incoming::Host(&[]), Incoming::Host(&[])];
+            for (side, r) in remote.iter_mut().enumerate() {
+                *r = match (&arrivals[j][side], &messages) {
+                    (Arrival::Message(words), Some(m)) => Incoming::Host(m.arrived(words.clone())?),
+                    (Arrival::Message(_), None) => Incoming::Host(&[]),
+                    (Arrival::Inbox { count, parity }, _) => {
+                        let inbox = self
+                            .rank_peers
+                            .as_ref()
+                            .and_then(|p| p.inbox(j, side, *parity));
+                        let ptr = inbox.ok_or_else(|| {
+                            MpcError::Device("an arrival in an inbox this slab lacks".into())
+                        })?;
+                        Incoming::Inbox { ptr, count: *count }
+                    }
+                };
+            }
             self.receive_into(j, sent, &out_events.0, &chunk_events, &remote)
         });
         self.rank_messages = messages;
@@ -198,7 +209,7 @@ impl MultiCudaBackend {
             for (side, f) in from.iter_mut().enumerate() {
                 *f = match self.local(self.neighbour(self.first + j, side)) {
                     Some(n) => sent[n][1 - side],
-                    None => arrivals[j][side].len() / RECORD_WORDS,
+                    None => arrivals[j][side].count(),
                 };
             }
             self.migrated += (from[0] + from[1]) as u64;
@@ -264,6 +275,21 @@ impl MultiCudaBackend {
                         peer_copy_async(&src_ctx, src_ptr, &dst_ctx, dst_ptr, words * 8, &out)?
                     };
                 }
+                (_, None)
+                    if self
+                        .rank_peers
+                        .as_ref()
+                        .is_some_and(|p| p.outbox(j, dir).is_some()) =>
+                {
+                    let peers = self.rank_peers.as_ref().expect("checked");
+                    let inbox = peers.outbox(j, dir).expect("checked");
+                    // SAFETY: the send buffer holds `count` records (as above) and is refilled
+                    // only by the next pass 1, which waits for `out`; the neighbour rank reads
+                    // this inbox only after this rank waited for `out` (`cross_ranks`) and
+                    // sent the header, and this inbox is filled again two steps later (the
+                    // parity rule of `rank_peers`).
+                    unsafe { inbox.send(src_ptr, count, &out)? };
+                }
                 _ => {
                     let host = match (dst, self.rank_messages.as_mut()) {
                         // another rank's slab: straight into the outgoing message
@@ -315,14 +341,21 @@ impl MultiCudaBackend {
         sent: &[[usize; 2]],
         out_events: &[Option<CudaEvent>],
         chunk_events: &[[Vec<CudaEvent>; 2]],
-        remote: &[&[u64]; 2],
+        remote: &[Incoming<'_>; 2],
     ) -> Result<()> {
         let main = self.slabs[j].dev.stream.clone();
         let inn = self.slab_of(j).copy_in.clone();
         let mut staged_in = false;
-        for (side, &arrived) in remote.iter().enumerate() {
+        for (side, incoming) in remote.iter().enumerate() {
             let dir = 1 - side; // the direction the sender sent in
             let Some(src) = self.local(self.neighbour(self.first + j, side)) else {
+                let arrived = match *incoming {
+                    Incoming::Host(words) => words,
+                    Incoming::Inbox { ptr, count } => {
+                        staged_in |= self.copy_from_inbox(j, side, ptr, count)?;
+                        continue;
+                    }
+                };
                 if arrived.is_empty() {
                     continue;
                 }
@@ -377,4 +410,48 @@ impl MultiCudaBackend {
         }
         Ok(())
     }
+
+    /// `count` records from local slab j's inbox at `ptr` into its receive buffer on `side`,
+    /// on its copy-in stream; whether anything was queued.
+    fn copy_from_inbox(&self, j: usize, side: usize, ptr: u64, count: usize) -> Result<bool> {
+        if count == 0 {
+            return Ok(false);
+        }
+        let sl = self.slab_of(j);
+        if count > sl.send_capacity {
+            return Err(MpcError::Device(
+                "arrivals beyond the receive buffer".into(),
+            ));
+        }
+        let inn = sl.copy_in.clone();
+        let dst_ptr = sl.recv[side].device_ptr(&inn).0;
+        self.slabs[j]
+            .dev
+            .ctx
+            .bind_to_thread()
+            .map_err(drv("bind"))?;
+        // SAFETY: the inbox and the receive buffer both hold send_capacity >= count records on
+        // this slab's GPU (the inbox was filled by the neighbour rank, whose copy finished
+        // before it sent the header that named it); `inn` belongs to this context, which is
+        // current; the main stream joins `inn` before anything reads the receive buffer.
+        unsafe {
+            cudarc::driver::sys::cuMemcpyDtoDAsync_v2(
+                dst_ptr,
+                ptr,
+                count * RECORD_WORDS * 8,
+                inn.cu_stream(),
+            )
+        }
+        .result()
+        .map_err(drv("inbox copy"))?;
+        Ok(true)
+    }
+}
+
+/// Records from another rank for one side of a slab: in the received host message, or in the
+/// slab's inbox (a rank of this host copied them there).
+#[derive(Clone, Copy)]
+enum Incoming<'a> {
+    Host(&'a [u64]),
+    Inbox { ptr: u64, count: usize },
 }

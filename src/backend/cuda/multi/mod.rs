@@ -34,10 +34,13 @@
 //! | `slab` | how the box is cut; a slab's state, buffers, upload and download |
 //! | `step` | one step of all slabs as a sequence (pass 1, exchange, the rest), reports |
 //! | `migrate` | packing counts, the exchange, `mpc_immigrate` (`kernels/migrate.cu`) |
+//! | `ranks` | packets to and from other MPI ranks' slabs through the transport |
+//! | `rank_peers` | packets between ranks of one host, GPU to GPU (CUDA IPC) |
 //! | `transfer` | peer access and pool grants, the raw copies, transfer rates |
 //! | `solutes` | solutes on the home GPU (or on every GPU without peer access) |
 
 mod migrate;
+mod rank_peers;
 mod ranks;
 mod slab;
 mod solutes;
@@ -58,8 +61,9 @@ use crate::fluid_parts::FluidSource;
 use crate::physics::{Physics, StepPlan};
 use crate::ranks::{Alone, Transport};
 use crate::state::FluidState;
+use rank_peers::{RankPeers, SlabRing};
 use ranks::RankMessages;
-use slab::{split_slabs, SlabLayout};
+use slab::{check_gpu_count, split_slabs, SlabLayout};
 use step::StepSolutes;
 
 /// The multi-GPU backend: one [`CudaBackend`] in slab mode per slab of this process.
@@ -94,27 +98,8 @@ pub struct MultiCudaBackend {
     rank_seconds: [f64; 4],
     /// The pinned messages to and from other ranks' slabs (None in one process).
     rank_messages: Option<RankMessages>,
-}
-
-/// Refuse fewer than two slabs, or slabs so thin that a particle could cross one in a step.
-fn check_gpu_count(phys: &Physics, g: usize) -> Result<()> {
-    if g < 2 {
-        return Err(MpcError::Device(
-            "the multi-GPU backend needs at least two slabs".into(),
-        ));
-    }
-    let ly = phys.cells[1];
-    let need = min_slab_layers(phys);
-    if ly / (g as u32) < need {
-        return Err(MpcError::Device(format!(
-            "device: {g} slabs have {} cell layers in y, fewer than the {need} a particle may \
-             cross in one step; fix: use at most {} slabs (GPUs, or tuning.slabs) for \
-             cells[1] = {ly}, or a taller box",
-            ly / g as u32,
-            (ly / need).max(1)
-        )));
-    }
-    Ok(())
+    /// Inboxes shared with ranks of this host (None: every packet goes by the transport).
+    rank_peers: Option<RankPeers>,
 }
 
 impl MultiCudaBackend {
@@ -221,6 +206,16 @@ impl MultiCudaBackend {
                 transport.ranks(),
             )?),
         };
+        let rank_peers = if transport.ranks() > 1 {
+            let ring = SlabRing {
+                slabs: &slabs,
+                first,
+                slab_rank: &slab_rank,
+            };
+            RankPeers::open(&ring, transport.as_ref(), layout.send_capacity())?
+        } else {
+            None
+        };
         Ok(MultiCudaBackend {
             slabs,
             first,
@@ -238,6 +233,7 @@ impl MultiCudaBackend {
             migrated: 0,
             rank_seconds: [0.0; 4],
             rank_messages,
+            rank_peers,
         })
     }
 
@@ -330,7 +326,14 @@ impl Backend for MultiCudaBackend {
             .collect();
         let ranks = match self.transport.ranks() {
             1 => String::new(),
-            r => format!(", rank {} of {r} MPI ranks", self.transport.rank()),
+            r => format!(
+                ", rank {} of {r} MPI ranks, {}",
+                self.transport.rank(),
+                match self.rank_peers {
+                    Some(_) => "GPU-to-GPU packets with ranks of this host",
+                    None => "packets between ranks by MPI",
+                }
+            ),
         };
         format!(
             "cuda:{} {} × {} ({} cell sums, y slabs {:?}, {}{ranks})",

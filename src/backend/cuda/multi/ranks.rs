@@ -1,9 +1,11 @@
 //! Packets between this process's slabs and other MPI ranks' slabs. Each step, a slab whose
 //! neighbour lies on another rank copies its emigrants from the GPU straight into their place
-//! in one pinned host message (`RankMessages::send`, laid out in the transport's rank order);
-//! the host writes a 3-value header before each link's records, one collective exchange
-//! carries all of them, and the arrivals land in pinned `RankMessages::recv`, from which each
-//! slab's copy stream uploads them asynchronously. No host copy of a record and no memory
+//! in one pinned host message (`RankMessages::send`, laid out in the transport's rank order),
+//! or, where that rank shares this machine, straight into the neighbour's GPU inbox
+//! (`rank_peers`); the host writes a 4-value header before each link's records (a header
+//! alone for an inbox), one collective exchange carries all of them, and the arrivals land in
+//! pinned `RankMessages::recv`, from which each slab's copy stream uploads them
+//! asynchronously (or copies them out of its inbox). No host copy of a record and no memory
 //! touched for the first time after the opening.
 
 use std::ops::Range;
@@ -15,17 +17,53 @@ use super::MultiCudaBackend;
 use crate::backend::cuda::device::drv;
 use crate::error::{MpcError, Result};
 
-/// Values before each link's records: destination slab, its side (0 below, 1 above), count.
-const HEADER: usize = 3;
+/// Values before each link's records: destination slab, its side (0 below, 1 above), count,
+/// and where the records are: 0 after the header, 1 + p in the receiver's inbox of parity p.
+const HEADER: usize = 4;
+
+/// One step's packet from a local slab to another rank's slab.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct RankLink {
+    rank: usize,
+    /// Local slab and direction (0 down, 1 up).
+    slab: usize,
+    dir: usize,
+    /// Where its header starts in `send`.
+    at: usize,
+    /// The inbox parity its records were copied into (None: they follow the header).
+    inbox: Option<usize>,
+}
+
+/// What came to one side of a local slab from another rank this step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Arrival {
+    /// These words of the received message (empty: nothing came).
+    Message(Range<usize>),
+    /// `count` records in the slab's inbox of `parity`.
+    Inbox { count: usize, parity: usize },
+}
+
+impl Arrival {
+    pub(super) fn none() -> Arrival {
+        Arrival::Message(0..0)
+    }
+
+    /// Particles that arrived.
+    pub(super) fn count(&self) -> usize {
+        match self {
+            Arrival::Message(r) => r.len() / RECORD_WORDS,
+            Arrival::Inbox { count, .. } => *count,
+        }
+    }
+}
 
 /// The pinned messages of one process to and from other ranks, kept for the run, and this
 /// step's layout of the outgoing one.
 pub(super) struct RankMessages {
     send: PinnedHostSlice<u64>,
     recv: PinnedHostSlice<u64>,
-    /// This step's links to other ranks' slabs in rank order: (rank, local slab, direction,
-    /// where its header starts in `send`).
-    links: Vec<(usize, usize, usize, usize)>,
+    /// This step's links to other ranks' slabs in rank order.
+    links: Vec<RankLink>,
     /// This step's values to each rank.
     counts: Vec<usize>,
     /// This step's values from each rank (the first `received` words of `recv`).
@@ -66,8 +104,8 @@ impl RankMessages {
     pub(super) fn records_at(&self, j: usize, dir: usize) -> Option<usize> {
         self.links
             .iter()
-            .find(|l| l.1 == j && l.2 == dir)
-            .map(|l| l.3 + HEADER)
+            .find(|l| l.slab == j && l.dir == dir && l.inbox.is_none())
+            .map(|l| l.at + HEADER)
     }
 
     /// `words` u64 of `send` from `at`, for a device-to-host copy.
@@ -87,12 +125,20 @@ impl MultiCudaBackend {
     /// Before the packets are copied out: this step's links to other ranks' slabs and where
     /// each goes in the outgoing message. Nothing in one process.
     pub(super) fn lay_out_rank_messages(&mut self, sent: &[[usize; 2]]) {
+        let parity = self.rank_peers.as_mut().map(|p| p.next_step());
         let mut links = Vec::new();
         for (j, counts) in sent.iter().enumerate() {
             for (dir, &count) in counts.iter().enumerate() {
                 let d = self.neighbour(self.first + j, dir);
                 if count > 0 && self.local(d).is_none() {
-                    links.push((self.slab_rank[d], j, dir, 0));
+                    let peer = self.rank_peers.as_ref().and_then(|p| p.outbox(j, dir));
+                    links.push(RankLink {
+                        rank: self.slab_rank[d],
+                        slab: j,
+                        dir,
+                        at: 0,
+                        inbox: peer.and(parity),
+                    });
                 }
             }
         }
@@ -103,10 +149,13 @@ impl MultiCudaBackend {
         m.counts.fill(0);
         let mut at = 0;
         for link in links.iter_mut() {
-            link.3 = at;
-            let values = HEADER + sent[link.1][link.2] * RECORD_WORDS;
-            m.counts[link.0] += values;
-            at += values;
+            link.at = at;
+            let records = match link.inbox {
+                None => sent[link.slab][link.dir] * RECORD_WORDS,
+                Some(_) => 0,
+            };
+            m.counts[link.rank] += HEADER + records;
+            at += HEADER + records;
         }
         m.links = links;
     }
@@ -116,9 +165,10 @@ impl MultiCudaBackend {
     /// this process's slabs, where in the received message the records from below and from
     /// above lie (empty where the neighbour is local or sent nothing). One collective
     /// exchange per step over all ranks; nothing at all in one process.
-    pub(super) fn cross_ranks(&mut self, sent: &[[usize; 2]]) -> Result<Vec<[Range<usize>; 2]>> {
-        let mut arrivals: Vec<[Range<usize>; 2]> =
-            (0..self.slabs.len()).map(|_| [0..0, 0..0]).collect();
+    pub(super) fn cross_ranks(&mut self, sent: &[[usize; 2]]) -> Result<Vec<[Arrival; 2]>> {
+        let mut arrivals: Vec<[Arrival; 2]> = (0..self.slabs.len())
+            .map(|_| [Arrival::none(), Arrival::none()])
+            .collect();
         let Some(mut m) = self.rank_messages.take() else {
             return Ok(arrivals);
         };
@@ -131,22 +181,25 @@ impl MultiCudaBackend {
         &mut self,
         m: &mut RankMessages,
         sent: &[[usize; 2]],
-        arrivals: &mut [[Range<usize>; 2]],
+        arrivals: &mut [[Arrival; 2]],
     ) -> Result<()> {
         let mut clock = PhaseClock::new(self.profiling);
-        for &(_, j, _, _) in &m.links {
-            // the records' copies are queued on this slab's copy-out stream
-            self.slab_of(j)
+        for l in &m.links {
+            // the records' copies (to the host or a neighbour rank's GPU) are queued on this
+            // slab's copy-out stream: once done, the receiver may read them
+            self.slab_of(l.slab)
                 .copy_out
                 .synchronize()
                 .map_err(drv("rank messages"))?;
         }
         clock.lap(&mut self.rank_seconds[0]);
         let send = m.send.as_mut_slice().map_err(drv("rank messages"))?;
-        for &(_, j, dir, at) in &m.links {
-            let d = self.neighbour(self.first + j, dir);
-            let header = [d as f64, (1 - dir) as f64, sent[j][dir] as f64];
-            for (w, h) in send[at..at + HEADER].iter_mut().zip(header) {
+        for l in &m.links {
+            let d = self.neighbour(self.first + l.slab, l.dir);
+            let count = sent[l.slab][l.dir] as f64;
+            let whence = l.inbox.map_or(0.0, |p| 1.0 + p as f64);
+            let header = [d as f64, (1 - l.dir) as f64, count, whence];
+            for (w, h) in send[l.at..l.at + HEADER].iter_mut().zip(header) {
                 *w = h.to_bits();
             }
         }
@@ -169,17 +222,24 @@ impl MultiCudaBackend {
         Ok(())
     }
 
-    /// Where each message of `got` (see `cross_ranks`) goes: its records' range per local slab
-    /// and side; an error for a malformed message.
-    fn parse_arrivals(&self, got: &[u64], arrivals: &mut [[Range<usize>; 2]]) -> Result<()> {
+    /// Where each message of `got` (see `cross_ranks`) goes: its records' range (or inbox) per
+    /// local slab and side; an error for a malformed message.
+    fn parse_arrivals(&self, got: &[u64], arrivals: &mut [[Arrival; 2]]) -> Result<()> {
         let mut at = 0;
         while at + HEADER <= got.len() {
             let value = |i: usize| f64::from_bits(got[at + i]) as usize;
-            let (d, side, count) = (value(0), value(1), value(2));
-            let words = count * RECORD_WORDS;
-            let j = self
-                .local(d)
-                .filter(|_| side < 2 && at + HEADER + words <= got.len());
+            let (d, side, count, whence) = (value(0), value(1), value(2), value(3));
+            let words = if whence == 0 { count * RECORD_WORDS } else { 0 };
+            let inbox_known = |j: usize| {
+                whence == 0
+                    || self
+                        .rank_peers
+                        .as_ref()
+                        .is_some_and(|p| p.inbox(j, side, whence - 1).is_some())
+            };
+            let j = self.local(d).filter(|&j| {
+                side < 2 && at + HEADER + words <= got.len() && whence < 3 && inbox_known(j)
+            });
             let (Some(j), true) = (j, count <= self.slab_of(0).send_capacity) else {
                 return Err(MpcError::Device(format!(
                     "rank {}: a malformed particle message (slab {d}, side {side}, {count} \
@@ -187,7 +247,13 @@ impl MultiCudaBackend {
                     self.transport.rank()
                 )));
             };
-            arrivals[j][side] = at + HEADER..at + HEADER + words;
+            arrivals[j][side] = match whence {
+                0 => Arrival::Message(at + HEADER..at + HEADER + words),
+                p => Arrival::Inbox {
+                    count,
+                    parity: p - 1,
+                },
+            };
             at += HEADER + words;
         }
         Ok(())

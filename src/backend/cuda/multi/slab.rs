@@ -104,6 +104,27 @@ impl SlabLayout {
     }
 }
 
+/// Refuse fewer than two slabs, or slabs so thin that a particle could cross one in a step.
+pub(super) fn check_gpu_count(phys: &Physics, g: usize) -> Result<()> {
+    if g < 2 {
+        return Err(MpcError::Device(
+            "the multi-GPU backend needs at least two slabs".into(),
+        ));
+    }
+    let ly = phys.cells[1];
+    let need = min_slab_layers(phys);
+    if ly / (g as u32) < need {
+        return Err(MpcError::Device(format!(
+            "device: {g} slabs have {} cell layers in y, fewer than the {need} a particle may \
+             cross in one step; fix: use at most {} slabs (GPUs, or tuning.slabs) for \
+             cells[1] = {ly}, or a taller box",
+            ly / g as u32,
+            (ly / need).max(1)
+        )));
+    }
+    Ok(())
+}
+
 /// The parts of slabs `wanted` (a process's own) of a fluid split by the slab owning each
 /// particle's layer, in order; with each part its global ids. From a config, only these parts
 /// of its initial state are generated (`FluidSource`).
