@@ -92,6 +92,14 @@ pub const KNOBS: &[Knob] = &[
                  the headers going by MPI (default on), or send everything by MPI",
     },
     Knob {
+        variable: "MPCBOX_MD_EXCHANGE",
+        values: Some(&["pull", "copy"]),
+        number: false,
+        effect: "how the decomposed GPU MD's slabs exchange beads: the receiver reads them \
+                 where the sender packed them (default, where its GPU may read that memory) \
+                 or they are copied to it first",
+    },
+    Knob {
         variable: "MPCBOX_MD_SLABS",
         values: Some(&["on", "off"]),
         number: false,

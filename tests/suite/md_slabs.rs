@@ -128,7 +128,8 @@ fn assert_close(a: f64, b: f64, what: &str) {
 
 /// The decomposed engine follows the one-slab engine bit for bit over 400 MD steps (positions,
 /// velocities, images, list builds) and sums the same energies and virial to 1e-12, for
-/// every case on 2, 3 and 4 slabs on one GPU and on two.
+/// every case on 2, 3 and 4 slabs on one GPU and on two, with the exchanged records pulled
+/// by the receiver (2, 4 slabs) and copied to it (3 slabs).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn slab_engine_follows_the_one_slab_engine_bit_for_bit() {
@@ -155,9 +156,20 @@ fn slab_engine_follows_the_one_slab_engine_bit_for_bit() {
         let md = cpu_engine(cfg, *shear);
         for gpus in gpu_sets() {
             for n in 2..=4 {
-                let what = format!("{name}, {n} slabs on GPUs {gpus:?}");
+                // 3 slabs copy the exchanged records to the receiver first; 2 and 4 let it read
+                // them where they were packed (the default where its GPU may)
+                let how = if n == 3 { "copied" } else { "pulled" };
+                let what = format!("{name}, {n} slabs on GPUs {gpus:?}, exchange {how}");
                 let mut one = one_slab(&md);
                 let mut sl = slab_engine(&md, &places(24, n, &gpus)).unwrap();
+                if n == 3 {
+                    sl.copy_exchanges();
+                }
+                let describe = sl.describe();
+                assert!(
+                    describe.contains(&format!("exchange {how}")),
+                    "{what}: {describe}"
+                );
                 let p0 = sl.momentum().unwrap();
                 for round in 0..8 {
                     one.run(50).unwrap();

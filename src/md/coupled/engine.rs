@@ -60,6 +60,11 @@ pub trait MdEngine: Send {
     fn phase_seconds(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
+    /// Where the host's time goes in the MD steps since profiling was last switched (on or
+    /// off), where the engine times it.
+    fn host_seconds(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
 }
 
 /// The MPC collision of host arrays (the CPU engine's system, or a GPU engine's host copy).
@@ -309,6 +314,11 @@ impl MdEngine for SlabMd {
         SlabMd::phase_seconds(self).map_or(Vec::new(), |p| {
             crate::md::gpu::MD_PHASE_NAMES.into_iter().zip(p).collect()
         })
+    }
+
+    fn host_seconds(&self) -> Vec<(&'static str, f64)> {
+        let names = crate::md::gpu::MD_HOST_NAMES;
+        names.into_iter().zip(SlabMd::host_seconds(self)).collect()
     }
 
     fn settings(&self) -> &MdSettings {

@@ -30,7 +30,7 @@ mod setup;
 mod slabs;
 mod state;
 
-pub use slabs::SlabMd;
+pub use slabs::{SlabMd, MD_HOST_NAMES};
 
 /// The phases of an MD step as [`GpuMd::set_profiling`] and [`SlabMd::set_profiling`] time
 /// them; on one GPU the second is the wait for the step's flags, decomposed it is the exchange

@@ -7,12 +7,21 @@
 //! without a wait. Every delivery waits only for its sender's packs (an event recorded after
 //! them), so the links' copies and unpacks run side by side. The host then reads every slab's
 //! flags (the step's one wait, as on one GPU): a count above what was copied grows the buffers
-//! if needed and that link is sent again. No kernel reads another GPU's memory.
+//! if needed and that link is sent again.
+//!
+//! Where the receiver may read the sender's memory (the same GPU, or a peer whose memory pool
+//! is open to it) the link *pulls* (`MPCBOX_MD_EXCHANGE=pull`, the default there): the
+//! receiver's unpack reads the count and the records where the sender packed them, so a
+//! delivery is one event wait and one launch instead of two copies and a launch (each host
+//! call costs ~5 µs, and the exchange was bound by them). The sender zeroes its count words
+//! only after the flags' wait, when every unpack that reads them has run.
 
-use cudarc::driver::{CudaEvent, CudaSlice, PushKernelArg};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaView, PushKernelArg};
 
 use super::super::{drv, grid, items, push_items, GpuMd, FLAG_COUNTS, FLAG_REBUILD, MAX_LINKS};
-use super::SlabMd;
+use super::{SlabMd, HOST_FLAGS_WAIT};
+use crate::backend::cuda::multi::transfer::grant_pool_access;
+use crate::backend::cuda::CudaDevice;
 use crate::error::MpcError;
 use crate::error::Result;
 
@@ -53,6 +62,8 @@ pub(super) struct Link {
     /// Records to copy for each [`SlabSend`]: the last such exchange's count with a margin
     /// (everything at first); a count above it is sent again after the flags' read.
     expect: [usize; 3],
+    /// The receiver reads the records and the count in the sender's memory (no copies).
+    pull: bool,
 }
 
 /// Zero a slab's outgoing record counts (one memset for all its links).
@@ -61,6 +72,42 @@ pub(super) fn zero_counts(g: &mut GpuMd) -> Result<()> {
     g.stream
         .memset_zeros(&mut g.flags.slice_mut(words))
         .map_err(drv("memset"))
+}
+
+/// Let every link whose receiver's GPU may read the sender's memory pull (the same GPU, or a
+/// peer whose pool is opened to it here), unless `MPCBOX_MD_EXCHANGE=copy`; returns whether
+/// all of them pull.
+pub(super) fn choose_pull(links: &mut [Link], slabs: &[GpuMd]) -> Result<bool> {
+    if matches!(
+        crate::knobs::knobs().get("MPCBOX_MD_EXCHANGE"),
+        Some("copy")
+    ) {
+        return Ok(false);
+    }
+    let mut devices = Vec::new();
+    for g in slabs {
+        if !devices
+            .iter()
+            .any(|d: &&CudaDevice| d.ordinal() == g.ordinal())
+        {
+            devices.push(&g.dev);
+        }
+    }
+    let granted = grant_pool_access(&devices)?;
+    let mut all = true;
+    for l in links {
+        let (owner, reader) = (slabs[l.from].ordinal(), slabs[l.to].ordinal());
+        l.pull = owner == reader || granted.contains(&(owner, reader));
+        all &= l.pull;
+    }
+    Ok(all)
+}
+
+/// Make every link copy its records to the receiver (as `MPCBOX_MD_EXCHANGE=copy`).
+pub(super) fn copy_only(links: &mut [Link]) {
+    for l in links {
+        l.pull = false;
+    }
 }
 
 /// Whether the layers `own` meet the periodic band `band` of a box `ly` tall.
@@ -126,6 +173,7 @@ impl Link {
             slot,
             recv_count: ts.alloc_zeros::<u32>(1).map_err(drv("alloc"))?,
             expect: [usize::MAX; 3],
+            pull: false,
         })
     }
 
@@ -180,8 +228,11 @@ impl Link {
         })
     }
 
-    /// The records one delivery of `what` copies.
+    /// The records one delivery of `what` copies (pulling: all the sender packed).
     fn copied(&self, what: SlabSend) -> usize {
+        if self.pull {
+            return self.send_cap[self.turn];
+        }
         self.send_cap[self.turn]
             .min(self.recv_cap)
             .min(self.expect[what as usize])
@@ -244,6 +295,12 @@ impl Link {
         let from = &slabs[self.from];
         let s = slabs[self.to].stream.clone();
         s.wait(packed).map_err(drv("event"))?;
+        if self.pull {
+            let (sender, receiver) = sender_and_receiver(slabs, self.from, self.to);
+            let count = sender.flags.slice(word..word + 1);
+            let records = self.send[t].slice(..words);
+            return unpack_records(receiver, &count, limit, &records);
+        }
         s.memcpy_dtod(
             &self.send[t].slice(..words),
             &mut self.recv.slice_mut(..words),
@@ -251,7 +308,19 @@ impl Link {
         .map_err(drv("slab copy"))?;
         s.memcpy_dtod(&from.flags.slice(word..word + 1), &mut self.recv_count)
             .map_err(drv("slab copy"))?;
-        unpack_records(&mut slabs[self.to], &self.recv_count, limit, &self.recv)
+        let (count, records) = (self.recv_count.slice(..), self.recv.slice(..words));
+        unpack_records(&mut slabs[self.to], &count, limit, &records)
+    }
+}
+
+/// Slab `from` to read and slab `to` to write (two different slabs).
+fn sender_and_receiver(slabs: &mut [GpuMd], from: usize, to: usize) -> (&GpuMd, &mut GpuMd) {
+    if from < to {
+        let (a, b) = slabs.split_at_mut(to);
+        (&a[from], &mut b[0])
+    } else {
+        let (a, b) = slabs.split_at_mut(from);
+        (&b[0], &mut a[to])
     }
 }
 
@@ -329,12 +398,13 @@ pub(super) fn pack_records(
 }
 
 /// `md_slab_unpack` on `to`'s stream: the first min(count, limit) records of `recv` (queued
-/// on that stream before) written at their beads' indices.
+/// on that stream before, or in a sender's memory that `to`'s GPU may read, ordered before by
+/// an event) written at their beads' indices.
 pub(super) fn unpack_records(
     to: &mut GpuMd,
-    recv_count: &CudaSlice<u32>,
+    recv_count: &CudaView<u32>,
     limit: usize,
-    recv: &CudaSlice<f64>,
+    recv: &CudaView<f64>,
 ) -> Result<()> {
     if recv.len() < limit * WORDS || recv_count.is_empty() {
         return Err(MpcError::Device(format!(
@@ -355,8 +425,9 @@ pub(super) fn unpack_records(
         .arg(&mut d.built_at)
         .arg(&mut d.force);
     // SAFETY: md_slab_unpack(count, limit, rec, pos, vel, image, built_at, force) in order
-    // and type; `recv` holds at least `limit` records (checked above), queued on this stream
-    // before, of which the first min(count, limit) were written by md_slab_pack, each naming
+    // and type; `recv` holds at least `limit` records (checked above), written before on this
+    // stream or (pulling) in memory this GPU may read, behind an event this stream waited
+    // for, of which the first min(count, limit) were written by md_slab_pack, each naming
     // a particle index < n; the particle arrays hold 3n elements on this GPU.
     unsafe { b.launch(grid(limit)) }.map_err(drv("md_slab_unpack"))?;
     Ok(())
@@ -394,7 +465,7 @@ impl SlabMd {
     /// is sent again, waited for. Links to other ranks (`gather`: the gathers') cross last.
     /// Returns the flags and whether any slab (of any rank) asks for a list build.
     ///
-    /// The count words are zeroed behind the flags' copy (and behind a repeated pack's read),
+    /// The count words are zeroed after the flags' wait (and after a repeated pack's read),
     /// off the next exchange's path; only an exchange that failed leaves them for the next to
     /// zero first.
     fn run_links(
@@ -428,13 +499,19 @@ impl SlabMd {
         }
         for g in &mut self.slabs {
             g.queue_flags()?;
-            zero_counts(g)?;
         }
+        let blocked = std::time::Instant::now();
         let mut flags = self
             .slabs
             .iter()
             .map(|g| g.queued_flags())
             .collect::<Result<Vec<_>>>()?;
+        self.host_seconds[HOST_FLAGS_WAIT] += blocked.elapsed().as_secs_f64();
+        // behind every unpack (they have run: every stream was waited for), which may have
+        // read the count words where they lie
+        for g in &mut self.slabs {
+            zero_counts(g)?;
+        }
         for l in links.iter_mut() {
             let m = flags[l.from][FLAG_COUNTS + l.slot] as usize;
             if m > l.copied(what) {
@@ -452,8 +529,9 @@ impl SlabMd {
                     .map_err(drv("event"))?;
                 l.deliver(&mut self.slabs, what, &self.packed[l.from])?;
                 flags[l.from] = self.slabs[l.from].read_flags()?;
-                zero_counts(&mut self.slabs[l.from])?;
+                // the unpack (which may read the count word where it lies) before the zeroing
                 self.slabs[l.to].synchronize()?;
+                zero_counts(&mut self.slabs[l.from])?;
             }
             l.expect(what, m);
             l.turn ^= 1;

@@ -45,6 +45,20 @@ use crate::solvent::Solvent;
 use exchange::{Link, SlabSend};
 use remote::RankLinks;
 
+/// What [`SlabMd::host_seconds`] times, always (two clock reads each): the host's wall time
+/// in the MD steps, in their drift exchanges (queueing and waiting), blocked on the flags'
+/// read in every exchange (the steps' and the collisions'), and in the list builds.
+pub const MD_HOST_NAMES: [&str; 4] = [
+    "MD steps",
+    "drift exchanges",
+    "blocked on flags (all exchanges)",
+    "list builds",
+];
+const HOST_STEPS: usize = 0;
+const HOST_DRIFT_EXCHANGE: usize = 1;
+const HOST_FLAGS_WAIT: usize = 2;
+const HOST_BUILDS: usize = 3;
+
 /// Rounding slack added to the halo and the list band.
 const SLACK: f64 = 1e-6;
 
@@ -73,6 +87,10 @@ pub struct SlabMd {
     gathered: bool,
     /// The last force evaluation skipped energies.
     energies_stale: bool,
+    /// Every link's receiver reads the records where the sender packed them.
+    pulls: bool,
+    /// The host's seconds ([`MD_HOST_NAMES`]) since profiling was last switched.
+    host_seconds: [f64; 4],
     /// Benchmarks: seconds per phase of the MD step ([`MD_PHASE_NAMES`]), each phase waited
     /// for on every GPU (which adds the waits it measures); None when not profiling.
     phase_seconds: Option<[f64; 5]>,
@@ -166,6 +184,8 @@ impl SlabMd {
             )?);
         }
         let mut topo = Link::all(&slabs, &owns, first, halo, ly)?;
+        let pulls = exchange::choose_pull(&mut topo.links, &slabs)?
+            & exchange::choose_pull(&mut topo.gather, &slabs)?;
         let slab_rank = places.iter().map(|p| p.rank).collect();
         let remote = RankLinks::new(&slabs, &mut topo, slab_rank, first, transport)?;
         let (links, gather) = (topo.links, topo.gather);
@@ -188,6 +208,8 @@ impl SlabMd {
             packed,
             counts_dirty: false,
             halo,
+            pulls,
+            host_seconds: [0.0; 4],
             report: ForceReport::default(),
             gathered: true,
             energies_stale: false,
@@ -209,13 +231,22 @@ impl SlabMd {
                 crate::ranks::size()
             ),
         };
+        let how = if self.pulls { "pulled" } else { "copied" };
         format!(
-            "cuda:{} ({} y slabs, {mine}{}; halo {:.3})",
+            "cuda:{} ({} y slabs, {mine}{}; halo {:.3}, exchange {how})",
             ids.join(","),
             self.total,
             self.slabs[0].describe(),
             self.halo
         )
+    }
+
+    /// Copy every exchange's records to the receiver before unpacking them there (as
+    /// `MPCBOX_MD_EXCHANGE=copy`), where they would be pulled: both ways in one test.
+    pub fn copy_exchanges(&mut self) {
+        exchange::copy_only(&mut self.links);
+        exchange::copy_only(&mut self.gather);
+        self.pulls = false;
     }
 
     /// Wait for every slab's GPU work.
@@ -298,6 +329,13 @@ impl SlabMd {
     /// Time each phase of the step from now on (`on`), or stop; the times start from zero.
     pub fn set_profiling(&mut self, on: bool) {
         self.phase_seconds = on.then_some([0.0; 5]);
+        self.host_seconds = [0.0; 4];
+    }
+
+    /// The host's seconds per [`MD_HOST_NAMES`] since profiling was last switched (on or off):
+    /// where the host spends an MD step when nothing else waits.
+    pub fn host_seconds(&self) -> [f64; 4] {
+        self.host_seconds
     }
 
     /// The seconds per phase ([`MD_PHASE_NAMES`]) since profiling was switched on.
@@ -319,6 +357,13 @@ impl SlabMd {
 
     /// One step of every slab: drift, exchange, (re)build where any slab asks, forces, kick.
     fn step_all(&mut self, energy: bool) -> Result<()> {
+        let start = std::time::Instant::now();
+        let r = self.step_all_timed(energy);
+        self.host_seconds[HOST_STEPS] += start.elapsed().as_secs_f64();
+        r
+    }
+
+    fn step_all_timed(&mut self, energy: bool) -> Result<()> {
         self.gathered = false;
         let mut t = std::time::Instant::now();
         for g in &mut self.slabs {
@@ -327,10 +372,14 @@ impl SlabMd {
             g.step += 1;
         }
         self.mark(0, &mut t)?;
+        let host = std::time::Instant::now();
         let rebuild = self.exchange_after_drift()?;
+        self.host_seconds[HOST_DRIFT_EXCHANGE] += host.elapsed().as_secs_f64();
         self.mark(1, &mut t)?;
         if rebuild {
+            let host = std::time::Instant::now();
             self.build_all()?;
+            self.host_seconds[HOST_BUILDS] += host.elapsed().as_secs_f64();
             self.mark(2, &mut t)?;
         }
         for g in &mut self.slabs {

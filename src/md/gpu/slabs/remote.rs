@@ -360,6 +360,7 @@ impl Incoming {
             .map_err(drv("MD records to the GPU"))?;
         s.memcpy_htod(&[m as u32], &mut self.count)
             .map_err(drv("MD records to the GPU"))?;
-        unpack_records(g, &self.count, m, &self.recv)
+        let (count, records) = (self.count.slice(..), self.recv.slice(..m * WORDS));
+        unpack_records(g, &count, m, &records)
     }
 }
