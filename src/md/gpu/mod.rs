@@ -46,8 +46,8 @@ pub const MD_PHASE_NAMES: [&str; 5] = [
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchArgs, LaunchConfig, PinnedHostSlice,
-    PushKernelArg,
+    CudaEvent, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchArgs, LaunchConfig,
+    PinnedHostSlice, PushKernelArg,
 };
 
 use super::engine::{ForceReport, MdSettings};
@@ -210,6 +210,9 @@ pub struct GpuMd {
     flags: CudaSlice<u32>,
     /// Their host copy (pinned: read every MD step).
     flags_host: PinnedHostSlice<u32>,
+    /// Recorded after each copy of the flags: the host waits for it, not for the stream (work
+    /// queued behind the copy, such as a step's speculative forces, runs on meanwhile).
+    flags_ready: CudaEvent,
     lists: DeviceLists,
     energy: EnergyTerms,
     p: Params,
@@ -365,13 +368,15 @@ impl GpuMd {
     fn queue_flags(&mut self) -> Result<()> {
         self.stream
             .memcpy_dtoh(&self.flags, &mut self.flags_host)
-            .map_err(drv("download"))
+            .map_err(drv("download"))?;
+        self.flags_ready.record(&self.stream).map_err(drv("event"))
     }
 
-    /// The flag words of the last [`GpuMd::queue_flags`] (waits for this stream: with
-    /// cudarc's event tracking off, the pinned slice records no event of its own).
+    /// The flag words of the last [`GpuMd::queue_flags`] (waits for the event after that copy,
+    /// so for everything queued before it: with cudarc's event tracking off, the pinned slice
+    /// records no event of its own).
     fn queued_flags(&self) -> Result<Vec<u32>> {
-        self.synchronize()?;
+        self.flags_ready.synchronize().map_err(drv("sync"))?;
         Ok(self
             .flags_host
             .as_slice()

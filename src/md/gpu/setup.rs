@@ -188,10 +188,11 @@ impl GpuMd {
         let energy = EnergyTerms::alloc(&stream, n)?;
         let flags = stream.alloc_zeros::<u32>(NFLAGS).map_err(drv("alloc"))?;
         // SAFETY: uninitialised pinned host memory, read only after a device-to-host copy into
-        // it that the host waited for (GpuMd::queued_flags synchronises the stream). Cached, not
-        // write-combined: the host reads it.
+        // it that the host waited for (GpuMd::queued_flags waits for the event recorded after
+        // the copy). Cached, not write-combined: the host reads it.
         let flags_host = unsafe { dev.context().alloc_pinned_with_flags::<u32>(NFLAGS, 0) }
             .map_err(drv("pinned"))?;
+        let flags_ready = stream.context().new_event(None).map_err(drv("event"))?;
         let p = Params::upload(&stream, &sys, &ff, thermostat)?;
         let cutoff = ff.cutoff_with(thermostat);
         let slab = role.is_slab();
@@ -227,6 +228,7 @@ impl GpuMd {
             inv_mass_host,
             flags,
             flags_host,
+            flags_ready,
             lists,
             energy,
             p,

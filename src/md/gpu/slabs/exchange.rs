@@ -18,8 +18,7 @@
 
 use cudarc::driver::{CudaEvent, CudaSlice, CudaView, PushKernelArg};
 
-use super::super::{drv, grid, items, push_items, GpuMd, FLAG_COUNTS, FLAG_REBUILD, MAX_LINKS};
-use super::{SlabMd, HOST_FLAGS_WAIT};
+use super::super::{drv, grid, items, push_items, GpuMd, FLAG_COUNTS, MAX_LINKS};
 use crate::backend::cuda::multi::transfer::grant_pool_access;
 use crate::backend::cuda::CudaDevice;
 use crate::error::MpcError;
@@ -42,8 +41,8 @@ pub(super) enum SlabSend {
 
 /// One direction of exchange, sender `from` to receiver `to`.
 pub(super) struct Link {
-    from: usize,
-    to: usize,
+    pub(super) from: usize,
+    pub(super) to: usize,
     /// The receiver's band [lo, hi): its layers ± the halo (everything for a gather).
     band: [f64; 2],
     /// Two send buffers on the sender, used in turn: an exchange packs into one while the
@@ -52,11 +51,11 @@ pub(super) struct Link {
     send: [CudaSlice<f64>; 2],
     send_cap: [usize; 2],
     /// Which send buffer the next exchange packs into.
-    turn: usize,
+    pub(super) turn: usize,
     recv: CudaSlice<f64>,
     recv_cap: usize,
     /// The sender's count word: flags[FLAG_COUNTS + slot].
-    slot: usize,
+    pub(super) slot: usize,
     /// The count, copied beside the records.
     recv_count: CudaSlice<u32>,
     /// Records to copy for each [`SlabSend`]: the last such exchange's count with a margin
@@ -229,7 +228,7 @@ impl Link {
     }
 
     /// The records one delivery of `what` copies (pulling: all the sender packed).
-    fn copied(&self, what: SlabSend) -> usize {
+    pub(super) fn copied(&self, what: SlabSend) -> usize {
         if self.pull {
             return self.send_cap[self.turn];
         }
@@ -239,13 +238,13 @@ impl Link {
     }
 
     /// Expect about `m` records in the next exchange of `what` (a quarter and 256 more).
-    fn expect(&mut self, what: SlabSend, m: usize) {
+    pub(super) fn expect(&mut self, what: SlabSend, m: usize) {
         self.expect[what as usize] = m + m / 4 + 256;
     }
 
     /// `md_slab_pack` on the sender into this turn's buffer; its count word must be zero
     /// ([`zero_counts`], or zeroed here with `zero_count`).
-    fn pack(
+    pub(super) fn pack(
         &mut self,
         g: &mut GpuMd,
         vel_before: &CudaSlice<f64>,
@@ -263,7 +262,7 @@ impl Link {
 
     /// Room for `m` records in this turn's send buffer and the receive buffer (every stream has
     /// been waited for: the other buffers are idle).
-    fn grow(&mut self, m: usize, slabs: &[GpuMd]) -> Result<()> {
+    pub(super) fn grow(&mut self, m: usize, slabs: &[GpuMd]) -> Result<()> {
         let cap = m + m / 4 + 256;
         let t = self.turn;
         if self.send_cap[t] < m {
@@ -287,7 +286,12 @@ impl Link {
     /// Copy this turn's records (as many as [`Link::copied`]) and the count to the receiver,
     /// once the sender's packs are done (`packed`, recorded on its stream after them), and
     /// unpack them there.
-    fn deliver(&mut self, slabs: &mut [GpuMd], what: SlabSend, packed: &CudaEvent) -> Result<()> {
+    pub(super) fn deliver(
+        &mut self,
+        slabs: &mut [GpuMd],
+        what: SlabSend,
+        packed: &CudaEvent,
+    ) -> Result<()> {
         let t = self.turn;
         let limit = self.copied(what);
         let words = limit * WORDS;
@@ -431,146 +435,4 @@ pub(super) fn unpack_records(
     // a particle index < n; the particle arrays hold 3n elements on this GPU.
     unsafe { b.launch(grid(limit)) }.map_err(drv("md_slab_unpack"))?;
     Ok(())
-}
-
-impl SlabMd {
-    /// One exchange along the neighbour links.
-    pub(super) fn exchange(&mut self, what: SlabSend) -> Result<()> {
-        let mut links = std::mem::take(&mut self.links);
-        let r = self.run_links(&mut links, what, false);
-        self.links = links;
-        r.map(|_| ())
-    }
-
-    /// Every bead to slab 0 (of every rank) from its owner.
-    pub(super) fn exchange_gather(&mut self) -> Result<()> {
-        let mut links = std::mem::take(&mut self.gather);
-        let r = self.run_links(&mut links, SlabSend::Owned, true);
-        self.gather = links;
-        r.map(|_| ())
-    }
-
-    /// The drift's exchange; every slab's flags are checked with its counts (the step's one
-    /// wait per slab); whether any slab (of any rank) asks for a list build.
-    pub(super) fn exchange_after_drift(&mut self) -> Result<bool> {
-        let mut links = std::mem::take(&mut self.links);
-        let r = self.run_links(&mut links, SlabSend::Drifted, false);
-        self.links = links;
-        let (_, rebuild) = r?;
-        Ok(rebuild)
-    }
-
-    /// Pack and deliver along every link without waiting, then read every slab's flags (the
-    /// counts among them) and check them; a link whose count exceeded what was copied grows and
-    /// is sent again, waited for. Links to other ranks (`gather`: the gathers') cross last.
-    /// Returns the flags and whether any slab (of any rank) asks for a list build.
-    ///
-    /// The count words are zeroed after the flags' wait (and after a repeated pack's read),
-    /// off the next exchange's path; only an exchange that failed leaves them for the next to
-    /// zero first.
-    fn run_links(
-        &mut self,
-        links: &mut [Link],
-        what: SlabSend,
-        gather: bool,
-    ) -> Result<(Vec<Vec<u32>>, bool)> {
-        if self.counts_dirty {
-            for g in &mut self.slabs {
-                zero_counts(g)?;
-            }
-        }
-        self.counts_dirty = true;
-        for l in links.iter_mut() {
-            l.pack(
-                &mut self.slabs[l.from],
-                &self.vel_before[l.from],
-                what,
-                false,
-            )?;
-        }
-        if let Some(remote) = self.remote.as_mut() {
-            remote.pack(&mut self.slabs, &self.vel_before, what, gather)?;
-        }
-        for (g, e) in self.slabs.iter().zip(&self.packed) {
-            e.record(&g.stream).map_err(drv("event"))?;
-        }
-        for l in links.iter_mut() {
-            l.deliver(&mut self.slabs, what, &self.packed[l.from])?;
-        }
-        for g in &mut self.slabs {
-            g.queue_flags()?;
-        }
-        let blocked = std::time::Instant::now();
-        let mut flags = self
-            .slabs
-            .iter()
-            .map(|g| g.queued_flags())
-            .collect::<Result<Vec<_>>>()?;
-        self.host_seconds[HOST_FLAGS_WAIT] += blocked.elapsed().as_secs_f64();
-        // behind every unpack (they have run: every stream was waited for), which may have
-        // read the count words where they lie
-        for g in &mut self.slabs {
-            zero_counts(g)?;
-        }
-        for l in links.iter_mut() {
-            let m = flags[l.from][FLAG_COUNTS + l.slot] as usize;
-            if m > l.copied(what) {
-                l.grow(m, &self.slabs)?;
-                l.expect(what, m);
-                l.pack(
-                    &mut self.slabs[l.from],
-                    &self.vel_before[l.from],
-                    what,
-                    true,
-                )?;
-                let from = &self.slabs[l.from];
-                self.packed[l.from]
-                    .record(&from.stream)
-                    .map_err(drv("event"))?;
-                l.deliver(&mut self.slabs, what, &self.packed[l.from])?;
-                flags[l.from] = self.slabs[l.from].read_flags()?;
-                // the unpack (which may read the count word where it lies) before the zeroing
-                self.slabs[l.to].synchronize()?;
-                zero_counts(&mut self.slabs[l.from])?;
-            }
-            l.expect(what, m);
-            l.turn ^= 1;
-        }
-        let mut rebuild = false;
-        for (g, f) in self.slabs.iter().zip(&flags) {
-            g.check_flags(f)?;
-            rebuild |= f[FLAG_REBUILD] != 0;
-        }
-        if let Some(remote) = self.remote.as_mut() {
-            let how = (what, gather);
-            rebuild = remote.cross(&mut self.slabs, &self.vel_before, how, &mut flags, rebuild)?;
-        }
-        self.counts_dirty = false;
-        Ok((flags, rebuild))
-    }
-
-    /// Every slab's list built anew, the phases queued on all GPUs before each wait; a slab
-    /// whose cells or list overflowed builds again alone with the larger capacity.
-    pub(super) fn build_all(&mut self) -> Result<()> {
-        let geometry = self
-            .slabs
-            .iter_mut()
-            .map(|g| g.launch_bin())
-            .collect::<Result<Vec<_>>>()?;
-        let mut fitted = vec![true; self.slabs.len()];
-        for ((g, geo), ok) in self.slabs.iter_mut().zip(&geometry).zip(&mut fitted) {
-            *ok = !geo.uses_cells() || g.bin_fits(geo)?;
-            if *ok {
-                g.launch_fill(geo)?;
-            }
-        }
-        for (g, ok) in self.slabs.iter_mut().zip(&fitted) {
-            if *ok && g.fill_fits()? {
-                g.list_built();
-            } else {
-                g.build_list()?;
-            }
-        }
-        Ok(())
-    }
 }
