@@ -181,34 +181,20 @@ impl GpuMd {
         Ok(())
     }
 
-    /// One step. Unless profiling, the forces are queued right behind the flags' copy, with
-    /// the list as it is, before the host waits for the flags (so the GPU does not idle while
-    /// the host reads them and queues the forces); a step whose flags ask for a build rebuilds
-    /// and computes them again (about one step in ten; the forces kernel overwrites every
-    /// force, energy and virial term, and the positions are the same, so the result is the
-    /// unspeculated step's bit for bit).
     fn step_inner(&mut self, energy: bool) -> Result<()> {
         let mut t = Instant::now();
         self.launch_first_half()?;
         self.host_current = false;
         self.step += 1;
         self.mark(0, &mut t)?;
-        let speculate = self.phase_seconds.is_none();
-        self.queue_flags()?;
-        if speculate {
-            self.launch_forces(energy)?;
-        }
-        let f = self.queued_flags()?;
+        let f = self.read_flags()?;
         self.check_flags(&f)?;
         self.mark(1, &mut t)?;
-        let rebuild = f[FLAG_REBUILD] != 0;
-        if rebuild {
+        if f[FLAG_REBUILD] != 0 {
             self.build_list()?;
             self.mark(2, &mut t)?;
         }
-        if rebuild || !speculate {
-            self.launch_forces(energy)?;
-        }
+        self.launch_forces(energy)?;
         self.mark(3, &mut t)?;
         self.launch_second_half()?;
         self.mark(4, &mut t)

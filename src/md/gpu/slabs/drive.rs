@@ -1,7 +1,6 @@
 //! The exchange rounds of a [`SlabMd`] over its links (`exchange`): queue every pack,
 //! delivery and flags' copy, then wait for the flags, send again what did not fit, check the
-//! flags and cross to other ranks; with the drift's round, optionally the forces queued between
-//! the two halves. And the list builds over all slabs.
+//! flags and cross to other ranks. And the list builds over all slabs.
 
 use super::exchange::{zero_counts, Link, SlabSend};
 use super::{SlabMd, HOST_FLAGS_WAIT};
@@ -26,37 +25,18 @@ impl SlabMd {
     }
 
     /// The drift's exchange; every slab's flags are checked with its counts (the step's one
-    /// wait per slab). With `speculative_forces` (energies or not), every slab's forces are
-    /// queued right behind its flags' copy, with the lists as they are, before that wait.
-    /// Returns whether any slab (of any rank) asks for a list build, and whether a link was
-    /// sent again (its beads arrived after those forces were queued).
-    pub(super) fn exchange_after_drift(
-        &mut self,
-        speculative_forces: Option<bool>,
-    ) -> Result<(bool, bool)> {
+    /// wait per slab); whether any slab (of any rank) asks for a list build.
+    pub(super) fn exchange_after_drift(&mut self) -> Result<bool> {
         let mut links = std::mem::take(&mut self.links);
-        let r = self.drift_links(&mut links, speculative_forces);
+        let r = self.run_links(&mut links, SlabSend::Drifted, false);
         self.links = links;
-        r
-    }
-
-    fn drift_links(
-        &mut self,
-        links: &mut [Link],
-        speculative_forces: Option<bool>,
-    ) -> Result<(bool, bool)> {
-        self.queue_links(links, SlabSend::Drifted, false)?;
-        if let Some(energy) = speculative_forces {
-            for g in &mut self.slabs {
-                g.launch_forces(energy)?;
-            }
-        }
-        let (_, rebuild, repeated) = self.finish_links(links, SlabSend::Drifted, false)?;
-        Ok((rebuild, repeated))
+        Ok(r?.1)
     }
 
     /// [`SlabMd::queue_links`] then [`SlabMd::finish_links`]: returns the flags and whether any
-    /// slab (of any rank) asks for a list build.
+    /// slab (of any rank) asks for a list build. (Queueing the forces between the two, with
+    /// the lists as they are, and computing them again after a build, was measured on
+    /// 2 × H100 on 2026-11-25: no gain, the GPUs are the bound; see ARCHITECTURE.)
     fn run_links(
         &mut self,
         links: &mut [Link],
@@ -64,8 +44,7 @@ impl SlabMd {
         gather: bool,
     ) -> Result<(Vec<Vec<u32>>, bool)> {
         self.queue_links(links, what, gather)?;
-        let (flags, rebuild, _) = self.finish_links(links, what, gather)?;
-        Ok((flags, rebuild))
+        self.finish_links(links, what, gather)
     }
 
     /// Pack and deliver along every link, and queue every slab's flags' copy, without waiting.
@@ -101,8 +80,8 @@ impl SlabMd {
 
     /// After [`SlabMd::queue_links`]: read every slab's flags (the counts among them) and check
     /// them; a link whose count exceeded what was copied grows and is sent again, waited for.
-    /// Links to other ranks (`gather`: the gathers') cross last. Returns the flags, whether any
-    /// slab (of any rank) asks for a list build, and whether a link was sent again.
+    /// Links to other ranks (`gather`: the gathers') cross last. Returns the flags and whether
+    /// any slab (of any rank) asks for a list build.
     ///
     /// The waits are for the events behind the flags' copies, so every pack, copy and unpack
     /// of this exchange has run, and with it every use of the other send buffers (the next
@@ -114,7 +93,7 @@ impl SlabMd {
         links: &mut [Link],
         what: SlabSend,
         gather: bool,
-    ) -> Result<(Vec<Vec<u32>>, bool, bool)> {
+    ) -> Result<(Vec<Vec<u32>>, bool)> {
         let blocked = std::time::Instant::now();
         let mut flags = self
             .slabs
@@ -127,11 +106,9 @@ impl SlabMd {
         for g in &mut self.slabs {
             zero_counts(g)?;
         }
-        let mut repeated = false;
         for l in links.iter_mut() {
             let m = flags[l.from][FLAG_COUNTS + l.slot] as usize;
             if m > l.copied(what) {
-                repeated = true;
                 l.grow(m, &self.slabs)?;
                 l.expect(what, m);
                 l.pack(
@@ -163,7 +140,7 @@ impl SlabMd {
             rebuild = remote.cross(&mut self.slabs, &self.vel_before, how, &mut flags, rebuild)?;
         }
         self.counts_dirty = false;
-        Ok((flags, rebuild, repeated))
+        Ok((flags, rebuild))
     }
 
     /// Every slab's list built anew, the phases queued on all GPUs before each wait; a slab

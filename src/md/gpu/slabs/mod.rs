@@ -373,11 +373,8 @@ impl SlabMd {
             g.step += 1;
         }
         self.mark(0, &mut t)?;
-        // the forces go right behind the flags' copies (see GpuMd::step_inner), except when
-        // profiling or over ranks (beads from other ranks arrive after the flags' read)
-        let speculate = self.remote.is_none() && self.phase_seconds.is_none();
         let host = std::time::Instant::now();
-        let (rebuild, repeated) = self.exchange_after_drift(speculate.then_some(energy))?;
+        let rebuild = self.exchange_after_drift()?;
         self.host_seconds[HOST_DRIFT_EXCHANGE] += host.elapsed().as_secs_f64();
         self.mark(1, &mut t)?;
         if rebuild {
@@ -386,10 +383,8 @@ impl SlabMd {
             self.host_seconds[HOST_BUILDS] += host.elapsed().as_secs_f64();
             self.mark(2, &mut t)?;
         }
-        if !speculate || rebuild || repeated {
-            for g in &mut self.slabs {
-                g.launch_forces(energy)?;
-            }
+        for g in &mut self.slabs {
+            g.launch_forces(energy)?;
         }
         self.mark(3, &mut t)?;
         for g in &mut self.slabs {
