@@ -31,6 +31,12 @@ pub const CUDA_METHODS: &[&str] = &["atomics", "warp", "shared", "list", "fused"
 /// The ways of `MPCBOX_MPI_EXCHANGE` (`ranks::RankExchange::from_env`).
 pub const RANK_EXCHANGES: &[&str] = &["alltoallv", "neighbours"];
 
+/// The values of `MPCBOX_RANK_PEER_COPIES` (`backend::cuda::multi::rank_peers`).
+pub const RANK_PEER_COPIES: &[&str] = &["on", "off"];
+
+/// The ways of `MPCBOX_MD_EXCHANGE` (`md::gpu::slabs::exchange::choose_pull`).
+pub const MD_EXCHANGES: &[&str] = &["pull", "copy"];
+
 pub const KNOBS: &[Knob] = &[
     Knob {
         variable: "MPCBOX_CUDA_METHOD",
@@ -86,14 +92,14 @@ pub const KNOBS: &[Knob] = &[
     },
     Knob {
         variable: "MPCBOX_RANK_PEER_COPIES",
-        values: Some(&["on", "off"]),
+        values: Some(RANK_PEER_COPIES),
         number: false,
         effect: "MPI ranks of one host copy their packets GPU to GPU through CUDA IPC, only \
                  the headers going by MPI (default on), or send everything by MPI",
     },
     Knob {
         variable: "MPCBOX_MD_EXCHANGE",
-        values: Some(&["pull", "copy"]),
+        values: Some(MD_EXCHANGES),
         number: false,
         effect: "how the decomposed GPU MD's slabs exchange beads: the receiver reads them \
                  where the sender packed them (default, where its GPU may read that memory) \

@@ -36,10 +36,11 @@ const HANDLE_VALUES: usize = 12;
 
 /// Whether ranks of one host copy packets GPU to GPU (`MPCBOX_RANK_PEER_COPIES`).
 pub fn peer_copies_wanted() -> bool {
-    !matches!(
-        crate::knobs::knobs().get("MPCBOX_RANK_PEER_COPIES"),
-        Some("off")
-    )
+    peer_copies_from(crate::knobs::knobs().get("MPCBOX_RANK_PEER_COPIES"))
+}
+
+fn peer_copies_from(value: Option<&str>) -> bool {
+    value != Some("off")
 }
 
 /// A device allocation of this process exported to another rank.
@@ -321,6 +322,16 @@ mod tests {
         }
         let back = handle_from(&handle_words(&h));
         assert_eq!(back.reserved, h.reserved);
+    }
+
+    #[test]
+    fn every_peer_copies_value_parses() {
+        let on: Vec<bool> = crate::knobs::RANK_PEER_COPIES
+            .iter()
+            .map(|v| peer_copies_from(Some(v)))
+            .collect();
+        assert_eq!(on, [true, false], "on, off");
+        assert!(peer_copies_from(None), "on by default");
     }
 
     #[test]

@@ -77,10 +77,7 @@ pub(super) fn zero_counts(g: &mut GpuMd) -> Result<()> {
 /// peer whose pool is opened to it here), unless `MPCBOX_MD_EXCHANGE=copy`; returns whether
 /// all of them pull.
 pub(super) fn choose_pull(links: &mut [Link], slabs: &[GpuMd]) -> Result<bool> {
-    if matches!(
-        crate::knobs::knobs().get("MPCBOX_MD_EXCHANGE"),
-        Some("copy")
-    ) {
+    if !pull_wanted(crate::knobs::knobs().get("MPCBOX_MD_EXCHANGE")) {
         return Ok(false);
     }
     let mut devices = Vec::new();
@@ -100,6 +97,11 @@ pub(super) fn choose_pull(links: &mut [Link], slabs: &[GpuMd]) -> Result<bool> {
         all &= l.pull;
     }
     Ok(all)
+}
+
+/// `MPCBOX_MD_EXCHANGE`: pull unless `copy`.
+fn pull_wanted(value: Option<&str>) -> bool {
+    value != Some("copy")
 }
 
 /// Make every link copy its records to the receiver (as `MPCBOX_MD_EXCHANGE=copy`).
@@ -435,4 +437,17 @@ pub(super) fn unpack_records(
     // a particle index < n; the particle arrays hold 3n elements on this GPU.
     unsafe { b.launch(grid(limit)) }.map_err(drv("md_slab_unpack"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_md_exchange_value_parses() {
+        let pull: Vec<bool> = crate::knobs::MD_EXCHANGES
+            .iter()
+            .map(|v| super::pull_wanted(Some(v)))
+            .collect();
+        assert_eq!(pull, [true, false], "pull, copy");
+        assert!(super::pull_wanted(None), "pull by default");
+    }
 }
