@@ -200,11 +200,15 @@ impl RankPeers {
     ) -> Result<Option<RankPeers>> {
         let ranks = transport.ranks();
         let me = transport.rank();
-        let mut off = [f64::from(u8::from(!peer_copies_wanted()))];
-        transport.sum(&mut off)?;
+        // every rank decides alike: a rank that opts out or cannot tell its machine vetoes
         let id = machine_id();
+        let mut veto = [f64::from(u8::from(!peer_copies_wanted() || id.is_none()))];
+        transport.sum(&mut veto)?;
+        if veto[0] > 0.0 {
+            return Ok(None);
+        }
         let ids = transport.gather(&[id.map_or(-1.0, |v| v as f64)])?;
-        if off[0] > 0.0 || id.is_none() || ids.len() != ranks {
+        if ids.len() != ranks {
             return Ok(None);
         }
         let same_host = |r: usize| r != me && ids[r] == ids[me];
