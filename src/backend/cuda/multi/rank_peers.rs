@@ -265,6 +265,10 @@ impl RankPeers {
     /// Open the inboxes described in `got` (from the setup exchange); 1.0 if one failed.
     fn open_all(&mut self, ring: &SlabRing<'_>, got: &[f64], me: usize) -> f64 {
         for m in got.chunks(HANDLE_VALUES) {
+            if m.len() < HANDLE_VALUES {
+                tracing::warn!("rank {me}: a truncated inbox message");
+                return 1.0;
+            }
             let (k, side, parity) = (m[0] as usize, m[1] as usize, m[2] as usize);
             let capacity = m[3] as usize;
             let from = ring.neighbour(k, side);
