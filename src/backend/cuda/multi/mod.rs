@@ -282,19 +282,23 @@ impl MultiCudaBackend {
         self.rank_seconds
     }
 
+    /// The box's slabs as this process holds them.
+    fn ring(&self) -> SlabRing<'_> {
+        SlabRing {
+            slabs: &self.slabs,
+            first: self.first,
+            slab_rank: &self.slab_rank,
+        }
+    }
+
     /// The slab of the box below (dir 0) or above (dir 1) slab k, periodically.
     fn neighbour(&self, k: usize, dir: usize) -> usize {
-        let g = self.slab_rank.len();
-        if dir == 0 {
-            (k + g - 1) % g
-        } else {
-            (k + 1) % g
-        }
+        self.ring().neighbour(k, dir)
     }
 
     /// Slab k of the box as an index into this process's slabs (None: another rank's).
     fn local(&self, k: usize) -> Option<usize> {
-        k.checked_sub(self.first).filter(|&j| j < self.slabs.len())
+        self.ring().local(k)
     }
 
     /// This process's particles, packed with their global indices for a gather over ranks.

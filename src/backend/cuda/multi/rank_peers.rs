@@ -165,7 +165,7 @@ fn handle_from(words: &[f64]) -> sys::CUipcMemHandle {
 }
 
 /// The box's slabs as this process sees them: its own `first..first + slabs.len()`, and the
-/// rank holding each.
+/// rank holding each (also `MultiCudaBackend`'s neighbours and local indices).
 pub(super) struct SlabRing<'a> {
     pub(super) slabs: &'a [CudaBackend],
     pub(super) first: usize,
@@ -173,7 +173,8 @@ pub(super) struct SlabRing<'a> {
 }
 
 impl SlabRing<'_> {
-    fn neighbour(&self, k: usize, dir: usize) -> usize {
+    /// The slab of the box below (dir 0) or above (dir 1) slab k, periodically.
+    pub(super) fn neighbour(&self, k: usize, dir: usize) -> usize {
         let g = self.slab_rank.len();
         if dir == 0 {
             (k + g - 1) % g
@@ -182,7 +183,8 @@ impl SlabRing<'_> {
         }
     }
 
-    fn local(&self, k: usize) -> Option<usize> {
+    /// Slab k of the box as an index into this process's slabs (None: another rank's).
+    pub(super) fn local(&self, k: usize) -> Option<usize> {
         k.checked_sub(self.first).filter(|&j| j < self.slabs.len())
     }
 }
