@@ -7,24 +7,12 @@
 # the MPI ping-pong of one link's packets in the same run. Hardware reference: the GPU-to-GPU
 # copy rate. Last, the 256³ polymer solution on 2 GPUs with the MD's phases timed.
 # Carry .gpu and .mpi (bench/scripts/gpu-pack-mpcbox.sh, bench/scripts/mpi-pack.sh).
-set -u
-source .mpi/env.sh
-export MPCBOX_MPI_BIN=$PWD/.gpu/mpi/mpcbox
-B=$OUT/bench L=$OUT/logs; mkdir -p $B $L
-log() { echo "$@" | tee -a $OUT/u.log; }
-t0=$(date +%s)
-nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | tee -a $OUT/u.log
-T=$(ls .gpu/tests/suite-* | head -1)
-for f in ${TESTS-mpi_gpu::}; do
-  n=$(echo $f | tr -d ':'); timeout 300 $T --ignored --test-threads=1 --nocapture $f > $L/t_$n.log 2>&1
-  log "$f rc=$? $(grep -E '^test result' $L/t_$n.log | tail -1 | cut -c14-70) ($(( $(date +%s) - t0 )) s)"
-  grep -E "^test .*FAILED|panicked at" -A3 $L/t_$n.log | head -12 | tee -a $OUT/u.log
-done
-timeout 60 .gpu/bin/mpcbox-bench-multi --gpus 2 --size 0 --weak 0 > $B/copy.md 2>&1
-grep -iE "peer|copy" $B/copy.md | head -4 | tee -a $OUT/u.log
+source bench/scripts/device-lib.sh u.log
+gpu_tests 300 ${TESTS-mpi_gpu::}
+peer_copy_reference
 R=.gpu/mpi/mpcbox-bench-ranks
 log "== fluid 256³×10 per GPU, 1 process × 2 GPUs ($(( $(date +%s) - t0 )) s)"
-timeout 120 $R --gpus 0,1 --weak 256 --steps 50 > $B/ranks-1.md 2>&1; grep -E "^\|" $B/ranks-1.md | tee -a $OUT/u.log
+timeout 120 $R --gpus 0,1 --weak 256 --steps 50 > $B/ranks-1.md 2>&1; grep -E "^\|" $B/ranks-1.md | tee -a $LOG
 for how in ipc default pairwise neighbours; do
   x="-x MPCBOX_RANK_PEER_COPIES=off"
   [ $how = ipc ] && x=""
@@ -32,10 +20,10 @@ for how in ipc default pairwise neighbours; do
   [ $how = neighbours ] && x="$x -x MPCBOX_MPI_EXCHANGE=neighbours"
   log "== fluid 256³×10 per GPU, 2 ranks × 1 GPU, packets: $how ($(( $(date +%s) - t0 )) s)"
   timeout 120 mpirun -np 2 --bind-to none $x $R --gpus 0,1 --weak 256 --steps 50 > $B/ranks-2-$how.md 2>&1
-  grep -E "^\||rror|GPU-to-GPU|by MPI" $B/ranks-2-$how.md | grep -v dlopen | tail -3 | tee -a $OUT/u.log
+  grep -E "^\||rror|GPU-to-GPU|by MPI" $B/ranks-2-$how.md | grep -v dlopen | tail -3 | tee -a $LOG
 done
 P=.gpu/bin/mpcbox-bench-polymer
 log "== polymer 256³ cuda:0,1, MD phases timed ($(( $(date +%s) - t0 )) s)"
 timeout 150 $P --cells 256 --chains 32768 --collisions 100 --device cuda:0,1 --profile-md > $B/p-prof.txt 2>&1
-grep -E "^\| 256" $B/p-prof.txt | tee -a $OUT/u.log; grep -A8 "MD phase" $B/p-prof.txt | tee -a $OUT/u.log
+grep -E "^\| 256" $B/p-prof.txt | tee -a $LOG; grep -A8 "MD phase" $B/p-prof.txt | tee -a $LOG
 log "all took $(( $(date +%s) - t0 )) s"

@@ -6,26 +6,14 @@
 # as the baseline; plain and sheared with the stress sampled every 10 collisions. The GPU tests
 # of the slab MD first. Hardware reference: the GPU-to-GPU copy rate.
 # Carry .gpu and .mpi (bench/scripts/gpu-pack-mpcbox.sh, bench/scripts/mpi-pack.sh).
-set -u
-source .mpi/env.sh
-export MPCBOX_MPI_BIN=$PWD/.gpu/mpi/mpcbox
-B=$OUT/bench L=$OUT/logs; mkdir -p $B $L
-log() { echo "$@" | tee -a $OUT/v.log; }
-t0=$(date +%s)
-nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | tee -a $OUT/v.log
-T=$(ls .gpu/tests/suite-* | head -1)
-for f in ${TESTS-md_slabs:: gpu_multi_solutes::}; do
-  n=$(echo $f | tr -d ':'); timeout 300 $T --ignored --test-threads=1 --nocapture $f > $L/t_$n.log 2>&1
-  log "$f rc=$? $(grep -E '^test result' $L/t_$n.log | tail -1 | cut -c14-70) ($(( $(date +%s) - t0 )) s)"
-  grep -E "^test .*FAILED|panicked at" -A3 $L/t_$n.log | head -12 | tee -a $OUT/v.log
-done
-timeout 60 .gpu/bin/mpcbox-bench-multi --gpus 2 --size 0 --weak 0 > $B/copy.md 2>&1
-grep -iE "peer|copy" $B/copy.md | head -4 | tee -a $OUT/v.log
+source bench/scripts/device-lib.sh v.log
+gpu_tests 300 ${TESTS-md_slabs:: gpu_multi_solutes::}
+peer_copy_reference
 P=.gpu/bin/mpcbox-bench-polymer
 run() { # name, env, args
   log "== polymer 256³ $1 ($(( $(date +%s) - t0 )) s)"
   env $2 timeout 150 $P --cells 256 --chains 32768 --collisions 100 --host-md $3 > $B/p-$1.txt 2>&1
-  grep -E "^\| 256|rror" $B/p-$1.txt | tee -a $OUT/v.log; grep -A6 "host's time" $B/p-$1.txt | tail -4 | tee -a $OUT/v.log
+  grep -E "^\| 256|rror" $B/p-$1.txt | tee -a $LOG; grep -A6 "host's time" $B/p-$1.txt | tail -4 | tee -a $LOG
 }
 run 2gpu-pull "MPCBOX_MD_EXCHANGE=pull" "--device cuda:0,1"
 run 2gpu-copy "MPCBOX_MD_EXCHANGE=copy" "--device cuda:0,1"
@@ -33,9 +21,5 @@ run 1gpu "MPCBOX_MD_EXCHANGE=pull" "--device cuda:0"
 run 2gpu-pull-sheared-sampled "MPCBOX_MD_EXCHANGE=pull" "--device cuda:0,1 --shear-rate 0.01 --sample-interval 10"
 run 1gpu-sheared-sampled "MPCBOX_MD_EXCHANGE=pull" "--device cuda:0 --shear-rate 0.01 --sample-interval 10"
 run 2gpu-copy-sheared-sampled "MPCBOX_MD_EXCHANGE=copy" "--device cuda:0,1 --shear-rate 0.01 --sample-interval 10"
-for f in ${TESTS2-mpi_gpu::}; do
-  n=$(echo $f | tr -d ':'); timeout 200 $T --ignored --test-threads=1 --nocapture $f > $L/t_$n.log 2>&1
-  log "$f rc=$? $(grep -E '^test result' $L/t_$n.log | tail -1 | cut -c14-70) ($(( $(date +%s) - t0 )) s)"
-  grep -E "^test .*FAILED|panicked at" -A3 $L/t_$n.log | head -12 | tee -a $OUT/v.log
-done
+gpu_tests 200 ${TESTS2-mpi_gpu::}
 log "all took $(( $(date +%s) - t0 )) s"
