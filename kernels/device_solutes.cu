@@ -3,14 +3,15 @@
 
 // first_bad[k] = the lowest solute index with a non-finite position (k = 0), a coordinate beyond
 // `limit` (1), a non-finite velocity (2), a mass that is not finite and > 0 (3); untouched
-// (0xffffffff) where none.
+// (0xffffffff) where none. Over the n solutes, or over the n listed in `subset` (null: all).
 extern "C" __global__ void mpc_check_solutes(const double *__restrict__ spos, const double *__restrict__ svel,
                                              const double *__restrict__ smass, unsigned int n, double limit,
-                                             unsigned int *first_bad) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) {
+                                             unsigned int *first_bad, const unsigned int *__restrict__ subset) {
+    unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) {
         return;
     }
+    unsigned int i = subset ? subset[t] : t;
     double x = spos[3 * i], y = spos[3 * i + 1], z = spos[3 * i + 2];
     if (!(isfinite(x) && isfinite(y) && isfinite(z))) {
         atomicMin(first_bad + 0, i);

@@ -26,12 +26,14 @@
 // flags[3]: a FENE bond is broken; flags[4], flags[5]: its tags
 // flags[8]: (decomposed engine) a bond reaches further in y than the slab halo; flags[9], [10]: tags
 // flags[11]: (decomposed engine) the length of the slab's work list filled by md_build_list
+// flags[12]: (decomposed engine) the length of the slab's collider list filled by md_build_list
 #define MD_FLAG_REBUILD 0
 #define MD_FLAG_CELL_MAX 1
 #define MD_FLAG_NEIGH_MAX 2
 #define MD_FLAG_BROKEN 3
 #define MD_FLAG_HALO 8
 #define MD_FLAG_WORK 11
+#define MD_FLAG_COLLIDERS 12
 
 struct MdPairLj {
     double lj1, lj2, lj3, lj4, rc2, shift;
@@ -42,14 +44,15 @@ struct MdPairLj {
 // integrate::kick(dt/2); drift(dt) or drift(dt/2), ornstein_uhlenbeck, drift(dt/2); wrap; and the
 // list criterion against the positions of the last list build (Md::list_is_stale): skin/2, or
 // under shear 2 |d rho| + |strain| r_cut > skin (d rho relative to the imposed flow). `step` is the step count before the increment (as in
-// Md::step).
+// Md::step). With kicks = 2 the previous step's closing kick (md_second_half, the same forces)
+// comes first, rounded as that kernel would: one pass over the particles instead of two.
 extern "C" __global__ void md_first_half(unsigned int n, double *pos, double *vel, const double *force,
                                          const double *inv_mass, int *image, const unsigned int *tag,
                                          const double *built_at, unsigned int *flags, double dt, int langevin,
                                          double c1, double c2, double kt, unsigned int lk0, unsigned int lk1,
                                          mpc_u64 step, double lx, double ly, double lz, double quarter_skin2,
                                          double skin, MdShear le, double own_lo, double own_hi,
-                                         double *y_prev, unsigned int m, const unsigned int *work) {
+                                         double *y_prev, unsigned int m, const unsigned int *work, int kicks) {
     unsigned int i;
     if (!md_item(m, work, &i)) {
         return;
@@ -66,7 +69,10 @@ extern "C" __global__ void md_first_half(unsigned int n, double *pos, double *ve
     double a = h * inv_mass[i];
     double v[3], p[3];
     for (int k = 0; k < 3; ++k) {
-        v[k] = vel[3 * i + k] + a * force[3 * i + k];
+        v[k] = vel[3 * i + k];
+        for (int kick = 0; kick < kicks; ++kick) {
+            v[k] = v[k] + a * force[3 * i + k];
+        }
         p[k] = pos[3 * i + k];
     }
     if (langevin) {
@@ -246,7 +252,9 @@ __device__ __forceinline__ void md_list_sheared_row(unsigned int row, double shi
 // reached across the y boundary are scanned along all of x (the image sits at x -/+ delta), as
 // the CPU's Stencil::scan. Records the build positions. Decomposed: lists only for the candidates
 // (within skin/2 of the slab's layers), whose indices are appended to `work` (null otherwise);
-// cells are stored for `rows` layers from row0 (md_cell_bin).
+// cells are stored for `rows` layers from row0 (md_cell_bin). The particles in [coll_lo, coll_hi)
+// (those that may lie in the slab's collision cells before the next build) are appended to
+// `colliders` (null: none kept).
 extern "C" __global__ void md_build_list(unsigned int n, const double *pos, const unsigned int *count,
                                          const unsigned int *members, unsigned int cap, unsigned int dx,
                                          unsigned int dy, unsigned int dz, double cx, double cy, double cz,
@@ -254,7 +262,8 @@ extern "C" __global__ void md_build_list(unsigned int n, const double *pos, cons
                                          unsigned int *list, unsigned int *nneigh, unsigned int max_neigh,
                                          double *built_at, unsigned int *flags, double off, int sheared,
                                          double cand_lo, double cand_hi, unsigned int row0, unsigned int rows,
-                                         unsigned int *work) {
+                                         unsigned int *work, double coll_lo, double coll_hi,
+                                         unsigned int *colliders) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) {
         return;
@@ -266,6 +275,9 @@ extern "C" __global__ void md_build_list(unsigned int n, const double *pos, cons
     bool candidate = md_in_band(pi[1], ly, cand_lo, cand_hi);
     if (candidate && work) {
         work[md_warp_slot(&flags[MD_FLAG_WORK])] = i;
+    }
+    if (colliders && md_in_band(pi[1], ly, coll_lo, coll_hi)) {
+        colliders[md_warp_slot(&flags[MD_FLAG_COLLIDERS])] = i;
     }
     if (!candidate) {
         // decomposed: i cannot become this slab's before the next build (it is more than skin/2

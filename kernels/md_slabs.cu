@@ -94,3 +94,17 @@ extern "C" __global__ void md_slab_unpack(const unsigned int *count, unsigned in
         force[3 * i + k] = r[13 + k];
     }
 }
+
+// out[i] = vel[i] (three values) for each particle i of the slab's list (`work`, m items): the
+// velocities before a collision, against which md_slab_pack (MD_SEND_COLLIDED, over the same
+// list) finds the ones the collision changed.
+extern "C" __global__ void md_slab_snapshot_velocities(unsigned int m, const unsigned int *work, const double *vel,
+                                                       double *out) {
+    unsigned int i;
+    if (!md_item(m, work, &i)) {
+        return;
+    }
+    for (int k = 0; k < 3; ++k) {
+        out[3 * i + k] = vel[3 * i + k];
+    }
+}

@@ -5,21 +5,28 @@
 #include "cell_sums.cuh"
 #endif
 
+// The solute of slot t: subset[t] where the caller listed the solutes that may lie in this GPU's
+// cells (p.n_solutes of them), else t.
+__device__ __forceinline__ unsigned int mpc_solute_of_slot(const unsigned int *subset, unsigned int t) {
+    return subset ? subset[t] : t;
+}
+
 // Solutes: bin on the shifted grid (f64 positions, anywhere: wrapped through Lees-Edwards
-// periods) and add to the cell sums. The cell goes to scell, the image (any number of periods)
-// to simage.
+// periods) and add to the cell sums. The cell of slot t goes to scell[t], the image (any number
+// of periods) to simage[t]; slots are solutes, or entries of `subset` (null: all solutes).
 extern "C" __global__ void mpc_solute_bin(MpcParams p, const double *__restrict__ spos,
                                           const double *__restrict__ svel, const double *__restrict__ smass,
                                           unsigned int *__restrict__ scell, int *__restrict__ simage,
-                                          double *cells) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= p.n_solutes) {
+                                          double *cells, const unsigned int *__restrict__ subset) {
+    unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= p.n_solutes) {
         return;
     }
+    unsigned int i = mpc_solute_of_slot(subset, t);
     MpcLocation loc = mpc_locate_solute(p, spos[3 * i], spos[3 * i + 1], spos[3 * i + 2]);
     unsigned int c = mpc_local_cell(p, loc.cell);
-    scell[i] = c;
-    simage[i] = loc.image;
+    scell[t] = c;
+    simage[t] = loc.image;
     if (c == MPC_DEAD) {  // slab mode: another GPU owns this solute's cell
         return;
     }
@@ -76,14 +83,17 @@ extern "C" __global__ void mpc_solute_collide(MpcParams p, const unsigned int *_
 // Several GPUs, solutes held on one of them: each GPU collides the solutes in its own cells and
 // writes their velocities straight into the home GPU's array (peer memory over NVLink); the
 // solutes of other GPUs' cells are left alone (their owner writes them and adds their stress).
+// Slots as mpc_solute_bin's (`subset` the same).
 extern "C" __global__ void mpc_solute_collide_owned(MpcParams p, const unsigned int *__restrict__ scell,
                                                     const int *__restrict__ simage,
                                                     const double *__restrict__ cells, double *svel,
-                                                    const double *spos, const double *smass, double *report) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+                                                    const double *spos, const double *smass, double *report,
+                                                    const unsigned int *__restrict__ subset) {
+    unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
     double coll = 0.0;
-    if (i < p.n_solutes && scell[i] != MPC_DEAD) {
-        coll = mpc_solute_collide_one(p, scell[i], simage[i], cells, spos + 3 * i, smass[i], svel + 3 * i);
+    if (t < p.n_solutes && scell[t] != MPC_DEAD) {
+        unsigned int i = mpc_solute_of_slot(subset, t);
+        coll = mpc_solute_collide_one(p, scell[t], simage[t], cells, spos + 3 * i, smass[i], svel + 3 * i);
     }
     if (p.measure_stress) {
         mpc_block_add(coll, report + 3);

@@ -50,6 +50,25 @@ pub struct DeviceSolutes {
     pub stream: u64,
 }
 
+/// The solutes that may lie in one slab's cells, as indices into its copy of all solutes: a
+/// device array of `len` u32 on the slab's GPU (`index` its `CUdeviceptr`). Listing them lets
+/// each slab check, bin and collide only its share instead of every solute.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SoluteSubset {
+    pub index: u64,
+    pub len: usize,
+}
+
+/// One slab's copy of the solutes for [`Backend::step_slab_solutes`]: every solute, current
+/// at least for those in and near the slab, and optionally the list of those that may lie in
+/// its cells (None: the slab scans them all). A solute in the slab's cells but not listed would
+/// not collide: the list must hold every one of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlabSolutes {
+    pub solutes: DeviceSolutes,
+    pub subset: Option<SoluteSubset>,
+}
+
 /// One y slab of a fluid cut over GPUs: its GPU, its cell layers `[lo, hi)` (cells are the
 /// unit of length, so these are also its y range) and the MPI rank holding it (0 in one
 /// process). `ordinal` names a GPU of the rank holding the slab: only this process's slabs
@@ -204,7 +223,7 @@ pub trait Backend: Send {
     fn step_slab_solutes(
         &mut self,
         _plan: &StepPlan,
-        _solutes: &[DeviceSolutes],
+        _solutes: &[SlabSolutes],
     ) -> Result<StepReport> {
         Err(crate::error::MpcError::Device(format!(
             "{} is not cut into slabs: it takes one set of device solutes \

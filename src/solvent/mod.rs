@@ -228,13 +228,16 @@ impl Solvent {
     /// ([`Solvent::slab_places`] order, those of this rank): each slab collides the solutes in
     /// its cells from its own copy, on its own GPU (`Backend::step_slab_solutes`). For an MD
     /// engine decomposed with the fluid.
-    pub fn step_with_slab_solutes(&mut self, solutes: &[DeviceSolutes]) -> Result<StepReport> {
+    pub fn step_with_slab_solutes(
+        &mut self,
+        solutes: &[backend::SlabSolutes],
+    ) -> Result<StepReport> {
         if self.pending.is_some() {
             return Err(MpcError::Device(
                 "a coupled step was begun and not finished; fix: call finish_step before stepping again".into(),
             ));
         }
-        if solutes.first().is_none_or(|s| s.n == 0) {
+        if solutes.first().is_none_or(|s| s.solutes.n == 0) {
             return self.advance(None);
         }
         let (plan, sample) = self.next_plan();

@@ -14,7 +14,7 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, P
 use super::device::{drv, grid};
 use super::CudaBackend;
 use crate::backend::MAX_SOLUTE_COORDINATE;
-use crate::backend::{DeviceSolutes, StepReport};
+use crate::backend::{DeviceSolutes, SlabSolutes, SoluteSubset, StepReport};
 use crate::error::{MpcError, Result};
 use crate::physics::StepPlan;
 
@@ -193,6 +193,37 @@ impl CudaBackend {
     /// [`crate::backend::Backend::check_device_solutes`] on this GPU: pointer checks, then one
     /// kernel over the values (after the caller's queued work), whose four indices come back.
     pub(super) fn check_device_solutes_here(&mut self, s: &DeviceSolutes) -> Result<()> {
+        self.check_solute_pointers(s)?;
+        let first_bad = self.first_bad_solutes(s, None)?;
+        first_bad_to_error(&first_bad)
+    }
+
+    /// [`CudaBackend::check_device_solutes_here`] for one slab's copy: the pointers as there,
+    /// the subset's array too, and the values of the listed solutes only (the slab bins no
+    /// other).
+    pub(super) fn check_slab_solutes_here(&mut self, slab: &SlabSolutes) -> Result<()> {
+        let Some(subset) = slab.subset else {
+            return self.check_device_solutes_here(&slab.solutes);
+        };
+        let s = &slab.solutes;
+        if subset.len > s.n {
+            return Err(solute_error(
+                "subset",
+                format!("{} listed of {} solutes", subset.len, s.n),
+                "list each solute at most once (please report it)",
+            ));
+        }
+        self.check_solute_pointers(s)?;
+        if subset.len > 0 {
+            check_device_pointer(subset.index, 4 * subset.len, "subset", self.dev.ordinal)?;
+        }
+        let first_bad = self.first_bad_solutes(s, Some(subset))?;
+        first_bad_to_error(&first_bad)
+    }
+
+    /// No step in flight, a count the kernels can index, and arrays of this GPU of the sizes
+    /// the count needs (this GPU's context bound).
+    fn check_solute_pointers(&mut self, s: &DeviceSolutes) -> Result<()> {
         if self.in_flight.is_some() {
             return Err(MpcError::Device(
                 "a coupled step was begun and not finished; fix: call finish_step first".into(),
@@ -210,15 +241,22 @@ impl CudaBackend {
         let ordinal = self.dev.ordinal;
         check_device_pointer(s.pos, 24 * ns, "positions", ordinal)?;
         check_device_pointer(s.vel, 24 * ns, "velocities", ordinal)?;
-        check_device_pointer(s.mass, 8 * ns, "masses", ordinal)?;
-        let first_bad = self.first_bad_solutes(s)?;
-        first_bad_to_error(&first_bad)
+        check_device_pointer(s.mass, 8 * ns, "masses", ordinal)
     }
 
     /// The first index of each kind of bad value in `s` (u32::MAX where none), from
-    /// `mpc_check_solutes` on the main stream, ordered after the caller's queued work.
-    fn first_bad_solutes(&mut self, s: &DeviceSolutes) -> Result<[u32; 4]> {
+    /// `mpc_check_solutes` on the main stream, ordered after the caller's queued work: over
+    /// every solute, or over those `subset` lists.
+    fn first_bad_solutes(
+        &mut self,
+        s: &DeviceSolutes,
+        subset: Option<SoluteSubset>,
+    ) -> Result<[u32; 4]> {
         let ns = s.n;
+        let (slots, listed) = match subset {
+            Some(x) => (x.len, x.index),
+            None => (ns, 0u64),
+        };
         let main = self.dev.stream.clone();
         self.ensure_device_solute_state(ns)?;
         let st = self.device_solutes.as_mut().expect("made above");
@@ -229,10 +267,12 @@ impl CudaBackend {
         )?;
         main.memcpy_htod(&[u32::MAX; 4], &mut st.first_bad)
             .map_err(drv("solute check"))?;
-        let n32 = ns as u32;
+        let n32 = slots as u32;
         // SAFETY: mpc_check_solutes(const double*, const double*, const double*, unsigned int,
-        // double, unsigned int*): three device addresses checked above to hold 3n, 3n and n
-        // doubles on this GPU, n, the limit, and a 4-element u32 buffer; one thread per solute.
+        // double, unsigned int*, const unsigned int*): three device addresses checked above to
+        // hold 3n, 3n and n doubles on this GPU, the slots, the limit, a 4-element u32 buffer
+        // and the subset (checked to hold that many u32 on this GPU; the slab's MD engine
+        // lists indices < n) or null for all n; one thread per slot.
         unsafe {
             main.launch_builder(&self.dev.k.check_solutes)
                 .arg(&s.pos)
@@ -241,7 +281,8 @@ impl CudaBackend {
                 .arg(&n32)
                 .arg(&MAX_SOLUTE_COORDINATE)
                 .arg(&mut st.first_bad)
-                .launch(grid(ns))
+                .arg(&listed)
+                .launch(grid(slots))
                 .map_err(drv("solute check"))?;
         }
         let mut first = [0u32; 4];
@@ -261,9 +302,9 @@ impl CudaBackend {
     ) -> Result<StepReport> {
         let p = self.params(plan, s.n);
         self.fluid_pass(&p)?;
-        self.bin_solutes_from(&p, s)?;
+        self.bin_solutes_from(&p, s, None)?;
         self.cell_pass(&p)?;
-        self.collide_owned_solutes(&p, s)?;
+        self.collide_owned_solutes(&p, s, None)?;
         let st = self
             .device_solutes
             .as_ref()

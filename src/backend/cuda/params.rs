@@ -116,6 +116,14 @@ unsafe impl DeviceRepr for KernelParams {}
 const _: () = assert!(std::mem::size_of::<WallParams>() == 72);
 const _: () = assert!(std::mem::size_of::<KernelParams>() == 264);
 
+impl KernelParams {
+    /// The same parameters for `n` solutes (a slab's listed share of them).
+    pub(super) fn with_solutes(mut self, n: usize) -> KernelParams {
+        self.n_solutes = n as u32;
+        self
+    }
+}
+
 impl CudaBackend {
     /// The kernels' parameters for the step `plan` with `n_solutes` solutes, on this GPU's
     /// particles and cells (slab mode: its layers, draws keyed by the global cell).

@@ -9,7 +9,7 @@ use cudarc::driver::PushKernelArg;
 use super::device::{drv, grid};
 use super::params::KernelParams;
 use super::CudaBackend;
-use crate::backend::DeviceSolutes;
+use crate::backend::{DeviceSolutes, SoluteSubset};
 use crate::error::{MpcError, Result};
 
 impl CudaBackend {
@@ -28,7 +28,8 @@ impl CudaBackend {
             .as_mut()
             .ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
         // SAFETY: mpc_solute_bin(MpcParams, const double *spos, *svel, *smass, u32 *scell, int
-        // *simage, double *cells): the argument types match; the solute buffers hold at least
+        // *simage, double *cells, const u32 *subset): the argument types match (subset null:
+        // every solute); the solute buffers hold at least
         // p.n_solutes = ns solutes (capacity >= ns; pos/vel 3 doubles each), uploaded on this
         // stream or on the upload stream this stream has joined; cells p.n_cells × 8 doubles.
         unsafe {
@@ -40,6 +41,7 @@ impl CudaBackend {
                 .arg(&mut sb.cell)
                 .arg(&mut sb.image)
                 .arg(&mut self.cell.sums)
+                .arg(&ALL_SOLUTES)
                 .launch(grid(ns))
                 .map_err(drv("solute bin"))?;
         }
@@ -80,29 +82,43 @@ impl CudaBackend {
     }
 
     /// Bin the solutes of `s` (arrays on this GPU, or on a peer GPU this one may read) and add
-    /// those in this GPU's cells to the cell sums.
-    pub(super) fn bin_solutes_from(&mut self, p: &KernelParams, s: &DeviceSolutes) -> Result<()> {
+    /// those in this GPU's cells to the cell sums: every solute, or those `subset` lists (the
+    /// only ones that may lie in this GPU's cells; the rules' kernels scan them all).
+    pub(super) fn bin_solutes_from(
+        &mut self,
+        p: &KernelParams,
+        s: &DeviceSolutes,
+        subset: Option<SoluteSubset>,
+    ) -> Result<()> {
         if self.rules.is_some() {
             let (cell, image) = self.device_solute_indices(s.n)?;
             return self.rules_bin_solutes(p, s, cell, image);
         }
         self.ensure_device_solute_state(s.n)?;
+        let (slots, listed) = solute_slots(s, subset);
+        if slots == 0 {
+            return Ok(());
+        }
+        let q = p.with_solutes(slots);
         let main = self.dev.stream.clone();
         let st = self.device_solutes.as_mut().expect("made above");
         // SAFETY: mpc_solute_bin(MpcParams, const double* spos, const double* svel, const double*
-        // smass, unsigned* scell, int* simage, double* cells): the params by value, the caller's
-        // arrays (checked: 3n, 3n, n doubles, readable by this GPU, the caller's work on them
-        // finished before the check returned), index arrays of capacity >= n, the cell buffer.
+        // smass, unsigned* scell, int* simage, double* cells, const unsigned* subset): the params
+        // by value with n_solutes = the slots, the caller's arrays (checked: 3n, 3n, n doubles,
+        // readable by this GPU, the caller's work on them finished before the check returned),
+        // index arrays of capacity >= n >= slots, the cell buffer, and the subset (checked: that
+        // many indices < n on this GPU) or null for all n.
         unsafe {
             main.launch_builder(&self.dev.k.solute_bin)
-                .arg(p)
+                .arg(&q)
                 .arg(&s.pos)
                 .arg(&s.vel)
                 .arg(&s.mass)
                 .arg(&mut st.cell)
                 .arg(&mut st.image)
                 .arg(&mut self.cell.sums)
-                .launch(grid(s.n))
+                .arg(&listed)
+                .launch(grid(slots))
                 .map_err(drv("solute bin"))?;
         }
         Ok(())
@@ -110,15 +126,19 @@ impl CudaBackend {
 
     /// Collide the solutes this GPU binned into its cells and write their velocities into
     /// `s.vel` (possibly peer memory); solutes of other GPUs' cells are left to their owner.
+    /// `subset` as binned.
     pub(super) fn collide_owned_solutes(
         &mut self,
         p: &KernelParams,
         s: &DeviceSolutes,
+        subset: Option<SoluteSubset>,
     ) -> Result<()> {
         if self.rules.is_some() {
             let (cell, image) = self.device_solute_indices(s.n)?;
             return self.rules_collide_solutes(p, s, cell, image, true);
         }
+        let (slots, listed) = solute_slots(s, subset);
+        let q = p.with_solutes(slots);
         let main = self.dev.stream.clone();
         let st = self
             .device_solutes
@@ -126,14 +146,15 @@ impl CudaBackend {
             .ok_or_else(|| MpcError::Device("solutes collided before they were binned".into()))?;
         // SAFETY: mpc_solute_collide_owned(MpcParams, const unsigned* scell, const int* simage,
         // const double* cells, double* svel, const double* spos, const double* smass, double*
-        // report): the index arrays written by the bin kernel on this stream, the cell
-        // parameters, the caller's velocity, position and mass arrays (3n, 3n, n doubles,
-        // checked readable by this GPU, as the bin kernel read them), and the step's 4-double
-        // report (zeroed in pass 1 on this stream); each solute is written by the one GPU that
-        // owns its cell.
+        // report, const unsigned* subset): the index arrays written by the bin kernel on this
+        // stream for the same slots, the cell parameters, the caller's velocity, position and
+        // mass arrays (3n, 3n, n doubles, checked readable by this GPU, as the bin kernel read
+        // them), the step's 4-double report (zeroed in pass 1 on this stream), and the subset
+        // the bin kernel read (or null); each solute is written by the one GPU that owns its
+        // cell. With no slots every thread only adds nothing to the report.
         unsafe {
             main.launch_builder(&self.dev.k.solute_collide_owned)
-                .arg(p)
+                .arg(&q)
                 .arg(&st.cell)
                 .arg(&st.image)
                 .arg(&self.cell.sums)
@@ -141,9 +162,22 @@ impl CudaBackend {
                 .arg(&s.pos)
                 .arg(&s.mass)
                 .arg(&mut self.report)
-                .launch(grid(s.n))
+                .arg(&listed)
+                .launch(grid(slots))
                 .map_err(drv("solute collide"))?;
         }
         Ok(())
+    }
+}
+
+/// The null `subset` argument of the solute kernels: every solute.
+static ALL_SOLUTES: u64 = 0;
+
+/// The slots of the solute kernels and their `subset` argument: every solute (null), or the
+/// listed ones.
+fn solute_slots(s: &DeviceSolutes, subset: Option<SoluteSubset>) -> (usize, u64) {
+    match subset {
+        Some(x) => (x.len, x.index),
+        None => (s.n, ALL_SOLUTES),
     }
 }

@@ -1,6 +1,10 @@
 //! Time steps on the GPU (the counterpart of `md::integrate`): `md_first_half` (kick, drift,
 //! or drift + O + drift for BAOAB Langevin, wrap, and the skin/2 displacement check), the list
-//! rebuild when some particle moved too far (under shear: relative to the imposed flow), the forces, `md_second_half` (kick).
+//! rebuild when some particle moved too far (under shear: relative to the imposed flow), the
+//! forces, `md_second_half` (kick). Within a run of steps the closing kick is folded into the
+//! next step's `md_first_half` (same values, one pass over the particles fewer per step); the
+//! last step of a run closes with `md_second_half`, so velocities are whole steps' between
+//! runs.
 
 use std::time::Instant;
 
@@ -146,13 +150,37 @@ impl GpuMd {
         };
         push_items(&mut b, self.work.as_ref(), true, &h.n);
         let m = items(self.work.as_ref(), true, self.n);
+        let kicks = 1 + i32::from(self.kick_owed);
+        b.arg(&kicks);
         // SAFETY: md_first_half's parameters in order and type (n, pos, vel, force, inv_mass,
         // image, tag, built_at, flags, dt, langevin, c1, c2, kt, lk0, lk1, step, lx, ly, lz,
         // quarter_skin2, skin, MdShear by value, own_lo, own_hi, y_prev: n f64 or null, which
-        // the kernel tests, m, work: m indices < n or null for all n); the vector buffers hold
-        // 3n elements, `inv_mass` and `tag` n, `flags` NFLAGS words; the kernel returns for
-        // threads ≥ m and touches only its particle's entries.
+        // the kernel tests, m, work: m indices < n or null for all n, kicks); the vector
+        // buffers hold 3n elements, `inv_mass` and `tag` n, `flags` NFLAGS words; the kernel
+        // returns for threads ≥ m and touches only its particle's entries.
         unsafe { b.launch(grid(m)) }.map_err(drv("md_first_half"))?;
+        self.kick_owed = false;
+        Ok(())
+    }
+
+    /// The end of a step: its closing kick, or, when `fold` (another step follows at once),
+    /// the kick owed to the next step's `md_first_half`, which applies both in one pass.
+    pub(super) fn close_step(&mut self, fold: bool) -> Result<()> {
+        if fold {
+            self.kick_owed = true;
+            Ok(())
+        } else {
+            self.launch_second_half()
+        }
+    }
+
+    /// The kick owed by [`GpuMd::close_step`] applied now (after a run of steps that stopped
+    /// early on an error), so that the velocities are whole steps' again.
+    pub(super) fn settle_kick(&mut self) -> Result<()> {
+        if self.kick_owed {
+            self.kick_owed = false;
+            self.launch_second_half()?;
+        }
         Ok(())
     }
 
@@ -181,7 +209,8 @@ impl GpuMd {
         Ok(())
     }
 
-    fn step_inner(&mut self, energy: bool) -> Result<()> {
+    /// One step; `fold`: another follows at once (its first half takes this one's last kick).
+    fn step_inner(&mut self, energy: bool, fold: bool) -> Result<()> {
         let mut t = Instant::now();
         self.launch_first_half()?;
         self.host_current = false;
@@ -196,7 +225,7 @@ impl GpuMd {
         }
         self.launch_forces(energy)?;
         self.mark(3, &mut t)?;
-        self.launch_second_half()?;
+        self.close_step(fold)?;
         self.mark(4, &mut t)
     }
 
@@ -240,9 +269,15 @@ impl GpuMd {
     }
 
     fn run_steps(&mut self, n: u64, energy_at_end: bool) -> Result<()> {
+        let mut run = Ok(());
         for k in 0..n {
-            self.step_inner(energy_at_end && k + 1 == n)?;
+            run = self.step_inner(energy_at_end && k + 1 == n, k + 1 < n);
+            if run.is_err() {
+                break;
+            }
         }
+        self.settle_kick()?;
+        run?;
         let f = self.read_flags()?;
         self.check_flags(&f)
     }

@@ -36,11 +36,11 @@ pub use slabs::{SlabMd, MD_HOST_NAMES};
 /// them; on one GPU the second is the wait for the step's flags, decomposed it is the exchange
 /// between slabs (which includes that wait).
 pub const MD_PHASE_NAMES: [&str; 5] = [
-    "first half",
+    "first half (with the last step's closing kick)",
     "exchange + flags",
     "list builds",
     "forces",
-    "second half",
+    "second half (a run's last step)",
 ];
 
 use std::sync::Arc;
@@ -56,7 +56,7 @@ use super::integrate::{chunk_kinetic_energy, chunk_momentum};
 use super::neighbor::CHUNK;
 use super::system::System;
 use crate::backend::cuda::{CudaDevice, WallParams};
-use crate::backend::DeviceSolutes;
+use crate::backend::{DeviceSolutes, SlabSolutes, SoluteSubset};
 use crate::error::{ConfigError, MpcError, Result};
 use crate::md::walls::WallPotential;
 
@@ -107,9 +107,11 @@ const FLAG_WALL: usize = 6;
 const FLAG_HALO: usize = 8;
 /// Decomposed engine: the length of the work list the last list build filled.
 const FLAG_WORK: usize = 11;
+/// Decomposed engine: the length of the collider list the last list build filled.
+const FLAG_COLLIDERS: usize = 12;
 /// Decomposed engine: from this word on, the record counts of a slab's outgoing exchanges
 /// (read with the other flags, one wait per step).
-const FLAG_COUNTS: usize = 12;
+const FLAG_COUNTS: usize = 13;
 /// Outgoing exchanges a slab may have.
 const MAX_LINKS: usize = 20;
 const NFLAGS: usize = FLAG_COUNTS + MAX_LINKS;
@@ -126,6 +128,9 @@ pub(super) struct SlabRole {
     bond_reach: f64,
     /// The band binned for list builds: `own` ± the halo (the candidates' neighbours).
     band: [f64; 2],
+    /// The band whose particles may lie in the slab's collision cells before the next build:
+    /// `own` ± (a cell for the grid shift + skin/2).
+    colliders: [f64; 2],
 }
 
 impl SlabRole {
@@ -139,6 +144,7 @@ impl SlabRole {
         candidates: [f64::NEG_INFINITY, f64::INFINITY],
         bond_reach: f64::INFINITY,
         band: [f64::NEG_INFINITY, f64::INFINITY],
+        colliders: [f64::NEG_INFINITY, f64::INFINITY],
     };
 }
 
@@ -227,6 +233,12 @@ pub struct GpuMd {
     y_prev: Option<CudaSlice<f64>>,
     /// Decomposed: the particles this slab's steps run over.
     work: Option<WorkList>,
+    /// Decomposed: the particles that may lie in this slab's collision cells (the fluid's
+    /// collision and the collision's exchange run over them).
+    colliders: Option<WorkList>,
+    /// The last step's closing kick is owed to the next step's first half (within a run of
+    /// steps, [`GpuMd::close_step`]).
+    kick_owed: bool,
     /// Benchmarks: seconds per phase of [`GpuMd::step`] ([`MD_PHASE_NAMES`]), each waited
     /// for; None when not profiling.
     phase_seconds: Option<[f64; 5]>,
@@ -480,6 +492,20 @@ impl GpuMd {
             n: self.n,
             stream: self.stream.cu_stream() as u64,
         }
+    }
+
+    /// [`GpuMd::device_solutes`] with, for a slab of a decomposed engine, the list of the
+    /// particles that may lie in its collision cells (filled by the last list build).
+    pub(super) fn slab_solutes(&mut self) -> SlabSolutes {
+        let solutes = self.device_solutes();
+        let subset = self.colliders.as_ref().map(|c| {
+            let (ptr, _sync) = c.idx.device_ptr(&self.stream);
+            SoluteSubset {
+                index: ptr,
+                len: c.len as usize,
+            }
+        });
+        SlabSolutes { solutes, subset }
     }
 
     /// Wait for the GPU.

@@ -10,7 +10,10 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, LaunchArgs, PushKernelArg};
 
-use super::{drv, grid, GpuMd, FLAG_CELL_MAX, FLAG_NEIGH_MAX, FLAG_WORK, NFLAGS, NULL_DEVICE_PTR};
+use super::{
+    drv, grid, GpuMd, FLAG_CELL_MAX, FLAG_COLLIDERS, FLAG_NEIGH_MAX, FLAG_WORK, NFLAGS,
+    NULL_DEVICE_PTR,
+};
 use crate::error::Result;
 use crate::md::neighbor::CellList;
 use crate::md::system::System;
@@ -348,13 +351,19 @@ impl GpuMd {
             Some(w) => b.arg(&mut w.idx),
             None => b.arg(&NULL_DEVICE_PTR),
         };
+        b.arg(&self.role.colliders[0]).arg(&self.role.colliders[1]);
+        match self.colliders.as_mut() {
+            Some(c) => b.arg(&mut c.idx),
+            None => b.arg(&NULL_DEVICE_PTR),
+        };
         // SAFETY: md_build_list's parameters in order and type (n, pos, count, members, cap,
         // dx, dy, dz, cx, cy, cz, lx, ly, lz, rl2, all_pairs, reach, list, nneigh, max_neigh,
-        // built_at, flags, off, sheared, cand_lo, cand_hi, row0, rows, work); `list` holds
-        // max_neigh · n u32 and the kernel writes entry k of particle i only for k <
-        // max_neigh; `nneigh` holds n u32, `pos` and `built_at` 3n f64; cells are read only
-        // below min(count, cap) of stored cells inside the grid; `work` (or null) holds n u32
-        // and each particle appends itself at most once.
+        // built_at, flags, off, sheared, cand_lo, cand_hi, row0, rows, work, coll_lo, coll_hi,
+        // colliders); `list` holds max_neigh · n u32 and the kernel writes entry k of particle
+        // i only for k < max_neigh; `nneigh` holds n u32, `pos` and `built_at` 3n f64; cells
+        // are read only below min(count, cap) of stored cells inside the grid; `work` and
+        // `colliders` (or null) hold n u32 each and each particle appends itself at most once
+        // to each.
         unsafe { b.launch(grid(self.n)) }.map_err(drv("md_build_list"))?;
         Ok(())
     }
@@ -365,6 +374,9 @@ impl GpuMd {
         let f = self.read_flags()?;
         if let Some(w) = self.work.as_mut() {
             w.len = f[FLAG_WORK];
+        }
+        if let Some(c) = self.colliders.as_mut() {
+            c.len = f[FLAG_COLLIDERS];
         }
         let l = &mut self.lists;
         if f[FLAG_NEIGH_MAX] as usize > l.max_neigh {

@@ -34,6 +34,7 @@ pub(super) struct MdKernels {
     /// The decomposed engine's exchanges (`kernels/md_slabs.cu`).
     pub slab_pack: CudaFunction,
     pub slab_unpack: CudaFunction,
+    pub slab_snapshot: CudaFunction,
 }
 
 impl MdKernels {
@@ -55,6 +56,7 @@ impl MdKernels {
             chain_conformation: f("md_chain_conformation")?,
             slab_pack: f("md_slab_pack")?,
             slab_unpack: f("md_slab_unpack")?,
+            slab_snapshot: f("md_slab_snapshot_velocities")?,
         };
         Ok((module, k))
     }
@@ -203,14 +205,14 @@ impl GpuMd {
             settings.skin,
             slab.then_some(role.band),
         )?;
-        let (y_prev, work) = if slab {
+        let list = || -> Result<super::WorkList> {
             let idx = stream.alloc_zeros::<u32>(n.max(1)).map_err(drv("alloc"))?;
-            (
-                Some(zeros_f64(&stream, n)?),
-                Some(super::WorkList { idx, len: 0 }),
-            )
+            Ok(super::WorkList { idx, len: 0 })
+        };
+        let (y_prev, work, colliders) = if slab {
+            (Some(zeros_f64(&stream, n)?), Some(list()?), Some(list()?))
         } else {
-            (None, None)
+            (None, None, None)
         };
         let mut md = GpuMd {
             dev,
@@ -238,6 +240,8 @@ impl GpuMd {
             role,
             y_prev,
             work,
+            colliders,
+            kick_owed: false,
             phase_seconds: None,
         };
         md.compute_forces()?;

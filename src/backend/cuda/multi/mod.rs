@@ -54,7 +54,9 @@ pub use step::MULTI_PHASE_NAMES;
 pub use transfer::{measure_transfer, Transfer, TransferRates};
 
 use super::{CellSumMethod, CudaBackend, CudaDevice};
-use crate::backend::{Backend, DeviceSolutes, FluidMoments, SlabPlace, SoluteBatch, StepReport};
+use crate::backend::{
+    Backend, DeviceSolutes, FluidMoments, SlabPlace, SlabSolutes, SoluteBatch, StepReport,
+};
 use crate::config::Config;
 use crate::error::{MpcError, Result};
 use crate::fluid_parts::FluidSource;
@@ -414,9 +416,10 @@ impl Backend for MultiCudaBackend {
     fn step_slab_solutes(
         &mut self,
         plan: &StepPlan,
-        solutes: &[DeviceSolutes],
+        solutes: &[SlabSolutes],
     ) -> Result<StepReport> {
-        if solutes.len() != self.slabs.len() || solutes.iter().any(|s| s.n != solutes[0].n) {
+        let n = solutes.first().map_or(0, |s| s.solutes.n);
+        if solutes.len() != self.slabs.len() || solutes.iter().any(|s| s.solutes.n != n) {
             return Err(MpcError::Device(format!(
                 "per-slab solutes: {} copies for {} slabs, or copies of different lengths; fix: \
                  one copy of all solutes per slab of this process (Solvent::slab_places)",
@@ -425,7 +428,7 @@ impl Backend for MultiCudaBackend {
             )));
         }
         for (s, d) in self.slabs.iter_mut().zip(solutes) {
-            s.check_device_solutes_here(d)?;
+            s.check_slab_solutes_here(d)?;
         }
         self.run_step(plan, StepSolutes::PerSlab(solutes))
     }

@@ -13,7 +13,7 @@ use std::time::Instant;
 use super::MultiCudaBackend;
 use crate::backend::cuda::device::drv;
 use crate::backend::cuda::observe::report_from_words;
-use crate::backend::{DeviceSolutes, SoluteBatch, StepReport};
+use crate::backend::{DeviceSolutes, SlabSolutes, SoluteBatch, StepReport};
 use crate::error::{MpcError, Result};
 use crate::physics::StepPlan;
 
@@ -26,7 +26,7 @@ pub(super) enum StepSolutes<'a, 'b> {
     Host(&'a mut SoluteBatch<'b>),
     Device(DeviceSolutes),
     /// One copy per slab on its GPU (`Backend::step_slab_solutes`).
-    PerSlab(&'a [DeviceSolutes]),
+    PerSlab(&'a [SlabSolutes]),
 }
 
 impl StepSolutes<'_, '_> {
@@ -35,7 +35,7 @@ impl StepSolutes<'_, '_> {
             StepSolutes::None => 0,
             StepSolutes::Host(b) => b.len(),
             StepSolutes::Device(d) => d.n,
-            StepSolutes::PerSlab(d) => d.first().map_or(0, |d| d.n),
+            StepSolutes::PerSlab(d) => d.first().map_or(0, |d| d.solutes.n),
         }
     }
 }
@@ -94,18 +94,19 @@ impl MultiCudaBackend {
         plan: &StepPlan,
         ns: usize,
         on_home: Option<&DeviceSolutes>,
-        per_slab: Option<&[DeviceSolutes]>,
+        per_slab: Option<&[SlabSolutes]>,
     ) -> Result<()> {
         for (k, s) in self.slabs.iter_mut().enumerate() {
             let p = s.params(plan, ns);
-            let on_home = per_slab.map(|d| &d[k]).or(on_home);
+            let subset = per_slab.and_then(|d| d[k].subset);
+            let on_home = per_slab.map(|d| &d[k].solutes).or(on_home);
             match on_home {
-                Some(d) if ns > 0 => s.bin_solutes_from(&p, d)?,
+                Some(d) if ns > 0 => s.bin_solutes_from(&p, d, subset)?,
                 _ => s.solute_bin(&p, ns)?,
             }
             s.cell_pass(&p)?;
             match on_home {
-                Some(d) if ns > 0 => s.collide_owned_solutes(&p, d)?,
+                Some(d) if ns > 0 => s.collide_owned_solutes(&p, d, subset)?,
                 _ if ns > 0 => s.solute_collide(&p, ns)?,
                 _ => {}
             }

@@ -388,10 +388,14 @@ pub(super) fn pack_records(
         .arg(&cap)
         .arg(out)
         .arg(&mut count);
-    // beads the slab owns are all in its work list; a collision may change any bead
-    let listed = what != SlabSend::Collided;
-    push_items(&mut b, g.work.as_ref(), listed, &n);
-    let m = items(g.work.as_ref(), listed, g.n);
+    // beads the slab owns are all in its work list, those its collision may change in its
+    // collider list
+    let list = match what {
+        SlabSend::Collided => g.colliders.as_ref(),
+        _ => g.work.as_ref(),
+    };
+    push_items(&mut b, list, true, &n);
+    let m = items(list, true, g.n);
     // SAFETY: md_slab_pack(n, mode, pos, vel, image, built_at, force, y_prev, vel_before,
     // ly, own_lo, own_hi, band_lo, band_hi, cap, out, count, m, work) in order and type;
     // the particle arrays hold 3n (pos, vel, image, built_at, force, vel_before) or n
@@ -400,6 +404,24 @@ pub(super) fn pack_records(
     // record only below cap; `count` is one u32 (a flag word, zero); the mode is a SlabSend
     // value.
     unsafe { b.launch(grid(m)) }.map_err(drv("md_slab_pack"))?;
+    Ok(())
+}
+
+/// `md_slab_snapshot_velocities` on `g`'s stream: the velocities of the beads in its collider
+/// list copied into `before` (at their indices), for [`SlabSend::Collided`].
+pub(super) fn snapshot_collider_velocities(
+    g: &mut GpuMd,
+    before: &mut CudaSlice<f64>,
+) -> Result<()> {
+    let s = g.stream.clone();
+    let n = g.n as u32;
+    let mut b = s.launch_builder(&g.k.slab_snapshot);
+    push_items(&mut b, g.colliders.as_ref(), true, &n);
+    let m = items(g.colliders.as_ref(), true, g.n);
+    b.arg(&g.parts.vel).arg(before);
+    // SAFETY: md_slab_snapshot_velocities(m, work, vel, out) in order and type; `work` holds m
+    // indices < n (or is null with m = n), `vel` and `before` 3n f64 on this slab's GPU.
+    unsafe { b.launch(grid(m)) }.map_err(drv("md_slab_snapshot_velocities"))?;
     Ok(())
 }
 

@@ -34,7 +34,7 @@ use cudarc::driver::{CudaEvent, CudaSlice};
 #[cfg(doc)]
 use super::MD_PHASE_NAMES;
 use super::{drv, GpuMd, SlabRole};
-use crate::backend::{DeviceSolutes, SlabPlace};
+use crate::backend::{SlabPlace, SlabSolutes};
 use crate::error::{MpcError, Result};
 use crate::md::bond::BondStyle;
 use crate::md::engine::{ForceReport, MdSettings, MdState};
@@ -62,6 +62,13 @@ const HOST_BUILDS: usize = 3;
 
 /// Rounding slack added to the halo and the list band.
 const SLACK: f64 = 1e-6;
+
+/// How far outside its layers a bead may lie in a slab's collision cells: the grid shift
+/// (at most half a cell) with half a cell to spare. A slab lists the beads within this and
+/// skin/2 of its layers at each list build (they move less than skin/2 in y before the
+/// next): its collision and the collision's exchange run over them alone. A stale copy
+/// listed is harmless: it lies outside the band, so outside the slab's cells.
+const COLLISION_REACH: f64 = 1.0;
 
 /// The MD engine cut into the fluid's y slabs, one [`GpuMd`] per slab.
 pub struct SlabMd {
@@ -178,6 +185,10 @@ impl SlabMd {
                 candidates: [own[0] - 0.5 * skin - SLACK, own[1] + 0.5 * skin + SLACK],
                 bond_reach: halo - SLACK,
                 band: [own[0] - halo, own[1] + halo],
+                colliders: [
+                    own[0] - COLLISION_REACH - 0.5 * skin - SLACK,
+                    own[1] + COLLISION_REACH + 0.5 * skin + SLACK,
+                ],
             };
             let (s, f, st) = (sys.clone(), ff.clone(), settings.clone());
             slabs.push(GpuMd::open_validated(
@@ -320,9 +331,18 @@ impl SlabMd {
 
     /// `n` MD steps; energies and virials at the last one when `energies`.
     pub fn advance(&mut self, n: u64, energies: bool) -> Result<()> {
+        let mut run = Ok(());
         for k in 0..n {
-            self.step_all(energies && k + 1 == n)?;
+            // within the run each step's closing kick is folded into the next one's first half
+            run = self.step_all(energies && k + 1 == n, k + 1 < n);
+            if run.is_err() {
+                break;
+            }
         }
+        for g in &mut self.slabs {
+            g.settle_kick()?;
+        }
+        run?;
         self.energies_stale = n > 0 && !energies;
         Ok(())
     }
@@ -356,15 +376,16 @@ impl SlabMd {
         Ok(())
     }
 
-    /// One step of every slab: drift, exchange, (re)build where any slab asks, forces, kick.
-    fn step_all(&mut self, energy: bool) -> Result<()> {
+    /// One step of every slab: drift, exchange, (re)build where any slab asks, forces, kick
+    /// (owed to the next step's first half when `fold`).
+    fn step_all(&mut self, energy: bool, fold: bool) -> Result<()> {
         let start = std::time::Instant::now();
-        let r = self.step_all_timed(energy);
+        let r = self.step_all_timed(energy, fold);
         self.host_seconds[HOST_STEPS] += start.elapsed().as_secs_f64();
         r
     }
 
-    fn step_all_timed(&mut self, energy: bool) -> Result<()> {
+    fn step_all_timed(&mut self, energy: bool, fold: bool) -> Result<()> {
         self.gathered = false;
         let mut t = std::time::Instant::now();
         for g in &mut self.slabs {
@@ -388,7 +409,7 @@ impl SlabMd {
         }
         self.mark(3, &mut t)?;
         for g in &mut self.slabs {
-            g.launch_second_half()?;
+            g.close_step(fold)?;
         }
         self.mark(4, &mut t)?;
         if energy {
@@ -404,12 +425,9 @@ impl SlabMd {
         self.gathered = false;
         self.exchange(SlabSend::Owned)?;
         for (g, before) in self.slabs.iter_mut().zip(&mut self.vel_before) {
-            g.stream
-                .memcpy_dtod(&g.parts.vel, before)
-                .map_err(drv("copy"))?;
+            exchange::snapshot_collider_velocities(g, before)?;
         }
-        let solutes: Vec<DeviceSolutes> =
-            self.slabs.iter_mut().map(|g| g.device_solutes()).collect();
+        let solutes: Vec<SlabSolutes> = self.slabs.iter_mut().map(|g| g.slab_solutes()).collect();
         solvent.step_with_slab_solutes(&solutes)?;
         self.exchange(SlabSend::Collided)?;
         for g in &mut self.slabs {
