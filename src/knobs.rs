@@ -37,6 +37,9 @@ pub const RANK_PEER_COPIES: &[&str] = &["on", "off"];
 /// The ways of `MPCBOX_MD_EXCHANGE` (`md::gpu::slabs::exchange::choose_pull`).
 pub const MD_EXCHANGES: &[&str] = &["pull", "copy"];
 
+/// The values of `MPCBOX_MD_OVERLAP` (`md::coupled::engine::overlap_wanted`).
+pub const MD_OVERLAPS: &[&str] = &["on", "off"];
+
 pub const KNOBS: &[Knob] = &[
     Knob {
         variable: "MPCBOX_CUDA_METHOD",
@@ -104,6 +107,13 @@ pub const KNOBS: &[Knob] = &[
         effect: "how the decomposed GPU MD's slabs exchange beads: the receiver reads them \
                  where the sender packed them (default, where its GPU may read that memory) \
                  or they are copied to it first",
+    },
+    Knob {
+        variable: "MPCBOX_MD_OVERLAP",
+        values: Some(MD_OVERLAPS),
+        number: false,
+        effect: "whether a GPU MD engine coupled through device memory runs its steps while \
+                 the fluid streams towards the next collision (default: on)",
     },
     Knob {
         variable: "MPCBOX_MD_SLABS",

@@ -172,6 +172,15 @@ pub trait Backend: Send {
         Ok(())
     }
 
+    /// Queue the fluid's part of step `plan` that needs no solutes (the deferred collision of
+    /// the fluid, streaming, binning) without waiting for it, so that device-resident solutes
+    /// can be moved meanwhile on other streams; the next `step_device_solutes` or
+    /// `step_slab_solutes` with the same plan finishes the step. Returns whether it was
+    /// begun; the default does nothing (false) and the finishing call does the whole step.
+    fn begin_fluid_step(&mut self, _plan: &StepPlan, _n_solutes: usize) -> Result<bool> {
+        Ok(false)
+    }
+
     /// Whether `begin_coupled` takes its own copy of the solutes (then `finish_coupled` gets
     /// only the velocity array to write, with empty `pos` and `mass`). The default backend
     /// does its work in `finish_coupled` and needs the inputs there.

@@ -41,6 +41,9 @@ pub struct Solvent {
     /// Config fields a resume was allowed to change (recorded in the summary).
     changed_on_resume: Vec<String>,
     pending: Option<PendingStep>,
+    /// A step whose fluid part is queued ([`Solvent::begin_device_step`]): its plan, whether
+    /// it is sampled, and the number of device solutes that will finish it.
+    fluid_begun: Option<(StepPlan, bool, usize)>,
     /// Samples in the backend's flow-field sums since they were last taken.
     field_samples: u64,
 }
@@ -90,6 +93,7 @@ impl Solvent {
             last_measured: false,
             changed_on_resume: Vec::new(),
             pending: None,
+            fluid_begun: None,
             field_samples: 0,
         })
     }
@@ -209,13 +213,73 @@ impl Solvent {
                 "a coupled step was begun and not finished; fix: call finish_step before stepping again".into(),
             ));
         }
-        if solutes.n == 0 {
+        if solutes.n == 0 && self.fluid_begun.is_none() {
             return self.advance(None);
         }
         self.backend.check_device_solutes(solutes)?;
-        let (plan, sample) = self.next_plan();
+        let (plan, sample) = self.plan_for(solutes.n)?;
         let report = self.backend.step_device_solutes(&plan, solutes)?;
         self.complete(&plan, sample, report)
+    }
+
+    /// Begin the next step with device-resident solutes: the fluid's part that needs no
+    /// solutes (its deferred collision, streaming, binning) is queued on its GPU(s) and runs
+    /// while the caller moves the `n_solutes` solutes on its own streams (an MD engine's steps);
+    /// [`Solvent::step_with_device_solutes`] or [`Solvent::step_with_slab_solutes`] with that
+    /// many solutes finishes it. Nothing else may step or read the fluid in between. Returns
+    /// whether the step was begun (false: this backend does the whole step in the finishing
+    /// call, or there are no solutes). The solutes are checked when the step finishes: a bad
+    /// one then stops the step with the fluid already streamed (a run resumes from its last
+    /// checkpoint).
+    pub fn begin_device_step(&mut self, n_solutes: usize) -> Result<bool> {
+        self.refuse_begun()?;
+        if n_solutes == 0 {
+            return Ok(false);
+        }
+        let (plan, sample) = self.next_plan();
+        if !self.backend.begin_fluid_step(&plan, n_solutes)? {
+            return Ok(false);
+        }
+        self.fluid_begun = Some((plan, sample, n_solutes));
+        Ok(true)
+    }
+
+    /// The plan of the step that `n` device solutes finish: the one begun, or the next.
+    fn plan_for(&mut self, n: usize) -> Result<(StepPlan, bool)> {
+        match self.fluid_begun {
+            None => Ok(self.next_plan()),
+            Some((plan, sample, begun)) if begun == n => {
+                self.fluid_begun = None;
+                Ok((plan, sample))
+            }
+            Some((_, _, begun)) => Err(MpcError::Device(format!(
+                "the step was begun for {begun} device solutes and finished with {n}; fix: \
+                 finish it (step_with_device_solutes or step_with_slab_solutes) with the \
+                 solutes it was begun for"
+            ))),
+        }
+    }
+
+    /// An error while a step is begun and not finished (split or device form).
+    fn refuse_begun(&self) -> Result<()> {
+        if self.pending.is_some() {
+            return Err(MpcError::Device(
+                "a coupled step was begun and not finished; fix: call finish_step before stepping again".into(),
+            ));
+        }
+        self.refuse_fluid_begun()
+    }
+
+    /// An error while a device step's fluid part is queued (the fluid is mid-step).
+    fn refuse_fluid_begun(&self) -> Result<()> {
+        if self.fluid_begun.is_some() {
+            return Err(MpcError::Device(
+                "a step with device solutes was begun (begin_device_step) and not finished; \
+                 fix: finish it with step_with_device_solutes or step_with_slab_solutes"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 
     /// The y slabs of a fluid cut over GPUs, every slab of the box with the rank holding it
@@ -237,10 +301,11 @@ impl Solvent {
                 "a coupled step was begun and not finished; fix: call finish_step before stepping again".into(),
             ));
         }
-        if solutes.first().is_none_or(|s| s.solutes.n == 0) {
+        let n = solutes.first().map_or(0, |s| s.solutes.n);
+        if n == 0 && self.fluid_begun.is_none() {
             return self.advance(None);
         }
-        let (plan, sample) = self.next_plan();
+        let (plan, sample) = self.plan_for(n)?;
         let report = self.backend.step_slab_solutes(&plan, solutes)?;
         self.complete(&plan, sample, report)
     }
@@ -331,11 +396,7 @@ impl Solvent {
     }
 
     fn advance(&mut self, solutes: Option<&mut SoluteBatch<'_>>) -> Result<StepReport> {
-        if self.pending.is_some() {
-            return Err(MpcError::Device(
-                "a coupled step was begun and not finished; fix: call finish_step before stepping again".into(),
-            ));
-        }
+        self.refuse_begun()?;
         let (plan, sample) = self.next_plan();
         let report = self.backend.step(&plan, solutes)?;
         self.complete(&plan, sample, report)
@@ -391,6 +452,7 @@ impl Solvent {
     /// GPU the upload overlaps the fluid streaming; the MD code may work on other things until
     /// [`Solvent::finish_step`]. Bad input is rejected here and nothing changes.
     pub fn begin_step(&mut self, pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> Result<()> {
+        self.refuse_fluid_begun()?;
         if self.pending.is_some() {
             return Err(MpcError::Device(
                 "begin_step called twice; fix: call finish_step after each begin_step".into(),
@@ -479,11 +541,13 @@ impl Solvent {
     }
 
     pub fn moments(&mut self) -> Result<FluidMoments> {
+        self.refuse_fluid_begun()?;
         self.backend.moments()
     }
 
     /// Observables of the fluid now (one reduction on the backend).
     pub fn observables(&mut self) -> Result<Observables> {
+        self.refuse_fluid_begun()?;
         let m = self.backend.moments()?;
         let temperature = if self.last.relative_dof > 0.0 {
             self.last.relative_energy / (1.5 * self.last.relative_dof)
@@ -507,10 +571,12 @@ impl Solvent {
     }
 
     pub fn fluid_state(&mut self) -> Result<FluidState> {
+        self.refuse_fluid_begun()?;
         self.backend.download()
     }
 
     pub fn set_fluid_state(&mut self, state: &FluidState) -> Result<()> {
+        self.refuse_fluid_begun()?;
         if state.len() != self.backend.n_fluid() {
             return Err(MpcError::Device(format!(
                 "fluid state has {} particles, this solvent {}",

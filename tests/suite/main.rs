@@ -21,6 +21,7 @@ mod host_memory;
 mod md_bonds_io;
 mod md_gpu;
 mod md_neighbor;
+mod md_overlap;
 mod md_physics;
 mod md_polymer;
 mod md_shear;

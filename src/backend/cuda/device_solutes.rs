@@ -12,6 +12,7 @@ use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, PushKernelArg};
 
 use super::device::{drv, grid};
+use super::params::KernelParams;
 use super::CudaBackend;
 use crate::backend::MAX_SOLUTE_COORDINATE;
 use crate::backend::{DeviceSolutes, SlabSolutes, SoluteSubset, StepReport};
@@ -291,6 +292,36 @@ impl CudaBackend {
         Ok(first)
     }
 
+    /// [`crate::backend::Backend::begin_fluid_step`] on this GPU: the fluid pass queued on the
+    /// main stream (the caller's streams run on meanwhile).
+    pub(super) fn begin_fluid_here(&mut self, plan: &StepPlan, n_solutes: usize) -> Result<bool> {
+        if self.in_flight.is_some() || self.fluid_begun.is_some() {
+            return Err(MpcError::Device(
+                "a step was begun and not finished; fix: finish it before beginning another".into(),
+            ));
+        }
+        let p = self.params(plan, n_solutes);
+        self.fluid_pass(&p)?;
+        self.fluid_begun = Some(p);
+        Ok(true)
+    }
+
+    /// The parameters of step `plan` with its fluid pass queued: the one begun for it
+    /// ([`CudaBackend::begin_fluid_here`]), or queued now.
+    pub(super) fn take_begun_fluid(&mut self, plan: &StepPlan, ns: usize) -> Result<KernelParams> {
+        let p = self.params(plan, ns);
+        match self.fluid_begun.take() {
+            Some(begun) if begun.same_step(&p) => Ok(begun),
+            Some(_) => Err(MpcError::Device(
+                "the fluid step begun and the one finished differ (please report it)".into(),
+            )),
+            None => {
+                self.fluid_pass(&p)?;
+                Ok(p)
+            }
+        }
+    }
+
     /// [`crate::backend::Backend::step_device_solutes`] on this GPU, for solutes checked by
     /// [`CudaBackend::check_device_solutes_here`]: the fluid streams, the solutes are binned and
     /// summed from the caller's arrays, the cells collide, and the solute velocities are
@@ -300,8 +331,7 @@ impl CudaBackend {
         plan: &StepPlan,
         s: &DeviceSolutes,
     ) -> Result<StepReport> {
-        let p = self.params(plan, s.n);
-        self.fluid_pass(&p)?;
+        let p = self.take_begun_fluid(plan, s.n)?;
         self.bin_solutes_from(&p, s, None)?;
         self.cell_pass(&p)?;
         self.collide_owned_solutes(&p, s, None)?;

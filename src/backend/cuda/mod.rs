@@ -129,6 +129,8 @@ pub struct CudaBackend {
     coupled: Option<CoupledIo>,
     /// A coupled step begun (`begin_coupled`) and not finished: its parameters and solute count.
     in_flight: Option<(KernelParams, usize)>,
+    /// The fluid's part of a device-solute step queued (`begin_fluid_step`): its parameters.
+    fluid_begun: Option<KernelParams>,
     /// Device-resident solutes: their cells, images, check buffer and ordering events.
     device_solutes: Option<DeviceSoluteState>,
     device_bytes: u64,
@@ -264,6 +266,7 @@ impl CudaBackend {
             solutes: None,
             coupled: None,
             in_flight: None,
+            fluid_begun: None,
             device_solutes: None,
             device_bytes: needed,
             slab: None,
@@ -348,6 +351,10 @@ impl Backend for CudaBackend {
         solutes: &DeviceSolutes,
     ) -> Result<StepReport> {
         self.step_device_solutes_here(plan, solutes)
+    }
+
+    fn begin_fluid_step(&mut self, plan: &StepPlan, n_solutes: usize) -> Result<bool> {
+        self.begin_fluid_here(plan, n_solutes)
     }
 
     /// The solutes go to the GPU here (their copy), so `finish_coupled` needs only the

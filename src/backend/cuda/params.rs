@@ -122,6 +122,11 @@ impl KernelParams {
         self.n_solutes = n as u32;
         self
     }
+
+    /// Whether `other` is the same step (count, grid shift, solutes) as these parameters.
+    pub(super) fn same_step(&self, other: &KernelParams) -> bool {
+        self.step == other.step && self.shift == other.shift && self.n_solutes == other.n_solutes
+    }
 }
 
 impl CudaBackend {

@@ -54,6 +54,13 @@ pub trait MdEngine: Send {
     fn synchronize(&self) -> Result<()> {
         Ok(())
     }
+    /// Whether the coupled loop begins the fluid's next step ([`Solvent::begin_device_step`])
+    /// before this engine's MD steps, so the fluid streams while they run: the beads reach
+    /// the fluid as device memory and the engine's kernels run on their own streams
+    /// (`MPCBOX_MD_OVERLAP=off` turns it off).
+    fn overlaps_fluid(&self) -> bool {
+        false
+    }
     /// Benchmarks: time the phases of each MD step (an engine that can; the others ignore it).
     fn set_profiling(&mut self, _on: bool) {}
     /// The profiled phases' names and seconds, where the engine times them.
@@ -65,6 +72,11 @@ pub trait MdEngine: Send {
     fn host_seconds(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
+}
+
+/// `MPCBOX_MD_OVERLAP`: on unless `off`.
+fn overlap_wanted(value: Option<&str>) -> bool {
+    value != Some("off")
 }
 
 /// The MPC collision of host arrays (the CPU engine's system, or a GPU engine's host copy).
@@ -182,6 +194,10 @@ impl GpuEngine {
 impl MdEngine for GpuEngine {
     fn describe(&self) -> String {
         self.md.describe()
+    }
+
+    fn overlaps_fluid(&self) -> bool {
+        self.device_resident && overlap_wanted(crate::knobs::knobs().get("MPCBOX_MD_OVERLAP"))
     }
 
     fn set_profiling(&mut self, on: bool) {
@@ -345,6 +361,10 @@ impl MdEngine for SlabMd {
         SlabMd::advance(self, n, energies)
     }
 
+    fn overlaps_fluid(&self) -> bool {
+        overlap_wanted(crate::knobs::knobs().get("MPCBOX_MD_OVERLAP"))
+    }
+
     fn collide(&mut self, solvent: &mut Solvent) -> Result<()> {
         SlabMd::collide(self, solvent)
     }
@@ -396,5 +416,18 @@ impl MdEngine for SlabMd {
 
     fn synchronize(&self) -> Result<()> {
         SlabMd::synchronize(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_md_overlap_value_parses() {
+        let on: Vec<bool> = crate::knobs::MD_OVERLAPS
+            .iter()
+            .map(|v| super::overlap_wanted(Some(v)))
+            .collect();
+        assert_eq!(on, [true, false], "on, off");
+        assert!(super::overlap_wanted(None), "on by default");
     }
 }

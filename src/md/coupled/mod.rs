@@ -45,6 +45,9 @@ pub struct Coupling {
     stats: SoluteStats,
     /// The output directory's lock while this run writes there.
     lock: Option<crate::output_dir::OutputLock>,
+    /// The fluid streams while the MD steps run, where the engine can
+    /// ([`MdEngine::overlaps_fluid`]).
+    overlap: bool,
 }
 
 impl Coupling {
@@ -93,6 +96,7 @@ impl Coupling {
             last_pressure: None,
             stats: ck.map_or_else(SoluteStats::new, |c| c.stats.clone()),
             lock: None,
+            overlap: true,
         })
     }
 
@@ -251,9 +255,22 @@ impl Coupling {
         Ok(2.0 * self.engine.kinetic_energy()? / dof)
     }
 
+    /// Let the fluid stream while the MD steps run, where the engine can (`on`, the default
+    /// unless `MPCBOX_MD_OVERLAP=off`), or step them one after the other: the same physics,
+    /// so tests compare the two.
+    pub fn set_fluid_overlap(&mut self, on: bool) {
+        self.overlap = on;
+    }
+
+    /// Whether the next step lets the fluid stream while the MD steps run.
+    pub fn overlaps_fluid(&self) -> bool {
+        self.overlap && self.engine.overlaps_fluid()
+    }
+
     /// One coupled step: N MD steps, then the MPC collision of fluid and solutes. On measured
     /// steps the solutes' stress and conformation are taken before the collision, as
-    /// reductions on the engine's device.
+    /// reductions on the engine's device. With an engine that overlaps the fluid, the fluid's
+    /// streaming is queued first and runs on the GPUs while the MD steps do.
     pub fn step(&mut self, solvent: &mut Solvent) -> Result<()> {
         // the solutes' stress on the fluid's measured steps and on this engine's observed ones
         let next = solvent.step_count() + 1;
@@ -261,6 +278,10 @@ impl Coupling {
             self.cfg.observable_interval > 0 && next.is_multiple_of(self.cfg.observable_interval);
         let measure = solvent.stress_measured_next() || (self.shear_rate != 0.0 && observed);
         let sample = solvent.sampled_next() && solvent.stress_measured_next();
+        if self.overlap && self.engine.overlaps_fluid() {
+            // the fluid streams towards this collision while the MD steps run
+            solvent.begin_device_step(self.engine.len())?;
+        }
         self.engine
             .advance(self.steps_per_collision as u64, measure)?;
         let pressure = match measure {

@@ -37,6 +37,19 @@ pub(super) struct MdKernels {
     pub slab_snapshot: CudaFunction,
 }
 
+/// The engine's own stream: non-blocking (it does not wait for the fluid's work on the GPU's
+/// default stream, nor the fluid for it; the coupling orders the two with events) and of the
+/// highest priority, so that its short kernels are scheduled ahead of the blocks of the fluid's
+/// long passes where the two share a GPU (the fluid streams towards the next collision while
+/// the MD steps run: `Solvent::begin_device_step`).
+fn engine_stream(dev: &CudaDevice) -> Result<Arc<CudaStream>> {
+    let ctx = dev.context();
+    ctx.bind_to_thread().map_err(drv("bind"))?;
+    let (_, highest) =
+        cudarc::driver::result::stream::get_priority_range().map_err(drv("stream priorities"))?;
+    ctx.new_stream_with_priority(highest).map_err(drv("stream"))
+}
+
 impl MdKernels {
     /// Compile (or take from the cache) `kernels/md.cu` for `dev` and look up every kernel.
     fn load(dev: &CudaDevice) -> Result<(Arc<CudaModule>, MdKernels)> {
@@ -183,7 +196,7 @@ impl GpuMd {
         }
         let dev = CudaDevice::open(ordinal)?;
         let (module, k) = MdKernels::load(&dev)?;
-        let stream = dev.stream().clone();
+        let stream = engine_stream(&dev)?;
         let n = sys.len();
         let inv_mass_host: Vec<f64> = (0..n).map(|i| 1.0 / sys.mass(i)).collect();
         let parts = DeviceParticles::upload(&stream, &sys, &inv_mass_host)?;

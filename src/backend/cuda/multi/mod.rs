@@ -102,6 +102,8 @@ pub struct MultiCudaBackend {
     rank_messages: Option<RankMessages>,
     /// Inboxes shared with ranks of this host (None: every packet goes by the transport).
     rank_peers: Option<RankPeers>,
+    /// The step whose pass 1 is queued on every slab (`begin_fluid_step`), not yet finished.
+    fluid_begun: Option<u64>,
 }
 
 impl MultiCudaBackend {
@@ -236,6 +238,7 @@ impl MultiCudaBackend {
             rank_seconds: [0.0; 4],
             rank_messages,
             rank_peers,
+            fluid_begun: None,
         })
     }
 
@@ -418,19 +421,11 @@ impl Backend for MultiCudaBackend {
         plan: &StepPlan,
         solutes: &[SlabSolutes],
     ) -> Result<StepReport> {
-        let n = solutes.first().map_or(0, |s| s.solutes.n);
-        if solutes.len() != self.slabs.len() || solutes.iter().any(|s| s.solutes.n != n) {
-            return Err(MpcError::Device(format!(
-                "per-slab solutes: {} copies for {} slabs, or copies of different lengths; fix: \
-                 one copy of all solutes per slab of this process (Solvent::slab_places)",
-                solutes.len(),
-                self.slabs.len()
-            )));
-        }
-        for (s, d) in self.slabs.iter_mut().zip(solutes) {
-            s.check_slab_solutes_here(d)?;
-        }
-        self.run_step(plan, StepSolutes::PerSlab(solutes))
+        self.step_with_slab_copies(plan, solutes)
+    }
+
+    fn begin_fluid_step(&mut self, plan: &StepPlan, n_solutes: usize) -> Result<bool> {
+        self.begin_pass_one(plan, n_solutes)
     }
 
     fn accumulate_fields(&mut self) -> Result<()> {

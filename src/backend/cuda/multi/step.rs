@@ -51,10 +51,17 @@ impl MultiCudaBackend {
     ) -> Result<StepReport> {
         let ns = solutes.len();
         let mut t = Instant::now();
-        // 1. pass 1 everywhere (collide n if deferred, stream, bin, pack emigrants)
-        for s in &mut self.slabs {
-            let p = s.params(plan, ns);
-            s.fluid_pass(&p)?;
+        // 1. pass 1 everywhere (collide n if deferred, stream, bin, pack emigrants), unless
+        // begun for this step
+        match self.fluid_begun.take() {
+            Some(step) if step == plan.step => {}
+            Some(step) => {
+                return Err(MpcError::Device(format!(
+                    "step {step} was begun and step {} finished (please report it)",
+                    plan.step
+                )))
+            }
+            None => self.queue_pass_one(plan, ns)?,
         }
         // where every GPU reads the solutes from (None: each GPU has its own copy)
         let on_home = self.place_solutes(&solutes)?;
@@ -85,6 +92,49 @@ impl MultiCudaBackend {
         self.check_particle_count(plan, live)?;
         self.mark(2, &mut t)?;
         Ok(report)
+    }
+
+    /// Pass 1 queued on every slab (the host does not wait).
+    fn queue_pass_one(&mut self, plan: &StepPlan, ns: usize) -> Result<()> {
+        for s in &mut self.slabs {
+            let p = s.params(plan, ns);
+            s.fluid_pass(&p)?;
+        }
+        Ok(())
+    }
+
+    /// `Backend::begin_fluid_step`: pass 1 of step `plan` queued on every slab, for
+    /// [`MultiCudaBackend::run_step`] to go on from.
+    pub(super) fn begin_pass_one(&mut self, plan: &StepPlan, ns: usize) -> Result<bool> {
+        if self.fluid_begun.is_some() {
+            return Err(MpcError::Device(
+                "a step was begun and not finished; fix: finish it before beginning another".into(),
+            ));
+        }
+        self.queue_pass_one(plan, ns)?;
+        self.fluid_begun = Some(plan.step);
+        Ok(true)
+    }
+
+    /// `Backend::step_slab_solutes`: one copy of the solutes per slab, checked on its GPU.
+    pub(super) fn step_with_slab_copies(
+        &mut self,
+        plan: &StepPlan,
+        solutes: &[SlabSolutes],
+    ) -> Result<StepReport> {
+        let n = solutes.first().map_or(0, |s| s.solutes.n);
+        if solutes.len() != self.slabs.len() || solutes.iter().any(|s| s.solutes.n != n) {
+            return Err(MpcError::Device(format!(
+                "per-slab solutes: {} copies for {} slabs, or copies of different lengths; fix: \
+                 one copy of all solutes per slab of this process (Solvent::slab_places)",
+                solutes.len(),
+                self.slabs.len()
+            )));
+        }
+        for (s, d) in self.slabs.iter_mut().zip(solutes) {
+            s.check_slab_solutes_here(d)?;
+        }
+        self.run_step(plan, StepSolutes::PerSlab(solutes))
     }
 
     /// Step 3 on every GPU: solutes (from the home GPU's arrays, the slab's own device copy,
