@@ -67,3 +67,34 @@ __device__ __forceinline__ unsigned int md_warp_slot(unsigned int *c) {
     base = __shfl_sync(active, base, leader);
     return base + __popc(active & ((1u << lane) - 1u));
 }
+
+// One record of the decomposed engine's exchanges: index, position, velocity, image (as
+// doubles: exact), build position, force.
+#define MD_SLAB_WORDS 16
+
+// Write particle i's record at r.
+__device__ __forceinline__ void md_write_record(double *r, unsigned int i, const double *pos, const double *vel,
+                                                const int *image, const double *built_at, const double *force) {
+    r[0] = (double)i;
+    for (int k = 0; k < 3; ++k) {
+        r[1 + k] = pos[3 * i + k];
+        r[4 + k] = vel[3 * i + k];
+        r[7 + k] = (double)image[3 * i + k];
+        r[10 + k] = built_at[3 * i + k];
+        r[13 + k] = force[3 * i + k];
+    }
+}
+
+// The drift's exchange packed by md_first_half itself (the decomposed engine's neighbour links
+// of one sender, at most MD_FUSED_SENDS): for link k the receiver's band, the room in records
+// of its send buffer `out`, and its count word (zero on entry). `links` = 0: none.
+#define MD_FUSED_SENDS 4
+struct MdSends {
+    unsigned int links;
+    unsigned int pad;
+    double band_lo[MD_FUSED_SENDS];
+    double band_hi[MD_FUSED_SENDS];
+    unsigned int cap[MD_FUSED_SENDS];
+    unsigned int *count[MD_FUSED_SENDS];
+    double *out[MD_FUSED_SENDS];
+};

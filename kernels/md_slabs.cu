@@ -7,8 +7,7 @@
 #include "md.cu"
 #endif
 
-// One record: index, position, velocity, image (as doubles: exact), build position, force.
-#define MD_SLAB_WORDS 16
+// Records: MD_SLAB_WORDS and md_write_record in md_items.cuh (md_first_half writes them too).
 
 // What a slab sends (SlabSend in exchange.rs):
 // 0: particles it owned at the step's start (y_prev) that are in the band before or after the drift
@@ -64,15 +63,7 @@ extern "C" __global__ void md_slab_pack(unsigned int n, int mode, const double *
     if (slot >= cap) {
         return;
     }
-    double *r = out + (size_t)slot * MD_SLAB_WORDS;
-    r[0] = (double)i;
-    for (int k = 0; k < 3; ++k) {
-        r[1 + k] = pos[3 * i + k];
-        r[4 + k] = vel[3 * i + k];
-        r[7 + k] = (double)image[3 * i + k];
-        r[10 + k] = built_at[3 * i + k];
-        r[13 + k] = force[3 * i + k];
-    }
+    md_write_record(out + (size_t)slot * MD_SLAB_WORDS, i, pos, vel, image, built_at, force);
 }
 
 // Write min(*count, limit) records at their particles' indices (one thread per slot of the

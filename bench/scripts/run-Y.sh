@@ -9,14 +9,14 @@ source bench/scripts/device-lib.sh y.log
 peer_copy_reference
 gpu_tests 150 ${TESTS-md_overlap:: md_slabs:: md_gpu:: device_solutes::}
 P=.gpu/bin/mpcbox-bench-polymer
-run() { # name, args
-  log "== polymer $1 ($(( $(date +%s) - t0 )) s)"
-  timeout 170 $P --cells 256 --chains 32768 --collisions 100 --host-md $2 > $B/p-$1.txt 2>&1
+run() { # name, args, environment (VAR=value ...)
+  log "== polymer $1 ${3-} ($(( $(date +%s) - t0 )) s)"
+  env ${3-} timeout 170 $P --cells 256 --chains 32768 --collisions 100 --host-md $2 > $B/p-$1.txt 2>&1
   grep -E "^\| 256|rror" $B/p-$1.txt | tee -a $LOG; grep -A7 "host's time" $B/p-$1.txt | tail -5 | tee -a $LOG
 }
 run 2gpu "--device cuda:0,1"
 run 1gpu "--device cuda:0"
-MPCBOX_MD_OVERLAP=off run 2gpu-sequential "--device cuda:0,1 --only-coupled"
-MPCBOX_MD_OVERLAP=off run 1gpu-sequential "--device cuda:0 --only-coupled"
+run 2gpu-sequential "--device cuda:0,1 --only-coupled" MPCBOX_MD_OVERLAP=off
+run 1gpu-sequential "--device cuda:0 --only-coupled" MPCBOX_MD_OVERLAP=off
 gpu_tests 150 ${TESTS2-mpi_gpu::the_bundled_md_decomposed_over_gpu_ranks_follows_one_process}
 log "all took $(( $(date +%s) - t0 )) s"

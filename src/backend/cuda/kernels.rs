@@ -72,6 +72,10 @@ pub fn translation_unit(sources: &[(&str, &str)]) -> String {
 /// `kernels/md_items.cuh`: the MD engine's slab ownership, work-list items and warp atomics.
 pub const MD_ITEMS_CUH: &str = include_str!("../../../kernels/md_items.cuh");
 
+/// `kernels/md_forces.cu`: the GPU MD engine's pair, bond and angle forces
+/// (`crate::md::gpu::forces`).
+pub const MD_FORCES_CU: &str = include_str!("../../../kernels/md_forces.cu");
+
 /// `kernels/md_walls.cu`: the GPU MD engine's wall forces (`crate::md::walls`).
 pub const MD_WALLS_CU: &str = include_str!("../../../kernels/md_walls.cu");
 
@@ -84,7 +88,8 @@ pub const MD_OBSERVE_CU: &str = include_str!("../../../kernels/md_observe.cu");
 pub const MD_SLABS_CU: &str = include_str!("../../../kernels/md_slabs.cu");
 
 /// The translation unit of the MD kernels: rng.cuh, walls.cuh (the wall shapes),
-/// md_boundary.cuh, md_items.cuh, md.cu, md_walls.cu, md_observe.cu, then md_slabs.cu.
+/// md_boundary.cuh, md_items.cuh, md.cu, md_forces.cu, md_walls.cu, md_observe.cu, then
+/// md_slabs.cu.
 pub fn md_source() -> String {
     let sources = translation_unit(&[
         ("rng.cuh", RNG_CUH),
@@ -92,6 +97,7 @@ pub fn md_source() -> String {
         ("md_boundary.cuh", MD_BOUNDARY_CUH),
         ("md_items.cuh", MD_ITEMS_CUH),
         ("md.cu", MD_CU),
+        ("md_forces.cu", MD_FORCES_CU),
         ("md_walls.cu", MD_WALLS_CU),
         ("md_observe.cu", MD_OBSERVE_CU),
         ("md_slabs.cu", MD_SLABS_CU),

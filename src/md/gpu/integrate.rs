@@ -41,6 +41,34 @@ unsafe impl DeviceRepr for MdShear {}
 
 const _: () = assert!(std::mem::size_of::<MdShear>() == 64);
 
+/// `struct MdSends` of kernels/md_items.cuh: the drift's exchange packed by `md_first_half`
+/// (a decomposed engine's neighbour links of one sender, at most [`FUSED_SENDS`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct MdSends {
+    pub(super) links: u32,
+    pad: u32,
+    pub(super) band_lo: [f64; FUSED_SENDS],
+    pub(super) band_hi: [f64; FUSED_SENDS],
+    /// Records each send buffer holds.
+    pub(super) cap: [u32; FUSED_SENDS],
+    /// Device addresses of the count words (zero when the kernel starts).
+    pub(super) count: [u64; FUSED_SENDS],
+    /// Device addresses of the send buffers.
+    pub(super) out: [u64; FUSED_SENDS],
+}
+
+/// `MD_FUSED_SENDS`: the links one first half packs for.
+pub(super) const FUSED_SENDS: usize = 4;
+
+// SAFETY: plain-old-data with the C layout of `MdSends` (two u32, eight f64, four u32, eight
+// u64: 152 bytes, each field at its natural alignment without implicit padding, checked below),
+// which md_first_half takes by value; the addresses are only dereferenced by the kernel, for
+// the links the host filled in.
+unsafe impl DeviceRepr for MdSends {}
+
+const _: () = assert!(std::mem::size_of::<MdSends>() == 152);
+
 /// The scalar arguments of `md_first_half`.
 struct HalfStep {
     n: u32,
@@ -151,13 +179,17 @@ impl GpuMd {
         push_items(&mut b, self.work.as_ref(), true, &h.n);
         let m = items(self.work.as_ref(), true, self.n);
         let kicks = 1 + i32::from(self.kick_owed);
-        b.arg(&kicks);
+        let sends = std::mem::take(&mut self.fused_sends);
+        b.arg(&kicks).arg(&sends);
         // SAFETY: md_first_half's parameters in order and type (n, pos, vel, force, inv_mass,
         // image, tag, built_at, flags, dt, langevin, c1, c2, kt, lk0, lk1, step, lx, ly, lz,
         // quarter_skin2, skin, MdShear by value, own_lo, own_hi, y_prev: n f64 or null, which
-        // the kernel tests, m, work: m indices < n or null for all n, kicks); the vector
-        // buffers hold 3n elements, `inv_mass` and `tag` n, `flags` NFLAGS words; the kernel
-        // returns for threads ≥ m and touches only its particle's entries.
+        // the kernel tests, m, work: m indices < n or null for all n, kicks, MdSends by value);
+        // the vector buffers hold 3n elements, `inv_mass` and `tag` n, `flags` NFLAGS words;
+        // the kernel returns for threads ≥ m and touches only its particle's entries, and
+        // writes a record to a link of `sends` only below that link's capacity, in a send
+        // buffer of this GPU that the host sized for it (`Link::fuse_into`), counting in a
+        // count word of this slab's flags.
         unsafe { b.launch(grid(m)) }.map_err(drv("md_first_half"))?;
         self.kick_owed = false;
         Ok(())

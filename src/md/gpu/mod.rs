@@ -239,6 +239,8 @@ pub struct GpuMd {
     /// The last step's closing kick is owed to the next step's first half (within a run of
     /// steps, [`GpuMd::close_step`]).
     kick_owed: bool,
+    /// Decomposed: the drift's exchange for the next first half to pack (then emptied).
+    fused_sends: integrate::MdSends,
     /// Benchmarks: seconds per phase of [`GpuMd::step`] ([`MD_PHASE_NAMES`]), each waited
     /// for; None when not profiling.
     phase_seconds: Option<[f64; 5]>,

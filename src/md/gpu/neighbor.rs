@@ -213,15 +213,15 @@ impl ListGeometry {
 }
 
 impl GpuMd {
-    /// Build the neighbour list (growing the cell capacity / list width until it fits).
+    /// Build the neighbour list (growing the cell capacity / list width until it fits): the
+    /// binning, sorting and filling queued together, the flags read once after them. An
+    /// overflowing cell only truncates what the fill reads (it stops at the capacity), so a
+    /// build whose cells overflowed is simply done again with room for them.
     pub(super) fn build_list(&mut self) -> Result<()> {
         loop {
             let g = self.launch_bin()?;
-            if g.all_pairs == 0 && !self.bin_fits(&g)? {
-                continue;
-            }
             self.launch_fill(&g)?;
-            if self.fill_fits()? {
+            if self.build_fits(&g)? {
                 self.list_built();
                 return Ok(());
             }
@@ -284,10 +284,16 @@ impl GpuMd {
         Ok(())
     }
 
-    /// Whether the binning fitted the cells (waits for it); if not, the capacity is raised
-    /// (bin again).
-    pub(super) fn bin_fits(&mut self, g: &ListGeometry) -> Result<bool> {
+    /// Whether a build's cells and lists fitted (waits for it); if not, what overflowed is
+    /// raised (build again).
+    pub(super) fn build_fits(&mut self, g: &ListGeometry) -> Result<bool> {
         let f = self.read_flags()?;
+        let cells_fit = !g.uses_cells() || self.cells_fit(g, &f)?;
+        Ok(self.lists_fit(&f)? && cells_fit)
+    }
+
+    /// Whether the binning (flags `f`) fitted the cells; if not, the capacity is raised.
+    fn cells_fit(&mut self, g: &ListGeometry, f: &[u32]) -> Result<bool> {
         let l = &mut self.lists;
         if f[FLAG_CELL_MAX] as usize > l.cell_cap {
             l.cell_cap = (f[FLAG_CELL_MAX] as usize).next_power_of_two();
@@ -368,10 +374,9 @@ impl GpuMd {
         Ok(())
     }
 
-    /// Whether every list fitted its width (waits for the build); if not, the width is raised
-    /// (build again).
-    pub(super) fn fill_fits(&mut self) -> Result<bool> {
-        let f = self.read_flags()?;
+    /// Whether every list fitted its width (flags `f` of the build); if not, the width is
+    /// raised. The work and collider lists' lengths are taken from `f`.
+    fn lists_fit(&mut self, f: &[u32]) -> Result<bool> {
         if let Some(w) = self.work.as_mut() {
             w.len = f[FLAG_WORK];
         }

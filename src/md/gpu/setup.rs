@@ -255,6 +255,7 @@ impl GpuMd {
             work,
             colliders,
             kick_owed: false,
+            fused_sends: Default::default(),
             phase_seconds: None,
         };
         md.compute_forces()?;

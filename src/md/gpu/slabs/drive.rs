@@ -5,6 +5,7 @@
 use super::exchange::{zero_counts, Link, SlabSend};
 use super::{SlabMd, HOST_FLAGS_WAIT};
 use crate::error::Result;
+use crate::md::gpu::integrate::{MdSends, FUSED_SENDS};
 use crate::md::gpu::{drv, FLAG_COUNTS, FLAG_REBUILD};
 
 impl SlabMd {
@@ -22,6 +23,33 @@ impl SlabMd {
         let r = self.run_links(&mut links, SlabSend::Owned, true);
         self.gather = links;
         r.map(|_| ())
+    }
+
+    /// Hand every slab's neighbour links to its next first half, which then packs the drift's
+    /// records itself (one launch fewer per link and step, off the exchange's chain); the
+    /// count words are zeroed first if an exchange left them dirty. Nothing is handed (the
+    /// exchange packs as before) where a slab sends to more slabs than a first half packs
+    /// for. Links to other ranks always pack apart.
+    pub(super) fn fuse_drift_sends(&mut self) -> Result<()> {
+        if self.counts_dirty {
+            for g in &mut self.slabs {
+                zero_counts(g)?;
+            }
+            self.counts_dirty = false;
+        }
+        let mut sends = vec![MdSends::default(); self.slabs.len()];
+        for l in &self.links {
+            let s = &mut sends[l.from];
+            if s.links as usize == FUSED_SENDS {
+                return Ok(());
+            }
+            l.fuse_into(&self.slabs[l.from], s);
+        }
+        for (g, s) in self.slabs.iter_mut().zip(sends) {
+            g.fused_sends = s;
+        }
+        self.drift_packed = true;
+        Ok(())
     }
 
     /// The drift's exchange; every slab's flags are checked with its counts (the step's one
@@ -55,7 +83,9 @@ impl SlabMd {
             }
         }
         self.counts_dirty = true;
-        for l in links.iter_mut() {
+        // the step's first halves packed the drift's records themselves (fuse_drift_sends)
+        let packed = what == SlabSend::Drifted && !gather && std::mem::take(&mut self.drift_packed);
+        for l in links.iter_mut().filter(|_| !packed) {
             l.pack(
                 &mut self.slabs[l.from],
                 &self.vel_before[l.from],
@@ -143,23 +173,21 @@ impl SlabMd {
         Ok((flags, rebuild))
     }
 
-    /// Every slab's list built anew, the phases queued on all GPUs before each wait; a slab
-    /// whose cells or list overflowed builds again alone with the larger capacity.
+    /// Every slab's list built anew: every slab's binning, sorting and filling queued before
+    /// the first wait; a slab whose cells or list overflowed builds again alone with the
+    /// larger capacity.
     pub(super) fn build_all(&mut self) -> Result<()> {
         let geometry = self
             .slabs
             .iter_mut()
-            .map(|g| g.launch_bin())
+            .map(|g| {
+                let geo = g.launch_bin()?;
+                g.launch_fill(&geo)?;
+                Ok(geo)
+            })
             .collect::<Result<Vec<_>>>()?;
-        let mut fitted = vec![true; self.slabs.len()];
-        for ((g, geo), ok) in self.slabs.iter_mut().zip(&geometry).zip(&mut fitted) {
-            *ok = !geo.uses_cells() || g.bin_fits(geo)?;
-            if *ok {
-                g.launch_fill(geo)?;
-            }
-        }
-        for (g, ok) in self.slabs.iter_mut().zip(&fitted) {
-            if *ok && g.fill_fits()? {
+        for (g, geo) in self.slabs.iter_mut().zip(&geometry) {
+            if g.build_fits(geo)? {
                 g.list_built();
             } else {
                 g.build_list()?;

@@ -16,8 +16,9 @@
 //! call costs ~5 µs, and the exchange was bound by them). The sender zeroes its count words
 //! only after the flags' wait, when every unpack that reads them has run.
 
-use cudarc::driver::{CudaEvent, CudaSlice, CudaView, PushKernelArg};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaView, DevicePtr, PushKernelArg};
 
+use super::super::integrate::MdSends;
 use super::super::{drv, grid, items, push_items, GpuMd, FLAG_COUNTS, MAX_LINKS};
 use crate::backend::cuda::multi::transfer::grant_pool_access;
 use crate::backend::cuda::CudaDevice;
@@ -260,6 +261,20 @@ impl Link {
             slot: self.slot,
         };
         pack_records(g, vel_before, what, records, &mut self.send[t], zero_count)
+    }
+
+    /// This turn's drift records handed to the sender's first half (`g`, the sender): the
+    /// receiver's band, the send buffer's room and address, the count word's address.
+    pub(super) fn fuse_into(&self, g: &GpuMd, s: &mut MdSends) {
+        let (t, k) = (self.turn, s.links as usize);
+        let (out, _o) = self.send[t].device_ptr(&g.stream);
+        let (flags, _f) = g.flags.device_ptr(&g.stream);
+        s.band_lo[k] = self.band[0];
+        s.band_hi[k] = self.band[1];
+        s.cap[k] = self.send_cap[t] as u32;
+        s.count[k] = flags + (4 * (FLAG_COUNTS + self.slot)) as u64;
+        s.out[k] = out;
+        s.links += 1;
     }
 
     /// Room for `m` records in this turn's send buffer and the receive buffer (every stream has

@@ -97,6 +97,8 @@ pub struct SlabMd {
     energies_stale: bool,
     /// Every link's receiver reads the records where the sender packed them.
     pulls: bool,
+    /// The step's first halves packed the drift's records (`fuse_drift_sends`).
+    drift_packed: bool,
     /// The host's seconds ([`MD_HOST_NAMES`]) since profiling was last switched.
     host_seconds: [f64; 4],
     /// Benchmarks: seconds per phase of the MD step ([`MD_PHASE_NAMES`]), each phase waited
@@ -221,6 +223,7 @@ impl SlabMd {
             counts_dirty: false,
             halo,
             pulls,
+            drift_packed: false,
             host_seconds: [0.0; 4],
             report: ForceReport::default(),
             gathered: true,
@@ -388,6 +391,7 @@ impl SlabMd {
     fn step_all_timed(&mut self, energy: bool, fold: bool) -> Result<()> {
         self.gathered = false;
         let mut t = std::time::Instant::now();
+        self.fuse_drift_sends()?;
         for g in &mut self.slabs {
             g.launch_first_half()?;
             g.host_current = false;
