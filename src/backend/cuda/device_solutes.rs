@@ -254,10 +254,7 @@ impl CudaBackend {
         subset: Option<SoluteSubset>,
     ) -> Result<[u32; 4]> {
         let ns = s.n;
-        let (slots, listed) = match subset {
-            Some(x) => (x.len, x.index),
-            None => (ns, 0u64),
-        };
+        let (slots, listed) = super::solutes::solute_slots(s, subset);
         let main = self.dev.stream.clone();
         self.ensure_device_solute_state(ns)?;
         let st = self.device_solutes.as_mut().expect("made above");

@@ -175,7 +175,7 @@ static ALL_SOLUTES: u64 = 0;
 
 /// The slots of the solute kernels and their `subset` argument: every solute (null), or the
 /// listed ones.
-fn solute_slots(s: &DeviceSolutes, subset: Option<SoluteSubset>) -> (usize, u64) {
+pub(super) fn solute_slots(s: &DeviceSolutes, subset: Option<SoluteSubset>) -> (usize, u64) {
     match subset {
         Some(x) => (x.len, x.index),
         None => (s.n, ALL_SOLUTES),
