@@ -152,7 +152,12 @@ impl MdConfig {
     /// The MD engine of this config, with initial forces computed (between walls: the wall
     /// potential on, the box padded across the channel, see `md::walls`).
     pub fn build(&self, cfg: &Config) -> Result<Md> {
-        let mut sys = self.system(cfg)?;
+        self.build_with(cfg, self.system(cfg)?)
+    }
+
+    /// [`MdConfig::build`] from `sys`, this config's [`MdConfig::system`] made once (a
+    /// benchmark that needs several engines of one large system places its chains once).
+    pub fn build_with(&self, cfg: &Config, mut sys: System) -> Result<Md> {
         let ff = self.force_field(sys.n_types().max(1))?;
         let walls = WallPotential::from_config(cfg);
         if let Some(w) = &walls {

@@ -172,3 +172,30 @@ fn cli_runs_polymer_example_and_writes_md_output() {
     assert_eq!(summary["md_steps"], 400);
     assert!(summary["chains"]["max_bond"].as_f64().unwrap() < 1.5);
 }
+
+/// A coupled run from an engine built of a system placed once (`MdConfig::build_with`,
+/// `Coupling::with_md`, as benchmarks of millions of beads do) is the run `Coupling::new` makes:
+/// bit for bit on the CPU after 10 collisions.
+#[test]
+fn a_coupling_from_a_system_placed_once_is_the_same_run() {
+    let cfg = config(CHAINS, "Mbs");
+    let md_cfg = cfg.md.clone().unwrap();
+    let sys = md_cfg.system(&cfg).unwrap();
+    let run = |coupling: &dyn Fn(&Solvent) -> Coupling| {
+        let mut solvent = Solvent::new(cfg.clone()).unwrap();
+        let mut c = coupling(&solvent);
+        for _ in 0..10 {
+            c.step(&mut solvent).unwrap();
+        }
+        let s = c.system().unwrap();
+        (s.pos.clone(), s.vel.clone(), solvent.fluid_state().unwrap())
+    };
+    let fresh = run(&|s| Coupling::new(&md_cfg, s).unwrap());
+    let placed = run(&|s| {
+        let md = md_cfg.build_with(&cfg, sys.clone()).unwrap();
+        Coupling::with_md(&md_cfg, s, md).unwrap()
+    });
+    assert_eq!(fresh.0, placed.0, "bead positions");
+    assert_eq!(fresh.1, placed.1, "bead velocities");
+    assert_eq!(fresh.2, placed.2, "fluid");
+}

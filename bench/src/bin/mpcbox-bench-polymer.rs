@@ -16,7 +16,7 @@ use std::time::Instant;
 use clap::Parser;
 use mpcbox::config::{Config, DeviceChoice};
 use mpcbox::md::coupled::Coupling;
-use mpcbox::md::{GpuMd, MdConfig};
+use mpcbox::md::{GpuMd, MdConfig, System};
 use mpcbox::Solvent;
 
 #[derive(Parser)]
@@ -108,10 +108,11 @@ fn fail(msg: &str) -> ! {
 
 /// The coupled loop's engine (one GPU, or decomposed over the slabs) driven by hand, without
 /// observables: seconds in the MD steps and in the collisions.
-fn breakdown(a: &Args, cfg: &Config) -> Option<(f64, f64)> {
+fn breakdown(a: &Args, cfg: &Config, sys: &System) -> Option<(f64, f64)> {
     let md_cfg = cfg.md.clone()?;
     let mut solvent = Solvent::new(cfg.clone()).ok()?;
-    let mut coupling = Coupling::new(&md_cfg, &solvent).ok()?;
+    let md = md_cfg.build_with(cfg, sys.clone()).ok()?;
+    let mut coupling = Coupling::with_md(&md_cfg, &solvent, md).ok()?;
     let g = coupling.engine_mut();
     let (mut t_md, mut t_fluid) = (0.0, 0.0);
     for k in 0..a.warmup + a.collisions {
@@ -170,19 +171,20 @@ fn main() {
         DeviceChoice::Cuda(ids) if !ids.is_empty() => ids[0] as usize,
         _ => 0,
     };
+    // the chains placed once (millions of beads take seconds each time on the host)
+    let sys = md_cfg.system(&cfg).unwrap_or_else(|e| fail(&e.to_string()));
     let (md_s, beads) = if mpcbox::ranks::size() > 1 || a.only_coupled {
-        let md = md_cfg.build(&cfg).unwrap_or_else(|e| fail(&e.to_string()));
-        (f64::NAN, md.sys.len())
+        (f64::NAN, sys.len())
     } else {
-        time_md_alone(&a, &cfg, &md_cfg, ordinal)
+        time_md_alone(&a, &cfg, &md_cfg, &sys, ordinal)
     };
-    let (coupled_s, n_fluid, path) = time_coupled(&a, &cfg, &md_cfg);
+    let (coupled_s, n_fluid, path) = time_coupled(&a, &cfg, &md_cfg, &sys);
 
     // Where the coupled time goes: the same loop by hand, MD and collision timed apart (each
     // followed by a synchronisation, and never overlapped, so the sum exceeds the plain loop).
     let (md_part, fluid_part) = match a.only_coupled {
         true => (f64::NAN, f64::NAN),
-        false => breakdown(&a, &cfg).unwrap_or((f64::NAN, f64::NAN)),
+        false => breakdown(&a, &cfg, &sys).unwrap_or((f64::NAN, f64::NAN)),
     };
     if !mpcbox::ranks::is_root() {
         return;
@@ -227,8 +229,16 @@ fn time_fluid_alone(a: &Args, cfg: &Config) -> (f64, String) {
 
 /// Seconds of the timed MD steps of the GPU engine alone on GPU `ordinal` (the one the fluid
 /// uses first), and the bead count.
-fn time_md_alone(a: &Args, cfg: &Config, md_cfg: &MdConfig, ordinal: usize) -> (f64, usize) {
-    let md = md_cfg.build(cfg).unwrap_or_else(|e| fail(&e.to_string()));
+fn time_md_alone(
+    a: &Args,
+    cfg: &Config,
+    md_cfg: &MdConfig,
+    sys: &System,
+    ordinal: usize,
+) -> (f64, usize) {
+    let md = md_cfg
+        .build_with(cfg, sys.clone())
+        .unwrap_or_else(|e| fail(&e.to_string()));
     let beads = md.sys.len();
     let mut gpu = GpuMd::new(
         md.sys.clone(),
@@ -250,9 +260,13 @@ fn time_md_alone(a: &Args, cfg: &Config, md_cfg: &MdConfig, ordinal: usize) -> (
 
 /// Seconds of the timed collisions of the coupled run, the fluid particle count and the
 /// coupling path.
-fn time_coupled(a: &Args, cfg: &Config, md_cfg: &MdConfig) -> (f64, usize, String) {
+fn time_coupled(a: &Args, cfg: &Config, md_cfg: &MdConfig, sys: &System) -> (f64, usize, String) {
     let mut solvent = Solvent::new(cfg.clone()).unwrap_or_else(|e| fail(&e.to_string()));
-    let mut coupling = Coupling::new(md_cfg, &solvent).unwrap_or_else(|e| fail(&e.to_string()));
+    let md = md_cfg
+        .build_with(cfg, sys.clone())
+        .unwrap_or_else(|e| fail(&e.to_string()));
+    let mut coupling =
+        Coupling::with_md(md_cfg, &solvent, md).unwrap_or_else(|e| fail(&e.to_string()));
     for _ in 0..a.warmup {
         coupling
             .step(&mut solvent)

@@ -58,6 +58,12 @@ impl Coupling {
         Self::assemble(md_cfg, solvent, md, None)
     }
 
+    /// [`Coupling::new`] with the engine `md` already built from `md_cfg`
+    /// ([`MdConfig::build_with`]).
+    pub fn with_md(md_cfg: &MdConfig, solvent: &Solvent, md: Md) -> Result<Coupling> {
+        Self::assemble(md_cfg, solvent, md, None)
+    }
+
     /// Continue a coupled run from a checkpoint `ck` of it (same config): the engine's
     /// particles, forces, step and lists, the chain observer's reference and the averages.
     pub fn resume(md_cfg: &MdConfig, solvent: &Solvent, ck: &MdCheckpoint) -> Result<Coupling> {
