@@ -28,18 +28,6 @@ fn polymer_solution() -> Config {
     cfg
 }
 
-/// Fluid + bead momentum.
-fn total_momentum(s: &mut Solvent, c: &mut Coupling) -> [f64; 3] {
-    let mut p = common::total_momentum(&s.fluid_state().unwrap(), s.config().mass);
-    let sys = c.system().unwrap();
-    for (m, v) in sys.masses().iter().zip(&sys.vel) {
-        for (pk, vk) in p.iter_mut().zip(v) {
-            *pk += m * vk;
-        }
-    }
-    p
-}
-
 /// 20 collisions (200 MD steps) of `cfg`, overlapped or not: the path, the fluid and the beads.
 fn run(cfg: &Config, overlap: bool) -> (String, mpcbox::state::FluidState, mpcbox::md::System) {
     let mut s = Solvent::new(cfg.clone()).unwrap();
@@ -52,11 +40,11 @@ fn run(cfg: &Config, overlap: bool) -> (String, mpcbox::state::FluidState, mpcbo
          set?)"
     );
     let path = c.path_description();
-    let mut p = total_momentum(&mut s, &mut c);
+    let mut p = common::coupled_momentum(&mut s, &mut c);
     let scale = 12.0 * 24.0 * 12.0 * 5.0 + 16.0 * 24.0 * 5.0;
     for step in 0..20 {
         c.step(&mut s).unwrap();
-        let q = total_momentum(&mut s, &mut c);
+        let q = common::coupled_momentum(&mut s, &mut c);
         common::assert_momentum_kept(p, q, scale, &format!("{path}, collision {step}"));
         p = q;
     }

@@ -263,20 +263,6 @@ fn a_bead_on_a_wall_is_refused_as_on_one_slab() {
     assert_eq!(a.to_string(), b.to_string());
 }
 
-/// Fluid + bead momentum.
-fn total_momentum(s: &mut Solvent, c: &mut Coupling) -> [f64; 3] {
-    let m = s.config().mass;
-    let mut p = common::total_momentum(&s.fluid_state().unwrap(), m);
-    let sys = c.system().unwrap();
-    let mass = sys.masses();
-    for (m, v) in mass.iter().zip(&sys.vel) {
-        for (pk, vk) in p.iter_mut().zip(v) {
-            *pk += m * vk;
-        }
-    }
-    p
-}
-
 /// The coupled run with fluid and MD on N slabs (N = 2, 3, 4, on one GPU and on two) follows
 /// the one-GPU coupled run for 20 collisions (200 MD steps): beads to 1e-9 (the fluid's cell
 /// sums round in another order across slabs, amplified by the melt's chaos), fluid to 1e-9;
@@ -290,10 +276,10 @@ fn coupled_run_on_slabs_follows_one_gpu() {
         let mut s = Solvent::new(cfg.clone()).unwrap();
         let mut c = Coupling::new(cfg.md.as_ref().unwrap(), &s).unwrap();
         let path = c.path_description();
-        let mut p = total_momentum(&mut s, &mut c);
+        let mut p = common::coupled_momentum(&mut s, &mut c);
         for step in 0..20 {
             c.step(&mut s).unwrap();
-            let q = total_momentum(&mut s, &mut c);
+            let q = common::coupled_momentum(&mut s, &mut c);
             let scale = 12.0 * 24.0 * 12.0 * 5.0 + 720.0 * 5.0;
             common::assert_momentum_kept(p, q, scale, &format!("{path}, collision {step}"));
             p = q;

@@ -53,6 +53,19 @@ pub fn fluid_and_solute_momentum(s: &mut Solvent, vel: &[[f64; 3]], mass: &[f64]
     p
 }
 
+/// Fluid + bead momentum of a coupled run (the fluid downloaded, the beads from the engine).
+pub fn coupled_momentum(s: &mut Solvent, c: &mut mpcbox::md::coupled::Coupling) -> [f64; 3] {
+    let m = s.config().mass;
+    let mut p = total_momentum(&s.fluid_state().unwrap(), m);
+    let sys = c.system().unwrap();
+    for (m, v) in sys.masses().iter().zip(&sys.vel) {
+        for (pk, vk) in p.iter_mut().zip(v) {
+            *pk += m * vk;
+        }
+    }
+    p
+}
+
 /// The solvent's fluid survives download → upload, and a state one particle short is refused
 /// with a message that names the particles.
 pub fn assert_state_round_trips(s: &mut Solvent, what: &str) {
