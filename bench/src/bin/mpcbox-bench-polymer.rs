@@ -66,6 +66,12 @@ struct Args {
     /// for A/B runs of one setting, at a third of the set-up time.
     #[arg(long)]
     only_coupled: bool,
+    /// After the tables: what a stress sample costs, part by part, in the coupled loop driven
+    /// by hand (each part waited for): the MD steps with and without energies, the solutes'
+    /// pressure (first call, then again), their conformation, the collision of a measured
+    /// step against an unmeasured one, and the fluid's moments. Needs --sample-interval.
+    #[arg(long)]
+    sample_parts: bool,
 }
 
 const STEPS_PER_COLLISION: u64 = 10;
@@ -186,6 +192,10 @@ fn main() {
         true => (f64::NAN, f64::NAN),
         false => breakdown(&a, &cfg, &sys).unwrap_or((f64::NAN, f64::NAN)),
     };
+    let parts = match a.sample_parts && a.sample_interval > 0 {
+        true => sample_parts(&a, &cfg, &sys),
+        false => None,
+    };
     if !mpcbox::ranks::is_root() {
         return;
     }
@@ -211,6 +221,75 @@ fn main() {
             "∞".into()
         }
     );
+    if let Some(p) = parts {
+        println!("\n| part of the coupled step (each waited for) | unsampled ms | sampled ms |");
+        println!("|---|---|---|");
+        for (name, [plain, sampled]) in p {
+            println!("| {name} | {plain:.3} | {sampled:.3} |");
+        }
+    }
+}
+
+/// Milliseconds per call of each part of the coupled step on unsampled and sampled steps (the
+/// loop of `Coupling::step` by hand, without the overlap, each part waited for).
+fn sample_parts(a: &Args, cfg: &Config, sys: &System) -> Option<Vec<(&'static str, [f64; 2])>> {
+    let md_cfg = cfg.md.clone()?;
+    let mut solvent = Solvent::new(cfg.clone()).ok()?;
+    let md = md_cfg.build_with(cfg, sys.clone()).ok()?;
+    let mut coupling = Coupling::with_md(&md_cfg, &solvent, md).ok()?;
+    let g = coupling.engine_mut();
+    const NAMES: [&str; 6] = [
+        "MD steps of one collision",
+        "solutes' pressure, first call",
+        "solutes' pressure, again",
+        "solutes' conformation",
+        "collision (fluid step with the solutes)",
+        "fluid moments (after the collision)",
+    ];
+    let mut sums = [[0.0f64; 2]; 6];
+    let mut calls = [0u32; 2];
+    let ms = |t: Instant| 1e3 * t.elapsed().as_secs_f64();
+    for k in 0..a.warmup + a.collisions {
+        let sampled = solvent.sampled_next() && solvent.stress_measured_next();
+        let measure = solvent.stress_measured_next();
+        let mut t = [0.0f64; 6];
+        let t0 = Instant::now();
+        g.advance(STEPS_PER_COLLISION, measure).ok()?;
+        g.synchronize().ok()?;
+        t[0] = ms(t0);
+        if sampled {
+            let t1 = Instant::now();
+            g.solute_pressure(a.shear_rate).ok()?;
+            t[1] = ms(t1);
+            let t2 = Instant::now();
+            g.solute_pressure(a.shear_rate).ok()?;
+            t[2] = ms(t2);
+            let t3 = Instant::now();
+            g.conformation().ok()?;
+            t[3] = ms(t3);
+        }
+        let t4 = Instant::now();
+        g.collide(&mut solvent).ok()?;
+        g.synchronize().ok()?;
+        t[4] = ms(t4);
+        let t5 = Instant::now();
+        solvent.moments().ok()?;
+        t[5] = ms(t5);
+        if k >= a.warmup {
+            let c = sampled as usize;
+            calls[c] += 1;
+            for (s, x) in sums.iter_mut().zip(t) {
+                s[c] += x;
+            }
+        }
+    }
+    Some(
+        NAMES
+            .iter()
+            .zip(sums)
+            .map(|(&n, s)| (n, [0, 1].map(|c| s[c] / calls[c].max(1) as f64)))
+            .collect(),
+    )
 }
 
 /// Seconds of the timed collisions of the fluid alone, and its backend.

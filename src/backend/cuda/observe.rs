@@ -66,6 +66,14 @@ impl CudaBackend {
     /// [`crate::backend::Backend::moments`]: one kernel over the particles (a pending
     /// collision applied first), the sums read back.
     pub(super) fn reduce_moments(&mut self) -> Result<FluidMoments> {
+        self.queue_moments()?;
+        self.read_moments()
+    }
+
+    /// The moments' reduction queued on this GPU's stream (a pending collision applied
+    /// first), not waited for: several slabs queue theirs before any is read, so their
+    /// kernels run at once.
+    pub(super) fn queue_moments(&mut self) -> Result<()> {
         self.flush()?;
         let s = self.dev.stream.clone();
         let bins = self.phys.profile_bins();
@@ -103,6 +111,12 @@ impl CudaBackend {
                 .launch(cfg)
                 .map_err(drv("moments"))?;
         }
+        Ok(())
+    }
+
+    /// The sums of the last [`CudaBackend::queue_moments`] (waits for them).
+    pub(super) fn read_moments(&mut self) -> Result<FluidMoments> {
+        let (s, m) = (&self.dev.stream, &self.moments);
         let sums = s.clone_dtoh(&m.sums).map_err(drv("copy"))?;
         let profile_sum = s.clone_dtoh(&m.profile_sum).map_err(drv("copy"))?;
         let profile_count = s.clone_dtoh(&m.profile_count).map_err(drv("copy"))?;

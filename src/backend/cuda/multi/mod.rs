@@ -464,8 +464,12 @@ impl Backend for MultiCudaBackend {
 
     fn moments(&mut self) -> Result<FluidMoments> {
         let mut total = FluidMoments::default();
+        // every slab's reduction queued before any is read: the GPUs reduce at once
         for s in &mut self.slabs {
-            let m = s.moments()?;
+            s.queue_moments()?;
+        }
+        for s in &mut self.slabs {
+            let m = s.read_moments()?;
             total.particles += m.particles;
             for k in 0..3 {
                 total.momentum[k] += m.momentum[k];
