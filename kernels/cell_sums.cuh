@@ -15,9 +15,10 @@ __device__ __forceinline__ double mpc_warp_sum(double x) {
     return x;
 }
 
-// Sum x over the block and add the result to *target (one atomic per block). Every thread of
-// the block must call it.
-__device__ void mpc_block_add(double x, double *target) {
+// Sum x over the block and add the result to copy blockIdx.x % MPC_SPREAD of *target, the copies
+// `stride` doubles apart (one atomic per block; the host adds the copies). Every thread of the
+// block must call it.
+__device__ void mpc_block_add(double x, double *target, unsigned int stride) {
     __shared__ double part[32];
     int lane = threadIdx.x & 31;
     int wid = threadIdx.x >> 5;
@@ -31,7 +32,7 @@ __device__ void mpc_block_add(double x, double *target) {
         double y = lane < nw ? part[lane] : 0.0;
         y = mpc_warp_sum(y);
         if (lane == 0 && y != 0.0) {
-            atomicAdd(target, y);
+            atomicAdd(target + (blockIdx.x % MPC_SPREAD) * stride, y);
         }
     }
     __syncthreads();
@@ -206,6 +207,6 @@ __device__ __forceinline__ void mpc_sum_and_report(const MpcParams &p, double *c
         mpc_add_to_cell_warp(cells, valid, cell, p.mass, wv[0], wv[1], wv[2]);
     }
     if (p.measure_stress) {
-        mpc_block_add(kin, report + 2);
+        mpc_block_add(kin, report + 2, MPC_REPORT_WORDS);
     }
 }

@@ -62,6 +62,6 @@ extern "C" __global__ void mpc_cell_params(MpcParams p, double *cells, double *r
             o2[k] = make_double2(out[2 * k], out[2 * k + 1]);
         }
     }
-    mpc_block_add(e_rel, report + 0);
-    mpc_block_add(dof, report + 1);
+    mpc_block_add(e_rel, report + 0, MPC_REPORT_WORDS);
+    mpc_block_add(dof, report + 1, MPC_REPORT_WORDS);
 }

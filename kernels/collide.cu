@@ -27,6 +27,6 @@ extern "C" __global__ void mpc_collide(MpcParams p, const float *__restrict__ px
         vz[i] = u[2];
     }
     if (p.measure_stress) {
-        mpc_block_add(coll, report + 3);
+        mpc_block_add(coll, report + 3, MPC_REPORT_WORDS);
     }
 }

@@ -44,14 +44,43 @@ __device__ __forceinline__ unsigned int mpc_profile_bin(const MpcParams &p, floa
     return b > bins - 1 ? bins - 1 : b;
 }
 
+// A warp's lanes whose profile run ends (`flush`) hand it over: runs of the same bin are added
+// up across the warp first, then one lane per bin adds the sum to the block's bins in shared
+// memory (use_shared) or to the global profile. All 32 lanes must call it.
+__device__ __forceinline__ void mpc_profile_flush(bool flush, unsigned int bin, double sum, double count,
+                                                  double *ssum, unsigned long long *scnt, double *prof_sum,
+                                                  unsigned long long *prof_cnt, unsigned int use_shared) {
+    double bs[6];
+    // mass 1: bs[0] = the runs' vx sums, bs[1] = their counts
+    if (mpc_warp_reduce_cell(flush, bin, 1.0, sum, count, 0.0, bs)) {
+        unsigned long long cnt = (unsigned long long)bs[1];
+        if (use_shared) {
+            atomicAdd(ssum + bin, bs[0]);
+            atomicAdd(scnt + bin, cnt);
+        } else {
+            atomicAdd(prof_sum + bin, bs[0]);
+            atomicAdd(prof_cnt + bin, cnt);
+        }
+    }
+}
+
+#define MPC_NO_BIN 0xffffffffu
+
 // Moments: out[0..3] += m v, out[3] += 1/2 m v^2; vx profile over mpc_profile_bins(p) bins
-// (Physics::profile_bin). With use_shared the bins are first summed in dynamic shared memory (as
-// many doubles + u64).
+// (Physics::profile_bin). Each block sums the `per_block` particles from blockIdx.x * per_block
+// (a multiple of its size; a few thousand blocks in all): the per-block costs (shared bins
+// zeroed and flushed, the block reductions) are paid once per tens of thousands of particles,
+// not once per 256 (they made the kernel ~4x slower than its memory traffic). Each lane keeps in
+// registers its momentum and energy sums and its current profile run (bin, vx sum, count): in
+// cell order a lane stays in one bin for long, and it hands a run over only when its bin changes.
+// With use_shared the block's bins are summed in dynamic shared memory (as many doubles + u64
+// as bins) and added to the global profile at the end.
 extern "C" __global__ void mpc_moments(MpcParams p, const float *__restrict__ py, const float *__restrict__ pz,
                                        const double *__restrict__ vx,
                                        const double *__restrict__ vy, const double *__restrict__ vz,
                                        const unsigned int *__restrict__ cellw, double *out,
-                                       double *prof_sum, unsigned long long *prof_cnt, unsigned int use_shared) {
+                                       double *prof_sum, unsigned long long *prof_cnt, unsigned int use_shared,
+                                       unsigned int per_block) {
     extern __shared__ double smem[];
     unsigned int bins = mpc_profile_bins(p);
     double *ssum = smem;
@@ -63,36 +92,51 @@ extern "C" __global__ void mpc_moments(MpcParams p, const float *__restrict__ py
         }
         __syncthreads();
     }
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    bool live = mpc_live(p, cellw, i);
-    unsigned int b = 0;
-    if (live) {
-        double m = p.mass;
-        double v0 = vx[i], v1 = vy[i], v2 = vz[i];
-        s0 = m * v0;
-        s1 = m * v1;
-        s2 = m * v2;
-        s3 = 0.5 * m * (v0 * v0 + v1 * v1 + v2 * v2);
-        b = mpc_profile_bin(p, py[i], pz[i]);
-    }
-    // Lanes in the same bin add up first (particles in cell order share a bin along whole
-    // warps, and 32 atomics on one address serialise): one atomic per bin and warp.
-    double bs[6];
-    if (mpc_warp_reduce_cell(live, b, 1.0, live ? vx[i] : 0.0, 0.0, 0.0, bs) && live) {
-        unsigned long long cnt = (unsigned long long)bs[5];
-        if (use_shared) {
-            atomicAdd(ssum + b, bs[0]);
-            atomicAdd(scnt + b, cnt);
-        } else {
-            atomicAdd(prof_sum + b, bs[0]);
-            atomicAdd(prof_cnt + b, cnt);
+    unsigned int run_bin = MPC_NO_BIN;
+    double run_sum = 0.0, run_count = 0.0;
+    unsigned long long lo = (unsigned long long)blockIdx.x * per_block;
+    unsigned long long end = lo + per_block;
+    unsigned long long hi = end < p.n_fluid ? end : p.n_fluid;
+    // the same trip count on every lane of the block: the warp collectives need all 32
+    for (unsigned long long base = lo; base < hi; base += blockDim.x) {
+        unsigned long long i = base + threadIdx.x;
+        bool live = i < hi && mpc_live(p, cellw, (unsigned int)i);
+        unsigned int b = run_bin;
+        double v0 = 0.0;
+        if (live) {
+            double m = p.mass;
+            v0 = vx[i];
+            double v1 = vy[i], v2 = vz[i];
+            s0 += m * v0;
+            s1 += m * v1;
+            s2 += m * v2;
+            s3 += 0.5 * m * (v0 * v0 + v1 * v1 + v2 * v2);
+            b = mpc_profile_bin(p, py[i], pz[i]);
+        }
+        bool ends = b != run_bin && run_bin != MPC_NO_BIN;
+        if (__any_sync(0xffffffffu, ends)) {
+            mpc_profile_flush(ends, run_bin, run_sum, run_count, ssum, scnt, prof_sum, prof_cnt, use_shared);
+        }
+        if (b != run_bin) {
+            run_bin = b;
+            run_sum = 0.0;
+            run_count = 0.0;
+        }
+        if (live) {
+            run_sum += v0;
+            run_count += 1.0;
         }
     }
-    mpc_block_add(s0, out + 0);
-    mpc_block_add(s1, out + 1);
-    mpc_block_add(s2, out + 2);
-    mpc_block_add(s3, out + 3);
+    mpc_profile_flush(run_bin != MPC_NO_BIN, run_bin, run_sum, run_count, ssum, scnt, prof_sum, prof_cnt,
+                      use_shared);
+    if (use_shared) {
+        __syncthreads();  // every lane's last run is in the shared bins
+    }
+    mpc_block_add(s0, out + 0, 4);
+    mpc_block_add(s1, out + 1, 4);
+    mpc_block_add(s2, out + 2, 4);
+    mpc_block_add(s3, out + 3, 4);
     if (use_shared) {
         for (unsigned int b = threadIdx.x; b < bins; b += blockDim.x) {
             if (scnt[b] != 0) {

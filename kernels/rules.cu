@@ -77,7 +77,7 @@ __device__ __forceinline__ void mpc_rules_bin(const MpcParams &p, const MpcMigra
     } else {
         mpc_rule_sums_staged<RULE>(cells, ext, valid, cell, p.mass, wv, t);
         if (p.measure_stress) {
-            mpc_block_add(kin, report + 2);
+            mpc_block_add(kin, report + 2, MPC_REPORT_WORDS);
         }
     }
 }
@@ -244,8 +244,8 @@ __device__ __forceinline__ void mpc_rules_cell_params_rule(MPC_RULES_CELL_PARAMS
         }
         mpc_rules_cell<RULE>(p, c, s, o, ext);
     }
-    mpc_block_add(e_rel, report + 0);
-    mpc_block_add(dof, report + 1);
+    mpc_block_add(e_rel, report + 0, MPC_REPORT_WORDS);
+    mpc_block_add(dof, report + 1, MPC_REPORT_WORDS);
 }
 
 extern "C" __global__ void mpc_rules_cell_params(MPC_RULES_CELL_PARAMS) {
@@ -296,7 +296,7 @@ __device__ __forceinline__ void mpc_rules_collide_rule(MPC_RULES_COLLIDE_PARAMS)
         }
     }
     if (p.measure_stress) {
-        mpc_block_add(coll, report + 3);
+        mpc_block_add(coll, report + 3, MPC_REPORT_WORDS);
     }
 }
 
@@ -434,6 +434,6 @@ extern "C" __global__ void mpc_rules_solute_collide(MpcParams p, unsigned int ru
         svel[3 * i + 2] = w[2];
     }
     if (p.measure_stress) {
-        mpc_block_add(coll, report + 3);
+        mpc_block_add(coll, report + 3, MPC_REPORT_WORDS);
     }
 }

@@ -76,7 +76,7 @@ extern "C" __global__ void mpc_solute_collide(MpcParams p, const unsigned int *_
         }
     }
     if (p.measure_stress) {
-        mpc_block_add(coll, report + 3);
+        mpc_block_add(coll, report + 3, MPC_REPORT_WORDS);
     }
 }
 
@@ -96,6 +96,6 @@ extern "C" __global__ void mpc_solute_collide_owned(MpcParams p, const unsigned 
         coll = mpc_solute_collide_one(p, scell[t], simage[t], cells, spos + 3 * i, smass[i], svel + 3 * i);
     }
     if (p.measure_stress) {
-        mpc_block_add(coll, report + 3);
+        mpc_block_add(coll, report + 3, MPC_REPORT_WORDS);
     }
 }

@@ -73,7 +73,7 @@ extern "C" __global__ void mpc_stream_bin_atomic(MpcParams p, float *__restrict_
         }
     }
     if (p.measure_stress) {
-        mpc_block_add(kin, report + 2);
+        mpc_block_add(kin, report + 2, MPC_REPORT_WORDS);
     }
 }
 
@@ -194,7 +194,7 @@ extern "C" __global__ void mpc_stream_bin_list(MpcParams p, float *__restrict__ 
         next[i] = atomicExch(head + loc.cell, i);
     }
     if (p.measure_stress) {
-        mpc_block_add(kin, report + 2);
+        mpc_block_add(kin, report + 2, MPC_REPORT_WORDS);
     }
 }
 

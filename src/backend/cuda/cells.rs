@@ -18,7 +18,8 @@ impl CudaBackend {
         let s = self.dev.stream.clone();
         // SAFETY: mpc_cell_params(MpcParams, double *cells, double *report): the parameters by
         // value, the cell buffer of p.n_cells = self.ncells cells × 8 doubles, report
-        // REPORT_WORDS doubles (between walls `p.walls.momentum` points at its words 4..10);
+        // REPORT_WORDS × REPORT_COPIES doubles, block b adding into copy b % REPORT_COPIES
+        // (between walls `p.walls.momentum` points at copy 0's words 4..10);
         // one thread per cell, threads past n_cells only join the block reduction.
         unsafe {
             s.launch_builder(&self.dev.k.cell_params)

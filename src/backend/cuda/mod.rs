@@ -250,7 +250,9 @@ impl CudaBackend {
         let fluid = FluidBuffers::alloc(&s, n, method, &oom)?;
         let cell = CellBuffers::alloc(&s, ncells, method, &oom)?;
         let rules = rules::RuleBuffers::alloc(&s, phys.rule, ncells, method, &oom)?;
-        let report = s.alloc_zeros::<f64>(observe::REPORT_WORDS).map_err(oom)?;
+        let report = s
+            .alloc_zeros::<f64>(observe::REPORT_WORDS * observe::REPORT_COPIES)
+            .map_err(oom)?;
         let moments = MomentBuffers::alloc(&s, phys.profile_bins(), &oom)?;
         Ok(CudaBackend {
             dev,

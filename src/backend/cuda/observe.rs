@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
 use super::device::OnAllocError;
 use super::device::{drv, grid};
@@ -13,11 +13,26 @@ use crate::backend::{FluidMoments, StepReport};
 use crate::error::{MpcError, Result};
 use crate::state::FluidState;
 
-pub(super) use super::params::{REPORT_WALL_OFFSET, REPORT_WORDS};
+pub(super) use super::params::{REPORT_COPIES, REPORT_WALL_OFFSET, REPORT_WORDS};
+
+/// Words of the moments' sums (Σ m v, Σ ½ m v²), each spread over [`REPORT_COPIES`] copies
+/// as the report's are.
+const MOMENT_WORDS: usize = 4;
+
+/// `words`-word sums from their copies on the device (copy k at k · words), added up.
+fn add_copies<const W: usize>(copies: &[f64]) -> [f64; W] {
+    let mut r = [0.0; W];
+    for c in copies.chunks(W) {
+        for (a, x) in r.iter_mut().zip(c) {
+            *a += x;
+        }
+    }
+    r
+}
 
 /// The moments' reduction targets.
 pub(super) struct MomentBuffers {
-    /// [Σ m vx, Σ m vy, Σ m vz, Σ ½ m v²].
+    /// [Σ m vx, Σ m vy, Σ m vz, Σ ½ m v²], in [`REPORT_COPIES`] copies.
     sums: CudaSlice<f64>,
     /// Σ vx and count per profile bin (`Physics::profile_bins`: y layers of one cell, z
     /// layers between plates normal to z).
@@ -33,15 +48,19 @@ impl MomentBuffers {
         oom: OnAllocError<'_>,
     ) -> Result<MomentBuffers> {
         Ok(MomentBuffers {
-            sums: s.alloc_zeros::<f64>(4).map_err(oom)?,
+            sums: s
+                .alloc_zeros::<f64>(MOMENT_WORDS * REPORT_COPIES)
+                .map_err(oom)?,
             profile_sum: s.alloc_zeros::<f64>(bins).map_err(oom)?,
             profile_count: s.alloc_zeros::<u64>(bins).map_err(oom)?,
         })
     }
 }
 
-/// A step report from the report buffer's words (one GPU's, or the sum over slabs).
-pub(super) fn report_from_words(r: &[f64]) -> StepReport {
+/// A step report from the report buffer (its copies added up; one GPU's, or the sum over
+/// slabs).
+pub(super) fn report_from_words(copies: &[f64]) -> StepReport {
+    let r = add_copies::<REPORT_WORDS>(copies);
     let w = REPORT_WALL_OFFSET;
     StepReport {
         relative_energy: r[0],
@@ -52,10 +71,29 @@ pub(super) fn report_from_words(r: &[f64]) -> StepReport {
     }
 }
 
+/// Blocks of the moments' reduction at most: enough to fill an H200 (132 multiprocessors)
+/// many times over, few enough that each block's fixed costs are paid once per tens of
+/// thousands of particles.
+const MOMENT_BLOCKS: usize = 2048;
+
+/// The moments' launch over `n` particles and the particles per block (a multiple of the
+/// block size).
+fn moments_grid(n: usize) -> (LaunchConfig, u32) {
+    let one = grid(1);
+    let block = one.block_dim.0 as usize;
+    let per_block = n.div_ceil(MOMENT_BLOCKS).next_multiple_of(block).max(block);
+    let blocks = n.div_ceil(per_block).max(1) as u32;
+    let cfg = LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        ..one
+    };
+    (cfg, per_block as u32)
+}
+
 impl CudaBackend {
     /// The report of the last enqueued step (waits for it).
     pub fn read_report(&self) -> Result<StepReport> {
-        let mut r = [0.0f64; REPORT_WORDS];
+        let mut r = [0.0f64; REPORT_WORDS * REPORT_COPIES];
         self.dev
             .stream
             .memcpy_dtoh(&self.report, &mut r)
@@ -79,7 +117,7 @@ impl CudaBackend {
         let bins = self.phys.profile_bins();
         let shared = (bins * 16) as u32;
         let use_shared: u32 = (shared <= 40 * 1024) as u32;
-        let mut cfg = grid(self.n);
+        let (mut cfg, per_block) = moments_grid(self.n);
         if use_shared == 1 {
             cfg.shared_mem_bytes = shared;
         }
@@ -90,11 +128,12 @@ impl CudaBackend {
         s.memset_zeros(&mut m.profile_count)
             .map_err(drv("memset"))?;
         // SAFETY: mpc_moments(MpcParams, const float *py, *pz, const double *vx, *vy, *vz, const u32
-        // *cellw, double *out, double *prof_sum, u64 *prof_cnt, u32 use_shared): the argument
-        // types match; the particle arrays hold p.n_fluid = self.n slots, out 4 doubles, the
-        // profiles `bins` = Physics::profile_bins = mpc_profile_bins(p) bins, and the dynamic
-        // shared memory (when used) is exactly that many doubles + u64. One thread per slot;
-        // all on the main stream, after the flush.
+        // *cellw, double *out, double *prof_sum, u64 *prof_cnt, u32 use_shared, u32 per_block):
+        // the argument types match; the particle arrays hold p.n_fluid = self.n slots (each
+        // block reads its per_block slots, bounded by n_fluid), out 4 doubles, the profiles
+        // `bins` = Physics::profile_bins = mpc_profile_bins(p) bins, and the dynamic shared
+        // memory (when used) is exactly that many doubles + u64. All on the main stream, after
+        // the flush.
         unsafe {
             s.launch_builder(&self.dev.k.moments)
                 .arg(&p)
@@ -108,6 +147,7 @@ impl CudaBackend {
                 .arg(&mut m.profile_sum)
                 .arg(&mut m.profile_count)
                 .arg(&use_shared)
+                .arg(&per_block)
                 .launch(cfg)
                 .map_err(drv("moments"))?;
         }
@@ -117,7 +157,7 @@ impl CudaBackend {
     /// The sums of the last [`CudaBackend::queue_moments`] (waits for them).
     pub(super) fn read_moments(&mut self) -> Result<FluidMoments> {
         let (s, m) = (&self.dev.stream, &self.moments);
-        let sums = s.clone_dtoh(&m.sums).map_err(drv("copy"))?;
+        let sums = add_copies::<MOMENT_WORDS>(&s.clone_dtoh(&m.sums).map_err(drv("copy"))?);
         let profile_sum = s.clone_dtoh(&m.profile_sum).map_err(drv("copy"))?;
         let profile_count = s.clone_dtoh(&m.profile_count).map_err(drv("copy"))?;
         Ok(FluidMoments {

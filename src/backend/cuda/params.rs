@@ -14,6 +14,10 @@ use crate::physics::StepPlan;
 pub(super) const REPORT_WORDS: usize = 10;
 /// Where the wall momentum starts in the report.
 pub(super) const REPORT_WALL_OFFSET: usize = 4;
+/// Copies of the report on the device (`MPC_SPREAD`): block b of a kernel adds its sums into
+/// copy b % REPORT_COPIES, so that hundreds of thousands of blocks do not serialise on one
+/// address; the host adds the copies. The walls' momentum goes into copy 0.
+pub(super) const REPORT_COPIES: usize = 32;
 
 /// Kernel parameters, passed by value; mirrors `struct MpcParams` in `kernels/mpc.cuh`.
 #[repr(C)]

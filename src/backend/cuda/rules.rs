@@ -231,11 +231,11 @@ impl CudaBackend {
         let [vx, vy, vz] = &mut self.fluid.vel;
         // SAFETY: mpc_rules_stream_bin, its _shared twin and the per-rule mpc_rules_stream_bin_*
         // (MpcParams, u32 rule, float *px, *py, *pz, double *vx, *vy, *vz, u32 *cellw, double
-        // *cells, double *ext, double *report, MpcMigration): the argument types match; the particle arrays hold
-        // p.n_fluid = self.n slots, cells p.n_cells × 8 doubles, ext p.n_cells ×
-        // ext_stride(rule) doubles (the stride the kernels use for `rule`), report 4; `margs`
-        // holds this slab's migration buffers (zeros on one GPU, then never dereferenced). One
-        // thread per slot.
+        // *cells, double *ext, double *report, MpcMigration): the argument types match; the
+        // particle arrays hold p.n_fluid = self.n slots, cells p.n_cells × 8 doubles, ext
+        // p.n_cells × ext_stride(rule) doubles (the stride the kernels use for `rule`), report
+        // REPORT_WORDS × REPORT_COPIES (per-block copies); `margs` holds this slab's migration
+        // buffers (zeros on one GPU, then never dereferenced). One thread per slot.
         unsafe {
             s.launch_builder(f)
                 .arg(p)
@@ -288,7 +288,8 @@ impl CudaBackend {
         // *ext_prev, double *cells_next, double *ext_next, double *report, MpcMigration m): the
         // argument types match; particle arrays of p.n_fluid = self.n slots; the four cell
         // buffers are distinct allocations of p.n_cells × 8 (plain) and p.n_cells ×
-        // ext_stride(rule) (extended) doubles; report 4; `margs` as in `rules_stream_bin`.
+        // ext_stride(rule) (extended) doubles; report REPORT_WORDS × REPORT_COPIES (per-block
+        // copies); `margs` as in `rules_stream_bin`.
         unsafe {
             s.launch_builder(f)
                 .arg(pc)
@@ -324,7 +325,7 @@ impl CudaBackend {
         // SAFETY: mpc_rules_cell_params and the per-rule mpc_rules_cell_params_* (MpcParams, u32
         // rule, double *cells, double *ext, double *report): the plain cell buffer of p.n_cells
         // = self.ncells cells × 8 doubles, the extended one × ext_stride(rule) doubles, report
-        // 4; threads past n_cells only join the block reductions.
+        // REPORT_WORDS × REPORT_COPIES (per-block copies); threads past n_cells only join the block reductions.
         unsafe {
             s.launch_builder(f)
                 .arg(p)
@@ -425,7 +426,7 @@ impl CudaBackend {
         // double *svel, u32 owned_only, double *report): the arrays of `rules_bin_solutes`
         // (cells and images written by it on this stream), the cell parameters, the velocities
         // (3n doubles, each written only by the GPU that owns the solute's cell), and the
-        // step's 4-double report (zeroed in pass 1 on this stream).
+        // step's report (REPORT_WORDS × REPORT_COPIES doubles, zeroed in pass 1 on this stream).
         unsafe {
             main.launch_builder(&self.dev.k.rules_solute_collide)
                 .arg(p)

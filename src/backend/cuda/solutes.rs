@@ -63,8 +63,8 @@ impl CudaBackend {
         // double *cells, double *svel, const double *spos, const double *smass, double *report):
         // the cells and images written by `solute_bin` on this stream for p.n_solutes = ns
         // solutes (capacity >= ns), the cell parameters, the velocities and positions (3
-        // doubles per solute), the masses, and the step's 4-double report (zeroed in pass 1 on
-        // this stream, read after the step).
+        // doubles per solute), the masses, and the step's report (REPORT_WORDS × REPORT_COPIES
+        // doubles, zeroed in pass 1 on this stream, read after the step).
         unsafe {
             s.launch_builder(&self.dev.k.solute_collide)
                 .arg(p)
@@ -149,9 +149,9 @@ impl CudaBackend {
         // report, const unsigned* subset): the index arrays written by the bin kernel on this
         // stream for the same slots, the cell parameters, the caller's velocity, position and
         // mass arrays (3n, 3n, n doubles, checked readable by this GPU, as the bin kernel read
-        // them), the step's 4-double report (zeroed in pass 1 on this stream), and the subset
-        // the bin kernel read (or null); each solute is written by the one GPU that owns its
-        // cell. With no slots every thread only adds nothing to the report.
+        // them), the step's report (REPORT_WORDS × REPORT_COPIES doubles, zeroed in pass 1 on
+        // this stream), and the subset the bin kernel read (or null); each solute is written
+        // by the one GPU that owns its cell. With no slots every thread only adds nothing to the report.
         unsafe {
             main.launch_builder(&self.dev.k.solute_collide_owned)
                 .arg(&q)

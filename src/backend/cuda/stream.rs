@@ -80,8 +80,8 @@ impl CudaBackend {
         // double *vx, *vy, *vz, u32 *cellw, const double *cells_prev, double *cells_next, double
         // *report, MpcMigration m): the argument types match; the particle arrays hold
         // p.n_fluid = self.n slots, both cell buffers p.n_cells × 8 doubles (distinct
-        // allocations), report REPORT_WORDS doubles (between walls `p.walls.momentum` points at
-        // its words 4..10); `margs` holds this slab's live migration buffers (or
+        // allocations), report REPORT_WORDS × REPORT_COPIES doubles, block b adding into copy
+        // b % REPORT_COPIES (between walls `p.walls.momentum` points at copy 0's words 4..10); `margs` holds this slab's live migration buffers (or
         // zeros on one GPU, then never dereferenced). One thread per slot, main stream.
         unsafe {
             s.launch_builder(f)
@@ -130,7 +130,7 @@ impl CudaBackend {
         // SAFETY: mpc_stream_bin_{atomic,warp,shared}(MpcParams, float *px, *py, *pz, double *vx,
         // *vy, *vz, u32 *cellw, double *cells, double *report, MpcMigration): the argument types
         // match each of the three kernels; the particle arrays hold p.n_fluid = self.n slots,
-        // cells p.n_cells × 8 doubles, report REPORT_WORDS (walls: as in `collide_stream_bin`);
+        // cells p.n_cells × 8 doubles, report REPORT_WORDS × REPORT_COPIES (walls: as in `collide_stream_bin`);
         // `margs` as in `collide_stream_bin`.
         unsafe {
             s.launch_builder(f)

@@ -10,7 +10,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, PinnedHostSlice};
 use super::migrate::{MigrationArgs, RECORD_WORDS};
 use crate::backend::cuda::buffers::RESERVE_BYTES;
 use crate::backend::cuda::device::drv;
-use crate::backend::cuda::observe::REPORT_WORDS;
+use crate::backend::cuda::observe::{REPORT_COPIES, REPORT_WORDS};
 use crate::backend::cuda::{device_bytes, CellSumMethod, CudaBackend, CudaDevice};
 use crate::error::{MpcError, Result};
 use crate::fluid_parts::FluidSource;
@@ -221,8 +221,8 @@ impl CudaBackend {
         // SAFETY: as above.
         let counters_init = unsafe { ctx.alloc_pinned::<u32>(4) }.map_err(drv("pinned"))?;
         // SAFETY: as above.
-        let report_host =
-            unsafe { ctx.alloc_pinned::<f64>(REPORT_WORDS) }.map_err(drv("pinned"))?;
+        let report_host = unsafe { ctx.alloc_pinned::<f64>(REPORT_WORDS * REPORT_COPIES) }
+            .map_err(drv("pinned"))?;
         let ptr = |b: &CudaSlice<u64>| b.device_ptr(&s).0;
         let args = MigrationArgs {
             send: [ptr(&send[0]), ptr(&send[1])],
