@@ -4,6 +4,7 @@
 // host only adds a few partial sums in the same order and nothing per particle crosses PCIe.
 #ifndef MPCBOX_NVRTC
 #include "md_boundary.cuh"
+#include "md_items.cuh"
 #endif
 
 // Per chunk c of particles: out[MD_ENERGY_WORDS c + w], w = 0 pair energy, 1 bond energy, 2 pair
@@ -23,6 +24,8 @@ extern "C" __global__ void md_chunk_energy(unsigned int n, unsigned int chunk, c
     for (int w = 0; w < MD_ENERGY_WORDS; ++w) {
         s[w] = 0.0;
     }
+    // unrolled: the loads of several particles in flight; the additions keep their order
+#pragma unroll 8
     for (unsigned long long i = lo; i < hi; ++i) {
         s[0] += e_pair[i];
         s[1] += e_bond[i];
@@ -38,11 +41,12 @@ extern "C" __global__ void md_chunk_energy(unsigned int n, unsigned int chunk, c
     }
 }
 
-// rheology::kinetic_tensor per chunk c: out[6 c + k] = sum of m c (x) c over the chunk, with c the
-// velocity relative to the imposed flow, v - rate (y - Ly/2) x.
+// rheology::kinetic_tensor per chunk c: out[6 c + k] = sum of m c (x) c over the chunk's particles
+// this engine owns (md_owns: all of them when not decomposed), with c the velocity relative to the
+// imposed flow, v - rate (y - Ly/2) x.
 extern "C" __global__ void md_chunk_kinetic(unsigned int n, unsigned int chunk, const double *pos,
                                             const double *vel, const double *mass, double rate, double half_ly,
-                                            double *out) {
+                                            double own_lo, double own_hi, double *out) {
     unsigned int c = blockIdx.x * blockDim.x + threadIdx.x;
     unsigned long long lo = (unsigned long long)c * chunk;
     if (lo >= n) {
@@ -50,7 +54,11 @@ extern "C" __global__ void md_chunk_kinetic(unsigned int n, unsigned int chunk, 
     }
     unsigned long long hi = lo + chunk < n ? lo + chunk : n;
     double t[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+#pragma unroll 8
     for (unsigned long long i = lo; i < hi; ++i) {
+        if (!md_owns(pos[3 * i + 1], 2.0 * half_ly, own_lo, own_hi)) {
+            continue;
+        }
         double d[3] = {vel[3 * i] - rate * (pos[3 * i + 1] - half_ly), vel[3 * i + 1], vel[3 * i + 2]};
         md_add_outer(t, mass[i], d);
     }
@@ -85,10 +93,12 @@ extern "C" __global__ void md_chain_conformation(unsigned int chains, const unsi
     double l[3] = {lx, ly, lz};
     unsigned int lo = offsets[c], hi = offsets[c + 1];
     double mt = 0.0;
+#pragma unroll 4
     for (unsigned int k = lo; k < hi; ++k) {
         mt += mass[members[k]];
     }
     double com[3] = {0.0, 0.0, 0.0};
+#pragma unroll 4
     for (unsigned int k = lo; k < hi; ++k) {
         unsigned int i = members[k];
         double u[3];
@@ -98,6 +108,7 @@ extern "C" __global__ void md_chain_conformation(unsigned int chains, const unsi
         }
     }
     double g[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+#pragma unroll 4
     for (unsigned int k = lo; k < hi; ++k) {
         unsigned int i = members[k];
         double u[3];
@@ -114,5 +125,58 @@ extern "C" __global__ void md_chain_conformation(unsigned int chains, const unsi
     for (int k = 0; k < 6; ++k) {
         out[12ull * c + k] = g[k];
         out[12ull * c + 6 + k] = ree[k];
+    }
+}
+
+// rheology::chain_partial of one chain per thread, over the members this engine owns (md_owns): with
+// d = u - ref[3 c ..] the unwrapped position relative to the chain's reference point,
+// out[13 c + k] = [sum m, sum m d (3), sum m d (x) d (6), the end-to-end vector's part (3): - d of
+// the first bead, + d of the last, for those owned]. The slabs' partial sums add up to the whole
+// chain's (rheology::terms_from_partials); a reference near the chain keeps the second moments
+// free of cancellation.
+extern "C" __global__ void md_chain_partial(unsigned int chains, const unsigned int *offsets,
+                                            const unsigned int *members, const unsigned int *ends,
+                                            const double *pos, const int *image, const double *mass, double lx,
+                                            double ly, double lz, int sheared, double total_offset, double own_lo,
+                                            double own_hi, const double *ref, double *out) {
+    unsigned int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= chains) {
+        return;
+    }
+    double l[3] = {lx, ly, lz};
+    double r[3] = {ref[3ull * c], ref[3ull * c + 1], ref[3ull * c + 2]};
+    double t[13];
+    for (int k = 0; k < 13; ++k) {
+        t[k] = 0.0;
+    }
+#pragma unroll 4
+    for (unsigned int k = offsets[c]; k < offsets[c + 1]; ++k) {
+        unsigned int i = members[k];
+        if (!md_owns(pos[3 * i + 1], ly, own_lo, own_hi)) {
+            continue;
+        }
+        double u[3];
+        md_unwrapped(pos, image, i, l, sheared, total_offset, u);
+        double d[3] = {u[0] - r[0], u[1] - r[1], u[2] - r[2]};
+        double m = mass[i];
+        t[0] += m;
+        for (int a = 0; a < 3; ++a) {
+            t[1 + a] += m * d[a];
+        }
+        md_add_outer(t + 4, m, d);
+    }
+    for (int e = 0; e < 2; ++e) {
+        unsigned int i = ends[2 * c + e];
+        if (md_owns(pos[3 * i + 1], ly, own_lo, own_hi)) {
+            double u[3];
+            md_unwrapped(pos, image, i, l, sheared, total_offset, u);
+            for (int a = 0; a < 3; ++a) {
+                double d = u[a] - r[a];
+                t[10 + a] += e == 0 ? -d : d;
+            }
+        }
+    }
+    for (int k = 0; k < 13; ++k) {
+        out[13ull * c + k] = t[k];
     }
 }

@@ -73,8 +73,16 @@ impl GpuMd {
         }
     }
 
-    /// Launch the force kernel (no list maintenance); energies when `energy`.
+    /// Launch the force kernel (no list maintenance); energies when `energy`, their report
+    /// read before returning.
     pub(super) fn launch_forces(&mut self, energy: bool) -> Result<()> {
+        self.queue_forces(energy)?;
+        self.take_energy_report()
+    }
+
+    /// Launch the force kernel (no list maintenance); energies when `energy`, their report
+    /// queued for [`GpuMd::take_energy_report`].
+    pub(super) fn queue_forces(&mut self, energy: bool) -> Result<()> {
         let sc = self.force_scalars(energy);
         let s = self.stream.clone();
         let p = &self.p;
@@ -123,7 +131,7 @@ impl GpuMd {
         unsafe { b.launch(grid(m)) }.map_err(drv("md_forces"))?;
         self.launch_wall_forces(energy)?;
         if energy {
-            self.report = self.energy_report_on_device()?;
+            self.queue_energy_report()?;
         }
         Ok(())
     }

@@ -8,11 +8,13 @@
 use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use super::{drv, grid, GpuMd};
-use crate::error::Result;
+use crate::error::{MpcError, Result};
 use crate::md::boundary::LeesEdwards;
 use crate::md::engine::ForceReport;
 use crate::md::neighbor::CHUNK;
-use crate::md::rheology::{average_conformation, pressure_from, ChainGroups, Conformation};
+use crate::md::rheology::{
+    average_conformation, pressure_from, ChainGroups, Conformation, CHAIN_PARTIAL_WORDS,
+};
 
 /// Words per chunk of `md_chunk_energy` (`MD_ENERGY_WORDS`).
 const ENERGY_WORDS: usize = 11;
@@ -20,6 +22,11 @@ const ENERGY_WORDS: usize = 11;
 /// The chains as index lists on the device (built on first use; the engine never reorders).
 pub(super) struct DeviceChains {
     chains: usize,
+    /// Per chain: its reference point (3 words) and partial sums over the beads this engine
+    /// owns ([`CHAIN_PARTIAL_WORDS`]), for a decomposed engine's conformation.
+    refs: CudaSlice<f64>,
+    partial: CudaSlice<f64>,
+    partial_host: Vec<f64>,
     offsets: CudaSlice<u32>,
     members: CudaSlice<u32>,
     ends: CudaSlice<u32>,
@@ -32,6 +39,8 @@ pub(super) struct DeviceChains {
 #[derive(Default)]
 pub(super) struct ReductionScratch {
     device: Option<CudaSlice<f64>>,
+    /// `device` holds the chunk sums of an energy report queued and not yet read.
+    energy_queued: bool,
     host: Vec<f64>,
     chains: Option<DeviceChains>,
 }
@@ -45,8 +54,10 @@ impl GpuMd {
         self.n.div_ceil(CHUNK).max(1)
     }
 
-    /// A device buffer of at least `words` f64 for the chunked sums.
+    /// A device buffer of at least `words` f64 for the chunked sums (a queued energy report
+    /// read first: it is in the buffer).
     fn scratch(&mut self, words: usize) -> Result<CudaSlice<f64>> {
+        self.take_energy_report()?;
         match self.reduce.device.take() {
             Some(b) if b.len() >= words => Ok(b),
             _ => self.stream.alloc_zeros::<f64>(words).map_err(drv("alloc")),
@@ -65,10 +76,10 @@ impl GpuMd {
         Ok(host)
     }
 
-    /// The energy report of the last force evaluation with energies: per-particle terms summed
-    /// per chunk on the device, the chunk sums added here in order, pairs and bonds halved
-    /// (each seen from both sides), as the CPU engine sums them.
-    pub(super) fn energy_report_on_device(&mut self) -> Result<ForceReport> {
+    /// Queue the energy report of the force evaluation just queued: per-particle terms summed
+    /// per chunk on the device, read by [`GpuMd::take_energy_report`]. The slabs of a
+    /// decomposed engine queue theirs before any is read, so the GPUs reduce at once.
+    pub(super) fn queue_energy_report(&mut self) -> Result<()> {
         let chunks = self.chunks();
         let mut out = self.scratch(ENERGY_WORDS * chunks)?;
         let (n, chunk) = (self.n as u32, CHUNK as u32);
@@ -88,6 +99,22 @@ impl GpuMd {
         // out): the five scalar term arrays hold n f64 and w_tensor 6n; `out` holds at least
         // 11 words per chunk of `chunk` particles, and thread c writes only chunk c's words.
         unsafe { b.launch(grid(chunks)) }.map_err(drv("md_chunk_energy"))?;
+        self.reduce.device = Some(out);
+        self.reduce.energy_queued = true;
+        Ok(())
+    }
+
+    /// The queued energy report, if any, becomes [`GpuMd::report`] (waits for it): the chunk
+    /// sums added here in order, pairs and bonds halved (each seen from both sides), as the
+    /// CPU engine sums them.
+    pub(super) fn take_energy_report(&mut self) -> Result<()> {
+        if !std::mem::take(&mut self.reduce.energy_queued) {
+            return Ok(());
+        }
+        let chunks = self.chunks();
+        let out = self.reduce.device.take().ok_or_else(|| {
+            MpcError::Device("a queued energy report lost its buffer (please report it)".into())
+        })?;
         let host = self.fetch(out, ENERGY_WORDS * chunks)?;
         let mut sums = [0.0; ENERGY_WORDS];
         for c in host.chunks(ENERGY_WORDS) {
@@ -98,17 +125,19 @@ impl GpuMd {
         self.reduce.host = host;
         let mut tensor = [0.0; 6];
         tensor.copy_from_slice(&sums[5..]);
-        Ok(ForceReport {
+        self.report = ForceReport {
             pair_energy: 0.5 * sums[0],
             bond_energy: 0.5 * sums[1],
             virial: 0.5 * sums[2] + 0.5 * sums[3],
             virial_tensor: tensor.map(|x| 0.5 * x),
             wall_energy: if self.walls.is_some() { sums[4] } else { 0.0 },
-        })
+        };
+        Ok(())
     }
 
-    /// K = Σ m c ⊗ c with c = v − γ̇ (y − Ly/2) x̂ of the current velocities
-    /// ([`crate::md::rheology::kinetic_tensor`], the same bits).
+    /// K = Σ m c ⊗ c with c = v − γ̇ (y − Ly/2) x̂ of the current velocities of the beads
+    /// this engine owns (all of them when not decomposed: then
+    /// [`crate::md::rheology::kinetic_tensor`], the same bits).
     pub fn kinetic_tensor(&mut self, shear_rate: f64) -> Result<[f64; 6]> {
         let chunks = self.chunks();
         let mut out = self.scratch(6 * chunks)?;
@@ -124,9 +153,12 @@ impl GpuMd {
             .arg(&d.mass)
             .arg(&shear_rate)
             .arg(&half_ly)
+            .arg(&self.role.own[0])
+            .arg(&self.role.own[1])
             .arg(&mut out);
-        // SAFETY: md_chunk_kinetic(n, chunk, pos, vel, mass, rate, half_ly, out): pos and vel
-        // hold 3n f64, mass n; `out` at least 6 words per chunk, thread c writes chunk c's.
+        // SAFETY: md_chunk_kinetic(n, chunk, pos, vel, mass, rate, half_ly, own_lo, own_hi,
+        // out): pos and vel hold 3n f64, mass n; `out` at least 6 words per chunk, thread c
+        // writes chunk c's.
         unsafe { b.launch(grid(chunks)) }.map_err(drv("md_chunk_kinetic"))?;
         let host = self.fetch(out, 6 * chunks)?;
         let mut k = [0.0; 6];
@@ -181,6 +213,13 @@ impl GpuMd {
             terms: s
                 .alloc_zeros::<f64>(12 * chains.max(1))
                 .map_err(drv("alloc"))?,
+            refs: s
+                .alloc_zeros::<f64>(3 * chains.max(1))
+                .map_err(drv("alloc"))?,
+            partial: s
+                .alloc_zeros::<f64>(CHAIN_PARTIAL_WORDS * chains.max(1))
+                .map_err(drv("alloc"))?,
+            partial_host: Vec::new(),
             host: vec![0.0; 12 * chains],
         })
     }
@@ -223,5 +262,108 @@ impl GpuMd {
         let c = average_conformation(ch.host.chunks(12));
         self.reduce.chains = Some(ch);
         Ok(c)
+    }
+
+    /// The chain count (the chains' index lists built on first use).
+    pub(super) fn chain_count(&mut self) -> Result<usize> {
+        let ch = self.device_chains()?;
+        let n = ch.chains;
+        self.reduce.chains = Some(ch);
+        Ok(n)
+    }
+
+    /// Each chain's centre of mass (unwrapped) in this engine's host system, whatever state it
+    /// holds: the first reference points of [`GpuMd::queue_chain_partials`].
+    pub(super) fn host_chain_centres(&self) -> Vec<f64> {
+        let g = ChainGroups::of(&self.sys);
+        let mut out = Vec::with_capacity(3 * g.chains());
+        for c in 0..g.chains() {
+            let idx = &g.members[g.offsets[c]..g.offsets[c + 1]];
+            let mt: f64 = idx.iter().map(|&i| self.sys.mass(i)).sum();
+            let mut com = [0.0; 3];
+            for &i in idx {
+                let u = self.sys.unwrapped(i);
+                for k in 0..3 {
+                    com[k] += self.sys.mass(i) * u[k] / mt;
+                }
+            }
+            out.extend(com);
+        }
+        out
+    }
+
+    /// Queue the chains' partial sums over the beads this engine owns, relative to `refs` (3
+    /// words per chain): [`crate::md::rheology::chain_partial`] per chain on the device, read
+    /// by [`GpuMd::add_chain_partials`]. The slabs of a decomposed engine queue theirs before
+    /// any is read, so the GPUs work at once.
+    pub(super) fn queue_chain_partials(&mut self, refs: &[f64]) -> Result<()> {
+        let mut ch = self.device_chains()?;
+        if refs.len() != 3 * ch.chains {
+            let chains = ch.chains;
+            self.reduce.chains = Some(ch);
+            return Err(MpcError::Device(format!(
+                "{} reference words for {chains} chains (please report it)",
+                refs.len()
+            )));
+        }
+        if ch.chains > 0 {
+            let s = self.stream.clone();
+            s.memcpy_htod(refs, &mut ch.refs.slice_mut(..refs.len()))
+                .map_err(drv("upload"))?;
+            let le = self.sys.lees_edwards;
+            let sheared = (le != LeesEdwards::default()) as i32;
+            let total = le.total(self.sys.box_len[0]);
+            let l = self.sys.box_len;
+            let chains = ch.chains as u32;
+            let d = &self.parts;
+            let mut b = s.launch_builder(&self.k.chain_partial);
+            b.arg(&chains)
+                .arg(&ch.offsets)
+                .arg(&ch.members)
+                .arg(&ch.ends)
+                .arg(&d.pos)
+                .arg(&d.image)
+                .arg(&d.mass)
+                .arg(&l[0])
+                .arg(&l[1])
+                .arg(&l[2])
+                .arg(&sheared)
+                .arg(&total)
+                .arg(&self.role.own[0])
+                .arg(&self.role.own[1])
+                .arg(&ch.refs)
+                .arg(&mut ch.partial);
+            // SAFETY: md_chain_partial(chains, offsets, members, ends, pos, image, mass, lx,
+            // ly, lz, sheared, total_offset, own_lo, own_hi, ref, out): offsets holds chains + 1
+            // entries, members and ends index particles < n (built from this engine's system),
+            // pos and image 3n, mass n; `refs` 3 words per chain (uploaded above on this
+            // stream), `partial` CHAIN_PARTIAL_WORDS per chain, thread c writes chain c's.
+            unsafe { b.launch(grid(ch.chains)) }.map_err(drv("md_chain_partial"))?;
+        }
+        self.reduce.chains = Some(ch);
+        Ok(())
+    }
+
+    /// Add the partial sums queued by [`GpuMd::queue_chain_partials`] into `total`
+    /// ([`CHAIN_PARTIAL_WORDS`] per chain; waits for them).
+    pub(super) fn add_chain_partials(&mut self, total: &mut [f64]) -> Result<()> {
+        let mut ch = self.device_chains()?;
+        let words = CHAIN_PARTIAL_WORDS * ch.chains;
+        let mut r = Ok(());
+        if words > 0 && total.len() == words {
+            let mut host = std::mem::take(&mut ch.partial_host);
+            host.resize(words, 0.0);
+            r = self
+                .stream
+                .memcpy_dtoh(&ch.partial.slice(..words), &mut host[..])
+                .and_then(|_| self.stream.synchronize())
+                .map_err(drv("download"));
+            for (t, x) in total.iter_mut().zip(&host) {
+                *t += x;
+            }
+            ch.partial_host = host;
+        }
+        self.reduce.chains = Some(ch);
+        r
     }
 }

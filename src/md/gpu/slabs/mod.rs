@@ -39,7 +39,9 @@ use crate::error::{MpcError, Result};
 use crate::md::bond::BondStyle;
 use crate::md::engine::{ForceReport, MdSettings, MdState};
 use crate::md::forcefield::{ForceField, MdThermostat};
-use crate::md::rheology::{pressure_from, Conformation};
+use crate::md::rheology::{
+    average_conformation, pressure_from, terms_from_partials, Conformation, CHAIN_PARTIAL_WORDS,
+};
 use crate::md::system::System;
 use crate::md::walls::WallPotential;
 use crate::solvent::Solvent;
@@ -93,6 +95,9 @@ pub struct SlabMd {
     report: ForceReport,
     /// Slab 0 holds every bead current (gathered since the last change).
     gathered: bool,
+    /// Each chain's reference point for the conformation's partial sums (3 words per chain,
+    /// its centre of mass at the last sample; empty until the first).
+    chain_refs: Vec<f64>,
     /// The last force evaluation skipped energies.
     energies_stale: bool,
     /// Every link's receiver reads the records where the sender packed them.
@@ -227,6 +232,7 @@ impl SlabMd {
             host_seconds: [0.0; 4],
             report: ForceReport::default(),
             gathered: true,
+            chain_refs: Vec::new(),
             energies_stale: false,
             phase_seconds: None,
         };
@@ -409,7 +415,7 @@ impl SlabMd {
             self.mark(2, &mut t)?;
         }
         for g in &mut self.slabs {
-            g.launch_forces(energy)?;
+            g.queue_forces(energy)?;
         }
         self.mark(3, &mut t)?;
         for g in &mut self.slabs {
@@ -417,6 +423,10 @@ impl SlabMd {
         }
         self.mark(4, &mut t)?;
         if energy {
+            // every slab's energy reduction queued before any is read
+            for g in &mut self.slabs {
+                g.take_energy_report()?;
+            }
             self.sum_reports()?;
         }
         Ok(())
@@ -456,21 +466,59 @@ impl SlabMd {
         Ok(&mut self.slabs[0])
     }
 
-    /// The solutes' (pressure tensor, its kinetic part): the kinetic tensor in slab 0 after a
-    /// gather, the virial summed over the slabs.
+    /// The solutes' (pressure tensor, its kinetic part): the kinetic tensor and the virial
+    /// each summed over the slabs (of every rank), each slab's over the beads it owns, with no
+    /// gather.
     pub fn solute_pressure(&mut self, shear_rate: f64) -> Result<([f64; 6], [f64; 6])> {
         let virial = self.report.virial_tensor;
-        let g = self.gather()?;
-        let k = g.kinetic_tensor(shear_rate)?;
-        let sys = &g.sys;
+        let mut k = [0.0; 6];
+        for g in &mut self.slabs {
+            for (a, x) in k.iter_mut().zip(g.kinetic_tensor(shear_rate)?) {
+                *a += x;
+            }
+        }
+        if let Some(remote) = &self.remote {
+            remote.sum(&mut k)?;
+        }
+        let sys = &self.slabs[0].sys;
         Ok((
             pressure_from(sys, k, virial),
             pressure_from(sys, k, [0.0; 6]),
         ))
     }
 
+    /// The chains' conformation with no gather: every slab's partial sums over the beads it
+    /// owns (`rheology::chain_partial`, relative to each chain's centre of mass at the last
+    /// sample), queued on all before any is read, added over the slabs and ranks.
     pub fn conformation(&mut self) -> Result<Conformation> {
-        self.gather()?.conformation()
+        let chains = self.slabs[0].chain_count()?;
+        if self.chain_refs.len() != 3 * chains {
+            // any point near each chain will do, but every rank must take the same
+            self.chain_refs = self.slabs[0].host_chain_centres();
+            if let Some(remote) = &self.remote {
+                remote.mean(&mut self.chain_refs)?;
+            }
+        }
+        for g in &mut self.slabs {
+            g.queue_chain_partials(&self.chain_refs)?;
+        }
+        let mut total = vec![0.0; CHAIN_PARTIAL_WORDS * chains];
+        for g in &mut self.slabs {
+            g.add_chain_partials(&mut total)?;
+        }
+        if let Some(remote) = &self.remote {
+            remote.sum(&mut total)?;
+        }
+        let mut terms = Vec::with_capacity(12 * chains);
+        for (p, r) in total
+            .chunks(CHAIN_PARTIAL_WORDS)
+            .zip(self.chain_refs.chunks_mut(3))
+        {
+            let (t, com) = terms_from_partials(p, [r[0], r[1], r[2]]);
+            terms.extend(t);
+            r.copy_from_slice(&com);
+        }
+        Ok(average_conformation(terms.chunks(12)))
     }
 
     pub fn system(&mut self) -> Result<&System> {
@@ -512,6 +560,7 @@ impl SlabMd {
         }
         self.report = st.report();
         self.gathered = true;
+        self.chain_refs.clear();
         Ok(())
     }
 }
