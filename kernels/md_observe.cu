@@ -24,8 +24,6 @@ extern "C" __global__ void md_chunk_energy(unsigned int n, unsigned int chunk, c
     for (int w = 0; w < MD_ENERGY_WORDS; ++w) {
         s[w] = 0.0;
     }
-    // unrolled: the loads of several particles in flight; the additions keep their order
-#pragma unroll 8
     for (unsigned long long i = lo; i < hi; ++i) {
         s[0] += e_pair[i];
         s[1] += e_bond[i];
@@ -54,7 +52,6 @@ extern "C" __global__ void md_chunk_kinetic(unsigned int n, unsigned int chunk, 
     }
     unsigned long long hi = lo + chunk < n ? lo + chunk : n;
     double t[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-#pragma unroll 8
     for (unsigned long long i = lo; i < hi; ++i) {
         if (!md_owns(pos[3 * i + 1], 2.0 * half_ly, own_lo, own_hi)) {
             continue;
@@ -93,12 +90,10 @@ extern "C" __global__ void md_chain_conformation(unsigned int chains, const unsi
     double l[3] = {lx, ly, lz};
     unsigned int lo = offsets[c], hi = offsets[c + 1];
     double mt = 0.0;
-#pragma unroll 4
     for (unsigned int k = lo; k < hi; ++k) {
         mt += mass[members[k]];
     }
     double com[3] = {0.0, 0.0, 0.0};
-#pragma unroll 4
     for (unsigned int k = lo; k < hi; ++k) {
         unsigned int i = members[k];
         double u[3];
@@ -108,7 +103,6 @@ extern "C" __global__ void md_chain_conformation(unsigned int chains, const unsi
         }
     }
     double g[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-#pragma unroll 4
     for (unsigned int k = lo; k < hi; ++k) {
         unsigned int i = members[k];
         double u[3];
@@ -149,7 +143,6 @@ extern "C" __global__ void md_chain_partial(unsigned int chains, const unsigned 
     for (int k = 0; k < 13; ++k) {
         t[k] = 0.0;
     }
-#pragma unroll 4
     for (unsigned int k = offsets[c]; k < offsets[c + 1]; ++k) {
         unsigned int i = members[k];
         if (!md_owns(pos[3 * i + 1], ly, own_lo, own_hi)) {

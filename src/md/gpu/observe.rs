@@ -5,7 +5,7 @@
 //! chain) and the host adds them in the same order: a stress sample no longer downloads the
 //! beads (issue 20: a sample of 1.6 M beads moved ~140 MB to the host and reduced it there).
 
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cudarc::driver::{CudaSlice, PinnedHostSlice, PushKernelArg};
 
 use super::{drv, grid, GpuMd};
 use crate::error::{MpcError, Result};
@@ -26,7 +26,10 @@ pub(super) struct DeviceChains {
     /// owns ([`CHAIN_PARTIAL_WORDS`]), for a decomposed engine's conformation.
     refs: CudaSlice<f64>,
     partial: CudaSlice<f64>,
-    partial_host: Vec<f64>,
+    /// Pinned host copies of `refs` and `partial`: their copies run asynchronously, so the
+    /// slabs' transfers overlap.
+    refs_host: PinnedHostSlice<f64>,
+    partial_host: PinnedHostSlice<f64>,
     offsets: CudaSlice<u32>,
     members: CudaSlice<u32>,
     ends: CudaSlice<u32>,
@@ -219,7 +222,16 @@ impl GpuMd {
             partial: s
                 .alloc_zeros::<f64>(CHAIN_PARTIAL_WORDS * chains.max(1))
                 .map_err(drv("alloc"))?,
-            partial_host: Vec::new(),
+            // SAFETY: uninitialised pinned host memory, written by the host (refs) or by a
+            // device-to-host copy the host waits for (partial) before it is read.
+            refs_host: unsafe { s.context().alloc_pinned::<f64>(3 * chains.max(1)) }
+                .map_err(drv("pinned"))?,
+            // SAFETY: as above.
+            partial_host: unsafe {
+                s.context()
+                    .alloc_pinned::<f64>(CHAIN_PARTIAL_WORDS * chains.max(1))
+            }
+            .map_err(drv("pinned"))?,
             host: vec![0.0; 12 * chains],
         })
     }
@@ -308,7 +320,13 @@ impl GpuMd {
         }
         if ch.chains > 0 {
             let s = self.stream.clone();
-            s.memcpy_htod(refs, &mut ch.refs.slice_mut(..refs.len()))
+            // no copy out of refs_host may still be queued when the host rewrites it
+            s.synchronize().map_err(drv("synchronize"))?;
+            ch.refs_host
+                .as_mut_slice()
+                .map_err(drv("pinned"))?
+                .copy_from_slice(refs);
+            s.memcpy_htod(&ch.refs_host, &mut ch.refs)
                 .map_err(drv("upload"))?;
             let le = self.sys.lees_edwards;
             let sheared = (le != LeesEdwards::default()) as i32;
@@ -339,6 +357,8 @@ impl GpuMd {
             // pos and image 3n, mass n; `refs` 3 words per chain (uploaded above on this
             // stream), `partial` CHAIN_PARTIAL_WORDS per chain, thread c writes chain c's.
             unsafe { b.launch(grid(ch.chains)) }.map_err(drv("md_chain_partial"))?;
+            s.memcpy_dtoh(&ch.partial, &mut ch.partial_host)
+                .map_err(drv("download"))?;
         }
         self.reduce.chains = Some(ch);
         Ok(())
@@ -347,22 +367,21 @@ impl GpuMd {
     /// Add the partial sums queued by [`GpuMd::queue_chain_partials`] into `total`
     /// ([`CHAIN_PARTIAL_WORDS`] per chain; waits for them).
     pub(super) fn add_chain_partials(&mut self, total: &mut [f64]) -> Result<()> {
-        let mut ch = self.device_chains()?;
+        let ch = self.device_chains()?;
         let words = CHAIN_PARTIAL_WORDS * ch.chains;
-        let mut r = Ok(());
-        if words > 0 && total.len() == words {
-            let mut host = std::mem::take(&mut ch.partial_host);
-            host.resize(words, 0.0);
-            r = self
+        let r = match words > 0 && total.len() == words {
+            true => self
                 .stream
-                .memcpy_dtoh(&ch.partial.slice(..words), &mut host[..])
-                .and_then(|_| self.stream.synchronize())
-                .map_err(drv("download"));
-            for (t, x) in total.iter_mut().zip(&host) {
-                *t += x;
-            }
-            ch.partial_host = host;
-        }
+                .synchronize()
+                .and_then(|_| ch.partial_host.as_slice())
+                .map(|host| {
+                    for (t, x) in total.iter_mut().zip(host) {
+                        *t += x;
+                    }
+                })
+                .map_err(drv("download")),
+            false => Ok(()),
+        };
         self.reduce.chains = Some(ch);
         r
     }
