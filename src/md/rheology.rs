@@ -190,67 +190,6 @@ fn chain_terms(sys: &System, idx: &[usize], ends: [usize; 2], u: &mut Vec<[f64; 
     out
 }
 
-/// Words per chain of the partial sums over some of its beads ([`chain_partial`]).
-pub const CHAIN_PARTIAL_WORDS: usize = 13;
-
-/// One chain's sums over the beads `owns` selects, relative to a reference point `r`: [Σ m,
-/// Σ m d (3), Σ m d ⊗ d (6), the end-to-end vector's part (3): − d of the first bead and + d of
-/// the last where selected], d = u − r the unwrapped position relative to r. The slabs of a
-/// decomposed engine each take the beads they own (`md_chain_partial` on the GPU, operation by
-/// operation), and the parts add up to the whole chain's; a reference near the chain keeps
-/// the second moments free of cancellation.
-pub fn chain_partial(
-    sys: &System,
-    idx: &[usize],
-    ends: [usize; 2],
-    r: [f64; 3],
-    owns: impl Fn(usize) -> bool,
-) -> [f64; CHAIN_PARTIAL_WORDS] {
-    let mut t = [0.0; CHAIN_PARTIAL_WORDS];
-    let rel = |i: usize| {
-        let u = sys.unwrapped(i);
-        [u[0] - r[0], u[1] - r[1], u[2] - r[2]]
-    };
-    let mut g = [0.0; 6];
-    for &i in idx.iter().filter(|&&i| owns(i)) {
-        let (d, m) = (rel(i), sys.mass(i));
-        t[0] += m;
-        for a in 0..3 {
-            t[1 + a] += m * d[a];
-        }
-        add_outer(&mut g, m, &d);
-    }
-    t[4..10].copy_from_slice(&g);
-    for (e, &i) in ends.iter().enumerate() {
-        if owns(i) {
-            let d = rel(i);
-            for a in 0..3 {
-                t[10 + a] += if e == 0 { -d[a] } else { d[a] };
-            }
-        }
-    }
-    t
-}
-
-/// A chain's terms ([`chain_terms`]: gyration tensor, then R ⊗ R) from its partial sums
-/// added over all its beads ([`chain_partial`], relative to `r`), and its centre of mass.
-pub fn terms_from_partials(p: &[f64], r: [f64; 3]) -> ([f64; 12], [f64; 3]) {
-    let mt = p[0];
-    let c = [p[1] / mt, p[2] / mt, p[3] / mt];
-    let mut g = [0.0; 6];
-    for k in 0..6 {
-        g[k] = p[4 + k] / mt;
-    }
-    // Σ m d ⊗ d / M − c ⊗ c, with c the centre of mass relative to r
-    add_outer(&mut g, -1.0, &c);
-    let mut ree = [0.0; 6];
-    add_outer(&mut ree, 1.0, &[p[10], p[11], p[12]]);
-    let mut out = [0.0; 12];
-    out[..6].copy_from_slice(&g);
-    out[6..].copy_from_slice(&ree);
-    (out, [r[0] + c[0], r[1] + c[1], r[2] + c[2]])
-}
-
 /// The average over chains of their terms ([`chain_terms`]: gyration tensor, then R ⊗ R), in
 /// chain order.
 pub fn average_conformation<'a>(terms: impl ExactSizeIterator<Item = &'a [f64]>) -> Conformation {
@@ -330,63 +269,7 @@ impl SoluteStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::md::boundary::LeesEdwards;
     use crate::md::build::random_gas;
-
-    /// The partial sums of a decomposed engine's slabs (each bead taken by the one y slab that
-    /// holds it) add up to every chain's gyration tensor, R ⊗ R and centre of mass, for chains
-    /// spread over the sheared boundary with images, and for a reference point near the chain
-    /// or tens of box lengths away; the centre of mass returned is the next reference.
-    #[test]
-    fn chain_partials_over_slabs_add_up_to_the_whole_chain() {
-        let mut sys = random_gas(60, [8.0, 9.0, 7.0], 1.0, 5);
-        sys.lees_edwards = LeesEdwards {
-            offset: 2.5,
-            periods: 3,
-            velocity: 0.9,
-        };
-        for i in 0..sys.len() {
-            sys.mol[i] = 1 + (i % 4) as u32; // four chains of 15 beads, interleaved
-            sys.image[i] = [(i % 3) as i32 - 1, (i % 5) as i32 - 2, (i % 2) as i32];
-        }
-        let groups = ChainGroups::of(&sys);
-        assert_eq!(groups.chains(), 4);
-        let cuts = [0.0, 2.0, 5.5, 9.0];
-        let slab = |i: usize| cuts.partition_point(|&c| c <= sys.pos[i][1]) - 1;
-        for c in 0..groups.chains() {
-            let idx = &groups.members[groups.offsets[c]..groups.offsets[c + 1]];
-            let whole = chain_terms(&sys, idx, groups.ends[c], &mut Vec::new());
-            let first = sys.unwrapped(idx[0]);
-            for shift in [[0.3, -0.2, 0.1], [150.0, -90.0, 70.0]] {
-                let r = [0, 1, 2].map(|k| first[k] + shift[k]);
-                let mut sum = [0.0; CHAIN_PARTIAL_WORDS];
-                for s in 0..3 {
-                    let p = chain_partial(&sys, idx, groups.ends[c], r, |i| slab(i) == s);
-                    for (a, x) in sum.iter_mut().zip(p) {
-                        *a += x;
-                    }
-                }
-                let (terms, com) = terms_from_partials(&sum, r);
-                let scale = whole.iter().fold(1.0f64, |m, x| m.max(x.abs()));
-                for k in 0..12 {
-                    assert!(
-                        (terms[k] - whole[k]).abs() <= 1e-11 * scale,
-                        "chain {c}, reference shift {shift:?}, word {k}: {} vs {}",
-                        terms[k],
-                        whole[k]
-                    );
-                }
-                let mt: f64 = idx.iter().map(|&i| sys.mass(i)).sum();
-                for k in 0..3 {
-                    let want: f64 = idx
-                        .iter()
-                        .map(|&i| sys.mass(i) * sys.unwrapped(i)[k] / mt)
-                        .sum();
-                    assert!((com[k] - want).abs() < 1e-10, "{com:?}");
-                }
-            }
-        }
-    }
 
     /// Two straight chains (ids 7 and 3, beads interleaved with solvent particles of id 0):
     /// each chain's gyration tensor and end-to-end vector by hand, averaged over the two.

@@ -240,9 +240,9 @@ fn sample_parts(a: &Args, cfg: &Config, sys: &System) -> Option<Vec<(&'static st
     let g = coupling.engine_mut();
     const NAMES: [&str; 6] = [
         "MD steps of one collision",
-        "solutes' pressure, first call",
-        "solutes' pressure, again",
-        "solutes' conformation",
+        "solutes' conformation (decomposed: after a gather)",
+        "solutes' pressure (decomposed: from the gathered slab)",
+        "solutes' pressure alone (decomposed: per slab, no gather)",
         "collision (fluid step with the solutes)",
         "fluid moments (after the collision)",
     ];
@@ -258,15 +258,18 @@ fn sample_parts(a: &Args, cfg: &Config, sys: &System) -> Option<Vec<(&'static st
         g.synchronize().ok()?;
         t[0] = ms(t0);
         if sampled {
-            let t1 = Instant::now();
+            // as a measured step that is not sampled takes it: the pressure alone (decomposed:
+            // per slab); then in `Coupling::step`'s order on a sample, the conformation and
+            // the pressure
+            let t3 = Instant::now();
             g.solute_pressure(a.shear_rate).ok()?;
+            t[3] = ms(t3);
+            let t1 = Instant::now();
+            g.conformation().ok()?;
             t[1] = ms(t1);
             let t2 = Instant::now();
             g.solute_pressure(a.shear_rate).ok()?;
             t[2] = ms(t2);
-            let t3 = Instant::now();
-            g.conformation().ok()?;
-            t[3] = ms(t3);
         }
         let t4 = Instant::now();
         g.collide(&mut solvent).ok()?;

@@ -290,12 +290,14 @@ impl Coupling {
         }
         self.engine
             .advance(self.steps_per_collision as u64, measure)?;
-        let pressure = match measure {
-            true => Some(self.engine.solute_pressure(self.shear_rate)?),
-            false => None,
-        };
+        // the conformation first: a decomposed engine gathers the beads for it, and the
+        // pressure then reads them where they are
         let conf = match sample {
             true => Some(self.engine.conformation()?),
+            false => None,
+        };
+        let pressure = match measure {
+            true => Some(self.engine.solute_pressure(self.shear_rate)?),
             false => None,
         };
         self.engine.collide(solvent)?;

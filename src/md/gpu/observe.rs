@@ -5,16 +5,14 @@
 //! chain) and the host adds them in the same order: a stress sample no longer downloads the
 //! beads (issue 20: a sample of 1.6 M beads moved ~140 MB to the host and reduced it there).
 
-use cudarc::driver::{CudaSlice, PinnedHostSlice, PushKernelArg};
+use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use super::{drv, grid, GpuMd};
 use crate::error::{MpcError, Result};
 use crate::md::boundary::LeesEdwards;
 use crate::md::engine::ForceReport;
 use crate::md::neighbor::CHUNK;
-use crate::md::rheology::{
-    average_conformation, pressure_from, ChainGroups, Conformation, CHAIN_PARTIAL_WORDS,
-};
+use crate::md::rheology::{average_conformation, pressure_from, ChainGroups, Conformation};
 
 /// Words per chunk of `md_chunk_energy` (`MD_ENERGY_WORDS`).
 const ENERGY_WORDS: usize = 11;
@@ -22,14 +20,6 @@ const ENERGY_WORDS: usize = 11;
 /// The chains as index lists on the device (built on first use; the engine never reorders).
 pub(super) struct DeviceChains {
     chains: usize,
-    /// Per chain: its reference point (3 words) and partial sums over the beads this engine
-    /// owns ([`CHAIN_PARTIAL_WORDS`]), for a decomposed engine's conformation.
-    refs: CudaSlice<f64>,
-    partial: CudaSlice<f64>,
-    /// Pinned host copies of `refs` and `partial`: their copies run asynchronously, so the
-    /// slabs' transfers overlap.
-    refs_host: PinnedHostSlice<f64>,
-    partial_host: PinnedHostSlice<f64>,
     offsets: CudaSlice<u32>,
     members: CudaSlice<u32>,
     ends: CudaSlice<u32>,
@@ -142,6 +132,17 @@ impl GpuMd {
     /// this engine owns (all of them when not decomposed: then
     /// [`crate::md::rheology::kinetic_tensor`], the same bits).
     pub fn kinetic_tensor(&mut self, shear_rate: f64) -> Result<[f64; 6]> {
+        self.chunk_kinetic(shear_rate, self.role.own)
+    }
+
+    /// [`GpuMd::kinetic_tensor`] over every bead, owned or not: a decomposed engine's slab 0
+    /// after a gather, when every bead is current there.
+    pub(super) fn kinetic_tensor_of_all(&mut self, shear_rate: f64) -> Result<[f64; 6]> {
+        self.chunk_kinetic(shear_rate, [f64::NEG_INFINITY, f64::INFINITY])
+    }
+
+    /// The kinetic tensor over the beads with y in `own` (`md_owns`).
+    fn chunk_kinetic(&mut self, shear_rate: f64, own: [f64; 2]) -> Result<[f64; 6]> {
         let chunks = self.chunks();
         let mut out = self.scratch(6 * chunks)?;
         let (n, chunk) = (self.n as u32, CHUNK as u32);
@@ -156,8 +157,8 @@ impl GpuMd {
             .arg(&d.mass)
             .arg(&shear_rate)
             .arg(&half_ly)
-            .arg(&self.role.own[0])
-            .arg(&self.role.own[1])
+            .arg(&own[0])
+            .arg(&own[1])
             .arg(&mut out);
         // SAFETY: md_chunk_kinetic(n, chunk, pos, vel, mass, rate, half_ly, own_lo, own_hi,
         // out): pos and vel hold 3n f64, mass n; `out` at least 6 words per chunk, thread c
@@ -216,22 +217,6 @@ impl GpuMd {
             terms: s
                 .alloc_zeros::<f64>(12 * chains.max(1))
                 .map_err(drv("alloc"))?,
-            refs: s
-                .alloc_zeros::<f64>(3 * chains.max(1))
-                .map_err(drv("alloc"))?,
-            partial: s
-                .alloc_zeros::<f64>(CHAIN_PARTIAL_WORDS * chains.max(1))
-                .map_err(drv("alloc"))?,
-            // SAFETY: uninitialised pinned host memory, written by the host (refs) or by a
-            // device-to-host copy the host waits for (partial) before it is read.
-            refs_host: unsafe { s.context().alloc_pinned::<f64>(3 * chains.max(1)) }
-                .map_err(drv("pinned"))?,
-            // SAFETY: as above.
-            partial_host: unsafe {
-                s.context()
-                    .alloc_pinned::<f64>(CHAIN_PARTIAL_WORDS * chains.max(1))
-            }
-            .map_err(drv("pinned"))?,
             host: vec![0.0; 12 * chains],
         })
     }
@@ -274,115 +259,5 @@ impl GpuMd {
         let c = average_conformation(ch.host.chunks(12));
         self.reduce.chains = Some(ch);
         Ok(c)
-    }
-
-    /// The chain count (the chains' index lists built on first use).
-    pub(super) fn chain_count(&mut self) -> Result<usize> {
-        let ch = self.device_chains()?;
-        let n = ch.chains;
-        self.reduce.chains = Some(ch);
-        Ok(n)
-    }
-
-    /// Each chain's centre of mass (unwrapped) in this engine's host system, whatever state it
-    /// holds: the first reference points of [`GpuMd::queue_chain_partials`].
-    pub(super) fn host_chain_centres(&self) -> Vec<f64> {
-        let g = ChainGroups::of(&self.sys);
-        let mut out = Vec::with_capacity(3 * g.chains());
-        for c in 0..g.chains() {
-            let idx = &g.members[g.offsets[c]..g.offsets[c + 1]];
-            let mt: f64 = idx.iter().map(|&i| self.sys.mass(i)).sum();
-            let mut com = [0.0; 3];
-            for &i in idx {
-                let u = self.sys.unwrapped(i);
-                for k in 0..3 {
-                    com[k] += self.sys.mass(i) * u[k] / mt;
-                }
-            }
-            out.extend(com);
-        }
-        out
-    }
-
-    /// Queue the chains' partial sums over the beads this engine owns, relative to `refs` (3
-    /// words per chain): [`crate::md::rheology::chain_partial`] per chain on the device, read
-    /// by [`GpuMd::add_chain_partials`]. The slabs of a decomposed engine queue theirs before
-    /// any is read, so the GPUs work at once.
-    pub(super) fn queue_chain_partials(&mut self, refs: &[f64]) -> Result<()> {
-        let mut ch = self.device_chains()?;
-        if refs.len() != 3 * ch.chains {
-            let chains = ch.chains;
-            self.reduce.chains = Some(ch);
-            return Err(MpcError::Device(format!(
-                "{} reference words for {chains} chains (please report it)",
-                refs.len()
-            )));
-        }
-        if ch.chains > 0 {
-            let s = self.stream.clone();
-            // no copy out of refs_host may still be queued when the host rewrites it
-            s.synchronize().map_err(drv("synchronize"))?;
-            ch.refs_host
-                .as_mut_slice()
-                .map_err(drv("pinned"))?
-                .copy_from_slice(refs);
-            s.memcpy_htod(&ch.refs_host, &mut ch.refs)
-                .map_err(drv("upload"))?;
-            let le = self.sys.lees_edwards;
-            let sheared = (le != LeesEdwards::default()) as i32;
-            let total = le.total(self.sys.box_len[0]);
-            let l = self.sys.box_len;
-            let chains = ch.chains as u32;
-            let d = &self.parts;
-            let mut b = s.launch_builder(&self.k.chain_partial);
-            b.arg(&chains)
-                .arg(&ch.offsets)
-                .arg(&ch.members)
-                .arg(&ch.ends)
-                .arg(&d.pos)
-                .arg(&d.image)
-                .arg(&d.mass)
-                .arg(&l[0])
-                .arg(&l[1])
-                .arg(&l[2])
-                .arg(&sheared)
-                .arg(&total)
-                .arg(&self.role.own[0])
-                .arg(&self.role.own[1])
-                .arg(&ch.refs)
-                .arg(&mut ch.partial);
-            // SAFETY: md_chain_partial(chains, offsets, members, ends, pos, image, mass, lx,
-            // ly, lz, sheared, total_offset, own_lo, own_hi, ref, out): offsets holds chains + 1
-            // entries, members and ends index particles < n (built from this engine's system),
-            // pos and image 3n, mass n; `refs` 3 words per chain (uploaded above on this
-            // stream), `partial` CHAIN_PARTIAL_WORDS per chain, thread c writes chain c's.
-            unsafe { b.launch(grid(ch.chains)) }.map_err(drv("md_chain_partial"))?;
-            s.memcpy_dtoh(&ch.partial, &mut ch.partial_host)
-                .map_err(drv("download"))?;
-        }
-        self.reduce.chains = Some(ch);
-        Ok(())
-    }
-
-    /// Add the partial sums queued by [`GpuMd::queue_chain_partials`] into `total`
-    /// ([`CHAIN_PARTIAL_WORDS`] per chain; waits for them).
-    pub(super) fn add_chain_partials(&mut self, total: &mut [f64]) -> Result<()> {
-        let ch = self.device_chains()?;
-        let words = CHAIN_PARTIAL_WORDS * ch.chains;
-        let r = match words > 0 && total.len() == words {
-            true => self
-                .stream
-                .synchronize()
-                .and_then(|_| ch.partial_host.as_slice())
-                .map(|host| {
-                    for (t, x) in total.iter_mut().zip(host) {
-                        *t += x;
-                    }
-                })
-                .map_err(drv("download")),
-            false => Ok(()),
-        };
-        self.reduce.chains = Some(ch);
-        r
     }
 }

@@ -31,7 +31,6 @@ pub(super) struct MdKernels {
     pub chunk_energy: CudaFunction,
     pub chunk_kinetic: CudaFunction,
     pub chain_conformation: CudaFunction,
-    pub chain_partial: CudaFunction,
     /// The decomposed engine's exchanges (`kernels/md_slabs.cu`).
     pub slab_pack: CudaFunction,
     pub slab_unpack: CudaFunction,
@@ -68,7 +67,6 @@ impl MdKernels {
             chunk_energy: f("md_chunk_energy")?,
             chunk_kinetic: f("md_chunk_kinetic")?,
             chain_conformation: f("md_chain_conformation")?,
-            chain_partial: f("md_chain_partial")?,
             slab_pack: f("md_slab_pack")?,
             slab_unpack: f("md_slab_unpack")?,
             slab_snapshot: f("md_slab_snapshot_velocities")?,

@@ -327,14 +327,6 @@ impl RankLinks {
     pub(super) fn sum(&self, x: &mut [f64]) -> Result<()> {
         self.transport.sum(x)
     }
-
-    /// `x` averaged element by element over the ranks: the same values on every rank.
-    pub(super) fn mean(&self, x: &mut [f64]) -> Result<()> {
-        self.transport.sum(x)?;
-        let inv = 1.0 / self.transport.ranks() as f64;
-        x.iter_mut().for_each(|v| *v *= inv);
-        Ok(())
-    }
 }
 
 impl Incoming {
