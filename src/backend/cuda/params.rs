@@ -172,8 +172,9 @@ impl CudaBackend {
 }
 
 /// `static_assert`s of the parameter structs' layouts against the Rust structs, appended after
-/// the sources (`with_params`: the fluid kernels, which define `MpcParams`; the MD kernels
-/// define only `MpcWalls`).
+/// the sources (`with_params`: the fluid kernels, which define `MpcParams` and the report's
+/// layout, `MPC_REPORT_WORDS` words in `MPC_SPREAD` copies; the MD kernels define only
+/// `MpcWalls`).
 pub fn layout_checks(with_params: bool) -> String {
     use std::mem::size_of;
     // sizes only: the GPU machine's NVRTC (CUDA 13, driver 580) rejects __builtin_offsetof in
@@ -181,11 +182,13 @@ pub fn layout_checks(with_params: bool) -> String {
     let mut checks = vec![("sizeof(MpcWalls)", size_of::<WallParams>())];
     if with_params {
         checks.push(("sizeof(MpcParams)", size_of::<KernelParams>()));
+        checks.push(("MPC_REPORT_WORDS", REPORT_WORDS));
+        checks.push(("MPC_SPREAD", REPORT_COPIES));
     }
     let mut s = String::from("#line 1 \"layout checks (src/backend/cuda/params.rs)\"\n");
     for (expr, value) in checks {
         s.push_str(&format!(
-            "static_assert({expr} == {value}, \"{expr} differs from the Rust struct\");\n"
+            "static_assert({expr} == {value}, \"{expr} differs from the Rust side\");\n"
         ));
     }
     s
