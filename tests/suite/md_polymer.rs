@@ -174,8 +174,9 @@ fn cli_runs_polymer_example_and_writes_md_output() {
 }
 
 /// A coupled run from an engine built of a system placed once (`MdConfig::build_with`,
-/// `Coupling::with_md`, as benchmarks of millions of beads do) is the run `Coupling::new` makes:
-/// bit for bit on the CPU after 10 collisions.
+/// `Coupling::with_md`, as benchmarks of millions of beads do), and from a clone of that engine
+/// (built once for several timings), is the run `Coupling::new` makes: bit for bit on the CPU
+/// after 10 collisions.
 #[test]
 fn a_coupling_from_a_system_placed_once_is_the_same_run() {
     let cfg = config(CHAINS, "Mbs");
@@ -198,4 +199,9 @@ fn a_coupling_from_a_system_placed_once_is_the_same_run() {
     assert_eq!(fresh.0, placed.0, "bead positions");
     assert_eq!(fresh.1, placed.1, "bead velocities");
     assert_eq!(fresh.2, placed.2, "fluid");
+    let built = md_cfg.build_with(&cfg, sys.clone()).unwrap();
+    let cloned = run(&|s| Coupling::with_md(&md_cfg, s, built.clone()).unwrap());
+    assert_eq!(fresh.0, cloned.0, "bead positions, cloned engine");
+    assert_eq!(fresh.1, cloned.1, "bead velocities, cloned engine");
+    assert_eq!(fresh.2, cloned.2, "fluid, cloned engine");
 }

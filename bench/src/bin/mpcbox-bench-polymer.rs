@@ -16,7 +16,7 @@ use std::time::Instant;
 use clap::Parser;
 use mpcbox::config::{Config, DeviceChoice};
 use mpcbox::md::coupled::Coupling;
-use mpcbox::md::{GpuMd, MdConfig, System};
+use mpcbox::md::{GpuMd, Md, MdConfig};
 use mpcbox::Solvent;
 
 #[derive(Parser)]
@@ -114,11 +114,10 @@ fn fail(msg: &str) -> ! {
 
 /// The coupled loop's engine (one GPU, or decomposed over the slabs) driven by hand, without
 /// observables: seconds in the MD steps and in the collisions.
-fn breakdown(a: &Args, cfg: &Config, sys: &System) -> Option<(f64, f64)> {
+fn breakdown(a: &Args, cfg: &Config, md: &Md) -> Option<(f64, f64)> {
     let md_cfg = cfg.md.clone()?;
     let mut solvent = Solvent::new(cfg.clone()).ok()?;
-    let md = md_cfg.build_with(cfg, sys.clone()).ok()?;
-    let mut coupling = Coupling::with_md(&md_cfg, &solvent, md).ok()?;
+    let mut coupling = Coupling::with_md(&md_cfg, &solvent, md.clone()).ok()?;
     let g = coupling.engine_mut();
     let (mut t_md, mut t_fluid) = (0.0, 0.0);
     for k in 0..a.warmup + a.collisions {
@@ -177,23 +176,27 @@ fn main() {
         DeviceChoice::Cuda(ids) if !ids.is_empty() => ids[0] as usize,
         _ => 0,
     };
-    // the chains placed once (millions of beads take seconds each time on the host)
+    // the chains placed and the engine built once, then cloned for each timing (11.5 M beads
+    // took ~40 s to place and ~45 s per build on the host)
     let sys = md_cfg.system(&cfg).unwrap_or_else(|e| fail(&e.to_string()));
+    let md = md_cfg
+        .build_with(&cfg, sys)
+        .unwrap_or_else(|e| fail(&e.to_string()));
     let (md_s, beads) = if mpcbox::ranks::size() > 1 || a.only_coupled {
-        (f64::NAN, sys.len())
+        (f64::NAN, md.sys.len())
     } else {
-        time_md_alone(&a, &cfg, &md_cfg, &sys, ordinal)
+        time_md_alone(&a, &md, ordinal)
     };
-    let (coupled_s, n_fluid, path) = time_coupled(&a, &cfg, &md_cfg, &sys);
+    let (coupled_s, n_fluid, path) = time_coupled(&a, &cfg, &md_cfg, md.clone());
 
     // Where the coupled time goes: the same loop by hand, MD and collision timed apart (each
     // followed by a synchronisation, and never overlapped, so the sum exceeds the plain loop).
     let (md_part, fluid_part) = match a.only_coupled {
         true => (f64::NAN, f64::NAN),
-        false => breakdown(&a, &cfg, &sys).unwrap_or((f64::NAN, f64::NAN)),
+        false => breakdown(&a, &cfg, &md).unwrap_or((f64::NAN, f64::NAN)),
     };
     let parts = match a.sample_parts && a.sample_interval > 0 {
-        true => sample_parts(&a, &cfg, &sys),
+        true => sample_parts(&a, &cfg, &md),
         false => None,
     };
     if !mpcbox::ranks::is_root() {
@@ -232,11 +235,10 @@ fn main() {
 
 /// Milliseconds per call of each part of the coupled step on unsampled and sampled steps (the
 /// loop of `Coupling::step` by hand, without the overlap, each part waited for).
-fn sample_parts(a: &Args, cfg: &Config, sys: &System) -> Option<Vec<(&'static str, [f64; 2])>> {
+fn sample_parts(a: &Args, cfg: &Config, md: &Md) -> Option<Vec<(&'static str, [f64; 2])>> {
     let md_cfg = cfg.md.clone()?;
     let mut solvent = Solvent::new(cfg.clone()).ok()?;
-    let md = md_cfg.build_with(cfg, sys.clone()).ok()?;
-    let mut coupling = Coupling::with_md(&md_cfg, &solvent, md).ok()?;
+    let mut coupling = Coupling::with_md(&md_cfg, &solvent, md.clone()).ok()?;
     let g = coupling.engine_mut();
     const NAMES: [&str; 6] = [
         "MD steps of one collision",
@@ -311,16 +313,7 @@ fn time_fluid_alone(a: &Args, cfg: &Config) -> (f64, String) {
 
 /// Seconds of the timed MD steps of the GPU engine alone on GPU `ordinal` (the one the fluid
 /// uses first), and the bead count.
-fn time_md_alone(
-    a: &Args,
-    cfg: &Config,
-    md_cfg: &MdConfig,
-    sys: &System,
-    ordinal: usize,
-) -> (f64, usize) {
-    let md = md_cfg
-        .build_with(cfg, sys.clone())
-        .unwrap_or_else(|e| fail(&e.to_string()));
+fn time_md_alone(a: &Args, md: &Md, ordinal: usize) -> (f64, usize) {
     let beads = md.sys.len();
     let mut gpu = GpuMd::new(
         md.sys.clone(),
@@ -342,11 +335,8 @@ fn time_md_alone(
 
 /// Seconds of the timed collisions of the coupled run, the fluid particle count and the
 /// coupling path.
-fn time_coupled(a: &Args, cfg: &Config, md_cfg: &MdConfig, sys: &System) -> (f64, usize, String) {
+fn time_coupled(a: &Args, cfg: &Config, md_cfg: &MdConfig, md: Md) -> (f64, usize, String) {
     let mut solvent = Solvent::new(cfg.clone()).unwrap_or_else(|e| fail(&e.to_string()));
-    let md = md_cfg
-        .build_with(cfg, sys.clone())
-        .unwrap_or_else(|e| fail(&e.to_string()));
     let mut coupling =
         Coupling::with_md(md_cfg, &solvent, md).unwrap_or_else(|e| fail(&e.to_string()));
     for _ in 0..a.warmup {

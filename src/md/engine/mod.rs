@@ -24,6 +24,7 @@ use super::system::System;
 use super::walls::{wall_pass, WallPotential};
 use crate::error::{ConfigError, MpcError, Result};
 
+#[derive(Clone)]
 pub struct Md {
     pub sys: System,
     pub ff: ForceField,
