@@ -130,7 +130,8 @@ impl CudaBackend {
         // SAFETY: mpc_moments(MpcParams, const float *py, *pz, const double *vx, *vy, *vz, const u32
         // *cellw, double *out, double *prof_sum, u64 *prof_cnt, u32 use_shared, u32 per_block):
         // the argument types match; the particle arrays hold p.n_fluid = self.n slots (each
-        // block reads its per_block slots, bounded by n_fluid), out 4 doubles, the profiles
+        // block reads its per_block slots, bounded by n_fluid), out MOMENT_WORDS ×
+        // REPORT_COPIES doubles (block b adds into copy b % REPORT_COPIES), the profiles
         // `bins` = Physics::profile_bins = mpc_profile_bins(p) bins, and the dynamic shared
         // memory (when used) is exactly that many doubles + u64. All on the main stream, after
         // the flush.
