@@ -1,6 +1,6 @@
-//! The peer grants that let every GPU read and write the solutes held on the first GPU (over
-//! NVLink) and make the particle migration run at NVLink speed. Needs two or more CUDA GPUs.
-//! (Solutes on several GPUs colliding as on the CPU: tests/suite/device_solutes.rs.)
+//! The peer grants that let the GPUs' peer copies (particle migration, solute routing) run at
+//! NVLink speed. Needs two or more CUDA GPUs. (Solutes on several GPUs colliding as on the
+//! CPU: tests/suite/device_solutes.rs, tests/suite/routed_solutes.rs.)
 
 use crate::common;
 
@@ -11,7 +11,7 @@ use mpcbox::backend::{Backend, SoluteBatch};
 use mpcbox::config::Thermostat;
 use mpcbox::physics::Physics;
 
-/// Every buffer another GPU touches (receive buffers, the home GPU's solute buffers) is open
+/// Every buffer another GPU touches (receive buffers, the solute routing's buffers) is open
 /// to that GPU, and peer copies are the default transfer where the GPUs allow it.
 #[test]
 #[ignore = "needs two or more CUDA GPUs"]

@@ -32,6 +32,7 @@ mod mpi_gpu;
 mod mpi_ranks;
 mod polymer_shear;
 mod reproducibility;
+mod routed_solutes;
 mod rules_collision;
 mod rules_steps;
 mod rules_viscosity;

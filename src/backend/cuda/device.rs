@@ -137,6 +137,11 @@ kernel_store! {
     "device_solutes.cu" {
         check_solutes: "mpc_check_solutes",
     }
+    "solute_routes.cu" {
+        route_count: "mpc_route_count",
+        route_pack: "mpc_route_pack",
+        route_scatter: "mpc_route_scatter",
+    }
     "cells.cu" {
         cell_params: "mpc_cell_params",
     }
@@ -310,6 +315,36 @@ impl CudaDevice {
         s.synchronize().map_err(drv("sync"))?;
         let dt = t0.elapsed().as_secs_f64();
         Ok(2.0 * (n * 8) as f64 * reps as f64 / dt)
+    }
+
+    /// Host-to-device and device-to-host copy rates in bytes/s between pinned host memory
+    /// and this GPU, each the best of `reps` copies of `bytes`: the PCIe reference a coupled
+    /// step with host solutes is measured against.
+    pub fn pinned_copy_rates(&self, bytes: usize, reps: usize) -> Result<(f64, f64)> {
+        let s = &self.stream;
+        let n = bytes / 8;
+        // SAFETY: pinned host memory, uninitialised: only copied to the device and written by
+        // copies from it, never read on the host.
+        let mut host =
+            unsafe { self.ctx.alloc_pinned_with_flags::<f64>(n, 0) }.map_err(drv("pinned"))?;
+        let mut dev = s.alloc_zeros::<f64>(n).map_err(drv("alloc"))?;
+        let mut best = |up: bool| -> Result<f64> {
+            let mut rate = 0.0f64;
+            for _ in 0..reps + 1 {
+                let t0 = std::time::Instant::now();
+                if up {
+                    s.memcpy_htod(&host, &mut dev).map_err(drv("copy"))?;
+                } else {
+                    s.memcpy_dtoh(&dev, &mut host).map_err(drv("copy"))?;
+                }
+                s.synchronize().map_err(drv("sync"))?;
+                rate = rate.max((n * 8) as f64 / t0.elapsed().as_secs_f64());
+            }
+            Ok(rate)
+        };
+        let up = best(true)?;
+        let down = best(false)?;
+        Ok((up, down))
     }
 }
 

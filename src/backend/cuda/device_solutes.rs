@@ -50,6 +50,17 @@ fn pointer_attribute<T: Default>(addr: u64, attribute: sys::CUpointer_attribute)
     (r == sys::CUresult::CUDA_SUCCESS).then_some(value)
 }
 
+/// The GPU whose memory `addr` is (None for host memory, or an address CUDA does not know).
+pub(in crate::backend::cuda) fn device_of(addr: u64) -> Option<usize> {
+    use sys::CUpointer_attribute as A;
+    let kind = pointer_attribute::<u32>(addr, A::CU_POINTER_ATTRIBUTE_MEMORY_TYPE)?;
+    if kind != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32 {
+        return None;
+    }
+    let ordinal = pointer_attribute::<i32>(addr, A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)?;
+    usize::try_from(ordinal).ok()
+}
+
 /// Refuse `addr` unless it is device memory of GPU `ordinal` with `bytes` readable from it.
 fn check_device_pointer(addr: u64, bytes: usize, field: &str, ordinal: usize) -> Result<()> {
     use sys::CUpointer_attribute as A;
@@ -112,8 +123,9 @@ fn check_device_pointer(addr: u64, bytes: usize, field: &str, ordinal: usize) ->
     Ok(())
 }
 
-/// The error for the first kind of bad value `mpc_check_solutes` found, if any.
-fn first_bad_to_error(first: &[u32; 4]) -> Result<()> {
+/// The error for the first kind of bad value `mpc_check_solutes` (or the multi-GPU routing)
+/// found, if any: the lowest index of each kind, u32::MAX where none.
+pub(in crate::backend::cuda) fn first_bad_to_error(first: &[u32; 4]) -> Result<()> {
     let problems = [
         (
             "positions",
@@ -224,7 +236,10 @@ impl CudaBackend {
 
     /// No step in flight, a count the kernels can index, and arrays of this GPU of the sizes
     /// the count needs (this GPU's context bound).
-    fn check_solute_pointers(&mut self, s: &DeviceSolutes) -> Result<()> {
+    pub(in crate::backend::cuda) fn check_solute_pointers(
+        &mut self,
+        s: &DeviceSolutes,
+    ) -> Result<()> {
         if self.in_flight.is_some() {
             return Err(MpcError::Device(
                 "a coupled step was begun and not finished; fix: call finish_step first".into(),

@@ -41,6 +41,10 @@ pub const FLUID_SOURCES: &[(&str, &str)] = &[
         "device_solutes.cu",
         include_str!("../../../kernels/device_solutes.cu"),
     ),
+    (
+        "solute_routes.cu",
+        include_str!("../../../kernels/solute_routes.cu"),
+    ),
     ("cells.cu", include_str!("../../../kernels/cells.cu")),
     ("collide.cu", include_str!("../../../kernels/collide.cu")),
     ("rules.cu", include_str!("../../../kernels/rules.cu")),

@@ -16,8 +16,9 @@
 //! applied by the stream kernel wherever it runs, and the wrapped particle then migrates from
 //! the top slab to the bottom one like any other.
 //!
-//! Solutes live on the first GPU and are read and written there by every GPU over peer access
-//! (`solutes.rs`); without peer access they go to every GPU.
+//! Solutes from outside (device arrays on one of the run's GPUs, or host arrays) are routed:
+//! each reaches the GPU owning its cell once, that slab bins and collides it, its velocity
+//! comes back (`solute_routes.rs`). The bundled MD engine hands each slab its own copy.
 //!
 //! Over MPI ranks (`ranks.rs`) each process holds a contiguous block of the box's slabs on its
 //! own GPUs. A link between two slabs of one process is a peer copy as above; a link to a slab
@@ -37,12 +38,14 @@
 //! | `ranks` | packets to and from other MPI ranks' slabs through the transport |
 //! | `rank_peers` | packets between ranks of one host, GPU to GPU (CUDA IPC) |
 //! | `transfer` | peer access and pool grants, the raw copies, transfer rates |
-//! | `solutes` | solutes on the home GPU (or on every GPU without peer access) |
+//! | `solutes` | which solutes a step takes, their checks, and over ranks their routing to ranks |
+//! | `solute_routes` | outside solutes routed to their slabs' GPUs and back (`kernels/solute_routes.cu`) |
 
 mod migrate;
 mod rank_peers;
 mod ranks;
 mod slab;
+mod solute_routes;
 mod solutes;
 mod step;
 pub mod transfer;
@@ -66,6 +69,7 @@ use crate::state::FluidState;
 use rank_peers::{RankPeers, SlabRing};
 use ranks::RankMessages;
 use slab::{check_gpu_count, split_slabs, SlabLayout};
+use solute_routes::SoluteRoutes;
 use step::StepSolutes;
 
 /// The multi-GPU backend: one [`CudaBackend`] in slab mode per slab of this process.
@@ -80,15 +84,13 @@ pub struct MultiCudaBackend {
     /// Solutes routed to the ranks of their cells: each rank passes its own (true) or all
     /// ranks pass the same ones (see `backend::slabbed::SoluteMode`).
     solutes_per_rank: bool,
-    /// Every GPU may read and write the first GPU's memory (solutes live there).
-    home_reachable: bool,
+    /// Solutes from outside routed to the slabs of their cells (made at the first such step).
+    routes: Option<SoluteRoutes>,
     /// First layer of each slab of the box, then Ly.
     bounds: Vec<u32>,
     phys: Physics,
     n_total: usize,
     transfer: Transfer,
-    /// Solute velocities from one GPU (host scratch).
-    solute_scratch: Vec<f64>,
     profiling: bool,
     /// Seconds in [pass 1, exchange (counts, transfers, unpack), cells + collide + reorder].
     phase_seconds: [f64; 3],
@@ -194,7 +196,7 @@ impl MultiCudaBackend {
             let be = CudaBackend::open_slab(dev, phys, method, staged, &layout, k, &part)?;
             slabs.push(be);
         }
-        let home_reachable = transfer::connect_slabs(&slabs)?;
+        transfer::connect_slabs(&slabs)?;
         // links from this process's slabs to slabs of other ranks (their packets cross in
         // pinned messages; as many come in as go out)
         let remote_links = (first..first + slabs.len())
@@ -226,12 +228,11 @@ impl MultiCudaBackend {
             slab_rank,
             transport,
             solutes_per_rank: false,
-            home_reachable,
+            routes: None,
             bounds: layout.bounds,
             phys: phys.clone(),
             n_total: source.len(),
             transfer,
-            solute_scratch: Vec::new(),
             profiling: false,
             phase_seconds: [0.0; 3],
             migrated: 0,

@@ -1,26 +1,17 @@
-//! Solutes in a multi-GPU run, held on the *home* GPU (the run's first): the caller's device
-//! arrays, or host arrays uploaded once. Every GPU bins the solutes straight from the home
-//! GPU's memory (peer reads over NVLink) and adds those in its own cells; the GPU owning a
-//! solute's cell collides it and writes the velocity back into the home array (peer write),
-//! the others leave it alone. Host solutes cross PCIe once each way instead of once per GPU,
-//! and device solutes not at all. Needs peer access from every GPU to the home GPU; without
-//! it, host solutes go to every GPU through the host (the older path) and device solutes are
-//! refused.
+//! Which solutes a multi-GPU step takes and their checks. Solutes from outside (device arrays
+//! on one of the run's GPUs, or host arrays) are routed to the slabs owning their cells and
+//! back (`solute_routes.rs`); the bundled MD engine hands each slab its own copy
+//! (`Backend::step_slab_solutes`).
 //!
-//! Without peer access, [`CudaBackend::upload_solutes_blocking`] copies the solutes to every
-//! GPU, each GPU collides those in its own cells and writes zeros for the others, and the host
-//! adds the GPUs' outputs (exact: one term is non-zero).
-//!
-//! Over MPI ranks the solutes come as host arrays: each goes to the rank owning its cell
-//! (`backend::slabbed::route_solutes`), that rank's GPUs collide it as above, and its velocity
-//! goes back. Device-resident solutes are refused there (they would be on one rank's GPU).
+//! Over MPI ranks host solutes first go to the rank owning their cell
+//! (`backend::slabbed::route_solutes`), that rank routes them to its slabs as above, and their
+//! velocities go back. Device-resident solutes are refused there (they would be on one rank's
+//! GPU).
 
-use cudarc::driver::DevicePtr;
-
+use super::solute_routes::{RouteSource, SoluteRoutes};
 use super::step::StepSolutes;
 use super::MultiCudaBackend;
 use crate::backend::cuda::device::drv;
-use crate::backend::cuda::CudaBackend;
 use crate::backend::slabbed::{return_solute_velocities, route_solutes, SoluteMode};
 use crate::backend::{DeviceSolutes, SoluteBatch, StepReport};
 use crate::error::{MpcError, Result};
@@ -60,174 +51,76 @@ impl MultiCudaBackend {
     pub(super) fn refuse_device_solutes_over_ranks(&self) -> Result<()> {
         if self.transport.ranks() > 1 {
             return Err(MpcError::Device(format!(
-                "device-resident solutes over {} MPI ranks: each rank's GPUs hold only their                  slabs; fix: hand the solutes over as host arrays (mpcbox_step_with_solutes,                  Solvent::step_with_solutes), routed to their cells' ranks",
+                "device-resident solutes over {} MPI ranks: each rank's GPUs hold only their \
+                 slabs; fix: hand the solutes over as host arrays (mpcbox_step_with_solutes, \
+                 Solvent::step_with_solutes), routed to their cells' ranks",
                 self.transport.ranks()
             )));
         }
         Ok(())
     }
 
-    /// Where every GPU reads this step's solutes from: the caller's device arrays, or host
-    /// solutes uploaded once to the home GPU when every GPU can reach it (None: host solutes
-    /// uploaded to every GPU here, or no solutes).
-    pub(super) fn place_solutes(
-        &mut self,
-        solutes: &StepSolutes<'_, '_>,
-    ) -> Result<Option<DeviceSolutes>> {
-        match solutes {
-            StepSolutes::Device(d) => Ok(Some(*d)),
-            StepSolutes::Host(b) if self.home_reachable => {
-                Ok(Some(self.upload_solutes_home(b.pos, &*b.vel, b.mass)?))
-            }
-            StepSolutes::Host(b) => {
-                for s in &mut self.slabs {
-                    s.upload_solutes_blocking(b.pos, &*b.vel, b.mass)?;
-                }
-                Ok(None)
-            }
-            StepSolutes::None | StepSolutes::PerSlab(_) => Ok(None),
+    /// The slab of this process whose GPU holds device arrays `s` (the first on that GPU):
+    /// refused, naming the run's GPUs, when they live on a GPU the run does not use.
+    pub(super) fn solutes_home(&self, s: &DeviceSolutes) -> Result<usize> {
+        self.slabs[0]
+            .dev
+            .ctx
+            .bind_to_thread()
+            .map_err(drv("bind"))?;
+        let owner = crate::backend::cuda::device_solutes::device_of(s.pos);
+        let gpus: Vec<usize> = self.slabs.iter().map(|b| b.dev.ordinal).collect();
+        match owner.and_then(|o| gpus.iter().position(|&g| g == o)) {
+            Some(k) => Ok(k),
+            None => Err(MpcError::Solute {
+                field: "positions".into(),
+                problem: match owner {
+                    Some(o) => {
+                        format!("live on GPU {o}, which this run does not use (GPUs {gpus:?})")
+                    }
+                    None => format!("{:#x} is not device memory of a CUDA GPU", s.pos),
+                },
+                fix: format!(
+                    "allocate the solutes on one of the fluid's GPUs {gpus:?}, or hand them over \
+                     as host arrays (step_with_solutes)"
+                ),
+            }),
         }
     }
 
-    /// Host solutes on every GPU: their velocities are the sum of the GPUs' outputs (exactly
-    /// one GPU owns each solute, the others wrote zeros).
-    pub(super) fn sum_solute_velocities(&mut self, b: &mut SoluteBatch<'_>) -> Result<()> {
-        let ns = b.len();
-        let out = b.vel.as_flattened_mut();
-        out.fill(0.0);
-        for s in &mut self.slabs {
-            s.download_solute_velocities(ns, &mut self.solute_scratch)?;
-            for (o, v) in out.iter_mut().zip(&self.solute_scratch) {
-                *o += *v;
-            }
-        }
-        Ok(())
-    }
-
-    /// Check device-resident solutes: on the home GPU, like one GPU's check; their pool (if
-    /// they come from a stream-ordered pool) is opened to the other GPUs.
+    /// Check device-resident solutes before anything changes: the pointers, on the GPU that
+    /// holds them (one of the run's). Their values are checked by the step's routing, before
+    /// the fluid moves unless the step was begun (`Solvent::begin_device_step`).
     pub(super) fn check_device_solutes_multi(&mut self, s: &DeviceSolutes) -> Result<()> {
-        if !self.home_reachable {
-            return Err(MpcError::Device(
-                "device-resident solutes on several GPUs need peer access from every GPU to the \
-                 first (NVLink or PCIe peer-to-peer), which these GPUs lack; fix: hand the \
-                 solutes over as host arrays, or run the fluid on one GPU"
-                    .into(),
-            ));
-        }
-        self.slabs[0].check_device_solutes_here(s)?;
-        // other GPUs only: slabs on the home GPU share its memory
-        let home = self.slabs[0].dev.ordinal;
-        let mut readers: Vec<usize> = self.slabs[1..].iter().map(|b| b.dev.ordinal).collect();
-        readers.retain(|&r| r != home);
-        readers.dedup();
-        for ptr in [s.pos, s.vel, s.mass] {
-            super::transfer::open_pool_of(ptr, &readers)?;
-        }
-        Ok(())
+        let home = self.solutes_home(s)?;
+        self.slabs[home].check_solute_pointers(s)
     }
 
-    /// The home GPU's solute buffers holding `pos`, `vel`, `mass` (one PCIe transfer, through
-    /// the home GPU's pinned staging filled on the host pool), as device solutes every GPU
-    /// reads. The copies are queued on the home GPU's main stream, before its kernels.
-    pub(super) fn upload_solutes_home(
+    /// Route this step's solutes (`solute_routes.rs`) from slab `home`'s GPU: the arrays the
+    /// routing read, which the velocities' return writes.
+    pub(super) fn route_solutes(
         &mut self,
-        pos: &[[f64; 3]],
-        vel: &[[f64; 3]],
-        mass: &[f64],
+        home: usize,
+        plan: &StepPlan,
+        source: RouteSource<'_>,
     ) -> Result<DeviceSolutes> {
-        let ns = pos.len();
-        let home = &mut self.slabs[0];
-        home.ensure_solute_capacity(ns)?;
-        home.ensure_coupled_io(ns)?;
-        let stream = home.dev.stream.clone();
-        let io = home.coupled.as_mut().expect("made above");
-        let sb = home.solutes.as_mut().expect("made above");
-        // the previous step's copies out of the staging buffers are complete: the step ended
-        // with every GPU synchronised
-        crate::host::copy(
-            io.pos.as_mut_slice().map_err(drv("pinned"))?,
-            pos.as_flattened(),
-        );
-        crate::host::copy(
-            io.vel.as_mut_slice().map_err(drv("pinned"))?,
-            vel.as_flattened(),
-        );
-        crate::host::copy(io.mass.as_mut_slice().map_err(drv("pinned"))?, mass);
-        stream
-            .memcpy_htod(&io.pos, &mut sb.pos.slice_mut(..3 * ns))
-            .map_err(drv("solute upload"))?;
-        stream
-            .memcpy_htod(&io.vel, &mut sb.vel.slice_mut(..3 * ns))
-            .map_err(drv("solute upload"))?;
-        stream
-            .memcpy_htod(&io.mass, &mut sb.mass.slice_mut(..ns))
-            .map_err(drv("solute upload"))?;
-        let addr = |b: &cudarc::driver::CudaSlice<f64>| b.device_ptr(&stream).0;
-        Ok(DeviceSolutes {
-            pos: addr(&sb.pos),
-            vel: addr(&sb.vel),
-            mass: addr(&sb.mass),
-            n: ns,
-            stream: 0,
-        })
+        self.routes_at(home)?;
+        let routes = self.routes.as_mut().expect("made above");
+        routes.route(&self.slabs, plan, source)
     }
 
-    /// After every GPU has finished the step: the collided velocities from the home buffers,
-    /// through the pinned staging.
-    pub(super) fn download_solutes_home(&mut self, out: &mut [[f64; 3]]) -> Result<()> {
-        let ns = out.len();
-        let home = &mut self.slabs[0];
-        let (Some(io), Some(sb)) = (home.coupled.as_mut(), home.solutes.as_ref()) else {
-            return Err(MpcError::Device("solute buffers missing".into()));
-        };
-        home.dev
-            .stream
-            .memcpy_dtoh(&sb.vel.slice(..3 * ns), &mut io.out)
-            .map_err(drv("solute download"))?;
-        // explicit wait: event tracking is off, so the pinned buffer records no event
-        home.dev
-            .stream
-            .synchronize()
-            .map_err(drv("solute download"))?;
-        let staged = io.out.as_slice().map_err(drv("solute download"))?;
-        crate::host::copy(out.as_flattened_mut(), &staged[..3 * ns]);
-        Ok(())
-    }
-}
-
-impl CudaBackend {
-    /// Slab mode: copy all solutes to this GPU (it bins only those in its cells).
-    pub(super) fn upload_solutes_blocking(
-        &mut self,
-        pos: &[[f64; 3]],
-        vel: &[[f64; 3]],
-        mass: &[f64],
-    ) -> Result<()> {
-        let ns = pos.len();
-        self.ensure_solute_capacity(ns)?;
-        let s = self.dev.stream.clone();
-        let sb = self.solutes.as_mut().expect("made above");
-        s.memcpy_htod(pos.as_flattened(), &mut sb.pos.slice_mut(..3 * ns))
-            .map_err(drv("solute upload"))?;
-        s.memcpy_htod(vel.as_flattened(), &mut sb.vel.slice_mut(..3 * ns))
-            .map_err(drv("solute upload"))?;
-        s.memcpy_htod(mass, &mut sb.mass.slice_mut(..ns))
-            .map_err(drv("solute upload"))?;
-        Ok(())
-    }
-
-    /// Slab mode: this GPU's solute velocities (zeros for solutes another GPU owns).
-    fn download_solute_velocities(&mut self, ns: usize, out: &mut Vec<f64>) -> Result<()> {
-        out.resize(3 * ns, 0.0);
-        let sb = self
-            .solutes
-            .as_ref()
-            .ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
-        self.dev
-            .stream
-            .memcpy_dtoh(&sb.vel.slice(..3 * ns), &mut out[..])
-            .map_err(drv("solute download"))?;
+    /// The routing with its staging on slab `home`'s GPU (made, or remade when the solutes
+    /// moved to another GPU, once every copy of the old one has passed).
+    fn routes_at(&mut self, home: usize) -> Result<()> {
+        let same =
+            |r: &SoluteRoutes| self.slabs[r.home()].dev.ordinal == self.slabs[home].dev.ordinal;
+        if !self.routes.as_ref().is_some_and(same) {
+            if let Some(old) = self.routes.take() {
+                old.quiesce()?;
+            }
+            let bounds = &self.bounds[self.first..=self.first + self.slabs.len()];
+            self.routes = Some(SoluteRoutes::new(&self.slabs, home, bounds)?);
+        }
         Ok(())
     }
 }

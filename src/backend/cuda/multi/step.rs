@@ -5,11 +5,13 @@
 //! 1. every GPU: pass 1 (`stream.rs`: fused collision n, stream, bin, sum; emigrants packed);
 //! 2. exchange (`migrate.rs`, `transfer.rs`): the counts come back, the packets cross, each
 //!    GPU unpacks its arrivals into its cell sums;
-//! 3. every GPU: solutes (`solutes.rs`), cell pass, collision (or deferred), reorder; the
+//! 3. every GPU: solutes (routed to their slabs by `solute_routes.rs` beside pass 1, or the
+//!    bundled engine's per-slab copies), cell pass, collision (or deferred), reorder; the
 //!    reports and flags come back and are summed, the particle count checked.
 
 use std::time::Instant;
 
+use super::solute_routes::RouteSource;
 use super::MultiCudaBackend;
 use crate::backend::cuda::device::drv;
 use crate::backend::cuda::observe::report_from_words;
@@ -41,9 +43,10 @@ impl StepSolutes<'_, '_> {
 }
 
 impl MultiCudaBackend {
-    /// One step of all slabs. Solutes: device-resident ones are read from the home GPU by
-    /// every GPU; host ones are uploaded once to the home GPU when every GPU can reach it
-    /// (`solutes.rs`), else to every GPU.
+    /// One step of all slabs. Solutes from outside (device arrays, host arrays) are routed to
+    /// the slabs owning their cells (`solute_routes.rs`): for device arrays of a step not begun
+    /// before pass 1, so that a bad value stops the step before the fluid moves; otherwise
+    /// beside pass 1 (host arrays were checked on the host).
     pub(super) fn run_step(
         &mut self,
         plan: &StepPlan,
@@ -53,18 +56,43 @@ impl MultiCudaBackend {
         let mut t = Instant::now();
         // 1. pass 1 everywhere (collide n if deferred, stream, bin, pack emigrants), unless
         // begun for this step
-        match self.fluid_begun.take() {
-            Some(step) if step == plan.step => {}
+        let begun = match self.fluid_begun.take() {
+            Some(step) if step == plan.step => true,
             Some(step) => {
                 return Err(MpcError::Device(format!(
                     "step {step} was begun and step {} finished (please report it)",
                     plan.step
                 )))
             }
-            None => self.queue_pass_one(plan, ns)?,
-        }
-        // where every GPU reads the solutes from (None: each GPU has its own copy)
-        let on_home = self.place_solutes(&solutes)?;
+            None => false,
+        };
+        let routed = match &solutes {
+            StepSolutes::Device(d) if ns > 0 => {
+                let home = self.solutes_home(d)?;
+                let target = self.route_solutes(home, plan, RouteSource::Device(*d))?;
+                if !begun {
+                    self.queue_pass_one(plan, ns)?;
+                }
+                Some(target)
+            }
+            StepSolutes::Host(b) if ns > 0 => {
+                if !begun {
+                    self.queue_pass_one(plan, ns)?;
+                }
+                let source = RouteSource::Host {
+                    pos: b.pos,
+                    vel: &*b.vel,
+                    mass: b.mass,
+                };
+                Some(self.route_solutes(0, plan, source)?)
+            }
+            _ => {
+                if !begun {
+                    self.queue_pass_one(plan, ns)?;
+                }
+                None
+            }
+        };
         self.synchronize_all()?;
         let (sent, tops) = self.read_migration_counts()?;
         self.mark(0, &mut t)?;
@@ -76,18 +104,15 @@ impl MultiCudaBackend {
             StepSolutes::PerSlab(d) => Some(d),
             _ => None,
         };
-        self.finish_slabs(plan, ns, on_home.as_ref(), per_slab)?;
-        let mut host_solutes = match solutes {
-            StepSolutes::Host(b) => Some(b),
-            _ => None,
-        };
-        if let (Some(b), None) = (host_solutes.as_mut(), &on_home) {
-            self.sum_solute_velocities(b)?;
+        self.finish_slabs(plan, ns, per_slab, routed.is_some())?;
+        if let (Some(target), Some(routes)) = (&routed, self.routes.as_mut()) {
+            let callers = matches!(solutes, StepSolutes::Device(_));
+            routes.return_velocities(&self.slabs, target, callers)?;
         }
         let (report, live) = self.collect_reports()?;
-        if let (Some(b), Some(_)) = (host_solutes, &on_home) {
-            // every GPU has finished (synchronised above): the home buffers hold all velocities
-            self.download_solutes_home(b.vel)?;
+        if let (StepSolutes::Host(b), Some(_)) = (solutes, &routed) {
+            let routes = self.routes.as_mut().expect("routed");
+            routes.download_host(b.vel)?;
         }
         self.check_particle_count(plan, live)?;
         self.mark(2, &mut t)?;
@@ -137,28 +162,38 @@ impl MultiCudaBackend {
         self.run_step(plan, StepSolutes::PerSlab(solutes))
     }
 
-    /// Step 3 on every GPU: solutes (from the home GPU's arrays, the slab's own device copy,
-    /// or each GPU's own upload), cell pass, solute and fluid collision, reorder.
+    /// Step 3 on every GPU: solutes (its routed share, or the slab's own device copy of the
+    /// bundled engine), cell pass, solute and fluid collision, reorder.
     fn finish_slabs(
         &mut self,
         plan: &StepPlan,
         ns: usize,
-        on_home: Option<&DeviceSolutes>,
         per_slab: Option<&[SlabSolutes]>,
+        routed: bool,
     ) -> Result<()> {
+        let routes = self.routes.as_ref().filter(|_| routed);
+        let mut own = Vec::with_capacity(self.slabs.len());
+        for k in 0..self.slabs.len() {
+            own.push(match (routes, per_slab) {
+                (Some(r), _) => r.slab_solutes(&self.slabs, k)?.map(|d| (d, None)),
+                (None, Some(d)) if ns > 0 => Some((d[k].solutes, d[k].subset)),
+                _ => None,
+            });
+        }
         for (k, s) in self.slabs.iter_mut().enumerate() {
             let p = s.params(plan, ns);
-            let subset = per_slab.and_then(|d| d[k].subset);
-            let on_home = per_slab.map(|d| &d[k].solutes).or(on_home);
-            match on_home {
-                Some(d) if ns > 0 => s.bin_solutes_from(&p, d, subset)?,
-                _ => s.solute_bin(&p, ns)?,
-            }
-            s.cell_pass(&p)?;
-            match on_home {
-                Some(d) if ns > 0 => s.collide_owned_solutes(&p, d, subset)?,
-                _ if ns > 0 => s.solute_collide(&p, ns)?,
-                _ => {}
+            match own[k] {
+                Some((d, subset)) => {
+                    // a routed share holds d.n solutes; a slab's copy of the engine's, ns
+                    let q = p.with_solutes(d.n);
+                    s.bin_solutes_from(&q, &d, subset)?;
+                    s.cell_pass(&p)?;
+                    s.collide_owned_solutes(&q, &d, subset)?;
+                    if let Some(r) = routes {
+                        r.mark_collided(k, s)?;
+                    }
+                }
+                None => s.cell_pass(&p)?,
             }
             s.fluid_collide(plan, &p)?;
             s.reorder_if(plan)?;

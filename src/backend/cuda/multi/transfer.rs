@@ -146,44 +146,6 @@ pub fn peer_can_access(ptr: u64, reader_ordinal: usize) -> Result<bool> {
     Ok(flags == sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
 }
 
-/// If `ptr` lies in a stream-ordered memory pool (`cudaMallocAsync`), let GPUs `readers` read
-/// and write it (peer access of contexts does not cover pool memory). Plain `cudaMalloc`
-/// memory needs nothing more than the contexts' peer access, enabled when the run opened.
-pub(crate) fn open_pool_of(ptr: u64, readers: &[usize]) -> Result<()> {
-    use cudarc::driver::sys;
-    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
-    // SAFETY: MEMPOOL_HANDLE writes one CUmemoryPool into `pool`; `ptr` is only read as an
-    // integer by the driver.
-    let r = unsafe {
-        sys::cuPointerGetAttribute(
-            &mut pool as *mut _ as *mut std::ffi::c_void,
-            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
-            ptr,
-        )
-    };
-    if r != sys::CUresult::CUDA_SUCCESS || pool.is_null() {
-        return Ok(()); // not pool memory
-    }
-    for &reader in readers {
-        let desc = sys::CUmemAccessDesc {
-            location: sys::CUmemLocation {
-                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-                id: reader as i32,
-            },
-            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
-        };
-        // SAFETY: one valid descriptor, alive across the call; `pool` from the driver above.
-        let r = unsafe { sys::cuMemPoolSetAccess(pool, &desc, 1) };
-        if r != sys::CUresult::CUDA_SUCCESS {
-            return Err(MpcError::Device(format!(
-                "the solutes' memory pool cannot be opened to GPU {reader} ({r:?}); fix: \
-                 allocate the solutes with cudaMalloc, or run the fluid on one GPU"
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// Whether every GPU may access the memory of its neighbours above and below (periodically),
 /// in both directions: then peer copies are the default.
 pub(super) fn neighbours_have_peer_access(devices: &[CudaDevice]) -> bool {
@@ -452,20 +414,19 @@ fn via_host_rate(
 
 /// Peer access between the slabs' GPUs where the hardware allows, each GPU's memory pool
 /// opened to its peers; whether every GPU reaches the first (home) GPU.
-pub(super) fn connect_slabs(slabs: &[CudaBackend]) -> Result<bool> {
+pub(super) fn connect_slabs(slabs: &[CudaBackend]) -> Result<()> {
     let devices: Vec<&CudaDevice> = slabs.iter().map(|s| &s.dev).collect();
     enable_peer_access(&devices)?;
     let granted = grant_pool_access(&devices)?;
     tracing::debug!("memory pools opened to peers: {granted:?}");
-    let home = devices[0];
-    Ok(devices[1..].iter().all(|d| reaches(d, home)))
+    Ok(())
 }
 
 impl super::MultiCudaBackend {
     /// Every buffer another GPU touches, as (device address, owning GPU, touching GPU): the
-    /// receive buffers (written by the neighbours' peer copies) and the home GPU's solute
-    /// buffers once made (read and written by every GPU's kernels). Each must be open to that
-    /// GPU ([`peer_can_access`]).
+    /// receive buffers (written by the neighbours' peer copies) and the solute routing's
+    /// staging and remote regions (read and written by peer copies), once made. Each must be
+    /// open to that GPU ([`peer_can_access`]).
     pub fn peer_touched_buffers(&self) -> Vec<(u64, usize, usize)> {
         let mut out = Vec::new();
         for (j, s) in self.slabs.iter().enumerate() {
@@ -482,14 +443,8 @@ impl super::MultiCudaBackend {
                 }
             }
         }
-        if let Some(sb) = self.slabs[0].solutes.as_ref() {
-            let stream = &self.slabs[0].dev.stream;
-            let owner = self.slabs[0].dev.ordinal;
-            for s in &self.slabs[1..] {
-                for b in [&sb.pos, &sb.vel, &sb.mass] {
-                    out.push((b.device_ptr(stream).0, owner, s.dev.ordinal));
-                }
-            }
+        if let Some(r) = &self.routes {
+            out.extend(r.peer_touched(&self.slabs));
         }
         out
     }

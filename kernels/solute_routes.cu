@@ -1,0 +1,144 @@
+// Solutes from outside routed to the slabs that own their cells (src/backend/cuda/multi/solute_routes.rs):
+// every solute is checked and located once, packed
+// into its owning slab's region of a staging buffer on the GPU that holds it, and its collided
+// velocity comes back and is scattered into the caller's array. Each slab then bins and
+// collides only its own solutes, from a compact copy in its own GPU's memory.
+#ifndef MPCBOX_NVRTC
+#include "mpc.cuh"
+#endif
+
+// The most slabs one routing serves (the host refuses more before anything runs).
+#define MPC_ROUTE_MAX_SLABS 64
+#define MPC_ROUTE_NONE 0xffffffffu
+
+// The slab of `bounds` (first layer of each of the g slabs, then Ly) that owns layer iy.
+__device__ __forceinline__ unsigned int mpc_route_slab(const unsigned int *bounds, unsigned int g,
+                                                       unsigned int iy) {
+    unsigned int k = 0;
+    while (k + 1 < g && bounds[k + 1] <= iy) {
+        ++k;
+    }
+    return k;
+}
+
+// Bad values are recorded as first_bad[k] = max of (0xffffffff - index), so that zeroed memory
+// means none and the host reads the lowest bad index as 0xffffffff - first_bad[k]: k = 0 a
+// non-finite position, 1 a coordinate beyond `limit`, 2 a non-finite velocity, 3 a mass that
+// is not finite and > 0. A bad value stops the step before any solute is collided.
+__device__ __forceinline__ void mpc_route_bad(unsigned int *first_bad, unsigned int k, unsigned int i) {
+    atomicMax(first_bad + k, 0xffffffffu - i);
+}
+
+// The slab owning the cell of the solute at (x, y, z) on step p's shifted grid, or
+// MPC_ROUTE_NONE for a bad position (recorded).
+__device__ __forceinline__ unsigned int mpc_route_owner(const MpcParams &p, const double *spos, unsigned int i,
+                                                        double limit, const unsigned int *bounds, unsigned int g,
+                                                        unsigned int *first_bad) {
+    double x = spos[3 * i], y = spos[3 * i + 1], z = spos[3 * i + 2];
+    if (!(isfinite(x) && isfinite(y) && isfinite(z))) {
+        mpc_route_bad(first_bad, 0, i);
+        return MPC_ROUTE_NONE;
+    }
+    if (fabs(x) > limit || fabs(y) > limit || fabs(z) > limit) {
+        mpc_route_bad(first_bad, 1, i);
+        return MPC_ROUTE_NONE;
+    }
+    MpcLocation loc = mpc_locate_solute(p, x, y, z);
+    return mpc_route_slab(bounds, g, loc.cell / (p.cells[0] * p.cells[2]));
+}
+
+// Slots in counter[key] for the lanes of this warp that hold `key` (the lanes in `mask`, every
+// one of which calls this): one atomic per distinct key; returns this lane's slot, so lanes of
+// one key get consecutive slots and write one contiguous run.
+__device__ __forceinline__ unsigned int mpc_route_reserve(unsigned int *counter, unsigned int key, unsigned int mask) {
+    unsigned int peers = __match_any_sync(mask, key);
+    unsigned int lane = threadIdx.x & 31u;
+    int leader = __ffs(peers) - 1;
+    unsigned int base = 0;
+    if ((int)lane == leader) {
+        base = atomicAdd(counter + key, (unsigned int)__popc(peers));
+    }
+    base = __shfl_sync(peers, base, leader);
+    return base + (unsigned int)__popc(peers & ((1u << lane) - 1u));
+}
+
+// Pass 1: counts[k] += the solutes whose cell slab k owns; bad positions recorded.
+extern "C" __global__ void mpc_route_count(MpcParams p, const double *__restrict__ spos, unsigned int n, double limit,
+                                           const unsigned int *__restrict__ bounds, unsigned int g,
+                                           unsigned int *counts, unsigned int *first_bad) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned int key = MPC_ROUTE_NONE;
+    if (i < n) {
+        key = mpc_route_owner(p, spos, i, limit, bounds, g, first_bad);
+    }
+    unsigned int mask = __ballot_sync(0xffffffffu, key != MPC_ROUTE_NONE);
+    if (key != MPC_ROUTE_NONE) {
+        mpc_route_reserve(counts, key, mask);
+    }
+}
+
+// Pass 2: every routable solute into its slab's region of the staging (SoA: positions and
+// velocities 3 doubles a slot, masses, and the caller's index); slab k's region starts at the
+// sum of counts[0..k]. Bad velocities and masses are recorded. `cursor` starts at zero.
+extern "C" __global__ void mpc_route_pack(MpcParams p, const double *__restrict__ spos,
+                                          const double *__restrict__ svel, const double *__restrict__ smass,
+                                          unsigned int n, double limit, const unsigned int *__restrict__ bounds,
+                                          unsigned int g, const unsigned int *__restrict__ counts,
+                                          unsigned int *cursor, unsigned int *first_bad, double *__restrict__ rpos,
+                                          double *__restrict__ rvel, double *__restrict__ rmass,
+                                          unsigned int *__restrict__ rindex) {
+    __shared__ unsigned int start[MPC_ROUTE_MAX_SLABS];
+    if (threadIdx.x == 0) {
+        unsigned int s = 0;
+        for (unsigned int k = 0; k < g; ++k) {
+            start[k] = s;
+            s += counts[k];
+        }
+    }
+    __syncthreads();
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned int key = MPC_ROUTE_NONE;
+    if (i < n) {
+        // bad positions were recorded by the count pass
+        double x = spos[3 * i], y = spos[3 * i + 1], z = spos[3 * i + 2];
+        if (isfinite(x) && isfinite(y) && isfinite(z) && fabs(x) <= limit && fabs(y) <= limit &&
+            fabs(z) <= limit) {
+            MpcLocation loc = mpc_locate_solute(p, x, y, z);
+            key = mpc_route_slab(bounds, g, loc.cell / (p.cells[0] * p.cells[2]));
+        }
+    }
+    unsigned int mask = __ballot_sync(0xffffffffu, key != MPC_ROUTE_NONE);
+    if (key == MPC_ROUTE_NONE) {
+        return;
+    }
+    unsigned int slot = start[key] + mpc_route_reserve(cursor, key, mask);
+    double a = svel[3 * i], b = svel[3 * i + 1], c = svel[3 * i + 2];
+    if (!(isfinite(a) && isfinite(b) && isfinite(c))) {
+        mpc_route_bad(first_bad, 2, i);
+    }
+    double m = smass[i];
+    if (!(isfinite(m) && m > 0.0)) {
+        mpc_route_bad(first_bad, 3, i);
+    }
+    rpos[3 * slot] = spos[3 * i];
+    rpos[3 * slot + 1] = spos[3 * i + 1];
+    rpos[3 * slot + 2] = spos[3 * i + 2];
+    rvel[3 * slot] = a;
+    rvel[3 * slot + 1] = b;
+    rvel[3 * slot + 2] = c;
+    rmass[slot] = m;
+    rindex[slot] = i;
+}
+
+// The collided velocities of the `total` staged solutes back into the caller's array.
+extern "C" __global__ void mpc_route_scatter(const double *__restrict__ rvel, const unsigned int *__restrict__ rindex,
+                                             unsigned int total, double *__restrict__ svel) {
+    unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= total) {
+        return;
+    }
+    unsigned int i = rindex[t];
+    svel[3 * i] = rvel[3 * t];
+    svel[3 * i + 1] = rvel[3 * t + 1];
+    svel[3 * i + 2] = rvel[3 * t + 2];
+}
