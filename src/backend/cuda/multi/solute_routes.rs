@@ -288,12 +288,26 @@ impl SoluteRoutes {
         up(&mut h.vel_up, vel.as_flattened())?;
         up(&mut h.mass_up, mass)?;
         let s = &self.stream;
-        s.memcpy_htod(&h.pos_up, &mut h.pos.slice_mut(..3 * n))
-            .map_err(drv("solute upload"))?;
-        s.memcpy_htod(&h.vel_up, &mut h.vel.slice_mut(..3 * n))
-            .map_err(drv("solute upload"))?;
-        s.memcpy_htod(&h.mass_up, &mut h.mass.slice_mut(..n))
-            .map_err(drv("solute upload"))?;
+        let pinned = |b: &PinnedHostSlice<f64>, len: usize| -> Result<*const f64> {
+            Ok(b.as_slice().map_err(drv("pinned"))?[..len].as_ptr())
+        };
+        for (src, dst, len) in [
+            (pinned(&h.pos_up, 3 * n)?, addr(&h.pos, s), 3 * n),
+            (pinned(&h.vel_up, 3 * n)?, addr(&h.vel, s), 3 * n),
+            (pinned(&h.mass_up, n)?, addr(&h.mass, s), n),
+        ] {
+            // SAFETY: `len` doubles of pinned staging (filled above, refilled only after the
+            // host waited for this step's velocities) into device buffers of at least that
+            // many (capacity >= n), on the routing stream that then reads them.
+            unsafe {
+                cudarc::driver::result::memcpy_htod_async(
+                    dst,
+                    std::slice::from_raw_parts(src, len),
+                    s.cu_stream(),
+                )
+                .map_err(drv("solute upload"))?;
+            }
+        }
         Ok(DeviceSolutes {
             pos: addr(&h.pos, s),
             vel: addr(&h.vel, s),
