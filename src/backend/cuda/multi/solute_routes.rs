@@ -13,20 +13,25 @@
 //! 4. each slab on another GPU gets its region by one peer copy per array; a slab on the home
 //!    GPU reads its region in place.
 //!
-//! After the collision each remote slab's velocities go back to its region by a peer copy,
-//! and `mpc_route_scatter` writes every velocity into the caller's array; the caller's stream
-//! waits for that (device arrays) or the host copies them out (host arrays). The host does not
-//! wait for the return: the next step's routing is queued behind it on the same stream.
+//! After its collision each slab writes its solutes' velocities straight into the caller's
+//! array (`mpc_route_scatter` by the caller's indices; over NVLink from another GPU). A slab
+//! whose GPU cannot reach the home GPU's memory (no peer access, or
+//! `MPCBOX_MULTI_TRANSFER=host`) copies its velocities back to its region instead, and the
+//! home GPU scatters them. The caller's stream waits for every slab (device arrays) or the
+//! host copies the velocities out (host arrays); the host does not wait for device arrays: the
+//! next step's routing is queued behind the return on the routing stream.
 //!
 //! Stream order, which makes every buffer's reuse safe without host waits:
-//! pack(n) → forward copies(n) → slab binning and collision(n) → return copies(n) →
-//! scatter(n) → pack(n+1); each arrow is an event or the order of one stream.
+//! pack(n) → forward copies(n) → slab binning, collision and scatter(n) → [return copies and
+//! home scatter(n)] → routing stream (n) → pack(n+1); each arrow is an event or the order of
+//! one stream.
 
 use std::sync::Arc;
 
-use cudarc::driver::{
-    sys, CudaEvent, CudaSlice, CudaStream, DevicePtr, DriverError, PinnedHostSlice, PushKernelArg,
-};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, PinnedHostSlice, PushKernelArg};
+
+mod host;
+mod returns;
 
 use super::transfer::peer_copy_async;
 use crate::backend::cuda::device::{drv, grid};
@@ -34,6 +39,8 @@ use crate::backend::cuda::CudaBackend;
 use crate::backend::{DeviceSolutes, MAX_SOLUTE_COORDINATE};
 use crate::error::{MpcError, Result};
 use crate::physics::StepPlan;
+use host::HostArrays;
+use returns::{caller_stream_error, record_on_raw};
 
 /// The most slabs one routing serves (`MPC_ROUTE_MAX_SLABS` in `kernels/solute_routes.cu`).
 pub const MAX_ROUTED_SLABS: usize = 64;
@@ -63,6 +70,7 @@ struct RemoteRegion {
     pos: CudaSlice<f64>,
     vel: CudaSlice<f64>,
     mass: CudaSlice<f64>,
+    index: CudaSlice<u32>,
 }
 
 /// What links the home GPU to one slab.
@@ -70,31 +78,21 @@ struct SlabLink {
     /// On another GPU than home: the copy of its region (None until the first solute) and the
     /// streams and events of the two peer copies. None for a slab on the home GPU.
     remote: Option<RemoteLink>,
-    /// Recorded on the slab's main stream after its solutes collided.
+    /// Recorded on the slab's main stream after its solutes collided (and were scattered).
     collided: CudaEvent,
 }
 
 struct RemoteLink {
     region: Option<RemoteRegion>,
+    /// The slab's GPU writes the velocities into the home GPU's arrays itself (peer access);
+    /// else they are copied back and scattered there.
+    direct: bool,
     /// A stream of the home GPU: the forward copy.
     forward: Arc<CudaStream>,
     /// A stream of the slab's GPU: the return copy.
     back: Arc<CudaStream>,
     arrived: CudaEvent,
     returned: CudaEvent,
-}
-
-/// Host arrays' way to the home GPU: pinned staging (write-combined going up, cached coming
-/// down) and their device copies, the arrays the routing then reads.
-struct HostArrays {
-    capacity: usize,
-    pos_up: PinnedHostSlice<f64>,
-    vel_up: PinnedHostSlice<f64>,
-    mass_up: PinnedHostSlice<f64>,
-    vel_down: PinnedHostSlice<f64>,
-    pos: CudaSlice<f64>,
-    vel: CudaSlice<f64>,
-    mass: CudaSlice<f64>,
 }
 
 /// The routing state of a multi-GPU backend (made at the first routed step; remade when the
@@ -120,8 +118,6 @@ pub(super) struct SoluteRoutes {
     links: Vec<SlabLink>,
     regions: Vec<Region>,
     host: Option<HostArrays>,
-    /// Solutes routed this step (until its velocities are returned).
-    n: usize,
 }
 
 fn alloc<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
@@ -147,8 +143,14 @@ fn addr<T>(b: &CudaSlice<T>, s: &CudaStream) -> u64 {
 
 impl SoluteRoutes {
     /// The routing for `slabs` (this process's, cut at `bounds`, first layer of each then Ly)
-    /// with its staging on slab `home`'s GPU.
-    pub(super) fn new(slabs: &[CudaBackend], home: usize, bounds: &[u32]) -> Result<SoluteRoutes> {
+    /// with its staging on slab `home`'s GPU; `peer_writes`: slabs whose GPU reaches the home
+    /// GPU write the velocities there themselves.
+    pub(super) fn new(
+        slabs: &[CudaBackend],
+        home: usize,
+        bounds: &[u32],
+        peer_writes: bool,
+    ) -> Result<SoluteRoutes> {
         let g = slabs.len();
         if g > MAX_ROUTED_SLABS || bounds.len() != g + 1 {
             return Err(MpcError::Device(format!(
@@ -165,6 +167,7 @@ impl SoluteRoutes {
             } else {
                 Some(RemoteLink {
                     region: None,
+                    direct: peer_writes && super::transfer::reaches(&s.dev, hdev),
                     forward: hdev.ctx.new_stream().map_err(drv("stream"))?,
                     back: s.dev.ctx.new_stream().map_err(drv("stream"))?,
                     arrived: hdev.ctx.new_event(None).map_err(drv("event"))?,
@@ -199,7 +202,6 @@ impl SoluteRoutes {
             links,
             regions: vec![Region::default(); g],
             host: None,
-            n: 0,
             stream,
         };
         routes.stream.synchronize().map_err(drv("solute routing"))?;
@@ -238,83 +240,6 @@ impl SoluteRoutes {
         self.stream.synchronize().map_err(drv("solute routing"))?;
         self.capacity = cap;
         Ok(())
-    }
-
-    /// Host arrays up to the home GPU (on the routing stream): the device arrays the routing
-    /// then reads, as [`DeviceSolutes`].
-    fn upload_host(
-        &mut self,
-        home: &CudaBackend,
-        pos: &[[f64; 3]],
-        vel: &[[f64; 3]],
-        mass: &[f64],
-    ) -> Result<DeviceSolutes> {
-        let n = pos.len();
-        if self.host.as_ref().is_none_or(|h| h.capacity < n) {
-            self.quiesce()?;
-            let cap = n.next_power_of_two().max(1024);
-            let ctx = &home.dev.ctx;
-            let wc = cudarc::driver::sys::CU_MEMHOSTALLOC_WRITECOMBINED;
-            // SAFETY: pinned host memory, uninitialised (these four calls): the `_up` buffers
-            // are filled by the host before the copies that read them are queued, `vel_down`
-            // is read only after the copy into it that the host waited for.
-            let pin = |len: usize, flags: u32| unsafe {
-                ctx.alloc_pinned_with_flags::<f64>(len, flags)
-                    .map_err(drv("pinned"))
-            };
-            self.host = Some(HostArrays {
-                capacity: cap,
-                pos_up: pin(3 * cap, wc)?,
-                vel_up: pin(3 * cap, wc)?,
-                mass_up: pin(cap, wc)?,
-                vel_down: pin(3 * cap, 0)?,
-                pos: alloc(&self.stream, 3 * cap)?,
-                vel: alloc(&self.stream, 3 * cap)?,
-                mass: alloc(&self.stream, cap)?,
-            });
-            self.stream.synchronize().map_err(drv("solute routing"))?;
-        }
-        let h = self.host.as_mut().expect("made above");
-        // the previous step's copies out of these buffers have passed: the host waited for
-        // its velocities
-        let up = |dst: &mut PinnedHostSlice<f64>, src: &[f64]| -> Result<()> {
-            crate::host::copy(
-                &mut dst.as_mut_slice().map_err(drv("pinned"))?[..src.len()],
-                src,
-            );
-            Ok(())
-        };
-        up(&mut h.pos_up, pos.as_flattened())?;
-        up(&mut h.vel_up, vel.as_flattened())?;
-        up(&mut h.mass_up, mass)?;
-        let s = &self.stream;
-        let pinned = |b: &PinnedHostSlice<f64>, len: usize| -> Result<*const f64> {
-            Ok(b.as_slice().map_err(drv("pinned"))?[..len].as_ptr())
-        };
-        for (src, dst, len) in [
-            (pinned(&h.pos_up, 3 * n)?, addr(&h.pos, s), 3 * n),
-            (pinned(&h.vel_up, 3 * n)?, addr(&h.vel, s), 3 * n),
-            (pinned(&h.mass_up, n)?, addr(&h.mass, s), n),
-        ] {
-            // SAFETY: `len` doubles of pinned staging (filled above, refilled only after the
-            // host waited for this step's velocities) into device buffers of at least that
-            // many (capacity >= n), on the routing stream that then reads them.
-            unsafe {
-                cudarc::driver::result::memcpy_htod_async(
-                    dst,
-                    std::slice::from_raw_parts(src, len),
-                    s.cu_stream(),
-                )
-                .map_err(drv("solute upload"))?;
-            }
-        }
-        Ok(DeviceSolutes {
-            pos: addr(&h.pos, s),
-            vel: addr(&h.vel, s),
-            mass: addr(&h.mass, s),
-            n,
-            stream: self.stream.cu_stream() as u64,
-        })
     }
 
     /// Route this step's solutes: check, locate, count and pack them on the home GPU, wait for
@@ -431,7 +356,6 @@ impl SoluteRoutes {
                 "solute routing placed {first} of {n} solutes (please report it)"
             )));
         }
-        self.n = n;
         self.send_regions(slabs)?;
         Ok(solutes)
     }
@@ -459,26 +383,34 @@ impl SoluteRoutes {
                     pos: alloc(&r.back, 3 * cap)?,
                     vel: alloc(&r.back, 3 * cap)?,
                     mass: alloc(&r.back, cap)?,
+                    index: alloc(&r.back, cap)?,
                 });
                 r.back.synchronize().map_err(drv("solute routing"))?;
             }
             let remote = r.region.as_ref().expect("made above");
             r.forward.wait(&self.routed).map_err(drv("event"))?;
+            let at = region.first as u64;
+            let st = &self.stream;
             let copies = [
                 (
-                    addr(&self.rpos, &self.stream) + 24 * region.first as u64,
+                    addr(&self.rpos, st) + 24 * at,
                     addr(&remote.pos, &r.back),
                     24,
                 ),
                 (
-                    addr(&self.rvel, &self.stream) + 24 * region.first as u64,
+                    addr(&self.rvel, st) + 24 * at,
                     addr(&remote.vel, &r.back),
                     24,
                 ),
                 (
-                    addr(&self.rmass, &self.stream) + 8 * region.first as u64,
+                    addr(&self.rmass, st) + 8 * at,
                     addr(&remote.mass, &r.back),
                     8,
+                ),
+                (
+                    addr(&self.rindex, st) + 4 * at,
+                    addr(&remote.index, &r.back),
+                    4,
                 ),
             ];
             for (src, dst, width) in copies {
@@ -502,183 +434,18 @@ impl SoluteRoutes {
         }
         Ok(())
     }
-
-    /// Slab `k`'s solutes this step as device arrays on its GPU (None when it has none), its
-    /// main stream ordered after their arrival.
-    pub(super) fn slab_solutes(
-        &self,
-        slabs: &[CudaBackend],
-        k: usize,
-    ) -> Result<Option<DeviceSolutes>> {
-        let region = self.regions[k];
-        if region.count == 0 {
-            return Ok(None);
-        }
-        let main = &slabs[k].dev.stream;
-        let off = region.first as u64;
-        let solutes = match &self.links[k].remote {
-            None => {
-                main.wait(&self.routed).map_err(drv("event"))?;
-                DeviceSolutes {
-                    pos: addr(&self.rpos, &self.stream) + 24 * off,
-                    vel: addr(&self.rvel, &self.stream) + 24 * off,
-                    mass: addr(&self.rmass, &self.stream) + 8 * off,
-                    n: region.count,
-                    stream: 0,
-                }
-            }
-            Some(r) => {
-                main.wait(&r.arrived).map_err(drv("event"))?;
-                let x = r.region.as_ref().expect("sent");
-                DeviceSolutes {
-                    pos: addr(&x.pos, &r.back),
-                    vel: addr(&x.vel, &r.back),
-                    mass: addr(&x.mass, &r.back),
-                    n: region.count,
-                    stream: 0,
-                }
-            }
-        };
-        Ok(Some(solutes))
-    }
-
-    /// Slab `k` (`slab`) has collided its solutes (queued on its main stream).
-    pub(super) fn mark_collided(&self, k: usize, slab: &CudaBackend) -> Result<()> {
-        if self.regions[k].count > 0 {
-            self.links[k]
-                .collided
-                .record(&slab.dev.stream)
-                .map_err(drv("event"))?;
-        }
-        Ok(())
-    }
-
-    /// Every slab's velocities back to the staging (peer copies from remote slabs) and then
-    /// into `target` (the arrays [`SoluteRoutes::route`] returned), on the routing stream;
-    /// for the caller's device arrays their stream (`target.stream`) waits for that, the host
-    /// does not.
-    pub(super) fn return_velocities(
-        &mut self,
-        slabs: &[CudaBackend],
-        target: &DeviceSolutes,
-        callers_arrays: bool,
-    ) -> Result<()> {
-        let home_ctx = slabs[self.home].dev.ctx.clone();
-        for (k, link) in self.links.iter().enumerate() {
-            let region = self.regions[k];
-            if region.count == 0 {
-                continue;
-            }
-            match &link.remote {
-                None => self.stream.wait(&link.collided).map_err(drv("event"))?,
-                Some(r) => {
-                    let x = r.region.as_ref().expect("sent");
-                    r.back.wait(&link.collided).map_err(drv("event"))?;
-                    let dst = addr(&self.rvel, &self.stream) + 24 * region.first as u64;
-                    // SAFETY: the remote region's `count` velocities (written by the slab's
-                    // collision, which `back` waited for) into the staging's slots of this
-                    // region (inside its capacity); the staging is next written by the next
-                    // packing, queued after the scatter, which waits for `returned`.
-                    unsafe {
-                        peer_copy_async(
-                            &slabs[k].dev.ctx,
-                            addr(&x.vel, &r.back),
-                            &home_ctx,
-                            dst,
-                            24 * region.count,
-                            &r.back,
-                        )?;
-                    }
-                    r.returned.record(&r.back).map_err(drv("event"))?;
-                    self.stream.wait(&r.returned).map_err(drv("event"))?;
-                }
-            }
-        }
-        let s = self.stream.clone();
-        let total = self.n as u32;
-        if total > 0 {
-            // SAFETY: mpc_route_scatter(const double *rvel, const u32 *rindex, u32 total, double
-            // *svel): the staging's first `total` slots (velocities returned above, the indices
-            // of the packing: each < n, every solute once) into `target`'s velocities, 3n
-            // doubles on this GPU (the caller's, checked by the pointer checks, or the uploaded
-            // copy).
-            unsafe {
-                s.launch_builder(&slabs[self.home].dev.k.route_scatter)
-                    .arg(&self.rvel)
-                    .arg(&self.rindex)
-                    .arg(&total)
-                    .arg(&target.vel)
-                    .launch(grid(self.n))
-                    .map_err(drv("solute scatter"))?;
-            }
-        }
-        if callers_arrays {
-            self.scattered.record(&s).map_err(drv("event"))?;
-            wait_on_raw(target.stream, &self.scattered).map_err(drv("event"))?;
-        }
-        Ok(())
-    }
-
-    /// Host arrays: the velocities the return wrote, copied into `out` (waits for them).
-    pub(super) fn download_host(&mut self, out: &mut [[f64; 3]]) -> Result<()> {
-        let n = out.len();
-        let h = self
-            .host
-            .as_mut()
-            .ok_or_else(|| MpcError::Device("host solutes were not uploaded".into()))?;
-        self.stream
-            .memcpy_dtoh(&h.vel.slice(..3 * n), &mut h.vel_down)
-            .map_err(drv("solute download"))?;
-        self.stream.synchronize().map_err(drv("solute download"))?;
-        let staged = h.vel_down.as_slice().map_err(drv("pinned"))?;
-        crate::host::copy(out.as_flattened_mut(), &staged[..3 * n]);
-        Ok(())
-    }
-
-    /// Every buffer another GPU touches, as (address, owning GPU, touching GPU): the staging
-    /// (read and written by the remote slabs' copies) and each remote region (by home's).
-    pub(super) fn peer_touched(&self, slabs: &[CudaBackend]) -> Vec<(u64, usize, usize)> {
-        let home = slabs[self.home].dev.ordinal;
-        let mut out = Vec::new();
-        for (k, l) in self.links.iter().enumerate() {
-            let Some(r) = &l.remote else { continue };
-            let there = slabs[k].dev.ordinal;
-            for b in [&self.rpos, &self.rvel, &self.rmass] {
-                out.push((addr(b, &self.stream), home, there));
-            }
-            if let Some(x) = &r.region {
-                for b in [&x.pos, &x.vel, &x.mass] {
-                    out.push((addr(b, &r.back), there, home));
-                }
-            }
-        }
-        out
-    }
 }
 
-/// Record `event` on the caller's raw stream handle (a `CUstream`; 0 the legacy default).
-fn record_on_raw(event: &CudaEvent, raw: u64) -> std::result::Result<(), DriverError> {
-    // SAFETY: the event is live (owned by the routing) and its context current; the stream is
-    // the caller's, whose validity the public API documents (a live stream of the solutes'
-    // GPU, or 0).
-    unsafe { cudarc::driver::result::event::record(event.cu_event(), raw as sys::CUstream) }
-}
+#[cfg(test)]
+mod tests {
+    use super::MAX_ROUTED_SLABS;
 
-/// Make the caller's raw stream handle wait for `event`, without blocking the host.
-fn wait_on_raw(raw: u64, event: &CudaEvent) -> std::result::Result<(), DriverError> {
-    // SAFETY: as `record_on_raw`.
-    unsafe {
-        cudarc::driver::result::stream::wait_event(
-            raw as sys::CUstream,
-            event.cu_event(),
-            sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-        )
+    /// The kernels' bound on the slabs (the size of their shared table of region starts) is
+    /// the one the host checks.
+    #[test]
+    fn the_kernels_serve_as_many_slabs_as_the_host_allows() {
+        let src = include_str!("../../../../kernels/solute_routes.cu");
+        let line = format!("#define MPC_ROUTE_MAX_SLABS {MAX_ROUTED_SLABS}");
+        assert!(src.lines().any(|l| l.trim() == line), "{line} in solute_routes.cu");
     }
-}
-
-fn caller_stream_error(e: DriverError, ordinal: usize) -> MpcError {
-    MpcError::Device(format!(
-        "recording an event on the solutes' stream failed ({e:?}); fix: pass a live CUDA \
-         stream of cuda:{ordinal} (the GPU holding the solutes), or 0"
-    ))
 }

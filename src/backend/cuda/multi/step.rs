@@ -104,7 +104,7 @@ impl MultiCudaBackend {
             StepSolutes::PerSlab(d) => Some(d),
             _ => None,
         };
-        self.finish_slabs(plan, ns, per_slab, routed.is_some())?;
+        self.finish_slabs(plan, ns, per_slab, routed.as_ref())?;
         if let (Some(target), Some(routes)) = (&routed, self.routes.as_mut()) {
             let callers = matches!(solutes, StepSolutes::Device(_));
             routes.return_velocities(&self.slabs, target, callers)?;
@@ -169,28 +169,31 @@ impl MultiCudaBackend {
         plan: &StepPlan,
         ns: usize,
         per_slab: Option<&[SlabSolutes]>,
-        routed: bool,
+        routed: Option<&DeviceSolutes>,
     ) -> Result<()> {
-        let routes = self.routes.as_ref().filter(|_| routed);
+        let routes = self.routes.as_ref().zip(routed);
+        // each slab's solutes: its routed share (with the caller's indices), or its copy
         let mut own = Vec::with_capacity(self.slabs.len());
         for k in 0..self.slabs.len() {
             own.push(match (routes, per_slab) {
-                (Some(r), _) => r.slab_solutes(&self.slabs, k)?.map(|d| (d, None)),
-                (None, Some(d)) if ns > 0 => Some((d[k].solutes, d[k].subset)),
+                (Some((r, _)), _) => r
+                    .slab_solutes(&self.slabs, k)?
+                    .map(|(d, index)| (d, None, Some(index))),
+                (None, Some(d)) if ns > 0 => Some((d[k].solutes, d[k].subset, None)),
                 _ => None,
             });
         }
         for (k, s) in self.slabs.iter_mut().enumerate() {
             let p = s.params(plan, ns);
             match own[k] {
-                Some((d, subset)) => {
+                Some((d, subset, index)) => {
                     // a routed share holds d.n solutes; a slab's copy of the engine's, ns
                     let q = p.with_solutes(d.n);
                     s.bin_solutes_from(&q, &d, subset)?;
                     s.cell_pass(&p)?;
                     s.collide_owned_solutes(&q, &d, subset)?;
-                    if let Some(r) = routes {
-                        r.mark_collided(k, s)?;
+                    if let (Some((r, target)), Some(index)) = (routes, index) {
+                        r.scatter_slab(k, s, &d, index, target)?;
                     }
                 }
                 None => s.cell_pass(&p)?,
