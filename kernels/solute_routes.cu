@@ -47,9 +47,9 @@ __device__ __forceinline__ unsigned int mpc_route_owner(const MpcParams &p, cons
     return mpc_route_slab(bounds, g, loc.cell / (p.cells[0] * p.cells[2]));
 }
 
-// Slots in counter[key] for the lanes of this warp that hold `key` (the lanes in `mask`, every
-// one of which calls this): one atomic per distinct key; returns this lane's slot, so lanes of
-// one key get consecutive slots and write one contiguous run.
+// Slots in counter[key] (shared or global memory) for the lanes of this warp that hold `key`
+// (the lanes in `mask`, every one of which calls this): one atomic per distinct key; returns
+// this lane's slot, so lanes of one key get consecutive slots.
 __device__ __forceinline__ unsigned int mpc_route_reserve(unsigned int *counter, unsigned int key, unsigned int mask) {
     unsigned int peers = __match_any_sync(mask, key);
     unsigned int lane = threadIdx.x & 31u;
@@ -62,24 +62,45 @@ __device__ __forceinline__ unsigned int mpc_route_reserve(unsigned int *counter,
     return base + (unsigned int)__popc(peers & ((1u << lane) - 1u));
 }
 
-// Pass 1: counts[k] += the solutes whose cell slab k owns; bad positions recorded.
+// Solutes a thread takes per tile of the packing (its launch has blockDim * this per tile).
+#define MPC_ROUTE_TILE_ITEMS 4
+
+// Pass 1: counts[k] += the solutes whose cell slab k owns; bad positions recorded. Each block
+// counts in shared memory over a grid-stride range and adds its counts once at the end: one
+// global atomic per slab and block, not per warp (those all hit the same few counters).
 extern "C" __global__ void mpc_route_count(MpcParams p, const double *__restrict__ spos, unsigned int n, double limit,
                                            const unsigned int *__restrict__ bounds, unsigned int g,
                                            unsigned int *counts, unsigned int *first_bad) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    unsigned int key = MPC_ROUTE_NONE;
-    if (i < n) {
-        key = mpc_route_owner(p, spos, i, limit, bounds, g, first_bad);
+    __shared__ unsigned int block_counts[MPC_ROUTE_MAX_SLABS];
+    for (unsigned int k = threadIdx.x; k < g; k += blockDim.x) {
+        block_counts[k] = 0;
     }
-    unsigned int mask = __ballot_sync(0xffffffffu, key != MPC_ROUTE_NONE);
-    if (key != MPC_ROUTE_NONE) {
-        mpc_route_reserve(counts, key, mask);
+    __syncthreads();
+    // the same trip count for the whole block: every lane reaches the ballot
+    for (unsigned int base = blockIdx.x * blockDim.x; base < n; base += gridDim.x * blockDim.x) {
+        unsigned int i = base + threadIdx.x;
+        unsigned int key = MPC_ROUTE_NONE;
+        if (i < n) {
+            key = mpc_route_owner(p, spos, i, limit, bounds, g, first_bad);
+        }
+        unsigned int mask = __ballot_sync(0xffffffffu, key != MPC_ROUTE_NONE);
+        if (key != MPC_ROUTE_NONE) {
+            mpc_route_reserve(block_counts, key, mask);
+        }
+    }
+    __syncthreads();
+    for (unsigned int k = threadIdx.x; k < g; k += blockDim.x) {
+        if (block_counts[k] != 0) {
+            atomicAdd(counts + k, block_counts[k]);
+        }
     }
 }
 
 // Pass 2: every routable solute into its slab's region of the staging (SoA: positions and
 // velocities 3 doubles a slot, masses, and the caller's index); slab k's region starts at the
-// sum of counts[0..k]. Bad velocities and masses are recorded. `cursor` starts at zero.
+// sum of counts[0..k]. Bad velocities and masses are recorded. `cursor` starts at zero. A
+// block takes tiles of blockDim * MPC_ROUTE_TILE_ITEMS solutes: the tile's solutes of each
+// slab get consecutive slots (shared-memory counters, then one global atomic per slab).
 extern "C" __global__ void mpc_route_pack(MpcParams p, const double *__restrict__ spos,
                                           const double *__restrict__ svel, const double *__restrict__ smass,
                                           unsigned int n, double limit, const unsigned int *__restrict__ bounds,
@@ -88,6 +109,8 @@ extern "C" __global__ void mpc_route_pack(MpcParams p, const double *__restrict_
                                           double *__restrict__ rvel, double *__restrict__ rmass,
                                           unsigned int *__restrict__ rindex) {
     __shared__ unsigned int start[MPC_ROUTE_MAX_SLABS];
+    __shared__ unsigned int tile_counts[MPC_ROUTE_MAX_SLABS];
+    __shared__ unsigned int tile_base[MPC_ROUTE_MAX_SLABS];
     if (threadIdx.x == 0) {
         unsigned int s = 0;
         for (unsigned int k = 0; k < g; ++k) {
@@ -95,39 +118,61 @@ extern "C" __global__ void mpc_route_pack(MpcParams p, const double *__restrict_
             s += counts[k];
         }
     }
-    __syncthreads();
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    unsigned int key = MPC_ROUTE_NONE;
-    if (i < n) {
-        // bad positions were recorded by the count pass
-        double x = spos[3 * i], y = spos[3 * i + 1], z = spos[3 * i + 2];
-        if (isfinite(x) && isfinite(y) && isfinite(z) && fabs(x) <= limit && fabs(y) <= limit &&
-            fabs(z) <= limit) {
-            MpcLocation loc = mpc_locate_solute(p, x, y, z);
-            key = mpc_route_slab(bounds, g, loc.cell / (p.cells[0] * p.cells[2]));
+    const unsigned int tile = blockDim.x * MPC_ROUTE_TILE_ITEMS;
+    for (unsigned int first = blockIdx.x * tile; first < n; first += gridDim.x * tile) {
+        for (unsigned int k = threadIdx.x; k < g; k += blockDim.x) {
+            tile_counts[k] = 0;
         }
+        __syncthreads();
+        unsigned int key[MPC_ROUTE_TILE_ITEMS];
+        unsigned int local[MPC_ROUTE_TILE_ITEMS];
+#pragma unroll
+        for (int r = 0; r < MPC_ROUTE_TILE_ITEMS; ++r) {
+            unsigned int i = first + r * blockDim.x + threadIdx.x;
+            key[r] = MPC_ROUTE_NONE;
+            if (i < n) {
+                // bad positions were recorded by the count pass
+                double x = spos[3 * i], y = spos[3 * i + 1], z = spos[3 * i + 2];
+                if (isfinite(x) && isfinite(y) && isfinite(z) && fabs(x) <= limit && fabs(y) <= limit &&
+                    fabs(z) <= limit) {
+                    MpcLocation loc = mpc_locate_solute(p, x, y, z);
+                    key[r] = mpc_route_slab(bounds, g, loc.cell / (p.cells[0] * p.cells[2]));
+                }
+            }
+            unsigned int mask = __ballot_sync(0xffffffffu, key[r] != MPC_ROUTE_NONE);
+            local[r] = key[r] != MPC_ROUTE_NONE ? mpc_route_reserve(tile_counts, key[r], mask) : 0;
+        }
+        __syncthreads();
+        for (unsigned int k = threadIdx.x; k < g; k += blockDim.x) {
+            tile_base[k] = tile_counts[k] != 0 ? atomicAdd(cursor + k, tile_counts[k]) : 0;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < MPC_ROUTE_TILE_ITEMS; ++r) {
+            if (key[r] == MPC_ROUTE_NONE) {
+                continue;
+            }
+            unsigned int i = first + r * blockDim.x + threadIdx.x;
+            unsigned int slot = start[key[r]] + tile_base[key[r]] + local[r];
+            double a = svel[3 * i], b = svel[3 * i + 1], c = svel[3 * i + 2];
+            if (!(isfinite(a) && isfinite(b) && isfinite(c))) {
+                mpc_route_bad(first_bad, 2, i);
+            }
+            double m = smass[i];
+            if (!(isfinite(m) && m > 0.0)) {
+                mpc_route_bad(first_bad, 3, i);
+            }
+            rpos[3 * slot] = spos[3 * i];
+            rpos[3 * slot + 1] = spos[3 * i + 1];
+            rpos[3 * slot + 2] = spos[3 * i + 2];
+            rvel[3 * slot] = a;
+            rvel[3 * slot + 1] = b;
+            rvel[3 * slot + 2] = c;
+            rmass[slot] = m;
+            rindex[slot] = i;
+        }
+        __syncthreads();
     }
-    unsigned int mask = __ballot_sync(0xffffffffu, key != MPC_ROUTE_NONE);
-    if (key == MPC_ROUTE_NONE) {
-        return;
-    }
-    unsigned int slot = start[key] + mpc_route_reserve(cursor, key, mask);
-    double a = svel[3 * i], b = svel[3 * i + 1], c = svel[3 * i + 2];
-    if (!(isfinite(a) && isfinite(b) && isfinite(c))) {
-        mpc_route_bad(first_bad, 2, i);
-    }
-    double m = smass[i];
-    if (!(isfinite(m) && m > 0.0)) {
-        mpc_route_bad(first_bad, 3, i);
-    }
-    rpos[3 * slot] = spos[3 * i];
-    rpos[3 * slot + 1] = spos[3 * i + 1];
-    rpos[3 * slot + 2] = spos[3 * i + 2];
-    rvel[3 * slot] = a;
-    rvel[3 * slot + 1] = b;
-    rvel[3 * slot + 2] = c;
-    rmass[slot] = m;
-    rindex[slot] = i;
 }
 
 // The collided velocities of the `total` staged solutes back into the caller's array.

@@ -13,13 +13,12 @@
 //! 4. each slab on another GPU gets its region by one peer copy per array; a slab on the home
 //!    GPU reads its region in place.
 //!
-//! After its collision each slab writes its solutes' velocities straight into the caller's
-//! array (`mpc_route_scatter` by the caller's indices; over NVLink from another GPU). A slab
-//! whose GPU cannot reach the home GPU's memory (no peer access, or
-//! `MPCBOX_MULTI_TRANSFER=host`) copies its velocities back to its region instead, and the
-//! home GPU scatters them. The caller's stream waits for every slab (device arrays) or the
-//! host copies the velocities out (host arrays); the host does not wait for device arrays: the
-//! next step's routing is queued behind the return on the routing stream.
+//! After its collision a slab on the home GPU writes its solutes' velocities straight into the
+//! caller's array (`mpc_route_scatter` by the caller's indices); a slab on another GPU copies
+//! them back to its region by one peer copy, and the home GPU scatters them (measured faster
+//! than scattered stores over NVLink). The caller's stream waits for every slab (device
+//! arrays) or the host copies the velocities out (host arrays); the host does not wait for
+//! device arrays: the next step's routing is queued behind the return on the routing stream.
 //!
 //! Stream order, which makes every buffer's reuse safe without host waits:
 //! pack(n) → forward copies(n) → slab binning, collision and scatter(n) → [return copies and
@@ -34,7 +33,7 @@ mod host;
 mod returns;
 
 use super::transfer::peer_copy_async;
-use crate::backend::cuda::device::{drv, grid};
+use crate::backend::cuda::device::drv;
 use crate::backend::cuda::CudaBackend;
 use crate::backend::{DeviceSolutes, MAX_SOLUTE_COORDINATE};
 use crate::error::{MpcError, Result};
@@ -44,6 +43,25 @@ use returns::{caller_stream_error, record_on_raw};
 
 /// The most slabs one routing serves (`MPC_ROUTE_MAX_SLABS` in `kernels/solute_routes.cu`).
 pub const MAX_ROUTED_SLABS: usize = 64;
+
+/// Solutes one thread of the packing takes per tile (`MPC_ROUTE_TILE_ITEMS`).
+const TILE_ITEMS: usize = 4;
+/// The routing kernels' grids: at most this many blocks, each looping over its share (a few
+/// per multiprocessor; more would only add global atomics on the same few counters).
+const COUNT_BLOCKS: usize = 1024;
+const PACK_BLOCKS: usize = 2048;
+const ROUTE_THREADS: u32 = 256;
+
+/// The grid of a routing kernel over `n` solutes, `items` per thread per pass, at most
+/// `max_blocks` blocks (the kernels loop over the rest).
+fn strided(n: usize, max_blocks: usize, items: usize) -> cudarc::driver::LaunchConfig {
+    let per_block = ROUTE_THREADS as usize * items;
+    cudarc::driver::LaunchConfig {
+        grid_dim: (n.div_ceil(per_block).clamp(1, max_blocks) as u32, 1, 1),
+        block_dim: (ROUTE_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
 
 /// Where one step's solutes come from.
 pub(super) enum RouteSource<'a> {
@@ -84,9 +102,6 @@ struct SlabLink {
 
 struct RemoteLink {
     region: Option<RemoteRegion>,
-    /// The slab's GPU writes the velocities into the home GPU's arrays itself (peer access);
-    /// else they are copied back and scattered there.
-    direct: bool,
     /// A stream of the home GPU: the forward copy.
     forward: Arc<CudaStream>,
     /// A stream of the slab's GPU: the return copy.
@@ -143,14 +158,8 @@ fn addr<T>(b: &CudaSlice<T>, s: &CudaStream) -> u64 {
 
 impl SoluteRoutes {
     /// The routing for `slabs` (this process's, cut at `bounds`, first layer of each then Ly)
-    /// with its staging on slab `home`'s GPU; `peer_writes`: slabs whose GPU reaches the home
-    /// GPU write the velocities there themselves.
-    pub(super) fn new(
-        slabs: &[CudaBackend],
-        home: usize,
-        bounds: &[u32],
-        peer_writes: bool,
-    ) -> Result<SoluteRoutes> {
+    /// with its staging on slab `home`'s GPU.
+    pub(super) fn new(slabs: &[CudaBackend], home: usize, bounds: &[u32]) -> Result<SoluteRoutes> {
         let g = slabs.len();
         if g > MAX_ROUTED_SLABS || bounds.len() != g + 1 {
             return Err(MpcError::Device(format!(
@@ -167,7 +176,6 @@ impl SoluteRoutes {
             } else {
                 Some(RemoteLink {
                     region: None,
-                    direct: peer_writes && super::transfer::reaches(&s.dev, hdev),
                     forward: hdev.ctx.new_stream().map_err(drv("stream"))?,
                     back: s.dev.ctx.new_stream().map_err(drv("stream"))?,
                     arrived: hdev.ctx.new_event(None).map_err(drv("event"))?,
@@ -292,7 +300,7 @@ impl SoluteRoutes {
                 .arg(&g)
                 .arg(&mut self.counts)
                 .arg(&mut self.first_bad)
-                .launch(grid(n))
+                .launch(strided(n, COUNT_BLOCKS, 1))
                 .map_err(drv("solute routing"))?;
         }
         // SAFETY: mpc_route_pack(MpcParams, const double *spos, *svel, *smass, u32 n, double
@@ -318,7 +326,7 @@ impl SoluteRoutes {
                 .arg(&mut self.rvel)
                 .arg(&mut self.rmass)
                 .arg(&mut self.rindex)
-                .launch(grid(n))
+                .launch(strided(n, PACK_BLOCKS, TILE_ITEMS))
                 .map_err(drv("solute routing"))?;
         }
         let gl = g as usize;
@@ -445,7 +453,14 @@ mod tests {
     #[test]
     fn the_kernels_serve_as_many_slabs_as_the_host_allows() {
         let src = include_str!("../../../../kernels/solute_routes.cu");
-        let line = format!("#define MPC_ROUTE_MAX_SLABS {MAX_ROUTED_SLABS}");
-        assert!(src.lines().any(|l| l.trim() == line), "{line} in solute_routes.cu");
+        for line in [
+            format!("#define MPC_ROUTE_MAX_SLABS {MAX_ROUTED_SLABS}"),
+            format!("#define MPC_ROUTE_TILE_ITEMS {}", super::TILE_ITEMS),
+        ] {
+            assert!(
+                src.lines().any(|l| l.trim() == line),
+                "{line} in solute_routes.cu"
+            );
+        }
     }
 }

@@ -93,14 +93,7 @@ impl MultiCudaBackend {
     /// the fluid moves unless the step was begun (`Solvent::begin_device_step`).
     pub(super) fn check_device_solutes_multi(&mut self, s: &DeviceSolutes) -> Result<()> {
         let home = self.solutes_home(s)?;
-        self.slabs[home].check_solute_pointers(s)?;
-        // the slabs on other GPUs write the velocities (stream-ordered pool memory must be
-        // opened to them; plain allocations are covered by the contexts' peer access)
-        let ordinal = self.slabs[home].dev.ordinal;
-        let mut writers: Vec<usize> = self.slabs.iter().map(|b| b.dev.ordinal).collect();
-        writers.retain(|&w| w != ordinal);
-        writers.dedup();
-        super::transfer::open_pool_of(s.vel, &writers)
+        self.slabs[home].check_solute_pointers(s)
     }
 
     /// Route this step's solutes (`solute_routes.rs`) from slab `home`'s GPU: the arrays the
@@ -126,8 +119,7 @@ impl MultiCudaBackend {
                 old.quiesce()?;
             }
             let bounds = &self.bounds[self.first..=self.first + self.slabs.len()];
-            let peer_writes = self.transfer == super::Transfer::Peer;
-            self.routes = Some(SoluteRoutes::new(&self.slabs, home, bounds, peer_writes)?);
+            self.routes = Some(SoluteRoutes::new(&self.slabs, home, bounds)?);
         }
         Ok(())
     }

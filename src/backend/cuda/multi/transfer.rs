@@ -146,44 +146,6 @@ pub fn peer_can_access(ptr: u64, reader_ordinal: usize) -> Result<bool> {
     Ok(flags == sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
 }
 
-/// If `ptr` lies in a stream-ordered memory pool (`cudaMallocAsync`), let GPUs `readers` read
-/// and write it (the caller's solute arrays, whose velocities each slab's GPU writes) (peer access of contexts does not cover pool memory). Plain `cudaMalloc`
-/// memory needs nothing more than the contexts' peer access, enabled when the run opened.
-pub(crate) fn open_pool_of(ptr: u64, readers: &[usize]) -> Result<()> {
-    use cudarc::driver::sys;
-    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
-    // SAFETY: MEMPOOL_HANDLE writes one CUmemoryPool into `pool`; `ptr` is only read as an
-    // integer by the driver.
-    let r = unsafe {
-        sys::cuPointerGetAttribute(
-            &mut pool as *mut _ as *mut std::ffi::c_void,
-            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
-            ptr,
-        )
-    };
-    if r != sys::CUresult::CUDA_SUCCESS || pool.is_null() {
-        return Ok(()); // not pool memory
-    }
-    for &reader in readers {
-        let desc = sys::CUmemAccessDesc {
-            location: sys::CUmemLocation {
-                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-                id: reader as i32,
-            },
-            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
-        };
-        // SAFETY: one valid descriptor, alive across the call; `pool` from the driver above.
-        let r = unsafe { sys::cuMemPoolSetAccess(pool, &desc, 1) };
-        if r != sys::CUresult::CUDA_SUCCESS {
-            return Err(MpcError::Device(format!(
-                "the solutes' memory pool cannot be opened to GPU {reader} ({r:?}); fix: \
-                 allocate the solutes with cudaMalloc, or run the fluid on one GPU"
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// Whether every GPU may access the memory of its neighbours above and below (periodically),
 
 /// Whether every GPU may access the memory of its neighbours above and below (periodically),

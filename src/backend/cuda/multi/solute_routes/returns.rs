@@ -54,9 +54,9 @@ impl SoluteRoutes {
     }
 
     /// After slab `k` (`slab`) collided its solutes `d` (indices `index`, from
-    /// [`SoluteRoutes::slab_solutes`]): their velocities into `target` on its main stream
-    /// where its GPU reaches the target's (else [`SoluteRoutes::return_velocities`] brings them
-    /// back), and the event the return waits for.
+    /// [`SoluteRoutes::slab_solutes`]): on the home GPU, their velocities into `target` on its
+    /// main stream (from another GPU [`SoluteRoutes::return_velocities`] brings them back), and
+    /// the event the return waits for.
     pub(in crate::backend::cuda::multi) fn scatter_slab(
         &self,
         k: usize,
@@ -65,15 +65,13 @@ impl SoluteRoutes {
         index: u64,
         target: &DeviceSolutes,
     ) -> Result<()> {
-        let direct = self.links[k].remote.as_ref().is_none_or(|r| r.direct);
         let main = &slab.dev.stream;
-        if direct {
+        if self.links[k].remote.is_none() {
             let count = d.n as u32;
             // SAFETY: mpc_route_scatter(const double *rvel, const u32 *rindex, u32 total,
             // double *svel): this slab's `count` collided velocities and their caller's
             // indices (each < n, each solute in one slab only) on its GPU, into `target`'s
-            // velocities (3n doubles on the home GPU, which this GPU reaches: the same GPU,
-            // or peer access with the arrays' pool opened to it).
+            // velocities (3n doubles on this, the home, GPU).
             unsafe {
                 main.launch_builder(&slab.dev.k.route_scatter)
                     .arg(&d.vel)
@@ -87,9 +85,8 @@ impl SoluteRoutes {
         self.links[k].collided.record(main).map_err(drv("event"))
     }
 
-    /// After every slab's scatter: the velocities of slabs that cannot write the target
-    /// themselves back to the staging by peer copies and scattered into `target` on the home
-    /// GPU; then, for the caller's device arrays, their stream (`target.stream`) waits for all
+    /// After every slab's scatter: the velocities of the slabs on other GPUs back to the
+    /// staging by peer copies and scattered into `target` on the home GPU; then, for the caller's device arrays, their stream (`target.stream`) waits for all
     /// of it, the host does not.
     pub(in crate::backend::cuda::multi) fn return_velocities(
         &mut self,
@@ -104,7 +101,7 @@ impl SoluteRoutes {
             if region.count == 0 {
                 continue;
             }
-            let Some(r) = link.remote.as_ref().filter(|r| !r.direct) else {
+            let Some(r) = link.remote.as_ref() else {
                 s.wait(&link.collided).map_err(drv("event"))?;
                 continue;
             };
@@ -170,10 +167,6 @@ impl SoluteRoutes {
                     out.push((addr(b, &r.back), there, home));
                 }
                 out.push((addr(&x.index, &r.back), there, home));
-            }
-            if let (true, Some(h)) = (r.direct, &self.host) {
-                // host solutes' velocities, written by this slab's scatter
-                out.push((addr(&h.vel, &self.stream), home, there));
             }
         }
         out
