@@ -87,6 +87,19 @@ pub fn find_first<T: Sync>(items: &[T], bad: impl Fn(&T) -> bool + Sync) -> Opti
     })
 }
 
+/// The lowest `i < n` for which `bad(i)` holds, searched on the host pool for large `n`:
+/// one pass over several arrays indexed alike.
+pub fn find_first_index(n: usize, bad: impl Fn(usize) -> bool + Sync) -> Option<usize> {
+    if n < SERIAL_BELOW {
+        return (0..n).find(|&i| bad(i));
+    }
+    install(n, || {
+        (0..n.div_ceil(CHUNK))
+            .into_par_iter()
+            .find_map_first(|c| (c * CHUNK..((c + 1) * CHUNK).min(n)).find(|&i| bad(i)))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,6 +111,14 @@ mod tests {
             let mut dst = vec![0.0; n];
             copy(&mut dst, &src);
             assert_eq!(dst, src, "copy of {n}");
+            assert_eq!(find_first_index(n, |i| src[i] < 0.0), None, "none of {n}");
+            if n > 0 {
+                assert_eq!(
+                    find_first_index(n, |i| i + 1 >= n),
+                    Some(n - 1),
+                    "last of {n}"
+                );
+            }
             assert_eq!(
                 find_first(&src, |&x| x < 0.0),
                 None,

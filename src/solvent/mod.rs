@@ -331,40 +331,51 @@ impl Solvent {
                 "pass one position, one velocity and one mass per solute",
             );
         }
-        // On the bounded host pool (`crate::host`): an MD code may hand over millions of
-        // solutes every step, and rayon's global pool is slow to wake on many-core hosts.
-        use crate::host::find_first;
-        if let Some(i) = find_first(pos, |p| !p.iter().all(|c| c.is_finite())) {
-            return bad(
-                "positions",
-                format!("solute {i} has a non-finite position {:?}", pos[i]),
-                "pass finite positions",
-            );
-        }
-        if let Some(i) = find_first(pos, |p| p.iter().any(|c| c.abs() > MAX_SOLUTE_COORDINATE)) {
-            return bad(
-                "positions",
-                format!(
-                    "solute {i} is at {:?}, over {MAX_SOLUTE_COORDINATE:e} cells from the origin",
-                    pos[i]
+        // One pass on the bounded host pool (`crate::host`): an MD code may hand over
+        // millions of solutes every step, and rayon's global pool is slow to wake on
+        // many-core hosts. The first solute with any bad value is reported, its first problem.
+        let problem = |i: usize| -> Option<usize> {
+            let (p, v, m) = (&pos[i], &vel[i], mass[i]);
+            if !p.iter().all(|c| c.is_finite()) {
+                Some(0)
+            } else if p.iter().any(|c| c.abs() > MAX_SOLUTE_COORDINATE) {
+                Some(1)
+            } else if !v.iter().all(|c| c.is_finite()) {
+                Some(2)
+            } else if !(m.is_finite() && m > 0.0) {
+                Some(3)
+            } else {
+                None
+            }
+        };
+        if let Some(i) = crate::host::find_first_index(pos.len(), |i| problem(i).is_some()) {
+            return match problem(i) {
+                Some(0) => bad(
+                    "positions",
+                    format!("solute {i} has a non-finite position {:?}", pos[i]),
+                    "pass finite positions",
                 ),
-                "pass positions in the MPC box's units (cell size a = 1); coordinates outside the box are wrapped",
-            );
+                Some(1) => bad(
+                    "positions",
+                    format!(
+                        "solute {i} is at {:?}, over {MAX_SOLUTE_COORDINATE:e} cells from the origin",
+                        pos[i]
+                    ),
+                    "pass positions in the MPC box's units (cell size a = 1); coordinates outside the box are wrapped",
+                ),
+                Some(2) => bad(
+                    "velocities",
+                    format!("solute {i} has a non-finite velocity {:?}", vel[i]),
+                    "pass finite velocities",
+                ),
+                _ => bad(
+                    "masses",
+                    format!("solute {i} has mass {}", mass[i]),
+                    "pass finite masses > 0",
+                ),
+            };
         }
-        if let Some(i) = find_first(vel, |v| !v.iter().all(|c| c.is_finite())) {
-            return bad(
-                "velocities",
-                format!("solute {i} has a non-finite velocity {:?}", vel[i]),
-                "pass finite velocities",
-            );
-        }
-        if let Some(i) = find_first(mass, |m| !(m.is_finite() && *m > 0.0)) {
-            return bad(
-                "masses",
-                format!("solute {i} has mass {}", mass[i]),
-                "pass finite masses > 0",
-            );
-        }
+        use crate::host::find_first;
         if let Some(w) = &self.phys.walls {
             let phys = &self.phys;
             if let Some(i) = find_first(pos, |p| w.solute_in_wall(phys, *p)) {

@@ -100,7 +100,20 @@ impl SoluteRoutes {
         })
     }
 
-    /// Host arrays: the velocities the return wrote, copied into `out` (waits for them).
+    /// Host arrays: their `n` velocities down to the pinned staging on the routing stream,
+    /// queued as soon as the return has written them (the copy runs while the fluid
+    /// collides); [`SoluteRoutes::download_host`] waits for it.
+    pub(super) fn queue_host_download(&mut self, n: usize) -> Result<()> {
+        let h = self
+            .host
+            .as_mut()
+            .ok_or_else(|| MpcError::Device("host solutes were not uploaded".into()))?;
+        self.stream
+            .memcpy_dtoh(&h.vel.slice(..3 * n), &mut h.vel_down)
+            .map_err(drv("solute download"))
+    }
+
+    /// Host arrays: the velocities queued down by the return, copied into `out` once there.
     pub(in crate::backend::cuda::multi) fn download_host(
         &mut self,
         out: &mut [[f64; 3]],
@@ -108,11 +121,8 @@ impl SoluteRoutes {
         let n = out.len();
         let h = self
             .host
-            .as_mut()
+            .as_ref()
             .ok_or_else(|| MpcError::Device("host solutes were not uploaded".into()))?;
-        self.stream
-            .memcpy_dtoh(&h.vel.slice(..3 * n), &mut h.vel_down)
-            .map_err(drv("solute download"))?;
         self.stream.synchronize().map_err(drv("solute download"))?;
         let staged = h.vel_down.as_slice().map_err(drv("pinned"))?;
         crate::host::copy(out.as_flattened_mut(), &staged[..3 * n]);

@@ -143,6 +143,8 @@ impl SoluteRoutes {
         if callers_arrays {
             self.scattered.record(&s).map_err(drv("event"))?;
             wait_on_raw(target.stream, &self.scattered).map_err(drv("event"))?;
+        } else {
+            self.queue_host_download(target.n)?;
         }
         Ok(())
     }
