@@ -9,7 +9,10 @@ pub mod cuda;
 pub mod slabbed;
 mod solutes;
 
-pub use solutes::{DeviceSolutes, SlabSolutes, SoluteBatch, SoluteSubset, MAX_SOLUTE_COORDINATE};
+pub use solutes::{
+    check_host_solutes, DeviceSolutes, SlabSolutes, SoluteBatch, SoluteSubset,
+    MAX_SOLUTE_COORDINATE,
+};
 
 use crate::error::Result;
 use crate::fluid_parts::FluidSource;
@@ -132,6 +135,13 @@ pub trait Backend: Send {
     /// only the velocity array to write, with empty `pos` and `mass`). The default backend
     /// does its work in `finish_coupled` and needs the inputs there.
     fn keeps_coupled_inputs(&self) -> bool {
+        false
+    }
+
+    /// Whether [`Backend::step`] checks the values of host solutes itself
+    /// ([`check_host_solutes`], before anything changes), while it uploads them: the caller
+    /// then checks only their lengths.
+    fn checks_host_solutes(&self) -> bool {
         false
     }
 

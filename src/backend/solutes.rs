@@ -23,6 +23,69 @@ impl SoluteBatch<'_> {
 /// wrapped into the box periodically (Lees-Edwards images in y).
 pub const MAX_SOLUTE_COORDINATE: f64 = 1e9;
 
+/// The values of host solutes `range` (arrays of equal length): finite positions within
+/// [`MAX_SOLUTE_COORDINATE`], finite velocities, finite masses > 0. One pass on the bounded
+/// host pool (`crate::host`): an MD code may hand over millions of solutes every step. The
+/// first solute with a bad value is named, with its first problem.
+pub fn check_host_solutes(
+    pos: &[[f64; 3]],
+    vel: &[[f64; 3]],
+    mass: &[f64],
+    range: std::ops::Range<usize>,
+) -> crate::error::Result<()> {
+    let problem = |i: usize| -> Option<usize> {
+        let (p, v, m) = (&pos[i], &vel[i], mass[i]);
+        if !p.iter().all(|c| c.is_finite()) {
+            Some(0)
+        } else if p.iter().any(|c| c.abs() > MAX_SOLUTE_COORDINATE) {
+            Some(1)
+        } else if !v.iter().all(|c| c.is_finite()) {
+            Some(2)
+        } else if !(m.is_finite() && m > 0.0) {
+            Some(3)
+        } else {
+            None
+        }
+    };
+    let first = range.start;
+    let Some(i) = crate::host::find_first_index(range.len(), |k| problem(first + k).is_some())
+        .map(|k| first + k)
+    else {
+        return Ok(());
+    };
+    let (field, problem, fix) = match problem(i) {
+        Some(0) => (
+            "positions",
+            format!("solute {i} has a non-finite position {:?}", pos[i]),
+            "pass finite positions",
+        ),
+        Some(1) => (
+            "positions",
+            format!(
+                "solute {i} is at {:?}, over {MAX_SOLUTE_COORDINATE:e} cells from the origin",
+                pos[i]
+            ),
+            "pass positions in the MPC box's units (cell size a = 1); coordinates outside the \
+             box are wrapped",
+        ),
+        Some(2) => (
+            "velocities",
+            format!("solute {i} has a non-finite velocity {:?}", vel[i]),
+            "pass finite velocities",
+        ),
+        _ => (
+            "masses",
+            format!("solute {i} has mass {}", mass[i]),
+            "pass finite masses > 0",
+        ),
+    };
+    Err(crate::error::MpcError::Solute {
+        field: field.into(),
+        problem,
+        fix: fix.into(),
+    })
+}
+
 /// Solutes whose arrays live in the memory of the backend's GPU (an MD code running on the same
 /// GPU): nothing crosses PCIe. Pointers are CUDA device addresses (`CUdeviceptr`) in the same
 /// process; layouts as the host API: `pos` and `vel` hold 3n f64 (x0, y0, z0, x1, ...), `mass`

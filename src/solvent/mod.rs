@@ -186,7 +186,9 @@ impl Solvent {
         vel: &mut [[f64; 3]],
         mass: &[f64],
     ) -> Result<StepReport> {
-        self.check_solutes(pos, vel, mass)?;
+        // a backend that checks the values itself does so while it uploads them
+        let values = !self.backend.checks_host_solutes();
+        self.check_solutes_with(pos, vel, mass, values)?;
         if pos.is_empty() {
             return self.advance(None);
         }
@@ -312,6 +314,18 @@ impl Solvent {
 
     /// Reject solute arrays that the collision cannot take.
     pub fn check_solutes(&self, pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> Result<()> {
+        self.check_solutes_with(pos, vel, mass, true)
+    }
+
+    /// [`Solvent::check_solutes`]; the values ([`crate::backend::check_host_solutes`]) only
+    /// with `values`.
+    fn check_solutes_with(
+        &self,
+        pos: &[[f64; 3]],
+        vel: &[[f64; 3]],
+        mass: &[f64],
+        values: bool,
+    ) -> Result<()> {
         let bad = |field: &str, problem: String, fix: &str| {
             Err(MpcError::Solute {
                 field: field.into(),
@@ -331,49 +345,8 @@ impl Solvent {
                 "pass one position, one velocity and one mass per solute",
             );
         }
-        // One pass on the bounded host pool (`crate::host`): an MD code may hand over
-        // millions of solutes every step, and rayon's global pool is slow to wake on
-        // many-core hosts. The first solute with any bad value is reported, its first problem.
-        let problem = |i: usize| -> Option<usize> {
-            let (p, v, m) = (&pos[i], &vel[i], mass[i]);
-            if !p.iter().all(|c| c.is_finite()) {
-                Some(0)
-            } else if p.iter().any(|c| c.abs() > MAX_SOLUTE_COORDINATE) {
-                Some(1)
-            } else if !v.iter().all(|c| c.is_finite()) {
-                Some(2)
-            } else if !(m.is_finite() && m > 0.0) {
-                Some(3)
-            } else {
-                None
-            }
-        };
-        if let Some(i) = crate::host::find_first_index(pos.len(), |i| problem(i).is_some()) {
-            return match problem(i) {
-                Some(0) => bad(
-                    "positions",
-                    format!("solute {i} has a non-finite position {:?}", pos[i]),
-                    "pass finite positions",
-                ),
-                Some(1) => bad(
-                    "positions",
-                    format!(
-                        "solute {i} is at {:?}, over {MAX_SOLUTE_COORDINATE:e} cells from the origin",
-                        pos[i]
-                    ),
-                    "pass positions in the MPC box's units (cell size a = 1); coordinates outside the box are wrapped",
-                ),
-                Some(2) => bad(
-                    "velocities",
-                    format!("solute {i} has a non-finite velocity {:?}", vel[i]),
-                    "pass finite velocities",
-                ),
-                _ => bad(
-                    "masses",
-                    format!("solute {i} has mass {}", mass[i]),
-                    "pass finite masses > 0",
-                ),
-            };
+        if values {
+            crate::backend::check_host_solutes(pos, vel, mass, 0..pos.len())?;
         }
         use crate::host::find_first;
         if let Some(w) = &self.phys.walls {

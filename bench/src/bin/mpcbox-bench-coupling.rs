@@ -207,6 +207,15 @@ fn coupled_ms_per_step(args: &Args, s: &mut Solvent, l: u32, n: usize) -> f64 {
             t0.elapsed().as_secs_f64()
         })
     } else {
+        // the host-side validation alone (part of every host-array step)
+        let t0 = Instant::now();
+        for _ in 0..5 {
+            s.check_solutes(&pos, &vel, &mass).expect("valid solutes");
+        }
+        eprintln!(
+            "{n} host solutes: validation {:.3} ms",
+            t0.elapsed().as_secs_f64() * 1e3 / 5.0
+        );
         ms_per_step(args, s, &mut |s: &mut Solvent| {
             for (p, v) in pos.iter_mut().zip(&vel) {
                 for k in 0..3 {

@@ -67,11 +67,12 @@ fn strided(n: usize, max_blocks: usize, items: usize) -> cudarc::driver::LaunchC
 pub(super) enum RouteSource<'a> {
     /// The caller's device arrays, on the GPU of slab `home`'s device.
     Device(DeviceSolutes),
-    /// Host arrays, uploaded to slab 0's GPU first.
+    /// Host arrays, uploaded to slab 0's GPU first, their values checked with `check`.
     Host {
         pos: &'a [[f64; 3]],
         vel: &'a [[f64; 3]],
         mass: &'a [f64],
+        check: bool,
     },
 }
 
@@ -250,33 +251,48 @@ impl SoluteRoutes {
         Ok(())
     }
 
-    /// Route this step's solutes: check, locate, count and pack them on the home GPU, wait for
-    /// the counts (a bad value is an error here, before any solute is collided), and queue each
-    /// remote slab's copy of its region. Returns the arrays the routing read (the caller's, or
-    /// the uploaded host arrays), which the return writes.
-    pub(super) fn route(
+    /// This step's solutes where the routing reads them, the returned arrays (the caller's,
+    /// ordered after the caller's queued work, or host arrays uploaded, their values checked
+    /// on the way with `check`), which the return then writes.
+    pub(super) fn stage(
         &mut self,
         slabs: &[CudaBackend],
-        plan: &StepPlan,
         source: RouteSource<'_>,
     ) -> Result<DeviceSolutes> {
         let home = &slabs[self.home];
         home.dev.ctx.bind_to_thread().map_err(drv("bind"))?;
-        let n = match &source {
-            RouteSource::Device(d) => d.n,
-            RouteSource::Host { pos, .. } => pos.len(),
-        };
-        self.ensure_capacity(n)?;
-        let solutes = match source {
+        match source {
             RouteSource::Device(d) => {
-                // the routing reads the arrays after the caller's queued work
+                self.ensure_capacity(d.n)?;
                 record_on_raw(&self.caller_ready, d.stream)
                     .map_err(|e| caller_stream_error(e, home.dev.ordinal))?;
                 self.stream.wait(&self.caller_ready).map_err(drv("event"))?;
-                d
+                Ok(d)
             }
-            RouteSource::Host { pos, vel, mass } => self.upload_host(home, pos, vel, mass)?,
-        };
+            RouteSource::Host {
+                pos,
+                vel,
+                mass,
+                check,
+            } => {
+                self.ensure_capacity(pos.len())?;
+                self.upload_host(home, pos, vel, mass, check)
+            }
+        }
+    }
+
+    /// Route the staged `solutes`: check, locate, count and pack them on the home GPU, wait
+    /// for the counts (a bad value is an error here, before any solute is collided), and queue
+    /// each remote slab's copy of its region.
+    pub(super) fn route(
+        &mut self,
+        slabs: &[CudaBackend],
+        plan: &StepPlan,
+        solutes: &DeviceSolutes,
+    ) -> Result<()> {
+        let home = &slabs[self.home];
+        home.dev.ctx.bind_to_thread().map_err(drv("bind"))?;
+        let n = solutes.n;
         let g = slabs.len() as u32;
         let s = self.stream.clone();
         s.memset_zeros(&mut self.counts).map_err(drv("routing"))?;
@@ -364,8 +380,7 @@ impl SoluteRoutes {
                 "solute routing placed {first} of {n} solutes (please report it)"
             )));
         }
-        self.send_regions(slabs)?;
-        Ok(solutes)
+        self.send_regions(slabs)
     }
 
     /// Each remote slab's region to its GPU, on the link's forward stream after the packing.

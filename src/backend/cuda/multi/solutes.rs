@@ -96,17 +96,25 @@ impl MultiCudaBackend {
         self.slabs[home].check_solute_pointers(s)
     }
 
-    /// Route this step's solutes (`solute_routes.rs`) from slab `home`'s GPU: the arrays the
-    /// routing read, which the velocities' return writes.
-    pub(super) fn route_solutes(
+    /// This step's solutes staged for the routing from slab `home`'s GPU (`solute_routes.rs`):
+    /// the arrays the routing reads and the velocities' return writes.
+    pub(super) fn stage_solutes(
         &mut self,
         home: usize,
-        plan: &StepPlan,
         source: RouteSource<'_>,
     ) -> Result<DeviceSolutes> {
         self.routes_at(home)?;
         let routes = self.routes.as_mut().expect("made above");
-        routes.route(&self.slabs, plan, source)
+        routes.stage(&self.slabs, source)
+    }
+
+    /// Route the staged `solutes` to the slabs of their cells (waits for the counts).
+    pub(super) fn route_staged(&mut self, plan: &StepPlan, solutes: &DeviceSolutes) -> Result<()> {
+        let routes = self
+            .routes
+            .as_mut()
+            .ok_or_else(|| MpcError::Device("solutes routed before staged".into()))?;
+        routes.route(&self.slabs, plan, solutes)
     }
 
     /// The routing with its staging on slab `home`'s GPU (made, or remade when the solutes

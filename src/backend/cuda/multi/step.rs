@@ -69,22 +69,27 @@ impl MultiCudaBackend {
         let routed = match &solutes {
             StepSolutes::Device(d) if ns > 0 => {
                 let home = self.solutes_home(d)?;
-                let target = self.route_solutes(home, plan, RouteSource::Device(*d))?;
+                let target = self.stage_solutes(home, RouteSource::Device(*d))?;
+                self.route_staged(plan, &target)?;
                 if !begun {
                     self.queue_pass_one(plan, ns)?;
                 }
                 Some(target)
             }
             StepSolutes::Host(b) if ns > 0 => {
-                if !begun {
-                    self.queue_pass_one(plan, ns)?;
-                }
+                // checked while uploaded, before the fluid moves; routed while it streams
                 let source = RouteSource::Host {
                     pos: b.pos,
                     vel: &*b.vel,
                     mass: b.mass,
+                    check: self.transport.ranks() == 1,
                 };
-                Some(self.route_solutes(0, plan, source)?)
+                let target = self.stage_solutes(0, source)?;
+                if !begun {
+                    self.queue_pass_one(plan, ns)?;
+                }
+                self.route_staged(plan, &target)?;
+                Some(target)
             }
             _ => {
                 if !begun {
