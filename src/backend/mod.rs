@@ -138,13 +138,6 @@ pub trait Backend: Send {
         false
     }
 
-    /// Whether [`Backend::step`] checks the values of host solutes itself
-    /// ([`check_host_solutes`], before anything changes), while it uploads them: the caller
-    /// then checks only their lengths.
-    fn checks_host_solutes(&self) -> bool {
-        false
-    }
-
     /// The CUDA GPU this backend's fluid lives on (the first of several), None on the CPU.
     fn cuda_ordinal(&self) -> Option<usize> {
         None

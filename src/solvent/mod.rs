@@ -186,9 +186,7 @@ impl Solvent {
         vel: &mut [[f64; 3]],
         mass: &[f64],
     ) -> Result<StepReport> {
-        // a backend that checks the values itself does so while it uploads them
-        let values = !self.backend.checks_host_solutes();
-        self.check_solutes_with(pos, vel, mass, values)?;
+        self.check_solutes(pos, vel, mass)?;
         if pos.is_empty() {
             return self.advance(None);
         }
@@ -314,18 +312,6 @@ impl Solvent {
 
     /// Reject solute arrays that the collision cannot take.
     pub fn check_solutes(&self, pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> Result<()> {
-        self.check_solutes_with(pos, vel, mass, true)
-    }
-
-    /// [`Solvent::check_solutes`]; the values ([`crate::backend::check_host_solutes`]) only
-    /// with `values`.
-    fn check_solutes_with(
-        &self,
-        pos: &[[f64; 3]],
-        vel: &[[f64; 3]],
-        mass: &[f64],
-        values: bool,
-    ) -> Result<()> {
         let bad = |field: &str, problem: String, fix: &str| {
             Err(MpcError::Solute {
                 field: field.into(),
@@ -345,9 +331,7 @@ impl Solvent {
                 "pass one position, one velocity and one mass per solute",
             );
         }
-        if values {
-            crate::backend::check_host_solutes(pos, vel, mass, 0..pos.len())?;
-        }
+        crate::backend::check_host_solutes(pos, vel, mass, 0..pos.len())?;
         use crate::host::find_first;
         if let Some(w) = &self.phys.walls {
             let phys = &self.phys;

@@ -7,9 +7,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, PinnedHostSlice};
+use cudarc::driver::{CudaStream, DevicePtr, PinnedHostSlice};
 
 use super::device::drv;
+use super::pieces;
 use super::CudaBackend;
 use crate::backend::{SoluteBatch, StepReport};
 use crate::error::{MpcError, Result};
@@ -26,6 +27,8 @@ pub(super) struct CoupledIo {
     pub(super) vel: PinnedHostSlice<f64>,
     pub(super) mass: PinnedHostSlice<f64>,
     pub(super) out: PinnedHostSlice<f64>,
+    /// One event per piece of the velocities coming down (`pieces::download`).
+    arrived: Vec<cudarc::driver::CudaEvent>,
 }
 
 /// How solutes cross PCIe in a coupled step (`MPCBOX_CUDA_SOLUTE_IO=pinned|pageable`).
@@ -47,12 +50,6 @@ impl SoluteTransfer {
             SoluteTransfer::Pinned
         }
     }
-}
-
-/// Copy `src` into `dst` (equal lengths) on the bounded host pool ([`crate::host`]): host
-/// copies into pinned staging are on the critical path of a coupled step.
-fn parallel_copy(dst: &mut [f64], src: &[f64]) {
-    crate::host::copy(dst, src);
 }
 
 impl CudaBackend {
@@ -90,6 +87,7 @@ impl CudaBackend {
             vel: pin(3 * ns, false)?,
             mass: pin(ns, false)?,
             out: pin(3 * ns, true)?,
+            arrived: Vec::new(),
         });
         Ok(())
     }
@@ -128,8 +126,8 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Host copies into the pinned staging (bounded host pool), then asynchronous copies up on
-    /// the upload stream.
+    /// Host copies into the pinned staging (bounded host pool) and asynchronous copies up on
+    /// the upload stream, piece by piece (`pieces.rs`).
     fn upload_solutes_pinned(
         &mut self,
         pos: &[[f64; 3]],
@@ -142,25 +140,32 @@ impl CudaBackend {
         // The pinned buffers' own events are not recorded while event tracking is off:
         // wait for the previous upload explicitly before refilling them.
         io.upload.synchronize().map_err(drv("upload stream"))?;
-        parallel_copy(
-            io.pos.as_mut_slice().map_err(drv("pinned"))?,
-            pos.as_flattened(),
-        );
-        parallel_copy(
-            io.vel.as_mut_slice().map_err(drv("pinned"))?,
-            vel.as_flattened(),
-        );
-        parallel_copy(io.mass.as_mut_slice().map_err(drv("pinned"))?, mass);
-        io.upload
-            .memcpy_htod(&io.pos, &mut sb.pos.slice_mut(..3 * ns))
-            .map_err(drv("solute upload"))?;
-        io.upload
-            .memcpy_htod(&io.vel, &mut sb.vel.slice_mut(..3 * ns))
-            .map_err(drv("solute upload"))?;
-        io.upload
-            .memcpy_htod(&io.mass, &mut sb.mass.slice_mut(..ns))
-            .map_err(drv("solute upload"))?;
-        Ok(())
+        let up = io.upload.clone();
+        let ptr = |b: &cudarc::driver::CudaSlice<f64>| b.device_ptr(&up).0;
+        let mut arrays = [
+            pieces::Up {
+                src: pos.as_flattened(),
+                staging: &mut io.pos,
+                dst: ptr(&sb.pos),
+                width: 3,
+            },
+            pieces::Up {
+                src: vel.as_flattened(),
+                staging: &mut io.vel,
+                dst: ptr(&sb.vel),
+                width: 3,
+            },
+            pieces::Up {
+                src: mass,
+                staging: &mut io.mass,
+                dst: ptr(&sb.mass),
+                width: 1,
+            },
+        ];
+        // SAFETY: the solute buffers hold capacity >= ns solutes and are read next by the
+        // binning, which waits for the upload stream (finish_coupled_step); the staging's
+        // previous copies have passed (synchronised above).
+        unsafe { pieces::upload(&up, &mut arrays, ns) }
     }
 
     /// Copies straight from the caller's arrays on the upload stream; each returns when done,
@@ -234,13 +239,13 @@ impl CudaBackend {
         let sb = self.solutes.as_ref().expect("made in begin_coupled");
         match SoluteTransfer::from_env() {
             SoluteTransfer::Pinned => {
-                io.download
-                    .memcpy_dtoh(&sb.vel.slice(..ns3), &mut io.out)
-                    .map_err(drv("solute download"))?;
-                // explicit wait: the pinned buffer's event is not recorded with tracking off
-                io.download.synchronize().map_err(drv("solute download"))?;
-                let staged = io.out.as_slice().map_err(drv("solute download"))?;
-                parallel_copy(out, &staged[..ns3]);
+                let down = io.download.clone();
+                let src = sb.vel.device_ptr(&down).0;
+                // SAFETY: ns velocities of the solute buffers, written by the collision the
+                // download stream waits for; the staging is read only through `take`, which
+                // waits for each piece's event.
+                unsafe { pieces::download(&down, src, &mut io.out, 3, ns3 / 3, &mut io.arrived)? };
+                pieces::take(&io.out, 3, out, &io.arrived)?;
             }
             SoluteTransfer::Pageable => {
                 // returns when the copy is done, while the fluid collision runs on

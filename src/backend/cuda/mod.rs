@@ -71,6 +71,7 @@ pub mod kernels;
 pub mod multi;
 mod observe;
 mod params;
+mod pieces;
 mod reorder;
 mod rules;
 pub mod shared;

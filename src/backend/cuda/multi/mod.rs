@@ -387,11 +387,6 @@ impl Backend for MultiCudaBackend {
         Some(self.slabs[0].dev.ordinal)
     }
 
-    fn checks_host_solutes(&self) -> bool {
-        // over ranks the solutes are routed to their ranks on the host first
-        self.transport.ranks() == 1
-    }
-
     fn check_device_solutes(&mut self, solutes: &DeviceSolutes) -> Result<()> {
         self.refuse_device_solutes_over_ranks()?;
         self.check_device_solutes_multi(solutes)

@@ -67,12 +67,11 @@ fn strided(n: usize, max_blocks: usize, items: usize) -> cudarc::driver::LaunchC
 pub(super) enum RouteSource<'a> {
     /// The caller's device arrays, on the GPU of slab `home`'s device.
     Device(DeviceSolutes),
-    /// Host arrays, uploaded to slab 0's GPU first, their values checked with `check`.
+    /// Host arrays (their values checked on the host), uploaded to slab 0's GPU first.
     Host {
         pos: &'a [[f64; 3]],
         vel: &'a [[f64; 3]],
         mass: &'a [f64],
-        check: bool,
     },
 }
 
@@ -252,8 +251,8 @@ impl SoluteRoutes {
     }
 
     /// This step's solutes where the routing reads them, the returned arrays (the caller's,
-    /// ordered after the caller's queued work, or host arrays uploaded, their values checked
-    /// on the way with `check`), which the return then writes.
+    /// ordered after the caller's queued work, or host arrays uploaded), which the return then
+    /// writes.
     pub(super) fn stage(
         &mut self,
         slabs: &[CudaBackend],
@@ -269,14 +268,9 @@ impl SoluteRoutes {
                 self.stream.wait(&self.caller_ready).map_err(drv("event"))?;
                 Ok(d)
             }
-            RouteSource::Host {
-                pos,
-                vel,
-                mass,
-                check,
-            } => {
+            RouteSource::Host { pos, vel, mass } => {
                 self.ensure_capacity(pos.len())?;
-                self.upload_host(home, pos, vel, mass, check)
+                self.upload_host(home, pos, vel, mass)
             }
         }
     }

@@ -77,17 +77,17 @@ impl MultiCudaBackend {
                 Some(target)
             }
             StepSolutes::Host(b) if ns > 0 => {
-                // checked while uploaded, before the fluid moves; routed while it streams
+                // checked on the host before the call: uploaded and routed while the fluid
+                // streams
+                if !begun {
+                    self.queue_pass_one(plan, ns)?;
+                }
                 let source = RouteSource::Host {
                     pos: b.pos,
                     vel: &*b.vel,
                     mass: b.mass,
-                    check: self.transport.ranks() == 1,
                 };
                 let target = self.stage_solutes(0, source)?;
-                if !begun {
-                    self.queue_pass_one(plan, ns)?;
-                }
                 self.route_staged(plan, &target)?;
                 Some(target)
             }

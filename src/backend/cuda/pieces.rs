@@ -1,0 +1,108 @@
+//! Host arrays through pinned staging piece by piece: the host copies one piece (on the
+//! bounded host pool) while the previous one crosses PCIe, and on the way down copies a piece
+//! out as soon as it has arrived. Used by the coupled step's host solutes on one GPU
+//! (`coupled.rs`) and on several (`multi/solute_routes/host.rs`).
+
+use cudarc::driver::{CudaEvent, CudaStream, PinnedHostSlice};
+
+use super::device::drv;
+use crate::error::Result;
+
+/// Solutes per piece: large enough that a piece's copies cost far more than their launch,
+/// small enough that the first crosses PCIe early.
+const PIECE: usize = 1 << 19;
+
+/// The pieces of `n` solutes.
+fn pieces(n: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    (0..n).step_by(PIECE).map(move |a| a..(a + PIECE).min(n))
+}
+
+/// One host array going up: `width` doubles per solute from `src` through `staging` (pinned,
+/// at least as long) into the device buffer at `dst`.
+pub(super) struct Up<'a> {
+    pub(super) src: &'a [f64],
+    pub(super) staging: &'a mut PinnedHostSlice<f64>,
+    pub(super) dst: u64,
+    pub(super) width: usize,
+}
+
+/// Queue `n` solutes of every array up on `stream`, piece by piece (each piece copied into its
+/// staging on the host, then its copy queued while the host goes on with the next).
+///
+/// # Safety
+/// Each `dst` must be device memory of `stream`'s context holding `width * n` doubles, not
+/// touched by other work until `stream` has passed the copies; the staging must not be read
+/// by earlier copies still in flight (the caller waited for them).
+pub(super) unsafe fn upload(stream: &CudaStream, arrays: &mut [Up<'_>], n: usize) -> Result<()> {
+    for r in pieces(n) {
+        for a in arrays.iter_mut() {
+            let w = a.width * r.start..a.width * r.end;
+            let staged = &mut a.staging.as_mut_slice().map_err(drv("pinned"))?[w.clone()];
+            crate::host::copy(staged, &a.src[w.clone()]);
+            // SAFETY: the piece just staged (pinned, so the copy is asynchronous) into the same
+            // piece of the caller's device buffer (its size and lifetime guaranteed above).
+            unsafe {
+                cudarc::driver::result::memcpy_htod_async(
+                    a.dst + 8 * w.start as u64,
+                    staged,
+                    stream.cu_stream(),
+                )
+                .map_err(drv("solute upload"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Queue `width * n` doubles from the device buffer at `src` down into `staging` on `stream`,
+/// piece by piece, recording one of `arrived` (grown as needed) after each piece.
+///
+/// # Safety
+/// `src` must be device memory of `stream`'s context holding `width * n` doubles, written
+/// by work queued before on `stream`; `staging` (pinned, at least as long) must not be read
+/// until the pieces' events have completed ([`take`] waits for them).
+pub(super) unsafe fn download(
+    stream: &CudaStream,
+    src: u64,
+    staging: &mut PinnedHostSlice<f64>,
+    width: usize,
+    n: usize,
+    arrived: &mut Vec<CudaEvent>,
+) -> Result<()> {
+    for (c, r) in pieces(n).enumerate() {
+        let w = width * r.start..width * r.end;
+        let down = &mut staging.as_mut_slice().map_err(drv("pinned"))?[w.clone()];
+        // SAFETY: the caller's device piece into the same piece of pinned staging, read by the
+        // host only after this piece's event.
+        unsafe {
+            cudarc::driver::result::memcpy_dtoh_async(
+                down,
+                src + 8 * w.start as u64,
+                stream.cu_stream(),
+            )
+            .map_err(drv("solute download"))?;
+        }
+        if arrived.len() <= c {
+            arrived.push(stream.context().new_event(None).map_err(drv("event"))?);
+        }
+        arrived[c].record(stream).map_err(drv("event"))?;
+    }
+    Ok(())
+}
+
+/// The pieces [`download`] queued, copied from `staging` into `out` (`width` doubles per
+/// solute) each as soon as it has arrived.
+pub(super) fn take(
+    staging: &PinnedHostSlice<f64>,
+    width: usize,
+    out: &mut [f64],
+    arrived: &[CudaEvent],
+) -> Result<()> {
+    let staged = staging.as_slice().map_err(drv("pinned"))?;
+    for (c, r) in pieces(out.len() / width).enumerate() {
+        arrived[c].synchronize().map_err(drv("solute download"))?;
+        let w = width * r.start..width * r.end;
+        crate::host::copy(&mut out[w.clone()], &staged[w]);
+    }
+    Ok(())
+}
