@@ -242,8 +242,14 @@ fn a_resume_with_changed_physics_is_refused_naming_the_field_unless_allowed() {
         let o = resume(Some(&p), &ck, 40, &[]);
         let e = stderr(&o);
         assert!(!o.status.success(), "{field}: a changed config resumed");
+        // the config is named as the config, the checkpoint as the checkpoint
         assert!(
-            e.contains(&format!("differs from the checkpoint's in {field}"))
+            e.contains(&format!("config field `{field}`"))
+                && e.contains(&format!(
+                    "the config {} differs from the one checkpoint {} was written with",
+                    p.display(),
+                    ck.display()
+                ))
                 && e.contains(&format!("--allow-change {field}")),
             "{field}: {e}"
         );
