@@ -317,13 +317,27 @@ fn python_jobs_show_progress_unless_asked_not_to() {
     assert!(!quiet.contains("mpcbox: step"), "{text}");
 }
 
+/// CuPy and PyTorch arrays on the fluid's GPU (`tests/check_cuda.py`): the same collision as
+/// numpy's to rounding, momentum conserved, and bad arrays (dtype, shape, Fortran-ordered,
+/// transposed) refused naming the array and the fix, nothing changed.
+#[test]
+#[ignore = "needs a CUDA GPU, CuPy and PyTorch (pip install cupy-cuda13x torch)"]
+fn cuda_arrays_from_cupy_and_pytorch() {
+    let py = Python::with("numpy, cupy, torch");
+    let out = py.run(&[&here("tests/check_cuda.py")]);
+    assert!(
+        out.contains("ALL OK") && out.contains("refused: `pos` has strides"),
+        "{out}"
+    );
+}
+
 /// One box over MPI ranks from Python (`tests/check_ranks.py`, mpi4py): each rank hands mpcbox
 /// its communicator (MPI.COMM_WORLD, a duplicate, or the Fortran handle as an int) and steps a
 /// sheared fluid for 20 steps with the solutes it holds (solute j on rank j % size, some a
 /// period or two beyond the box in y). On 1, 2 and 3 ranks py and pz of fluid + solutes are
 /// conserved and the solutes follow the shear flow through the Lees-Edwards images; on 2 and
 /// 3 every solute's velocity and px equal the 1-rank run's to 1e-9. A communicator handed over
-/// after a Solvent exists is refused.
+/// after a Solvent exists is refused, and the script runs without arguments as the docs show.
 ///
 /// The module is the library built with `--features mpi` into `target/mpi` (the `cargo test`
 /// target directory is locked while tests run; CI's wheel is built without MPI), put first
@@ -406,6 +420,10 @@ fn python_ranks_couple_their_own_solutes_under_mpirun() {
     }
     let text = mpirun(1, &["--solvent-first"]);
     assert!(text.contains("python solvent-first refused ok"), "{text}");
+    // as the docs show it: no arguments, its output directory made where it runs
+    let text = mpirun(1, &[]);
+    assert!(text.contains("python ranks ok"), "{text}");
+    assert!(dir.path().join("out/python_ranks/result.npz").exists());
 }
 
 /// The rest of the line after `key` in `text`.
