@@ -36,8 +36,8 @@ fn checkpoints_of_another_run_are_not_replaced_unless_asked() {
     let path = dir.path().join("fluid.mpcbox");
     let p = c(path.to_str().unwrap());
     let (a, b) = (solvent(), solvent());
-    // SAFETY (every call below): live solvents from mpcbox_create_*, NUL-terminated paths that
-    // outlive the calls; each solvent is freed once, at the end.
+    // SAFETY: every call below gets live solvents from mpcbox_create_* and NUL-terminated paths
+    // that outlive it; each solvent is freed once, at the end.
     unsafe {
         assert_eq!(mpcbox_checkpoint_save(a, p.as_ptr()), 0, "{}", last_error());
         assert_eq!(mpcbox_step_fluid(a, 2), 0);
