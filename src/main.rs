@@ -273,7 +273,12 @@ fn resume_solvent(
     ck.config.output.directory = dir.clone();
     let lock = OutputLock::acquire(&dir)?;
     // a directory of another run is refused before the fluid is set up
-    mpcbox::output_dir::check(&dir, field, ck.run_id.as_deref(), overwrite)?;
+    let standing = mpcbox::output_dir::check(&dir, field, ck.run_id.as_deref(), overwrite)?;
+    if standing != mpcbox::output_dir::Standing::Own {
+        // continued elsewhere than in its run's directory, the checkpoint starts a branch: a
+        // run of its own, so the two histories can never be joined in one directory
+        ck.run_id = Some(mpcbox::output_dir::new_run_id());
+    }
     let md = ck.md.take();
     let mut solvent = Solvent::from_checkpoint_file(&file, device)?;
     solvent.set_changed_on_resume(changed);

@@ -201,11 +201,20 @@ pub fn check_checkpoint_path(path: &Path, run: &str, overwrite: bool) -> Result<
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    let fix = "write this checkpoint to another path, or replace it on purpose (Python: \
+               checkpoint(path, overwrite=True); C: mpcbox_checkpoint_overwrite)";
     if dir.join(RUN_FILE).exists() {
-        if let Owner::Run { id, .. } = owner_of(dir) {
-            if id != run {
-                return Err(refusal(dir, "path", &owner_of(dir)));
-            }
+        let owner = owner_of(dir);
+        if !matches!(&owner, Owner::Run { id, .. } if id == run) {
+            return Err(MpcError::Config(ConfigError {
+                field: "path".into(),
+                problem: format!(
+                    "{} holds the files of another run ({})",
+                    dir.display(),
+                    whose(&owner)
+                ),
+                fix: fix.into(),
+            }));
         }
     }
     if !path.exists() {
@@ -222,15 +231,13 @@ pub fn check_checkpoint_path(path: &Path, run: &str, overwrite: bool) -> Result<
             "{} holds {theirs}, not one of this solvent's run ({run})",
             path.display()
         ),
-        fix: "write this checkpoint to another path, or replace that file on purpose \
-              (Python: checkpoint(path, overwrite=True); C: mpcbox_checkpoint_overwrite)"
-            .into(),
+        fix: fix.into(),
     }))
 }
 
-/// The refusal naming `dir`, the run whose files it holds and how to go on.
-fn refusal(dir: &Path, field: &str, owner: &Owner) -> MpcError {
-    let (whose, ck) = match owner {
+/// The run whose files a directory holds, for people: id, start, checkpoint and step.
+fn whose(owner: &Owner) -> String {
+    match owner {
         Owner::Run {
             id,
             started,
@@ -243,27 +250,35 @@ fn refusal(dir: &Path, field: &str, owner: &Owner) -> MpcError {
             if let Some((p, step)) = checkpoint {
                 whose += &format!(", checkpoint {} at step {step}", p.display());
             }
-            (whose, checkpoint.as_ref().map(|c| c.0.clone()))
+            whose
         }
-        Owner::Unknown { evidence } => (
-            format!(
-                "a run whose record or checkpoint cannot be read: {}",
-                evidence.display()
-            ),
-            None,
+        Owner::Unknown { evidence } => format!(
+            "a run whose record or checkpoint cannot be read: {}",
+            evidence.display()
         ),
-        Owner::Nobody => ("no run".into(), None),
-    };
-    let go_on = match ck {
-        Some(ck) => format!(
+        Owner::Nobody => "no run".into(),
+    }
+}
+
+/// The refusal naming `dir`, the run whose files it holds and how to go on.
+fn refusal(dir: &Path, field: &str, owner: &Owner) -> MpcError {
+    let go_on = match owner {
+        Owner::Run {
+            checkpoint: Some((ck, _)),
+            ..
+        } => format!(
             "continue that run with `mpcbox run --resume {0}` (Python: mpcbox.run(resume=\"{0}\")), ",
             ck.display()
         ),
-        None => String::new(),
+        _ => String::new(),
     };
     MpcError::Config(ConfigError {
         field: field.into(),
-        problem: format!("{} holds the files of another run ({whose})", dir.display()),
+        problem: format!(
+            "{} holds the files of another run ({})",
+            dir.display(),
+            whose(owner)
+        ),
         fix: format!(
             "{go_on}give this run a directory of its own (--output DIR; Python: output=), or \
              replace that run's files with --overwrite (Python: overwrite=True)"
@@ -378,5 +393,42 @@ mod tests {
             check(dir.path(), "f", Some("aaaa"), true).unwrap(),
             Standing::Replace
         );
+    }
+
+    /// A checkpoint of a build before run ids belongs to the run continued from it in its own
+    /// directory (known by its place), not to a copy of it elsewhere.
+    #[test]
+    fn a_checkpoint_without_a_run_id_is_known_by_its_place() {
+        let config = crate::Config::from_ron_str(
+            "(cells: (4, 4, 4), particles_per_cell: 2, time_step: 0.1, steps: 1, \
+              collision: Srd(angle_deg: 130.0))",
+        )
+        .unwrap();
+        let phys = crate::physics::Physics::from_config(&config);
+        let ck = crate::Checkpoint {
+            fluid: crate::state::FluidState::initial(&config),
+            config,
+            step: 3,
+            stats: crate::stats::RunStats::new(phys.profile_bins()),
+            md: None,
+            run_id: None,
+        };
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (in_a, in_b) = (
+            a.path().join(CHECKPOINT_FILE),
+            b.path().join(CHECKPOINT_FILE),
+        );
+        ck.save(&in_a).unwrap();
+        ck.save(&in_b).unwrap();
+        let from_a = crate::Checkpoint::load(&in_a).unwrap().run_id.unwrap();
+        assert!(from_a.starts_with("legacy-"), "{from_a}");
+        assert_eq!(
+            check(a.path(), "f", Some(&from_a), false).unwrap(),
+            Standing::Own
+        );
+        let e = check(b.path(), "f", Some(&from_a), false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at step 3") && e.contains("--resume"), "{e}");
     }
 }

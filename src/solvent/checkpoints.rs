@@ -60,6 +60,12 @@ impl Solvent {
         &self.run_id
     }
 
+    /// Give this fluid a fresh run id: what it writes from now on is a run of its own (a
+    /// branch, when it continues a checkpoint away from that run's directory).
+    pub fn start_new_run(&mut self) {
+        self.run_id = crate::output_dir::new_run_id();
+    }
+
     /// Continue the run `id` (a checkpoint's); None keeps the fresh id.
     fn continue_run(&mut self, id: Option<&str>) {
         if let Some(id) = id {

@@ -52,16 +52,18 @@ fn a_resume_into_another_runs_directory_is_refused_unless_overwriting() {
     assert_eq!(std::fs::read(a.join("observables.csv")).unwrap(), csv_a);
     assert_eq!(std::fs::read(a.join("checkpoint.mpcbox")).unwrap(), ck_a);
 
-    // asked to overwrite: a's directory then holds b's run alone, none of a's rows
+    // asked to overwrite: a's directory then holds b's continuation alone, none of a's rows,
+    // as a branch of b (a run of its own: it can never be joined to b's directory either)
     let o = resume(None, &ck_b, 60, &["--output", a_arg, "--overwrite"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(run_id(&a), id_b);
+    let branch = run_id(&a);
+    assert!(branch != id_a && branch != id_b, "{branch}");
     let rows = steps_of(&std::fs::read_to_string(a.join("observables.csv")).unwrap());
     assert_eq!(rows, vec![45, 50, 55, 60], "rows of the resumed run only");
     let record = std::fs::read_to_string(a.join(".mpcbox.run")).unwrap();
-    assert!(record.contains(&id_b), "{record}");
+    assert!(record.contains(&branch), "{record}");
     let ck = mpcbox::Checkpoint::load(&a.join("checkpoint.mpcbox")).unwrap();
-    assert_eq!((ck.step, ck.run_id.as_deref()), (60, Some(id_b.as_str())));
+    assert_eq!((ck.step, ck.run_id.as_deref()), (60, Some(branch.as_str())));
 
     // a run continues in its own directory as before
     let o = resume(None, &ck_b, 80, &[]);
@@ -110,4 +112,36 @@ fn a_resume_without_output_continues_where_the_checkpoint_lies() {
     assert!(!first.exists(), "the config's directory was written");
     let rows = steps_of(&std::fs::read_to_string(moved.join("observables.csv")).unwrap());
     assert_eq!(rows, vec![5, 10, 15, 20, 25, 30, 35, 40]);
+}
+
+/// A checkpoint continued in a new directory starts a branch there (a run of its own): the
+/// run it came from, resumed into that directory later, is refused, so two histories from one
+/// checkpoint never meet in one file.
+#[test]
+fn a_branch_and_the_run_it_came_from_never_share_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, c) = (dir.path().join("a"), dir.path().join("c"));
+    let cfg = config(dir.path(), "a.ron", &a, 20, ", checkpoint_interval: 20");
+    assert!(run(&["run", cfg.to_str().unwrap(), "--quiet"])
+        .status
+        .success());
+    let ck_a = a.join("checkpoint.mpcbox");
+    let at_20 = dir.path().join("at20.mpcbox");
+    std::fs::copy(&ck_a, &at_20).unwrap();
+    let c_arg = c.to_str().unwrap();
+    let o = resume(None, &ck_a, 40, &["--output", c_arg]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (id_a, id_c) = (run_id(&a), run_id(&c));
+    assert_ne!(id_a, id_c, "the branch kept its origin's run id");
+    // a continued in its own directory; then its checkpoint, resumed into the branch: refused
+    assert!(resume(None, &ck_a, 30, &[]).status.success());
+    let o = resume(None, &ck_a, 50, &["--output", c_arg]);
+    assert!(!o.status.success(), "a's history was joined to its branch's");
+    let e = stderr(&o);
+    assert!(e.contains(&format!("run {id_c}")), "{e}");
+    // as is the copy of the checkpoint both came from
+    let o = resume(None, &at_20, 50, &["--output", c_arg]);
+    assert!(!o.status.success());
+    let rows = steps_of(&std::fs::read_to_string(c.join("observables.csv")).unwrap());
+    assert_eq!(rows, vec![25, 30, 35, 40]);
 }

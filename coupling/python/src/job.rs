@@ -17,7 +17,7 @@ use pyo3::types::PyDict;
 use ::mpcbox::checkpoint::MdCheckpoint;
 use ::mpcbox::config::DeviceChoice;
 use ::mpcbox::md::coupled::Coupling;
-use ::mpcbox::output_dir::OutputLock;
+use ::mpcbox::output_dir::{OutputLock, Standing};
 use ::mpcbox::progress::Bar;
 use ::mpcbox::run::{run_job, run_job_steps, OBSERVABLES_CSV};
 use ::mpcbox::{Checkpoint, Config, MpcError, Solvent};
@@ -117,6 +117,13 @@ pub fn run_solvent<'py>(
         .output
         .clone()
         .unwrap_or_else(|| solvent.config().output.directory.clone());
+    let standing =
+        ::mpcbox::output_dir::check(&dir, "output", Some(solvent.run_id()), args.overwrite)
+            .map_err(py_err)?;
+    if standing != Standing::Own {
+        // a solvent that wrote (or was continued) elsewhere starts a run of its own here
+        solvent.start_new_run();
+    }
     run_resumed(py, solvent, None, dir, args)
 }
 
@@ -247,7 +254,10 @@ fn open(
                 "resume",
             ),
         };
-        check(&dir, field, ck.run_id.as_deref())?;
+        if check(&dir, field, ck.run_id.as_deref())? != Standing::Own {
+            // continued elsewhere than in its run's directory: a branch, a run of its own
+            ck.run_id = Some(::mpcbox::output_dir::new_run_id());
+        }
         ck.config.output.directory = dir.clone();
         let md = ck.md.take();
         let solvent = py
