@@ -170,7 +170,10 @@ fn sigint_and_sigterm_stop_with_a_checkpoint_and_the_resume_equals_the_uninterru
         assert!(e.contains("stopped by request after step"), "SIG{sig}: {e}");
         // the summary of the steps done is printed, as a finished run's is
         let printed = String::from_utf8_lossy(&o.stdout);
-        assert!(printed.contains("\"interrupted\": true"), "SIG{sig}: {printed}");
+        assert!(
+            printed.contains("\"interrupted\": true"),
+            "SIG{sig}: {printed}"
+        );
         let summary: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
                 .unwrap();

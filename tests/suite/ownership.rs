@@ -136,7 +136,10 @@ fn a_branch_and_the_run_it_came_from_never_share_a_directory() {
     // a continued in its own directory; then its checkpoint, resumed into the branch: refused
     assert!(resume(None, &ck_a, 30, &[]).status.success());
     let o = resume(None, &ck_a, 50, &["--output", c_arg]);
-    assert!(!o.status.success(), "a's history was joined to its branch's");
+    assert!(
+        !o.status.success(),
+        "a's history was joined to its branch's"
+    );
     let e = stderr(&o);
     assert!(e.contains(&format!("run {id_c}")), "{e}");
     // as is the copy of the checkpoint both came from
