@@ -14,13 +14,14 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use ::mpcbox::checkpoint::CheckpointFile;
 use ::mpcbox::checkpoint::MdCheckpoint;
 use ::mpcbox::config::DeviceChoice;
 use ::mpcbox::md::coupled::Coupling;
 use ::mpcbox::output_dir::{OutputLock, Standing};
 use ::mpcbox::progress::Bar;
 use ::mpcbox::run::{run_job, run_job_steps, OBSERVABLES_CSV};
-use ::mpcbox::{Checkpoint, Config, MpcError, Solvent};
+use ::mpcbox::{Config, MpcError, Solvent};
 
 use crate::config::{config_error, config_from_dict};
 use crate::{py_err, signals};
@@ -243,7 +244,10 @@ fn open(
         ::mpcbox::output_dir::check(dir, field, run, args.overwrite).map_err(py_err)
     };
     if let Some(path) = resume {
-        let mut ck = Checkpoint::load(&path).map_err(py_err)?;
+        // the head now (the directory is checked before the fluid is read or set up); the
+        // fluid's blocks when the backend opens
+        let mut file = CheckpointFile::open(&path).map_err(py_err)?;
+        let ck = &mut file.head;
         // the run continues where its checkpoint lies, unless told otherwise
         let (dir, field) = match &args.output {
             Some(o) => (o.clone(), "output"),
@@ -261,7 +265,7 @@ fn open(
         ck.config.output.directory = dir.clone();
         let md = ck.md.take();
         let solvent = py
-            .detach(|| Solvent::from_checkpoint(ck, device))
+            .detach(|| Solvent::from_checkpoint_file(&file, device))
             .map_err(py_err)?;
         crate::ranks::solvent_built();
         return Ok((solvent, md, dir));
