@@ -61,14 +61,30 @@ impl ConfigError {
                 | ron::Error::ExpectedFloat
         );
         let pos = e.position;
+        let field = field_before(text, pos.line, pos.col);
+        // `particles_per_cell: 10.5`: ron reads the count 10, then finds no comma at `.5`
+        let fraction = matches!(e.code, ron::Error::ExpectedComma)
+            && char_at(text, pos.line, pos.col) == Some('.');
+        // ron names an enum by its type (`Thermostat`): the field written before it is meant
+        let variant = matches!(e.code, ron::Error::NoSuchEnumVariant { .. });
         let mut err = Self::from_ron(e);
-        if generic {
-            if let Some(field) = field_before(text, pos.line, pos.col) {
+        match field {
+            Some(field) if fraction => {
+                err.problem = format!(
+                    "takes a whole number, not a fraction (line {}, column {})",
+                    pos.line, pos.col
+                );
+                err.fix = format!("give `{field}` a whole number (e.g. 10)");
+                err.field = field;
+            }
+            Some(field) if generic => {
                 err.fix = format!(
                     "give `{field}` a value of its type and range (see the README's config table)"
                 );
                 err.field = field;
             }
+            Some(field) if variant => err.field = field,
+            _ => {}
         }
         err
     }
@@ -80,6 +96,14 @@ impl ConfigError {
             fix: "compare with examples/*.ron (field names, parentheses, commas)".into(),
         }
     }
+}
+
+/// The character at (line, col) (1-based) in `text`.
+fn char_at(text: &str, line: usize, col: usize) -> Option<char> {
+    text.lines()
+        .nth(line.checked_sub(1)?)?
+        .chars()
+        .nth(col.checked_sub(1)?)
 }
 
 /// The last `name:` written before (line, col) (1-based) in `text`, if any.
@@ -156,7 +180,7 @@ pub enum MpcError {
     },
     /// The run stopped on a signal (or `stop::request_stop`) after `step`, its checkpoint and
     /// summary written.
-    #[error("stopped by request after step {step}; checkpoint {checkpoint}; continue with `mpcbox run --resume {checkpoint}`")]
+    #[error("stopped by request after step {step}, the checkpoint ({checkpoint}) and the summary written; continue with `mpcbox run --resume {checkpoint}` (Python: mpcbox.run(resume=\"{checkpoint}\"))")]
     Interrupted { step: u64, checkpoint: String },
 }
 

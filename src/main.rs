@@ -38,7 +38,8 @@ enum Command {
         /// auto | cpu | cuda:0[,1,...] | all
         #[arg(long)]
         device: Option<String>,
-        /// Output directory (overrides `output.directory`).
+        /// Output directory (overrides `output.directory`; with --resume, the default is the
+        /// directory holding the checkpoint).
         #[arg(long, short)]
         output: Option<PathBuf>,
         /// Continue from this checkpoint.
@@ -47,8 +48,8 @@ enum Command {
         /// No progress bar (nor progress lines in batch jobs).
         #[arg(long)]
         quiet: bool,
-        /// Start afresh in an output directory that holds another run's results and
-        /// checkpoint, replacing them (refused otherwise).
+        /// Write into an output directory that holds another run's files (results,
+        /// checkpoint), removing them first (refused otherwise). Also with --resume.
         #[arg(long)]
         overwrite: bool,
         /// With --resume: config fields that may differ from the checkpoint's on purpose,
@@ -103,6 +104,7 @@ fn run(a: RunArgs) -> Result<(), MpcError> {
                 output.as_deref(),
                 steps,
                 &allow_change,
+                overwrite,
             )?,
             (None, Some(c)) => {
                 let (s, lock) = new_solvent(c, device, output.as_deref(), overwrite)?;
@@ -134,21 +136,31 @@ fn run(a: RunArgs) -> Result<(), MpcError> {
         "starting run"
     );
     let mut progress = Bar::new(total, quiet || !mpcbox::ranks::is_root());
-    let summary = match solvent.config().md.clone() {
-        None => run_job(&mut solvent, total, &dir, &mut progress)?,
+    let result = match solvent.config().md.clone() {
+        None => claim(&solvent, &dir, overwrite)
+            .and_then(|_| run_job(&mut solvent, total, &dir, &mut progress)),
         Some(md) => {
             let resumed = resume.is_some();
             run_coupled(
                 &mut solvent,
                 &md,
                 md_ck,
-                resumed,
+                (resumed, overwrite),
                 total,
                 &dir,
                 &mut progress,
-            )?
+            )
         }
     };
+    if let Err(MpcError::Interrupted { .. }) = &result {
+        // the summary of the steps done, as a finished run prints it
+        if mpcbox::ranks::is_root() {
+            if let Ok(text) = std::fs::read_to_string(dir.join(mpcbox::run::SUMMARY_JSON)) {
+                print!("{text}");
+            }
+        }
+    }
+    let summary = result?;
     tracing::info!(
         particle_steps_per_second = format!("{:.3e}", summary.particle_steps_per_second),
         "run finished"
@@ -160,6 +172,13 @@ fn run(a: RunArgs) -> Result<(), MpcError> {
         );
     }
     Ok(())
+}
+
+/// Take `dir` for the run of `solvent` once everything is set up, just before the first file is
+/// written (a run that fails to start leaves the directory as it was); another run's files
+/// there were refused before the set-up unless `overwrite`, which now removes them.
+fn claim(solvent: &Solvent, dir: &Path, overwrite: bool) -> Result<(), MpcError> {
+    mpcbox::output_dir::claim(dir, "output.directory", solvent.run_id(), overwrite).map(|_| ())
 }
 
 /// The output directory must be a directory (or not exist yet): checked before anything is
@@ -176,8 +195,9 @@ fn check_output_directory(dir: &Path, field: &str) -> Result<(), MpcError> {
 }
 
 /// The solvent of a checkpoint (and the MD state it holds), with the config given beside it
-/// (which must agree with the checkpoint's) and the command line's output directory and
-/// device. `steps` must lie beyond the checkpoint.
+/// (which must agree with the checkpoint's) and the command line's output directory (by
+/// default the one holding the checkpoint) and device. `steps` must lie beyond the checkpoint;
+/// the output directory must hold nothing of another run unless `overwrite`.
 fn resume_solvent(
     checkpoint: &Path,
     config: Option<&Path>,
@@ -185,6 +205,7 @@ fn resume_solvent(
     output: Option<&Path>,
     steps: Option<u64>,
     allow_change: &[String],
+    overwrite: bool,
 ) -> Result<(Solvent, Option<MdCheckpoint>, OutputLock), MpcError> {
     // the head now; the fluid's blocks when the backend opens (each rank reads its layers')
     let mut file = CheckpointFile::open(checkpoint)?;
@@ -192,23 +213,26 @@ fn resume_solvent(
     let mut changed = Vec::new();
     if let Some(c) = config {
         let given = Config::from_file(c)?;
-        let differs = resume_differences(&ck.config, &given, ck.md.is_some());
+        let differs = ck.config.resume_differences(&given, ck.md.is_some());
         let refused: Vec<&String> = differs
             .iter()
             .filter(|d| !allow_change.iter().any(|a| a == *d))
             .collect();
         if !refused.is_empty() {
             let names: Vec<&str> = refused.iter().map(|s| s.as_str()).collect();
-            return Err(MpcError::Checkpoint {
-                path: c.display().to_string(),
+            return Err(MpcError::Config(mpcbox::ConfigError {
+                field: names.join(", "),
                 problem: format!(
-                    "this config differs from the checkpoint's in {}; fix: resume with the \
-                     config the checkpoint was written with (or none), or, for a deliberate \
-                     change, name the fields: --allow-change {}",
-                    names.join(", "),
+                    "the config {} differs from the one checkpoint {} was written with",
+                    c.display(),
+                    checkpoint.display()
+                ),
+                fix: format!(
+                    "resume with the config the checkpoint was written with (or none), or, \
+                     for a deliberate change, name the fields: --allow-change {}",
                     names.join(",")
                 ),
-            });
+            }));
         }
         if !differs.is_empty() {
             tracing::warn!(
@@ -240,59 +264,35 @@ fn resume_solvent(
             ),
         }));
     }
-    match output {
-        Some(o) => {
-            check_output_directory(o, "--output")?;
-            ck.config.output.directory = o.to_path_buf();
-        }
-        None => check_output_directory(&ck.config.output.directory, "output.directory")?,
+    // the run continues where its checkpoint lies, unless told otherwise
+    let (dir, field) = match output {
+        Some(o) => (o.to_path_buf(), "--output"),
+        None => (checkpoint_directory(checkpoint), "--resume"),
+    };
+    check_output_directory(&dir, field)?;
+    ck.config.output.directory = dir.clone();
+    let lock = OutputLock::acquire(&dir)?;
+    // a directory of another run is refused before the fluid is set up
+    let standing = mpcbox::output_dir::check(&dir, field, ck.run_id.as_deref(), overwrite)?;
+    if standing != mpcbox::output_dir::Standing::Own {
+        // continued elsewhere than in its run's directory, the checkpoint starts a branch: a
+        // run of its own, so the two histories can never be joined in one directory
+        ck.run_id = Some(mpcbox::output_dir::new_run_id());
     }
-    let lock = OutputLock::acquire(&ck.config.output.directory)?;
     let md = ck.md.take();
     let mut solvent = Solvent::from_checkpoint_file(&file, device)?;
     solvent.set_changed_on_resume(changed);
     Ok((solvent, md, lock))
 }
 
-/// What a resumed run's config may not change: the box and the fluid's physics and, for
-/// coupled runs, everything of the MD section but its outputs and backend (outputs, device and
-/// tuning may change). Names the fields that differ.
-fn resume_differences(ck: &Config, given: &Config, coupled: bool) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut check = |name: &str, differs: bool| {
-        if differs {
-            out.push(name.to_string());
-        }
-    };
-    check("cells", ck.cells != given.cells);
-    check(
-        "particles_per_cell",
-        ck.particles_per_cell != given.particles_per_cell,
-    );
-    check("mass", ck.mass != given.mass);
-    check("kT", ck.kt != given.kt);
-    check("time_step", ck.time_step != given.time_step);
-    check("collision", ck.collision != given.collision);
-    check("shear_rate", ck.shear_rate != given.shear_rate);
-    check("seed", ck.seed != given.seed);
-    check("grid_shift", ck.grid_shift != given.grid_shift);
-    check("thermostat", ck.thermostat != given.thermostat);
-    check("body_force", ck.body_force != given.body_force);
-    check("walls", ck.walls != given.walls);
-    check("initial_flow", ck.initial_flow != given.initial_flow);
-    if !coupled {
-        if given.md.is_some() {
-            out.push("md (the checkpoint has no solutes, this config has)".into());
-        }
-        return out;
-    }
-    match (&ck.md, &given.md) {
-        (Some(a), Some(b)) => out.extend(a.resume_differences(b)),
-        (Some(_), None) => out.push("md (the checkpoint has solutes, this config none)".into()),
-        _ => {}
-    }
-    out
+/// The directory holding `checkpoint` ("." for a bare file name).
+fn checkpoint_directory(checkpoint: &Path) -> PathBuf {
+    checkpoint
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
+
 /// A fresh solvent from a config file, with the command line's device and output directory.
 fn new_solvent(
     config: &Path,
@@ -312,12 +312,14 @@ fn new_solvent(
         None => check_output_directory(&cfg.output.directory, "output.directory")?,
     }
     // the directory's owner before anything is allocated or written
-    let lock = OutputLock::acquire(&cfg.output.directory)?;
-    mpcbox::output_dir::check_fresh_directory(
-        &cfg.output.directory,
-        mpcbox::run::CHECKPOINT_FILE,
-        overwrite,
-    )?;
+    let dir = cfg.output.directory.clone();
+    let field = if output.is_some() {
+        "--output"
+    } else {
+        "output.directory"
+    };
+    let lock = OutputLock::acquire(&dir)?;
+    mpcbox::output_dir::check(&dir, field, None, overwrite)?;
     Ok((Solvent::new(cfg)?, lock))
 }
 
@@ -327,14 +329,16 @@ fn run_coupled(
     solvent: &mut Solvent,
     md: &MdConfig,
     md_ck: Option<MdCheckpoint>,
-    resumed: bool,
+    (resumed, overwrite): (bool, bool),
     total: u64,
     dir: &Path,
     progress: &mut Bar,
 ) -> Result<Summary, MpcError> {
     let mut coupling = match (md_ck, resumed) {
         (Some(ck), _) => {
-            Coupling::resume(md, solvent, &ck)?.with_output_from(dir, Some(solvent.step_count()))?
+            let c = Coupling::resume(md, solvent, &ck)?;
+            claim(solvent, dir, overwrite)?;
+            c.with_output_from(dir, Some(solvent.step_count()))?
         }
         (None, true) => {
             return Err(MpcError::Config(mpcbox::ConfigError {
@@ -347,7 +351,11 @@ fn run_coupled(
                     .into(),
             }))
         }
-        (None, false) => Coupling::new(md, solvent)?.with_output(dir)?,
+        (None, false) => {
+            let c = Coupling::new(md, solvent)?;
+            claim(solvent, dir, overwrite)?;
+            c.with_output(dir)?
+        }
     };
     tracing::info!(
         md_particles = coupling.engine().len(),

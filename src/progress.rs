@@ -1,5 +1,6 @@
 //! Progress of a run for people: a bar on a terminal, a log line every 30 s in batch jobs
-//! (step, steps/s, particle-steps/s, ETA), nothing with `--quiet`.
+//! (step, steps/s, particle-steps/s, ETA), nothing with `--quiet`. Hosts without a log
+//! subscriber (Python) have the lines printed on stderr ([`Bar::with_plain_lines`]).
 
 use std::io::IsTerminal;
 use std::time::Instant;
@@ -13,6 +14,10 @@ pub struct Bar {
     bar: Option<ProgressBar>,
     /// Not on a terminal (a batch job): a log line every `LINE_SECONDS` instead of a bar.
     lines: bool,
+    /// Seconds between progress lines.
+    line_seconds: f64,
+    /// Lines printed on stderr rather than logged.
+    plain: bool,
     last_line: Instant,
     to: u64,
     particles: u64,
@@ -37,6 +42,8 @@ impl Bar {
         });
         Bar {
             lines: !quiet && bar.is_none(),
+            line_seconds: LINE_SECONDS,
+            plain: false,
             bar,
             last_line: Instant::now(),
             to: total,
@@ -44,6 +51,16 @@ impl Bar {
             from: 0,
             t0: Instant::now(),
         }
+    }
+}
+
+impl Bar {
+    /// Progress lines (where there is no bar) printed on stderr every `seconds`, rather than
+    /// logged every 30 s.
+    pub fn with_plain_lines(mut self, seconds: f64) -> Bar {
+        self.line_seconds = seconds;
+        self.plain = true;
+        self
     }
 }
 
@@ -60,16 +77,20 @@ impl Progress for Bar {
         }
     }
     fn advance(&mut self, step: u64) {
-        if self.lines && self.last_line.elapsed().as_secs_f64() >= LINE_SECONDS {
+        if self.lines && self.last_line.elapsed().as_secs_f64() >= self.line_seconds {
             self.last_line = Instant::now();
             let dt = self.t0.elapsed().as_secs_f64().max(1e-9);
             let sps = (step - self.from) as f64 / dt;
             let eta = self.to.saturating_sub(step) as f64 / sps.max(1e-12);
-            tracing::info!(
+            let line = format!(
                 "step {step}/{}: {sps:.2} steps/s, {:.3e} particle-steps/s, ETA {eta:.0} s",
                 self.to,
                 sps * self.particles as f64
             );
+            match self.plain {
+                true => eprintln!("mpcbox: {line}"),
+                false => tracing::info!("{line}"),
+            }
         }
         if let Some(b) = &self.bar {
             b.set_position(step);

@@ -34,6 +34,8 @@ pub struct ViscositySummary {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
+    /// The run these results belong to (recorded in the output directory and checkpoints).
+    pub run_id: String,
     pub device: String,
     /// The collision rule ("SRD", "SRD+a", "MPC-AT", "MPC-AT+a"), whose theory `viscosity` quotes.
     pub collision_rule: String,

@@ -96,8 +96,10 @@ pub fn run_job_steps(
     progress: &mut dyn Progress,
     job: &mut dyn JobStep,
 ) -> Result<Summary> {
-    // one owner per output directory, before anything is written
+    // one owner per output directory, before anything is written: no other process, and no
+    // other run's files (the caller claims it first where overwriting was asked for)
     let _lock = crate::output_dir::OutputLock::acquire(dir)?;
+    crate::output_dir::claim(dir, "output.directory", solvent.run_id(), false)?;
     // over MPI ranks every rank steps and reduces, rank 0 alone writes
     let root = crate::ranks::is_root();
     let csv_path = dir.join(OBSERVABLES_CSV);
@@ -236,6 +238,7 @@ fn summarize(solvent: &mut Solvent, done: u64, wall: f64, dir: &Path) -> Result<
         None
     };
     Ok(Summary {
+        run_id: solvent.run_id().to_string(),
         device: solvent.backend_description(),
         collision_rule: solvent.physics().rule.name().into(),
         steps: solvent.step_count(),

@@ -62,6 +62,11 @@ module mpcbox
       type(c_ptr), value :: s
       character(kind=c_char), dimension(*), intent(in) :: path
     end function
+    integer(c_int) function mpcbox_checkpoint_overwrite(s, path) bind(C, name="mpcbox_checkpoint_overwrite")
+      import :: c_ptr, c_int, c_char
+      type(c_ptr), value :: s
+      character(kind=c_char), dimension(*), intent(in) :: path
+    end function
     type(c_ptr) function mpcbox_last_error() bind(C, name="mpcbox_last_error")
       import :: c_ptr
     end function

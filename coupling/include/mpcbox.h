@@ -155,12 +155,21 @@ uint64_t mpcbox_step_count(const struct MpcboxSolvent *solvent);
 // `solvent` must be valid or NULL.
 uint64_t mpcbox_fluid_particles(const struct MpcboxSolvent *solvent);
 
-// Write a checkpoint of the fluid (atomically: temporary file, then rename). Over MPI ranks
-// every rank calls it (the fluid is gathered) and rank 0 alone writes the file.
+// Write a checkpoint of the fluid (atomically: temporary file, then rename). Refused (status
+// `Config`, nothing written) where `path` holds a checkpoint of another run (or another file)
+// or its directory another run's files: see `mpcbox_checkpoint_overwrite`. Over MPI ranks
+// every rank calls it (the fluid is gathered) and rank 0 alone checks and writes the file.
 //
 // # Safety
 // `solvent` must be valid and `path` NUL-terminated.
 int mpcbox_checkpoint_save(struct MpcboxSolvent *solvent, const char *path);
+
+// `mpcbox_checkpoint_save` that replaces whatever `path` holds, another run's checkpoint
+// included (as MD codes replace their own restart files).
+//
+// # Safety
+// `solvent` must be valid and `path` NUL-terminated.
+int mpcbox_checkpoint_overwrite(struct MpcboxSolvent *solvent, const char *path);
 
 // Put the fluid back to a checkpoint of a solvent with the same box and particle count.
 //

@@ -192,10 +192,17 @@ bool FixMpcbox::use_ranks()
                               std::to_string(comm->nprocs) +
                               (comm->nprocs == 1 ? " LAMMPS rank" : " LAMMPS ranks") +
                               " in mpcbox's y slabs, each rank hands over its own atoms\n");
-    else
+    else {
+      // a library without MPI is the usual case here, not an error: say so plainly
+      const bool no_mpi = adoption.why.find("built without MPI") != std::string::npos;
+      const std::string why =
+          no_mpi ? "this libmpcbox_coupling.so is built without MPI; one built with "
+                   "`--features mpi` runs the fluid over the LAMMPS ranks instead"
+                 : "the per-rank exchange is unavailable: " + adoption.why;
       utils::logmesg(lmp, "fix mpcbox: gather exchange: the fluid runs on rank 0, the atoms "
-                          "are gathered there (mpcbox_use_mpi_comm: " +
-                              adoption.why + ")\n");
+                          "are gathered there (" +
+                              why + ")\n");
+    }
   }
   return adopted;
 }

@@ -191,7 +191,8 @@ void FixMpcbox::write_restart(FILE *fp)
   std::string path = checkpoint_pattern;
   const size_t star = path.find('*');
   if (star != std::string::npos) path.replace(star, 1, std::to_string(update->ntimestep));
-  const bool saved = mpcbox_checkpoint_save(solvent, path.c_str()) == 0;
+  // replaced like LAMMPS replaces its restart files (a rerun in the same directory)
+  const bool saved = mpcbox_checkpoint_overwrite(solvent, path.c_str()) == 0;
   const std::string why =
       saved ? "" : "writing the fluid checkpoint " + path + ": " + mpcbox_last_error();
   // per rank the save is collective (every rank's slabs gathered, rank 0 writes the file):

@@ -490,8 +490,10 @@ pub unsafe extern "C" fn mpcbox_fluid_particles(solvent: *const MpcboxSolvent) -
     unsafe { solvent.as_ref() }.map_or(0, |s| s.inner.n_fluid() as u64)
 }
 
-/// Write a checkpoint of the fluid (atomically: temporary file, then rename). Over MPI ranks
-/// every rank calls it (the fluid is gathered) and rank 0 alone writes the file.
+/// Write a checkpoint of the fluid (atomically: temporary file, then rename). Refused (status
+/// `Config`, nothing written) where `path` holds a checkpoint of another run (or another file)
+/// or its directory another run's files: see `mpcbox_checkpoint_overwrite`. Over MPI ranks
+/// every rank calls it (the fluid is gathered) and rank 0 alone checks and writes the file.
 ///
 /// # Safety
 /// `solvent` must be valid and `path` NUL-terminated.
@@ -500,12 +502,37 @@ pub unsafe extern "C" fn mpcbox_checkpoint_save(
     solvent: *mut MpcboxSolvent,
     path: *const c_char,
 ) -> c_int {
+    // SAFETY: the caller's promises are those of `save`.
+    unsafe { save(solvent, path, false) }
+}
+
+/// `mpcbox_checkpoint_save` that replaces whatever `path` holds, another run's checkpoint
+/// included (as MD codes replace their own restart files).
+///
+/// # Safety
+/// `solvent` must be valid and `path` NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn mpcbox_checkpoint_overwrite(
+    solvent: *mut MpcboxSolvent,
+    path: *const c_char,
+) -> c_int {
+    // SAFETY: the caller's promises are those of `save`.
+    unsafe { save(solvent, path, true) }
+}
+
+/// The checkpoint writers.
+///
+/// # Safety
+/// `solvent` must be NULL or valid, and `path` NULL or NUL-terminated.
+unsafe fn save(solvent: *mut MpcboxSolvent, path: *const c_char, overwrite: bool) -> c_int {
     guard(|| {
         // SAFETY: the caller promises a live solvent and a NUL-terminated path (NULL refused).
         let (s, p) = unsafe { (solvent_mut(solvent)?, c_str(path, "path")?) };
-        s.checkpoint()
-            .and_then(|ck| ck.save_on_root(Path::new(p)))
-            .map_err(mpc)
+        let p = Path::new(p);
+        // the gather first: every rank takes part, whatever rank 0 then decides
+        let ck = s.checkpoint().map_err(mpc)?;
+        mpcbox::output_dir::check_checkpoint_path(p, s.run_id(), overwrite).map_err(mpc)?;
+        ck.save_on_root(p).map_err(mpc)
     })
 }
 

@@ -5,13 +5,16 @@ mod common;
 
 use std::process::Command;
 
-use common::{compile_c, crate_dir, have, lib_dir, run};
+use common::{compile_c, crate_dir, lib_dir, require, run};
 
 #[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs a C and a C++ compiler (apt-get install gcc g++); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
 fn c_demo_builds_runs_and_conserves_momentum() {
-    if !have("cc") {
-        return;
-    }
+    require("cc", "apt-get install gcc");
+    require("c++", "apt-get install g++");
     let here = crate_dir();
     let lib = lib_dir();
     let tmp = tempfile::tempdir().unwrap();
@@ -28,24 +31,24 @@ fn c_demo_builds_runs_and_conserves_momentum() {
     );
     assert!(out.contains("momentum conserved"), "{out}");
     // the header also compiles as C++
-    if Command::new("c++").arg("--version").output().is_ok() {
-        let cpp = tmp.path().join("t.cpp");
-        std::fs::write(&cpp, "#include \"mpcbox.h\"\nint main() { return mpcbox_fluid_particles(nullptr) == 0 ? 0 : 1; }\n").unwrap();
-        run(Command::new("c++")
-            .arg(&cpp)
-            .arg("-I")
-            .arg(here.join("include"))
-            .arg("-c")
-            .arg("-o")
-            .arg(tmp.path().join("t.o")));
-    }
+    let cpp = tmp.path().join("t.cpp");
+    std::fs::write(&cpp, "#include \"mpcbox.h\"\nint main() { return mpcbox_fluid_particles(nullptr) == 0 ? 0 : 1; }\n").unwrap();
+    run(Command::new("c++")
+        .arg(&cpp)
+        .arg("-I")
+        .arg(here.join("include"))
+        .arg("-c")
+        .arg("-o")
+        .arg(tmp.path().join("t.o")));
 }
 
 #[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs gfortran (apt-get install gfortran); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
 fn fortran_demo_builds_and_runs() {
-    if !have("gfortran") {
-        return;
-    }
+    require("gfortran", "apt-get install gfortran");
     let here = crate_dir();
     let lib = lib_dir();
     let tmp = tempfile::tempdir().unwrap();

@@ -11,13 +11,16 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{compile_c, crate_dir, have, missing, output_of, run};
+use common::{compile_c, crate_dir, missing, output_of, require, run};
 
 #[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs OpenMPI and libclang (apt-get install openmpi-bin libopenmpi-dev libclang-dev); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
 fn a_c_program_couples_its_solutes_per_rank_under_mpirun() {
-    if !have("mpicc") || !have("mpirun") {
-        return;
-    }
+    require("mpicc", "apt-get install libopenmpi-dev");
+    require("mpirun", "apt-get install openmpi-bin");
     let here = crate_dir();
     let root = here.parent().unwrap();
     let target = root.join("target").join("mpi");
@@ -37,10 +40,9 @@ fn a_c_program_couples_its_solutes_per_rank_under_mpirun() {
     );
     if !ok {
         missing(
-            &format!("the coupling library with `--features mpi` (build failed:\n{log})"),
+            &format!("what the coupling library with `--features mpi` builds with (build failed:\n{log})"),
             "apt-get install libopenmpi-dev libclang-dev",
         );
-        return;
     }
     let lib = target.join("debug");
     let tmp = tempfile::tempdir().unwrap();

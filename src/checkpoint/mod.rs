@@ -40,6 +40,10 @@ pub struct Checkpoint {
     pub stats: RunStats,
     /// The MD engine of a coupled run (None: fluid only).
     pub md: Option<MdCheckpoint>,
+    /// The run it belongs to (`crate::output_dir::owner`); stored beside the encoded head, so
+    /// files of builds before run ids still decode. None: from bytes of such a build.
+    #[serde(skip)]
+    pub run_id: Option<String>,
 }
 
 /// The MD side of a coupled run at a checkpoint: the engine's state, the chain observer's
@@ -61,6 +65,9 @@ pub struct CheckpointHead {
     pub stats: RunStats,
     /// The MD engine of a coupled run (None: fluid only).
     pub md: Option<MdCheckpoint>,
+    /// The run it belongs to, as in [`Checkpoint::run_id`].
+    #[serde(skip)]
+    pub run_id: Option<String>,
 }
 
 /// A checkpoint opened for a resume: its head read and checked, its fluid read only when a
@@ -111,18 +118,24 @@ impl CheckpointFile {
         let got = std::os::unix::fs::FileExt::read_at(&f, &mut first, 0)
             .map_err(|e| MpcError::io(path, e))?;
         let origin = path.display().to_string();
-        if version_of(&first[..got], &origin)? == WHOLE_VERSION {
+        let mut file = if version_of(&first[..got], &origin)? == WHOLE_VERSION {
             let bytes = std::fs::read(path).map_err(|e| MpcError::io(path, e))?;
             let ck = Checkpoint::from_whole_bytes(&bytes, &origin)?;
-            return Ok(CheckpointFile::whole(ck));
+            CheckpointFile::whole(ck)
+        } else {
+            let parted = PartedFile::open(path)?;
+            let head = parted.head.clone();
+            head.validate(&origin)?;
+            CheckpointFile {
+                head,
+                fluid: StoredFluid::Parted(Box::new(parted)),
+            }
+        };
+        // a file of a build before run ids: its run is known by where the file lies
+        if file.head.run_id.is_none() {
+            file.head.run_id = Some(crate::output_dir::legacy_run_id(path));
         }
-        let parted = PartedFile::open(path)?;
-        let head = parted.head.clone();
-        head.validate(&origin)?;
-        Ok(CheckpointFile {
-            head,
-            fluid: StoredFluid::Parted(Box::new(parted)),
-        })
+        Ok(file)
     }
 
     fn whole(ck: Checkpoint) -> CheckpointFile {
@@ -132,6 +145,7 @@ impl CheckpointFile {
             fluid,
             stats,
             md,
+            run_id,
         } = ck;
         CheckpointFile {
             head: CheckpointHead {
@@ -139,6 +153,7 @@ impl CheckpointFile {
                 step,
                 stats,
                 md,
+                run_id,
             },
             fluid: StoredFluid::Whole(fluid),
         }
@@ -171,6 +186,7 @@ impl CheckpointFile {
             step,
             stats,
             md,
+            run_id,
         } = self.head;
         Ok(Checkpoint {
             config,
@@ -178,6 +194,7 @@ impl CheckpointFile {
             fluid,
             stats,
             md,
+            run_id,
         })
     }
 }
@@ -222,6 +239,7 @@ impl Checkpoint {
             step: self.step,
             stats: self.stats.clone(),
             md: self.md.clone(),
+            run_id: self.run_id.clone(),
         }
     }
 
@@ -350,6 +368,7 @@ mod tests {
             step: 3,
             stats: RunStats::new(phys.profile_bins()),
             md: None,
+            run_id: None,
         };
         let payload = postcard::to_stdvec(&ck).unwrap();
         let mut v3 = MAGIC.to_vec();
@@ -363,7 +382,18 @@ mod tests {
         let file = CheckpointFile::open(&path).unwrap();
         assert_eq!((file.fluid_blocks(), file.head.step), (1, 3));
         assert_eq!(*file.source().whole().unwrap(), ck.fluid);
-        assert_eq!(Checkpoint::load(&path).unwrap(), ck);
+        // a file without a run id is known by its place
+        let legacy = crate::output_dir::legacy_run_id(&path);
+        assert_eq!(file.head.run_id.as_deref(), Some(legacy.as_str()));
+        let loaded = Checkpoint::load(&path).unwrap();
+        assert_eq!(loaded.run_id.as_deref(), Some(legacy.as_str()));
+        assert_eq!(
+            loaded,
+            Checkpoint {
+                run_id: Some(legacy),
+                ..ck.clone()
+            }
+        );
         let v4 = ck.to_bytes().unwrap();
         assert_eq!(&v4[8..12], &4u32.to_le_bytes());
         assert_eq!(Checkpoint::from_bytes(&v4, "v4").unwrap(), ck);

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::error::ConfigError;
 
 pub mod md;
+mod resume;
 pub mod walls;
 pub mod walls_stored;
 

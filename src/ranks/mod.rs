@@ -167,17 +167,35 @@ pub fn any(flag: bool) -> bool {
 static RANKS_ON_HOST: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
 
 /// Learn how many ranks share this host and size rayon's global pool to this rank's share of
-/// the cores: ranks on one host each with a pool of every core thrash. Collective; does nothing
-/// in a run of one rank. Warns (rank 0) when the launcher bound the ranks to fewer cores than
-/// their share: OpenMPI binds each rank to one core by default at 2 ranks, and a rank then
-/// builds a 335M-particle initial state in 150 s instead of 10 s (measured on a 16-core host).
+/// the cores: ranks on one host each with a pool of every core thrash. Collective. Warns (rank
+/// 0) when the launcher bound the ranks to fewer cores than their share: OpenMPI binds each rank
+/// to one core by default at 1 and 2 ranks, and a rank then builds a 335M-particle initial state
+/// in 150 s instead of 10 s (measured on a 16-core host).
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 fn share_cores() {
     if size() <= 1 {
+        // `mpirun -np 1` binds its one rank to one core as well
+        let launched = ["OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some());
+        if launched {
+            warn_if_bound(1);
+        }
         return;
     }
     let (_, on_host) = local();
     let _ = RANKS_ON_HOST.set(on_host.max(1));
+    warn_if_bound(on_host);
+    // fails only if the global pool was already built (then it stays as it is)
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(cores())
+        .build_global();
+}
+
+/// Warn (rank 0) when the launcher bound this rank to fewer cores than its share of the host's
+/// among `on_host` ranks.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+fn warn_if_bound(on_host: usize) {
     let (usable, online) = (affinity_cores(), online_cores());
     let fair = (online / on_host.max(1)).max(1);
     if usable < fair && is_root() {
@@ -188,10 +206,6 @@ fn share_cores() {
              `mpirun --map-by slot:PE={fair} ...`"
         );
     }
-    // fails only if the global pool was already built (then it stays as it is)
-    let _ = rayon::ThreadPoolBuilder::new()
-        .num_threads(cores())
-        .build_global();
 }
 
 /// The cores this process may run on (its affinity mask, which a launcher's binding narrows).

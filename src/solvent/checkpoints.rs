@@ -35,7 +35,9 @@ impl Solvent {
         }
         let backend = backend::open_from(&config, &phys, Some(file.source()))?;
         let stats = file.head.stats.clone();
-        Self::assemble(config, phys, backend, file.head.step, Some(stats))
+        let mut s = Self::assemble(config, phys, backend, file.head.step, Some(stats))?;
+        s.continue_run(file.head.run_id.as_deref());
+        Ok(s)
     }
 
     /// Continue from a checkpoint, optionally on another device.
@@ -47,7 +49,28 @@ impl Solvent {
         config.validate()?;
         let phys = Physics::from_config(&config);
         let backend = backend::open(&config, &phys, Some(&ck.fluid))?;
-        Self::assemble(config, phys, backend, ck.step, Some(ck.stats))
+        let mut s = Self::assemble(config, phys, backend, ck.step, Some(ck.stats))?;
+        s.continue_run(ck.run_id.as_deref());
+        Ok(s)
+    }
+
+    /// The run this fluid belongs to (a fresh one's, or its checkpoint's): recorded in the
+    /// output directories it writes and in its checkpoints (`crate::output_dir::owner`).
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// Give this fluid a fresh run id: what it writes from now on is a run of its own (a
+    /// branch, when it continues a checkpoint away from that run's directory).
+    pub fn start_new_run(&mut self) {
+        self.run_id = crate::output_dir::new_run_id();
+    }
+
+    /// Continue the run `id` (a checkpoint's); None keeps the fresh id.
+    fn continue_run(&mut self, id: Option<&str>) {
+        if let Some(id) = id {
+            self.run_id = id.to_string();
+        }
     }
 
     pub fn checkpoint(&mut self) -> Result<Checkpoint> {
@@ -57,6 +80,7 @@ impl Solvent {
             fluid: self.backend.download()?,
             stats: self.stats.clone(),
             md: None,
+            run_id: Some(self.run_id.clone()),
         })
     }
 
@@ -70,13 +94,15 @@ impl Solvent {
             step: self.step,
             stats: self.stats.clone(),
             md,
+            run_id: Some(self.run_id.clone()),
         };
         let fluid = self.backend.local_fluid()?;
         let transport = crate::ranks::transport();
         crate::checkpoint::write_parted(path, &head, self.n_fluid() as u64, &fluid, &*transport)
     }
 
-    /// Put the fluid back to a checkpoint taken from a solvent of the same config.
+    /// Put the fluid back to a checkpoint taken from a solvent of the same config (continuing
+    /// the checkpoint's run).
     pub fn restore(&mut self, ck: &Checkpoint) -> Result<()> {
         if ck.config.cells != self.config.cells
             || ck.config.particles_per_cell != self.config.particles_per_cell
@@ -90,6 +116,7 @@ impl Solvent {
         self.set_fluid_state(&ck.fluid)?;
         self.step = ck.step;
         self.stats = ck.stats.clone();
+        self.continue_run(ck.run_id.as_deref());
         Ok(())
     }
 }

@@ -46,6 +46,8 @@ pub struct Solvent {
     fluid_begun: Option<(StepPlan, bool, usize)>,
     /// Samples in the backend's flow-field sums since they were last taken.
     field_samples: u64,
+    /// The run this fluid belongs to: its checkpoints and output directories carry it.
+    run_id: String,
 }
 
 /// A coupled step between `begin_step` and `finish_step`.
@@ -95,6 +97,7 @@ impl Solvent {
             pending: None,
             fluid_begun: None,
             field_samples: 0,
+            run_id: crate::output_dir::new_run_id(),
         })
     }
 

@@ -35,7 +35,7 @@ pub(crate) fn run(args: &[&str]) -> Output {
 pub(crate) fn spawn(args: &[&str]) -> Child {
     mpcbox()
         .args(args)
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
@@ -92,8 +92,12 @@ fn a_second_run_on_the_same_directory_is_refused_naming_the_holder() {
     let second = run(&["run", b.to_str().unwrap(), "--quiet", "--overwrite"]);
     assert!(!second.status.success());
     let e = stderr(&second);
+    // the holder named with its start as a date, not a raw unix time
     assert!(
-        e.contains("in use by another run") && e.contains(&format!("pid {}", first.id())),
+        e.contains("in use by another run")
+            && e.contains(&format!("pid {}", first.id()))
+            && e.contains(" UTC")
+            && !e.contains("unix time"),
         "{e}"
     );
     // the first run's files are its own: every row has the full set of columns
@@ -164,6 +168,12 @@ fn sigint_and_sigterm_stop_with_a_checkpoint_and_the_resume_equals_the_uninterru
         let e = stderr(&o);
         assert!(!o.status.success(), "SIG{sig}: exit status 0");
         assert!(e.contains("stopped by request after step"), "SIG{sig}: {e}");
+        // the summary of the steps done is printed, as a finished run's is
+        let printed = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            printed.contains("\"interrupted\": true"),
+            "SIG{sig}: {printed}"
+        );
         let summary: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
                 .unwrap();
@@ -242,8 +252,14 @@ fn a_resume_with_changed_physics_is_refused_naming_the_field_unless_allowed() {
         let o = resume(Some(&p), &ck, 40, &[]);
         let e = stderr(&o);
         assert!(!o.status.success(), "{field}: a changed config resumed");
+        // the config is named as the config, the checkpoint as the checkpoint
         assert!(
-            e.contains(&format!("differs from the checkpoint's in {field}"))
+            e.contains(&format!("config field `{field}`"))
+                && e.contains(&format!(
+                    "the config {} differs from the one checkpoint {} was written with",
+                    p.display(),
+                    ck.display()
+                ))
                 && e.contains(&format!("--allow-change {field}")),
             "{field}: {e}"
         );

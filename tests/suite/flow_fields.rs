@@ -64,6 +64,10 @@ for c in range(img.GetNumberOfCells()):
 /// last one: 10 particles per cell on average, the layer means of vx on the imposed line
 /// γ̇ (y + ½ − Ly/2) (slope within 5 %), the temperature within 3 % of kT.
 #[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs the vtk Python package (python3 -m pip install vtk); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
 fn field_files_show_the_imposed_shear_profile_to_an_independent_reader() {
     let cells = [8, 16, 8];
     let mut s = Solvent::new(sheared(cells)).unwrap();
@@ -75,9 +79,7 @@ fn field_files_show_the_imposed_shear_profile_to_an_independent_reader() {
         assert!(pvd.contains(&name), "{pvd}");
         assert!(dir.path().join(&name).exists());
     }
-    if !common::python_has("vtk", "vtk") {
-        return;
-    }
+    common::require_python("vtk", "vtk");
     let (dims, data) = read_with_vtk(&dir.path().join(mpcbox::fields::field_file_name(800)));
     assert_eq!(dims, vec![8, 16, 8]);
     let [lx, ly, lz] = cells.map(|c| c as usize);

@@ -2,7 +2,9 @@
 //! the library instead of one per file: the cold `cargo test` of a fresh machine builds in
 //! minutes, issue 22). Physics and behaviour tests are written once and instantiated on every
 //! platform (`common::platform`); GPU instances are `#[ignore]`d and run on a GPU machine with
-//! `--ignored`, filtered by module (`md_slabs::`) or platform (`::gpu`).
+//! `--ignored`, filtered by module (`md_slabs::`) or platform (`::gpu`). Tests that drive
+//! external tools (MPI, Python readers, NVRTC) run where MPCBOX_REQUIRE_EXTERNAL is set and are
+//! ignored, naming the tool, elsewhere (`external_tools`).
 
 mod common;
 
@@ -11,6 +13,7 @@ mod configs;
 mod conservation;
 mod coupling;
 mod device_solutes;
+mod external_tools;
 mod faults;
 mod faults_disk;
 mod flow_fields;
@@ -30,6 +33,7 @@ mod md_slabs;
 mod md_walls;
 mod mpi_gpu;
 mod mpi_ranks;
+mod ownership;
 mod polymer_shear;
 mod reproducibility;
 mod routed_solutes;

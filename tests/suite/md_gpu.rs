@@ -370,10 +370,12 @@ fn coupled_run_with_auto_backend() {
 /// The MD kernels compile with NVRTC (where the library is loadable, no GPU needed) and, with
 /// --fmad=false, contain no fused multiply-add.
 #[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs NVRTC (pip install nvidia-cuda-nvrtc, its nvidia/cu13/lib on LD_LIBRARY_PATH); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
 fn md_kernels_compile_without_fma_when_nvrtc_available() {
-    if !cuda::kernels::nvrtc_for_tests() {
-        return;
-    }
+    cuda::kernels::require_nvrtc_for_tests();
     let mut opts = cuda::kernels::compile_options(9, 0);
     opts[0] = "--gpu-architecture=compute_90".into();
     // leaves out libdevice's pow (general DPD exponents only), which uses FMA internally

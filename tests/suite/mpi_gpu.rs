@@ -31,7 +31,7 @@ fn on_gpu(body: &str) -> String {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_gpu_fluid_over_two_and_three_ranks_follows_one_process() {
-    let Some(bin) = mpi_mpcbox() else { return };
+    let bin = mpi_mpcbox();
     for (name, body) in [("sheared", SHEARED), ("slit", SLIT)] {
         let dir = tempfile::tempdir().unwrap();
         write_config(dir.path(), "c.ron", &on_gpu(body));
@@ -66,7 +66,7 @@ fn the_gpu_fluid_over_two_and_three_ranks_follows_one_process() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn a_gpu_checkpoint_of_three_ranks_resumes_on_two_and_on_one() {
-    let Some(bin) = mpi_mpcbox() else { return };
+    let bin = mpi_mpcbox();
     assert_checkpoint_resumes(bin, &on_gpu(SHEARED), 3, "GPU");
 }
 
@@ -76,7 +76,7 @@ fn a_gpu_checkpoint_of_three_ranks_resumes_on_two_and_on_one() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_coupled_polymer_on_two_gpu_ranks_follows_one_process() {
-    let Some(bin) = mpi_mpcbox() else { return };
+    let bin = mpi_mpcbox();
     let dir = tempfile::tempdir().unwrap();
     write_config(dir.path(), "p.ron", &on_gpu(POLYMER));
     let (r1, ck1) = run_config(bin, 1, dir.path(), "p.ron", "p1");
@@ -103,7 +103,7 @@ fn the_coupled_polymer_on_two_gpu_ranks_follows_one_process() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn solutes_per_gpu_rank_are_routed_to_their_cells_and_back() {
-    let Some(bin) = mpi_mpcbox() else { return };
+    let bin = mpi_mpcbox();
     super::mpi_ranks::compare_routed_solutes(bin, "Cuda([0])", &[2, 3]);
 }
 
@@ -129,7 +129,7 @@ fn decomposed(slabs: usize) -> String {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_bundled_md_decomposed_over_gpu_ranks_follows_one_process() {
-    let Some(bin) = mpi_mpcbox() else { return };
+    let bin = mpi_mpcbox();
     for (slabs, ranks) in [(2, 2), (3, 2), (3, 3)] {
         let dir = tempfile::tempdir().unwrap();
         write_config(dir.path(), "p.ron", &decomposed(slabs));

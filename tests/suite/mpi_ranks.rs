@@ -6,8 +6,8 @@
 //!
 //! The test builds `mpcbox` with `--features mpi` into `target/mpi` (its own target directory:
 //! the one of `cargo test` is locked while the tests run) and starts it with OpenMPI's
-//! `mpirun --oversubscribe`. Without `mpirun`, or where the build fails (no `libopenmpi-dev` or
-//! `libclang-dev`), the tests skip with a note, except under MPCBOX_REQUIRE_EXTERNAL (CI).
+//! `mpirun --oversubscribe`. They run where MPCBOX_REQUIRE_EXTERNAL is set (CI installs OpenMPI
+//! and libclang; a missing one fails them with the install line) and are ignored elsewhere.
 //! MPCBOX_MPI_BIN names a prebuilt MPI `mpcbox` instead (the GPU machine has no cargo; its
 //! `examples/ranks_solutes` lies beside it). `mpi_gpu.rs` runs the same on GPUs.
 
@@ -19,23 +19,18 @@ use std::sync::OnceLock;
 
 use mpcbox::Checkpoint;
 
-/// The MPI build of `mpcbox`, built once per test process; None (after a note) where MPI is
-/// missing here.
-pub(super) fn mpi_mpcbox() -> Option<&'static Path> {
-    static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
+/// The MPI build of `mpcbox`, built once per test process (a missing MPI fails the test,
+/// naming what to install).
+pub(super) fn mpi_mpcbox() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         if let Some(prebuilt) = std::env::var_os("MPCBOX_MPI_BIN") {
-            return Some(PathBuf::from(prebuilt));
+            return PathBuf::from(prebuilt);
         }
-        let required = std::env::var_os("MPCBOX_REQUIRE_EXTERNAL").is_some();
-        let skip = |why: String| {
-            assert!(!required, "MPCBOX_REQUIRE_EXTERNAL is set, but {why}");
-            eprintln!("skipped: {why}");
-            None
-        };
-        if Command::new("mpirun").arg("--version").output().is_err() {
-            return skip("mpirun is missing (apt-get install libopenmpi-dev openmpi-bin)".into());
-        }
+        assert!(
+            Command::new("mpirun").arg("--version").output().is_ok(),
+            "mpirun is missing; fix: apt-get install openmpi-bin libopenmpi-dev"
+        );
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let target = root.join("target").join("mpi");
         let out = Command::new(env!("CARGO"))
@@ -46,15 +41,14 @@ pub(super) fn mpi_mpcbox() -> Option<&'static Path> {
             .arg(&target)
             .output()
             .expect("cargo runs");
-        if !out.status.success() {
-            return skip(format!(
-                "cargo build --features mpi failed (needs libopenmpi-dev and libclang-dev):\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        Some(target.join("debug").join("mpcbox"))
+        assert!(
+            out.status.success(),
+            "cargo build --features mpi failed; fix: apt-get install libopenmpi-dev \
+             libclang-dev:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        target.join("debug").join("mpcbox")
     })
-    .as_deref()
 }
 
 /// `mpirun -np ranks mpcbox args…` in `dir`, with a time limit (a hang fails the test).
@@ -193,8 +187,12 @@ pub(super) const SLIT: &str = "(cells: (8, 12, 8), particles_per_cell: 6, time_s
 /// differs), and the momentum across all ranks is conserved: y and z to rounding under shear
 /// (z gains exactly the body force's impulse), as on one process.
 #[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs OpenMPI and libclang (apt-get install openmpi-bin libopenmpi-dev libclang-dev); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
 fn the_fluid_is_the_same_on_one_to_four_ranks() {
-    let Some(bin) = mpi_mpcbox() else { return };
+    let bin = mpi_mpcbox();
     for (name, body) in [("sheared", SHEARED), ("slit", SLIT)] {
         let dir = tempfile::tempdir().unwrap();
         write_config(dir.path(), "c.ron", body);
@@ -229,8 +227,12 @@ fn the_fluid_is_the_same_on_one_to_four_ranks() {
 /// (`MPCBOX_MPI_EXCHANGE=neighbours`) instead of one all-to-all: the sheared fluid on 3 ranks
 /// follows one rank to rounding, as with the default, and the summary records the knob.
 #[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs OpenMPI and libclang (apt-get install openmpi-bin libopenmpi-dev libclang-dev); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
 fn the_neighbour_exchange_gives_the_same_fluid() {
-    let Some(bin) = mpi_mpcbox() else { return };
+    let bin = mpi_mpcbox();
     let dir = tempfile::tempdir().unwrap();
     write_config(dir.path(), "c.ron", SHEARED);
     let (one, ck1) = run_config(bin, 1, dir.path(), "c.ron", "r1");
@@ -259,8 +261,12 @@ fn the_neighbour_exchange_gives_the_same_fluid() {
 /// uninterrupted run of one rank does (to rounding), and the resumed files hold each step
 /// once.
 #[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs OpenMPI and libclang (apt-get install openmpi-bin libopenmpi-dev libclang-dev); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
 fn a_checkpoint_of_four_ranks_resumes_on_two_and_on_one() {
-    let Some(bin) = mpi_mpcbox() else { return };
+    let bin = mpi_mpcbox();
     assert_checkpoint_resumes(bin, SHEARED, 4, "CPU");
 }
 
@@ -331,8 +337,12 @@ pub(super) const POLYMER: &str = "(cells: (8, 12, 8), particles_per_cell: 5, tim
 /// and the beads' collision cut over the ranks) on 2 and 4 ranks follows the run of 1: the
 /// fluid's rows and the beads' final state to rounding.
 #[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs OpenMPI and libclang (apt-get install openmpi-bin libopenmpi-dev libclang-dev); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
 fn the_coupled_polymer_run_on_two_and_four_ranks_follows_one() {
-    let Some(bin) = mpi_mpcbox() else { return };
+    let bin = mpi_mpcbox();
     let dir = tempfile::tempdir().unwrap();
     write_config(dir.path(), "p.ron", POLYMER);
     let mut reference: Option<(Vec<Vec<f64>>, Checkpoint)> = None;
@@ -366,8 +376,12 @@ fn the_coupled_polymer_run_on_two_and_four_ranks_follows_one() {
 /// ranks every solute's velocity after 20 steps equals the 1-rank run's to rounding (1e-9), and
 /// fluid + solute momentum is conserved across the ranks (SRD without thermostat).
 #[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs OpenMPI and libclang (apt-get install openmpi-bin libopenmpi-dev libclang-dev); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
 fn solutes_handed_over_per_rank_are_routed_to_their_cells_and_back() {
-    let Some(bin) = mpi_mpcbox() else { return };
+    let bin = mpi_mpcbox();
     compare_routed_solutes(bin, "Cpu", &[2, 3]);
 }
 
@@ -427,8 +441,12 @@ pub(super) fn compare_routed_solutes(bin: &Path, device: &str, ranks: &[usize]) 
 /// bundled MD on every rank's GPU: each stops every rank with an error naming the cause,
 /// non-zero and without a hang.
 #[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs OpenMPI and libclang (apt-get install openmpi-bin libopenmpi-dev libclang-dev); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
 fn bad_rank_counts_and_mismatched_configs_stop_with_a_clear_error() {
-    let Some(bin) = mpi_mpcbox() else { return };
+    let bin = mpi_mpcbox();
     let dir = tempfile::tempdir().unwrap();
     write_config(
         dir.path(),
@@ -497,8 +515,12 @@ fn bad_rank_counts_and_mismatched_configs_stop_with_a_clear_error() {
 /// status (mpirun stops the other ranks; none waits forever in a collective), and the
 /// checkpoint left in the output directory is whole: it loads.
 #[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs OpenMPI and libclang (apt-get install openmpi-bin libopenmpi-dev libclang-dev); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
 fn a_rank_that_dies_ends_the_run_without_a_hang_or_a_torn_checkpoint() {
-    let Some(bin) = mpi_mpcbox() else { return };
+    let bin = mpi_mpcbox();
     let dir = tempfile::tempdir().unwrap();
     let long = SHEARED.replace("steps: 50", "steps: 100000000");
     write_config(dir.path(), "c.ron", &long);

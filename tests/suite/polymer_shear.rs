@@ -206,6 +206,10 @@ with gsd.hoomd.open(sys.argv[1], 'r') as t:
 /// positions, velocities, types and bonds as the final MD system, and the unwrapped
 /// positions through the box tilt.
 #[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs the gsd Python package (python3 -m pip install gsd); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
 fn coupled_run_writes_gsd_that_gsd_reads_back() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = solution(0.2, 3, "");
@@ -221,9 +225,7 @@ fn coupled_run_writes_gsd_that_gsd_reads_back() {
     run_job_steps(&mut s, 40, dir.path(), &mut Silent, &mut c).unwrap();
     c.finish(dir.path()).unwrap();
     let sys = c.system().unwrap().clone();
-    if !common::python_has("gsd.hoomd", "gsd") {
-        return;
-    }
+    common::require_python("gsd.hoomd", "gsd");
     let f = last_gsd_frame(&dir.path().join("trajectory.gsd"));
     assert_eq!(f["frames"], 5);
     assert_eq!(f["step"], 40);

@@ -58,8 +58,8 @@ pub fn cuda_array(
         ));
     }
     let shape: Vec<usize> = get("shape")?.extract()?;
-    let (rows, expected): (usize, Vec<usize>) = match (cols, shape.as_slice()) {
-        (Some(c), [n, k]) if *k == c => (*n, vec![c * 8, 8]),
+    let (rows, expected): (usize, Vec<isize>) = match (cols, shape.as_slice()) {
+        (Some(c), [n, k]) if *k == c => (*n, vec![c as isize * 8, 8]),
         (None, [n]) => (*n, vec![8]),
         _ => {
             let want = cols.map_or("(n,)".to_string(), |c| format!("(n, {c})"));
@@ -70,16 +70,22 @@ pub fn cuda_array(
             ));
         }
     };
-    if let Some(strides) = cai.get_item("strides")? {
-        if !strides.is_none() && rows > 1 {
-            let s: Vec<usize> = strides.extract()?;
-            if s != expected {
-                return Err(bad(
-                    name,
-                    format!("has strides {s:?}"),
-                    "pass a C-contiguous array (cupy.ascontiguousarray / .contiguous())",
-                ));
-            }
+    // no strides (or None): C order by the interface's definition; else every axis longer
+    // than one must step as C order does (a single row of a transposed array is strided too)
+    if let Some(strides) = cai.get_item("strides")?.filter(|s| !s.is_none()) {
+        let s: Vec<isize> = strides.extract()?;
+        let c_order = s.len() == expected.len()
+            && shape
+                .iter()
+                .zip(s.iter().zip(&expected))
+                .all(|(&n, (got, want))| n <= 1 || got == want);
+        if !c_order {
+            return Err(bad(
+                name,
+                format!("has strides {s:?} for shape {shape:?}, not C order (a transpose, a Fortran-ordered array or a slice), whose rows would be read in another order"),
+                "pass a C-contiguous array (cupy.ascontiguousarray(a) / a.contiguous()); for \
+                 `vel`, which is updated in place, make it C-contiguous once before the loop",
+            ));
         }
     }
     let data = get("data")?;

@@ -28,6 +28,7 @@ mod config;
 mod cuda_arrays;
 mod job;
 mod ranks;
+mod signals;
 
 pub(crate) fn py_err(e: MpcError) -> PyErr {
     match e {
@@ -39,9 +40,10 @@ pub(crate) fn py_err(e: MpcError) -> PyErr {
 }
 
 /// Refuse, naming the argument and the fix, what is not the numpy array it must be: a
-/// float64 `ndarray` of `ndim` dimensions, writeable where the result is written into it.
-/// (Extracting a wrong dtype gives numpy's "'ndarray' object cannot be cast as 'ndarray'", and
-/// a read-only array would panic when borrowed for writing.)
+/// float64 `ndarray` of `ndim` dimensions in C order, writeable where the result is written
+/// into it. (Extracting a wrong dtype gives numpy's "'ndarray' object cannot be cast as
+/// 'ndarray'", a read-only array would panic when borrowed for writing, and a Fortran-ordered
+/// or transposed array holds its rows in another order than the one read.)
 fn check_array(obj: &Bound<'_, PyAny>, name: &str, ndim: usize, writeable: bool) -> PyResult<()> {
     use pyo3::exceptions::PyTypeError;
     let shape = if ndim == 2 { "(n, 3)" } else { "(n,)" };
@@ -65,12 +67,32 @@ fn check_array(obj: &Bound<'_, PyAny>, name: &str, ndim: usize, writeable: bool)
             "`{name}` has {dims} dimensions; fix: pass an array of shape {shape}"
         )));
     }
-    if writeable
-        && !obj
-            .getattr("flags")?
-            .getattr("writeable")?
-            .extract::<bool>()?
-    {
+    let dims: Vec<usize> = obj.getattr("shape")?.extract()?;
+    if ndim == 2 && dims[1] != 3 {
+        return Err(PyValueError::new_err(format!(
+            "`{name}` has shape {dims:?}; fix: pass an (n, 3) float64 array"
+        )));
+    }
+    let flags = obj.getattr("flags")?;
+    if !flags.getattr("c_contiguous")?.extract::<bool>()? {
+        let order = match flags.getattr("f_contiguous")?.extract::<bool>()? {
+            true => "Fortran-ordered (np.asfortranarray, a transpose)",
+            false => "strided (a slice or a view)",
+        };
+        // a copy taken here would leave the caller's array without the new velocities
+        let fix = match writeable {
+            true => format!(
+                "make it C-ordered once, before the loop ({name} = np.ascontiguousarray({name})), \
+                 and pass that array: the new velocities are written into it in place"
+            ),
+            false => format!("pass np.ascontiguousarray({name})"),
+        };
+        return Err(PyValueError::new_err(format!(
+            "`{name}` is {order}, not C-contiguous: its rows would be read in another order; \
+             fix: {fix}"
+        )));
+    }
+    if writeable && !flags.getattr("writeable")?.extract::<bool>()? {
         return Err(PyValueError::new_err(format!(
             "`{name}` is read-only, and the new velocities are written into it; fix: pass a \
              writeable array ({name}.copy())"
@@ -93,12 +115,41 @@ fn triples<'a>(a: &'a PyReadonlyArray2<'_, f64>, name: &str) -> PyResult<&'a [[f
             "`{name}` has shape {shape:?}; fix: pass an (n, 3) float64 array"
         )));
     }
-    let flat = a.as_slice().map_err(|_| {
+    // as_slice also takes Fortran order (another order of the same values): C order only
+    let flat = a
+        .as_slice()
+        .ok()
+        .filter(|_| a.is_c_contiguous())
+        .ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "`{name}` is not C-contiguous; fix: pass np.ascontiguousarray({name})"
+            ))
+        })?;
+    Ok(flat.as_chunks::<3>().0)
+}
+
+/// The rows of an (n, 3) array written in place, in C order ([`check_array`] refused others).
+fn c_ordered_mut<'a>(
+    a: &'a mut PyReadwriteArray2<'_, f64>,
+    name: &str,
+) -> PyResult<&'a mut [[f64; 3]]> {
+    let c_order = a.is_c_contiguous();
+    let flat = a.as_slice_mut().ok().filter(|_| c_order).ok_or_else(|| {
         PyValueError::new_err(format!(
-            "`{name}` is not C-contiguous; fix: pass np.ascontiguousarray({name})"
+            "`{name}` is not C-contiguous; fix: {name} = np.ascontiguousarray({name}) before \
+             the loop (the new velocities are written into it in place)"
         ))
     })?;
-    Ok(flat.as_chunks::<3>().0)
+    Ok(flat.as_chunks_mut::<3>().0)
+}
+
+/// The values of a (n,) array ([`check_array`] refused a strided one).
+fn values<'a>(a: &'a PyReadonlyArray1<'_, f64>, name: &str) -> PyResult<&'a [f64]> {
+    a.as_slice().map_err(|_| {
+        PyValueError::new_err(format!(
+            "`{name}` is not contiguous; fix: pass np.ascontiguousarray({name})"
+        ))
+    })
 }
 
 /// The MPC fluid, living on the CPU or a GPU; solutes are handed over each step.
@@ -200,10 +251,15 @@ impl Solvent {
         Ok(Solvent::new(inner))
     }
 
-    /// Continue from a checkpoint file.
+    /// Continue from a checkpoint file (its run; `run` writes by default into the directory
+    /// holding it).
     #[staticmethod]
-    fn from_checkpoint(py: Python<'_>, path: &str) -> PyResult<Solvent> {
-        let ck = Checkpoint::load(std::path::Path::new(path)).map_err(py_err)?;
+    fn from_checkpoint(py: Python<'_>, path: PathBuf) -> PyResult<Solvent> {
+        let mut ck = Checkpoint::load(&path).map_err(py_err)?;
+        ck.config.output.directory = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map_or_else(|| PathBuf::from("."), std::path::Path::to_path_buf);
         let inner = py
             .detach(|| ::mpcbox::Solvent::from_checkpoint(ck, None))
             .map_err(py_err)?;
@@ -231,21 +287,11 @@ impl Solvent {
         let mut vel: PyReadwriteArray2<'_, f64> = vel.extract()?;
         let mass: PyReadonlyArray1<'_, f64> = mass.extract()?;
         let p = triples(&pos, "pos")?;
-        let m = mass
-            .as_slice()
-            .map_err(|_| PyValueError::new_err("`mass` is not contiguous"))?;
+        let m = values(&mass, "mass")?;
         if vel.shape()[1] != 3 {
             return Err(PyValueError::new_err("`vel` must have shape (n, 3)"));
         }
-        let v = vel
-            .as_slice_mut()
-            .map_err(|_| {
-                PyValueError::new_err(
-                    "`vel` is not C-contiguous; fix: pass np.ascontiguousarray(vel)",
-                )
-            })?
-            .as_chunks_mut::<3>()
-            .0;
+        let v = c_ordered_mut(&mut vel, "vel")?;
         let inner = self.get()?;
         py.detach(|| inner.step_with_solutes(p, v, m))
             .map(|_| ())
@@ -289,9 +335,7 @@ impl Solvent {
         let pos: PyReadonlyArray2<'_, f64> = pos.extract()?;
         let vel: PyReadonlyArray2<'_, f64> = vel.extract()?;
         let mass: PyReadonlyArray1<'_, f64> = mass.extract()?;
-        let m = mass
-            .as_slice()
-            .map_err(|_| PyValueError::new_err("`mass` is not contiguous"))?;
+        let m = values(&mass, "mass")?;
         self.get()?
             .begin_step(triples(&pos, "pos")?, triples(&vel, "vel")?, m)
             .map_err(py_err)
@@ -301,11 +345,10 @@ impl Solvent {
     fn finish_step(&mut self, py: Python<'_>, vel_out: &Bound<'_, PyAny>) -> PyResult<()> {
         check_array(vel_out, "vel_out", 2, true)?;
         let mut vel_out: PyReadwriteArray2<'_, f64> = vel_out.extract()?;
-        let v = vel_out
-            .as_slice_mut()
-            .map_err(|_| PyValueError::new_err("`vel_out` is not C-contiguous"))?
-            .as_chunks_mut::<3>()
-            .0;
+        if vel_out.shape()[1] != 3 {
+            return Err(PyValueError::new_err("`vel_out` must have shape (n, 3)"));
+        }
+        let v = c_ordered_mut(&mut vel_out, "vel_out")?;
         let inner = self.get()?;
         py.detach(|| inner.finish_step(v))
             .map(|_| ())
@@ -358,12 +401,23 @@ impl Solvent {
         Ok(d)
     }
 
-    /// Write a checkpoint (atomically).
-    fn checkpoint(&mut self, path: &str) -> PyResult<()> {
-        self.get()?
-            .checkpoint()
-            .and_then(|ck| ck.save(std::path::Path::new(path)))
+    /// Write a checkpoint (atomically). Refused where `path` holds another run's checkpoint
+    /// (or another file), or its directory another run's files, unless `overwrite`.
+    #[pyo3(signature = (path, overwrite = false))]
+    fn checkpoint(&mut self, path: PathBuf, overwrite: bool) -> PyResult<()> {
+        let s = self.get()?;
+        // the fluid first: over MPI ranks every rank takes part, whatever rank 0 then decides
+        let ck = s.checkpoint().map_err(py_err)?;
+        ::mpcbox::output_dir::check_checkpoint_path(&path, s.run_id(), overwrite)
+            .and_then(|_| ck.save(&path))
             .map_err(py_err)
+    }
+
+    /// The run this fluid belongs to: a fresh id, or its checkpoint's (recorded in the output
+    /// directories and checkpoints it writes).
+    #[getter]
+    fn run_id(&self) -> PyResult<String> {
+        self.read(|s| s.run_id().to_string())
     }
 
     /// Put the fluid back to a checkpoint of this solvent's box.
@@ -374,16 +428,25 @@ impl Solvent {
 
     /// Run the `mpcbox run` job on this solvent up to `steps` in total (default: the config's
     /// `steps`), writing the command's outputs into `output` (default: the config's
-    /// `output.directory`). Returns the summary with numpy `observables` and `profile`.
-    #[pyo3(signature = (steps = None, output = None))]
+    /// `output.directory`; refused when it holds another run's files, unless `overwrite`),
+    /// showing `progress` as `mpcbox.run` does. Returns the summary with numpy `observables`
+    /// and `profile`.
+    #[pyo3(signature = (steps = None, output = None, overwrite = false, progress = None))]
     fn run<'py>(
         &mut self,
         py: Python<'py>,
         steps: Option<i64>,
         output: Option<PathBuf>,
+        overwrite: bool,
+        progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let steps = steps.map(|s| count(s, "steps")).transpose()?;
-        job::run_solvent(py, self.get()?, steps, output)
+        let args = job::JobArgs {
+            steps: steps.map(|s| count(s, "steps")).transpose()?,
+            output,
+            overwrite,
+            progress: progress.map_or(Ok(Some(30.0)), job::progress_arg)?,
+        };
+        job::run_solvent(py, self.get()?, args)
     }
 
     /// The time-averaged flow profile vx(y) (one value per cell layer), as numpy.

@@ -22,6 +22,58 @@ def expect_config_error(field, words, **changes):
     raise AssertionError(f"{changes} accepted")
 
 
+def one_owner_per_directory():
+    """A job into a directory holding another run's files is refused (naming it, that run and
+    how to continue it) before anything there changes, unless overwrite=True; so is a checkpoint
+    written over another run's. A run continues in its own directory."""
+    import json
+    rows = {"output": {"observable_interval": 5}}
+    with tempfile.TemporaryDirectory() as d:
+        first = mpcbox.run({**BASE, **rows, "seed": 1}, steps=10, output=d, progress=False)
+        ck = os.path.join(d, "checkpoint.mpcbox")
+        with open(ck, "rb") as f:
+            before = f.read()
+        for call in [lambda: mpcbox.run({**BASE, "seed": 2}, steps=10, output=d),
+                     lambda: mpcbox.Solvent(**BASE).run(steps=10, output=d)]:
+            try:
+                call()
+                raise AssertionError("a second run wrote into the first's directory")
+            except mpcbox.ConfigError as e:
+                assert e.field == "output", e
+                for w in [d, f"run {first['run_id']}", f"mpcbox.run(resume=\"{ck}\")", "overwrite=True"]:
+                    assert w in str(e), (w, str(e))
+        with open(ck, "rb") as f:
+            assert f.read() == before, "the refused run changed the first's checkpoint"
+        # the first run continues there; replaced on purpose, the directory is the second's
+        more = mpcbox.run(resume=ck, steps=20, progress=False)
+        assert more["run_id"] == first["run_id"] and more["steps_this_run"] == 10, more
+        second = mpcbox.run({**BASE, **rows, "seed": 2}, steps=10, output=d, overwrite=True, progress=False)
+        assert second["run_id"] != first["run_id"]
+        # none of the first run's rows (steps 5 to 20) left beside the second's
+        assert list(second["observables"]["step"]) == [5.0, 10.0], second["observables"]["step"]
+        with open(os.path.join(d, "summary.json")) as f:
+            assert json.load(f)["run_id"] == second["run_id"]
+        # checkpoint writers: not over another run's checkpoint, nor into its directory
+        s = mpcbox.Solvent(**BASE)
+        try:
+            s.checkpoint(ck)
+            raise AssertionError("a checkpoint replaced another run's")
+        except mpcbox.ConfigError as e:
+            assert e.field == "path" and d in str(e) and "overwrite=True" in str(e), e
+        with tempfile.TemporaryDirectory() as e:
+            mine = os.path.join(e, "mine.mpcbox")
+            s.checkpoint(mine)
+            s.checkpoint(mine)  # its own: replaced
+            t = mpcbox.Solvent(**BASE)
+            try:
+                t.checkpoint(mine)
+                raise AssertionError("a checkpoint replaced another solvent's")
+            except mpcbox.ConfigError as err:
+                assert f"run {s.run_id}" in str(err), err
+            t.checkpoint(mine, overwrite=True)
+            assert mpcbox.Solvent.from_checkpoint(mine).run_id == t.run_id
+
+
 def main(repo):
     # keywords build the same config a RON file does; the dict form and the config round trip too
     s = mpcbox.Solvent(**BASE)
@@ -70,6 +122,7 @@ def main(repo):
         assert out["profile"].shape == (32,) and isinstance(out["observables"]["time"], np.ndarray)
         more = mpcbox.run(resume=os.path.join(d, "checkpoint.mpcbox"), steps=30, output=d, device="cpu")
         assert more["steps"] == 30 and more["steps_this_run"] == 10, more
+    one_owner_per_directory()
     try:
         mpcbox.run({**BASE, "time_step": 0.0}, steps=5)
         raise AssertionError("bad job config accepted")

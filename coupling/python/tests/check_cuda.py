@@ -1,6 +1,8 @@
 """GPU checks of the Python module with CUDA arrays (run on a machine with a GPU, CuPy and
-PyTorch): CuPy and PyTorch arrays give the numpy path's collision to rounding, fluid + solute
-momentum is conserved, bad arrays are refused naming the array and nothing changes."""
+PyTorch, by coupling/python/tests/python.rs's ignored test `cuda_arrays_from_cupy_and_pytorch`):
+CuPy and PyTorch arrays give the numpy path's collision to rounding, fluid + solute momentum is
+conserved, bad arrays (dtype, shape, Fortran-ordered, transposed) are refused naming the array
+and the fix, and nothing changes."""
 import numpy as np
 
 import mpcbox
@@ -68,6 +70,12 @@ refused(s, (pos, vel, bad_mass), ["masses", "solute 7"])
 assert np.array_equal(cp.asnumpy(vel), v_before), "velocities changed on refusal"
 refused(s, (pos.astype(cp.float32), vel, mass), ["pos", "float64"])
 refused(s, (pos[:, :2].copy(), vel, mass), ["pos", "shape"])
+# rows in another order than C's: refused (they were read in raw memory order once)
+refused(s, (cp.asfortranarray(pos), vel, mass), ["`pos` has strides", "ascontiguousarray"])
+refused(s, (cp.ascontiguousarray(pos.T).T, vel, mass), ["`pos` has strides", "not C order"])
+refused(s, (cp.ascontiguousarray(pos.T).T[:1], vel[:1], mass[:1]), ["`pos` has strides"])
+refused(s, (pos, cp.asfortranarray(vel), mass), ["`vel` has strides", "updated in place"])
+assert np.array_equal(cp.asnumpy(vel), v_before), "velocities changed on refusal"
 
 import torch  # noqa: E402
 
@@ -77,6 +85,9 @@ check(
     lambda a: torch.tensor(a, device=dev, dtype=torch.float64),
     lambda t: t.detach().cpu().numpy(),
 )
+t, tv, tm = (torch.tensor(a, device=dev) for a in (pos0, vel0, mass0))
+refused(s, (t.t().contiguous().t(), tv, tm), ["`pos` has strides", "contiguous()"])
+refused(s, (t, tv.t().contiguous().t(), tm), ["`vel` has strides"])
 # on a side stream, with the MD's work queued on it
 st = torch.cuda.Stream(device=dev)
 with torch.cuda.stream(st):

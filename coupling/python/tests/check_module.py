@@ -13,6 +13,63 @@ def total_momentum(s, vel, mass):
     return np.array(s.observables()["momentum"]) + (mass[:, None] * vel).sum(axis=0)
 
 
+def expect_refused(call, exc, words):
+    try:
+        call()
+    except exc as e:
+        assert all(w in str(e) for w in words), (words, str(e))
+        return
+    raise AssertionError(f"accepted: {words}")
+
+
+class FakeCudaArray:
+    """A CUDA array as CuPy or PyTorch describe one (never read: its layout is refused first)."""
+
+    def __init__(self, shape, strides):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f8", "data": (0x7F0000000000, False),
+                                         "strides": strides, "version": 3}
+
+
+def arrays_in_another_order(s, pos, vel, mass):
+    """Fortran-ordered, transposed and strided arrays hold their rows in another order than
+    the (n, 3) C order read: refused naming the array and the fix, nothing changed (they were
+    read in raw memory order once); a C-ordered copy of the same values gives the same step."""
+    n = len(mass)
+    before, v0 = s.step_count, vel.copy()
+    transposed = np.ascontiguousarray(pos.T).T  # (n, 3), Fortran order
+    wide_mass = np.repeat(mass, 2)[::2]  # (n,), every other value of a longer array
+    for call, words in [
+        (lambda: s.step(np.asfortranarray(pos), vel, mass), ["`pos` is Fortran-ordered", "np.ascontiguousarray(pos)"]),
+        (lambda: s.step(transposed, vel, mass), ["`pos` is Fortran-ordered", "np.ascontiguousarray(pos)"]),
+        (lambda: s.step(pos, np.asfortranarray(vel), mass),
+         ["`vel` is Fortran-ordered", "vel = np.ascontiguousarray(vel)", "in place"]),
+        (lambda: s.step(pos, vel, wide_mass), ["`mass` is strided", "np.ascontiguousarray(mass)"]),
+        (lambda: s.begin_step(np.asfortranarray(pos), vel, mass), ["`pos` is Fortran-ordered"]),
+        (lambda: s.begin_step(pos, np.asfortranarray(vel), mass), ["`vel` is Fortran-ordered"]),
+        (lambda: s.finish_step(np.asfortranarray(np.empty((n, 3)))), ["`vel_out` is Fortran-ordered"]),
+    ]:
+        expect_refused(call, ValueError, words)
+    assert s.step_count == before and np.array_equal(vel, v0), "a refused step changed something"
+    # CUDA arrays (CuPy, PyTorch): the same rule read from their strides, before any use
+    rows = FakeCudaArray((n, 3), None)
+    for p, words in [
+        (FakeCudaArray((n, 3), (8, 8 * n)), ["`pos` has strides [8, 2400]", "not C order", "ascontiguousarray"]),
+        (FakeCudaArray((1, 3), (8, 8 * n)), ["`pos` has strides [8, 2400] for shape [1, 3]"]),
+        (FakeCudaArray((n, 3), (48, 16)), ["`pos` has strides [48, 16]"]),
+    ]:
+        expect_refused(lambda: s.step(p, rows, FakeCudaArray((n,), None)), ValueError, words)
+    expect_refused(lambda: s.step(rows, FakeCudaArray((n, 3), (8, 8 * n)), FakeCudaArray((n,), None)),
+                   ValueError, ["`vel` has strides", "updated in place"])
+    expect_refused(lambda: s.step(rows, rows, FakeCudaArray((n,), (16,))), ValueError, ["`mass` has strides [16]"])
+    assert s.step_count == before
+    # the same values in C order: accepted, the same step as the original arrays
+    a, b = mpcbox.Solvent.from_ron(RON), mpcbox.Solvent.from_ron(RON)
+    va, vb = vel.copy(), np.ascontiguousarray(np.asfortranarray(vel))
+    a.step(pos, va, mass)
+    b.step(np.ascontiguousarray(transposed), vb, np.ascontiguousarray(wide_mass))
+    assert np.array_equal(va, vb)
+
+
 def main():
     s = mpcbox.Solvent.from_ron(RON)
     assert s.n_fluid == 5120 and s.box_lengths == (8.0, 8.0, 8.0) and abs(s.time_step - 0.1) < 1e-15
@@ -88,7 +145,7 @@ def main():
         (lambda: s.step(pos.astype(np.float32), vel, mass), TypeError, ["`pos` has dtype float32"]),
         (lambda: s.step(pos.tolist(), vel, mass), TypeError, ["`pos` must be a numpy float64 array"]),
         (lambda: s.step(pos, vel, mass[:, None]), ValueError, ["`mass` has 2 dimensions"]),
-        (lambda: s.step(pos, odd, mass), ValueError, ["`vel` is not C-contiguous"]),
+        (lambda: s.step(pos, odd, mass), ValueError, ["`vel` is strided", "not C-contiguous"]),
         (lambda: s.begin_step(pos, vel, mass.astype(np.float32)), TypeError, ["`mass` has dtype float32"]),
         (lambda: s.finish_step(ro), ValueError, ["`vel_out` is read-only"]),
         (lambda: s.step_fluid(-5), ValueError, ["`steps` is -5"]),
@@ -101,6 +158,8 @@ def main():
         except exc as e:
             assert all(w in str(e) for w in words), (words, str(e))
     assert s.step_count == before
+
+    arrays_in_another_order(s, pos, vel, mass)
 
     # one process: rank 0 of 1; per-rank solutes change nothing; a communicator is refused
     # with the reason (this build lacks MPI, or a Solvent already exists in a build with it)

@@ -3,16 +3,19 @@ every rank hands mpcbox its mpi4py communicator and steps the sheared fluid with
 holds (solute j on rank j % size, anywhere in or beyond the box); mpcbox routes each to the
 rank that owns its cell and returns its new velocity.
 
-    mpirun -np N python3 check_ranks.py OUT_DIR world|dup|int [REFERENCE.npz]
+    mpirun -np N python3 check_ranks.py [OUT_DIR [world|dup|int [REFERENCE.npz]]]
     mpirun -np 1 python3 check_ranks.py --solvent-first
 
-Rank 0 writes OUT_DIR/result.npz (every solute's final velocity, fluid + solute momentum per
+OUT_DIR (default out/python_ranks, created if missing) and the communicator's form (default
+world: MPI.COMM_WORLD; dup: a duplicate; int: its Fortran handle). Rank 0 writes
+OUT_DIR/result.npz (every solute's final velocity, fluid + solute momentum per
 step). Checked here: py and pz of fluid + solutes conserved under shear, the solutes dragged
 into the shear flow (vx against unwrapped y has the shear rate's slope), and with a reference
 (the 1-rank run) every velocity and px equal to it to 1e-9. The second form checks that a
 communicator handed over after a Solvent exists is refused.
 """
-import sys
+import argparse
+import os
 
 from mpi4py import MPI
 import numpy as np
@@ -104,14 +107,22 @@ def main(out_dir, how, reference):
         assert dpx <= 1e-9, f"{world.size} ranks: px differs from 1 rank by {dpx}"
         report += f", max |v - v(1 rank)| = {dv:.1e}, max |px - px(1 rank)| = {dpx:.1e}"
     if world.rank == 0:
-        np.savez(f"{out_dir}/result.npz", vel=every, momentum=series)
+        os.makedirs(out_dir, exist_ok=True)
+        np.savez(os.path.join(out_dir, "result.npz"), vel=every, momentum=series)
         print(report)
         print(f"module {mpcbox.__file__}")
         print("python ranks ok")
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "--solvent-first":
+    cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cli.add_argument("out_dir", nargs="?", default=os.path.join("out", "python_ranks"))
+    cli.add_argument("how", nargs="?", choices=["world", "dup", "int"], default="world")
+    cli.add_argument("reference", nargs="?", help="result.npz of the 1-rank run to compare with")
+    cli.add_argument("--solvent-first", action="store_true",
+                     help="check that a communicator handed over after a Solvent is refused")
+    args = cli.parse_args()
+    if args.solvent_first:
         solvent_first()
     else:
-        main(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
+        main(args.out_dir, args.how, args.reference)

@@ -18,71 +18,62 @@ use std::sync::OnceLock;
 
 use common::{crate_dir, lib_dir, missing, output_of, profile_dir, run};
 
-/// Build the plugin once per test process; the loader include file, or None to skip.
-fn plugin_loader() -> Option<&'static Path> {
-    static LOADER: OnceLock<Option<PathBuf>> = OnceLock::new();
-    LOADER
-        .get_or_init(|| {
-            let have = |cmd: &str, arg: &str| Command::new(cmd).arg(arg).output().is_ok();
-            if !(have("lmp", "-h") && have("mpicxx", "--version") && have("make", "--version"))
-                && common::missing(
-                    "LAMMPS with its headers and an MPI C++ compiler",
-                    "apt-get install lammps liblammps-dev make",
-                )
-            {
-                return None;
-            }
-            let build = profile_dir().join("lammps-plugin");
-            run(Command::new("make")
-                .arg("-C")
-                .arg(crate_dir().join("lammps"))
-                .arg(format!("BUILD={}", build.display()))
-                .arg(format!("MPCBOX_LIB_DIR={}", lib_dir().display())));
-            Some(build.join("mpcbox_plugin.lmp"))
-        })
-        .as_deref()
+/// Build the plugin once per test process; the loader include file (LAMMPS missing fails the
+/// test with the install line).
+fn plugin_loader() -> &'static Path {
+    static LOADER: OnceLock<PathBuf> = OnceLock::new();
+    LOADER.get_or_init(|| {
+        let have = |cmd: &str, arg: &str| Command::new(cmd).arg(arg).output().is_ok();
+        if !(have("lmp", "-h") && have("mpicxx", "--version") && have("make", "--version")) {
+            missing(
+                "LAMMPS with its headers and an MPI C++ compiler",
+                "apt-get install lammps liblammps-dev libopenmpi-dev make",
+            );
+        }
+        let build = profile_dir().join("lammps-plugin");
+        run(Command::new("make")
+            .arg("-C")
+            .arg(crate_dir().join("lammps"))
+            .arg(format!("BUILD={}", build.display()))
+            .arg(format!("MPCBOX_LIB_DIR={}", lib_dir().display())));
+        build.join("mpcbox_plugin.lmp")
+    })
 }
 
 /// The plugin built against the coupling library with the `mpi` feature (built, as
 /// tests/c_ranks.rs does, into target/mpi: the `cargo test` target directory is locked while the
-/// tests run), once per test process: its loader include file and the library's directory, or
-/// None to skip.
-fn mpi_plugin_loader() -> Option<&'static (PathBuf, PathBuf)> {
-    static LOADER: OnceLock<Option<(PathBuf, PathBuf)>> = OnceLock::new();
-    LOADER
-        .get_or_init(|| {
-            plugin_loader()?;
-            if Command::new("mpirun").arg("--version").output().is_err()
-                && missing("mpirun", "apt-get install openmpi-bin")
-            {
-                return None;
-            }
-            let root = crate_dir().parent().unwrap();
-            let target = root.join("target").join("mpi");
-            let (ok, log) = output_of(
-                Command::new(env!("CARGO"))
-                    .current_dir(root)
-                    .args(["build", "--quiet", "-p", "mpcbox-coupling"])
-                    .args(["--features", "mpi", "--target-dir"])
-                    .arg(&target),
+/// tests run), once per test process: its loader include file and the library's directory.
+fn mpi_plugin_loader() -> &'static (PathBuf, PathBuf) {
+    static LOADER: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    LOADER.get_or_init(|| {
+        plugin_loader();
+        if Command::new("mpirun").arg("--version").output().is_err() {
+            missing("mpirun", "apt-get install openmpi-bin");
+        }
+        let root = crate_dir().parent().unwrap();
+        let target = root.join("target").join("mpi");
+        let (ok, log) = output_of(
+            Command::new(env!("CARGO"))
+                .current_dir(root)
+                .args(["build", "--quiet", "-p", "mpcbox-coupling"])
+                .args(["--features", "mpi", "--target-dir"])
+                .arg(&target),
+        );
+        if !ok {
+            missing(
+                &format!("what the coupling library with `--features mpi` builds with (build failed:\n{log})"),
+                "apt-get install libopenmpi-dev libclang-dev",
             );
-            if !ok {
-                missing(
-                    &format!("the coupling library with `--features mpi` (build failed:\n{log})"),
-                    "apt-get install libopenmpi-dev libclang-dev",
-                );
-                return None;
-            }
-            let lib = target.join("debug");
-            let build = target.join("lammps-plugin");
-            run(Command::new("make")
-                .arg("-C")
-                .arg(crate_dir().join("lammps"))
-                .arg(format!("BUILD={}", build.display()))
-                .arg(format!("MPCBOX_LIB_DIR={}", lib.display())));
-            Some((build.join("mpcbox_plugin.lmp"), lib))
-        })
-        .as_ref()
+        }
+        let lib = target.join("debug");
+        let build = target.join("lammps-plugin");
+        run(Command::new("make")
+            .arg("-C")
+            .arg(crate_dir().join("lammps"))
+            .arg(format!("BUILD={}", build.display()))
+            .arg(format!("MPCBOX_LIB_DIR={}", lib.display())));
+        (build.join("mpcbox_plugin.lmp"), lib)
+    })
 }
 
 /// A scratch directory with the example's input script, data file and solvent config.
@@ -148,7 +139,7 @@ fn lmp_args<'a>(
 /// `mpirun -np ranks lmp` (also for one rank) with the plugin of [`mpi_plugin_loader`]; a run
 /// that hangs is killed after 120 s and fails.
 fn lammps_mpi(ranks: u32, dir: &Path, script: &str, steps: u64) -> (bool, String) {
-    let (loader, lib) = mpi_plugin_loader().unwrap();
+    let (loader, lib) = mpi_plugin_loader();
     let mut cmd = Command::new("timeout");
     // the MPI build of the library first: `cargo test` puts its own (without MPI) on
     // LD_LIBRARY_PATH, which the loader searches before the plugin's run path
@@ -244,10 +235,12 @@ fn listing(dir: &Path) -> Vec<String> {
 /// beads, which start at rest, reach the solvent's kT, and no file (log.lammps) is left beside
 /// the script.
 #[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs LAMMPS and an MPI C++ compiler (apt-get install lammps liblammps-dev libopenmpi-dev make); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
 fn input_script_couples_polymer_to_the_fluid() {
-    let Some(loader) = plugin_loader() else {
-        return;
-    };
+    let loader = plugin_loader();
     let command = documented_command();
     let root = example_dir();
     let dir = root.path().join("examples");
@@ -287,10 +280,12 @@ fn input_script_couples_polymer_to_the_fluid() {
 /// The documented command run in the source tree itself (with this build's loader and a short
 /// run) writes nothing there: no log.lammps in the tree.
 #[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs LAMMPS and an MPI C++ compiler (apt-get install lammps liblammps-dev libopenmpi-dev make); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
 fn documented_command_writes_no_log_into_the_tree() {
-    let Some(loader) = plugin_loader() else {
-        return;
-    };
+    let loader = plugin_loader();
     let command = documented_command();
     let examples = crate_dir().join("lammps/examples");
     let before = listing(&examples);
@@ -317,10 +312,12 @@ fn documented_command_writes_no_log_into_the_tree() {
 /// Lees-Edwards: the box sheared by fix deform (remap v) at the config's shear rate runs past
 /// a box flip (the tilt reaches half the box at step 2000) with the fluid's offset in step.
 #[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs LAMMPS and an MPI C++ compiler (apt-get install lammps liblammps-dev libopenmpi-dev make); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
 fn lees_edwards_with_fix_deform_runs_across_a_box_flip() {
-    let Some(loader) = plugin_loader() else {
-        return;
-    };
+    let loader = plugin_loader();
     let dir = example_dir();
     let ron = std::fs::read_to_string(dir.path().join("solvent.ron")).unwrap();
     let sheared = ron.replace("seed: 17,", "seed: 17, shear_rate: 0.05,");
@@ -354,10 +351,12 @@ fn lees_edwards_with_fix_deform_runs_across_a_box_flip() {
 /// write_restart puts the fluid in a checkpoint beside the restart file; read_restart + the
 /// same fix command brings it back (same MPC step count, same fluid momentum) and runs on.
 #[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs LAMMPS and an MPI C++ compiler (apt-get install lammps liblammps-dev libopenmpi-dev make); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
 fn write_restart_and_read_restart_keep_the_fluid() {
-    let Some(loader) = plugin_loader() else {
-        return;
-    };
+    let loader = plugin_loader();
     let dir = example_dir();
     variant(
         dir.path(),
@@ -444,10 +443,12 @@ const MISTAKES: [Mistake; 6] = [
 /// Input mistakes stop LAMMPS with an error that names the fix, the keyword or config field,
 /// and the fix.
 #[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs LAMMPS and an MPI C++ compiler (apt-get install lammps liblammps-dev libopenmpi-dev make); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
 fn input_mistakes_give_clear_errors() {
-    let Some(loader) = plugin_loader() else {
-        return;
-    };
+    let loader = plugin_loader();
     let dir = example_dir();
     let ron = std::fs::read_to_string(dir.path().join("solvent.ron")).unwrap();
     let misspelt = ron.replace("time_step: 0.1", "time_stp: 0.1");

@@ -11,7 +11,8 @@
 //! 40    zeros up to 4096
 //! 4096  block 0: ids (u64), x, y, z (f32), vx, vy, vz (f64), each `count` long; then zeros
 //!       to the next page; block 1 ...
-//! meta  postcard of `Meta` (on a page of its own)
+//! meta  postcard of `Meta` (on a page of its own), then postcard of the run id
+//!       (`Option<String>`; absent in files of builds before run ids, which ignore it)
 //! ```
 //! Every number is little-endian.
 
@@ -93,10 +94,13 @@ fn meta_and_header(
         n_fluid,
         blocks,
     };
-    let meta = postcard::to_stdvec(&meta).map_err(|e| MpcError::Checkpoint {
+    let encode_error = |e: postcard::Error| MpcError::Checkpoint {
         path: path.display().to_string(),
         problem: format!("cannot encode: {e}"),
-    })?;
+    };
+    let mut meta = postcard::to_stdvec(&meta).map_err(encode_error)?;
+    // after the meta proper: earlier readers decode the meta and ignore what follows it
+    meta.extend(postcard::to_stdvec(&head.run_id).map_err(encode_error)?);
     let mut header = Vec::with_capacity(HEADER);
     header.extend_from_slice(MAGIC);
     header.extend_from_slice(&VERSION.to_le_bytes());

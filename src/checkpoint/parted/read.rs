@@ -99,8 +99,12 @@ impl PartedFile {
         if checksum(&meta_bytes) != sum {
             return Err(bad("checksum mismatch: the file is truncated or corrupted"));
         }
-        let meta: Meta =
-            postcard::from_bytes(&meta_bytes).map_err(|e| bad(&format!("cannot decode: {e}")))?;
+        let decode = |e: postcard::Error| bad(&format!("cannot decode: {e}"));
+        let (mut meta, rest) = postcard::take_from_bytes::<Meta>(&meta_bytes).map_err(decode)?;
+        // the run id follows the meta (files of builds before run ids end with the meta)
+        if !rest.is_empty() {
+            meta.head.run_id = postcard::from_bytes(rest).map_err(decode)?;
+        }
         let total: u64 = meta.blocks.iter().map(|b| b.count).sum();
         let beyond = meta
             .blocks

@@ -20,6 +20,7 @@ fn setup() -> (CheckpointHead, FluidState) {
         step: 7,
         stats: RunStats::new(phys.profile_bins()),
         md: None,
+        run_id: Some("0123456789abcdef".into()),
     };
     (head, fluid)
 }
@@ -123,4 +124,33 @@ fn a_written_file_reads_back_and_damage_is_named() {
         PartedFile::open(&path).unwrap().whole_fluid().unwrap(),
         fluid
     );
+}
+
+/// The run id comes back; a file of a build before run ids (the meta without the id after
+/// it) reads with none, and a reader of that build (decoding the meta alone) reads today's.
+#[test]
+fn the_run_id_follows_the_meta_and_files_without_it_still_read() {
+    let (head, fluid) = setup();
+    let n = fluid.len() as u64;
+    let whole = LocalFluid::Whole(fluid.clone());
+    let bytes = to_bytes(&head, n, &[whole.view()]).unwrap();
+    let file = PartedFile::from_bytes(bytes.clone(), "with id").unwrap();
+    assert_eq!(file.head.run_id.as_deref(), Some("0123456789abcdef"));
+    let word =
+        |b: &[u8], k: usize| u64::from_le_bytes(b[16 + 8 * k..24 + 8 * k].try_into().unwrap());
+    let (at, len) = (word(&bytes, 0) as usize, word(&bytes, 1) as usize);
+    let meta: Meta = postcard::from_bytes(&bytes[at..at + len]).unwrap();
+    assert_eq!(
+        meta.head.step, 7,
+        "an earlier build decodes the meta as before"
+    );
+    // the same file as an earlier build wrote it: the meta alone
+    let old_meta = postcard::to_stdvec(&meta).unwrap();
+    let mut old = bytes[..at].to_vec();
+    old.extend_from_slice(&old_meta);
+    old[24..32].copy_from_slice(&(old_meta.len() as u64).to_le_bytes());
+    old[32..40].copy_from_slice(&checksum(&old_meta).to_le_bytes());
+    let file = PartedFile::from_bytes(old, "before run ids").unwrap();
+    assert_eq!(file.head.run_id, None);
+    assert_eq!(file.whole_fluid().unwrap(), fluid);
 }

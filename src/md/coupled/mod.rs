@@ -45,6 +45,8 @@ pub struct Coupling {
     stats: SoluteStats,
     /// The output directory's lock while this run writes there.
     lock: Option<crate::output_dir::OutputLock>,
+    /// The solvent's run, whose directory the MD files go into.
+    run_id: String,
     /// The fluid streams while the MD steps run, where the engine can
     /// ([`MdEngine::overlaps_fluid`]).
     overlap: bool,
@@ -102,6 +104,7 @@ impl Coupling {
             last_pressure: None,
             stats: ck.map_or_else(SoluteStats::new, |c| c.stats.clone()),
             lock: None,
+            run_id: solvent.run_id().to_string(),
             overlap: true,
         })
     }
@@ -213,6 +216,8 @@ impl Coupling {
         }
         // the run's output directory has one owner (taken again by the job loop)
         self.lock = Some(crate::output_dir::OutputLock::acquire(dir)?);
+        // and holds no other run's files (the caller claims it first to overwrite them)
+        crate::output_dir::claim(dir, "output.directory", &self.run_id, false)?;
         let h = self.engine.settings().dt * self.steps_per_collision as f64;
         let resume = resume_step.map(|k| (k, k as f64 * h));
         let mut out = CoupledOutput::open(dir, self.engine.system()?, csv, traj, resume)?;

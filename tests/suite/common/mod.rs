@@ -186,21 +186,17 @@ pub fn assert_solute_velocities_close(
     }
 }
 
-/// Whether `python3` can import `module` (an independent reader a test checks our files
-/// with). Without it the test skips with a note, except where MPCBOX_REQUIRE_EXTERNAL is set
-/// (CI), where it fails naming the package to install.
-pub fn python_has(module: &str, package: &str) -> bool {
+/// `python3` must import `module` (an independent reader a test checks our files with): a
+/// test that needs it runs where MPCBOX_REQUIRE_EXTERNAL is set and is ignored elsewhere, so a
+/// missing package fails it with the install line instead of letting it pass unchecked.
+pub fn require_python(module: &str, package: &str) {
     let ok = std::process::Command::new("python3")
         .args(["-c", &format!("import {module}")])
         .output()
         .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("MPCBOX_REQUIRE_EXTERNAL").is_none(),
-            "the {package} Python package is required (MPCBOX_REQUIRE_EXTERNAL is set): pip \
-             install {package}"
-        );
-        eprintln!("skipped: python3 -c 'import {module}' failed (pip install {package})");
-    }
-    ok
+    assert!(
+        ok,
+        "python3 -c 'import {module}' failed: the {package} Python package is missing; fix: \
+         python3 -m pip install {package}"
+    );
 }

@@ -1,12 +1,14 @@
-//! One owner per output directory, and output files that resume exactly (issue 23).
+//! One owner per output directory, and output files that resume exactly.
 //!
 //! A run takes an advisory lock on `<dir>/.mpcbox.lock` (`flock` through `File::try_lock`)
 //! before it writes anything and holds it to the end; the file names the holder (process id,
 //! host, start time), so a second run on the same directory is refused with that name instead
 //! of interleaving its rows with the first's. The lock goes with the process (also on kill -9).
-//! A fresh run into a directory holding another run's checkpoint is refused unless overwriting
-//! was asked for. A resumed run first drops the rows its files hold past the checkpoint's step,
-//! so its files equal an uninterrupted run's.
+//! A directory holding another run's files is refused unless overwriting was asked for
+//! ([`owner`]: run ids). A resumed run first drops the rows its files hold past the
+//! checkpoint's step, so its files equal an uninterrupted run's.
+
+mod owner;
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions, TryLockError};
@@ -15,6 +17,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::error::{ConfigError, MpcError, Result};
+pub use owner::{
+    check, check_checkpoint_path, claim, legacy_run_id, new_run_id, now_text, utc_text, Standing,
+    RUN_FILE,
+};
 
 /// The lock file inside an output directory.
 pub const LOCK_FILE: &str = ".mpcbox.lock";
@@ -81,16 +87,11 @@ impl OutputLock {
             }
             Err(TryLockError::Error(e)) => return Err(MpcError::io(&path, e)),
         }
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_else(|_| "unknown host".into());
-        let since = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
         let who = format!(
-            "pid {} on {host}, started at unix time {since}\n",
-            std::process::id()
+            "pid {} on {}, started {}\n",
+            std::process::id(),
+            owner::host_name(),
+            owner::now_text()
         );
         file.set_len(0).map_err(|e| MpcError::io(&path, e))?;
         file.rewind().map_err(|e| MpcError::io(&path, e))?;
@@ -112,28 +113,6 @@ impl Drop for OutputLock {
             }
         }
     }
-}
-
-/// A fresh run may not overwrite another run's results: refused when `dir` holds a checkpoint,
-/// unless `overwrite`.
-pub fn check_fresh_directory(dir: &Path, checkpoint_file: &str, overwrite: bool) -> Result<()> {
-    let ck = dir.join(checkpoint_file);
-    if overwrite || !ck.exists() || !crate::ranks::is_root() {
-        return Ok(());
-    }
-    Err(MpcError::Config(ConfigError {
-        field: "output.directory".into(),
-        problem: format!(
-            "{} holds the results and checkpoint of another run ({})",
-            dir.display(),
-            ck.display()
-        ),
-        fix: format!(
-            "continue that run with `mpcbox run --resume {}`, write elsewhere with --output DIR, \
-             or replace it with --overwrite",
-            ck.display()
-        ),
-    }))
 }
 
 /// Replace `path` by `text` atomically (temporary file, then rename).
@@ -258,17 +237,5 @@ mod tests {
         assert!(matches!(f.try_lock(), Err(TryLockError::WouldBlock)));
         drop(a);
         assert!(f.try_lock().is_ok());
-    }
-
-    #[test]
-    fn a_fresh_run_does_not_overwrite_a_checkpoint_unless_asked() {
-        let dir = tempfile::tempdir().unwrap();
-        check_fresh_directory(dir.path(), "ck", false).unwrap();
-        std::fs::write(dir.path().join("ck"), b"x").unwrap();
-        let e = check_fresh_directory(dir.path(), "ck", false)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("--overwrite") && e.contains("--resume"), "{e}");
-        check_fresh_directory(dir.path(), "ck", true).unwrap();
     }
 }
