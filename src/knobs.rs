@@ -122,6 +122,20 @@ pub const KNOBS: &[Knob] = &[
         effect: "the bundled GPU MD engine decomposed over the fluid's slabs (default on \
                  several slabs) or on the first GPU",
     },
+    Knob {
+        variable: "MPCBOX_CHECKPOINTS",
+        values: Some(&["background", "blocking"]),
+        number: false,
+        effect: "checkpoints written by a thread while the run steps on (default, where the \
+                 fluid can be copied out) or by the stepping thread",
+    },
+    Knob {
+        variable: "MPCBOX_CHECKPOINT_WINDOW",
+        values: None,
+        number: true,
+        effect: "MiB of host memory a checkpoint or a resume holds at once (default: a quarter \
+                 of the available host memory)",
+    },
 ];
 
 /// The knobs as read from the environment (those set), each checked.

@@ -27,6 +27,7 @@ pub mod solvent;
 pub mod state;
 pub mod stats;
 pub mod stop;
+pub mod timing;
 pub mod walls_report;
 
 pub use checkpoint::Checkpoint;

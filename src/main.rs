@@ -472,6 +472,7 @@ fn check(path: &Path) -> Result<(), MpcError> {
 }
 
 fn main() -> ExitCode {
+    mpcbox::timing::mark_process_start();
     // MPI (with `--features mpi`): kept initialised until main returns
     let _mpi = mpcbox::ranks::init();
     // a bug that panics on one rank must not leave the others waiting in a collective call

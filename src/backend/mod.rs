@@ -82,6 +82,29 @@ pub trait Backend: Send {
         Ok(crate::checkpoint::LocalFluid::Whole(self.download()?))
     }
 
+    /// This process's particles as its checkpoint block, read from the live fluid while the
+    /// run waits: a backend that can, hands them over a window at a time (the default: its
+    /// [`Backend::local_fluid`], whole in host memory).
+    fn fluid_source(&mut self) -> Result<Box<dyn crate::checkpoint::BlockSource + '_>> {
+        Ok(Box::new(self.local_fluid()?))
+    }
+
+    /// A copy of this process's particles that the checkpoint writer's thread reads while the
+    /// run steps on: in spare device memory, or in host memory if it takes at most
+    /// `host_bytes`. None: no room for one (the checkpoint is then written from the live
+    /// fluid, [`Backend::fluid_source`]). The default copies [`Backend::local_fluid`] when
+    /// the whole box fits `host_bytes`.
+    fn fluid_snapshot(
+        &mut self,
+        host_bytes: u64,
+    ) -> Result<Option<Box<dyn crate::checkpoint::BlockSource + Send>>> {
+        let bytes = self.n_fluid() as u64 * crate::checkpoint::PARTICLE_BYTES;
+        if bytes > host_bytes {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(self.local_fluid()?)))
+    }
+
     /// Replace the fluid state (resume, tests).
     fn upload(&mut self, state: &FluidState) -> Result<()>;
 
