@@ -82,9 +82,8 @@ pub struct Timing {
     pub checkpoints: CheckpointTimes,
     pub output: OutputTimes,
     /// The most host memory the process held (its peak resident set; None where the system
-    /// does not say), over the whole run and over the steps alone.
+    /// does not say).
     pub peak_host_memory_bytes: Option<u64>,
-    pub peak_host_memory_stepping_bytes: Option<u64>,
     /// Resident host memory when the first step began.
     pub host_memory_at_first_step_bytes: Option<u64>,
 }
@@ -110,6 +109,10 @@ pub struct CheckpointTimes {
     pub background_seconds: f64,
     /// Fluid bytes written (this process's blocks).
     pub bytes: u64,
+    /// The most the resident host memory grew while a checkpoint held the steps (a copy of
+    /// the fluid, or the pieces of a write from the live fluid; None where the system does
+    /// not say).
+    pub peak_host_memory_growth_bytes: Option<u64>,
 }
 
 /// What the other output files (flow fields, GSD frames) cost (`timing.output`).

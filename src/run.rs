@@ -137,11 +137,8 @@ pub fn run_job_steps(
         startup_seconds: crate::timing::since_process_start(),
         startup_phases: crate::timing::take_phases(),
         host_memory_at_first_step_bytes: crate::timing::resident_bytes(),
-        peak_host_memory_bytes: crate::timing::peak_resident_bytes(),
         ..Timing::default()
     };
-    // the steps' own peak, apart from the start-up's
-    let stepping_peak = crate::timing::reset_peak();
     if root {
         report_startup(&timing);
     }
@@ -215,12 +212,7 @@ pub fn run_job_steps(
     let done = solvent.step_count().saturating_sub(start_step);
     timing.checkpoints = checkpoints.times().clone();
     timing.stepping_seconds = (wall - timing.checkpoints.blocking_seconds).max(0.0);
-    if stepping_peak {
-        timing.peak_host_memory_stepping_bytes = crate::timing::peak_resident_bytes();
-    }
-    timing.peak_host_memory_bytes = timing
-        .peak_host_memory_bytes
-        .max(timing.peak_host_memory_stepping_bytes);
+    timing.peak_host_memory_bytes = crate::timing::peak_resident_bytes();
     let mut summary = summarize(solvent, done, wall, dir)?;
     summary.interrupted = interrupted;
     summary.timing = timing;

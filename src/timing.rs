@@ -3,6 +3,7 @@
 //! and `run` reports the phases in its progress lines and `summary.json` (`timing`). Also the
 //! process's resident memory, now and at its peak, from `/proc/self/status`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
@@ -60,14 +61,25 @@ pub fn resident_bytes() -> Option<u64> {
     status_bytes("VmRSS:")
 }
 
-/// The most resident host memory so far (VmHWM), since the start or the last
-/// [`reset_peak`].
+/// The largest peak seen before a [`reset_peak`].
+static FOLDED: AtomicU64 = AtomicU64::new(0);
+
+/// The most resident host memory the process held so far (VmHWM, and any peak before a
+/// [`reset_peak`]).
 pub fn peak_resident_bytes() -> Option<u64> {
+    status_bytes("VmHWM:").map(|p| p.max(FOLDED.load(Ordering::Relaxed)))
+}
+
+/// The most resident host memory since the last [`reset_peak`].
+pub fn peak_since_reset() -> Option<u64> {
     status_bytes("VmHWM:")
 }
 
-/// Start the peak over from the resident memory now (Linux: `5` into `/proc/self/clear_refs`);
-/// false where that is not possible (then the peak stays the whole process's).
+/// Start the peak over from the resident memory now (Linux: `5` into `/proc/self/clear_refs`),
+/// keeping the process's peak for [`peak_resident_bytes`]; false where that is not possible.
 pub fn reset_peak() -> bool {
+    if let Some(p) = status_bytes("VmHWM:") {
+        FOLDED.fetch_max(p, Ordering::Relaxed);
+    }
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }

@@ -99,7 +99,7 @@ pub trait Backend: Send {
         host_bytes: u64,
     ) -> Result<Option<Box<dyn crate::checkpoint::BlockSource + Send>>> {
         let bytes = self.n_fluid() as u64 * crate::checkpoint::PARTICLE_BYTES;
-        if bytes > host_bytes {
+        if !crate::checkpoint::copy_fits(bytes, host_bytes) {
             return Ok(None);
         }
         Ok(Some(Box::new(self.local_fluid()?)))

@@ -36,8 +36,13 @@ pub struct WriterSettings {
     pub window: Option<u64>,
 }
 
-/// The least window: four pieces of 64 KiB and room to spare.
+/// The least window: the pieces and room to spare.
 const LEAST_WINDOW: u64 = 1 << 20;
+
+/// Whether a copy of `bytes` fits the `window` beside the pieces its write takes.
+pub fn copy_fits(bytes: u64, window: u64) -> bool {
+    bytes + parted::BUFFERS as u64 * parted::piece_bytes(window) as u64 <= window
+}
 
 impl WriterSettings {
     /// From `MPCBOX_CHECKPOINTS` (default background) and `MPCBOX_CHECKPOINT_WINDOW` (MiB).
@@ -164,10 +169,15 @@ impl CheckpointWriter {
         self.finished.push(w);
     }
 
-    /// Count `seconds` the stepping thread was held by a checkpoint.
-    pub(crate) fn held(&mut self, seconds: f64) {
+    /// Count `seconds` the stepping thread was held by a checkpoint, over which the resident
+    /// memory grew by `growth` bytes.
+    pub(crate) fn held(&mut self, seconds: f64, growth: Option<u64>) {
         self.times.blocking_seconds += seconds;
         self.times.longest_blocking_seconds = self.times.longest_blocking_seconds.max(seconds);
+        if let Some(g) = growth {
+            let most = self.times.peak_host_memory_growth_bytes.unwrap_or(0).max(g);
+            self.times.peak_host_memory_growth_bytes = Some(most);
+        }
     }
 
     /// A checkpoint the stepping thread wrote itself.

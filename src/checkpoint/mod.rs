@@ -15,8 +15,8 @@ use std::io::Write;
 use std::path::Path;
 
 pub use background::{
-    remove_stale_temporaries, CheckpointMode, CheckpointTimes, CheckpointWriter, WriterSettings,
-    Written,
+    copy_fits, remove_stale_temporaries, CheckpointMode, CheckpointTimes, CheckpointWriter,
+    WriterSettings, Written,
 };
 pub(crate) use parted::{piece_bytes, write as write_parted, PARTICLE_BYTES};
 pub use parted::{BlockSource, BlockStream, FluidView, LocalFluid, PartedFile};

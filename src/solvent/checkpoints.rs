@@ -124,6 +124,9 @@ impl Solvent {
     ) -> Result<()> {
         let t = Instant::now();
         writer.wait();
+        // what this checkpoint adds to the resident memory: measured from here
+        let before = crate::timing::resident_bytes();
+        let measured = crate::timing::reset_peak();
         let window = writer.settings().window_bytes();
         let background = background && crate::ranks::size() == 1;
         let snapshot = match background {
@@ -157,7 +160,11 @@ impl Solvent {
                 });
             }
         }
-        writer.held(t.elapsed().as_secs_f64());
+        let growth = match (measured, before, crate::timing::peak_since_reset()) {
+            (true, Some(b), Some(p)) => Some(p.saturating_sub(b)),
+            _ => None,
+        };
+        writer.held(t.elapsed().as_secs_f64(), growth);
         Ok(())
     }
 

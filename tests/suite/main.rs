@@ -6,6 +6,8 @@
 
 mod common;
 
+mod async_checkpoints;
+mod checkpoint_faults;
 mod cli;
 mod configs;
 mod conservation;

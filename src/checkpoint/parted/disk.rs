@@ -15,7 +15,7 @@ use super::encode::PieceSink;
 use crate::error::{MpcError, Result};
 
 /// Pieces in flight: one being filled, one queued, one being written.
-pub(super) const BUFFERS: usize = 3;
+pub(crate) const BUFFERS: usize = 3;
 
 /// A block's pieces written at `base` + their offset in `file` by a thread.
 pub(super) struct DiskPipe {

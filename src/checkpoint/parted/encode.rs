@@ -242,10 +242,11 @@ impl BlockStream<'_> {
 
     /// The ids `first..first + n` (particles listed by place).
     pub fn put_range(&mut self, first: u64, n: u64) -> Result<()> {
-        const STEP: u64 = 1 << 20;
+        // a piece's worth at a time: the window bounds these too
+        let step = (self.piece / 8).max(1) as u64;
         let mut lo = 0;
         while lo < n {
-            let hi = (lo + STEP).min(n);
+            let hi = (lo + step).min(n);
             let ids: Vec<u64> = (first + lo..first + hi).collect();
             self.put(&ids, u64::to_le_bytes)?;
             lo = hi;

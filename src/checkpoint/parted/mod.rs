@@ -143,6 +143,7 @@ pub(super) fn to_bytes(
 }
 
 mod disk;
+pub(crate) use disk::BUFFERS;
 mod encode;
 mod read;
 #[cfg(test)]

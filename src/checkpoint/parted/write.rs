@@ -8,16 +8,17 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::disk::{DiskPipe, BUFFERS};
+use super::disk::DiskPipe;
 use super::encode::{stream_block, BlockDone, BlockSource};
 use super::{align, io, meta_and_header, Block, PAGE, PARTICLE_BYTES};
 use crate::checkpoint::CheckpointHead;
 use crate::error::{MpcError, Result};
 use crate::ranks::Transport;
 
-/// Bytes of a piece: a quarter of the host window, between 64 KiB and 32 MiB.
+/// Bytes of a piece: an eighth of the host window (the pieces in flight take at most 3/8 of
+/// it), between 64 KiB and 32 MiB.
 pub(crate) fn piece_bytes(window: u64) -> usize {
-    (window / (BUFFERS as u64 + 1)).clamp(64 << 10, 32 << 20) as usize
+    (window / 8).clamp(64 << 10, 32 << 20) as usize
 }
 
 /// The failures of one collective stage summed over the ranks: Ok on every rank when none
