@@ -94,7 +94,7 @@ struct Job {
 /// The writer thread of a run and the checkpoints it has finished.
 pub struct CheckpointWriter {
     settings: WriterSettings,
-    jobs: Option<Sender<Job>>,
+    jobs: Option<Sender<Box<Job>>>,
     done: Option<Receiver<Written>>,
     thread: Option<JoinHandle<()>>,
     /// The step of the checkpoint being written by the thread.
@@ -247,7 +247,7 @@ impl CheckpointWriter {
         if self.jobs.is_none() {
             // the hand-off holds one checkpoint: the stepping thread waits for the thread to
             // take it, never for a second one
-            let (jobs, inbox) = bounded::<Job>(1);
+            let (jobs, inbox) = bounded::<Box<Job>>(1);
             let (outbox, done) = bounded::<Written>(1);
             let thread = std::thread::Builder::new()
                 .name("mpcbox-checkpoint".into())
@@ -263,14 +263,14 @@ impl CheckpointWriter {
             self.done = Some(done);
             self.thread = Some(thread);
         }
-        let job = Job {
+        let job = Box::new(Job {
             step,
             path: path.to_path_buf(),
             head,
             n_fluid,
             source,
             window: self.settings.window_bytes(),
-        };
+        });
         match self.jobs.as_ref().map(|j| j.send(job)) {
             Some(Ok(())) => {
                 self.in_flight = Some(step);

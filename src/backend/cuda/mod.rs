@@ -56,6 +56,7 @@
 //! | `device_solutes` | the caller's device arrays: checks, stream order | `device_solutes.cu` |
 //! | `observe` | report, moments and profile, state download/upload | `observe.cu` |
 //! | `debug` | test entry points (draws, `det_ln`, initial particles) | `debug.cu` |
+//! | `snapshot` | the fluid as a checkpoint's block: live, or copied into spare memory | |
 //! | `multi` | several GPUs: one `CudaBackend` per y slab | `migrate.cu`, `migrate.cuh` |
 
 mod buffers;
@@ -74,6 +75,7 @@ mod params;
 mod reorder;
 mod rules;
 pub mod shared;
+mod snapshot;
 mod solutes;
 mod step;
 mod stream;
@@ -400,6 +402,18 @@ impl Backend for CudaBackend {
 
     fn download(&mut self) -> Result<FluidState> {
         self.download_state()
+    }
+
+    fn fluid_source(&mut self) -> Result<Box<dyn crate::checkpoint::BlockSource + '_>> {
+        Ok(Box::new(snapshot::live_source(std::slice::from_mut(self))?))
+    }
+
+    /// A copy in spare device memory, else in host memory within the window.
+    fn fluid_snapshot(
+        &mut self,
+        host_bytes: u64,
+    ) -> Result<Option<Box<dyn crate::checkpoint::BlockSource + Send>>> {
+        snapshot::snapshot_or_host_copy(std::slice::from_mut(self), host_bytes)
     }
 
     fn upload(&mut self, state: &FluidState) -> Result<()> {

@@ -541,6 +541,18 @@ impl Backend for MultiCudaBackend {
         Ok(crate::checkpoint::LocalFluid::Parts(parts))
     }
 
+    fn fluid_source(&mut self) -> Result<Box<dyn crate::checkpoint::BlockSource + '_>> {
+        Ok(Box::new(super::snapshot::live_source(&mut self.slabs)?))
+    }
+
+    /// Copies in the GPUs' spare memory, else in host memory within the window.
+    fn fluid_snapshot(
+        &mut self,
+        host_bytes: u64,
+    ) -> Result<Option<Box<dyn crate::checkpoint::BlockSource + Send>>> {
+        super::snapshot::snapshot_or_host_copy(&mut self.slabs, host_bytes)
+    }
+
     fn upload(&mut self, state: &FluidState) -> Result<()> {
         state
             .validate(&self.phys)

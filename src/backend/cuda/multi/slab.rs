@@ -286,7 +286,7 @@ impl CudaBackend {
     }
 
     /// Slab mode: live particles with their global ids.
-    pub(super) fn download_slab(&mut self) -> Result<(FluidState, Vec<u32>)> {
+    pub(in crate::backend::cuda) fn download_slab(&mut self) -> Result<(FluidState, Vec<u32>)> {
         self.flush()?;
         let s = self.dev.stream.clone();
         let n = self.n;

@@ -1,0 +1,350 @@
+//! The fluid on GPUs as a checkpoint's block (`crate::checkpoint::BlockSource`): read from the
+//! live buffers a piece at a time while the run waits, or copied into spare device memory (a
+//! device-to-device copy: milliseconds) and read from there by the checkpoint writer's thread,
+//! on a stream of its own, while the run steps on. Either way only a piece is on the host at
+//! once. A block lists every GPU's live particles in slot order, as a download does (a slab's
+//! free slots skipped and its particles' global ids from `ids`; one GPU: every slot, listed by
+//! place), so its bytes are those of a checkpoint written from a download.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, PinnedHostSlice};
+
+use super::buffers::RESERVE_BYTES;
+use super::device::drv;
+use super::CudaBackend;
+use crate::checkpoint::{BlockSource, BlockStream};
+use crate::error::Result;
+
+/// The cell word of a free slot (`MPC_DEAD`).
+const DEAD: u32 = u32::MAX;
+
+/// One GPU's particle arrays as a block reads them (the first `slots` of each).
+struct PartArrays<'a> {
+    pos: [CudaView<'a, f32>; 3],
+    vel: [CudaView<'a, f64>; 3],
+    /// Cell words: free slots hold [`DEAD`] (None: every slot is live).
+    cellw: Option<CudaView<'a, u32>>,
+    /// Global ids (None: particles are listed by place).
+    ids: Option<CudaView<'a, u32>>,
+    slots: usize,
+    live: u64,
+}
+
+/// Pinned host memory a piece of one section is copied into (portable: any GPU's copies may
+/// land in it), and the values kept from it.
+struct Staging {
+    words: PinnedHostSlice<u32>,
+    ids: PinnedHostSlice<u32>,
+    f32s: PinnedHostSlice<f32>,
+    f64s: PinnedHostSlice<f64>,
+    kept_ids: Vec<u64>,
+    kept_f32: Vec<f32>,
+    kept_f64: Vec<f64>,
+    /// Values per piece.
+    chunk: usize,
+}
+
+impl Staging {
+    fn new(ctx: &Arc<cudarc::driver::CudaContext>, piece_bytes: usize) -> Result<Staging> {
+        let chunk = (piece_bytes / 8).max(1);
+        let flags = cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE;
+        // SAFETY: uninitialised pinned host memory (this and the next three), read only after
+        // a device-to-host copy into it that the host waited for (`PinnedHostSlice::as_slice`
+        // synchronises on the copy's event), and only as far as the copy wrote.
+        let words = unsafe { ctx.alloc_pinned_with_flags::<u32>(chunk, flags) };
+        // SAFETY: as above.
+        let ids = unsafe { ctx.alloc_pinned_with_flags::<u32>(chunk, flags) };
+        // SAFETY: as above.
+        let f32s = unsafe { ctx.alloc_pinned_with_flags::<f32>(chunk, flags) };
+        // SAFETY: as above.
+        let f64s = unsafe { ctx.alloc_pinned_with_flags::<f64>(chunk, flags) };
+        Ok(Staging {
+            words: words.map_err(drv("pinned staging"))?,
+            ids: ids.map_err(drv("pinned staging"))?,
+            f32s: f32s.map_err(drv("pinned staging"))?,
+            f64s: f64s.map_err(drv("pinned staging"))?,
+            kept_ids: Vec::new(),
+            kept_f32: Vec::new(),
+            kept_f64: Vec::new(),
+            chunk,
+        })
+    }
+}
+
+/// `src[lo..hi]` copied into `buf` on `stream`, once the copy is done.
+fn fetch<'b, T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+    stream: &Arc<CudaStream>,
+    src: &CudaView<'_, T>,
+    lo: usize,
+    hi: usize,
+    buf: &'b mut PinnedHostSlice<T>,
+) -> Result<&'b [T]> {
+    stream
+        .memcpy_dtoh(&src.slice(lo..hi), buf)
+        .map_err(drv("checkpoint copy"))?;
+    Ok(&buf.as_slice().map_err(drv("checkpoint copy"))?[..hi - lo])
+}
+
+/// The values of `vals` whose slot is live (`words` not [`DEAD`]), as `U`, into `kept`.
+fn keep_live<T: Copy, U: From<T>>(vals: &[T], words: Option<&[u32]>, kept: &mut Vec<U>) {
+    kept.clear();
+    match words {
+        Some(w) => kept.extend(
+            vals.iter()
+                .zip(w)
+                .filter(|(_, &c)| c != DEAD)
+                .map(|(&v, _)| U::from(v)),
+        ),
+        None => kept.extend(vals.iter().map(|&v| U::from(v))),
+    }
+}
+
+/// Section `section` of `part`, a piece at a time, into `out` (see [`BlockSource::section`]).
+fn read_section(
+    part: &PartArrays<'_>,
+    stream: &Arc<CudaStream>,
+    section: usize,
+    first_id: u64,
+    st: &mut Staging,
+    out: &mut BlockStream<'_>,
+) -> Result<()> {
+    let mut listed = 0u64;
+    let mut lo = 0;
+    while lo < part.slots {
+        let hi = (lo + st.chunk).min(part.slots);
+        let words = match &part.cellw {
+            Some(w) => Some(fetch(stream, w, lo, hi, &mut st.words)?.to_vec()),
+            None => None,
+        };
+        let words = words.as_deref();
+        match section {
+            0 => match &part.ids {
+                Some(ids) => {
+                    let v = fetch(stream, ids, lo, hi, &mut st.ids)?;
+                    keep_live(v, words, &mut st.kept_ids);
+                    out.put(&st.kept_ids, u64::to_le_bytes)?;
+                }
+                None => {
+                    let k = words.map_or(hi - lo, |w| w.iter().filter(|&&c| c != DEAD).count());
+                    out.put_range(first_id + listed, k as u64)?;
+                    listed += k as u64;
+                }
+            },
+            1..=3 => {
+                let v = fetch(stream, &part.pos[section - 1], lo, hi, &mut st.f32s)?;
+                keep_live(v, words, &mut st.kept_f32);
+                out.put(&st.kept_f32, f32::to_le_bytes)?;
+            }
+            _ => {
+                let v = fetch(stream, &part.vel[section - 4], lo, hi, &mut st.f64s)?;
+                keep_live(v, words, &mut st.kept_f64);
+                out.put(&st.kept_f64, f64::to_le_bytes)?;
+            }
+        }
+        lo = hi;
+    }
+    Ok(())
+}
+
+/// The live fluid of one or more GPUs (a process's slabs), read while the run waits.
+pub(crate) struct LiveSource<'a> {
+    parts: Vec<(PartArrays<'a>, Arc<CudaStream>)>,
+    staging: Option<Staging>,
+}
+
+impl CudaBackend {
+    /// This GPU's arrays as a block reads them; the pending collision applied first.
+    fn part_arrays(&self) -> PartArrays<'_> {
+        let n = self.n;
+        let slab = self.slab.as_ref();
+        PartArrays {
+            pos: self.fluid.pos.each_ref().map(|a| a.slice(..n)),
+            vel: self.fluid.vel.each_ref().map(|a| a.slice(..n)),
+            cellw: slab.map(|_| self.fluid.cellw.slice(..n)),
+            ids: slab.map(|s| s.ids.slice(..n)),
+            slots: n,
+            live: self.live() as u64,
+        }
+    }
+
+    /// Device bytes of a copy of this GPU's particles.
+    fn copy_bytes(&self) -> u64 {
+        let per_slot = 36 + if self.slab.is_some() { 8 } else { 0 };
+        self.n as u64 * per_slot
+    }
+
+    /// A copy of this GPU's particles in spare device memory (None: not enough free), read on
+    /// a stream of its own.
+    fn copy_part(&mut self) -> Result<Option<GpuCopy>> {
+        self.flush()?;
+        let (free, _) = self.dev.free_memory()?;
+        if self.copy_bytes() + RESERVE_BYTES > free {
+            return Ok(None);
+        }
+        let s = self.dev.stream.clone();
+        let a = self.part_arrays();
+        let out = GpuCopy {
+            pos: [
+                dup(&s, &a.pos[0])?,
+                dup(&s, &a.pos[1])?,
+                dup(&s, &a.pos[2])?,
+            ],
+            vel: [
+                dup(&s, &a.vel[0])?,
+                dup(&s, &a.vel[1])?,
+                dup(&s, &a.vel[2])?,
+            ],
+            cellw: a.cellw.as_ref().map(|v| dup(&s, v)).transpose()?,
+            ids: a.ids.as_ref().map(|v| dup(&s, v)).transpose()?,
+            slots: a.slots,
+            live: a.live,
+            stream: self.dev.ctx.new_stream().map_err(drv("stream"))?,
+        };
+        // the copy is complete before the writer's stream reads it
+        s.synchronize().map_err(drv("checkpoint copy"))?;
+        Ok(Some(out))
+    }
+}
+
+/// A device copy of `v` on `s` (one slot for an empty `v`: no allocation is empty).
+fn dup<T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+    s: &Arc<CudaStream>,
+    v: &CudaView<'_, T>,
+) -> Result<CudaSlice<T>> {
+    let copy = |e| crate::error::MpcError::Device(format!("checkpoint copy: {e:?}"));
+    if v.is_empty() {
+        return s.alloc_zeros::<T>(1).map_err(copy);
+    }
+    s.clone_dtod(v).map_err(copy)
+}
+
+/// One GPU's particles copied for a checkpoint, and the stream the writer reads them on.
+struct GpuCopy {
+    pos: [CudaSlice<f32>; 3],
+    vel: [CudaSlice<f64>; 3],
+    cellw: Option<CudaSlice<u32>>,
+    ids: Option<CudaSlice<u32>>,
+    slots: usize,
+    live: u64,
+    stream: Arc<CudaStream>,
+}
+
+impl GpuCopy {
+    fn arrays(&self) -> PartArrays<'_> {
+        PartArrays {
+            pos: self.pos.each_ref().map(|a| a.slice(..self.slots)),
+            vel: self.vel.each_ref().map(|a| a.slice(..self.slots)),
+            cellw: self.cellw.as_ref().map(|a| a.slice(..self.slots)),
+            ids: self.ids.as_ref().map(|a| a.slice(..self.slots)),
+            slots: self.slots,
+            live: self.live,
+        }
+    }
+}
+
+/// Copies of a process's GPUs' particles, read by the checkpoint writer's thread.
+pub(crate) struct DeviceSnapshot {
+    parts: Vec<GpuCopy>,
+    staging: Option<Staging>,
+}
+
+impl BlockSource for DeviceSnapshot {
+    fn counts(&self) -> Vec<u64> {
+        self.parts.iter().map(|p| p.live).collect()
+    }
+
+    fn section(
+        &mut self,
+        part: usize,
+        section: usize,
+        first_id: u64,
+        out: &mut BlockStream<'_>,
+    ) -> Result<()> {
+        let p = &self.parts[part];
+        if self.staging.is_none() {
+            self.staging = Some(Staging::new(p.stream.context(), out.piece_bytes())?);
+        }
+        let st = self.staging.as_mut().expect("made above");
+        read_section(&p.arrays(), &p.stream, section, first_id, st, out)
+    }
+}
+
+impl BlockSource for LiveSource<'_> {
+    fn counts(&self) -> Vec<u64> {
+        self.parts.iter().map(|(p, _)| p.live).collect()
+    }
+
+    fn section(
+        &mut self,
+        part: usize,
+        section: usize,
+        first_id: u64,
+        out: &mut BlockStream<'_>,
+    ) -> Result<()> {
+        let (p, stream) = &self.parts[part];
+        if self.staging.is_none() {
+            self.staging = Some(Staging::new(stream.context(), out.piece_bytes())?);
+        }
+        let st = self.staging.as_mut().expect("made above");
+        read_section(p, stream, section, first_id, st, out)
+    }
+}
+
+/// The live fluid of `gpus` (each flushed first) as one block, read on their main streams.
+pub(crate) fn live_source(gpus: &mut [CudaBackend]) -> Result<LiveSource<'_>> {
+    for g in gpus.iter_mut() {
+        g.flush()?;
+    }
+    Ok(LiveSource {
+        parts: gpus
+            .iter()
+            .map(|g| (g.part_arrays(), g.dev.stream.clone()))
+            .collect(),
+        staging: None,
+    })
+}
+
+/// Copies of `gpus`' particles in their spare memory, or None where one does not fit (then
+/// none is kept).
+pub(crate) fn device_snapshot(gpus: &mut [CudaBackend]) -> Result<Option<DeviceSnapshot>> {
+    let mut parts = Vec::with_capacity(gpus.len());
+    for g in gpus.iter_mut() {
+        match g.copy_part()? {
+            Some(c) => parts.push(c),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(DeviceSnapshot {
+        parts,
+        staging: None,
+    }))
+}
+
+/// A copy of `gpus`' particles for the checkpoint writer's thread: in their spare memory, else
+/// in host memory if it fits the window `host_bytes` (None: neither).
+pub(crate) fn snapshot_or_host_copy(
+    gpus: &mut [CudaBackend],
+    host_bytes: u64,
+) -> Result<Option<Box<dyn BlockSource + Send>>> {
+    if let Some(s) = device_snapshot(gpus)? {
+        return Ok(Some(Box::new(s)));
+    }
+    let bytes: u64 = gpus.iter().map(|g| g.live() as u64).sum::<u64>() * 44;
+    if !crate::checkpoint::copy_fits(bytes, host_bytes) {
+        return Ok(None);
+    }
+    use crate::checkpoint::LocalFluid;
+    let local = match gpus {
+        [one] if one.slab.is_none() => LocalFluid::Whole(one.download_state()?),
+        _ => LocalFluid::Parts(
+            gpus.iter_mut()
+                .map(|g| {
+                    let (st, ids) = g.download_slab()?;
+                    Ok((st, ids.into_iter().map(u64::from).collect()))
+                })
+                .collect::<Result<Vec<_>>>()?,
+        ),
+    };
+    Ok(Some(Box::new(local)))
+}
