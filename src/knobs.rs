@@ -123,6 +123,21 @@ pub const KNOBS: &[Knob] = &[
                  several slabs) or on the first GPU",
     },
     Knob {
+        variable: "MPCBOX_KERNEL_CACHE",
+        values: Some(&["on", "off"]),
+        number: false,
+        effect: "compiled kernels kept on disk ($XDG_CACHE_HOME/mpcbox or ~/.cache/mpcbox) \
+                 and read back by later runs (default on) or compiled by every run",
+    },
+    Knob {
+        variable: "MPCBOX_SLAB_IDS",
+        values: Some(&["labels", "places"]),
+        number: false,
+        effect: "how several GPUs identify particles: a 32-bit global label each (default up \
+                 to 2^32 particles) or their places, slab by slab (larger boxes; a test of \
+                 that path on small ones)",
+    },
+    Knob {
         variable: "MPCBOX_CHECKPOINTS",
         values: Some(&["background", "blocking"]),
         number: false,

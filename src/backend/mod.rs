@@ -488,11 +488,7 @@ fn open_cuda(
 ) -> Result<Box<dyn Backend>> {
     let ordinals = slab_gpus(gpus, cfg.tuning.slabs as usize);
     if ordinals.len() == 1 {
-        let whole = match &state {
-            Some(s) => Some(s.whole()?),
-            None => None,
-        };
-        return cuda::open_backend(cfg, phys, whole.as_deref(), ordinals[0]);
+        return cuda::open_backend_from(cfg, phys, state, ordinals[0]);
     }
     cuda::multi::open_backend(cfg, phys, state, &ordinals)
 }

@@ -19,7 +19,7 @@ pub use background::{
     WriterSettings, Written,
 };
 pub(crate) use parted::{piece_bytes, write as write_parted, PARTICLE_BYTES};
-pub use parted::{BlockSource, BlockStream, FluidView, LocalFluid, PartedFile};
+pub use parted::{BlockSource, BlockStream, FluidView, LocalFluid, PartedFile, Values};
 
 use crate::config::Config;
 use crate::error::{MpcError, Result};

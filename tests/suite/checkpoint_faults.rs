@@ -85,7 +85,10 @@ fn kill_9_during_background_writes_never_leaves_a_torn_checkpoint() {
         child.wait().unwrap();
         let loaded = mpcbox::Checkpoint::load(&ck)
             .unwrap_or_else(|e| panic!("round {round}: the checkpoint is torn: {e}"));
-        assert!(loaded.step > 0 && loaded.step.is_multiple_of(2), "round {round}");
+        assert!(
+            loaded.step > 0 && loaded.step.is_multiple_of(2),
+            "round {round}"
+        );
     }
     // the resume clears what the killed writers left, and goes on
     let step = mpcbox::Checkpoint::load(&ck).unwrap().step;

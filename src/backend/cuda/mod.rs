@@ -41,6 +41,7 @@
 //! |---|---|---|
 //! | `device` | CUDA checks, context and stream, the kernel store (loaded once per GPU) | |
 //! | `kernels` | the kernel sources in dependency order, NVRTC (cached per process) | |
+//! | `kernel_cache` | compiled kernels kept on disk between runs | |
 //! | `cell_sums` | [`CellSumMethod`]: how pass 1 forms the cell sums | `cell_sums.cuh` |
 //! | `params` | `KernelParams`, the kernels' by-value parameters of one step | `mpc.cuh` |
 //! | `buffers` | footprint, out-of-memory refusal, fluid / cell / solute buffers | |
@@ -68,6 +69,7 @@ mod debug;
 mod device;
 mod device_solutes;
 mod init;
+pub mod kernel_cache;
 pub mod kernels;
 pub mod multi;
 mod observe;
@@ -156,7 +158,7 @@ impl CudaBackend {
         ordinal: usize,
         method: CellSumMethod,
     ) -> Result<CudaBackend> {
-        let dev = CudaDevice::open_for(ordinal, phys)?;
+        let dev = crate::timing::phase("open the GPU", || CudaDevice::open_for(ordinal, phys))?;
         let n = state.map_or(cfg.n_fluid(), |s| s.len() as u64);
         let (free, _) = dev.free_memory()?;
         check_fits(&dev.describe(), n, cfg.n_cells(), method, free)?;
@@ -170,7 +172,9 @@ impl CudaBackend {
             Some(s) => CudaBackend::with_device(dev, phys.clone(), s, method),
             None => {
                 let mut be = CudaBackend::allocate(dev, phys.clone(), n as usize, method)?;
-                be.generate_initial_state(cfg)?;
+                crate::timing::phase("draw the fluid on the GPU", || {
+                    be.generate_initial_state(cfg)
+                })?;
                 Ok(be)
             }
         }
@@ -419,6 +423,27 @@ impl Backend for CudaBackend {
     fn upload(&mut self, state: &FluidState) -> Result<()> {
         self.upload_state(state)
     }
+}
+
+/// [`open_backend`] with the fluid from `source`: a checkpoint's blocks are streamed straight
+/// to the GPU, a window at a time, never whole on the host.
+pub fn open_backend_from(
+    cfg: &Config,
+    phys: &Physics,
+    source: Option<crate::fluid_parts::FluidSource<'_>>,
+    ordinal: usize,
+) -> Result<Box<dyn Backend>> {
+    if let Some(crate::fluid_parts::FluidSource::Stored(file)) = source {
+        let method = CellSumMethod::from_env();
+        let be = CudaBackend::open_stored(cfg, phys, file, ordinal, method)?;
+        tracing::info!("CUDA backend on {} from a checkpoint", be.dev.describe());
+        return Ok(Box::new(be));
+    }
+    let whole = match &source {
+        Some(s) => Some(s.whole()?),
+        None => None,
+    };
+    open_backend(cfg, phys, whole.as_deref(), ordinal)
 }
 
 /// Open the CUDA backend for `device` (already resolved to one ordinal).

@@ -162,7 +162,7 @@ impl CudaBackend {
             pos: self.fluid.pos.each_ref().map(|a| a.slice(..n)),
             vel: self.fluid.vel.each_ref().map(|a| a.slice(..n)),
             cellw: slab.map(|_| self.fluid.cellw.slice(..n)),
-            ids: slab.map(|s| s.ids.slice(..n)),
+            ids: slab.and_then(|s| s.ids.as_ref()).map(|ids| ids.slice(..n)),
             slots: n,
             live: self.live() as u64,
         }
@@ -334,17 +334,110 @@ pub(crate) fn snapshot_or_host_copy(
     if !crate::checkpoint::copy_fits(bytes, host_bytes) {
         return Ok(None);
     }
+    Ok(Some(Box::new(local_fluid(gpus)?)))
+}
+
+/// `gpus`' particles in host memory, as a block lists them.
+pub(crate) fn local_fluid(gpus: &mut [CudaBackend]) -> Result<crate::checkpoint::LocalFluid> {
     use crate::checkpoint::LocalFluid;
-    let local = match gpus {
-        [one] if one.slab.is_none() => LocalFluid::Whole(one.download_state()?),
-        _ => LocalFluid::Parts(
-            gpus.iter_mut()
-                .map(|g| {
-                    let (st, ids) = g.download_slab()?;
-                    Ok((st, ids.into_iter().map(u64::from).collect()))
-                })
-                .collect::<Result<Vec<_>>>()?,
-        ),
-    };
-    Ok(Some(Box::new(local)))
+    if let [one] = gpus {
+        if one.slab.is_none() {
+            return Ok(LocalFluid::Whole(one.download_state()?));
+        }
+    }
+    let parts = gpus
+        .iter_mut()
+        .map(|g| g.download_slab())
+        .collect::<Result<Vec<_>>>()?;
+    if parts.iter().any(|(_, ids)| ids.is_none()) {
+        return Ok(LocalFluid::Placed(
+            parts.into_iter().map(|(st, _)| st).collect(),
+        ));
+    }
+    Ok(LocalFluid::Parts(
+        parts
+            .into_iter()
+            .map(|(st, ids)| {
+                (
+                    st,
+                    ids.unwrap_or_default().into_iter().map(u64::from).collect(),
+                )
+            })
+            .collect(),
+    ))
+}
+
+impl CudaBackend {
+    /// Open GPU `ordinal` with the fluid of the checkpoint `file`, streamed straight to the
+    /// GPU a window at a time (its particles in the file's order).
+    pub(super) fn open_stored(
+        cfg: &crate::config::Config,
+        phys: &crate::physics::Physics,
+        file: &crate::checkpoint::PartedFile,
+        ordinal: usize,
+        method: super::CellSumMethod,
+    ) -> Result<CudaBackend> {
+        use crate::timing::phase;
+        let dev = phase("open the GPU", || {
+            super::CudaDevice::open_for(ordinal, phys)
+        })?;
+        let n = file.len();
+        let (free, _) = dev.free_memory()?;
+        super::buffers::check_fits(&dev.describe(), n as u64, cfg.n_cells(), method, free)?;
+        let mut be = CudaBackend::allocate(dev, phys.clone(), n, method)?;
+        let window = crate::checkpoint::WriterSettings::from_knobs().window_bytes();
+        let all = [f32::NEG_INFINITY, f32::INFINITY];
+        let counts = phase("read the checkpoint", || {
+            file.stream_parts(1, all, |_| Some(0), window, &mut |_, s, at, v| {
+                be.put_values(s, at as usize, v)
+            })
+        })?;
+        if counts != [n as u64] {
+            return Err(crate::error::MpcError::Device(format!(
+                "the checkpoint gave {counts:?} of its {n} particles (corrupted?)"
+            )));
+        }
+        be.pending = None;
+        be.synchronize()?;
+        Ok(be)
+    }
+
+    /// A piece of a checkpoint's section `section` (see `PartedFile::stream_parts`) into slots
+    /// `at..` (ids into the labels of a slab that has them; a single GPU lists its particles
+    /// by place).
+    pub(in crate::backend::cuda) fn put_values(
+        &mut self,
+        section: usize,
+        at: usize,
+        values: crate::checkpoint::Values<'_>,
+    ) -> Result<()> {
+        use crate::checkpoint::Values;
+        let s = self.dev.stream.clone();
+        let len = match &values {
+            Values::Ids(v) => v.len(),
+            Values::F32(v) => v.len(),
+            Values::F64(v) => v.len(),
+        };
+        let slots = if self.slab.is_some() {
+            self.slab.as_ref().map_or(0, |sl| sl.capacity)
+        } else {
+            self.n
+        };
+        if at + len > slots {
+            return Err(crate::error::MpcError::Device(format!(
+                "{}: a checkpoint holds more particles for it than its {slots} slots (corrupted?)",
+                self.dev.describe()
+            )));
+        }
+        match values {
+            Values::Ids(ids) if self.slab.is_some() => self.upload_labels(at, ids),
+            Values::Ids(_) => Ok(()),
+            Values::F32(x) => s
+                .memcpy_htod(x, &mut self.fluid.pos[section - 1].slice_mut(at..at + len))
+                .map_err(drv("upload")),
+            Values::F64(v) => s
+                .memcpy_htod(v, &mut self.fluid.vel[section - 4].slice_mut(at..at + len))
+                .map_err(drv("upload")),
+        }
+    }
 }

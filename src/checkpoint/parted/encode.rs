@@ -19,6 +19,8 @@ const PRIME: u64 = 0x0000_0100_0000_01b3;
 pub enum LocalFluid {
     Whole(FluidState),
     Parts(Vec<FluidPart>),
+    /// Parts whose particles are listed by place (their ids: their places in the file).
+    Placed(Vec<FluidState>),
 }
 
 /// [`LocalFluid`] borrowed (a checkpoint in memory writes its fluid without a copy).
@@ -26,6 +28,7 @@ pub enum LocalFluid {
 pub enum FluidView<'a> {
     Whole(&'a FluidState),
     Parts(&'a [FluidPart]),
+    Placed(&'a [FluidState]),
 }
 
 impl LocalFluid {
@@ -33,6 +36,7 @@ impl LocalFluid {
         match self {
             LocalFluid::Whole(s) => FluidView::Whole(s),
             LocalFluid::Parts(p) => FluidView::Parts(p),
+            LocalFluid::Placed(p) => FluidView::Placed(p),
         }
     }
 }
@@ -60,6 +64,7 @@ impl<'a> FluidView<'a> {
         match self {
             FluidView::Whole(s) => vec![s],
             FluidView::Parts(p) => p.iter().map(|(s, _)| s).collect(),
+            FluidView::Placed(p) => p.iter().collect(),
         }
     }
 
@@ -84,6 +89,7 @@ impl BlockSource for FluidView<'_> {
         match (section, *self) {
             (0, FluidView::Whole(s)) => out.put_range(first_id, s.len() as u64),
             (0, FluidView::Parts(p)) => out.put(&p[part].1, u64::to_le_bytes),
+            (0, FluidView::Placed(_)) => out.put_range(first_id, st.len() as u64),
             (1..=3, _) => out.put(&st.pos[section - 1], f32::to_le_bytes),
             _ => out.put(&st.vel[section - 4], f64::to_le_bytes),
         }

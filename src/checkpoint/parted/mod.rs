@@ -146,10 +146,12 @@ mod disk;
 pub(crate) use disk::BUFFERS;
 mod encode;
 mod read;
+mod stream;
 #[cfg(test)]
 mod tests;
 mod write;
 
 pub use encode::{BlockSource, BlockStream, FluidView, LocalFluid};
 pub use read::PartedFile;
+pub use stream::Values;
 pub(crate) use write::{finish, piece_bytes, plan, temporary_prefix, write, write_block};
