@@ -138,6 +138,13 @@ pub const KNOBS: &[Knob] = &[
                  that path on small ones)",
     },
     Knob {
+        variable: "MPCBOX_OUTPUT",
+        values: Some(&["background", "blocking"]),
+        number: false,
+        effect: "flow-field files and trajectory frames written by a thread while the run \
+                 steps on (default) or by the stepping thread",
+    },
+    Knob {
         variable: "MPCBOX_CHECKPOINTS",
         values: Some(&["background", "blocking"]),
         number: false,

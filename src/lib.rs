@@ -6,6 +6,7 @@
 //! `ARCHITECTURE.md` maps the modules.
 
 pub mod backend;
+pub mod background;
 pub mod checkpoint;
 pub mod config;
 pub mod error;

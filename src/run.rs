@@ -13,8 +13,8 @@ use crate::solvent::Solvent;
 
 pub(crate) use crate::report::with_error;
 pub use crate::report::{
-    Summary, Timing, ValueWithError, ViscositySummary, CHECKPOINT_FILE, OBSERVABLES_CSV,
-    PROFILE_CSV, PROFILE_SVG, SUMMARY_JSON,
+    OutputTimes, Summary, Timing, ValueWithError, ViscositySummary, CHECKPOINT_FILE,
+    OBSERVABLES_CSV, PROFILE_CSV, PROFILE_SVG, SUMMARY_JSON,
 };
 
 /// What a job steps: the fluid alone, or the fluid with coupled solutes (whose state then
@@ -30,6 +30,10 @@ pub trait JobStep {
     /// Add this job's figures to the summary.
     fn summarize(&mut self, _solvent: &Solvent, _summary: &mut Summary) -> Result<()> {
         Ok(())
+    }
+    /// What this job's own output files (trajectory frames) cost so far.
+    fn output_times(&self) -> OutputTimes {
+        OutputTimes::default()
     }
 }
 
@@ -182,6 +186,11 @@ pub fn run_job_steps(
             f.after_step(solvent, solvent.step_count() == total_steps)?;
         }
         if ck_interval > 0 && solvent.step_count().is_multiple_of(ck_interval) {
+            // the files of the steps before are on disk first: a resume from this
+            // checkpoint lists them (and drops what comes after)
+            if let Some(f) = fields.as_mut() {
+                f.finish()?;
+            }
             // every rank writes its block (collective; the same outcome on every rank)
             let md = job.md_checkpoint()?;
             solvent.write_checkpoint(&mut checkpoints, &ck_path, md)?;
@@ -197,7 +206,10 @@ pub fn run_job_steps(
             break;
         }
     }
-    // a write in flight (on a stop by a signal too) is finished first
+    // writes in flight (on a stop by a signal too) are finished first
+    if let Some(f) = fields.as_mut() {
+        f.finish()?;
+    }
     checkpoints.wait();
     let _ = report_checkpoints(&mut checkpoints, root);
     let wall = t0.elapsed().as_secs_f64();
@@ -211,7 +223,15 @@ pub fn run_job_steps(
     }
     let done = solvent.step_count().saturating_sub(start_step);
     timing.checkpoints = checkpoints.times().clone();
-    timing.stepping_seconds = (wall - timing.checkpoints.blocking_seconds).max(0.0);
+    timing.output = job.output_times();
+    if let Some(f) = &fields {
+        let t = f.times();
+        timing.output.files += t.files;
+        timing.output.blocking_seconds += t.blocking_seconds;
+        timing.output.background_seconds += t.background_seconds;
+    }
+    timing.stepping_seconds =
+        (wall - timing.checkpoints.blocking_seconds - timing.output.blocking_seconds).max(0.0);
     timing.peak_host_memory_bytes = crate::timing::peak_resident_bytes();
     let mut summary = summarize(solvent, done, wall, dir)?;
     summary.interrupted = interrupted;

@@ -15,6 +15,7 @@ use crate::error::Result;
 use crate::fluid_parts::FluidSource;
 use crate::physics::StepPlan;
 use crate::state::FluidState;
+use crate::timing::phase;
 
 /// One y slab of a fluid cut over GPUs: its GPU, its cell layers `[lo, hi)` (cells are the
 /// unit of length, so these are also its y range) and the MPI rank holding it (0 in one
@@ -260,7 +261,7 @@ pub fn open_from(
                 Some(s) => s,
                 None if ranks > 1 => FluidSource::Initial(cfg),
                 None => {
-                    whole = FluidState::initial(cfg);
+                    whole = phase("draw the fluid on the host", || FluidState::initial(cfg));
                     FluidSource::State(&whole)
                 }
             };
@@ -273,8 +274,8 @@ pub fn open_from(
             )?));
         }
         let st = match state {
-            Some(s) => s.whole()?.into_owned(),
-            None => FluidState::initial(cfg),
+            Some(s) => phase("read the fluid", || s.whole())?.into_owned(),
+            None => phase("draw the fluid on the host", || FluidState::initial(cfg)),
         };
         Ok(Box::new(cpu::CpuBackend::new(
             phys.clone(),

@@ -38,5 +38,6 @@ mod rules_collision;
 mod rules_steps;
 mod rules_viscosity;
 mod shear_viscosity;
+mod startup;
 mod thermostat;
 mod walls;
