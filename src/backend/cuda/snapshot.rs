@@ -31,8 +31,9 @@ struct PartArrays<'a> {
     live: u64,
 }
 
-/// Pinned host memory a piece of one section is copied into (portable: any GPU's copies may
-/// land in it), and the values kept from it.
+/// Pinned host memory of one GPU's context that a piece of one section is copied into (a
+/// copy records its event on the copying stream, which must be of the memory's context), and
+/// the values kept from it.
 struct Staging {
     words: PinnedHostSlice<u32>,
     ids: PinnedHostSlice<u32>,
@@ -46,9 +47,16 @@ struct Staging {
 }
 
 impl Staging {
-    fn new(ctx: &Arc<cudarc::driver::CudaContext>, piece_bytes: usize) -> Result<Staging> {
-        let chunk = (piece_bytes / 8).max(1);
-        let flags = cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE;
+    /// Staging of `ctx` for one of `parts` GPUs: together they hold about a piece of
+    /// `piece_bytes` per width of value (so the window bounds them whatever the GPU count).
+    fn new(
+        ctx: &Arc<cudarc::driver::CudaContext>,
+        piece_bytes: usize,
+        parts: usize,
+    ) -> Result<Staging> {
+        let chunk = (piece_bytes / 8 / parts.max(1)).max(4096);
+        // cached host memory (not write-combined: the host reads it)
+        let flags = 0;
         // SAFETY: uninitialised pinned host memory (this and the next three), read only after
         // a device-to-host copy into it that the host waited for (`PinnedHostSlice::as_slice`
         // synchronises on the copy's event), and only as far as the copy wrote.
@@ -150,7 +158,8 @@ fn read_section(
 /// The live fluid of one or more GPUs (a process's slabs), read while the run waits.
 pub(crate) struct LiveSource<'a> {
     parts: Vec<(PartArrays<'a>, Arc<CudaStream>)>,
-    staging: Option<Staging>,
+    /// Each GPU's staging, made at its first piece.
+    staging: Vec<Option<Staging>>,
 }
 
 impl CudaBackend {
@@ -246,7 +255,8 @@ impl GpuCopy {
 /// Copies of a process's GPUs' particles, read by the checkpoint writer's thread.
 pub(crate) struct DeviceSnapshot {
     parts: Vec<GpuCopy>,
-    staging: Option<Staging>,
+    /// Each GPU's staging, made at its first piece.
+    staging: Vec<Option<Staging>>,
 }
 
 impl BlockSource for DeviceSnapshot {
@@ -262,10 +272,11 @@ impl BlockSource for DeviceSnapshot {
         out: &mut BlockStream<'_>,
     ) -> Result<()> {
         let p = &self.parts[part];
-        if self.staging.is_none() {
-            self.staging = Some(Staging::new(p.stream.context(), out.piece_bytes())?);
-        }
-        let st = self.staging.as_mut().expect("made above");
+        let parts = self.parts.len();
+        let st = match &mut self.staging[part] {
+            Some(st) => st,
+            slot => slot.insert(Staging::new(p.stream.context(), out.piece_bytes(), parts)?),
+        };
         read_section(&p.arrays(), &p.stream, section, first_id, st, out)
     }
 }
@@ -283,10 +294,11 @@ impl BlockSource for LiveSource<'_> {
         out: &mut BlockStream<'_>,
     ) -> Result<()> {
         let (p, stream) = &self.parts[part];
-        if self.staging.is_none() {
-            self.staging = Some(Staging::new(stream.context(), out.piece_bytes())?);
-        }
-        let st = self.staging.as_mut().expect("made above");
+        let parts = self.parts.len();
+        let st = match &mut self.staging[part] {
+            Some(st) => st,
+            slot => slot.insert(Staging::new(stream.context(), out.piece_bytes(), parts)?),
+        };
         read_section(p, stream, section, first_id, st, out)
     }
 }
@@ -301,7 +313,7 @@ pub(crate) fn live_source(gpus: &mut [CudaBackend]) -> Result<LiveSource<'_>> {
             .iter()
             .map(|g| (g.part_arrays(), g.dev.stream.clone()))
             .collect(),
-        staging: None,
+        staging: gpus.iter().map(|_| None).collect(),
     })
 }
 
@@ -316,8 +328,8 @@ pub(crate) fn device_snapshot(gpus: &mut [CudaBackend]) -> Result<Option<DeviceS
         }
     }
     Ok(Some(DeviceSnapshot {
+        staging: parts.iter().map(|_| None).collect(),
         parts,
-        staging: None,
     }))
 }
 
