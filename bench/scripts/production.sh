@@ -95,7 +95,7 @@ for name in sorted(os.listdir(d)):
                  c.get("bytes", 0) / bg / 1e9 if bg else None,
                  n * 44 / read[0] / 1e9 if read else None,
                  (t.get("peak_host_memory_bytes") or 0) / 2**30))
-out = ["", "| run | particles | start-up s | stepping G p-s/s | end to end G p-s/s | checkpoints | "
+out = ["", "| run | particles | start-up s | stepping G p-s/s | run loop G p-s/s | checkpoints | "
        "longest blocking s | background GB/s | resume read GB/s | peak host GiB |",
        "|---|---|---|---|---|---|---|---|---|---|"]
 f = lambda x, fmt: "–" if x is None else fmt.format(x)
