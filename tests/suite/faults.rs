@@ -200,7 +200,10 @@ fn kill_9_after_a_checkpoint_then_resume_drops_the_rows_written_past_it() {
     // so on disk a little later) and some rows beyond
     let t = Instant::now();
     while !ck.exists() {
-        assert!(t.elapsed() < Duration::from_secs(60), "no checkpoint written");
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "no checkpoint written"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
     wait_for_lines(&out.join("observables.csv"), 15);
