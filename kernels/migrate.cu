@@ -9,6 +9,7 @@
 // Arrival j = first + k fills free slot holes[hole_top - 1 - j] while j < fill, then appends
 // at n_old + (j - fill). Each is binned with the step's plan and added to the cell sums; one
 // whose cell this GPU does not own (it crossed more than a neighbour's slab) sets flag 2.
+// Without labels (ids null: particles identified by place) no id is kept.
 // Under a collision rule beside plain SRD (rule != 0) the arrivals' extended sums go to ext.
 extern "C" __global__ void mpc_immigrate(MpcParams p, const unsigned long long *__restrict__ recv, unsigned int count,
                                          unsigned int first, unsigned int fill, unsigned int hole_top,
@@ -35,7 +36,9 @@ extern "C" __global__ void mpc_immigrate(MpcParams p, const unsigned long long *
     vx[slot] = v[0];
     vy[slot] = v[1];
     vz[slot] = v[2];
-    ids[slot] = (unsigned int)(r[4] >> 32);
+    if (ids) {
+        ids[slot] = (unsigned int)(r[4] >> 32);
+    }
     MpcLocation loc = mpc_locate(p, (double)pos[0], (double)pos[1], (double)pos[2]);
     unsigned int c = mpc_local_cell(p, loc.cell);
     if (c == MPC_DEAD) {

@@ -12,7 +12,7 @@ struct MpcMigration {
     unsigned long long *send[2];  // to the lower / upper neighbour, MPC_RECORD_WORDS u64 each
     unsigned int *counters;      // [sent down, sent up, free-slot stack top, overflow flags]
     unsigned int *holes;         // stack of free particle slots
-    const unsigned int *ids;     // global particle ids
+    const unsigned int *ids;     // global particle ids (null: identified by place)
     unsigned int send_capacity;
     unsigned int pad;
 };

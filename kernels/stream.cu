@@ -35,7 +35,7 @@ __device__ __forceinline__ MpcLocation mpc_stream_store_bin(const MpcParams &p, 
     *stays = c != MPC_DEAD;
     if (!*stays) {
         unsigned int side = mpc_emigration_side(p, loc.cell);
-        mpc_emigrate(side ? m.send[1] : m.send[0], m.counters, m.holes, m.ids[i], m.send_capacity, side, i, pos[0], pos[1], pos[2],
+        mpc_emigrate(side ? m.send[1] : m.send[0], m.counters, m.holes, m.ids ? m.ids[i] : 0u, m.send_capacity, side, i, pos[0], pos[1], pos[2],
                      v[0], v[1], v[2]);
         cellw[i] = MPC_DEAD;
         return loc;

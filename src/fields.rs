@@ -160,6 +160,8 @@ pub struct FieldWriter {
     dir: std::path::PathBuf,
     interval: u64,
     files: Vec<(f64, String)>,
+    /// The files are written off the stepping thread.
+    out: crate::background::OutputThread,
 }
 
 /// The name of the field file of `step`.
@@ -185,19 +187,22 @@ impl FieldWriter {
             dir: dir.to_path_buf(),
             interval,
             files,
+            out: crate::background::OutputThread::new("fields"),
         })
     }
 
-    /// After each step: write the averages when the step count reaches a multiple of the
-    /// interval (or `last`, with samples pending).
+    /// After each step: take the averages when the step count reaches a multiple of the
+    /// interval (or `last`, with samples pending) and hand their files to the writer thread;
+    /// a failed earlier write is the error.
     pub fn after_step(&mut self, solvent: &mut crate::Solvent, last: bool) -> Result<()> {
         let step = solvent.step_count();
         if !(step.is_multiple_of(self.interval) || (last && solvent.field_samples() > 0)) {
-            return Ok(());
+            return self.out.check();
         }
+        let t = std::time::Instant::now();
         let fields = solvent.take_fields()?;
         if fields.samples == 0 {
-            return Ok(());
+            return self.out.check();
         }
         let name = field_file_name(step);
         self.files
@@ -205,8 +210,24 @@ impl FieldWriter {
         if !crate::ranks::is_root() {
             return Ok(()); // the sums are every rank's; rank 0 writes them
         }
-        fields.write_vti(&self.dir.join(&name))?;
-        write_pvd(&self.dir.join("fields.pvd"), &self.files)
+        let (vti, pvd) = (self.dir.join(&name), self.dir.join("fields.pvd"));
+        let files = self.files.clone();
+        let held = t.elapsed().as_secs_f64();
+        self.out.submit(held, move || {
+            fields.write_vti(&vti)?;
+            write_pvd(&pvd, &files)
+        })
+    }
+
+    /// Wait until every file handed over is written (before a checkpoint: a resume lists the
+    /// files up to its step); the first failure.
+    pub fn finish(&mut self) -> Result<()> {
+        self.out.finish()
+    }
+
+    /// What the files cost so far.
+    pub fn times(&self) -> &crate::report::OutputTimes {
+        self.out.times()
     }
 }
 

@@ -122,6 +122,42 @@ pub const KNOBS: &[Knob] = &[
         effect: "the bundled GPU MD engine decomposed over the fluid's slabs (default on \
                  several slabs) or on the first GPU",
     },
+    Knob {
+        variable: "MPCBOX_KERNEL_CACHE",
+        values: Some(&["on", "off"]),
+        number: false,
+        effect: "compiled kernels kept on disk ($XDG_CACHE_HOME/mpcbox or ~/.cache/mpcbox) \
+                 and read back by later runs (default on) or compiled by every run",
+    },
+    Knob {
+        variable: "MPCBOX_SLAB_IDS",
+        values: Some(&["labels", "places"]),
+        number: false,
+        effect: "how several GPUs identify particles: a 32-bit global label each (default up \
+                 to 2^32 particles) or their places, slab by slab (larger boxes; a test of \
+                 that path on small ones)",
+    },
+    Knob {
+        variable: "MPCBOX_OUTPUT",
+        values: Some(&["background", "blocking"]),
+        number: false,
+        effect: "flow-field files and trajectory frames written by a thread while the run \
+                 steps on (default) or by the stepping thread",
+    },
+    Knob {
+        variable: "MPCBOX_CHECKPOINTS",
+        values: Some(&["background", "blocking"]),
+        number: false,
+        effect: "checkpoints written by a thread while the run steps on (default, where the \
+                 fluid can be copied out) or by the stepping thread",
+    },
+    Knob {
+        variable: "MPCBOX_CHECKPOINT_WINDOW",
+        values: None,
+        number: true,
+        effect: "MiB of host memory a checkpoint or a resume holds at once (default: a quarter \
+                 of the available host memory)",
+    },
 ];
 
 /// The knobs as read from the environment (those set), each checked.

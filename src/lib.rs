@@ -6,6 +6,7 @@
 //! `ARCHITECTURE.md` maps the modules.
 
 pub mod backend;
+pub mod background;
 pub mod checkpoint;
 pub mod config;
 pub mod error;
@@ -27,6 +28,7 @@ pub mod solvent;
 pub mod state;
 pub mod stats;
 pub mod stop;
+pub mod timing;
 pub mod walls_report;
 
 pub use checkpoint::Checkpoint;

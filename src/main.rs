@@ -426,6 +426,7 @@ fn check(path: &Path) -> Result<(), MpcError> {
         }
         Err(why) => println!("  no usable CUDA GPU here ({why})"),
     }
+    print_largest_box(&cfg);
     // what `run` would refuse, refused here too: the MD section's files and particles, and a
     // box that fits neither the chosen GPU nor (where the CPU may run it) this machine's RAM
     if let Some(md) = &cfg.md {
@@ -479,7 +480,36 @@ fn check(path: &Path) -> Result<(), MpcError> {
     Ok(())
 }
 
+/// The largest cubic box at the config's density that the GPUs present hold together.
+fn print_largest_box(cfg: &Config) {
+    use mpcbox::backend::cuda;
+    let Ok(count) = cuda::probe() else {
+        return;
+    };
+    let free: Vec<u64> = (0..count)
+        .filter_map(|k| cuda::device_memory(k).ok().map(|(f, _)| f))
+        .collect();
+    let method = cuda::CellSumMethod::from_env();
+    let ppc = cfg.particles_per_cell;
+    for gpus in [1, free.len()] {
+        if gpus == 0 || (gpus == 1 && free.len() == 1 && count > 1) {
+            continue;
+        }
+        match cuda::multi::largest_cube(&free[..gpus], ppc, method) {
+            Some((l, n)) => println!(
+                "  largest box on {gpus} GPU(s) here: {l}³ cells × {ppc} = {n} particles ({:.2e})",
+                n as f64
+            ),
+            None => println!("  largest box on {gpus} GPU(s) here: none fits"),
+        }
+        if free.len() == 1 {
+            break;
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    mpcbox::timing::mark_process_start();
     // MPI (with `--features mpi`): kept initialised until main returns
     let _mpi = mpcbox::ranks::init();
     // a bug that panics on one rank must not leave the others waiting in a collective call

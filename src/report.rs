@@ -67,6 +67,64 @@ pub struct Summary {
     /// The environment's tuning knobs this run was given (`crate::knobs`), if any.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub tuning_knobs: std::collections::BTreeMap<String, String>,
+    /// Where the run's time went: start-up, stepping, checkpoints and output.
+    pub timing: Timing,
+}
+
+/// Where a run's time went, in seconds (`summary.json` → `timing`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Timing {
+    /// From the start of the process to the first step (None: not started by `mpcbox run`).
+    pub startup_seconds: Option<f64>,
+    /// The start-up's phases in the order they ended (kernels, devices, fluid, ...); phases
+    /// of several GPUs taken at once overlap.
+    pub startup_phases: Vec<Phase>,
+    /// The steps themselves: the loop's time less what checkpoints and output held it.
+    pub stepping_seconds: f64,
+    pub checkpoints: CheckpointTimes,
+    pub output: OutputTimes,
+    /// The most host memory the process held (its peak resident set; None where the system
+    /// does not say).
+    pub peak_host_memory_bytes: Option<u64>,
+    /// Resident host memory when the first step began.
+    pub host_memory_at_first_step_bytes: Option<u64>,
+}
+
+/// One named phase of the start-up.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Phase {
+    pub name: String,
+    pub seconds: f64,
+}
+
+/// What a run's checkpoints cost (`timing.checkpoints`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CheckpointTimes {
+    /// Checkpoints written, and of them those that failed.
+    pub written: u64,
+    pub failed: u64,
+    /// Seconds the stepping thread was held: copies out, waits for a write still in flight,
+    /// and writes it did itself.
+    pub blocking_seconds: f64,
+    pub longest_blocking_seconds: f64,
+    /// Seconds the writer thread spent writing while the run stepped on.
+    pub background_seconds: f64,
+    /// Fluid bytes written (this process's blocks).
+    pub bytes: u64,
+    /// The most the resident host memory grew while a checkpoint held the steps (a copy of
+    /// the fluid, or the pieces of a write from the live fluid; None where the system does
+    /// not say).
+    pub peak_host_memory_growth_bytes: Option<u64>,
+}
+
+/// What the other output files (flow fields, GSD frames) cost (`timing.output`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct OutputTimes {
+    pub files: u64,
+    /// Seconds the stepping thread was held: reductions, copies and waits for the writer.
+    pub blocking_seconds: f64,
+    /// Seconds the writer thread spent writing.
+    pub background_seconds: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]

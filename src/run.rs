@@ -5,15 +5,16 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
-use crate::checkpoint::MdCheckpoint;
+use crate::checkpoint::{CheckpointWriter, MdCheckpoint, WriterSettings};
 use crate::error::{MpcError, Result};
+use crate::memory::human_bytes;
 use crate::physics::theory;
 use crate::solvent::Solvent;
 
 pub(crate) use crate::report::with_error;
 pub use crate::report::{
-    Summary, ValueWithError, ViscositySummary, CHECKPOINT_FILE, OBSERVABLES_CSV, PROFILE_CSV,
-    PROFILE_SVG, SUMMARY_JSON,
+    OutputTimes, Summary, Timing, ValueWithError, ViscositySummary, CHECKPOINT_FILE,
+    OBSERVABLES_CSV, PROFILE_CSV, PROFILE_SVG, SUMMARY_JSON,
 };
 
 /// What a job steps: the fluid alone, or the fluid with coupled solutes (whose state then
@@ -29,6 +30,10 @@ pub trait JobStep {
     /// Add this job's figures to the summary.
     fn summarize(&mut self, _solvent: &Solvent, _summary: &mut Summary) -> Result<()> {
         Ok(())
+    }
+    /// What this job's own output files (trajectory frames) cost so far.
+    fn output_times(&self) -> OutputTimes {
+        OutputTimes::default()
     }
 }
 
@@ -125,10 +130,24 @@ pub fn run_job_steps(
         writeln!(csv, "{}", csv_header()).map_err(|e| MpcError::io(&csv_path, e))?;
     }
     let ck_path = dir.join(CHECKPOINT_FILE);
+    if root {
+        // writers killed mid-write left these; this run owns the directory now
+        crate::checkpoint::remove_stale_temporaries(&ck_path);
+    }
+    let mut checkpoints = CheckpointWriter::new(WriterSettings::from_knobs());
     let ck_interval = solvent.config().output.checkpoint_interval;
     let start_step = solvent.step_count();
     let mut fields = crate::fields::FieldWriter::new(solvent, dir);
     let n = solvent.n_fluid() as u64;
+    let mut timing = Timing {
+        startup_seconds: crate::timing::since_process_start(),
+        startup_phases: crate::timing::take_phases(),
+        host_memory_at_first_step_bytes: crate::timing::resident_bytes(),
+        ..Timing::default()
+    };
+    if root {
+        report_startup(&timing);
+    }
     progress.start(start_step, total_steps, n);
     let t0 = Instant::now();
     let mut interrupted = false;
@@ -169,17 +188,19 @@ pub fn run_job_steps(
             f.after_step(solvent, solvent.step_count() == total_steps)?;
         }
         if ck_interval > 0 && solvent.step_count().is_multiple_of(ck_interval) {
-            // a failed periodic checkpoint (full disk) loses no data: the previous one stays
-            // (atomic writes), and the run goes on to try again at the next
+            // the files of the steps before are on disk first: a resume from this
+            // checkpoint lists them (and drops what comes after)
+            if let Some(f) = fields.as_mut() {
+                f.finish()?;
+            }
             // every rank writes its block (collective; the same outcome on every rank)
             let md = job.md_checkpoint()?;
-            if let Err(e) = solvent.save_checkpoint(&ck_path, md) {
-                tracing::warn!(
-                    "checkpoint at step {} not written: {e}",
-                    solvent.step_count()
-                );
-            }
+            solvent.write_checkpoint(&mut checkpoints, &ck_path, md)?;
         }
+        checkpoints.poll();
+        // a failed periodic checkpoint (full disk) loses no data: the previous one stays
+        // (atomic writes), and the run goes on to try again at the next
+        let _ = report_checkpoints(&mut checkpoints, root);
         progress.advance(solvent.step_count());
         // every rank stops at the same step, whichever the signal reached
         if crate::ranks::any(crate::stop::stop_requested()) {
@@ -187,14 +208,39 @@ pub fn run_job_steps(
             break;
         }
     }
+    // writes in flight (on a stop by a signal too) are finished first
+    if let Some(f) = fields.as_mut() {
+        f.finish()?;
+    }
+    checkpoints.wait();
+    let _ = report_checkpoints(&mut checkpoints, root);
     let wall = t0.elapsed().as_secs_f64();
     progress.finish();
     csv.flush().map_err(|e| MpcError::io(&csv_path, e))?;
-    let md = job.md_checkpoint()?;
-    solvent.save_checkpoint(&ck_path, md)?;
+    // the last checkpoint, unless the periodic one of this step is on disk already
+    if checkpoints.last_written_step() != Some(solvent.step_count()) {
+        let md = job.md_checkpoint()?;
+        solvent.write_checkpoint_now(&mut checkpoints, &ck_path, md)?;
+        report_checkpoints(&mut checkpoints, root)?;
+    }
     let done = solvent.step_count().saturating_sub(start_step);
+    timing.checkpoints = checkpoints.times().clone();
+    timing.output = job.output_times();
+    if let Some(f) = &fields {
+        let t = f.times();
+        timing.output.files += t.files;
+        timing.output.blocking_seconds += t.blocking_seconds;
+        timing.output.background_seconds += t.background_seconds;
+    }
+    timing.stepping_seconds =
+        (wall - timing.checkpoints.blocking_seconds - timing.output.blocking_seconds).max(0.0);
+    timing.peak_host_memory_bytes = crate::timing::peak_resident_bytes();
     let mut summary = summarize(solvent, done, wall, dir)?;
     summary.interrupted = interrupted;
+    summary.timing = timing;
+    if root {
+        report_timing(&summary.timing, done, n);
+    }
     job.summarize(solvent, &mut summary)?;
     if root {
         write_profile(solvent, dir)?;
@@ -209,6 +255,70 @@ pub fn run_job_steps(
         });
     }
     Ok(summary)
+}
+
+/// The checkpoints finished since the last call, each in a progress line (rank 0); a failed
+/// one is a warning, and the first failure is returned.
+fn report_checkpoints(checkpoints: &mut CheckpointWriter, root: bool) -> Result<()> {
+    let mut first = Ok(());
+    for w in checkpoints.take_finished() {
+        match w.result {
+            Ok(()) if root => tracing::info!(
+                "checkpoint of step {} written{}: {} in {:.2} s ({}/s)",
+                w.step,
+                if w.background {
+                    " in the background"
+                } else {
+                    ""
+                },
+                human_bytes(w.bytes),
+                w.seconds,
+                human_bytes((w.bytes as f64 / w.seconds.max(1e-9)) as u64)
+            ),
+            Ok(()) => {}
+            Err(e) => {
+                tracing::warn!("checkpoint at step {} not written: {e}", w.step);
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+    }
+    first
+}
+
+/// The start-up's phases in one progress line.
+fn report_startup(t: &Timing) {
+    let phases: Vec<String> = t
+        .startup_phases
+        .iter()
+        .map(|p| format!("{} {:.2} s", p.name, p.seconds))
+        .collect();
+    match t.startup_seconds {
+        Some(s) => tracing::info!("start-up took {s:.2} s ({})", phases.join(", ")),
+        None if !phases.is_empty() => tracing::info!("start-up: {}", phases.join(", ")),
+        None => {}
+    }
+}
+
+/// Where the run's time went, in one progress line.
+fn report_timing(t: &Timing, steps: u64, particles: u64) {
+    let c = &t.checkpoints;
+    tracing::info!(
+        "time: start-up {}, stepping {:.2} s ({:.3e} particle-steps/s); {} checkpoint(s) held \
+         the steps {:.2} s (longest {:.2} s) and took {:.2} s in the background; output held \
+         them {:.2} s and took {:.2} s in the background",
+        t.startup_seconds
+            .map_or("(not measured)".into(), |s| format!("{s:.2} s")),
+        t.stepping_seconds,
+        particles as f64 * steps as f64 / t.stepping_seconds.max(1e-9),
+        c.written,
+        c.blocking_seconds,
+        c.longest_blocking_seconds,
+        c.background_seconds,
+        t.output.blocking_seconds,
+        t.output.background_seconds
+    );
 }
 
 fn summarize(solvent: &mut Solvent, done: u64, wall: f64, dir: &Path) -> Result<Summary> {
@@ -269,6 +379,7 @@ fn summarize(solvent: &mut Solvent, done: u64, wall: f64, dir: &Path) -> Result<
         changed_on_resume: solvent.changed_on_resume().to_vec(),
         interrupted: false,
         tuning_knobs: crate::knobs::knobs().set(),
+        timing: Timing::default(),
     })
 }
 

@@ -496,6 +496,26 @@ impl Backend for CpuBackend {
         Ok(self.state.clone())
     }
 
+    /// The state itself, borrowed: no copy.
+    fn fluid_source(&mut self) -> Result<Box<dyn crate::checkpoint::BlockSource + '_>> {
+        Ok(Box::new(crate::checkpoint::FluidView::Whole(&self.state)))
+    }
+
+    /// A copy of the state (36 bytes per particle) when the window holds it and the pieces.
+    fn fluid_snapshot(
+        &mut self,
+        host_bytes: u64,
+    ) -> Result<Option<Box<dyn crate::checkpoint::BlockSource + Send>>> {
+        let copy =
+            self.state.len() as u64 * 36 + 4 * crate::checkpoint::piece_bytes(host_bytes) as u64;
+        if copy > host_bytes {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(crate::checkpoint::LocalFluid::Whole(
+            self.state.clone(),
+        ))))
+    }
+
     fn upload(&mut self, state: &FluidState) -> Result<()> {
         state
             .validate(&self.phys)

@@ -18,6 +18,7 @@ use crate::error::Result;
 use crate::fluid_parts::FluidSource;
 use crate::physics::StepPlan;
 use crate::state::FluidState;
+use crate::timing::phase;
 
 /// One y slab of a fluid cut over GPUs: its GPU, its cell layers `[lo, hi)` (cells are the
 /// unit of length, so these are also its y range) and the MPI rank holding it (0 in one
@@ -83,6 +84,29 @@ pub trait Backend: Send {
     /// process without slabs, the whole fluid.
     fn local_fluid(&mut self) -> Result<crate::checkpoint::LocalFluid> {
         Ok(crate::checkpoint::LocalFluid::Whole(self.download()?))
+    }
+
+    /// This process's particles as its checkpoint block, read from the live fluid while the
+    /// run waits: a backend that can, hands them over a window at a time (the default: its
+    /// [`Backend::local_fluid`], whole in host memory).
+    fn fluid_source(&mut self) -> Result<Box<dyn crate::checkpoint::BlockSource + '_>> {
+        Ok(Box::new(self.local_fluid()?))
+    }
+
+    /// A copy of this process's particles that the checkpoint writer's thread reads while the
+    /// run steps on: in spare device memory, or in host memory if it takes at most
+    /// `host_bytes`. None: no room for one (the checkpoint is then written from the live
+    /// fluid, [`Backend::fluid_source`]). The default copies [`Backend::local_fluid`] when
+    /// the whole box fits `host_bytes`.
+    fn fluid_snapshot(
+        &mut self,
+        host_bytes: u64,
+    ) -> Result<Option<Box<dyn crate::checkpoint::BlockSource + Send>>> {
+        let bytes = self.n_fluid() as u64 * crate::checkpoint::PARTICLE_BYTES;
+        if !crate::checkpoint::copy_fits(bytes, host_bytes) {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(self.local_fluid()?)))
     }
 
     /// Replace the fluid state (resume, tests).
@@ -240,7 +264,7 @@ pub fn open_from(
                 Some(s) => s,
                 None if ranks > 1 => FluidSource::Initial(cfg),
                 None => {
-                    whole = FluidState::initial(cfg);
+                    whole = phase("draw the fluid on the host", || FluidState::initial(cfg));
                     FluidSource::State(&whole)
                 }
             };
@@ -253,8 +277,8 @@ pub fn open_from(
             )?));
         }
         let st = match state {
-            Some(s) => s.whole()?.into_owned(),
-            None => FluidState::initial(cfg),
+            Some(s) => phase("read the fluid", || s.whole())?.into_owned(),
+            None => phase("draw the fluid on the host", || FluidState::initial(cfg)),
         };
         Ok(Box::new(cpu::CpuBackend::new(
             phys.clone(),
@@ -468,11 +492,7 @@ fn open_cuda(
 ) -> Result<Box<dyn Backend>> {
     let ordinals = slab_gpus(gpus, cfg.tuning.slabs as usize);
     if ordinals.len() == 1 {
-        let whole = match &state {
-            Some(s) => Some(s.whole()?),
-            None => None,
-        };
-        return cuda::open_backend(cfg, phys, whole.as_deref(), ordinals[0]);
+        return cuda::open_backend_from(cfg, phys, state, ordinals[0]);
     }
     cuda::multi::open_backend(cfg, phys, state, &ordinals)
 }

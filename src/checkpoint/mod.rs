@@ -7,14 +7,19 @@
 //!
 //! [`Solvent::save_checkpoint`]: crate::solvent::Solvent::save_checkpoint
 
+mod background;
 mod parted;
 
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::Path;
 
-pub(crate) use parted::write as write_parted;
-pub use parted::{LocalFluid, PartedFile};
+pub use background::{
+    copy_fits, remove_stale_temporaries, CheckpointMode, CheckpointTimes, CheckpointWriter,
+    WriterSettings, Written,
+};
+pub(crate) use parted::{piece_bytes, write as write_parted, PARTICLE_BYTES};
+pub use parted::{BlockSource, BlockStream, FluidView, LocalFluid, PartedFile, Values};
 
 use crate::config::Config;
 use crate::error::{MpcError, Result};

@@ -212,6 +212,10 @@ fn yes() -> bool {
 /// Largest number of cells: the global cell index is a 32-bit word (also in the RNG counter).
 pub const MAX_CELLS: u64 = u32::MAX as u64;
 
+/// Largest number of fluid particles: far beyond any backend's memory (each GPU of several
+/// holds its own slab; one GPU and the CPU refuse more than they index with 32 bits).
+pub const MAX_PARTICLES: u64 = 1 << 40;
+
 /// A rejection of `field`: what is wrong and how to fix it.
 fn invalid(field: &str, problem: String, fix: &str) -> Result<(), ConfigError> {
     Err(ConfigError {
@@ -290,13 +294,12 @@ impl Config {
                 "set the mean number of fluid particles per cell, typically 5 to 20",
             );
         }
-        if ncells.saturating_mul(self.particles_per_cell as u64) > u32::MAX as u64 {
+        if ncells.saturating_mul(self.particles_per_cell as u64) > MAX_PARTICLES {
             return invalid(
                 "particles_per_cell",
                 format!(
-                    "{} particles exceed the limit of {} per solvent",
+                    "{} particles exceed the limit of {MAX_PARTICLES} per solvent",
                     ncells as u128 * self.particles_per_cell as u128,
-                    u32::MAX
                 ),
                 "use a smaller box or fewer particles per cell",
             );

@@ -2,10 +2,14 @@
 //! rank, and restoring one.
 
 use std::path::Path;
+use std::time::Instant;
 
 use super::Solvent;
 use crate::backend;
-use crate::checkpoint::{Checkpoint, CheckpointFile, CheckpointHead, MdCheckpoint};
+use crate::checkpoint::{
+    Checkpoint, CheckpointFile, CheckpointHead, CheckpointMode, CheckpointWriter, MdCheckpoint,
+    WriterSettings, Written, PARTICLE_BYTES,
+};
 use crate::config::DeviceChoice;
 use crate::error::{MpcError, Result};
 use crate::physics::Physics;
@@ -85,20 +89,108 @@ impl Solvent {
     }
 
     /// Write the checkpoint of this solvent (and `md`, a coupled run's MD side) to `path`,
-    /// atomically. Over MPI ranks every rank calls this and writes the block of its own
+    /// atomically, now. Over MPI ranks every rank calls this and writes the block of its own
     /// particles into the one file, so no rank ever holds the whole box; every rank returns
-    /// the same outcome, and a failure leaves the previous file as it was.
+    /// the same outcome, and a failure leaves the previous file as it was. At most the window
+    /// of [`WriterSettings::from_knobs`] is on the host at once.
     pub fn save_checkpoint(&mut self, path: &Path, md: Option<MdCheckpoint>) -> Result<()> {
-        let head = CheckpointHead {
+        let window = WriterSettings::from_knobs().window_bytes();
+        let head = self.checkpoint_head(md);
+        let n = self.n_fluid() as u64;
+        let transport = crate::ranks::transport();
+        let mut source = self.backend.fluid_source()?;
+        crate::checkpoint::write_parted(path, &head, n, &mut *source, window, &*transport)
+    }
+
+    fn checkpoint_head(&self, md: Option<MdCheckpoint>) -> CheckpointHead {
+        CheckpointHead {
             config: self.config.clone(),
             step: self.step,
             stats: self.stats.clone(),
             md,
             run_id: Some(self.run_id.clone()),
+        }
+    }
+
+    /// Checkpoint this solvent (and `md`) to `path` through `writer`: with background writes
+    /// in one process, the fluid is copied out (spare device memory, or host memory within
+    /// the window) and the writer's thread writes it while the run steps on; otherwise, or
+    /// without room for a copy, it is written now from the live fluid, a window at a time. A
+    /// write still in flight is waited for first. Outcomes (failures included) are collected
+    /// in the writer ([`CheckpointWriter::take_finished`]); an error here is one that stops
+    /// the run (the device failing while copying the fluid out).
+    pub fn write_checkpoint(
+        &mut self,
+        writer: &mut CheckpointWriter,
+        path: &Path,
+        md: Option<MdCheckpoint>,
+    ) -> Result<()> {
+        let background = writer.settings().mode == CheckpointMode::Background;
+        self.checkpoint_through(writer, path, md, background)
+    }
+
+    /// [`Solvent::write_checkpoint`] written now by this thread (a run's last checkpoint:
+    /// nothing steps on meanwhile), after the write in flight.
+    pub fn write_checkpoint_now(
+        &mut self,
+        writer: &mut CheckpointWriter,
+        path: &Path,
+        md: Option<MdCheckpoint>,
+    ) -> Result<()> {
+        self.checkpoint_through(writer, path, md, false)
+    }
+
+    fn checkpoint_through(
+        &mut self,
+        writer: &mut CheckpointWriter,
+        path: &Path,
+        md: Option<MdCheckpoint>,
+        background: bool,
+    ) -> Result<()> {
+        let t = Instant::now();
+        writer.wait();
+        // what this checkpoint adds to the resident memory: measured from here
+        let before = crate::timing::resident_bytes();
+        let measured = crate::timing::reset_peak();
+        let window = writer.settings().window_bytes();
+        let background = background && crate::ranks::size() == 1;
+        let snapshot = match background {
+            true => self.backend.fluid_snapshot(window)?,
+            false => None,
         };
-        let fluid = self.backend.local_fluid()?;
-        let transport = crate::ranks::transport();
-        crate::checkpoint::write_parted(path, &head, self.n_fluid() as u64, &fluid, &*transport)
+        let head = self.checkpoint_head(md);
+        let n = self.n_fluid() as u64;
+        match snapshot {
+            Some(source) => writer.submit(self.step, path, head, n, source)?,
+            None => {
+                let mut source = self.backend.fluid_source()?;
+                let bytes = source.counts().iter().sum::<u64>() * PARTICLE_BYTES;
+                let transport = crate::ranks::transport();
+                let w = Instant::now();
+                let result = crate::checkpoint::write_parted(
+                    path,
+                    &head,
+                    n,
+                    &mut *source,
+                    window,
+                    &*transport,
+                );
+                writer.record_blocking(Written {
+                    step: self.step,
+                    path: path.to_path_buf(),
+                    result,
+                    bytes,
+                    seconds: w.elapsed().as_secs_f64(),
+                    background: false,
+                });
+            }
+        }
+        let growth = match (measured, before, crate::timing::peak_since_reset()) {
+            (true, Some(b), Some(p)) => Some(p.saturating_sub(b)),
+            _ => None,
+        };
+        writer.held(t.elapsed().as_secs_f64(), growth);
+        Ok(())
     }
 
     /// Put the fluid back to a checkpoint taken from a solvent of the same config (continuing

@@ -205,11 +205,20 @@ fn kill_9_after_a_checkpoint_then_resume_drops_the_rows_written_past_it() {
         ", checkpoint_interval: 50",
     );
     let mut child = spawn(&["run", c.to_str().unwrap(), "--quiet"]);
-    // past the first checkpoint (step 50: 11 rows with the header) and some rows beyond
+    let ck = out.join("checkpoint.mpcbox");
+    // past the first checkpoint (step 50: 11 rows with the header; written in the background,
+    // so on disk a little later) and some rows beyond
+    let t = Instant::now();
+    while !ck.exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "no checkpoint written"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
     wait_for_lines(&out.join("observables.csv"), 15);
     child.kill().unwrap(); // SIGKILL: no chance to clean up
     child.wait().unwrap();
-    let ck = out.join("checkpoint.mpcbox");
     let before = std::fs::read_to_string(out.join("observables.csv")).unwrap();
     let resumed = resume(None, &ck, steps, &[]);
     assert!(resumed.status.success(), "{}", stderr(&resumed));

@@ -8,6 +8,8 @@
 
 mod common;
 
+mod async_checkpoints;
+mod checkpoint_faults;
 mod cli;
 mod configs;
 mod conservation;
@@ -41,5 +43,6 @@ mod rules_collision;
 mod rules_steps;
 mod rules_viscosity;
 mod shear_viscosity;
+mod startup;
 mod thermostat;
 mod walls;

@@ -38,6 +38,19 @@ pub fn check_fits(cfg: &Config) -> crate::error::Result<()> {
 
 /// [`check_fits`] against a given amount of free host memory.
 pub fn check_fits_in(cfg: &Config, available: u64) -> crate::error::Result<()> {
+    if cfg.n_fluid() > u32::MAX as u64 {
+        return Err(crate::error::MpcError::Config(crate::error::ConfigError {
+            field: "device".into(),
+            problem: format!(
+                "{} fluid particles: the CPU backend indexes them with 32 bits (at most {})",
+                cfg.n_fluid(),
+                u32::MAX
+            ),
+            fix: "run on several GPUs (device: AllGpus), each holding its own slab, or use a \
+                  smaller box"
+                .into(),
+        }));
+    }
     let f = footprint(cfg);
     if f.total_bytes <= available {
         return Ok(());

@@ -198,6 +198,9 @@ kernel_store! {
         chunk_sums: "mpc_chunk_sums",
         shift_scale: "mpc_shift_scale",
         add_flow: "mpc_add_flow",
+        init_count: "mpc_init_count",
+        init_chunk_sums: "mpc_init_chunk_sums",
+        init_slab: "mpc_init_slab",
     }
 }
 

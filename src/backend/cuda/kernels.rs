@@ -220,11 +220,18 @@ fn cached_cubin(
         return Ok(c.clone());
     }
     let t0 = std::time::Instant::now();
-    let c = compile_source_cubin(source(), name, major, minor)?;
+    let src = source();
+    let options = compile_options(major, minor);
+    let label = name.to_string_lossy();
+    let dir = super::kernel_cache::directory();
+    let (c, kept) = super::kernel_cache::cached_in(dir.as_deref(), &label, &src, &options, || {
+        compile_source_cubin(src.clone(), name, major, minor)
+    })?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let how = if kept { "read back" } else { "compiled" };
+    crate::timing::record(format!("kernels {label} {how}"), seconds);
     tracing::info!(
-        "compiled {} for sm_{major}{minor} in {:.2} s ({} bytes)",
-        name.to_string_lossy(),
-        t0.elapsed().as_secs_f64(),
+        "{how} {label} for sm_{major}{minor} in {seconds:.2} s ({} bytes)",
         c.len()
     );
     map.insert((name, major, minor), c.clone());

@@ -41,6 +41,7 @@
 //! |---|---|---|
 //! | `device` | CUDA checks, context and stream, the kernel store (loaded once per GPU) | |
 //! | `kernels` | the kernel sources in dependency order, NVRTC (cached per process) | |
+//! | `kernel_cache` | compiled kernels kept on disk between runs | |
 //! | `cell_sums` | [`CellSumMethod`]: how pass 1 forms the cell sums | `cell_sums.cuh` |
 //! | `params` | `KernelParams`, the kernels' by-value parameters of one step | `mpc.cuh` |
 //! | `buffers` | footprint, out-of-memory refusal, fluid / cell / solute buffers | |
@@ -56,6 +57,7 @@
 //! | `device_solutes` | the caller's device arrays: checks, stream order | `device_solutes.cu` |
 //! | `observe` | report, moments and profile, state download/upload | `observe.cu` |
 //! | `debug` | test entry points (draws, `det_ln`, initial particles) | `debug.cu` |
+//! | `snapshot` | the fluid as a checkpoint's block: live, or copied into spare memory | |
 //! | `multi` | several GPUs: one `CudaBackend` per y slab | `migrate.cu`, `migrate.cuh` |
 
 mod buffers;
@@ -67,6 +69,7 @@ mod debug;
 mod device;
 mod device_solutes;
 mod init;
+pub mod kernel_cache;
 pub mod kernels;
 pub mod multi;
 mod observe;
@@ -75,6 +78,7 @@ mod pieces;
 mod reorder;
 mod rules;
 pub mod shared;
+mod snapshot;
 mod solutes;
 mod step;
 mod stream;
@@ -155,7 +159,7 @@ impl CudaBackend {
         ordinal: usize,
         method: CellSumMethod,
     ) -> Result<CudaBackend> {
-        let dev = CudaDevice::open_for(ordinal, phys)?;
+        let dev = crate::timing::phase("open the GPU", || CudaDevice::open_for(ordinal, phys))?;
         let n = state.map_or(cfg.n_fluid(), |s| s.len() as u64);
         let (free, _) = dev.free_memory()?;
         check_fits(&dev.describe(), n, cfg.n_cells(), method, free)?;
@@ -169,7 +173,9 @@ impl CudaBackend {
             Some(s) => CudaBackend::with_device(dev, phys.clone(), s, method),
             None => {
                 let mut be = CudaBackend::allocate(dev, phys.clone(), n as usize, method)?;
-                be.generate_initial_state(cfg)?;
+                crate::timing::phase("draw the fluid on the GPU", || {
+                    be.generate_initial_state(cfg)
+                })?;
                 Ok(be)
             }
         }
@@ -403,9 +409,42 @@ impl Backend for CudaBackend {
         self.download_state()
     }
 
+    fn fluid_source(&mut self) -> Result<Box<dyn crate::checkpoint::BlockSource + '_>> {
+        Ok(Box::new(snapshot::live_source(std::slice::from_mut(self))?))
+    }
+
+    /// A copy in spare device memory, else in host memory within the window.
+    fn fluid_snapshot(
+        &mut self,
+        host_bytes: u64,
+    ) -> Result<Option<Box<dyn crate::checkpoint::BlockSource + Send>>> {
+        snapshot::snapshot_or_host_copy(std::slice::from_mut(self), host_bytes)
+    }
+
     fn upload(&mut self, state: &FluidState) -> Result<()> {
         self.upload_state(state)
     }
+}
+
+/// [`open_backend`] with the fluid from `source`: a checkpoint's blocks are streamed straight
+/// to the GPU, a window at a time, never whole on the host.
+pub fn open_backend_from(
+    cfg: &Config,
+    phys: &Physics,
+    source: Option<crate::fluid_parts::FluidSource<'_>>,
+    ordinal: usize,
+) -> Result<Box<dyn Backend>> {
+    if let Some(crate::fluid_parts::FluidSource::Stored(file)) = source {
+        let method = CellSumMethod::from_env();
+        let be = CudaBackend::open_stored(cfg, phys, file, ordinal, method)?;
+        tracing::info!("CUDA backend on {} from a checkpoint", be.dev.describe());
+        return Ok(Box::new(be));
+    }
+    let whole = match &source {
+        Some(s) => Some(s.whole()?),
+        None => None,
+    };
+    open_backend(cfg, phys, whole.as_deref(), ordinal)
 }
 
 /// Open the CUDA backend for `device` (already resolved to one ordinal).

@@ -205,10 +205,10 @@ impl CudaBackend {
         let n = self.n;
         let nu = n as u32;
         let sl = self.slab.as_mut().expect("slab mode");
-        {
+        if let Some(labels) = sl.ids.as_mut() {
             // SAFETY: the ids are n u32 slots viewed as f32 (4 bytes, any bit pattern valid)
             // for the f32 gather, which only moves them; the view borrows `sl.ids`.
-            let ids = unsafe { sl.ids.transmute::<f32>(n) }
+            let ids = unsafe { labels.transmute::<f32>(n) }
                 .ok_or_else(|| MpcError::Device("slab id buffer too small".into()))?;
             // SAFETY: mpc_gather_f32 as in `gather_positions`, on the ids.
             unsafe {
@@ -220,10 +220,10 @@ impl CudaBackend {
                     .launch(grid(n))
                     .map_err(drv("reorder"))?;
             }
+            let src = scratch_as::<u32>(&self.fluid.temp, n)?;
+            s.memcpy_dtod(&src, &mut labels.slice_mut(..n))
+                .map_err(drv("reorder copy"))?;
         }
-        let src = scratch_as::<u32>(&self.fluid.temp, n)?;
-        s.memcpy_dtod(&src, &mut sl.ids.slice_mut(..n))
-            .map_err(drv("reorder copy"))?;
         self.n -= sl.free_slots;
         sl.free_slots = 0;
         Ok(())

@@ -30,7 +30,7 @@ const HEADER: usize = 40;
 /// Blocks and the meta start on pages of this size.
 const PAGE: u64 = 4096;
 /// Bytes per particle in a block.
-const PARTICLE_BYTES: u64 = 44;
+pub(crate) const PARTICLE_BYTES: u64 = 44;
 
 /// One writer's particles in the file.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -120,14 +120,18 @@ pub(super) fn to_bytes(
     let mut blocks = Vec::with_capacity(writers.len());
     let mut data = Vec::with_capacity(writers.len());
     let mut at = PAGE;
+    let mut first_id = 0;
     for &fluid in writers {
-        let (bytes, checksum) = encode::block_bytes(fluid)?;
+        let mut view = fluid;
+        let mut bytes = Vec::new();
+        let done = encode::stream_block(&mut view, first_id, 32 << 20, &mut bytes)?;
         blocks.push(Block {
             offset: at,
             count: fluid.count(),
-            y_range: fluid.y_range(),
-            checksum,
+            y_range: done.y_range,
+            checksum: done.checksum,
         });
+        first_id += fluid.count();
         at = align(at + bytes.len() as u64);
         data.push(bytes);
     }
@@ -142,13 +146,16 @@ pub(super) fn to_bytes(
     Ok(out)
 }
 
+mod disk;
+pub(crate) use disk::BUFFERS;
 mod encode;
 mod read;
+mod stream;
 #[cfg(test)]
 mod tests;
 mod write;
 
-pub(in crate::checkpoint) use encode::FluidView;
-pub use encode::LocalFluid;
+pub use encode::{BlockSource, BlockStream, FluidView, LocalFluid};
 pub use read::PartedFile;
-pub(crate) use write::write;
+pub use stream::Values;
+pub(crate) use write::{finish, piece_bytes, plan, temporary_prefix, write, write_block};

@@ -57,7 +57,7 @@ pub struct PartedFile {
 }
 
 impl PartedFile {
-    fn bad(&self, problem: String) -> MpcError {
+    pub(super) fn bad(&self, problem: String) -> MpcError {
         MpcError::Checkpoint {
             path: self.origin.clone(),
             problem,
@@ -124,6 +124,15 @@ impl PartedFile {
             n_fluid: meta.n_fluid,
             blocks: meta.blocks,
         })
+    }
+
+    /// `len` bytes of the file from `at`.
+    pub(super) fn read_bytes(&self, at: u64, len: u64) -> Result<Vec<u8>> {
+        self.store.read(at, len)
+    }
+
+    pub(super) fn block_table(&self) -> &[Block] {
+        &self.blocks
     }
 
     /// The fluid's blocks (the ranks that wrote it).

@@ -91,9 +91,9 @@ fn a_written_file_reads_back_and_damage_is_named() {
     let (head, fluid) = setup();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ck.mpcbox");
-    let whole = LocalFluid::Whole(fluid.clone());
+    let mut whole = LocalFluid::Whole(fluid.clone());
     let n = fluid.len() as u64;
-    write(&path, &head, n, &whole, &crate::ranks::Alone).unwrap();
+    write(&path, &head, n, &mut whole, 1 << 20, &crate::ranks::Alone).unwrap();
     let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(names.len(), 1, "a temporary file was left behind");
     let file = PartedFile::open(&path).unwrap();
@@ -118,7 +118,15 @@ fn a_written_file_reads_back_and_damage_is_named() {
         .to_string()
         .contains("truncated or corrupted"));
     // a count that disagrees with the run
-    let err = write(&path, &head, n + 1, &whole, &crate::ranks::Alone).unwrap_err();
+    let err = write(
+        &path,
+        &head,
+        n + 1,
+        &mut whole,
+        1 << 20,
+        &crate::ranks::Alone,
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("the ranks hold"), "{err}");
     assert_eq!(
         PartedFile::open(&path).unwrap().whole_fluid().unwrap(),

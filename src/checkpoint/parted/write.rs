@@ -1,14 +1,25 @@
-//! Writing a format-4 file from every rank at once: each rank its block, rank 0 the head.
+//! Writing a format-4 file from every rank at once, in three stages: [`plan`] (collective:
+//! every block's place; rank 0 creates the temporary file), [`write_block`] (each rank streams
+//! its own block into its place: no collective call, so it may run on a thread of its own while
+//! the run steps on) and [`finish`] (collective: the blocks' checksums and y ranges gathered,
+//! rank 0 adds the meta and renames the file over the checkpoint once every block is on disk).
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use super::encode::stream_block;
-use super::{align, io, meta_and_header, Block, LocalFluid, PAGE, PARTICLE_BYTES};
+use super::disk::DiskPipe;
+use super::encode::{stream_block, BlockDone, BlockSource};
+use super::{align, io, meta_and_header, Block, PAGE, PARTICLE_BYTES};
 use crate::checkpoint::CheckpointHead;
 use crate::error::{MpcError, Result};
 use crate::ranks::Transport;
+
+/// Bytes of a piece: an eighth of the host window (the pieces in flight take at most 3/8 of
+/// it), between 64 KiB and 32 MiB.
+pub(crate) fn piece_bytes(window: u64) -> usize {
+    (window / 8).clamp(64 << 10, 32 << 20) as usize
+}
 
 /// The failures of one collective stage summed over the ranks: Ok on every rank when none
 /// failed, else the local error (or one naming the stage) on every rank.
@@ -25,38 +36,41 @@ fn agree(transport: &dyn Transport, mine: Result<()>, stage: &str, path: &Path) 
     }
 }
 
-/// Write the checkpoint of `head` and the fluid of `n_fluid` particles, of which this process
-/// holds `packed` ([`PARTICLE_WORDS`] each), to `path` atomically: every rank calls this, each
-/// writes its own block into a temporary file beside `path`, and rank 0 adds the meta, then
-/// renames it over `path` once every block is on disk. Every rank returns the same outcome; a
-/// failure leaves the previous file as it was.
-pub(crate) fn write(
-    path: &Path,
-    head: &CheckpointHead,
+/// A checkpoint being written: where, and the place of every block.
+pub(crate) struct WritePlan {
+    path: PathBuf,
+    tmp: PathBuf,
+    dir: PathBuf,
+    blocks: Vec<Block>,
+    /// Where the meta goes (after the last block).
+    at: u64,
+    rank: usize,
+    /// The place in the file of this rank's first particle.
+    first_id: u64,
     n_fluid: u64,
-    fluid: &LocalFluid,
+}
+
+/// Stage 1 (collective): each rank's particle count gathered into the blocks' places; rank 0
+/// creates the temporary file beside `path` (named by its process id on every rank).
+pub(crate) fn plan(
+    path: &Path,
+    n_fluid: u64,
+    count: u64,
     transport: &dyn Transport,
-) -> Result<()> {
-    let fluid = fluid.view();
-    let (count, y_range) = (fluid.count(), fluid.y_range());
-    let mine = [
-        (count * PARTICLE_BYTES) as f64,
-        count as f64,
-        f64::from(y_range[0]),
-        f64::from(y_range[1]),
-        f64::from(std::process::id()),
-    ];
+) -> Result<WritePlan> {
+    let mine = [count as f64, f64::from(std::process::id())];
     let all = transport.gather(&mine)?;
     let mut blocks = Vec::with_capacity(transport.ranks());
     let mut at = PAGE;
     for w in all.chunks_exact(mine.len()) {
+        let count = w[0] as u64;
         blocks.push(Block {
             offset: at,
-            count: w[1] as u64,
-            y_range: [w[2] as f32, w[3] as f32],
+            count,
+            y_range: [f32::INFINITY, f32::NEG_INFINITY],
             checksum: 0,
         });
-        at = align(at + w[0] as u64);
+        at = align(at + count * PARTICLE_BYTES);
     }
     let total: u64 = blocks.iter().map(|b| b.count).sum();
     if total != n_fluid {
@@ -67,19 +81,15 @@ pub(crate) fn write(
             ),
         });
     }
+    let rank = transport.rank();
+    let first_id = blocks[..rank].iter().map(|b| b.count).sum();
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."))
         .to_path_buf();
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    // rank 0's process id names the temporary file on every rank
-    let tmp = dir.join(format!(".{name}.tmp.{}", all[4] as u64));
-    let root = transport.rank() == 0;
-    let created = if root {
+    let tmp = dir.join(format!(".{}.tmp.{}", file_name(path), all[1] as u64));
+    let created = if rank == 0 {
         std::fs::create_dir_all(&dir)
             .map_err(io(&dir))
             .and_then(|_| File::create(&tmp).map(drop).map_err(io(&tmp)))
@@ -87,29 +97,94 @@ pub(crate) fn write(
         Ok(())
     };
     agree(transport, created, "create the temporary checkpoint", path)?;
-    let me = blocks[transport.rank()];
-    // the block streamed into its place piece by piece, its checksum taken on the way
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&tmp)
-        .map_err(io(&tmp))
-        .and_then(|f| {
-            let sum = stream_block(fluid, &mut |offset, piece| {
-                f.write_all_at(piece, me.offset + offset).map_err(io(&tmp))
-            })?;
-            f.sync_data().map_err(io(&tmp))?;
-            Ok(sum)
+    Ok(WritePlan {
+        path: path.to_path_buf(),
+        tmp,
+        dir,
+        blocks,
+        at,
+        rank,
+        first_id,
+        n_fluid,
+    })
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The name prefix of `path`'s temporary files (`.{name}.tmp.{pid}`).
+pub(crate) fn temporary_prefix(path: &Path) -> String {
+    format!(".{}.tmp.", file_name(path))
+}
+
+/// Stage 2 (this rank alone): stream `source` into this rank's block, in pieces of
+/// [`piece_bytes`]`(window)` written by a thread of their own, and put it on disk.
+pub(crate) fn write_block(
+    plan: &WritePlan,
+    source: &mut dyn BlockSource,
+    window: u64,
+) -> Result<BlockDone> {
+    let me = plan.blocks[plan.rank];
+    let count: u64 = source.counts().iter().sum();
+    if count != me.count {
+        return Err(MpcError::Checkpoint {
+            path: plan.path.display().to_string(),
+            problem: format!(
+                "this rank's fluid changed from {} to {count} particles while its checkpoint was \
+                 written (please report it)",
+                me.count
+            ),
         });
-    // every rank's outcome and checksum, in one gather
-    let sum = *written.as_ref().unwrap_or(&0);
+    }
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&plan.tmp)
+        .map_err(io(&plan.tmp))?;
+    let f = Arc::new(f);
+    let mut pipe = DiskPipe::new(f.clone(), &plan.tmp, me.offset)?;
+    let done = stream_block(source, plan.first_id, piece_bytes(window), &mut pipe)?;
+    pipe.finish()?;
+    f.sync_data().map_err(io(&plan.tmp))?;
+    Ok(done)
+}
+
+/// Stage 3 (collective): every rank's outcome, checksum and y range gathered; rank 0 writes
+/// the meta and header, syncs and renames the file over the checkpoint. Every rank returns the
+/// same outcome; a failure leaves the previous file as it was.
+pub(crate) fn finish(
+    plan: WritePlan,
+    head: &CheckpointHead,
+    written: Result<BlockDone>,
+    transport: &dyn Transport,
+) -> Result<()> {
+    let WritePlan {
+        path,
+        tmp,
+        dir,
+        mut blocks,
+        at,
+        rank,
+        n_fluid,
+        ..
+    } = plan;
+    let done = *written.as_ref().unwrap_or(&BlockDone {
+        checksum: 0,
+        y_range: [0.0; 2],
+    });
     let report = [
         f64::from(u8::from(written.is_err())),
-        (sum >> 32) as f64,
-        (sum & 0xffff_ffff) as f64,
+        (done.checksum >> 32) as f64,
+        (done.checksum & 0xffff_ffff) as f64,
+        f64::from(done.y_range[0]),
+        f64::from(done.y_range[1]),
     ];
     let reports = transport.gather(&report)?;
     for (b, r) in blocks.iter_mut().zip(reports.chunks_exact(report.len())) {
         b.checksum = ((r[1] as u64) << 32) | r[2] as u64;
+        b.y_range = [r[3] as f32, r[4] as f32];
     }
     let failed = reports
         .chunks_exact(report.len())
@@ -123,20 +198,22 @@ pub(crate) fn write(
         }),
         Ok(_) => Ok(()),
     };
+    let root = rank == 0;
     let finished = written.and_then(|_| {
         if !root {
             return Ok(());
         }
-        let (meta, header) = meta_and_header(path, head, n_fluid, blocks, at)?;
+        let (meta, header) = meta_and_header(&path, head, n_fluid, blocks, at)?;
         let f = std::fs::OpenOptions::new()
             .write(true)
             .open(&tmp)
             .map_err(io(&tmp))?;
+        use std::os::unix::fs::FileExt;
         f.write_all_at(&meta, at)
             .and_then(|_| f.write_all_at(&header, 0))
             .and_then(|_| f.sync_all())
-            .and_then(|_| std::fs::rename(&tmp, path))
-            .map_err(io(path))?;
+            .and_then(|_| std::fs::rename(&tmp, &path))
+            .map_err(io(&path))?;
         if let Ok(d) = File::open(&dir) {
             let _ = d.sync_all();
         }
@@ -145,5 +222,24 @@ pub(crate) fn write(
     if finished.is_err() && root {
         let _ = std::fs::remove_file(&tmp);
     }
-    agree(transport, finished, "finish the checkpoint", path)
+    agree(transport, finished, "finish the checkpoint", &path)
+}
+
+/// Write the checkpoint of `head` and the fluid of `n_fluid` particles, of which this process
+/// holds `source`, to `path` atomically: every rank calls this, each writes its own block into
+/// a temporary file beside `path`, and rank 0 adds the meta, then renames it over `path` once
+/// every block is on disk. At most `window` bytes of the block are on the host at once. Every
+/// rank returns the same outcome; a failure leaves the previous file as it was.
+pub(crate) fn write(
+    path: &Path,
+    head: &CheckpointHead,
+    n_fluid: u64,
+    source: &mut dyn BlockSource,
+    window: u64,
+    transport: &dyn Transport,
+) -> Result<()> {
+    let count = source.counts().iter().sum();
+    let plan = plan(path, n_fluid, count, transport)?;
+    let written = write_block(&plan, source, window);
+    finish(plan, head, written, transport)
 }

@@ -458,8 +458,20 @@ impl JobStep for Coupling {
         self.step(solvent)
     }
 
+    /// The output written so far is on disk first: a resume from this checkpoint keeps what
+    /// precedes it and drops what follows.
     fn md_checkpoint(&mut self) -> Result<Option<MdCheckpoint>> {
+        if let Some(o) = &mut self.out {
+            o.flush()?;
+        }
         Coupling::md_checkpoint(self).map(Some)
+    }
+
+    fn output_times(&self) -> crate::report::OutputTimes {
+        self.out
+            .as_ref()
+            .map(|o| o.times().clone())
+            .unwrap_or_default()
     }
 
     fn summarize(&mut self, solvent: &Solvent, summary: &mut Summary) -> Result<()> {

@@ -1,9 +1,11 @@
 //! The files of a coupled run: `md.csv` (one row per observed MPC step) and the trajectory,
 //! extended XYZ or GSD (HOOMD schema). A resumed run appends to both; the GSD file first drops
-//! the frames written after the checkpoint.
+//! the frames written after the checkpoint. Frames are written by a thread of their own
+//! (`crate::background`) while the run steps on; [`CoupledOutput::flush`] waits for them.
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use crate::error::{MpcError, Result};
 use crate::gsd::{GsdBonds, GsdFrame, GsdTopology, GsdWriter};
@@ -31,15 +33,27 @@ pub struct CsvRow {
     pub stress_xy: Option<f64>,
 }
 
+/// The trajectory file, shared with the thread that writes its frames.
 enum Trajectory {
-    Xyz(BufWriter<std::fs::File>),
-    Gsd(Box<GsdWriter>),
+    Xyz(Arc<Mutex<BufWriter<std::fs::File>>>),
+    Gsd(Arc<Mutex<GsdWriter>>),
 }
 
 /// Open output files of a coupled run.
 pub(super) struct CoupledOutput {
     csv: Option<(PathBuf, BufWriter<std::fs::File>)>,
     trajectory: Option<(PathBuf, Trajectory)>,
+    frames: crate::background::OutputThread,
+}
+
+/// The writer behind `m` (an error if a write panicked while holding it).
+fn lock<'m, T>(m: &'m Mutex<T>, p: &Path) -> Result<std::sync::MutexGuard<'m, T>> {
+    m.lock().map_err(|_| {
+        MpcError::Device(format!(
+            "the writer of {} stopped on an internal error (please report it)",
+            p.display()
+        ))
+    })
 }
 
 fn open_csv(dir: &Path, resume: bool) -> Result<(PathBuf, BufWriter<std::fs::File>)> {
@@ -126,7 +140,7 @@ impl CoupledOutput {
                     .truncate(!append)
                     .open(&p)
                     .map_err(|e| MpcError::io(&p, e))?;
-                Some((p, Trajectory::Xyz(BufWriter::new(f))))
+                Some((p, Trajectory::Xyz(Arc::new(Mutex::new(BufWriter::new(f))))))
             }
             Some(TrajectoryFormat::Gsd) => {
                 let p = dir.join(TRAJECTORY_GSD);
@@ -135,10 +149,14 @@ impl CoupledOutput {
                     Some(step) if p.exists() => GsdWriter::append(&p, topo, step)?,
                     _ => GsdWriter::create(&p, topo)?,
                 };
-                Some((p, Trajectory::Gsd(Box::new(w))))
+                Some((p, Trajectory::Gsd(Arc::new(Mutex::new(w)))))
             }
         };
-        Ok(CoupledOutput { csv, trajectory })
+        Ok(CoupledOutput {
+            csv,
+            trajectory,
+            frames: crate::background::OutputThread::new("frames"),
+        })
     }
 
     pub(super) fn write_row(&mut self, r: &CsvRow) -> Result<()> {
@@ -171,14 +189,22 @@ impl CoupledOutput {
         .map_err(|e| MpcError::io(path, e))
     }
 
-    /// A frame of `sys` at MPC step `step` (time `time`).
+    /// A frame of `sys` at MPC step `step` (time `time`), handed to the writer thread.
     pub(super) fn write_frame(&mut self, sys: &System, step: u64, time: f64) -> Result<()> {
+        let t = std::time::Instant::now();
         match &mut self.trajectory {
             None => Ok(()),
             Some((p, Trajectory::Xyz(w))) => {
-                write_xyz_frame(w, sys, time).map_err(|e| MpcError::io(p, e))
+                let mut text = Vec::new();
+                write_xyz_frame(&mut text, sys, time).map_err(|e| MpcError::io(p, e))?;
+                let (w, p) = (w.clone(), p.clone());
+                self.frames.submit(t.elapsed().as_secs_f64(), move || {
+                    lock(&w, &p)?
+                        .write_all(&text)
+                        .map_err(|e| MpcError::io(&p, e))
+                })
             }
-            Some((_, Trajectory::Gsd(w))) => {
+            Some((p, Trajectory::Gsd(w))) => {
                 let order = by_tag(sys);
                 let lx = sys.box_len[0];
                 let total = sys.lees_edwards.total(lx);
@@ -194,25 +220,36 @@ impl CoupledOutput {
                         [m[0] + k * m[1], m[1], m[2]]
                     })
                     .collect();
-                w.write_frame(&GsdFrame {
-                    step,
-                    box_lengths: sys.box_len,
-                    shear_offset: total,
-                    positions: &pos,
-                    velocities: &vel,
-                    images: &img,
+                let box_lengths = sys.box_len;
+                let (w, p) = (w.clone(), p.clone());
+                self.frames.submit(t.elapsed().as_secs_f64(), move || {
+                    lock(&w, &p)?.write_frame(&GsdFrame {
+                        step,
+                        box_lengths,
+                        shear_offset: total,
+                        positions: &pos,
+                        velocities: &vel,
+                        images: &img,
+                    })
                 })
             }
         }
     }
 
-    /// Flush what is buffered (GSD frames are durable as they are written).
+    /// What the frames cost so far.
+    pub(super) fn times(&self) -> &crate::report::OutputTimes {
+        self.frames.times()
+    }
+
+    /// Wait for the frames handed to the writer thread and flush what is buffered (GSD
+    /// frames are durable as they are written).
     pub(super) fn flush(&mut self) -> Result<()> {
+        self.frames.finish()?;
         if let Some((p, w)) = &mut self.csv {
             w.flush().map_err(|e| MpcError::io(p, e))?;
         }
-        if let Some((p, Trajectory::Xyz(w))) = &mut self.trajectory {
-            w.flush().map_err(|e| MpcError::io(p, e))?;
+        if let Some((p, Trajectory::Xyz(w))) = &self.trajectory {
+            lock(w, p)?.flush().map_err(|e| MpcError::io(p, e))?;
         }
         Ok(())
     }

@@ -27,7 +27,7 @@ pub(in crate::backend::cuda) struct MigrationArgs {
     pub(super) send: [u64; 2],
     pub(super) counters: u64,
     pub(super) holes: u64,
-    pub(super) ids: u64,
+    pub(in crate::backend::cuda) ids: u64,
     pub(super) send_capacity: u32,
     pub(super) pad: u32,
 }
@@ -95,6 +95,7 @@ impl CudaBackend {
         let (rule, ext) = self.rule_arrival_args();
         let s = self.dev.stream.clone();
         let sl = self.slab.as_mut().expect("slab mode");
+        let labels = sl.args.ids;
         let mut first = 0u32;
         for (side, &count) in from.iter().enumerate() {
             if count == 0 {
@@ -107,7 +108,8 @@ impl CudaBackend {
             // u32 hole_top, u32 n_old, float *px, *py, *pz, double *vx, *vy, *vz, u32 *cellw, u32
             // *ids, const u32 *holes, double *cells, u32 *counters, u32 rule, double *ext): the
             // argument types match (ext: the rule's extended sums, p.n_cells × its stride
-            // doubles, or null with rule 0, then never dereferenced); recv holds `count`
+            // doubles, or null with rule 0, then never dereferenced; ids: the slab's labels,
+            // capacity slots, or null without labels, then never written); recv holds `count`
             // records, copied in before this stream waited for them; the slots written are free
             // slots from the stack (below `top`) or n_old.. n_new, within the capacity checked
             // above, which every per-particle array holds; one thread per arrival.
@@ -127,7 +129,7 @@ impl CudaBackend {
                     .arg(vy)
                     .arg(vz)
                     .arg(&mut self.fluid.cellw)
-                    .arg(&mut sl.ids)
+                    .arg(&labels)
                     .arg(&sl.holes)
                     .arg(&mut self.cell.sums)
                     .arg(&mut sl.counters)

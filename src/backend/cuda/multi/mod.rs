@@ -42,6 +42,7 @@
 //! | `solute_routes` | outside solutes routed to their slabs' GPUs and back (`kernels/solute_routes.cu`) |
 
 mod migrate;
+mod open;
 mod rank_peers;
 mod ranks;
 mod slab;
@@ -52,11 +53,11 @@ pub mod transfer;
 
 pub(in crate::backend::cuda) use migrate::MigrationArgs;
 pub(in crate::backend::cuda) use slab::Slab;
-pub use slab::{min_slab_layers, slab_bounds};
+pub use slab::{largest_cube, min_slab_layers, slab_bounds, slab_bytes};
 pub use step::MULTI_PHASE_NAMES;
 pub use transfer::{measure_transfer, Transfer, TransferRates};
 
-use super::{CellSumMethod, CudaBackend, CudaDevice};
+use super::CudaBackend;
 use crate::backend::{
     Backend, DeviceSolutes, FluidMoments, SlabPlace, SlabSolutes, SoluteBatch, StepReport,
 };
@@ -68,7 +69,7 @@ use crate::ranks::{Alone, Transport};
 use crate::state::FluidState;
 use rank_peers::{RankPeers, SlabRing};
 use ranks::RankMessages;
-use slab::{check_gpu_count, split_slabs, SlabLayout};
+use slab::split_slabs;
 use solute_routes::SoluteRoutes;
 use step::StepSolutes;
 
@@ -109,8 +110,9 @@ pub struct MultiCudaBackend {
 }
 
 impl MultiCudaBackend {
-    /// Open one slab per GPU in `ordinals` holding `state` (the config's initial state if
-    /// None, generated on the host so that any GPU count starts from the same particles).
+    /// Open one slab per GPU in `ordinals` holding `state` (None: the config's initial state,
+    /// drawn on the GPUs, or on the host between walls: the same particles for any GPU
+    /// count).
     pub fn open(
         cfg: &Config,
         phys: &Physics,
@@ -137,110 +139,6 @@ impl MultiCudaBackend {
         let mine = slab_rank.iter().filter(|&&r| r == me).count();
         let ordinals = crate::backend::slab_gpus(gpus, mine);
         Self::open_slabs(cfg, phys, state, &ordinals, slab_rank, transport)
-    }
-
-    /// `ordinals`: the GPU of each of this process's slabs, in order.
-    fn open_slabs(
-        cfg: &Config,
-        phys: &Physics,
-        state: Option<FluidSource<'_>>,
-        ordinals: &[usize],
-        slab_rank: Vec<usize>,
-        transport: Box<dyn Transport>,
-    ) -> Result<MultiCudaBackend> {
-        let g = slab_rank.len();
-        check_gpu_count(phys, g)?;
-        let me = transport.rank();
-        let first = slab_rank.partition_point(|&r| r < me);
-        if slab_rank.iter().filter(|&&r| r == me).count() != ordinals.len() {
-            return Err(MpcError::Device(format!(
-                "rank {me}: {} GPUs named for its slabs {slab_rank:?} (please report it)",
-                ordinals.len()
-            )));
-        }
-        let method = CellSumMethod::from_env();
-        if method == CellSumMethod::List {
-            return Err(MpcError::Device(
-                "MPCBOX_CUDA_METHOD=list runs on one GPU only; fix: unset it or use fused".into(),
-            ));
-        }
-        // over ranks a fresh state is generated for this process's layers only (the others'
-        // particles are never built here); one process builds it whole (one pass, not three)
-        let owned;
-        let source = match state {
-            Some(FluidSource::State(s)) => {
-                s.validate(phys)
-                    .map_err(|e| MpcError::Device(format!("fluid state: {e}")))?;
-                FluidSource::State(s)
-            }
-            // a checkpoint's blocks are checked as they are read
-            Some(s) => s,
-            None if transport.ranks() > 1 => FluidSource::Initial(cfg),
-            None => {
-                owned = FluidState::initial(cfg);
-                FluidSource::State(&owned)
-            }
-        };
-        let layout = SlabLayout::new(phys, source.len(), g);
-        let mut parts = split_slabs(source, &layout.bounds, first..first + ordinals.len())?;
-        let devices = ordinals
-            .iter()
-            .map(|&ord| CudaDevice::open_for(ord, phys))
-            .collect::<Result<Vec<_>>>()?;
-        let transfer = Transfer::from_env_or(transfer::neighbours_have_peer_access(&devices));
-        let mut slabs = Vec::with_capacity(devices.len());
-        for (j, dev) in devices.into_iter().enumerate() {
-            let k = first + j;
-            let staged = transfer == Transfer::Host;
-            let part = std::mem::take(&mut parts[j]);
-            let be = CudaBackend::open_slab(dev, phys, method, staged, &layout, k, &part)?;
-            slabs.push(be);
-        }
-        transfer::connect_slabs(&slabs)?;
-        // links from this process's slabs to slabs of other ranks (their packets cross in
-        // pinned messages; as many come in as go out)
-        let remote_links = (first..first + slabs.len())
-            .flat_map(|k| [(k + g - 1) % g, (k + 1) % g])
-            .filter(|&n| slab_rank[n] != me)
-            .count();
-        let rank_messages = match remote_links {
-            0 => None,
-            links => Some(RankMessages::new(
-                &slabs[0].dev.ctx,
-                links,
-                layout.send_capacity(),
-                transport.ranks(),
-            )?),
-        };
-        let rank_peers = if transport.ranks() > 1 {
-            let ring = SlabRing {
-                slabs: &slabs,
-                first,
-                slab_rank: &slab_rank,
-            };
-            RankPeers::open(&ring, transport.as_ref(), layout.send_capacity())?
-        } else {
-            None
-        };
-        Ok(MultiCudaBackend {
-            slabs,
-            first,
-            slab_rank,
-            transport,
-            solutes_per_rank: false,
-            routes: None,
-            bounds: layout.bounds,
-            phys: phys.clone(),
-            n_total: source.len(),
-            transfer,
-            profiling: false,
-            phase_seconds: [0.0; 3],
-            migrated: 0,
-            rank_seconds: [0.0; 4],
-            rank_messages,
-            rank_peers,
-            fluid_begun: None,
-        })
     }
 
     /// Slabs (GPUs, or slabs sharing GPUs) of this process.
@@ -307,16 +205,32 @@ impl MultiCudaBackend {
         self.ring().local(k)
     }
 
-    /// This process's particles, packed with their global indices for a gather over ranks.
+    /// This process's particles, packed with their global indices for a gather over ranks
+    /// (without labels: their places, this rank's after the ranks before it).
     fn packed_particles(&mut self) -> Result<Vec<f64>> {
+        let parts = self
+            .slabs
+            .iter_mut()
+            .map(|s| s.download_slab())
+            .collect::<Result<Vec<_>>>()?;
+        let count: usize = parts.iter().map(|(st, _)| st.len()).sum();
+        let counts = self.transport.gather(&[count as f64])?;
+        let mut place: u64 = counts[..self.transport.rank()]
+            .iter()
+            .map(|&c| c as u64)
+            .sum();
         let mut mine = Vec::new();
-        for s in &mut self.slabs {
-            let (part, ids) = s.download_slab()?;
-            crate::backend::slabbed::pack_particles(
-                &part,
-                ids.iter().map(|&i| i as u64),
-                &mut mine,
-            );
+        for (part, ids) in parts {
+            let n = part.len() as u64;
+            match ids {
+                Some(ids) => crate::backend::slabbed::pack_particles(
+                    &part,
+                    ids.iter().map(|&i| i as u64),
+                    &mut mine,
+                ),
+                None => crate::backend::slabbed::pack_particles(&part, place..place + n, &mut mine),
+            }
+            place += n;
         }
         Ok(mine)
     }
@@ -506,10 +420,16 @@ impl Backend for MultiCudaBackend {
             vel: [vec![0.0; n], vec![0.0; n], vec![0.0; n]],
         };
         let mut seen = vec![false; n];
+        let mut place = 0usize;
         for s in &mut self.slabs {
             let (part, ids) = s.download_slab()?;
-            for (j, &id) in ids.iter().enumerate() {
-                let i = id as usize;
+            // without labels, particles by place: slab by slab in slot order
+            let ids: Vec<usize> = match ids {
+                Some(ids) => ids.into_iter().map(|i| i as usize).collect(),
+                None => (place..place + part.len()).collect(),
+            };
+            place += part.len();
+            for (j, &i) in ids.iter().enumerate() {
                 if i >= n || seen[i] {
                     return Err(MpcError::Device(format!(
                         "multi-GPU download: particle id {i} is out of range or held twice"
@@ -531,15 +451,19 @@ impl Backend for MultiCudaBackend {
     }
 
     fn local_fluid(&mut self) -> Result<crate::checkpoint::LocalFluid> {
-        let parts = self
-            .slabs
-            .iter_mut()
-            .map(|s| {
-                let (st, ids) = s.download_slab()?;
-                Ok((st, ids.into_iter().map(u64::from).collect()))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(crate::checkpoint::LocalFluid::Parts(parts))
+        super::snapshot::local_fluid(&mut self.slabs)
+    }
+
+    fn fluid_source(&mut self) -> Result<Box<dyn crate::checkpoint::BlockSource + '_>> {
+        Ok(Box::new(super::snapshot::live_source(&mut self.slabs)?))
+    }
+
+    /// Copies in the GPUs' spare memory, else in host memory within the window.
+    fn fluid_snapshot(
+        &mut self,
+        host_bytes: u64,
+    ) -> Result<Option<Box<dyn crate::checkpoint::BlockSource + Send>>> {
+        super::snapshot::snapshot_or_host_copy(&mut self.slabs, host_bytes)
     }
 
     fn upload(&mut self, state: &FluidState) -> Result<()> {

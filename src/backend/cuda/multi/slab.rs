@@ -11,9 +11,11 @@ use super::migrate::{MigrationArgs, RECORD_WORDS};
 use crate::backend::cuda::buffers::RESERVE_BYTES;
 use crate::backend::cuda::device::drv;
 use crate::backend::cuda::observe::{REPORT_COPIES, REPORT_WORDS};
-use crate::backend::cuda::{device_bytes, CellSumMethod, CudaBackend, CudaDevice};
+use crate::backend::cuda::{
+    device_bytes, CellSumMethod, CudaBackend, CudaDevice, MAX_CUDA_PARTICLES,
+};
 use crate::error::{MpcError, Result};
-use crate::fluid_parts::FluidSource;
+use crate::fluid_parts::{FluidPart, FluidSource};
 use crate::physics::Physics;
 use crate::state::FluidState;
 
@@ -22,11 +24,13 @@ pub(in crate::backend::cuda) struct Slab {
     /// Global index of this slab's first cell (its first layer × cells per layer).
     pub(in crate::backend::cuda) cell_offset: u32,
     /// Particle slots allocated (live particles + free slots + room for arrivals).
-    pub(super) capacity: usize,
+    pub(in crate::backend::cuda) capacity: usize,
     /// Particles one send buffer holds.
     pub(super) send_capacity: usize,
-    /// Global id of the particle in each slot.
-    pub(in crate::backend::cuda) ids: CudaSlice<u32>,
+    /// Global id (label) of the particle in each slot; None in a box of more particles than
+    /// 32-bit labels number (or `MPCBOX_SLAB_IDS=places`): particles are then identified by
+    /// their place, slab by slab in slot order, in downloads and checkpoints.
+    pub(in crate::backend::cuda) ids: Option<CudaSlice<u32>>,
     /// Stack of free slots (their cell word is `MPC_DEAD`).
     pub(super) holes: CudaSlice<u32>,
     /// Packed emigrants to the lower / upper neighbour.
@@ -47,7 +51,7 @@ pub(in crate::backend::cuda) struct Slab {
     pub(super) copy_in: Arc<CudaStream>,
     /// Free slots below `n` (the stack height).
     pub(in crate::backend::cuda) free_slots: usize,
-    pub(super) args: MigrationArgs,
+    pub(in crate::backend::cuda) args: MigrationArgs,
     /// Host staging of the two send buffers (`Transfer::Host`), portable pinned memory.
     pub(super) staging: Option<[PinnedHostSlice<u64>; 2]>,
 }
@@ -75,6 +79,8 @@ pub(super) struct SlabLayout {
     layer: usize,
     /// Fluid particles in one layer at the mean density (rounded up).
     layer_particles: usize,
+    /// Every particle keeps its global id as a 32-bit label (see [`Slab::ids`]).
+    pub(super) labels: bool,
 }
 
 impl SlabLayout {
@@ -86,6 +92,7 @@ impl SlabLayout {
             bounds: slab_bounds(phys.cells[1], g),
             layer,
             layer_particles: (density * layer as f64).ceil() as usize,
+            labels: labels_wanted(n_fluid as u64),
         }
     }
 
@@ -102,6 +109,74 @@ impl SlabLayout {
     pub(super) fn send_capacity(&self) -> usize {
         5 * self.layer_particles / 2 + 1024
     }
+}
+
+/// Whether the particles of a box of `n_fluid` keep 32-bit labels: where they number them all,
+/// unless `MPCBOX_SLAB_IDS=places` asks for none (the path of larger boxes, on small ones).
+pub fn labels_wanted(n_fluid: u64) -> bool {
+    n_fluid <= u32::MAX as u64 && !crate::knobs::knobs().is("MPCBOX_SLAB_IDS", "places")
+}
+
+/// Device bytes of a slab of `capacity` particle slots and `ncells` cells: the single-GPU
+/// footprint, the free-slot stack and labels (4 bytes each per slot) and the four migration
+/// buffers.
+pub fn slab_bytes(
+    capacity: u64,
+    ncells: u64,
+    send_capacity: usize,
+    labels: bool,
+    method: CellSumMethod,
+) -> u64 {
+    let per_slot = if labels { 8 } else { 4 };
+    device_bytes(capacity, ncells, method)
+        + per_slot * capacity
+        + 4 * (send_capacity * RECORD_WORDS * 8) as u64
+}
+
+/// The edge L of the largest cubic box of L³ cells and `ppc` particles per cell that GPUs with
+/// `free` bytes free each hold (one slab each, several; the whole box, one), and its particle
+/// count; None if not even 2³ cells fit.
+pub fn largest_cube(free: &[u64], ppc: u32, method: CellSumMethod) -> Option<(u32, u64)> {
+    let g = free.len().max(1) as u64;
+    let least = free.iter().copied().min().unwrap_or(0);
+    let m = u64::from(ppc);
+    let fits = |l: u64| {
+        let (layer, n) = (l * l, l * l * l * m);
+        if l * l * l > crate::config::MAX_CELLS {
+            return false;
+        }
+        if g == 1 {
+            return n <= MAX_CUDA_PARTICLES
+                && l * l * l <= crate::backend::cuda::MAX_CUDA_CELLS
+                && device_bytes(n, l * l * l, method) + RESERVE_BYTES <= least;
+        }
+        let layers = l.div_ceil(g);
+        let live = layers * layer * m;
+        let capacity = live + (live / 10).max(2 * layer * m) + 1024;
+        let send = (5 * layer * m / 2 + 1024) as usize;
+        capacity <= MAX_CUDA_PARTICLES
+            && layers * layer <= crate::backend::cuda::MAX_CUDA_CELLS
+            && slab_bytes(capacity, layers * layer, send, n <= u32::MAX as u64, method)
+                + RESERVE_BYTES
+                <= least
+    };
+    if !fits(2) {
+        return None;
+    }
+    let (mut lo, mut hi) = (2u64, 2u64);
+    while fits(hi) {
+        lo = hi;
+        hi *= 2;
+    }
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some((lo as u32, lo * lo * lo * m))
 }
 
 /// Refuse fewer than two slabs, or slabs so thin that a particle could cross one in a step.
@@ -125,6 +200,16 @@ pub(super) fn check_gpu_count(phys: &Physics, g: usize) -> Result<()> {
     Ok(())
 }
 
+/// The slab (an index into `wanted`, a process's own) owning a particle at height `y`: None
+/// for another process's.
+pub(super) fn slab_part_of(
+    bounds: &[u32],
+    wanted: std::ops::Range<usize>,
+) -> impl Fn(f32) -> Option<usize> + Sync + '_ {
+    let ly = bounds[bounds.len() - 1];
+    move |y| owner(bounds, (y.max(0.0) as u32).min(ly - 1)).checked_sub(wanted.start)
+}
+
 /// The parts of slabs `wanted` (a process's own) of a fluid split by the slab owning each
 /// particle's layer, in order; with each part its global ids. From a config, only these parts
 /// of its initial state are generated (`FluidSource`).
@@ -132,23 +217,16 @@ pub(super) fn split_slabs(
     source: FluidSource<'_>,
     bounds: &[u32],
     wanted: std::ops::Range<usize>,
-) -> Result<Vec<(FluidState, Vec<u32>)>> {
-    let ly = bounds[bounds.len() - 1];
+) -> Result<Vec<FluidPart>> {
     let y_range = crate::fluid_parts::slabs_y_range(bounds, wanted.clone());
-    let parts = source.parts(wanted.len(), y_range, |y| {
-        owner(bounds, (y.max(0.0) as u32).min(ly - 1)).checked_sub(wanted.start)
-    })?;
-    // the config check keeps every id below 2^32
-    Ok(parts
-        .into_iter()
-        .map(|(st, ids)| (st, ids.into_iter().map(|i| i as u32).collect()))
-        .collect())
+    source.parts(wanted.len(), y_range, slab_part_of(bounds, wanted))
 }
 
 impl CudaBackend {
-    /// Slab `k` of `layout` on `dev`, holding `part` (its particles and their global ids),
-    /// after checking that its buffers fit; `staged`: its packets go through pinned host
-    /// memory (host transfers, or a neighbour on another rank).
+    /// Slab `k` of `layout` on `dev`, for `live` particles (none held yet: an upload, a stream
+    /// from a checkpoint or the initial draw fills it), after checking that its buffers fit;
+    /// `staged`: its packets go through pinned host memory (host transfers, or a neighbour on
+    /// another rank).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn open_slab(
         dev: CudaDevice,
@@ -157,17 +235,25 @@ impl CudaBackend {
         staged: bool,
         layout: &SlabLayout,
         k: usize,
-        part: &(FluidState, Vec<u32>),
+        live: usize,
     ) -> Result<CudaBackend> {
-        let (sub, ids) = part;
         let layers = layout.layers(k);
         let ncells = layers * layout.layer;
-        let live = sub.len();
         let capacity = layout.capacity(live);
+        if capacity as u64 > MAX_CUDA_PARTICLES {
+            return Err(MpcError::Device(format!(
+                "slab {k} needs {capacity} particle slots, more than a GPU indexes                  ({MAX_CUDA_PARTICLES}); fix: more GPUs or slabs (tuning.slabs), or a smaller box"
+            )));
+        }
         let send_capacity = layout.send_capacity();
         let (free, _) = dev.free_memory()?;
-        let extra = 8 * capacity as u64 + 4 * (send_capacity * RECORD_WORDS * 8) as u64;
-        let needed = device_bytes(capacity as u64, ncells as u64, method) + extra;
+        let needed = slab_bytes(
+            capacity as u64,
+            ncells as u64,
+            send_capacity,
+            layout.labels,
+            method,
+        );
         if needed + RESERVE_BYTES > free {
             return Err(MpcError::OutOfMemory {
                 device: dev.describe(),
@@ -181,18 +267,20 @@ impl CudaBackend {
         }
         let mut be = CudaBackend::allocate_cells(dev, phys.clone(), capacity, ncells, method)?;
         let cell_offset = (layout.bounds[k] as usize * layout.layer) as u32;
-        be.attach_slab(cell_offset, capacity, send_capacity, staged)?;
-        be.upload_slab(sub, ids)?;
+        be.attach_slab(cell_offset, capacity, send_capacity, staged, layout.labels)?;
+        be.n = 0;
         Ok(be)
     }
 
-    /// Turn this backend into one slab of a multi-GPU run: global cells from `cell_offset`.
+    /// Turn this backend into one slab of a multi-GPU run: global cells from `cell_offset`;
+    /// `labels`: each particle's global id kept beside it.
     fn attach_slab(
         &mut self,
         cell_offset: u32,
         capacity: usize,
         send_capacity: usize,
         staged: bool,
+        labels: bool,
     ) -> Result<()> {
         let s = self.dev.stream.clone();
         let ctx = self.dev.ctx.clone();
@@ -203,7 +291,10 @@ impl CudaBackend {
             available_bytes: 0,
             fix: format!("migration buffers ({e:?}); use more GPUs or a smaller box"),
         };
-        let ids = s.alloc_zeros::<u32>(capacity).map_err(alloc)?;
+        let ids = match labels {
+            true => Some(s.alloc_zeros::<u32>(capacity).map_err(alloc)?),
+            false => None,
+        };
         let holes = s.alloc_zeros::<u32>(capacity).map_err(alloc)?;
         let send = [
             s.alloc_zeros::<u64>(words).map_err(alloc)?,
@@ -228,7 +319,7 @@ impl CudaBackend {
             send: [ptr(&send[0]), ptr(&send[1])],
             counters: counters.device_ptr(&s).0,
             holes: holes.device_ptr(&s).0,
-            ids: ids.device_ptr(&s).0,
+            ids: ids.as_ref().map_or(0, |i| i.device_ptr(&s).0),
             send_capacity: send_capacity as u32,
             pad: 0,
         };
@@ -253,18 +344,11 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Slab mode: replace this slab's particles (`ids` their global indices).
-    pub(super) fn upload_slab(&mut self, part: &FluidState, ids: &[u32]) -> Result<()> {
+    /// Slab mode: replace this slab's particles (`ids` their global indices, kept as its
+    /// labels when it has them).
+    pub(super) fn upload_slab(&mut self, part: &FluidState, ids: &[u64]) -> Result<()> {
         let n = part.len();
-        let sl = self.slab.as_mut().expect("slab mode");
-        if n > sl.capacity {
-            return Err(MpcError::Device(format!(
-                "{}: {n} particles exceed the slab's {} slots; fix: fewer GPUs or a smaller box",
-                self.dev.describe(),
-                sl.capacity
-            )));
-        }
-        self.pending = None;
+        self.check_slots(n)?;
         let s = self.dev.stream.clone();
         if n > 0 {
             for k in 0..3 {
@@ -273,26 +357,73 @@ impl CudaBackend {
                 s.memcpy_htod(&part.vel[k][..], &mut self.fluid.vel[k].slice_mut(..n))
                     .map_err(drv("upload"))?;
             }
-            s.memcpy_htod(ids, &mut sl.ids.slice_mut(..n))
-                .map_err(drv("upload"))?;
+            self.upload_labels(0, ids)?;
+        }
+        self.set_slab_particles(n)
+    }
+
+    /// Slab mode: an error unless `n` particles fit the slab's slots.
+    pub(in crate::backend::cuda) fn check_slots(&self, n: usize) -> Result<()> {
+        let sl = self.slab.as_ref().expect("slab mode");
+        if n > sl.capacity {
+            return Err(MpcError::Device(format!(
+                "{}: {n} particles exceed the slab's {} slots; fix: fewer GPUs or a smaller box",
+                self.dev.describe(),
+                sl.capacity
+            )));
+        }
+        Ok(())
+    }
+
+    /// Slab mode: `ids` as the labels of slots `first..` (nothing without labels).
+    pub(in crate::backend::cuda) fn upload_labels(
+        &mut self,
+        first: usize,
+        ids: &[u64],
+    ) -> Result<()> {
+        let s = self.dev.stream.clone();
+        let sl = self.slab.as_mut().expect("slab mode");
+        let Some(labels) = sl.ids.as_mut() else {
+            return Ok(());
+        };
+        let narrow: Vec<u32> = ids
+            .iter()
+            .map(|&i| u32::try_from(i))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|_| {
+                MpcError::Device("a particle id past the 32-bit labels (please report it)".into())
+            })?;
+        s.memcpy_htod(&narrow[..], &mut labels.slice_mut(first..first + ids.len()))
+            .map_err(drv("upload"))
+    }
+
+    /// Slab mode: the first `n` slots hold this slab's particles (an upload, a stream from a
+    /// checkpoint or the initial draw wrote them): no free slots, no collision pending.
+    pub(in crate::backend::cuda) fn set_slab_particles(&mut self, n: usize) -> Result<()> {
+        self.check_slots(n)?;
+        self.pending = None;
+        let s = self.dev.stream.clone();
+        if n > 0 {
             // any live word (not MPC_DEAD): pass 1 overwrites it
             s.memset_zeros(&mut self.fluid.cellw.slice_mut(..n))
                 .map_err(drv("upload"))?;
         }
-        sl.free_slots = 0;
+        self.slab.as_mut().expect("slab mode").free_slots = 0;
         self.n = n;
-        s.synchronize().map_err(drv("upload"))?;
-        Ok(())
+        s.synchronize().map_err(drv("upload"))
     }
 
-    /// Slab mode: live particles with their global ids.
-    pub(super) fn download_slab(&mut self) -> Result<(FluidState, Vec<u32>)> {
+    /// Slab mode: live particles with their global ids (None without labels: the particles
+    /// are then in slot order).
+    pub(in crate::backend::cuda) fn download_slab(
+        &mut self,
+    ) -> Result<(FluidState, Option<Vec<u32>>)> {
         self.flush()?;
         let s = self.dev.stream.clone();
         let n = self.n;
         let mut all = FluidState::default();
         if n == 0 {
-            return Ok((all, Vec::new()));
+            return Ok((all, self.slab().ids.as_ref().map(|_| Vec::new())));
         }
         for k in 0..3 {
             all.pos[k] = vec![0.0; n];
@@ -305,16 +436,22 @@ impl CudaBackend {
         let mut words = vec![0u32; n];
         s.memcpy_dtoh(&self.fluid.cellw.slice(..n), &mut words[..])
             .map_err(drv("download"))?;
-        let mut ids = vec![0u32; n];
-        s.memcpy_dtoh(&self.slab().ids.slice(..n), &mut ids[..])
-            .map_err(drv("download"))?;
+        let ids = match self.slab().ids.as_ref() {
+            Some(labels) => {
+                let mut ids = vec![0u32; n];
+                s.memcpy_dtoh(&labels.slice(..n), &mut ids[..])
+                    .map_err(drv("download"))?;
+                Some(ids)
+            }
+            None => None,
+        };
         let keep: Vec<usize> = (0..n).filter(|&i| words[i] != u32::MAX).collect();
         let mut out = FluidState::default();
         for k in 0..3 {
             out.pos[k] = keep.iter().map(|&i| all.pos[k][i]).collect();
             out.vel[k] = keep.iter().map(|&i| all.vel[k][i]).collect();
         }
-        Ok((out, keep.iter().map(|&i| ids[i]).collect()))
+        Ok((out, ids.map(|ids| keep.iter().map(|&i| ids[i]).collect())))
     }
 
     /// Live particles (slots minus free slots).
@@ -355,6 +492,19 @@ fn staging_buffers(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// 768³ × 10 (4.5 × 10⁹ particles, past 32-bit labels) fits four GPUs of 85 GB free each
+    /// (an H100's), one larger cube does not; one GPU holds a cube a quarter of the volume.
+    #[test]
+    fn the_largest_cube_of_four_gpus_is_768_cubed_at_ten_per_cell() {
+        let free = [85_000_000_000u64; 4];
+        let (l, n) = largest_cube(&free, 10, CellSumMethod::Fused).unwrap();
+        assert!((768..800).contains(&l), "{l}");
+        assert_eq!(n, u64::from(l).pow(3) * 10);
+        let (one, _) = largest_cube(&free[..1], 10, CellSumMethod::Fused).unwrap();
+        assert!((480..560).contains(&one), "{one}");
+        assert_eq!(largest_cube(&[1 << 20], 10, CellSumMethod::Fused), None);
+    }
 
     #[test]
     fn slabs_cover_the_box_evenly() {
