@@ -120,10 +120,12 @@ mod tests {
     /// A kernel compiled once is read back from the cache (not compiled again); a damaged
     /// file is compiled again and replaced; other options are another entry.
     #[test]
+    #[cfg_attr(
+        not(mpcbox_external),
+        ignore = "needs NVRTC (pip install nvidia-cuda-nvrtc, its nvidia/cu13/lib on LD_LIBRARY_PATH); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+    )]
     fn a_compiled_kernel_is_kept_and_a_damaged_one_replaced() {
-        if !crate::backend::cuda::kernels::nvrtc_for_tests() {
-            return;
-        }
+        crate::backend::cuda::kernels::require_nvrtc_for_tests();
         let dir = tempfile::tempdir().unwrap();
         let source = "extern \"C\" __global__ void k(float *x) { x[threadIdx.x] += 1.0f; }";
         let options = crate::backend::cuda::kernels::compile_options(9, 0);

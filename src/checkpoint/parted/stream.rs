@@ -266,6 +266,7 @@ mod tests {
             step: 1,
             stats: crate::stats::RunStats::new(phys.profile_bins()),
             md: None,
+            run_id: Some("streamed".into()),
         };
         let all = [f32::NEG_INFINITY, f32::INFINITY];
         let part_of = |y: f32| match y.floor() as u32 {
