@@ -18,7 +18,6 @@ pub use parted::{LocalFluid, PartedFile};
 
 use crate::config::Config;
 use crate::error::{MpcError, Result};
-use crate::fluid_parts::FluidSource;
 use crate::md::engine::MdState;
 use crate::md::rheology::SoluteStats;
 use crate::state::FluidState;
@@ -64,14 +63,15 @@ pub struct CheckpointHead {
 }
 
 /// A checkpoint opened for a resume: its head read and checked, its fluid read only when a
-/// backend takes it ([`CheckpointFile::source`]: over MPI ranks, each rank reads just the
-/// blocks of its layers).
+/// backend takes it ([`CheckpointFile::fluid`], a `fluid_parts::FluidSource`: over MPI ranks,
+/// each rank reads just the blocks of its layers).
 pub struct CheckpointFile {
     pub head: CheckpointHead,
     fluid: StoredFluid,
 }
 
-enum StoredFluid {
+/// A checkpoint file's fluid.
+pub enum StoredFluid {
     /// A format-3 file, read whole.
     Whole(FluidState),
     Parted(Box<PartedFile>),
@@ -152,12 +152,9 @@ impl CheckpointFile {
         }
     }
 
-    /// Where a backend takes the fluid from.
-    pub fn source(&self) -> FluidSource<'_> {
-        match &self.fluid {
-            StoredFluid::Whole(s) => FluidSource::State(s),
-            StoredFluid::Parted(p) => FluidSource::Stored(p),
-        }
+    /// The stored fluid, where a backend takes it from (`FluidSource::from`).
+    pub fn fluid(&self) -> &StoredFluid {
+        &self.fluid
     }
 
     /// The whole checkpoint in memory.
@@ -362,7 +359,12 @@ mod tests {
         std::fs::write(&path, &v3).unwrap();
         let file = CheckpointFile::open(&path).unwrap();
         assert_eq!((file.fluid_blocks(), file.head.step), (1, 3));
-        assert_eq!(*file.source().whole().unwrap(), ck.fluid);
+        assert_eq!(
+            *crate::fluid_parts::FluidSource::from(file.fluid())
+                .whole()
+                .unwrap(),
+            ck.fluid
+        );
         assert_eq!(Checkpoint::load(&path).unwrap(), ck);
         let v4 = ck.to_bytes().unwrap();
         assert_eq!(&v4[8..12], &4u32.to_le_bytes());

@@ -273,7 +273,7 @@ pub fn transport() -> Box<dyn Transport> {
 /// had then, so a communicator adopted later would leave them disagreeing about who holds what.
 static LAYOUT_FIXED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Record that a solvent's backend was built (`backend::open`): [`adopt_fortran_comm`] is
+/// Record that a solvent's backend was built (`backend::factory::open`): [`adopt_fortran_comm`] is
 /// refused from now on.
 pub fn fix_layout() {
     LAYOUT_FIXED.store(true, std::sync::atomic::Ordering::Relaxed);

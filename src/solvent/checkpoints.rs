@@ -8,6 +8,7 @@ use crate::backend;
 use crate::checkpoint::{Checkpoint, CheckpointFile, CheckpointHead, MdCheckpoint};
 use crate::config::DeviceChoice;
 use crate::error::{MpcError, Result};
+use crate::fluid_parts::FluidSource;
 use crate::physics::Physics;
 
 impl Solvent {
@@ -23,17 +24,18 @@ impl Solvent {
         }
         config.validate()?;
         let phys = Physics::from_config(&config);
-        if file.source().len() as u64 != config.n_fluid() {
+        let source = FluidSource::from(file.fluid());
+        if source.len() as u64 != config.n_fluid() {
             return Err(MpcError::Checkpoint {
                 path: "(resume)".into(),
                 problem: format!(
                     "{} fluid particles, the config implies {}",
-                    file.source().len(),
+                    source.len(),
                     config.n_fluid()
                 ),
             });
         }
-        let backend = backend::open_from(&config, &phys, Some(file.source()))?;
+        let backend = backend::factory::open_from(&config, &phys, Some(source))?;
         let stats = file.head.stats.clone();
         Self::assemble(config, phys, backend, file.head.step, Some(stats))
     }
@@ -46,7 +48,7 @@ impl Solvent {
         }
         config.validate()?;
         let phys = Physics::from_config(&config);
-        let backend = backend::open(&config, &phys, Some(&ck.fluid))?;
+        let backend = backend::factory::open(&config, &phys, Some(&ck.fluid))?;
         Self::assemble(config, phys, backend, ck.step, Some(ck.stats))
     }
 

@@ -64,7 +64,7 @@ impl Solvent {
     pub fn new(config: Config) -> Result<Solvent> {
         config.validate()?;
         let phys = Physics::from_config(&config);
-        let backend = backend::open(&config, &phys, None)?;
+        let backend = backend::factory::open(&config, &phys, None)?;
         Self::assemble(config, phys, backend, 0, None)
     }
 

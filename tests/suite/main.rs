@@ -4,6 +4,7 @@
 //! platform (`common::platform`); GPU instances are `#[ignore]`d and run on a GPU machine with
 //! `--ignored`, filtered by module (`md_slabs::`) or platform (`::gpu`).
 
+mod codebase;
 mod common;
 
 mod cli;

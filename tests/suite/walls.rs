@@ -433,7 +433,7 @@ fn walls_follow_the_cpu_trajectory(p: Platform) {
         let phys = Physics::from_config(&cfg);
         let st0 = FluidState::initial(&cfg);
         let steps = 10u64;
-        let mut cpu = mpcbox::backend::open(&cfg, &phys, Some(&st0)).unwrap();
+        let mut cpu = mpcbox::backend::factory::open(&cfg, &phys, Some(&st0)).unwrap();
         let cpu_reports: Vec<_> = (0..steps)
             .map(|s| cpu.step(&phys.plan(s, false, false), None).unwrap())
             .collect();
@@ -442,7 +442,7 @@ fn walls_follow_the_cpu_trajectory(p: Platform) {
             let Some(q_cfg) = q.config(&cfg) else {
                 continue;
             };
-            let mut be = mpcbox::backend::open(&q_cfg, &phys, Some(&st0)).unwrap();
+            let mut be = mpcbox::backend::factory::open(&q_cfg, &phys, Some(&st0)).unwrap();
             q.check_backend(&be.describe());
             for s in 0..steps {
                 let reorder = q.is_multi_gpu() && s % 3 == 2;

@@ -75,7 +75,7 @@ fn main() {
     let t_state = t0.elapsed().as_secs_f64();
     let t0 = Instant::now();
     let opened = if ranks > 1 {
-        mpcbox::backend::open_gpus_over_ranks(
+        mpcbox::backend::factory::open_gpus_over_ranks(
             &cfg,
             &phys,
             Some(mpcbox::fluid_parts::FluidSource::State(&state)),

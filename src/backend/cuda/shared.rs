@@ -7,6 +7,10 @@
 use crate::physics::walls::{Shape, SlitNormal};
 use crate::physics::Rule;
 
+/// Words (u64) of one migrating particle between slabs (`MPC_RECORD_WORDS` in
+/// `kernels/migrate.cuh`): velocity, position and global id.
+pub const RECORD_WORDS: usize = 5;
+
 /// Every rule, in code order (the generated tables list them all).
 pub const RULES: [Rule; 4] = [Rule::Srd, Rule::SrdAngular, Rule::At, Rule::AtAngular];
 

@@ -42,7 +42,7 @@ pub use shapes::{Pipe, Shape, Slit, SlitNormal, WallShape};
 
 use super::{wrap_coordinate, CellParams, CellSums, Physics, StepPlan};
 use crate::config::Config;
-use crate::physics::theory::srd_viscosity;
+use crate::physics::rules::theory::srd_viscosity;
 use crate::rng::{CellStream, CellStreamPurpose};
 
 /// Momentum given by the fluid to each wall surface (slit: bottom, top; pipe: the wall, 0).

@@ -12,12 +12,10 @@ use super::transfer::{
 };
 use super::{MultiCudaBackend, Transfer};
 use crate::backend::cuda::device::{drv, grid};
+use crate::backend::cuda::shared::RECORD_WORDS;
 use crate::backend::cuda::CudaBackend;
 use crate::error::{MpcError, Result};
 use crate::physics::StepPlan;
-
-/// Words (u64) of one migrating particle (`MPC_RECORD_WORDS` in `kernels/migrate.cuh`).
-pub(super) const RECORD_WORDS: usize = 5;
 
 /// Where emigrating particles go (slab mode); mirrors `struct MpcMigration` in `kernels/migrate.cuh`.
 /// Zero on one GPU. Raw device addresses: the buffers live as long as the backend.

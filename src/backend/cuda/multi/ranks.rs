@@ -12,9 +12,9 @@ use std::ops::Range;
 
 use cudarc::driver::{CudaContext, PinnedHostSlice};
 
-use super::migrate::RECORD_WORDS;
 use super::MultiCudaBackend;
 use crate::backend::cuda::device::drv;
+use crate::backend::cuda::shared::RECORD_WORDS;
 use crate::error::{MpcError, Result};
 
 /// Values before each link's records: destination slab, its side (0 below, 1 above), count,
