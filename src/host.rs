@@ -3,7 +3,7 @@
 //!
 //! Why not rayon's global pool: on a 64-core host the global pool has 64 threads, and waking
 //! them for a few megabytes of copying costs more than the copy (measured: the per-step host
-//! work of a coupled step was 10-20× slower with 64 threads than with 8). A copy of this size is
+//! work of a coupled step was an order of magnitude slower with 64 threads than with 8). A copy of this size is
 //! bound by memory bandwidth, which a handful of threads saturate; the rest only add wake-up
 //! latency and cross-socket traffic. Small inputs run on the calling thread.
 
@@ -11,14 +11,14 @@ use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
-/// Most threads of the host pool unless `MPCBOX_HOST_THREADS` says otherwise. Measured on a
-/// 16-core H200 host (coupled step, 256³ × 10, 0.7 solutes per cell): 2 threads 173 ms,
-/// 8 threads 68 ms, 16 threads 53 ms per step; the 64-thread global pool of a 64-core host
-/// was 10-20× slower than 8 threads.
+/// Most threads of the host pool unless `MPCBOX_HOST_THREADS` says otherwise. In
+/// `mpcbox-bench coupling` the coupled step's host work kept getting faster up to 16 threads,
+/// while rayon's global pool (a thread per core) on a 64-core host was an order of magnitude
+/// slower than 8 threads: the copies are bound by memory, and more threads only contend.
 pub const DEFAULT_HOST_THREADS: usize = 16;
 
 /// Below this many elements a host pass runs on the calling thread: waking threads costs
-/// more than the work (about 1 µs per 8k doubles on one core).
+/// more than the work (one core copies 8k doubles in about the time a wake-up takes).
 pub const SERIAL_BELOW: usize = 1 << 17;
 
 /// Elements per parallel task: large enough that a task costs far more than its scheduling.

@@ -1,4 +1,4 @@
-//! One owner per output directory, and output files that resume exactly (issue 23).
+//! One owner per output directory, and output files that resume exactly.
 //!
 //! A run takes an advisory lock on `<dir>/.mpcbox.lock` (`flock` through `File::try_lock`)
 //! before it writes anything and holds it to the end; the file names the holder (process id,

@@ -11,7 +11,7 @@ use crate::rng::CellStream;
 pub const REDUCTION_CHUNK: usize = 1 << 14;
 
 /// All fluid particles: positions as f32 (the grid shift randomises them at that scale anyway),
-/// velocities as f64 (for momentum and energy conservation), as in talk 003.
+/// velocities as f64 (for momentum and energy conservation).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FluidState {
     pub pos: [Vec<f32>; 3],

@@ -57,7 +57,7 @@ pub struct FluidMoments {
 }
 
 pub trait Backend: Send {
-    /// A short description, e.g. "cpu (2 threads)" or "cuda:0 NVIDIA H200".
+    /// A short description, e.g. "cpu (2 threads)" or "cuda:0 <the GPU's name>".
     fn describe(&self) -> String;
 
     fn n_fluid(&self) -> usize;

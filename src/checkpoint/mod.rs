@@ -24,10 +24,10 @@ use crate::state::FluidState;
 use crate::stats::RunStats;
 
 const MAGIC: &[u8; 8] = b"MPCBOXCK";
-/// 2: the collision rule gained MPC-AT and the angular-momentum flag (issue 12).
-/// 3: walls in the config and wall forces in the run statistics (issue 12); coupled runs keep
-/// their MD state (issue 11); the field-file interval in the output config.
-/// 4: the fluid in per-rank blocks ([`parted`]); the rest as in 3. Written since issue 21.
+/// 2: the collision rule gained MPC-AT and the angular-momentum flag.
+/// 3: walls in the config and wall forces in the run statistics; coupled runs keep their MD
+/// state; the field-file interval in the output config.
+/// 4: the fluid in per-rank blocks ([`parted`]); the rest as in 3. Written now.
 const WHOLE_VERSION: u32 = 3;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

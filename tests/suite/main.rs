@@ -1,6 +1,6 @@
 //! The integration tests of `mpcbox`, one module per subject, in one test binary (one link of
 //! the library instead of one per file: the cold `cargo test` of a fresh machine builds in
-//! minutes, issue 22). Physics and behaviour tests are written once and instantiated on every
+//! minutes). Physics and behaviour tests are written once and instantiated on every
 //! platform (`common::platform`); GPU instances are `#[ignore]`d and run on a GPU machine with
 //! `--ignored`, filtered by module (`md_slabs::`) or platform (`::gpu`).
 

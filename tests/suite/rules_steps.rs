@@ -69,7 +69,7 @@ fn solutes(cfg: &Config) -> Solutes {
 /// every step, the fluid at the end (velocities 1e-12 relative; 1e-10 for the +a rules, whose
 /// correction solves with each cell's inertia tensor: in cells of three or four particles
 /// nearly on a line that tensor is close to singular and turns the last-bit differences of
-/// the GPU's f64 atomic sums into ~1e-11 relative, measured on an H200). Stress is measured
+/// the GPU's f64 atomic sums into ~1e-11 relative, as measured on a GPU). Stress is measured
 /// every fourth step (the unfused collision); `reorder` reorders every third step.
 fn compare_with_cpu(cfg: &Config, mut be: Box<dyn Backend>, reorder: bool, what: &str) {
     let phys = Physics::from_config(cfg);

@@ -225,8 +225,8 @@ fn momentum_given_to_the_walls_is_accounted_for(p: Platform) {
 /// starting from the theory profile (the initial flow `Steady`, so that the slow start-up of
 /// the channel is skipped). GPU instances sample 4 × as long: the CPU's run is bitwise fixed
 /// (and was checked against each tolerance), while every GPU run is another noise realisation,
-/// which at the CPU's length missed a 3% tolerance now and then (a Couette slope 3.5% low on
-/// one H200 of 2026-11-24); a quarter of the variance is cheap there.
+/// which at the CPU's length missed a 3% tolerance now and then (a Couette slope 3.5% low in
+/// one GPU run); a quarter of the variance is cheap there.
 fn developed_flow(
     p: Platform,
     cfg: &Config,

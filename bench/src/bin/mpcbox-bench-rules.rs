@@ -1,4 +1,4 @@
-//! Per-step cost of the collision rules on one GPU relative to plain SRD (issue 12's goals at
+//! Per-step cost of the collision rules on one GPU relative to plain SRD (the goals at
 //! 256³ × 10: MPC-AT ≤ 1.15 ×, the +a rules ≤ 1.25 ×): SRD 130°, SRD with MBS, SRD+a with MBS,
 //! MPC-AT and MPC-AT+a, h = 0.1, grid shift, without and with Lees-Edwards shear (stress
 //! measured every tenth step, as a run samples it), the default (fused) cell-sum method unless

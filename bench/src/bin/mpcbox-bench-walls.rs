@@ -1,4 +1,4 @@
-//! Per-step cost of walls on one GPU relative to the same box without walls (issue 12's goal
+//! Per-step cost of walls on one GPU relative to the same box without walls (the goal
 //! at 256³ × 10: walls ≤ 1.10 ×): SRD 130° with MBS, h = 0.1, grid shift, reorder every 20
 //! steps; a slit of height L − 1 (no-slip, body force along x) and a pipe of radius (L − 1)/2
 //! (no-slip, body force). The pipe holds π/4 of the box's particles: its per-particle rate is

@@ -40,7 +40,8 @@ pub enum SoluteTransfer {
 
 impl SoluteTransfer {
     pub fn from_env() -> SoluteTransfer {
-        // Pinned is the default: on an H200 it was 1.3-1.5x faster at 0.7 solutes per cell.
+        // Pinned is the default: it was faster in `mpcbox-bench coupling` (pageable copies are
+        // staged by the driver through its own pinned buffer).
         if crate::knobs::knobs().is("MPCBOX_CUDA_SOLUTE_IO", "pageable") {
             SoluteTransfer::Pageable
         } else {

@@ -71,7 +71,7 @@ pub(super) fn report_from_words(copies: &[f64]) -> StepReport {
     }
 }
 
-/// Blocks of the moments' reduction at most: enough to fill an H200 (132 multiprocessors)
+/// Blocks of the moments' reduction at most: enough to fill any current GPU's multiprocessors
 /// many times over, few enough that each block's fixed costs are paid once per tens of
 /// thousands of particles.
 const MOMENT_BLOCKS: usize = 2048;

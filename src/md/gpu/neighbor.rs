@@ -46,7 +46,7 @@ pub(super) struct DeviceLists {
 /// Particles per list-radius cube below which cells r_list wide with a 3³ stencil beat cells
 /// r_list/2 wide with 5³: a particle's list build reads every stencil cell's count (125 against
 /// 27) and tests its members (15.6 against 27 list cubes of them). Dilute solutes (0.3 per cube
-/// in the polymer benchmark) build about 4 × faster with the coarse cells.
+/// in the polymer benchmark) build several times faster with the coarse cells.
 const DILUTE_PER_LIST_CUBE: f64 = 4.0;
 
 /// The cells and reach for list radius `r_list` at `density` particles per volume: r_list/2

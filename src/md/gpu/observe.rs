@@ -3,7 +3,7 @@
 //! summed in the CPU's order by one thread (`kernels/md_observe.cu`), so only a few partial
 //! sums cross PCIe (11 words per 512 beads for the energies, 6 for the kinetic tensor, 12 per
 //! chain) and the host adds them in the same order: a stress sample no longer downloads the
-//! beads (issue 20: a sample of 1.6 M beads moved ~140 MB to the host and reduced it there).
+//! beads (a sample of 1.6 M beads used to move ~140 MB to the host and reduce it there).
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
 

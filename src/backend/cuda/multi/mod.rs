@@ -1,5 +1,5 @@
-//! Several GPUs of one host: the box is cut along y into one slab of whole cell layers per GPU
-//! (talk 003, second half), driven by one host thread.
+//! Several GPUs of one host: the box is cut along y into one slab of whole cell layers per GPU,
+//! driven by one host thread.
 //!
 //! Each GPU runs the single-GPU kernels on its own layers ([`CudaBackend`] in slab mode: its
 //! cell buffer holds only its layers, its draws are keyed by the global cell index). A particle

@@ -6,8 +6,8 @@
 //! 4-word header still goes through the transport; it names the inbox, and the receiver copies
 //! the records from there into its receive buffer on its own GPU. This is what a CUDA-aware
 //! MPI does between ranks of one node; Debian's OpenMPI is not CUDA-aware, and its
-//! shared-memory copies through the host moved ~3.9 MB per link in 2 ms per step where one
-//! process's peer copies take ~0.1 ms.
+//! shared-memory copies through the host took many times as long per step as one process's
+//! peer copies.
 //!
 //! Why two inboxes: a sender fills inbox `step % 2`. It can fill the same inbox again only
 //! two steps later, after it has passed the next step's first collective, which every rank

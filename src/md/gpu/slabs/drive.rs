@@ -63,8 +63,8 @@ impl SlabMd {
 
     /// [`SlabMd::queue_links`] then [`SlabMd::finish_links`]: returns the flags and whether any
     /// slab (of any rank) asks for a list build. (Queueing the forces between the two, with
-    /// the lists as they are, and computing them again after a build, was measured on
-    /// 2 × H100 on 2026-11-25: no gain, the GPUs are the bound; see ARCHITECTURE.)
+    /// the lists as they are, and computing them again after a build, was measured: no gain,
+    /// the GPUs are the bound; see ARCHITECTURE.)
     fn run_links(
         &mut self,
         links: &mut [Link],

@@ -13,7 +13,7 @@
 //! is open to it) the link *pulls* (`MPCBOX_MD_EXCHANGE=pull`, the default there): the
 //! receiver's unpack reads the count and the records where the sender packed them, so a
 //! delivery is one event wait and one launch instead of two copies and a launch (each host
-//! call costs ~5 µs, and the exchange was bound by them). The sender zeroes its count words
+//! call costs microseconds, and the exchange was bound by them). The sender zeroes its count words
 //! only after the flags' wait, when every unpack that reads them has run.
 
 use cudarc::driver::{CudaEvent, CudaSlice, CudaView, DevicePtr, PushKernelArg};
