@@ -311,6 +311,26 @@ impl CudaDevice {
         let dt = t0.elapsed().as_secs_f64();
         Ok(2.0 * (n * 8) as f64 * reps as f64 / dt)
     }
+
+    /// Host-to-device copy bandwidth from pinned host memory in bytes/s (one direction), for a
+    /// buffer of `bytes` over `reps` copies (after one warm-up copy): the reference of the
+    /// coupled step's solute uploads.
+    pub fn pinned_host_bandwidth(&self, bytes: usize, reps: usize) -> Result<f64> {
+        let s = &self.stream;
+        let n = bytes / 8;
+        // SAFETY: pinned host memory of `n` f64, only read by the copies below, each
+        // synchronised before the buffer can be dropped.
+        let host = unsafe { self.ctx.alloc_pinned::<f64>(n) }.map_err(drv("pinned"))?;
+        let mut dst = s.alloc_zeros::<f64>(n).map_err(drv("alloc"))?;
+        s.memcpy_htod(&host, &mut dst).map_err(drv("copy"))?;
+        s.synchronize().map_err(drv("sync"))?;
+        let t0 = std::time::Instant::now();
+        for _ in 0..reps {
+            s.memcpy_htod(&host, &mut dst).map_err(drv("copy"))?;
+        }
+        s.synchronize().map_err(drv("sync"))?;
+        Ok((n * 8) as f64 * reps as f64 / t0.elapsed().as_secs_f64())
+    }
 }
 
 /// What a failed allocation becomes (the out-of-memory error of the checked footprint).
