@@ -65,7 +65,7 @@ impl ConfigError {
         if generic {
             if let Some(field) = field_before(text, pos.line, pos.col) {
                 err.fix = format!(
-                    "give `{field}` a value of its type and range (see the README's config table)"
+                    "give `{field}` a value of its type and range (see docs/configuration.md)"
                 );
                 err.field = field;
             }
