@@ -1,15 +1,96 @@
 //! What Rust and the CUDA kernels must agree on, written once here: rule codes, the rules'
-//! sum lengths and buffer strides, wall-shape codes, and the layouts of the parameter structs.
-//! [`shared_header`] turns them into the `#define`s and `constexpr` functions that open every
-//! translation unit NVRTC compiles, and `params::layout_checks` into `static_assert`s that close it,
-//! so a mismatch between the two sides cannot build.
+//! sum lengths and buffer strides, wall-shape codes, the Philox streams' purposes, the record
+//! and flag layouts of the fluid's migration and of the MD engine, and the layouts of the
+//! parameter structs. [`shared_header`] turns them into the `#define`s and `constexpr`
+//! functions that open every translation unit NVRTC compiles (no kernel file defines them by
+//! hand: `tests`), and `params::layout_checks` into `static_assert`s that close it, so a
+//! mismatch between the two sides cannot build. Each constant has the same name on both sides.
 
 use crate::physics::walls::{Shape, SlitNormal};
 use crate::physics::Rule;
+use crate::rng::CellStreamPurpose;
 
-/// Words (u64) of one migrating particle between slabs (`MPC_RECORD_WORDS` in
-/// `kernels/migrate.cuh`): velocity, position and global id.
-pub const RECORD_WORDS: usize = 5;
+/// Defines each constant for Rust and lists it, by the same name, for the generated header.
+macro_rules! shared_constants {
+    ($(#[$list_doc:meta])* $list:ident: $ty:ty { $($(#[$doc:meta])* $name:ident = $value:expr,)* }) => {
+        $($(#[$doc])* pub const $name: $ty = $value;)*
+        $(#[$list_doc])*
+        pub const $list: &[(&str, $ty)] = &[$((stringify!($name), $name),)*];
+    };
+}
+
+shared_constants! {
+    /// The fluid's record layouts.
+    FLUID_CONSTANTS: usize {
+        /// Words (u64) of one particle migrating between slabs: velocity, position, global id.
+        MPC_RECORD_WORDS = 5,
+    }
+}
+
+shared_constants! {
+    /// The MD engine's flag words and record layouts.
+    MD_CONSTANTS: usize {
+        /// Flag words the MD kernels raise, read with one copy per step: a list build is due.
+        MD_FLAG_REBUILD = 0,
+        /// The fullest cell of the last binning (the cell lists' capacity follows it).
+        MD_FLAG_CELL_MAX = 1,
+        /// The longest neighbour list of the last build.
+        MD_FLAG_NEIGH_MAX = 2,
+        /// A bond stretched beyond its maximum; the next two words hold its tags.
+        MD_FLAG_BROKEN = 3,
+        /// A bead reached a wall surface; the next word holds its tag (`md_walls.cu`).
+        MD_FLAG_WALL = 6,
+        /// Decomposed engine: a bond reaches further in y than the slab halo; its tags follow.
+        MD_FLAG_HALO = 8,
+        /// Decomposed engine: the length of the work list the last list build filled.
+        MD_FLAG_WORK = 11,
+        /// Decomposed engine: the length of the collider list the last list build filled.
+        MD_FLAG_COLLIDERS = 12,
+        /// Decomposed engine: from this word on, the record counts of a slab's outgoing
+        /// exchanges (read with the other flags, one wait per step).
+        MD_FLAG_COUNTS = 13,
+        /// Outgoing exchanges a slab may have.
+        MD_MAX_LINKS = 20,
+        /// Doubles per chunk of the energy reduction (`md_observe.cu`).
+        MD_ENERGY_WORDS = 11,
+        /// Doubles of one exchanged bead: index, position, velocity, image (as doubles: exact),
+        /// build position, force.
+        MD_SLAB_WORDS = 16,
+        /// The links one first half packs the drift's exchange for (`MdSends`).
+        MD_FUSED_SENDS = 4,
+    }
+}
+
+/// Flag words of an MD engine: the flags, then a count per outgoing link.
+pub const MD_NFLAGS: usize = MD_FLAG_COUNTS + MD_MAX_LINKS;
+
+shared_constants! {
+    /// What a sender of the decomposed MD engine packs (`md_slabs.cu`, `SlabSend`).
+    MD_SEND_CODES: i32 {
+        /// After the drift: the beads it owned at the step's start that are, or were, in the band.
+        MD_SEND_DRIFTED = 0,
+        /// The beads it owns now that are in the band (before the collision; gathers).
+        MD_SEND_OWNED = 1,
+        /// The beads in the band whose velocity its collision changed.
+        MD_SEND_COLLIDED = 2,
+    }
+}
+
+/// Every Philox stream purpose with its CUDA name (`MPC_PURPOSE_*`, the counter's high bits).
+pub const PURPOSES: [(&str, CellStreamPurpose); 4] = [
+    ("MPC_PURPOSE_ROTATION_AXIS", CellStreamPurpose::RotationAxis),
+    ("MPC_PURPOSE_THERMOSTAT", CellStreamPurpose::Thermostat),
+    ("MPC_PURPOSE_ANDERSEN_VELOCITY", CellStreamPurpose::AndersenVelocity),
+    ("MPC_PURPOSE_WALL_FILL", CellStreamPurpose::WallFill),
+];
+
+// Every purpose is in `PURPOSES`: a new one fails to compile here until it is listed above.
+const _: () = match CellStreamPurpose::RotationAxis {
+    CellStreamPurpose::RotationAxis
+    | CellStreamPurpose::Thermostat
+    | CellStreamPurpose::AndersenVelocity
+    | CellStreamPurpose::WallFill => (),
+};
 
 /// Every rule, in code order (the generated tables list them all).
 pub const RULES: [Rule; 4] = [Rule::Srd, Rule::SrdAngular, Rule::At, Rule::AtAngular];
@@ -92,6 +173,15 @@ pub fn shared_header() -> String {
     for (name, code) in WALL_CODES {
         s.push_str(&format!("#define {name} {code}u\n"));
     }
+    for (name, purpose) in PURPOSES {
+        s.push_str(&format!("#define {name} {}u\n", purpose as u32));
+    }
+    for (name, value) in FLUID_CONSTANTS.iter().chain(MD_CONSTANTS) {
+        s.push_str(&format!("#define {name} {value}\n"));
+    }
+    for (name, value) in MD_SEND_CODES {
+        s.push_str(&format!("#define {name} {value}\n"));
+    }
     s
 }
 
@@ -137,16 +227,39 @@ mod tests {
     /// The constants are defined only here: no kernel source defines them by hand.
     #[test]
     fn kernel_sources_do_not_redefine_shared_constants() {
-        for (file, text) in super::super::kernels::FLUID_SOURCES {
-            for name in [
-                "#define MPC_RULE_SRD",
-                "#define MPC_RULE_AT",
-                "#define MPC_WALLS_",
-            ] {
-                assert!(!text.contains(name), "{file} defines {name}");
+        use super::super::kernels as k;
+        let md = [
+            ("md_boundary.cuh", k::MD_BOUNDARY_CUH),
+            ("md_items.cuh", k::MD_ITEMS_CUH),
+            ("md.cu", k::MD_CU),
+            ("md_forces.cu", k::MD_FORCES_CU),
+            ("md_walls.cu", k::MD_WALLS_CU),
+            ("md_observe.cu", k::MD_OBSERVE_CU),
+            ("md_slabs.cu", k::MD_SLABS_CU),
+        ];
+        let mut names: Vec<&str> = vec!["MPC_RULE_SRD", "MPC_RULE_AT", "MPC_WALLS_"];
+        names.extend(PURPOSES.map(|(n, _)| n));
+        names.extend(FLUID_CONSTANTS.iter().chain(MD_CONSTANTS).map(|(n, _)| *n));
+        names.extend(MD_SEND_CODES.iter().map(|(n, _)| *n));
+        for (file, text) in k::FLUID_SOURCES.iter().chain(&md) {
+            for name in &names {
+                assert!(!text.contains(&format!("#define {name}")), "{file} defines {name}");
             }
             assert!(!text.contains("int mpc_rule_len("), "{file}");
             assert!(!text.contains("int mpc_rule_stride("), "{file}");
         }
+    }
+
+    /// The purposes keep their codes (part of every stream's counter: a change would change
+    /// every draw) and the header defines every shared constant.
+    #[test]
+    fn purposes_and_layouts_are_generated() {
+        let codes: Vec<u32> = PURPOSES.iter().map(|(_, p)| *p as u32).collect();
+        assert_eq!(codes, [0, 1, 2, 8]);
+        let header = shared_header();
+        assert!(header.contains("#define MPC_PURPOSE_WALL_FILL 8u\n"));
+        assert!(header.contains("#define MPC_RECORD_WORDS 5\n"));
+        assert!(header.contains("#define MD_FLAG_COUNTS 13\n"));
+        assert!(header.contains("#define MD_SEND_COLLIDED 2\n"));
     }
 }

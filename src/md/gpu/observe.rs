@@ -8,14 +8,13 @@
 use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use super::{drv, grid, GpuMd};
+use crate::backend::cuda::shared::MD_ENERGY_WORDS;
 use crate::error::{MpcError, Result};
 use crate::md::boundary::LeesEdwards;
 use crate::md::engine::ForceReport;
 use crate::md::neighbor::CHUNK;
 use crate::md::rheology::{average_conformation, pressure_from, ChainGroups, Conformation};
 
-/// Words per chunk of `md_chunk_energy` (`MD_ENERGY_WORDS`).
-const ENERGY_WORDS: usize = 11;
 
 /// The chains as index lists on the device (built on first use; the engine never reorders).
 pub(super) struct DeviceChains {
@@ -74,7 +73,7 @@ impl GpuMd {
     /// decomposed engine queue theirs before any is read, so the GPUs reduce at once.
     pub(super) fn queue_energy_report(&mut self) -> Result<()> {
         let chunks = self.chunks();
-        let mut out = self.scratch(ENERGY_WORDS * chunks)?;
+        let mut out = self.scratch(MD_ENERGY_WORDS * chunks)?;
         let (n, chunk) = (self.n as u32, CHUNK as u32);
         let s = self.stream.clone();
         let e = &self.energy;
@@ -108,10 +107,10 @@ impl GpuMd {
         let out = self.reduce.device.take().ok_or_else(|| {
             MpcError::Device("a queued energy report lost its buffer (please report it)".into())
         })?;
-        let host = self.fetch(out, ENERGY_WORDS * chunks)?;
-        let mut sums = [0.0; ENERGY_WORDS];
-        for c in host.chunks(ENERGY_WORDS) {
-            for w in 0..ENERGY_WORDS {
+        let host = self.fetch(out, MD_ENERGY_WORDS * chunks)?;
+        let mut sums = [0.0; MD_ENERGY_WORDS];
+        for c in host.chunks(MD_ENERGY_WORDS) {
+            for w in 0..MD_ENERGY_WORDS {
                 sums[w] += c[w];
             }
         }

@@ -8,7 +8,7 @@ use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, CudaStream};
 
 use super::neighbor::DeviceLists;
 use super::params::Params;
-use super::{drv, GpuMd, NFLAGS};
+use super::{drv, GpuMd, MD_NFLAGS};
 use crate::backend::cuda::{kernels, CudaDevice};
 use crate::error::Result;
 use crate::md::engine::{ForceReport, Md, MdSettings};
@@ -201,11 +201,11 @@ impl GpuMd {
         let inv_mass_host: Vec<f64> = (0..n).map(|i| 1.0 / sys.mass(i)).collect();
         let parts = DeviceParticles::upload(&stream, &sys, &inv_mass_host)?;
         let energy = EnergyTerms::alloc(&stream, n)?;
-        let flags = stream.alloc_zeros::<u32>(NFLAGS).map_err(drv("alloc"))?;
+        let flags = stream.alloc_zeros::<u32>(MD_NFLAGS).map_err(drv("alloc"))?;
         // SAFETY: uninitialised pinned host memory, read only after a device-to-host copy into
         // it that the host waited for (GpuMd::queued_flags waits for the event recorded after
         // the copy). Cached, not write-combined: the host reads it.
-        let flags_host = unsafe { dev.context().alloc_pinned_with_flags::<u32>(NFLAGS, 0) }
+        let flags_host = unsafe { dev.context().alloc_pinned_with_flags::<u32>(MD_NFLAGS, 0) }
             .map_err(drv("pinned"))?;
         let flags_ready = stream.context().new_event(None).map_err(drv("event"))?;
         let p = Params::upload(&stream, &sys, &ff, thermostat)?;

@@ -12,7 +12,7 @@ use super::transfer::{
 };
 use super::{MultiCudaBackend, Transfer};
 use crate::backend::cuda::device::{drv, grid};
-use crate::backend::cuda::shared::RECORD_WORDS;
+use crate::backend::cuda::shared::MPC_RECORD_WORDS;
 use crate::backend::cuda::CudaBackend;
 use crate::error::{MpcError, Result};
 use crate::physics::StepPlan;
@@ -256,7 +256,7 @@ impl MultiCudaBackend {
                 continue;
             }
             any = true;
-            let words = count * RECORD_WORDS;
+            let words = count * MPC_RECORD_WORDS;
             // raw addresses: event tracking is off, the guards do nothing
             let src_ptr = self.slab_of(j).send[dir].device_ptr(&out).0;
             let dst = self.local(self.neighbour(self.first + j, dir));
@@ -359,7 +359,7 @@ impl MultiCudaBackend {
                 }
                 let dst_ptr = self.slab_of(j).recv[side].device_ptr(&inn).0;
                 let n = arrived.len();
-                if n > self.slab_of(j).send_capacity * RECORD_WORDS {
+                if n > self.slab_of(j).send_capacity * MPC_RECORD_WORDS {
                     return Err(MpcError::Device(
                         "arrivals beyond the receive buffer".into(),
                     ));
@@ -381,7 +381,7 @@ impl MultiCudaBackend {
             match self.transfer {
                 Transfer::Peer => main.wait(ev).map_err(drv("event"))?,
                 Transfer::Host => {
-                    let words = count * RECORD_WORDS;
+                    let words = count * MPC_RECORD_WORDS;
                     let dst_ptr = self.slab_of(j).recv[side].device_ptr(&inn).0;
                     let stage = self.slab_of(src).staging.as_ref().expect("host transfer");
                     let host = &stage[dir].as_slice().map_err(drv("staging"))?[..words];
@@ -436,7 +436,7 @@ impl MultiCudaBackend {
             cudarc::driver::sys::cuMemcpyDtoDAsync_v2(
                 dst_ptr,
                 ptr,
-                count * RECORD_WORDS * 8,
+                count * MPC_RECORD_WORDS * 8,
                 inn.cu_stream(),
             )
         }

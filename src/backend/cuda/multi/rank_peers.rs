@@ -28,7 +28,7 @@ use crate::backend::cuda::CudaBackend;
 use crate::error::{MpcError, Result};
 use crate::ranks::Transport;
 
-use crate::backend::cuda::shared::RECORD_WORDS;
+use crate::backend::cuda::shared::MPC_RECORD_WORDS;
 
 /// Values per exported inbox in the setup message: receiving slab (global), its side, parity,
 /// capacity in records, then the 64-byte handle as 8 words.
@@ -96,7 +96,7 @@ impl Outbox {
         // caller vouches for `src`); the opened pointer is valid in this context, which is
         // current, and `stream` belongs to it.
         let r = unsafe {
-            sys::cuMemcpyDtoDAsync_v2(self.ptr, src, count * RECORD_WORDS * 8, stream.cu_stream())
+            sys::cuMemcpyDtoDAsync_v2(self.ptr, src, count * MPC_RECORD_WORDS * 8, stream.cu_stream())
         };
         r.result().map_err(drv("copy to a neighbour rank's GPU"))
     }
@@ -214,7 +214,7 @@ impl RankPeers {
             return Ok(None);
         }
         let same_host = |r: usize| r != me && ids[r] == ids[me];
-        let bytes = send_capacity * RECORD_WORDS * 8;
+        let bytes = send_capacity * MPC_RECORD_WORDS * 8;
         let g = ring.slabs.len();
         let mut peers = RankPeers {
             inbox: (0..g).map(|_| Default::default()).collect(),

@@ -11,7 +11,7 @@ use super::migrate::MigrationArgs;
 use crate::backend::cuda::buffers::RESERVE_BYTES;
 use crate::backend::cuda::device::drv;
 use crate::backend::cuda::observe::{REPORT_COPIES, REPORT_WORDS};
-use crate::backend::cuda::shared::RECORD_WORDS;
+use crate::backend::cuda::shared::MPC_RECORD_WORDS;
 use crate::backend::cuda::{device_bytes, CellSumMethod, CudaBackend, CudaDevice};
 use crate::error::{MpcError, Result};
 use crate::fluid_parts::FluidSource;
@@ -167,7 +167,7 @@ impl CudaBackend {
         let capacity = layout.capacity(live);
         let send_capacity = layout.send_capacity();
         let (free, _) = dev.free_memory()?;
-        let extra = 8 * capacity as u64 + 4 * (send_capacity * RECORD_WORDS * 8) as u64;
+        let extra = 8 * capacity as u64 + 4 * (send_capacity * MPC_RECORD_WORDS * 8) as u64;
         let needed = device_bytes(capacity as u64, ncells as u64, method) + extra;
         if needed + RESERVE_BYTES > free {
             return Err(MpcError::OutOfMemory {
@@ -197,7 +197,7 @@ impl CudaBackend {
     ) -> Result<()> {
         let s = self.dev.stream.clone();
         let ctx = self.dev.ctx.clone();
-        let words = send_capacity * RECORD_WORDS;
+        let words = send_capacity * MPC_RECORD_WORDS;
         let alloc = |e| MpcError::OutOfMemory {
             device: self.dev.describe(),
             needed_bytes: (8 * capacity + 32 * words) as u64,
