@@ -278,7 +278,8 @@ mod tests {
         assert!(o.contains(&"--gpu-architecture=sm_90".to_string()));
     }
 
-    /// Compiles the kernels where an NVRTC library is loadable (no GPU needed); skipped otherwise.
+    /// Compiles the kernels (fluid, fluid with walls, MD) where an NVRTC library is loadable (no
+    /// GPU needed); skipped otherwise.
     #[test]
     fn kernels_compile_with_nvrtc_when_available() {
         if !nvrtc_for_tests() {
@@ -289,6 +290,8 @@ mod tests {
         let walls = compile_source_cubin(walls_source(), c"walls.cu", 9, 0)
             .expect("kernels with walls compile");
         assert!(walls.len() > cubin.len());
+        let md = compile_source_cubin(md_source(), c"md.cu", 9, 0).expect("MD kernels compile");
+        assert!(md.len() > 1000);
     }
 
     /// A Rust/CUDA disagreement cannot build: the fluid kernels with one layout check of the
