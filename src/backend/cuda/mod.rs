@@ -68,6 +68,7 @@ mod device;
 mod device_solutes;
 mod init;
 pub mod kernels;
+pub(crate) mod launch;
 pub mod multi;
 mod observe;
 mod params;

@@ -80,7 +80,10 @@ shared_constants! {
 pub const PURPOSES: [(&str, CellStreamPurpose); 4] = [
     ("MPC_PURPOSE_ROTATION_AXIS", CellStreamPurpose::RotationAxis),
     ("MPC_PURPOSE_THERMOSTAT", CellStreamPurpose::Thermostat),
-    ("MPC_PURPOSE_ANDERSEN_VELOCITY", CellStreamPurpose::AndersenVelocity),
+    (
+        "MPC_PURPOSE_ANDERSEN_VELOCITY",
+        CellStreamPurpose::AndersenVelocity,
+    ),
     ("MPC_PURPOSE_WALL_FILL", CellStreamPurpose::WallFill),
 ];
 
@@ -243,7 +246,10 @@ mod tests {
         names.extend(MD_SEND_CODES.iter().map(|(n, _)| *n));
         for (file, text) in k::FLUID_SOURCES.iter().chain(&md) {
             for name in &names {
-                assert!(!text.contains(&format!("#define {name}")), "{file} defines {name}");
+                assert!(
+                    !text.contains(&format!("#define {name}")),
+                    "{file} defines {name}"
+                );
             }
             assert!(!text.contains("int mpc_rule_len("), "{file}");
             assert!(!text.contains("int mpc_rule_stride("), "{file}");

@@ -40,6 +40,10 @@ pub(super) struct MdShear {
 // checked below) with the C layout of `MdShear`, which md_first_half takes by value.
 unsafe impl DeviceRepr for MdShear {}
 
+impl crate::backend::cuda::launch::CudaType for MdShear {
+    const NAME: &'static str = "MdShear";
+}
+
 const _: () = assert!(std::mem::size_of::<MdShear>() == 64);
 
 /// `struct MdSends` of kernels/md_items.cuh: the drift's exchange packed by `md_first_half`
@@ -59,12 +63,15 @@ pub(super) struct MdSends {
     pub(super) out: [u64; MD_FUSED_SENDS],
 }
 
-
 // SAFETY: plain-old-data with the C layout of `MdSends` (two u32, eight f64, four u32, eight
 // u64: 152 bytes, each field at its natural alignment without implicit padding, checked below),
 // which md_first_half takes by value; the addresses are only dereferenced by the kernel, for
 // the links the host filled in.
 unsafe impl DeviceRepr for MdSends {}
+
+impl crate::backend::cuda::launch::CudaType for MdSends {
+    const NAME: &'static str = "MdSends";
+}
 
 const _: () = assert!(std::mem::size_of::<MdSends>() == 152);
 

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, LaunchArgs, PushKernelArg};
 
 use super::{
-    drv, grid, GpuMd, MD_FLAG_CELL_MAX, MD_FLAG_COLLIDERS, MD_FLAG_NEIGH_MAX, MD_FLAG_WORK, MD_NFLAGS,
-    NULL_DEVICE_PTR,
+    drv, grid, GpuMd, MD_FLAG_CELL_MAX, MD_FLAG_COLLIDERS, MD_FLAG_NEIGH_MAX, MD_FLAG_WORK,
+    MD_NFLAGS, NULL_DEVICE_PTR,
 };
 use crate::error::Result;
 use crate::md::neighbor::CellList;
@@ -311,15 +311,20 @@ impl GpuMd {
         let s = self.stream.clone();
         let l = &mut self.lists;
         let nc = g.ncells as u32;
-        let mut b = s.launch_builder(&self.k.cell_sort);
-        b.arg(&nc)
-            .arg(&l.cell_count)
-            .arg(&mut l.cell_members)
-            .arg(&g.cap);
         // SAFETY: md_cell_sort's parameters in order and type (ncells, count, members, cap);
         // `cell_count` holds ncells u32 and `cell_members` ncells · cap u32, the kernel
         // returns for c ≥ ncells and touches only min(count, cap) slots of cell c.
-        unsafe { b.launch(grid(g.ncells)) }.map_err(drv("md_cell_sort"))?;
+        unsafe {
+            self.k.cell_sort(
+                &s,
+                grid(g.ncells),
+                &nc,
+                &l.cell_count,
+                &mut l.cell_members,
+                &g.cap,
+            )
+        }
+        .map_err(drv("md_cell_sort"))?;
         Ok(())
     }
 

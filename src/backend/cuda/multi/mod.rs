@@ -47,7 +47,6 @@ mod solutes;
 mod step;
 pub mod transfer;
 
-pub(in crate::backend::cuda) use migrate::MigrationArgs;
 pub(in crate::backend::cuda) use slab::Slab;
 pub use slab::{min_slab_layers, slab_bounds};
 pub use step::MULTI_PHASE_NAMES;

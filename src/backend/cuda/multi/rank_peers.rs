@@ -96,7 +96,12 @@ impl Outbox {
         // caller vouches for `src`); the opened pointer is valid in this context, which is
         // current, and `stream` belongs to it.
         let r = unsafe {
-            sys::cuMemcpyDtoDAsync_v2(self.ptr, src, count * MPC_RECORD_WORDS * 8, stream.cu_stream())
+            sys::cuMemcpyDtoDAsync_v2(
+                self.ptr,
+                src,
+                count * MPC_RECORD_WORDS * 8,
+                stream.cu_stream(),
+            )
         };
         r.result().map_err(drv("copy to a neighbour rank's GPU"))
     }

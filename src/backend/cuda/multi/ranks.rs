@@ -229,7 +229,11 @@ impl MultiCudaBackend {
         while at + HEADER <= got.len() {
             let value = |i: usize| f64::from_bits(got[at + i]) as usize;
             let (d, side, count, whence) = (value(0), value(1), value(2), value(3));
-            let words = if whence == 0 { count * MPC_RECORD_WORDS } else { 0 };
+            let words = if whence == 0 {
+                count * MPC_RECORD_WORDS
+            } else {
+                0
+            };
             let inbox_known = |j: usize| {
                 whence == 0
                     || self

@@ -4,8 +4,8 @@
 
 use super::exchange::{zero_counts, Link, SlabSend};
 use super::{SlabMd, HOST_FLAGS_WAIT};
-use crate::error::Result;
 use crate::backend::cuda::shared::MD_FUSED_SENDS;
+use crate::error::Result;
 use crate::md::gpu::integrate::MdSends;
 use crate::md::gpu::{drv, MD_FLAG_COUNTS, MD_FLAG_REBUILD};
 

@@ -20,8 +20,10 @@ use cudarc::driver::{CudaEvent, CudaSlice, CudaView, DevicePtr, PushKernelArg};
 
 use super::super::integrate::MdSends;
 use super::super::{drv, grid, items, push_items, GpuMd, MD_FLAG_COUNTS, MD_MAX_LINKS};
-use crate::backend::cuda::shared::{MD_SEND_COLLIDED, MD_SEND_DRIFTED, MD_SEND_OWNED, MD_SLAB_WORDS};
 use crate::backend::cuda::multi::transfer::grant_pool_access;
+use crate::backend::cuda::shared::{
+    MD_SEND_COLLIDED, MD_SEND_DRIFTED, MD_SEND_OWNED, MD_SLAB_WORDS,
+};
 use crate::backend::cuda::CudaDevice;
 use crate::error::MpcError;
 use crate::error::Result;
@@ -456,21 +458,25 @@ pub(super) fn unpack_records(
     let s = to.stream.clone();
     let limit32 = limit as u32;
     let d = &mut to.parts;
-    let mut b = s.launch_builder(&to.k.slab_unpack);
-    b.arg(recv_count)
-        .arg(&limit32)
-        .arg(recv)
-        .arg(&mut d.pos)
-        .arg(&mut d.vel)
-        .arg(&mut d.image)
-        .arg(&mut d.built_at)
-        .arg(&mut d.force);
-    // SAFETY: md_slab_unpack(count, limit, rec, pos, vel, image, built_at, force) in order
-    // and type; `recv` holds at least `limit` records (checked above), written before on this
-    // stream or (pulling) in memory this GPU may read, behind an event this stream waited
-    // for, of which the first min(count, limit) were written by md_slab_pack, each naming
-    // a particle index < n; the particle arrays hold 3n elements on this GPU.
-    unsafe { b.launch(grid(limit)) }.map_err(drv("md_slab_unpack"))?;
+    // SAFETY: in order and type; `recv` holds at least `limit` records (checked above), written
+    // before on this stream or (pulling) in memory this GPU may read, behind an event this stream
+    // waited for, of which the first min(count, limit) were written by md_slab_pack, each naming a
+    // particle index < n; the particle arrays hold 3n elements on this GPU.
+    unsafe {
+        to.k.slab_unpack(
+            &s,
+            grid(limit),
+            recv_count,
+            &limit32,
+            recv,
+            &mut d.pos,
+            &mut d.vel,
+            &mut d.image,
+            &mut d.built_at,
+            &mut d.force,
+        )
+    }
+    .map_err(drv("md_slab_unpack"))?;
     Ok(())
 }
 

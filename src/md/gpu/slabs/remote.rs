@@ -18,10 +18,10 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, PinnedHostSlice};
 
 use super::super::{drv, GpuMd, MD_FLAG_COUNTS};
-use crate::backend::cuda::shared::MD_SLAB_WORDS;
 use super::exchange::{
     pack_records, take_slot, unpack_records, zero_counts, Records, SlabSend, Topology,
 };
+use crate::backend::cuda::shared::MD_SLAB_WORDS;
 use crate::error::{MpcError, Result};
 use crate::ranks::Transport;
 
