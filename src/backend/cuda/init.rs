@@ -2,7 +2,7 @@
 //! `FluidState::initial`: the same per-particle Philox streams, the CPU's chunked mean and
 //! energy sums reproduced chunk by chunk, then the same shift and scale.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::LaunchConfig;
 
 use super::device::{drv, grid};
 use super::CudaBackend;
@@ -108,23 +108,18 @@ impl CudaBackend {
         let s = self.dev.stream.clone();
         let mut partial = s.alloc_zeros::<f64>(4 * nchunks).map_err(drv("alloc"))?;
         let (nu, cu, ncu) = (n as u32, chunk as u32, nchunks as u32);
-        // SAFETY: mpc_chunk_sums(const double *vx, *vy, *vz, double *partial, u32 n, u32 chunk,
-        // u32 nchunks): the velocities hold n values, partial 4 × nchunks doubles; one thread
-        // per chunk, threads past nchunks return. Read back below on the same stream.
+        let cfg = LaunchConfig {
+            grid_dim: ((nchunks as u32).div_ceil(64), 1, 1),
+            block_dim: (64, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let [vx, vy, vz] = &self.fluid.vel;
+        // SAFETY: the velocities hold n values, partial 4 × nchunks doubles; one thread per
+        // chunk, threads past nchunks return. Read back below on the same stream.
         unsafe {
-            s.launch_builder(&self.dev.k.chunk_sums)
-                .arg(&self.fluid.vel[0])
-                .arg(&self.fluid.vel[1])
-                .arg(&self.fluid.vel[2])
-                .arg(&mut partial)
-                .arg(&nu)
-                .arg(&cu)
-                .arg(&ncu)
-                .launch(LaunchConfig {
-                    grid_dim: ((nchunks as u32).div_ceil(64), 1, 1),
-                    block_dim: (64, 1, 1),
-                    shared_mem_bytes: 0,
-                })
+            self.dev
+                .k
+                .chunk_sums(&s, cfg, vx, vy, vz, &mut partial, &nu, &cu, &ncu)
                 .map_err(drv("chunk sums"))?;
         }
         let parts = s.clone_dtoh(&partial).map_err(drv("copy"))?;
