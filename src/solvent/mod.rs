@@ -331,9 +331,9 @@ impl Solvent {
                 "pass one position, one velocity and one mass per solute",
             );
         }
-        // On the bounded host pool (`crate::host`): an MD code may hand over millions of
+        // On the bounded host pool (`crate::host_pool`): an MD code may hand over millions of
         // solutes every step, and rayon's global pool is slow to wake on many-core hosts.
-        use crate::host::find_first;
+        use crate::host_pool::find_first;
         if let Some(i) = find_first(pos, |p| !p.iter().all(|c| c.is_finite())) {
             return bad(
                 "positions",

@@ -340,7 +340,7 @@ fn coupled_run_with_auto_backend() {
     assert_eq!(md.backend, MdBackend::Auto);
     let mut cfg = cfg;
     cfg.md = Some(mpcbox::md::MdConfig {
-        system: mpcbox::md::config::SystemSpec::DataFile {
+        system: mpcbox::md::from_config::SystemSpec::DataFile {
             path: "examples/two_chains.data".into(),
             atom_style: None,
         },

@@ -85,7 +85,7 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
                     ("solutes", json!(n)),
                     ("backend", json!(s.backend_description())),
                     ("path", json!(format!("{mode}, {} order", a.solute_order))),
-                    ("host threads", json!(mpcbox::host::host_threads())),
+                    ("host threads", json!(mpcbox::host_pool::host_threads())),
                 ],
                 &[
                     ("plain ms/step", plain),

@@ -406,7 +406,7 @@ impl CudaDevice {
         let ctx = CudaContext::new(ordinal).map_err(drv("context"))?;
         // SAFETY: cudarc then records no per-buffer events and the backend orders its streams
         // itself, as cudarc requires: buffers are allocated and freed on the main stream, and
-        // every other stream that uses one (coupled.rs's upload/download streams, the copy
+        // every other stream that uses one (host_staging.rs's upload/download streams, the copy
         // streams of multi/, the caller's stream in device_solutes.rs) is ordered after the
         // main stream's work and joined back by an explicit event or a synchronisation, so no
         // buffer is used before its allocation, written by two streams at once, or freed

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::sync::{Mutex, OnceLock};
 
+use super::contract::contract_header;
 use super::params::layout_checks;
-use super::shared::shared_header;
 
 /// `kernels/rng.cuh`: Philox4x32-10, det_ln and the per-cell draws (mirror of `src/rng.rs`).
 pub const RNG_CUH: &str = include_str!("../../../kernels/rng.cuh");
@@ -102,14 +102,14 @@ pub fn md_source() -> String {
         ("md_observe.cu", MD_OBSERVE_CU),
         ("md_slabs.cu", MD_SLABS_CU),
     ]);
-    format!("{}{sources}{}", shared_header(), layout_checks(false))
+    format!("{}{sources}{}", contract_header(), layout_checks(false))
 }
 
 /// The fluid kernels' translation unit handed to NVRTC.
 pub fn full_source() -> String {
     format!(
         "{}{}{}",
-        shared_header(),
+        contract_header(),
         translation_unit(FLUID_SOURCES),
         layout_checks(true)
     )
@@ -297,7 +297,7 @@ mod tests {
     /// A Rust/CUDA disagreement cannot build: the fluid kernels with one layout check of the
     /// generated source altered (as if `MpcParams` had gained a field Rust lacks) fail to
     /// compile, and so do the MD kernels with `MpcWalls`' check altered. (The codes and
-    /// tables cannot disagree: only the generated header defines them, `shared::tests`.)
+    /// tables cannot disagree: only the generated header defines them, `contract::tests`.)
     #[test]
     fn a_rust_cuda_mismatch_fails_to_compile() {
         if !nvrtc_for_tests() {

@@ -39,8 +39,10 @@
 //!
 //! | module | role | kernels |
 //! |---|---|---|
-//! | `device` | CUDA checks, context and stream, the kernel store (loaded once per GPU) | |
+//! | `device` | CUDA checks, context and stream, the kernel table (loaded once per GPU) | |
 //! | `kernels` | the kernel sources in dependency order, NVRTC (cached per process) | |
+//! | `contract` | what Rust and CUDA agree on, generated as the header of every unit | |
+//! | `launch` | typed kernel launches, checked against the sources' signatures | |
 //! | `cell_sums` | [`CellSumMethod`]: how pass 1 forms the cell sums | `cell_sums.cuh` |
 //! | `params` | `KernelParams`, the kernels' by-value parameters of one step | `mpc.cuh` |
 //! | `buffers` | footprint, out-of-memory refusal, fluid / cell / solute buffers | |
@@ -52,7 +54,7 @@
 //! | `collide` | pass 4: the fluid collision, or deferred (fused) | `collide.cu` |
 //! | `rules` | MPC-AT, MPC-AT+a, SRD+a: extended cell sums, their passes | `rules.cu`, `rules.cuh` |
 //! | `reorder` | particles sorted by cell | `reorder.cu` |
-//! | `coupled` | host solutes: upload/download streams, pinned staging, events | |
+//! | `host_staging` | host solutes: upload/download streams, pinned staging, events | |
 //! | `device_solutes` | the caller's device arrays: checks, stream order | `device_solutes.cu` |
 //! | `observe` | report, moments and profile, state download/upload | `observe.cu` |
 //! | `debug` | test entry points (draws, `det_ln`, initial particles) | `debug.cu` |
@@ -62,10 +64,11 @@ mod buffers;
 mod cell_sums;
 mod cells;
 mod collide;
-mod coupled;
+pub mod contract;
 mod debug;
 mod device;
 mod device_solutes;
+mod host_staging;
 mod init;
 pub mod kernels;
 pub(crate) mod launch;
@@ -74,7 +77,6 @@ mod observe;
 mod params;
 mod reorder;
 mod rules;
-pub mod shared;
 mod solutes;
 mod step;
 mod stream;
@@ -84,10 +86,10 @@ pub use buffers::{
     MAX_CUDA_PARTICLES, RESERVE_BYTES,
 };
 pub use cell_sums::CellSumMethod;
-pub use coupled::SoluteTransfer;
 pub use device::{device_memory, driver_present, nvrtc_present, probe, CudaDevice};
 pub(crate) use device::{drv, kernel, load_module};
 pub use device_solutes::DeviceSoluteArrays;
+pub use host_staging::SoluteTransfer;
 pub use multi::transfer;
 pub(crate) use params::WallParams;
 pub use rules::rule_bytes_per_cell;
@@ -101,8 +103,8 @@ use crate::error::{MpcError, Result};
 use crate::physics::{Physics, StepPlan};
 use crate::state::FluidState;
 use buffers::{check_fits, CellBuffers, FluidBuffers, SoluteBuffers};
-use coupled::CoupledIo;
 use device_solutes::DeviceSoluteState;
+use host_staging::CoupledIo;
 use observe::MomentBuffers;
 use params::KernelParams;
 use step::PhaseTimer;

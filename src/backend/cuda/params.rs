@@ -4,7 +4,7 @@
 
 use cudarc::driver::{DevicePtr, DeviceRepr};
 
-use super::shared::wall_kind;
+use super::contract::wall_kind;
 use super::CudaBackend;
 use crate::physics::walls::{Shape, Walls};
 use crate::physics::StepPlan;
@@ -52,7 +52,7 @@ pub(super) struct KernelParams {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct WallParams {
-    /// `shared::WALLS_*` (`MPC_WALLS_*`).
+    /// `contract::WALLS_*` (`MPC_WALLS_*`).
     kind: u32,
     no_slip: u32,
     /// Particles per cell M (virtual particles fill cut cells up to it).

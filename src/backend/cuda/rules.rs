@@ -27,7 +27,7 @@ use crate::backend::DeviceSolutes;
 use crate::error::{MpcError, Result};
 use crate::physics::Rule;
 
-pub use super::shared::ext_stride;
+pub use super::contract::ext_stride;
 
 /// Which kernels run a rule's pass 1, cell pass and collision (`MPCBOX_RULES_KERNELS`, a
 /// tuning knob): each rule's own (`per-rule`, the default: compiled for that rule alone, so

@@ -11,7 +11,7 @@ use std::time::Instant;
 use cudarc::driver::{DeviceRepr, PushKernelArg};
 
 use super::{drv, grid, items, push_items, GpuMd, MD_FLAG_REBUILD};
-pub(super) use crate::backend::cuda::shared::MD_FUSED_SENDS;
+pub(super) use crate::backend::cuda::contract::MD_FUSED_SENDS;
 use crate::error::Result;
 use crate::md::forcefield::MdThermostat;
 use crate::md::integrate::ou_coefficients;

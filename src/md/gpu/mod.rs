@@ -97,8 +97,8 @@ impl MdBackend {
 const BLOCK: u32 = 128;
 
 // The flag words the kernels raise, and the links' counts after them (the contract with
-// kernels/md*.cu, defined once in `backend::cuda::shared`).
-use crate::backend::cuda::shared::{
+// kernels/md*.cu, defined once in `backend::cuda::contract`).
+use crate::backend::cuda::contract::{
     MD_FLAG_BROKEN, MD_FLAG_CELL_MAX, MD_FLAG_COLLIDERS, MD_FLAG_COUNTS, MD_FLAG_HALO,
     MD_FLAG_NEIGH_MAX, MD_FLAG_REBUILD, MD_FLAG_WALL, MD_FLAG_WORK, MD_MAX_LINKS, MD_NFLAGS,
 };

@@ -8,7 +8,7 @@
 use cudarc::driver::CudaSlice;
 
 use super::{drv, grid, GpuMd};
-use crate::backend::cuda::shared::MD_ENERGY_WORDS;
+use crate::backend::cuda::contract::MD_ENERGY_WORDS;
 use crate::error::{MpcError, Result};
 use crate::md::boundary::LeesEdwards;
 use crate::md::engine::ForceReport;

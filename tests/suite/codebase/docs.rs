@@ -232,7 +232,7 @@ fn resolves(segs: &[&str]) -> bool {
     true
 }
 
-/// Every module path the docs name in code spans (`physics::walls::Walls`, `crate::host`, or
+/// Every module path the docs name in code spans (`physics::walls::Walls`, `crate::host_pool`, or
 /// relative to a module: `rules::theory`) exists.
 #[test]
 fn every_module_the_docs_name_exists() {

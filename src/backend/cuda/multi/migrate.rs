@@ -11,10 +11,10 @@ use super::transfer::{
     peer_copy_async, stage_to_device_async, stage_to_host_async, upload_pinned_async,
 };
 use super::{MultiCudaBackend, Transfer};
+use crate::backend::cuda::contract::MPC_RECORD_WORDS;
 use crate::backend::cuda::device::{drv, grid};
 use crate::backend::cuda::launch::DevPtr;
 use crate::backend::cuda::params::MigrationArgs;
-use crate::backend::cuda::shared::MPC_RECORD_WORDS;
 use crate::backend::cuda::CudaBackend;
 use crate::error::{MpcError, Result};
 use crate::physics::StepPlan;

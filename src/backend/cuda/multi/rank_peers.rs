@@ -28,7 +28,7 @@ use crate::backend::cuda::CudaBackend;
 use crate::error::{MpcError, Result};
 use crate::ranks::Transport;
 
-use crate::backend::cuda::shared::MPC_RECORD_WORDS;
+use crate::backend::cuda::contract::MPC_RECORD_WORDS;
 
 /// Values per exported inbox in the setup message: receiving slab (global), its side, parity,
 /// capacity in records, then the 64-byte handle as 8 words.

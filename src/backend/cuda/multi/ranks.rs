@@ -13,8 +13,8 @@ use std::ops::Range;
 use cudarc::driver::{CudaContext, PinnedHostSlice};
 
 use super::MultiCudaBackend;
+use crate::backend::cuda::contract::MPC_RECORD_WORDS;
 use crate::backend::cuda::device::drv;
-use crate::backend::cuda::shared::MPC_RECORD_WORDS;
 use crate::error::{MpcError, Result};
 
 /// Values before each link's records: destination slab, its side (0 below, 1 above), count,

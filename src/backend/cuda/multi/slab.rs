@@ -8,10 +8,10 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, PinnedHostSlice};
 
 use crate::backend::cuda::buffers::RESERVE_BYTES;
+use crate::backend::cuda::contract::MPC_RECORD_WORDS;
 use crate::backend::cuda::device::drv;
 use crate::backend::cuda::observe::{REPORT_COPIES, REPORT_WORDS};
 use crate::backend::cuda::params::MigrationArgs;
-use crate::backend::cuda::shared::MPC_RECORD_WORDS;
 use crate::backend::cuda::{device_bytes, CellSumMethod, CudaBackend, CudaDevice};
 use crate::error::{MpcError, Result};
 use crate::fluid_parts::FluidSource;

@@ -145,15 +145,15 @@ impl MultiCudaBackend {
         let sb = home.solutes.as_mut().expect("made above");
         // the previous step's copies out of the staging buffers are complete: the step ended
         // with every GPU synchronised
-        crate::host::copy(
+        crate::host_pool::copy(
             io.pos.as_mut_slice().map_err(drv("pinned"))?,
             pos.as_flattened(),
         );
-        crate::host::copy(
+        crate::host_pool::copy(
             io.vel.as_mut_slice().map_err(drv("pinned"))?,
             vel.as_flattened(),
         );
-        crate::host::copy(io.mass.as_mut_slice().map_err(drv("pinned"))?, mass);
+        crate::host_pool::copy(io.mass.as_mut_slice().map_err(drv("pinned"))?, mass);
         stream
             .memcpy_htod(&io.pos, &mut sb.pos.slice_mut(..3 * ns))
             .map_err(drv("solute upload"))?;
@@ -191,7 +191,7 @@ impl MultiCudaBackend {
             .synchronize()
             .map_err(drv("solute download"))?;
         let staged = io.out.as_slice().map_err(drv("solute download"))?;
-        crate::host::copy(out.as_flattened_mut(), &staged[..3 * ns]);
+        crate::host_pool::copy(out.as_flattened_mut(), &staged[..3 * ns]);
         Ok(())
     }
 }

@@ -4,7 +4,7 @@
 
 use super::exchange::{zero_counts, Link, SlabSend};
 use super::{SlabMd, HOST_FLAGS_WAIT};
-use crate::backend::cuda::shared::MD_FUSED_SENDS;
+use crate::backend::cuda::contract::MD_FUSED_SENDS;
 use crate::error::Result;
 use crate::md::gpu::integrate::MdSends;
 use crate::md::gpu::{drv, MD_FLAG_COUNTS, MD_FLAG_REBUILD};

@@ -20,10 +20,10 @@ use cudarc::driver::{CudaEvent, CudaSlice, CudaView, DevicePtr, PushKernelArg};
 
 use super::super::integrate::MdSends;
 use super::super::{drv, grid, items, push_items, GpuMd, MD_FLAG_COUNTS, MD_MAX_LINKS};
-use crate::backend::cuda::multi::transfer::grant_pool_access;
-use crate::backend::cuda::shared::{
+use crate::backend::cuda::contract::{
     MD_SEND_COLLIDED, MD_SEND_DRIFTED, MD_SEND_OWNED, MD_SLAB_WORDS,
 };
+use crate::backend::cuda::multi::transfer::grant_pool_access;
 use crate::backend::cuda::CudaDevice;
 use crate::error::MpcError;
 use crate::error::Result;

@@ -21,7 +21,7 @@ use super::super::{drv, GpuMd, MD_FLAG_COUNTS};
 use super::exchange::{
     pack_records, take_slot, unpack_records, zero_counts, Records, SlabSend, Topology,
 };
-use crate::backend::cuda::shared::MD_SLAB_WORDS;
+use crate::backend::cuda::contract::MD_SLAB_WORDS;
 use crate::error::{MpcError, Result};
 use crate::ranks::Transport;
 

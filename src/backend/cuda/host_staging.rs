@@ -50,10 +50,10 @@ impl SoluteTransfer {
     }
 }
 
-/// Copy `src` into `dst` (equal lengths) on the bounded host pool ([`crate::host`]): host
+/// Copy `src` into `dst` (equal lengths) on the bounded host pool ([`crate::host_pool`]): host
 /// copies into pinned staging are on the critical path of a coupled step.
 fn parallel_copy(dst: &mut [f64], src: &[f64]) {
-    crate::host::copy(dst, src);
+    crate::host_pool::copy(dst, src);
 }
 
 impl CudaBackend {

@@ -1,5 +1,6 @@
-//! The `md` section of a run config: what the solutes are, how they interact, and how often
-//! the MPC collision couples them to the fluid.
+//! The bundled MD engine built from the `md` section of a run config (the section's types and
+//! its file-free checks are `config::md`): what the solutes are, how they interact, and how
+//! often the MPC collision couples them to the fluid.
 //!
 //! ```ron
 //! md: (
