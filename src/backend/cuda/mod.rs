@@ -41,6 +41,7 @@
 //! |---|---|---|
 //! | `device` | CUDA checks, context and stream, the kernel table (loaded once per GPU) | |
 //! | `kernels` | the kernel sources in dependency order, NVRTC (cached per process) | |
+//! | `fluid_kernels` | the fluid's kernel table: every kernel with its parameters | all |
 //! | `contract` | what Rust and CUDA agree on, generated as the header of every unit | |
 //! | `launch` | typed kernel launches, checked against the sources' signatures | |
 //! | `cell_sums` | [`CellSumMethod`]: how pass 1 forms the cell sums | `cell_sums.cuh` |
@@ -68,6 +69,7 @@ pub mod contract;
 mod debug;
 mod device;
 mod device_solutes;
+mod fluid_kernels;
 mod host_staging;
 mod init;
 pub mod kernels;

@@ -18,7 +18,8 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, PushKernelArg};
 use cudarc::driver::CudaFunction;
 
 use super::device::OnAllocError;
-use super::device::{drv, grid, FluidKernels};
+use super::device::{drv, grid};
+use super::fluid_kernels::FluidKernels;
 use super::launch::DevPtr;
 use super::params::KernelParams;
 use super::params::MigrationArgs;
