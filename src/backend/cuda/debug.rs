@@ -29,7 +29,7 @@ impl CudaDevice {
         unsafe {
             self.k
                 .debug_cell_draws(
-                    &s,
+                    s,
                     grid(n),
                     &seed,
                     &step,
@@ -76,7 +76,7 @@ impl CudaDevice {
         unsafe {
             self.k
                 .debug_at_draws(
-                    &s,
+                    s,
                     grid(n),
                     &seed,
                     &step,
@@ -106,7 +106,7 @@ impl CudaDevice {
         // stream.
         unsafe {
             self.k
-                .debug_det_ln(&s, grid(n), &dx, &mut dy, &nn)
+                .debug_det_ln(s, grid(n), &dx, &mut dy, &nn)
                 .map_err(drv("launch"))?;
         }
         let y = s.clone_dtoh(&dy).map_err(drv("copy"))?;
@@ -130,7 +130,7 @@ impl CudaDevice {
         unsafe {
             self.k
                 .debug_initial_particle(
-                    &s,
+                    s,
                     grid(n),
                     &seed,
                     &len[0],

@@ -166,7 +166,6 @@ impl CudaBackend {
             k.sort_segments(&s, grid(self.ncells), &self.cell.counter, &mut perm, &ncu)
                 .map_err(drv("reorder"))?;
         }
-        drop(perm);
         let perm = scratch_as::<u32>(&self.fluid.temp, n)?;
         s.memcpy_dtod(&perm, &mut self.fluid.cellw.slice_mut(..n))
             .map_err(drv("reorder copy"))?;
