@@ -135,7 +135,7 @@ __device__ __forceinline__ void mpc_add_to_cell_warp(double *cells, bool valid, 
     }
 }
 
-// Block-aggregated cell sums (talk 003's partial cell lists in shared memory, as sums): warp
+// Block-aggregated cell sums (partial cell lists in shared memory, as sums): warp
 // groups are reduced first, then each group leader adds into a per-block hash table of cells in
 // shared memory (atomicCAS on the key, linear probing), and the block flushes one set of six
 // global atomics per distinct cell. The hash is geometry aware: low x bits, then z and y parity

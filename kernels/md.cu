@@ -27,13 +27,7 @@
 // flags[8]: (decomposed engine) a bond reaches further in y than the slab halo; flags[9], [10]: tags
 // flags[11]: (decomposed engine) the length of the slab's work list filled by md_build_list
 // flags[12]: (decomposed engine) the length of the slab's collider list filled by md_build_list
-#define MD_FLAG_REBUILD 0
-#define MD_FLAG_CELL_MAX 1
-#define MD_FLAG_NEIGH_MAX 2
-#define MD_FLAG_BROKEN 3
-#define MD_FLAG_HALO 8
-#define MD_FLAG_WORK 11
-#define MD_FLAG_COLLIDERS 12
+// (MD_FLAG_* name these words; the generated header defines them from src/backend/cuda/contract.rs)
 
 struct MdPairLj {
     double lj1, lj2, lj3, lj4, rc2, shift;

@@ -70,7 +70,7 @@ __device__ __forceinline__ unsigned int md_warp_slot(unsigned int *c) {
 
 // One record of the decomposed engine's exchanges: index, position, velocity, image (as
 // doubles: exact), build position, force.
-#define MD_SLAB_WORDS 16
+// (MD_SLAB_WORDS, like MD_FUSED_SENDS below, from the generated header.)
 
 // Write particle i's record at r.
 __device__ __forceinline__ void md_write_record(double *r, unsigned int i, const double *pos, const double *vel,
@@ -88,7 +88,6 @@ __device__ __forceinline__ void md_write_record(double *r, unsigned int i, const
 // The drift's exchange packed by md_first_half itself (the decomposed engine's neighbour links
 // of one sender, at most MD_FUSED_SENDS): for link k the receiver's band, the room in records
 // of its send buffer `out`, and its count word (zero on entry). `links` = 0: none.
-#define MD_FUSED_SENDS 4
 struct MdSends {
     unsigned int links;
     unsigned int pad;

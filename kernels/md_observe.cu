@@ -10,7 +10,7 @@
 // Per chunk c of particles: out[MD_ENERGY_WORDS c + w], w = 0 pair energy, 1 bond energy, 2 pair
 // virial, 3 bond virial, 4 wall energy, 5..10 the virial tensor (xx, yy, zz, xy, xz, yz); every
 // per-particle term as md_forces / md_wall_forces left it (pairs and bonds from both sides).
-#define MD_ENERGY_WORDS 11
+// MD_ENERGY_WORDS: from the generated header.
 extern "C" __global__ void md_chunk_energy(unsigned int n, unsigned int chunk, const double *e_pair,
                                            const double *e_bond, const double *w_pair, const double *w_bond,
                                            const double *e_wall, const double *w_tensor, double *out) {

@@ -13,9 +13,7 @@
 // 0: particles it owned at the step's start (y_prev) that are in the band before or after the drift
 // 1: particles it owns now that are in the band
 // 2: particles whose velocity its collision changed (differs from vel_before) that are in the band
-#define MD_SEND_DRIFTED 0
-#define MD_SEND_OWNED 1
-#define MD_SEND_COLLIDED 2
+// (MD_SEND_*, from the generated header)
 
 __device__ __forceinline__ bool md_bits_differ(double a, double b) {
     return __double_as_longlong(a) != __double_as_longlong(b);

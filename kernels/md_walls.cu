@@ -7,7 +7,7 @@
 #endif
 
 // flags[6]: a bead reached a wall surface; flags[7]: its tag
-#define MD_FLAG_WALL 6
+// (MD_FLAG_WALL, from the generated header)
 
 // WallPotential::force for particle i: adds the force, and (when energy) writes its energy to
 // e_wall[i] (zero beyond the cutoff). A bead on or beyond the surface raises MD_FLAG_WALL.

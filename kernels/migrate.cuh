@@ -6,8 +6,7 @@
 #endif
 
 // Slab mode: where particles that leave this GPU's layers go. Passed by value to the pass-1
-// kernels; unused (zero) on one GPU.
-#define MPC_RECORD_WORDS 5
+// kernels; unused (zero) on one GPU. MPC_RECORD_WORDS: from the generated header.
 struct MpcMigration {
     unsigned long long *send[2];  // to the lower / upper neighbour, MPC_RECORD_WORDS u64 each
     unsigned int *counters;      // [sent down, sent up, free-slot stack top, overflow flags]

@@ -10,11 +10,7 @@
 #define MPC_PHILOX_M1 0xCD9E8D57u
 #define MPC_PHILOX_W0 0x9E3779B9u
 #define MPC_PHILOX_W1 0xBB67AE85u
-
-#define MPC_PURPOSE_ROTATION_AXIS 0u
-#define MPC_PURPOSE_THERMOSTAT 1u
-#define MPC_PURPOSE_ANDERSEN_VELOCITY 2u
-// MPC_PURPOSE_WALL_FILL (8) is defined in walls.cuh
+// The streams' purposes (MPC_PURPOSE_*): from the generated header (rng::CellStreamPurpose).
 
 typedef unsigned long long mpc_u64;
 

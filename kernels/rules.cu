@@ -14,8 +14,8 @@
 // Minimum resident blocks of 256 threads per multiprocessor for the per-particle rule kernels
 // (a register cap: 4 = 64 registers, 32 warps per SM, MPC-AT+a's fused pass spills 104 B; 3 = 80
 // registers without spills, 24 warps; 1 lets MPC-AT+a's fused pass take 98, 16 warps). 4 was
-// fastest on an H200 at 256³ (bench/results/h200-2026-11-23.md: SRD+a 2.26 against 2.34 × SRD
-// with 3, MPC-AT 1.69 against 1.83, MPC-AT+a equal). Tuning knob:
+// fastest at 256³ in `mpcbox-bench rules` (the +a and AT rules a few per cent faster than with 3,
+// MPC-AT+a equal: more resident warps hide more latency than the spills cost). Tuning knob:
 // MPCBOX_NVRTC_OPTIONS="-DMPC_RULES_MIN_BLOCKS=n". The bound of 256 threads per block is what
 // the staging in shared memory (48 KB per block) is sized for.
 #ifndef MPC_RULES_MIN_BLOCKS

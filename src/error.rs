@@ -79,7 +79,7 @@ impl ConfigError {
             }
             Some(field) if generic => {
                 err.fix = format!(
-                    "give `{field}` a value of its type and range (see the README's config table)"
+                    "give `{field}` a value of its type and range (see docs/configuration.md)"
                 );
                 err.field = field;
             }

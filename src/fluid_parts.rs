@@ -10,11 +10,12 @@
 
 use rayon::prelude::*;
 
-use crate::checkpoint::PartedFile;
+use crate::checkpoint::{PartedFile, StoredFluid};
 use crate::config::{Config, InitialFlow};
 use crate::error::Result;
 use crate::physics::Physics;
-use crate::state::{initial_particle, FluidState, REDUCTION_CHUNK};
+pub use crate::state::FluidPart;
+use crate::state::{chunked_sums, initial_particle, sums_of, FluidState, REDUCTION_CHUNK};
 
 /// Where a fluid cut into parts comes from.
 #[derive(Clone, Copy)]
@@ -27,8 +28,15 @@ pub enum FluidSource<'a> {
     Initial(&'a Config),
 }
 
-/// One part: its particles in ascending global index, and those indices.
-pub type FluidPart = (FluidState, Vec<u64>);
+impl<'a> From<&'a StoredFluid> for FluidSource<'a> {
+    /// A checkpoint file's fluid ([`crate::checkpoint::CheckpointFile::fluid`]).
+    fn from(fluid: &'a StoredFluid) -> FluidSource<'a> {
+        match fluid {
+            StoredFluid::Whole(s) => FluidSource::State(s),
+            StoredFluid::Parted(p) => FluidSource::Stored(p),
+        }
+    }
+}
 
 impl FluidSource<'_> {
     /// Particles of the whole fluid.
@@ -115,43 +123,6 @@ fn thermal(cfg: &Config, phys: &Physics, sigma: f64, i: usize) -> ([f32; 3], [f6
         Some(w) => w.initial_particle(cfg.seed, i as u64, phys.length, sigma),
         None => initial_particle(cfg.seed, i as u64, phys.length, sigma),
     }
-}
-
-/// Σ over chunks (in chunk order) of each chunk's sums of `term` over its particles: the
-/// fixed-chunk reduction of the initial state's mean velocity and energy (also
-/// `FluidState::mean_velocity_and_energy`), so its value does not depend on the thread count.
-pub(crate) fn chunked_sums(n: usize, term: impl Fn(usize) -> [f64; 4] + Sync) -> [f64; 4] {
-    let parts: Vec<[f64; 4]> = (0..n.div_ceil(REDUCTION_CHUNK))
-        .into_par_iter()
-        .map(|c| {
-            let lo = c * REDUCTION_CHUNK;
-            let mut s = [0.0; 4];
-            for i in lo..(lo + REDUCTION_CHUNK).min(n) {
-                let t = term(i);
-                for k in 0..4 {
-                    s[k] += t[k];
-                }
-            }
-            s
-        })
-        .collect();
-    let mut t = [0.0; 4];
-    for p in parts {
-        for k in 0..4 {
-            t[k] += p[k];
-        }
-    }
-    t
-}
-
-/// A velocity's terms of those sums: its components and ½v².
-pub(crate) fn sums_of(v: [f64; 3]) -> [f64; 4] {
-    [
-        v[0],
-        v[1],
-        v[2],
-        0.5 * (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]),
-    ]
 }
 
 /// A kept particle: its part, global index, position and velocity.

@@ -1,7 +1,7 @@
 //! The environment's tuning knobs (`MPCBOX_*`): read once, checked together, recorded.
 //!
-//! Every knob is listed in [`KNOBS`] (name, the values it takes, what it changes; the README's
-//! table is this list). The environment is read the first time a knob is asked for and never
+//! Every knob is listed in [`KNOBS`] (name, the values it takes, what it changes; the table of
+//! docs/tuning.md is this list). The environment is read the first time a knob is asked for and never
 //! again, so a run uses one set throughout. An unknown value is an error naming the variable
 //! and the values it takes ([`check`], called before a solvent allocates anything), not a
 //! warning and a silent default. The knobs a run was given go into its `summary.json`

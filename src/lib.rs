@@ -13,7 +13,7 @@ pub mod error;
 pub mod fields;
 pub mod fluid_parts;
 pub mod gsd;
-pub mod host;
+pub mod host_pool;
 pub mod knobs;
 pub mod md;
 pub mod memory;

@@ -2,8 +2,6 @@
 //! written for people. Each backend computes its own footprint (`backend::cpu::footprint`,
 //! `backend::cuda::footprint`); this leaf module imports none of them.
 
-use crate::config::Config;
-
 /// Bytes a backend needs for a config.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Footprint {
@@ -13,8 +11,14 @@ pub struct Footprint {
 }
 
 impl Footprint {
-    pub fn new(cfg: &Config, bytes_per_particle: u64, bytes_per_cell: u64) -> Footprint {
-        let total = cfg.n_fluid() * bytes_per_particle + cfg.n_cells() * bytes_per_cell;
+    /// A footprint of `particles` fluid particles in `cells` cells.
+    pub fn new(
+        particles: u64,
+        cells: u64,
+        bytes_per_particle: u64,
+        bytes_per_cell: u64,
+    ) -> Footprint {
+        let total = particles * bytes_per_particle + cells * bytes_per_cell;
         Footprint {
             bytes_per_particle,
             bytes_per_cell,

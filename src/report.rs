@@ -1,12 +1,11 @@
 //! What a run reports (`summary.json`): the summary types, a leaf module that imports no
-//! producer. `run` fills the fluid's figures, `walls_report` contributes the walls section and
-//! the MD coupling (`md::coupled`) the solution section, each from its own module.
+//! producer (only `stats`' series). `run` fills the fluid's figures, `walls_report` contributes
+//! the walls section and the MD coupling (`md::coupled`) the solution section, each from its
+//! own module as JSON.
 
 use std::path::PathBuf;
 
 use serde::Serialize;
-
-use crate::physics::walls::profile::ProfileFit;
 
 /// File names inside the output directory.
 pub const OBSERVABLES_CSV: &str = "observables.csv";
@@ -55,8 +54,9 @@ pub struct Summary {
     /// `md::coupled::SolutionSummary`, serialised by the MD module that contributes it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub solution: Option<serde_json::Value>,
-    /// Between walls: the profile fit, viscosity from its curvature, slip, wall forces.
-    pub walls: Option<WallsSummary>,
+    /// Between walls: the profile fit, viscosity from its curvature, slip, wall forces
+    /// (`walls_report::WallsSummary`, serialised by the module that contributes it).
+    pub walls: Option<serde_json::Value>,
     pub output_directory: PathBuf,
     /// Config fields a resume was allowed to change from the checkpoint's (`--allow-change`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -125,38 +125,6 @@ pub struct OutputTimes {
     pub blocking_seconds: f64,
     /// Seconds the writer thread spent writing.
     pub background_seconds: f64,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct WallsSummary {
-    /// "slit" (plates normal to y), "slit normal to z" or "pipe".
-    pub geometry: &'static str,
-    /// Slit height or pipe radius (cells).
-    pub channel: f64,
-    /// Fluid particles per unit volume of the fluid region.
-    pub density: f64,
-    /// Body force density n f along x.
-    pub force_density: f64,
-    /// The fitted profile: vx = c0 + c1 y + c2 y² (slit; a line without body force), or
-    /// c0 + c2 r² (pipe).
-    pub fit: Option<ProfileFit>,
-    /// η from the fitted curvature (body force along x only).
-    pub viscosity_from_curvature: Option<f64>,
-    /// η from the wall shear stress and the fitted slope (a slit between moving plates
-    /// without body force: Couette flow).
-    pub viscosity_from_wall_stress: Option<f64>,
-    /// The SRD theory η (`theory::srd_viscosity`).
-    pub viscosity_theory: f64,
-    /// Fitted velocity on the channel's centre plane or axis.
-    pub centre_velocity: Option<f64>,
-    /// Fitted velocity at each wall minus the wall's velocity (slit: bottom, top; pipe: one).
-    pub slip_velocity: Vec<f64>,
-    /// The largest |slip| over |centre velocity − wall velocity| (Poiseuille flow).
-    pub slip_fraction: Option<f64>,
-    /// Mean force of the fluid on each wall surface (x, y, z), with block-average errors.
-    pub wall_force: Vec<[ValueWithError; 3]>,
-    /// N f: the total body force on the fluid (steady state: the walls take all of it).
-    pub body_force_total: [f64; 3],
 }
 
 /// A series' mean with its block-average standard error (None without samples).

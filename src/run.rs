@@ -374,7 +374,7 @@ fn summarize(solvent: &mut Solvent, done: u64, wall: f64, dir: &Path) -> Result<
             }),
         viscosity,
         solution: None,
-        walls: crate::walls_report::summarize(solvent),
+        walls: crate::walls_report::summarize(solvent).map(|w| serde_json::json!(w)),
         output_directory: dir.to_path_buf(),
         changed_on_resume: solvent.changed_on_resume().to_vec(),
         interrupted: false,

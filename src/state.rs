@@ -11,7 +11,7 @@ use crate::rng::CellStream;
 pub const REDUCTION_CHUNK: usize = 1 << 14;
 
 /// All fluid particles: positions as f32 (the grid shift randomises them at that scale anyway),
-/// velocities as f64 (for momentum and energy conservation), as in talk 003.
+/// velocities as f64 (for momentum and energy conservation).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FluidState {
     pub pos: [Vec<f32>; 3],
@@ -98,8 +98,7 @@ impl FluidState {
     /// Mean velocity and ½Σv² (per unit mass), summed in fixed chunks for reproducibility.
     fn mean_velocity_and_energy(&self) -> ([f64; 3], f64) {
         let n = self.len();
-        let t =
-            crate::fluid_parts::chunked_sums(n, |i| crate::fluid_parts::sums_of(self.velocity(i)));
+        let t = chunked_sums(n, |i| sums_of(self.velocity(i)));
         let nf = n.max(1) as f64;
         ([t[0] / nf, t[1] / nf, t[2] / nf], t[3])
     }
@@ -153,4 +152,45 @@ pub fn initial_particle(seed: u64, index: u64, len: [f64; 3], sigma: f64) -> ([f
     ];
     let v = [sigma * s.normal(), sigma * s.normal(), sigma * s.normal()];
     (p, v)
+}
+
+/// One part of a fluid cut into parts (`fluid_parts`): its particles in ascending global
+/// index, and those indices.
+pub type FluidPart = (FluidState, Vec<u64>);
+
+/// Σ over chunks (in chunk order) of each chunk's sums of `term` over its particles: the
+/// fixed-chunk reduction of the initial state's mean velocity and energy (also
+/// `FluidState::mean_velocity_and_energy`), so its value does not depend on the thread count.
+pub(crate) fn chunked_sums(n: usize, term: impl Fn(usize) -> [f64; 4] + Sync) -> [f64; 4] {
+    let parts: Vec<[f64; 4]> = (0..n.div_ceil(REDUCTION_CHUNK))
+        .into_par_iter()
+        .map(|c| {
+            let lo = c * REDUCTION_CHUNK;
+            let mut s = [0.0; 4];
+            for i in lo..(lo + REDUCTION_CHUNK).min(n) {
+                let t = term(i);
+                for k in 0..4 {
+                    s[k] += t[k];
+                }
+            }
+            s
+        })
+        .collect();
+    let mut t = [0.0; 4];
+    for p in parts {
+        for k in 0..4 {
+            t[k] += p[k];
+        }
+    }
+    t
+}
+
+/// A velocity's terms of those sums: its components and ½v².
+pub(crate) fn sums_of(v: [f64; 3]) -> [f64; 4] {
+    [
+        v[0],
+        v[1],
+        v[2],
+        0.5 * (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]),
+    ]
 }

@@ -1,4 +1,4 @@
-//! Graceful stops (issue 23), as GROMACS's mdrun does: the first SIGINT or SIGTERM asks the
+//! Graceful stops, as GROMACS's mdrun does: the first SIGINT or SIGTERM asks the
 //! run to stop after the step in progress; the job loop then writes a checkpoint and the
 //! summary so far and ends with [`MpcError::Interrupted`] (a non-zero exit with a message);
 //! a second signal ends the process at once. Library users (Python, C) ask for a stop with

@@ -8,8 +8,41 @@ use crate::physics::theory;
 use crate::physics::walls::profile::{bin_moments, fit_profile, ProfileFit};
 use crate::physics::walls::{Shape, SlitNormal, WallShape};
 use crate::report::ValueWithError;
-pub use crate::report::WallsSummary;
 use crate::solvent::Solvent;
+use serde::Serialize;
+
+/// `summary.json` → `walls`.
+#[derive(Clone, Debug, Serialize)]
+pub struct WallsSummary {
+    /// "slit" (plates normal to y), "slit normal to z" or "pipe".
+    pub geometry: &'static str,
+    /// Slit height or pipe radius (cells).
+    pub channel: f64,
+    /// Fluid particles per unit volume of the fluid region.
+    pub density: f64,
+    /// Body force density n f along x.
+    pub force_density: f64,
+    /// The fitted profile: vx = c0 + c1 y + c2 y² (slit; a line without body force), or
+    /// c0 + c2 r² (pipe).
+    pub fit: Option<ProfileFit>,
+    /// η from the fitted curvature (body force along x only).
+    pub viscosity_from_curvature: Option<f64>,
+    /// η from the wall shear stress and the fitted slope (a slit between moving plates
+    /// without body force: Couette flow).
+    pub viscosity_from_wall_stress: Option<f64>,
+    /// The SRD theory η (`theory::srd_viscosity`).
+    pub viscosity_theory: f64,
+    /// Fitted velocity on the channel's centre plane or axis.
+    pub centre_velocity: Option<f64>,
+    /// Fitted velocity at each wall minus the wall's velocity (slit: bottom, top; pipe: one).
+    pub slip_velocity: Vec<f64>,
+    /// The largest |slip| over |centre velocity − wall velocity| (Poiseuille flow).
+    pub slip_fraction: Option<f64>,
+    /// Mean force of the fluid on each wall surface (x, y, z), with block-average errors.
+    pub wall_force: Vec<[ValueWithError; 3]>,
+    /// N f: the total body force on the fluid (steady state: the walls take all of it).
+    pub body_force_total: [f64; 3],
+}
 
 /// The shape's name and channel size.
 fn describe(shape: &Shape) -> (&'static str, f64) {

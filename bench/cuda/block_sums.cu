@@ -1,8 +1,8 @@
 // Per-block sums into one address against sums spread over 32 copies (MPC_SPREAD): 655,360
 // blocks of 256 threads (256³ cells × 10 particles) each read three doubles per thread, reduce
 // them over the block and add the block's sum with one atomic, into one address or into copy
-// blockIdx % 32; "no atomic" stores the block sum instead. Results:
-// bench/results/h200x2-2026-11-26-sample-costs.md.
+// blockIdx % 32; "no atomic" stores the block sum instead. ARCHITECTURE.md ("One MPC step")
+// says what it showed: the spread copies of the report.
 // Build and run on the device: nvcc -O3 -arch=sm_90 -o block_sums bench/cuda/block_sums.cu && ./block_sums
 #include <cstdio>
 #include <cuda_runtime.h>

@@ -8,7 +8,7 @@
 #
 # MPCBOX_BINARY defaults to target/release/mpcbox (cargo build --release), SCRATCH_DIR to
 # $OUT or /tmp/mpcbox-production (on the disk to measure: checkpoints go there). Set
-# BIG=1 to add 512³ × 10 (1.34 × 10⁹ particles) and 768³ × 10 (4.5 × 10⁹; 4 × H100 or larger).
+# BIG=1 to add 512³ × 10 (1.34 × 10⁹ particles) and 768³ × 10 (4.5 × 10⁹; four GPUs of 80 GB or larger).
 # Every figure is read from the runs' summary.json (`timing`) and printed as a table.
 set -u
 BIN=${1:-target/release/mpcbox}

@@ -48,7 +48,7 @@ pub fn check_host_solutes(
         }
     };
     let first = range.start;
-    let Some(i) = crate::host::find_first_index(range.len(), |k| problem(first + k).is_some())
+    let Some(i) = crate::host_pool::find_first_index(range.len(), |k| problem(first + k).is_some())
         .map(|k| first + k)
     else {
         return Ok(());

@@ -23,17 +23,16 @@ pub use parted::{BlockSource, BlockStream, FluidView, LocalFluid, PartedFile, Va
 
 use crate::config::Config;
 use crate::error::{MpcError, Result};
-use crate::fluid_parts::FluidSource;
 use crate::md::engine::MdState;
 use crate::md::rheology::SoluteStats;
 use crate::state::FluidState;
 use crate::stats::RunStats;
 
 const MAGIC: &[u8; 8] = b"MPCBOXCK";
-/// 2: the collision rule gained MPC-AT and the angular-momentum flag (issue 12).
-/// 3: walls in the config and wall forces in the run statistics (issue 12); coupled runs keep
-/// their MD state (issue 11); the field-file interval in the output config.
-/// 4: the fluid in per-rank blocks ([`parted`]); the rest as in 3. Written since issue 21.
+/// 2: the collision rule gained MPC-AT and the angular-momentum flag.
+/// 3: walls in the config and wall forces in the run statistics; coupled runs keep their MD
+/// state; the field-file interval in the output config.
+/// 4: the fluid in per-rank blocks ([`parted`]); the rest as in 3. Written now.
 const WHOLE_VERSION: u32 = 3;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -76,14 +75,15 @@ pub struct CheckpointHead {
 }
 
 /// A checkpoint opened for a resume: its head read and checked, its fluid read only when a
-/// backend takes it ([`CheckpointFile::source`]: over MPI ranks, each rank reads just the
-/// blocks of its layers).
+/// backend takes it ([`CheckpointFile::fluid`], a `fluid_parts::FluidSource`: over MPI ranks,
+/// each rank reads just the blocks of its layers).
 pub struct CheckpointFile {
     pub head: CheckpointHead,
     fluid: StoredFluid,
 }
 
-enum StoredFluid {
+/// A checkpoint file's fluid.
+pub enum StoredFluid {
     /// A format-3 file, read whole.
     Whole(FluidState),
     Parted(Box<PartedFile>),
@@ -172,12 +172,9 @@ impl CheckpointFile {
         }
     }
 
-    /// Where a backend takes the fluid from.
-    pub fn source(&self) -> FluidSource<'_> {
-        match &self.fluid {
-            StoredFluid::Whole(s) => FluidSource::State(s),
-            StoredFluid::Parted(p) => FluidSource::Stored(p),
-        }
+    /// The stored fluid, where a backend takes it from (`FluidSource::from`).
+    pub fn fluid(&self) -> &StoredFluid {
+        &self.fluid
     }
 
     /// The whole checkpoint in memory.
@@ -386,7 +383,12 @@ mod tests {
         std::fs::write(&path, &v3).unwrap();
         let file = CheckpointFile::open(&path).unwrap();
         assert_eq!((file.fluid_blocks(), file.head.step), (1, 3));
-        assert_eq!(*file.source().whole().unwrap(), ck.fluid);
+        assert_eq!(
+            *crate::fluid_parts::FluidSource::from(file.fluid())
+                .whole()
+                .unwrap(),
+            ck.fluid
+        );
         // a file without a run id is known by its place
         let legacy = crate::output_dir::legacy_run_id(&path);
         assert_eq!(file.head.run_id.as_deref(), Some(legacy.as_str()));

@@ -1,5 +1,5 @@
 //! The `md` section of a run config (the types and the checks that need no files; building the
-//! engine from it is `md::config`): what the solutes are, how they interact, and how often
+//! engine from it is `md::from_config`): what the solutes are, how they interact, and how often
 //! the MPC collision couples them to the fluid.
 //!
 //! ```ron

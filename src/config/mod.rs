@@ -194,7 +194,7 @@ pub struct Config {
     #[serde(default)]
     pub md: Option<md::MdConfig>,
     /// Walls confining the fluid (a slit or a pipe; `physics::walls`), None for a periodic box.
-    /// Checkpoints store it in the binary form of `physics::walls::stored`.
+    /// Checkpoints store it in the binary form of `config::walls_stored`.
     #[serde(default, with = "walls_stored")]
     pub walls: Option<walls::WallsConfig>,
 }

@@ -36,11 +36,11 @@
 pub mod bond;
 pub mod boundary;
 pub mod build;
-pub mod config;
 pub mod coupled;
 pub mod data;
 pub mod engine;
 pub mod forcefield;
+pub mod from_config;
 pub mod gpu;
 pub mod integrate;
 pub mod neighbor;
@@ -53,9 +53,9 @@ pub mod system;
 pub mod walls;
 
 pub use boundary::PeriodicBox;
-pub use config::MdConfig;
 pub use engine::{ForceReport, Md, MdSettings, MdState};
 pub use forcefield::{BondStyle, DpdParams, ForceField, LjTable, MdThermostat, PairStyle};
+pub use from_config::MdConfig;
 pub use gpu::{GpuMd, MdBackend};
 pub use neighbor::NeighborMode;
 pub use settings::ShearFlow;

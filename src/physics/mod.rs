@@ -15,6 +15,7 @@
 //! * Global cell index `(iy · Lz + iz) · Lx + ix`: y-major, so a y-slab is one index range.
 
 pub mod rules;
+pub mod theory;
 
 use crate::config::{Config, Thermostat};
 use crate::rng;
@@ -399,33 +400,5 @@ fn clamp_index(s: f64, n: u32) -> u32 {
         n - 1
     } else {
         i as u32
-    }
-}
-
-/// Theoretical SRD transport coefficients (3D, with random grid shift), for validation; those
-/// of the other rules are in `rules::theory`, re-exported here.
-pub mod theory {
-    pub use super::rules::theory::*;
-    pub use super::walls::theory::*;
-
-    /// Kinetic shear viscosity (Kikuchi et al. 2003; Ihle, Tüzel & Kroll 2005), units m=a=1 scaled.
-    pub fn srd_viscosity_kinetic(m_per_cell: f64, kt: f64, h: f64, mass: f64, angle: f64) -> f64 {
-        let big_m = m_per_cell;
-        let n = big_m; // number density per a³
-        let e = big_m - 1.0 + (-big_m).exp();
-        let denom = e * (4.0 - 2.0 * angle.cos() - 2.0 * (2.0 * angle).cos());
-        let _ = mass;
-        n * kt * h * (5.0 * big_m / denom - 0.5)
-    }
-
-    /// Collisional shear viscosity.
-    pub fn srd_viscosity_collisional(m_per_cell: f64, h: f64, mass: f64, angle: f64) -> f64 {
-        let e = m_per_cell - 1.0 + (-m_per_cell).exp();
-        mass / (18.0 * h) * e * (1.0 - angle.cos())
-    }
-
-    pub fn srd_viscosity(m_per_cell: f64, kt: f64, h: f64, mass: f64, angle: f64) -> f64 {
-        srd_viscosity_kinetic(m_per_cell, kt, h, mass, angle)
-            + srd_viscosity_collisional(m_per_cell, h, mass, angle)
     }
 }

@@ -60,9 +60,8 @@ pub enum RankExchange {
     /// One `MPI_Alltoallv` (the default).
     AllToAll,
     /// Point-to-point messages with the ranks that send or receive anything (a slab's
-    /// neighbours): on 2 ranks of one host the default all-to-all moved ~3.9 MB each way in
-    /// 2.1-2.8 ms per step, OpenMPI's pairwise algorithm in 1.3 ms (one trial), so both are
-    /// kept until they are measured side by side.
+    /// neighbours): on 2 ranks of one host OpenMPI's pairwise algorithm beat the default
+    /// all-to-all in one trial, so both are kept until they are measured side by side.
     Neighbours,
 }
 
@@ -169,8 +168,8 @@ static RANKS_ON_HOST: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
 /// Learn how many ranks share this host and size rayon's global pool to this rank's share of
 /// the cores: ranks on one host each with a pool of every core thrash. Collective. Warns (rank
 /// 0) when the launcher bound the ranks to fewer cores than their share: OpenMPI binds each rank
-/// to one core by default at 1 and 2 ranks, and a rank then builds a 335M-particle initial state
-/// in 150 s instead of 10 s (measured on a 16-core host).
+/// to one core by default at 1 and 2 ranks, and a rank then builds a large initial state on one
+/// core, an order of magnitude slower.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 fn share_cores() {
     if size() <= 1 {
@@ -287,7 +286,7 @@ pub fn transport() -> Box<dyn Transport> {
 /// had then, so a communicator adopted later would leave them disagreeing about who holds what.
 static LAYOUT_FIXED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Record that a solvent's backend was built (`backend::open`): [`adopt_fortran_comm`] is
+/// Record that a solvent's backend was built (`backend::factory::open`): [`adopt_fortran_comm`] is
 /// refused from now on.
 pub fn fix_layout() {
     LAYOUT_FIXED.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -12,6 +12,7 @@ use crate::checkpoint::{
 };
 use crate::config::DeviceChoice;
 use crate::error::{MpcError, Result};
+use crate::fluid_parts::FluidSource;
 use crate::physics::Physics;
 
 impl Solvent {
@@ -27,17 +28,18 @@ impl Solvent {
         }
         config.validate()?;
         let phys = Physics::from_config(&config);
-        if file.source().len() as u64 != config.n_fluid() {
+        let source = FluidSource::from(file.fluid());
+        if source.len() as u64 != config.n_fluid() {
             return Err(MpcError::Checkpoint {
                 path: "(resume)".into(),
                 problem: format!(
                     "{} fluid particles, the config implies {}",
-                    file.source().len(),
+                    source.len(),
                     config.n_fluid()
                 ),
             });
         }
-        let backend = backend::open_from(&config, &phys, Some(file.source()))?;
+        let backend = backend::factory::open_from(&config, &phys, Some(source))?;
         let stats = file.head.stats.clone();
         let mut s = Self::assemble(config, phys, backend, file.head.step, Some(stats))?;
         s.continue_run(file.head.run_id.as_deref());
@@ -52,7 +54,7 @@ impl Solvent {
         }
         config.validate()?;
         let phys = Physics::from_config(&config);
-        let backend = backend::open(&config, &phys, Some(&ck.fluid))?;
+        let backend = backend::factory::open(&config, &phys, Some(&ck.fluid))?;
         let mut s = Self::assemble(config, phys, backend, ck.step, Some(ck.stats))?;
         s.continue_run(ck.run_id.as_deref());
         Ok(s)

@@ -66,7 +66,7 @@ impl Solvent {
     pub fn new(config: Config) -> Result<Solvent> {
         config.validate()?;
         let phys = Physics::from_config(&config);
-        let backend = backend::open(&config, &phys, None)?;
+        let backend = backend::factory::open(&config, &phys, None)?;
         Self::assemble(config, phys, backend, 0, None)
     }
 
@@ -335,7 +335,7 @@ impl Solvent {
             );
         }
         crate::backend::check_host_solutes(pos, vel, mass, 0..pos.len())?;
-        use crate::host::find_first;
+        use crate::host_pool::find_first;
         if let Some(w) = &self.phys.walls {
             let phys = &self.phys;
             if let Some(i) = find_first(pos, |p| w.solute_in_wall(phys, *p)) {

@@ -1,5 +1,5 @@
-//! Fault injection on the `mpcbox` command (issue 23): two runs on one output directory, a
-//! fresh run over another run's results, SIGINT and SIGTERM mid-run (graceful stop, then a
+//! Fault injection on the `mpcbox` command: two runs on one output directory, a fresh
+//! run over another run's results, SIGINT and SIGTERM mid-run (graceful stop, then a
 //! resume that gives the uninterrupted run's files bit for bit), kill -9 after a periodic
 //! checkpoint (the resume drops the rows written past it), and resumes with changed physics
 //! (refused naming the field, or allowed by name and recorded). CPU backend, small boxes.

@@ -1,4 +1,4 @@
-//! Fault injection on the run's files (issue 23): kill -9 at random moments while a checkpoint
+//! Fault injection on the run's files: kill -9 at random moments while a checkpoint
 //! is written every step (the checkpoint on disk always loads and resumes: never torn), a full
 //! disk (the run stops naming the file and the cause, exit non-zero, no panic) and an output
 //! directory the run may not write (refused before anything is set up, naming the directory).

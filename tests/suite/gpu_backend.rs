@@ -37,7 +37,7 @@ fn auto_uses_the_gpu_when_usable_and_the_cpu_otherwise() {
     let mut cfg = common::small_config([6, 6, 6], 5);
     cfg.device = DeviceChoice::Auto;
     let phys = Physics::from_config(&cfg);
-    let be = mpcbox::backend::open(&cfg, &phys, None).unwrap();
+    let be = mpcbox::backend::factory::open(&cfg, &phys, None).unwrap();
     match cuda::probe() {
         Ok(_) => assert!(be.describe().starts_with("cuda"), "{}", be.describe()),
         Err(why) => {
@@ -58,7 +58,7 @@ fn multi_gpu_without_gpus_and_missing_gpu_give_clear_errors() {
             DeviceChoice::Cuda(vec![0]),
         ] {
             cfg.device = d.clone();
-            match mpcbox::backend::open(&cfg, &phys, None) {
+            match mpcbox::backend::factory::open(&cfg, &phys, None) {
                 Err(MpcError::Device(m)) => assert!(m.contains("CUDA"), "{d:?}: {m}"),
                 Err(e) => panic!("unexpected error {e}"),
                 Ok(_) => panic!("no GPU here, yet {d:?} opened"),
@@ -69,7 +69,7 @@ fn multi_gpu_without_gpus_and_missing_gpu_give_clear_errors() {
     let thin = common::small_config([6, 6, 6], 5);
     let mut t = thin.clone();
     t.device = DeviceChoice::Cuda(vec![0, 1, 2]);
-    match mpcbox::backend::open(&t, &Physics::from_config(&thin), None) {
+    match mpcbox::backend::factory::open(&t, &Physics::from_config(&thin), None) {
         Err(MpcError::Device(m)) => assert!(m.contains("layers") && m.contains("fix"), "{m}"),
         Err(e) => panic!("unexpected error {e}"),
         Ok(_) => panic!("slabs of 2 layers must be refused"),
@@ -402,7 +402,7 @@ fn gpu_oversize_config_is_refused_before_allocation() {
     cfg.device = DeviceChoice::Cuda(vec![0]);
     let phys = Physics::from_config(&cfg);
     let t0 = std::time::Instant::now();
-    match mpcbox::backend::open(&cfg, &phys, None) {
+    match mpcbox::backend::factory::open(&cfg, &phys, None) {
         Err(MpcError::OutOfMemory {
             needed_bytes,
             available_bytes,

@@ -1,11 +1,12 @@
 //! The integration tests of `mpcbox`, one module per subject, in one test binary (one link of
 //! the library instead of one per file: the cold `cargo test` of a fresh machine builds in
-//! minutes, issue 22). Physics and behaviour tests are written once and instantiated on every
+//! minutes). Physics and behaviour tests are written once and instantiated on every
 //! platform (`common::platform`); GPU instances are `#[ignore]`d and run on a GPU machine with
 //! `--ignored`, filtered by module (`md_slabs::`) or platform (`::gpu`). Tests that drive
 //! external tools (MPI, Python readers, NVRTC) run where MPCBOX_REQUIRE_EXTERNAL is set and are
 //! ignored, naming the tool, elsewhere (`external_tools`).
 
+mod codebase;
 mod common;
 
 mod async_checkpoints;

@@ -209,7 +209,7 @@ fn gpu_bead_spring_polymer_matches_cpu() {
     );
 }
 
-/// The stress sample's reductions on the device (issue 20) equal the CPU's functions applied to
+/// The stress sample's reductions on the device equal the CPU's functions applied to
 /// the same state, bit for bit: the kinetic tensor (per chunk of 512 beads in index order), the
 /// conformation (per chain, in chain order) and the energy report (per chunk), here for
 /// polymer chains under Lees-Edwards shear after beads crossed the sheared boundary.
@@ -340,7 +340,7 @@ fn coupled_run_with_auto_backend() {
     assert_eq!(md.backend, MdBackend::Auto);
     let mut cfg = cfg;
     cfg.md = Some(mpcbox::md::MdConfig {
-        system: mpcbox::md::config::SystemSpec::DataFile {
+        system: mpcbox::md::from_config::SystemSpec::DataFile {
             path: "examples/two_chains.data".into(),
             atom_style: None,
         },

@@ -118,7 +118,7 @@ fn example_files_load_and_run() {
     assert_eq!(md.steps_per_collision, 10);
     let mut cfg = cfg;
     cfg.md = Some(mpcbox::md::MdConfig {
-        system: mpcbox::md::config::SystemSpec::DataFile {
+        system: mpcbox::md::from_config::SystemSpec::DataFile {
             path: "examples/two_chains.data".into(),
             atom_style: None,
         },

@@ -1,4 +1,4 @@
-//! Verlet lists under Lees-Edwards shear (issue 20): the rebuild criterion measures each
+//! Verlet lists under Lees-Edwards shear: the rebuild criterion measures each
 //! particle's displacement relative to the imposed flow (exact for particles that crossed the
 //! sheared y boundary; `PeriodicBox::flow_displacement2`), so a sheared list never misses a
 //! pair within the cutoff and is rebuilt about as often as without shear.

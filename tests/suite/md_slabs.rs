@@ -1,4 +1,4 @@
-//! The MD engine decomposed over the fluid's y slabs (issue 20, `md::gpu::SlabMd`): each slab
+//! The MD engine decomposed over the fluid's y slabs (`md::gpu::SlabMd`): each slab
 //! integrates the beads in its layers, with current copies of those within a halo of them.
 //!
 //! Because every bead's neighbour list holds the same neighbours in the same order as in the

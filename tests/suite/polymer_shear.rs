@@ -215,7 +215,7 @@ fn coupled_run_writes_gsd_that_gsd_reads_back() {
     let mut cfg = solution(0.2, 3, "");
     let md = cfg.md.as_mut().unwrap();
     md.trajectory_interval = 10;
-    md.trajectory_format = mpcbox::md::config::TrajectoryFormat::Gsd;
+    md.trajectory_format = mpcbox::md::from_config::TrajectoryFormat::Gsd;
     md.backend = mpcbox::md::MdBackend::Cpu;
     let mut s = Solvent::new(cfg.clone()).unwrap();
     let mut c = Coupling::new(cfg.md.as_ref().unwrap(), &s)

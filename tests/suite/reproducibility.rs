@@ -145,7 +145,7 @@ fn steps_follow_the_cpu_trajectory(p: Platform) {
         let Some(q_cfg) = q.config(&cfg) else {
             continue;
         };
-        let mut be = mpcbox::backend::open(&q_cfg, &phys, Some(&st0)).unwrap();
+        let mut be = mpcbox::backend::factory::open(&q_cfg, &phys, Some(&st0)).unwrap();
         q.check_backend(&be.describe());
         for s in 0..steps {
             let reorder = q.is_multi_gpu() && s % 3 == 2;

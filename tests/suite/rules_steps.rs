@@ -69,7 +69,7 @@ fn solutes(cfg: &Config) -> Solutes {
 /// every step, the fluid at the end (velocities 1e-12 relative; 1e-10 for the +a rules, whose
 /// correction solves with each cell's inertia tensor: in cells of three or four particles
 /// nearly on a line that tensor is close to singular and turns the last-bit differences of
-/// the GPU's f64 atomic sums into ~1e-11 relative, measured on an H200). Stress is measured
+/// the GPU's f64 atomic sums into ~1e-11 relative, as measured on a GPU). Stress is measured
 /// every fourth step (the unfused collision); `reorder` reorders every third step.
 fn compare_with_cpu(cfg: &Config, mut be: Box<dyn Backend>, reorder: bool, what: &str) {
     let phys = Physics::from_config(cfg);
@@ -144,7 +144,7 @@ fn every_rule_follows_the_cpu_trajectory(p: Platform) {
                     let Some(q_cfg) = q.config(&cfg) else {
                         continue;
                     };
-                    let be = mpcbox::backend::open(&q_cfg, &phys, Some(&st0)).unwrap();
+                    let be = mpcbox::backend::factory::open(&q_cfg, &phys, Some(&st0)).unwrap();
                     q.check_backend(&be.describe());
                     compare_with_cpu(&cfg, be, true, &format!("{name}, {q}"));
                 }
@@ -228,7 +228,7 @@ fn plus_a_rules_conserve_each_cells_angular_momentum(p: Platform) {
             continue;
         }
         let Some(on_p) = p.config(&cfg) else { return };
-        let mut be = mpcbox::backend::open(&on_p, &phys, None).unwrap();
+        let mut be = mpcbox::backend::factory::open(&on_p, &phys, None).unwrap();
         let (pos, vel0, mass) = solutes(&cfg);
         for step in 0..4 {
             let before: FluidState = be.download().unwrap();

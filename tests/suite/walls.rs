@@ -225,8 +225,8 @@ fn momentum_given_to_the_walls_is_accounted_for(p: Platform) {
 /// starting from the theory profile (the initial flow `Steady`, so that the slow start-up of
 /// the channel is skipped). GPU instances sample 4 × as long: the CPU's run is bitwise fixed
 /// (and was checked against each tolerance), while every GPU run is another noise realisation,
-/// which at the CPU's length missed a 3% tolerance now and then (a Couette slope 3.5% low on
-/// one H200 of 2026-11-24); a quarter of the variance is cheap there.
+/// which at the CPU's length missed a 3% tolerance now and then (a Couette slope 3.5% low in
+/// one GPU run); a quarter of the variance is cheap there.
 fn developed_flow(
     p: Platform,
     cfg: &Config,
@@ -433,7 +433,7 @@ fn walls_follow_the_cpu_trajectory(p: Platform) {
         let phys = Physics::from_config(&cfg);
         let st0 = FluidState::initial(&cfg);
         let steps = 10u64;
-        let mut cpu = mpcbox::backend::open(&cfg, &phys, Some(&st0)).unwrap();
+        let mut cpu = mpcbox::backend::factory::open(&cfg, &phys, Some(&st0)).unwrap();
         let cpu_reports: Vec<_> = (0..steps)
             .map(|s| cpu.step(&phys.plan(s, false, false), None).unwrap())
             .collect();
@@ -442,7 +442,7 @@ fn walls_follow_the_cpu_trajectory(p: Platform) {
             let Some(q_cfg) = q.config(&cfg) else {
                 continue;
             };
-            let mut be = mpcbox::backend::open(&q_cfg, &phys, Some(&st0)).unwrap();
+            let mut be = mpcbox::backend::factory::open(&q_cfg, &phys, Some(&st0)).unwrap();
             q.check_backend(&be.describe());
             for s in 0..steps {
                 let reorder = q.is_multi_gpu() && s % 3 == 2;

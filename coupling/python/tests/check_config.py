@@ -129,7 +129,7 @@ def main(repo):
     except mpcbox.ConfigError as e:
         assert e.field == "time_step", e
     # Ctrl-C during a run: KeyboardInterrupt after the step in progress, with the checkpoint
-    # and the summary so far written (issue 23)
+    # and the summary so far written
     import _thread, json, threading, time
     with tempfile.TemporaryDirectory() as d:
         threading.Timer(0.5, _thread.interrupt_main).start()

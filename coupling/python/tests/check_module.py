@@ -134,7 +134,7 @@ def main():
         t = mpcbox.Solvent.from_checkpoint(d + "/ck.mpcbox")
         assert t.step_count == 5
     # wrong input is a Python exception naming the argument and the fix, never a panic, and
-    # changes nothing (issue 23)
+    # changes nothing
     ro = vel.copy()
     ro.flags.writeable = False
     odd = np.zeros((len(mass), 6))[:, ::2]

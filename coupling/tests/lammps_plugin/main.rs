@@ -200,8 +200,8 @@ fn assert_momentum_conserved(rows: &[HashMap<String, f64>]) {
     }
 }
 
-/// The command in in.polymer's header comment (`#   lmp ...`), which docs/lammps.md and the
-/// README must give too.
+/// The command in in.polymer's header comment (`#   lmp ...`), which docs/lammps.md and
+/// docs/coupling.md must give too.
 fn documented_command() -> Vec<String> {
     let script = std::fs::read_to_string(crate_dir().join("lammps/examples/in.polymer")).unwrap();
     let line = script
@@ -209,7 +209,7 @@ fn documented_command() -> Vec<String> {
         .find_map(|l| l.strip_prefix("#   lmp "))
         .expect("in.polymer's header has no `#   lmp ...` command line");
     let command = format!("lmp {}", line.trim());
-    for doc in ["../docs/lammps.md", "../README.md"] {
+    for doc in ["../docs/lammps.md", "../docs/coupling.md"] {
         let text = std::fs::read_to_string(crate_dir().join(doc)).unwrap();
         assert!(
             text.contains(&command),

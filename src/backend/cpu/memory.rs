@@ -19,7 +19,8 @@ pub fn footprint(cfg: &Config) -> Footprint {
         (per, std::mem::size_of::<RuleCellParams>() as u64)
     };
     Footprint::new(
-        cfg,
+        cfg.n_fluid(),
+        cfg.n_cells(),
         12 + 24 + 4 + 1 + 4 + 8 + CHECKPOINT_COPY_BYTES + rule_particle,
         std::mem::size_of::<crate::physics::CellParams>() as u64 + 8 + rule_cell,
     )

@@ -204,7 +204,7 @@ pub fn footprint(cfg: &Config, method: CellSumMethod) -> Footprint {
     let (bp, bc) = method.bytes_per_particle_and_cell();
     let rule = crate::physics::Rule::from_config(&cfg.collision);
     let rule_bytes = super::rules::rule_bytes_per_cell(rule, method);
-    Footprint::new(cfg, bp, bc + rule_bytes)
+    Footprint::new(cfg.n_fluid(), cfg.n_cells(), bp, bc + rule_bytes)
 }
 
 #[cfg(test)]

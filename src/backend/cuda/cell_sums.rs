@@ -7,17 +7,17 @@ use super::buffers::{BYTES_PER_CELL, BYTES_PER_PARTICLE};
 /// `MPCBOX_CUDA_METHOD=atomics|warp|shared|list|fused|fused-shared`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CellSumMethod {
-    /// Five f64 atomics per particle into the cell buffer, in the streaming kernel (talk 003's
-    /// "easy approach").
+    /// Five f64 atomics per particle into the cell buffer, in the streaming kernel (the simplest
+    /// way).
     Atomics,
     /// As `Atomics`, but the lanes of a warp that share a cell first add in registers
     /// (`__match_any_sync` + shuffles), so one lane per cell and warp does the five atomics.
     Warp,
     /// Linked cell lists (`atomicExch` on a head per cell), then one thread per cell sums its
-    /// list (talk 003's "faster" method).
+    /// list (no atomics on the sums).
     List,
     /// `Warp`, then the warp leaders add into a per-block hash table of cells in shared memory
-    /// (geometry-aware hash, talk 003's partial lists in shared memory), and each block does one
+    /// (geometry-aware hash: partial cell lists in shared memory, as sums), and each block does one
     /// set of atomics per distinct cell.
     Shared,
     /// `Warp` sums, and the collision of step n fused with the streaming of step n+1 (one pass
@@ -43,9 +43,10 @@ impl CellSumMethod {
         CellSumMethod::FusedShared,
     ];
 
-    /// The default: the fastest measured on an H200 (mpcbox-bench-gpu, 64³ to 256³ cells ×
-    /// 10): `Fused`, as fast as `Warp` when the stress is measured every step and about 1.2×
-    /// faster otherwise; `Warp` is about 1.5× faster than `Atomics`.
+    /// The default: the fastest in `mpcbox-bench gpu` (64³ to 256³ cells × 10): `Fused`, as
+    /// fast as `Warp` when the stress is measured every step (the collision cannot be deferred)
+    /// and faster otherwise (one pass over the particles less); `Warp` beats `Atomics` (fewer
+    /// atomics on the same addresses).
     pub const DEFAULT: CellSumMethod = CellSumMethod::Fused;
 
     pub fn name(self) -> &'static str {

@@ -2,8 +2,6 @@
 //! collision parameters in place (cell velocity, rotation axis, thermostat factor) and adds
 //! the cell's relative energy and degrees of freedom to the report.
 
-use cudarc::driver::PushKernelArg;
-
 use super::device::{drv, grid};
 use super::params::KernelParams;
 use super::CudaBackend;
@@ -16,17 +14,20 @@ impl CudaBackend {
             return self.rules_cell_pass(p);
         }
         let s = self.dev.stream.clone();
-        // SAFETY: mpc_cell_params(MpcParams, double *cells, double *report): the parameters by
-        // value, the cell buffer of p.n_cells = self.ncells cells × 8 doubles, report
-        // REPORT_WORDS × REPORT_COPIES doubles, block b adding into copy b % REPORT_COPIES
-        // (between walls `p.walls.momentum` points at copy 0's words 4..10);
-        // one thread per cell, threads past n_cells only join the block reduction.
+        // SAFETY: the parameters by value, the cell buffer of p.n_cells = self.ncells cells × 8
+        // doubles, report REPORT_WORDS × REPORT_COPIES doubles, block b adding into copy b %
+        // REPORT_COPIES (between walls `p.walls.momentum` points at copy 0's words 4..10); one
+        // thread per cell, threads past n_cells only join the block reduction.
         unsafe {
-            s.launch_builder(&self.dev.k.cell_params)
-                .arg(p)
-                .arg(&mut self.cell.sums)
-                .arg(&mut self.report)
-                .launch(grid(self.ncells))
+            self.dev
+                .k
+                .cell_params(
+                    &s,
+                    grid(self.ncells),
+                    p,
+                    &mut self.cell.sums,
+                    &mut self.report,
+                )
                 .map_err(drv("cell params"))?;
         }
         Ok(())

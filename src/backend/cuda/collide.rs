@@ -1,8 +1,6 @@
 //! Pass 4 of a step (`kernels/collide.cu`): the fluid particles' collision, now or (fused
 //! methods) deferred into the next step's pass 1 when this step's stress is not measured.
 
-use cudarc::driver::PushKernelArg;
-
 use super::device::{drv, grid};
 use super::params::KernelParams;
 use super::CudaBackend;
@@ -18,23 +16,25 @@ impl CudaBackend {
         let s = self.dev.stream.clone();
         let [px, py, pz] = &self.fluid.pos;
         let [vx, vy, vz] = &mut self.fluid.vel;
-        // SAFETY: mpc_collide(MpcParams, const float *px, *py, *pz, double *vx, *vy, *vz, const
-        // u32 *cellw, const double *cells, double *report): the argument types match; the
-        // particle arrays hold p.n_fluid = self.n slots whose cell words index the cell
+        // SAFETY: the particle arrays hold p.n_fluid = self.n slots whose cell words index the cell
         // parameters (p.n_cells × 8 doubles) written by the cell pass before on this stream.
         unsafe {
-            s.launch_builder(&self.dev.k.collide)
-                .arg(p)
-                .arg(px)
-                .arg(py)
-                .arg(pz)
-                .arg(vx)
-                .arg(vy)
-                .arg(vz)
-                .arg(&self.fluid.cellw)
-                .arg(&self.cell.sums)
-                .arg(&mut self.report)
-                .launch(grid(self.n))
+            self.dev
+                .k
+                .collide(
+                    &s,
+                    grid(self.n),
+                    p,
+                    px,
+                    py,
+                    pz,
+                    vx,
+                    vy,
+                    vz,
+                    &self.fluid.cellw,
+                    &self.cell.sums,
+                    &mut self.report,
+                )
                 .map_err(drv("collide"))?;
         }
         Ok(())

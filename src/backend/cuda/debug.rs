@@ -2,8 +2,6 @@
 //! per-particle draws, `det_ln` and initial particles, compared bit for bit with `src/rng.rs`,
 //! `src/physics/rules.rs` and `src/state.rs`.
 
-use cudarc::driver::PushKernelArg;
-
 use super::device::{drv, grid, CudaDevice};
 use crate::error::Result;
 
@@ -26,21 +24,22 @@ impl CudaDevice {
         let mut axes = s.alloc_zeros::<f64>(3 * n.max(1)).map_err(drv("alloc"))?;
         let mut energies = s.alloc_zeros::<f64>(n.max(1)).map_err(drv("alloc"))?;
         let nn = n as u32;
-        // SAFETY: mpc_debug_cell_draws(u64 seed, u64 step, const u32 *cells, const u32 *counts,
-        // double kt, double *axes, double *energies, u32 n): the argument types match; cells and
-        // counts hold n values, axes 3n and energies n doubles; one thread per cell, threads
-        // past n return. Everything runs on this stream, read back below.
+        // SAFETY: cells and counts hold n values, axes 3n and energies n doubles; one thread per
+        // cell, threads past n return. Everything runs on this stream, read back below.
         unsafe {
-            s.launch_builder(&self.k.debug_cell_draws)
-                .arg(&seed)
-                .arg(&step)
-                .arg(&d_cells)
-                .arg(&d_counts)
-                .arg(&kt)
-                .arg(&mut axes)
-                .arg(&mut energies)
-                .arg(&nn)
-                .launch(grid(n))
+            self.k
+                .debug_cell_draws(
+                    s,
+                    grid(n),
+                    &seed,
+                    &step,
+                    &d_cells,
+                    &d_counts,
+                    &kt,
+                    &mut axes,
+                    &mut energies,
+                    &nn,
+                )
                 .map_err(drv("launch"))?;
         }
         let a = s.clone_dtoh(&axes).map_err(drv("copy"))?;
@@ -72,21 +71,22 @@ impl CudaDevice {
         let d_masses = s.clone_htod(masses).map_err(drv("copy"))?;
         let mut draws = s.alloc_zeros::<f64>(3 * n.max(1)).map_err(drv("alloc"))?;
         let nn = n as u32;
-        // SAFETY: mpc_debug_at_draws(u64 seed, u64 step, const u32 *cells, const u64 *keys,
-        // const double *masses, double kt, double *draws, u32 n): the argument types match;
-        // cells, keys and masses hold n values, draws 3n doubles; one thread per particle,
+        // SAFETY: cells, keys and masses hold n values, draws 3n doubles; one thread per particle,
         // threads past n return; read back on the same stream.
         unsafe {
-            s.launch_builder(&self.k.debug_at_draws)
-                .arg(&seed)
-                .arg(&step)
-                .arg(&d_cells)
-                .arg(&d_keys)
-                .arg(&d_masses)
-                .arg(&kt)
-                .arg(&mut draws)
-                .arg(&nn)
-                .launch(grid(n))
+            self.k
+                .debug_at_draws(
+                    s,
+                    grid(n),
+                    &seed,
+                    &step,
+                    &d_cells,
+                    &d_keys,
+                    &d_masses,
+                    &kt,
+                    &mut draws,
+                    &nn,
+                )
                 .map_err(drv("launch"))?;
         }
         let d = s.clone_dtoh(&draws).map_err(drv("copy"))?;
@@ -102,14 +102,11 @@ impl CudaDevice {
         let dx = s.clone_htod(xs).map_err(drv("copy"))?;
         let mut dy = s.alloc_zeros::<f64>(n.max(1)).map_err(drv("alloc"))?;
         let nn = n as u32;
-        // SAFETY: mpc_debug_det_ln(const double *x, double *y, u32 n): x and y hold at least n
-        // doubles; threads past n return; read back on the same stream.
+        // SAFETY: x and y hold at least n doubles; threads past n return; read back on the same
+        // stream.
         unsafe {
-            s.launch_builder(&self.k.debug_det_ln)
-                .arg(&dx)
-                .arg(&mut dy)
-                .arg(&nn)
-                .launch(grid(n))
+            self.k
+                .debug_det_ln(s, grid(n), &dx, &mut dy, &nn)
                 .map_err(drv("launch"))?;
         }
         let y = s.clone_dtoh(&dy).map_err(drv("copy"))?;
@@ -128,20 +125,22 @@ impl CudaDevice {
         let mut pos = s.alloc_zeros::<f32>(3 * n.max(1)).map_err(drv("alloc"))?;
         let mut vel = s.alloc_zeros::<f64>(3 * n.max(1)).map_err(drv("alloc"))?;
         let nn = n as u32;
-        // SAFETY: mpc_debug_initial_particle(u64 seed, double lx, double ly, double lz, double
-        // sigma, float *pos, double *vel, u32 n): pos and vel hold 3n values each; threads past
-        // n return; read back on the same stream.
+        // SAFETY: pos and vel hold 3n values each; threads past n return; read back on the same
+        // stream.
         unsafe {
-            s.launch_builder(&self.k.debug_initial_particle)
-                .arg(&seed)
-                .arg(&len[0])
-                .arg(&len[1])
-                .arg(&len[2])
-                .arg(&sigma)
-                .arg(&mut pos)
-                .arg(&mut vel)
-                .arg(&nn)
-                .launch(grid(n))
+            self.k
+                .debug_initial_particle(
+                    s,
+                    grid(n),
+                    &seed,
+                    &len[0],
+                    &len[1],
+                    &len[2],
+                    &sigma,
+                    &mut pos,
+                    &mut vel,
+                    &nn,
+                )
                 .map_err(drv("launch"))?;
         }
         let p = s.clone_dtoh(&pos).map_err(drv("copy"))?;

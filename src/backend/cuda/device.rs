@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig};
 
+use super::fluid_kernels::FluidKernels;
 use super::kernels;
 use crate::error::{MpcError, Result};
 
@@ -89,121 +90,6 @@ pub fn device_memory(ordinal: usize) -> Result<(u64, u64)> {
     Ok((free as u64, total as u64))
 }
 
-/// Declares the kernel store: one `CudaFunction` field per kernel, the list of every entry
-/// point ([`KERNEL_NAMES`]) and the loader, from one table, so a kernel is named in
-/// one place and a missing one fails when the device opens, not in the middle of a run.
-macro_rules! kernel_store {
-    ($($file:literal { $($field:ident: $name:literal,)* })*) => {
-        /// Every fluid kernel of one device, loaded once when the device opens, grouped by
-        /// the kernels file that defines it (and the module of this backend that launches it).
-        pub(super) struct FluidKernels {
-            $($(pub(super) $field: CudaFunction,)*)*
-        }
-
-        impl FluidKernels {
-            fn load(module: &Arc<CudaModule>) -> Result<FluidKernels> {
-                Ok(FluidKernels { $($($field: kernel(module, $name)?,)*)* })
-            }
-        }
-
-        /// Every kernel entry point the backend loads (checked against the sources in tests).
-        #[cfg(test)]
-        pub const KERNEL_NAMES: &[&str] = &[$($($name,)*)*];
-
-        /// Each kernels file with the entry points it defines.
-        #[cfg(test)]
-        pub const KERNELS_BY_FILE: &[(&str, &[&str])] = &[$(($file, &[$($name,)*]),)*];
-    };
-}
-
-// Each file's kernels are launched by the module of the same name (`stream.cu` by
-// `stream.rs`, `migrate.cu` by `multi/migrate.rs`, ...).
-kernel_store! {
-    "stream.cu" {
-        stream_bin_atomic: "mpc_stream_bin_atomic",
-        stream_bin_warp: "mpc_stream_bin_warp",
-        stream_bin_shared: "mpc_stream_bin_shared",
-        collide_stream_bin: "mpc_collide_stream_bin",
-        collide_stream_bin_shared: "mpc_collide_stream_bin_shared",
-        fill_u32: "mpc_fill_u32",
-        stream_bin_list: "mpc_stream_bin_list",
-        list_sums: "mpc_list_sums",
-    }
-    "solutes.cu" {
-        solute_bin: "mpc_solute_bin",
-        solute_collide: "mpc_solute_collide",
-        solute_collide_owned: "mpc_solute_collide_owned",
-    }
-    "device_solutes.cu" {
-        check_solutes: "mpc_check_solutes",
-    }
-    "solute_routes.cu" {
-        route_count: "mpc_route_count",
-        route_pack: "mpc_route_pack",
-        route_scatter: "mpc_route_scatter",
-    }
-    "cells.cu" {
-        cell_params: "mpc_cell_params",
-    }
-    "collide.cu" {
-        collide: "mpc_collide",
-    }
-    "rules.cu" {
-        rules_stream_bin: "mpc_rules_stream_bin",
-        rules_stream_bin_shared: "mpc_rules_stream_bin_shared",
-        rules_collide_stream_bin: "mpc_rules_collide_stream_bin",
-        rules_collide_stream_bin_shared: "mpc_rules_collide_stream_bin_shared",
-        rules_cell_params: "mpc_rules_cell_params",
-        rules_collide: "mpc_rules_collide",
-        rules_solute_bin: "mpc_rules_solute_bin",
-        rules_solute_collide: "mpc_rules_solute_collide",
-        rules_stream_bin_srd_a: "mpc_rules_stream_bin_srd_a",
-        rules_stream_bin_at: "mpc_rules_stream_bin_at",
-        rules_stream_bin_at_a: "mpc_rules_stream_bin_at_a",
-        rules_collide_stream_bin_srd_a: "mpc_rules_collide_stream_bin_srd_a",
-        rules_collide_stream_bin_at: "mpc_rules_collide_stream_bin_at",
-        rules_collide_stream_bin_at_a: "mpc_rules_collide_stream_bin_at_a",
-        rules_cell_params_srd_a: "mpc_rules_cell_params_srd_a",
-        rules_cell_params_at: "mpc_rules_cell_params_at",
-        rules_cell_params_at_a: "mpc_rules_cell_params_at_a",
-        rules_collide_srd_a: "mpc_rules_collide_srd_a",
-        rules_collide_at: "mpc_rules_collide_at",
-        rules_collide_at_a: "mpc_rules_collide_at_a",
-    }
-    "migrate.cu" {
-        immigrate: "mpc_immigrate",
-    }
-    "observe.cu" {
-        moments: "mpc_moments",
-        accumulate_fields: "mpc_accumulate_fields",
-    }
-    "reorder.cu" {
-        count_cells: "mpc_count_cells",
-        scan_chunk_sums: "mpc_scan_chunk_sums",
-        scan_partials: "mpc_scan_partials",
-        scan_apply: "mpc_scan_apply",
-        scatter: "mpc_scatter",
-        sort_segments: "mpc_sort_segments",
-        gather_f32: "mpc_gather_f32",
-        gather_f64: "mpc_gather_f64",
-    }
-    "debug.cu" {
-        debug_cell_draws: "mpc_debug_cell_draws",
-        debug_det_ln: "mpc_debug_det_ln",
-        debug_at_draws: "mpc_debug_at_draws",
-        debug_initial_particle: "mpc_debug_initial_particle",
-    }
-    "init.cu" {
-        init_particles: "mpc_init_particles",
-        chunk_sums: "mpc_chunk_sums",
-        shift_scale: "mpc_shift_scale",
-        add_flow: "mpc_add_flow",
-        init_count: "mpc_init_count",
-        init_chunk_sums: "mpc_init_chunk_sums",
-        init_slab: "mpc_init_slab",
-    }
-}
-
 /// A CUDA context and the compiled kernels on one GPU; shared by the backend and the debug
 /// entry points used by the tests.
 pub struct CudaDevice {
@@ -255,7 +141,7 @@ impl CudaDevice {
         let ctx = CudaContext::new(ordinal).map_err(drv("context"))?;
         // SAFETY: cudarc then records no per-buffer events and the backend orders its streams
         // itself, as cudarc requires: buffers are allocated and freed on the main stream, and
-        // every other stream that uses one (coupled.rs's upload/download streams, the copy
+        // every other stream that uses one (host_staging.rs's upload/download streams, the copy
         // streams of multi/, the caller's stream in device_solutes.rs) is ordered after the
         // main stream's work and joined back by an explicit event or a synchronisation, so no
         // buffer is used before its allocation, written by two streams at once, or freed
@@ -358,6 +244,7 @@ pub(super) type OnAllocError<'a> = &'a dyn Fn(cudarc::driver::DriverError) -> Mp
 /// the file the store names, by the module of that file's name.
 #[cfg(test)]
 mod tests {
+    use super::super::fluid_kernels::{kernel_names, kernels_by_file};
     use super::*;
 
     /// The entry points a source text defines: `extern "C" __global__ void [BOUNDS] name(`,
@@ -373,8 +260,8 @@ mod tests {
     fn every_kernel_is_defined_once_and_every_include_is_embedded() {
         let src = kernels::full_source();
         let declared = declared_kernels(&src);
-        for name in KERNEL_NAMES {
-            let count = declared.iter().filter(|d| *d == name).count();
+        for name in kernel_names() {
+            let count = declared.iter().filter(|d| **d == name).count();
             assert_eq!(count, 1, "kernel {name}");
         }
         let embedded: Vec<&str> = kernels::FLUID_SOURCES.iter().map(|(n, _)| *n).collect();
@@ -408,11 +295,12 @@ mod tests {
                 assert!(defined.is_empty(), "{file} defines kernels {defined:?}");
                 continue;
             }
-            let (_, listed) = KERNELS_BY_FILE
+            let by_file = kernels_by_file();
+            let (_, listed) = by_file
                 .iter()
                 .find(|(f, _)| f == file)
-                .unwrap_or_else(|| panic!("{file} is not in the kernel store"));
-            let mut listed = listed.to_vec();
+                .unwrap_or_else(|| panic!("{file} is not in the kernel table"));
+            let mut listed = listed.clone();
             defined.sort_unstable();
             listed.sort_unstable();
             assert_eq!(defined, listed, "kernels of {file}");
@@ -424,9 +312,9 @@ mod tests {
                 "{file} must name its module ({stem}.rs) on its first line: {first}"
             );
         }
-        for (file, _) in KERNELS_BY_FILE {
+        for (file, _) in kernels_by_file() {
             assert!(
-                kernels::FLUID_SOURCES.iter().any(|(n, _)| n == file),
+                kernels::FLUID_SOURCES.iter().any(|(n, _)| *n == file),
                 "{file} is not embedded"
             );
         }
@@ -437,9 +325,9 @@ mod tests {
         let src = kernels::full_source();
         assert!(!src.contains("#pragma once"));
         let declared = declared_kernels(&src);
-        for name in KERNEL_NAMES {
+        for name in kernel_names() {
             assert!(
-                declared.contains(name),
+                declared.contains(&name),
                 "kernel {name} missing from kernels/*.cu"
             );
         }

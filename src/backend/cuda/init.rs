@@ -37,24 +37,27 @@ impl CudaBackend {
         let len = self.phys.length;
         let [px, py, pz] = &mut self.fluid.pos;
         let [vx, vy, vz] = &mut self.fluid.vel;
-        // SAFETY: mpc_init_particles(u64 seed, double lx, ly, lz, double sigma, float *px, *py,
-        // *pz, double *vx, *vy, *vz, u32 n): the argument types match and every array holds at
-        // least n = self.n slots; threads past n return.
+        // SAFETY: every array holds at least n = self.n slots; threads
+        // past n return.
         unsafe {
-            s.launch_builder(&self.dev.k.init_particles)
-                .arg(&cfg.seed)
-                .arg(&len[0])
-                .arg(&len[1])
-                .arg(&len[2])
-                .arg(&sigma)
-                .arg(px)
-                .arg(py)
-                .arg(pz)
-                .arg(vx)
-                .arg(vy)
-                .arg(vz)
-                .arg(&nu)
-                .launch(grid(self.n))
+            self.dev
+                .k
+                .init_particles(
+                    &s,
+                    grid(self.n),
+                    &cfg.seed,
+                    &len[0],
+                    &len[1],
+                    &len[2],
+                    &sigma,
+                    px,
+                    py,
+                    pz,
+                    vx,
+                    vy,
+                    vz,
+                    &nu,
+                )
                 .map_err(drv("initial state"))?;
         }
         Ok(())
@@ -81,14 +84,18 @@ impl CudaBackend {
     fn add_steady_flow(&mut self) -> Result<()> {
         let s = self.dev.stream.clone();
         let p = self.params(&self.phys.plan(0, false, false), 0);
-        // SAFETY: mpc_add_flow(MpcParams, const float *py, double *vx): the parameters by
-        // value (p.n_fluid = self.n), both arrays hold self.n slots; threads past it return.
+        // SAFETY: the parameters by value (p.n_fluid = self.n), both arrays hold self.n slots;
+        // threads past it return.
         unsafe {
-            s.launch_builder(&self.dev.k.add_flow)
-                .arg(&p)
-                .arg(&self.fluid.pos[1])
-                .arg(&mut self.fluid.vel[0])
-                .launch(grid(self.n))
+            self.dev
+                .k
+                .add_flow(
+                    &s,
+                    grid(self.n),
+                    &p,
+                    &self.fluid.pos[1],
+                    &mut self.fluid.vel[0],
+                )
                 .map_err(drv("initial flow"))?;
         }
         Ok(())
@@ -101,23 +108,18 @@ impl CudaBackend {
         let s = self.dev.stream.clone();
         let mut partial = s.alloc_zeros::<f64>(4 * nchunks).map_err(drv("alloc"))?;
         let (nu, cu, ncu) = (n as u32, chunk as u32, nchunks as u32);
-        // SAFETY: mpc_chunk_sums(const double *vx, *vy, *vz, double *partial, u32 n, u32 chunk,
-        // u32 nchunks): the velocities hold n values, partial 4 × nchunks doubles; one thread
-        // per chunk, threads past nchunks return. Read back below on the same stream.
+        let cfg = LaunchConfig {
+            grid_dim: ((nchunks as u32).div_ceil(64), 1, 1),
+            block_dim: (64, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let [vx, vy, vz] = &self.fluid.vel;
+        // SAFETY: the velocities hold n values, partial 4 × nchunks doubles; one thread per
+        // chunk, threads past nchunks return. Read back below on the same stream.
         unsafe {
-            s.launch_builder(&self.dev.k.chunk_sums)
-                .arg(&self.fluid.vel[0])
-                .arg(&self.fluid.vel[1])
-                .arg(&self.fluid.vel[2])
-                .arg(&mut partial)
-                .arg(&nu)
-                .arg(&cu)
-                .arg(&ncu)
-                .launch(LaunchConfig {
-                    grid_dim: ((nchunks as u32).div_ceil(64), 1, 1),
-                    block_dim: (64, 1, 1),
-                    shared_mem_bytes: 0,
-                })
+            self.dev
+                .k
+                .chunk_sums(&s, cfg, vx, vy, vz, &mut partial, &nu, &cu, &ncu)
                 .map_err(drv("chunk sums"))?;
         }
         let parts = s.clone_dtoh(&partial).map_err(drv("copy"))?;
@@ -135,16 +137,19 @@ impl CudaBackend {
     fn shift_scale(&mut self, component: usize, sub: f64, mul: f64, op: u32) -> Result<()> {
         let s = self.dev.stream.clone();
         let nu = self.n as u32;
-        // SAFETY: mpc_shift_scale(double *v, double sub, double mul, u32 op, u32 n): v holds
-        // self.n values; threads past n return.
+        // SAFETY: v holds self.n values; threads past n return.
         unsafe {
-            s.launch_builder(&self.dev.k.shift_scale)
-                .arg(&mut self.fluid.vel[component])
-                .arg(&sub)
-                .arg(&mul)
-                .arg(&op)
-                .arg(&nu)
-                .launch(grid(self.n))
+            self.dev
+                .k
+                .shift_scale(
+                    &s,
+                    grid(self.n),
+                    &mut self.fluid.vel[component],
+                    &sub,
+                    &mul,
+                    &op,
+                    &nu,
+                )
                 .map_err(drv("initial state"))?;
         }
         Ok(())

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::sync::{Mutex, OnceLock};
 
+use super::contract::contract_header;
 use super::params::layout_checks;
-use super::shared::shared_header;
 
 /// `kernels/rng.cuh`: Philox4x32-10, det_ln and the per-cell draws (mirror of `src/rng.rs`).
 pub const RNG_CUH: &str = include_str!("../../../kernels/rng.cuh");
@@ -106,14 +106,14 @@ pub fn md_source() -> String {
         ("md_observe.cu", MD_OBSERVE_CU),
         ("md_slabs.cu", MD_SLABS_CU),
     ]);
-    format!("{}{sources}{}", shared_header(), layout_checks(false))
+    format!("{}{sources}{}", contract_header(), layout_checks(false))
 }
 
 /// The fluid kernels' translation unit handed to NVRTC.
 pub fn full_source() -> String {
     format!(
         "{}{}{}",
-        shared_header(),
+        contract_header(),
         translation_unit(FLUID_SOURCES),
         layout_checks(true)
     )
@@ -284,7 +284,7 @@ mod tests {
         assert!(o.contains(&"--gpu-architecture=sm_90".to_string()));
     }
 
-    /// Compiles the kernels with NVRTC (no GPU needed).
+    /// Compiles the kernels (fluid, fluid with walls, MD) with NVRTC (no GPU needed).
     #[test]
     #[cfg_attr(
         not(mpcbox_external),
@@ -297,12 +297,14 @@ mod tests {
         let walls = compile_source_cubin(walls_source(), c"walls.cu", 9, 0)
             .expect("kernels with walls compile");
         assert!(walls.len() > cubin.len());
+        let md = compile_source_cubin(md_source(), c"md.cu", 9, 0).expect("MD kernels compile");
+        assert!(md.len() > 1000);
     }
 
     /// A Rust/CUDA disagreement cannot build: the fluid kernels with one layout check of the
     /// generated source altered (as if `MpcParams` had gained a field Rust lacks) fail to
     /// compile, and so do the MD kernels with `MpcWalls`' check altered. (The codes and
-    /// tables cannot disagree: only the generated header defines them, `shared::tests`.)
+    /// tables cannot disagree: only the generated header defines them, `contract::tests`.)
     #[test]
     #[cfg_attr(
         not(mpcbox_external),

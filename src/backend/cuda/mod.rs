@@ -9,7 +9,7 @@
 //! 2. **stream + bin + sum** (one thread per particle): stream, bin on the shifted grid, store
 //!    the cell word, add `m v`, `m v²` and 1 to the cell with f64 `atomicAdd` (five atomics: the
 //!    fluid mass is m × count; solutes add their mass and count to separate slots)
-//!    ([`CellSumMethod::Atomics`], talk 003's "easy approach"); or first add within each warp
+//!    ([`CellSumMethod::Atomics`], the simplest); or first add within each warp
 //!    the lanes that share a cell ([`CellSumMethod::Warp`]); or push the particle onto a
 //!    linked cell list with `atomicExch` and sum the lists one thread per cell
 //!    ([`CellSumMethod::List`]); or ([`CellSumMethod::Fused`]) do the previous step's
@@ -39,9 +39,12 @@
 //!
 //! | module | role | kernels |
 //! |---|---|---|
-//! | `device` | CUDA checks, context and stream, the kernel store (loaded once per GPU) | |
+//! | `device` | CUDA checks, context and stream, the kernel table (loaded once per GPU) | |
 //! | `kernels` | the kernel sources in dependency order, NVRTC (cached per process) | |
 //! | `kernel_cache` | compiled kernels kept on disk between runs | |
+//! | `fluid_kernels` | the fluid's kernel table: every kernel with its parameters | all |
+//! | `contract` | what Rust and CUDA agree on, generated as the header of every unit | |
+//! | `launch` | typed kernel launches, checked against the sources' signatures | |
 //! | `cell_sums` | [`CellSumMethod`]: how pass 1 forms the cell sums | `cell_sums.cuh` |
 //! | `params` | `KernelParams`, the kernels' by-value parameters of one step | `mpc.cuh` |
 //! | `buffers` | footprint, out-of-memory refusal, fluid / cell / solute buffers | |
@@ -53,7 +56,7 @@
 //! | `collide` | pass 4: the fluid collision, or deferred (fused) | `collide.cu` |
 //! | `rules` | MPC-AT, MPC-AT+a, SRD+a: extended cell sums, their passes | `rules.cu`, `rules.cuh` |
 //! | `reorder` | particles sorted by cell | `reorder.cu` |
-//! | `coupled` | host solutes: upload/download streams, pinned staging, events | |
+//! | `host_staging` | host solutes: upload/download streams, pinned staging, events | |
 //! | `device_solutes` | the caller's device arrays: checks, stream order | `device_solutes.cu` |
 //! | `observe` | report, moments and profile, state download/upload | `observe.cu` |
 //! | `debug` | test entry points (draws, `det_ln`, initial particles) | `debug.cu` |
@@ -64,20 +67,22 @@ mod buffers;
 mod cell_sums;
 mod cells;
 mod collide;
-mod coupled;
+pub mod contract;
 mod debug;
 mod device;
 mod device_solutes;
+mod fluid_kernels;
+mod host_staging;
 mod init;
 pub mod kernel_cache;
 pub mod kernels;
+pub(crate) mod launch;
 pub mod multi;
 mod observe;
 mod params;
 mod pieces;
 mod reorder;
 mod rules;
-pub mod shared;
 mod snapshot;
 mod solutes;
 mod step;
@@ -88,10 +93,10 @@ pub use buffers::{
     MAX_CUDA_PARTICLES, RESERVE_BYTES,
 };
 pub use cell_sums::CellSumMethod;
-pub use coupled::SoluteTransfer;
 pub use device::{device_memory, driver_present, nvrtc_present, probe, CudaDevice};
 pub(crate) use device::{drv, kernel, load_module};
 pub use device_solutes::DeviceSoluteArrays;
+pub use host_staging::SoluteTransfer;
 pub use multi::transfer;
 pub(crate) use params::WallParams;
 pub use rules::rule_bytes_per_cell;
@@ -105,8 +110,8 @@ use crate::error::{MpcError, Result};
 use crate::physics::{Physics, StepPlan};
 use crate::state::FluidState;
 use buffers::{check_fits, CellBuffers, FluidBuffers, SoluteBuffers};
-use coupled::CoupledIo;
 use device_solutes::DeviceSoluteState;
+use host_staging::CoupledIo;
 use observe::MomentBuffers;
 use params::KernelParams;
 use step::PhaseTimer;
@@ -333,7 +338,8 @@ impl Backend for CudaBackend {
         self.n
     }
 
-    /// H200, 128³ × 10, fused: every 5 steps 15.5, every 10 17.8, every 20 18.5 G particle-steps/s.
+    /// Reordering every 20 steps was the fastest of 5, 10 and 20 in `mpcbox-bench gpu`: the sort
+    /// costs more than the locality it buys back in fewer steps.
     fn preferred_reorder_interval(&self) -> u64 {
         20
     }

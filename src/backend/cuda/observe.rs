@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig};
 
 use super::device::OnAllocError;
 use super::device::{drv, grid};
@@ -71,7 +71,7 @@ pub(super) fn report_from_words(copies: &[f64]) -> StepReport {
     }
 }
 
-/// Blocks of the moments' reduction at most: enough to fill an H200 (132 multiprocessors)
+/// Blocks of the moments' reduction at most: enough to fill any current GPU's multiprocessors
 /// many times over, few enough that each block's fixed costs are paid once per tens of
 /// thousands of particles.
 const MOMENT_BLOCKS: usize = 2048;
@@ -127,29 +127,30 @@ impl CudaBackend {
         s.memset_zeros(&mut m.profile_sum).map_err(drv("memset"))?;
         s.memset_zeros(&mut m.profile_count)
             .map_err(drv("memset"))?;
-        // SAFETY: mpc_moments(MpcParams, const float *py, *pz, const double *vx, *vy, *vz, const u32
-        // *cellw, double *out, double *prof_sum, u64 *prof_cnt, u32 use_shared, u32 per_block):
-        // the argument types match; the particle arrays hold p.n_fluid = self.n slots (each
-        // block reads its per_block slots, bounded by n_fluid), out MOMENT_WORDS ×
-        // REPORT_COPIES doubles (block b adds into copy b % REPORT_COPIES), the profiles
-        // `bins` = Physics::profile_bins = mpc_profile_bins(p) bins, and the dynamic shared
-        // memory (when used) is exactly that many doubles + u64. All on the main stream, after
-        // the flush.
+        // SAFETY: the particle arrays hold p.n_fluid = self.n slots (each block reads its per_block
+        // slots, bounded by n_fluid), out MOMENT_WORDS × REPORT_COPIES doubles (block b adds into
+        // copy b % REPORT_COPIES), the profiles `bins` = Physics::profile_bins =
+        // mpc_profile_bins(p) bins, and the dynamic shared memory (when used) is exactly that many
+        // doubles + u64. All on the main stream, after the flush.
         unsafe {
-            s.launch_builder(&self.dev.k.moments)
-                .arg(&p)
-                .arg(&f.pos[1])
-                .arg(&f.pos[2])
-                .arg(&f.vel[0])
-                .arg(&f.vel[1])
-                .arg(&f.vel[2])
-                .arg(&f.cellw)
-                .arg(&mut m.sums)
-                .arg(&mut m.profile_sum)
-                .arg(&mut m.profile_count)
-                .arg(&use_shared)
-                .arg(&per_block)
-                .launch(cfg)
+            self.dev
+                .k
+                .moments(
+                    &s,
+                    cfg,
+                    &p,
+                    &f.pos[1],
+                    &f.pos[2],
+                    &f.vel[0],
+                    &f.vel[1],
+                    &f.vel[2],
+                    &f.cellw,
+                    &mut m.sums,
+                    &mut m.profile_sum,
+                    &mut m.profile_count,
+                    &use_shared,
+                    &per_block,
+                )
                 .map_err(drv("moments"))?;
         }
         Ok(())
@@ -258,26 +259,28 @@ impl CudaBackend {
         let fields = self.fields.as_mut().expect("allocated above");
         let [px, py, pz] = &self.fluid.pos;
         let [vx, vy, vz] = &self.fluid.vel;
-        // SAFETY: mpc_accumulate_fields(MpcParams, const float *px, *py, *pz, const double *vx,
-        // *vy, *vz, const u32 *cellw, double *fields, u32 first, u32 layers, u32 halo): the
-        // particle arrays hold p.n_fluid = self.n slots (free slots skipped by their cell
-        // word), `fields` 5 doubles for each of the layers × lx × lz cells the kernel indexes
+        // SAFETY: the particle arrays hold p.n_fluid = self.n slots (free slots skipped by their
+        // cell word), `fields` 5 doubles for each of the layers × lx × lz cells the kernel indexes
         // (layer offsets reduced modulo Ly and checked against `layers`). Main stream.
         unsafe {
-            s.launch_builder(&self.dev.k.accumulate_fields)
-                .arg(&p)
-                .arg(px)
-                .arg(py)
-                .arg(pz)
-                .arg(vx)
-                .arg(vy)
-                .arg(vz)
-                .arg(&self.fluid.cellw)
-                .arg(fields)
-                .arg(&first)
-                .arg(&layers)
-                .arg(&halo)
-                .launch(grid(self.n))
+            self.dev
+                .k
+                .accumulate_fields(
+                    &s,
+                    grid(self.n),
+                    &p,
+                    px,
+                    py,
+                    pz,
+                    vx,
+                    vy,
+                    vz,
+                    &self.fluid.cellw,
+                    fields,
+                    &first,
+                    &layers,
+                    &halo,
+                )
                 .map_err(drv("field sums"))?;
         }
         Ok(())

@@ -4,7 +4,7 @@
 
 use cudarc::driver::{DevicePtr, DeviceRepr};
 
-use super::shared::wall_kind;
+use super::contract::wall_kind;
 use super::CudaBackend;
 use crate::physics::walls::{Shape, Walls};
 use crate::physics::StepPlan;
@@ -52,7 +52,7 @@ pub(super) struct KernelParams {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct WallParams {
-    /// `shared::WALLS_*` (`MPC_WALLS_*`).
+    /// `contract::WALLS_*` (`MPC_WALLS_*`).
     kind: u32,
     no_slip: u32,
     /// Particles per cell M (virtual particles fill cut cells up to it).
@@ -192,4 +192,36 @@ pub fn layout_checks(with_params: bool) -> String {
         ));
     }
     s
+}
+
+/// Where emigrating particles go (slab mode); mirrors `struct MpcMigration` in `kernels/migrate.cuh`.
+/// Zero on one GPU. Raw device addresses: the buffers live as long as the backend.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct MigrationArgs {
+    pub(crate) send: [u64; 2],
+    pub(crate) counters: u64,
+    pub(crate) holes: u64,
+    pub(crate) ids: u64,
+    pub(crate) send_capacity: u32,
+    pub(crate) pad: u32,
+}
+
+// SAFETY: plain-old-data (u64 and u32 fields, no padding: 48 bytes, checked here) with the C
+// layout of `MpcMigration`; the addresses are only dereferenced by the kernels, and only in
+// slab mode, where they point at buffers of the slab that live as long as the backend.
+unsafe impl DeviceRepr for MigrationArgs {}
+
+const _: () = assert!(std::mem::size_of::<MigrationArgs>() == 48);
+
+impl super::launch::CudaType for KernelParams {
+    const NAME: &'static str = "MpcParams";
+}
+
+impl super::launch::CudaType for WallParams {
+    const NAME: &'static str = "MpcWalls";
+}
+
+impl super::launch::CudaType for MigrationArgs {
+    const NAME: &'static str = "MpcMigration";
 }

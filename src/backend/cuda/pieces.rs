@@ -38,7 +38,7 @@ pub(super) unsafe fn upload(stream: &CudaStream, arrays: &mut [Up<'_>], n: usize
         for a in arrays.iter_mut() {
             let w = a.width * r.start..a.width * r.end;
             let staged = &mut a.staging.as_mut_slice().map_err(drv("pinned"))?[w.clone()];
-            crate::host::copy(staged, &a.src[w.clone()]);
+            crate::host_pool::copy(staged, &a.src[w.clone()]);
             // SAFETY: the piece just staged (pinned, so the copy is asynchronous) into the same
             // piece of the caller's device buffer (its size and lifetime guaranteed above).
             unsafe {
@@ -102,7 +102,7 @@ pub(super) fn take(
     for (c, r) in pieces(out.len() / width).enumerate() {
         arrived[c].synchronize().map_err(drv("solute download"))?;
         let w = width * r.start..width * r.end;
-        crate::host::copy(&mut out[w.clone()], &staged[w]);
+        crate::host_pool::copy(&mut out[w.clone()], &staged[w]);
     }
     Ok(())
 }

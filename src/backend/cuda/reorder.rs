@@ -3,7 +3,7 @@
 //! a gather per array through the 8-byte-per-particle scratch. In slab mode the global ids
 //! travel along and the free slots, sorted last, are dropped.
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 
 use super::buffers::SCAN_CHUNKS;
 use super::device::{drv, grid};
@@ -26,6 +26,18 @@ fn scratch_as<T: AnyBits32>(
     // hold n 4-byte values); every bit pattern is a valid T (`AnyBits32`); the view borrows
     // `temp`, so it cannot outlive it.
     unsafe { temp.transmute::<T>(n) }
+        .ok_or_else(|| MpcError::Device("reorder scratch too small".into()))
+}
+
+/// The scratch (n f64 slots) written as `n` values of a 4-byte type by a kernel (the
+/// permutation as u32, gathered f32 positions or ids).
+fn scratch_as_mut<T: AnyBits32>(
+    temp: &mut CudaSlice<f64>,
+    n: usize,
+) -> Result<cudarc::driver::CudaViewMut<'_, T>> {
+    // SAFETY: as `scratch_as`: `transmute_mut` checks the size, every bit pattern is a valid T,
+    // and the view borrows `temp` mutably.
+    unsafe { temp.transmute_mut::<T>(n) }
         .ok_or_else(|| MpcError::Device("reorder scratch too small".into()))
 }
 
@@ -57,16 +69,19 @@ impl CudaBackend {
         let (nu, ncu) = (self.n as u32, self.ncells as u32);
         s.memset_zeros(&mut self.cell.counter)
             .map_err(drv("memset"))?;
-        // SAFETY: mpc_count_cells(const u32 *cellw, u32 *counts, u32 n, u32 ncells): cellw holds
-        // n = self.n words, counts ncells + 1 bins (a free slot counts into bin ncells); one
-        // thread per slot.
+        // SAFETY: cellw holds n = self.n words, counts ncells + 1 bins (a free slot counts into bin
+        // ncells); one thread per slot.
         unsafe {
-            s.launch_builder(&self.dev.k.count_cells)
-                .arg(&self.fluid.cellw)
-                .arg(&mut self.cell.counter)
-                .arg(&nu)
-                .arg(&ncu)
-                .launch(grid(self.n))
+            self.dev
+                .k
+                .count_cells(
+                    &s,
+                    grid(self.n),
+                    &self.fluid.cellw,
+                    &mut self.cell.counter,
+                    &nu,
+                    &ncu,
+                )
                 .map_err(drv("reorder"))?;
         }
         Ok(())
@@ -88,31 +103,37 @@ impl CudaBackend {
         // (its shared array), mpc_scan_apply(u32 *inout, const u32 *partial, u32 n, u32 chunk,
         // u32 nchunks); every index is checked against n and nchunks in the kernels.
         unsafe {
-            s.launch_builder(&k.scan_chunk_sums)
-                .arg(&c.counter)
-                .arg(&mut c.scan_partial)
-                .arg(&ncu)
-                .arg(&chu)
-                .arg(&nchu)
-                .launch(grid(nchunks))
-                .map_err(drv("scan"))?;
-            s.launch_builder(&k.scan_partials)
-                .arg(&mut c.scan_partial)
-                .arg(&nchu)
-                .launch(LaunchConfig {
+            k.scan_chunk_sums(
+                &s,
+                grid(nchunks),
+                &c.counter,
+                &mut c.scan_partial,
+                &ncu,
+                &chu,
+                &nchu,
+            )
+            .map_err(drv("scan"))?;
+            k.scan_partials(
+                &s,
+                LaunchConfig {
                     grid_dim: (1, 1, 1),
                     block_dim: (1024, 1, 1),
                     shared_mem_bytes: 0,
-                })
-                .map_err(drv("scan"))?;
-            s.launch_builder(&k.scan_apply)
-                .arg(&mut c.counter)
-                .arg(&c.scan_partial)
-                .arg(&ncu)
-                .arg(&chu)
-                .arg(&nchu)
-                .launch(grid(nchunks))
-                .map_err(drv("scan"))?;
+                },
+                &mut c.scan_partial,
+                &nchu,
+            )
+            .map_err(drv("scan"))?;
+            k.scan_apply(
+                &s,
+                grid(nchunks),
+                &mut c.counter,
+                &c.scan_partial,
+                &ncu,
+                &chu,
+                &nchu,
+            )
+            .map_err(drv("scan"))?;
         }
         Ok(())
     }
@@ -125,25 +146,24 @@ impl CudaBackend {
         let n = self.n;
         let (nu, ncu) = (n as u32, self.ncells as u32);
         let k = &self.dev.k;
+        let mut perm = scratch_as_mut::<u32>(&mut self.fluid.temp, n)?;
         // SAFETY: mpc_scatter(const u32 *cellw, u32 *cursor, u32 *perm, u32 n, u32 ncells) and
         // mpc_sort_segments(const u32 *ends, u32 *perm, u32 ncells): the cursor/ends are the
         // scanned counts (ncells + 1 values summing to n), so every slot written or sorted
         // lies in perm[0..n); perm is the scratch, n f64 slots seen by the kernels as >= n
         // u32. One thread per particle, then one per cell, in order on the main stream.
         unsafe {
-            s.launch_builder(&k.scatter)
-                .arg(&self.fluid.cellw)
-                .arg(&mut self.cell.counter)
-                .arg(&mut self.fluid.temp)
-                .arg(&nu)
-                .arg(&ncu)
-                .launch(grid(n))
-                .map_err(drv("reorder"))?;
-            s.launch_builder(&k.sort_segments)
-                .arg(&self.cell.counter)
-                .arg(&mut self.fluid.temp)
-                .arg(&ncu)
-                .launch(grid(self.ncells))
+            k.scatter(
+                &s,
+                grid(n),
+                &self.fluid.cellw,
+                &mut self.cell.counter,
+                &mut perm,
+                &nu,
+                &ncu,
+            )
+            .map_err(drv("reorder"))?;
+            k.sort_segments(&s, grid(self.ncells), &self.cell.counter, &mut perm, &ncu)
                 .map_err(drv("reorder"))?;
         }
         let perm = scratch_as::<u32>(&self.fluid.temp, n)?;
@@ -157,16 +177,19 @@ impl CudaBackend {
         let s = self.dev.stream.clone();
         let nu = self.n as u32;
         for c in 0..3 {
-            // SAFETY: mpc_gather_f64(const u32 *perm, const double *src, double *dst, u32 n):
-            // perm (in cellw) holds a permutation of 0..n, src and the scratch dst n doubles
-            // each, distinct buffers.
+            // SAFETY: perm (in cellw) holds a permutation of 0..n, src and the scratch dst n
+            // doubles each, distinct buffers.
             unsafe {
-                s.launch_builder(&self.dev.k.gather_f64)
-                    .arg(&self.fluid.cellw)
-                    .arg(&self.fluid.vel[c])
-                    .arg(&mut self.fluid.temp)
-                    .arg(&nu)
-                    .launch(grid(self.n))
+                self.dev
+                    .k
+                    .gather_f64(
+                        &s,
+                        grid(self.n),
+                        &self.fluid.cellw,
+                        &self.fluid.vel[c],
+                        &mut self.fluid.temp,
+                        &nu,
+                    )
                     .map_err(drv("reorder"))?;
             }
             std::mem::swap(&mut self.fluid.vel[c], &mut self.fluid.temp);
@@ -180,15 +203,20 @@ impl CudaBackend {
         let n = self.n;
         let nu = n as u32;
         for c in 0..3 {
-            // SAFETY: mpc_gather_f32(const u32 *perm, const float *src, float *dst, u32 n): perm
-            // as in `gather_velocities`, src n floats, the scratch dst at least n floats.
+            let mut dst = scratch_as_mut::<f32>(&mut self.fluid.temp, n)?;
+            // SAFETY: perm as in `gather_velocities`, src n floats, the scratch dst at least n
+            // floats.
             unsafe {
-                s.launch_builder(&self.dev.k.gather_f32)
-                    .arg(&self.fluid.cellw)
-                    .arg(&self.fluid.pos[c])
-                    .arg(&mut self.fluid.temp)
-                    .arg(&nu)
-                    .launch(grid(n))
+                self.dev
+                    .k
+                    .gather_f32(
+                        &s,
+                        grid(n),
+                        &self.fluid.cellw,
+                        &self.fluid.pos[c],
+                        &mut dst,
+                        &nu,
+                    )
                     .map_err(drv("reorder"))?;
             }
             let src = scratch_as::<f32>(&self.fluid.temp, n)?;
@@ -210,14 +238,12 @@ impl CudaBackend {
             // for the f32 gather, which only moves them; the view borrows `sl.ids`.
             let ids = unsafe { labels.transmute::<f32>(n) }
                 .ok_or_else(|| MpcError::Device("slab id buffer too small".into()))?;
+            let mut dst = scratch_as_mut::<f32>(&mut self.fluid.temp, n)?;
             // SAFETY: mpc_gather_f32 as in `gather_positions`, on the ids.
             unsafe {
-                s.launch_builder(&self.dev.k.gather_f32)
-                    .arg(&self.fluid.cellw)
-                    .arg(&ids)
-                    .arg(&mut self.fluid.temp)
-                    .arg(&nu)
-                    .launch(grid(n))
+                self.dev
+                    .k
+                    .gather_f32(&s, grid(n), &self.fluid.cellw, &ids, &mut dst, &nu)
                     .map_err(drv("reorder"))?;
             }
             let src = scratch_as::<u32>(&self.fluid.temp, n)?;

@@ -18,15 +18,17 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, PushKernelArg};
 use cudarc::driver::CudaFunction;
 
 use super::device::OnAllocError;
-use super::device::{drv, grid, FluidKernels};
-use super::multi::MigrationArgs;
+use super::device::{drv, grid};
+use super::fluid_kernels::FluidKernels;
+use super::launch::DevPtr;
 use super::params::KernelParams;
+use super::params::MigrationArgs;
 use super::{CellSumMethod, CudaBackend};
 use crate::backend::DeviceSolutes;
 use crate::error::{MpcError, Result};
 use crate::physics::Rule;
 
-pub use super::shared::ext_stride;
+pub use super::contract::ext_stride;
 
 /// Which kernels run a rule's pass 1, cell pass and collision (`MPCBOX_RULES_KERNELS`, a
 /// tuning knob): each rule's own (`per-rule`, the default: compiled for that rule alone, so
@@ -385,23 +387,25 @@ impl CudaBackend {
         let main = self.dev.stream.clone();
         let r = self.rules.as_mut().expect("a rule's buffers");
         let code = r.rule.code();
-        // SAFETY: mpc_rules_solute_bin(MpcParams, u32 rule, const double *spos, *svel, *smass,
-        // u32 *scell, int *simage, double *cells, double *ext): `s` holds 3n, 3n and n doubles
-        // readable from this GPU (mpcbox's solute buffers, or the caller's arrays checked
-        // before), `cell` and `image` at least n = p.n_solutes elements of this GPU, the cell
-        // buffers as in the cell pass; one thread per solute.
+        // SAFETY: `s` holds 3n, 3n and n doubles readable from this GPU (mpcbox's solute buffers,
+        // or the caller's arrays checked before), `cell` and `image` at least n = p.n_solutes
+        // elements of this GPU, the cell buffers as in the cell pass; one thread per solute.
         unsafe {
-            main.launch_builder(&self.dev.k.rules_solute_bin)
-                .arg(p)
-                .arg(&code)
-                .arg(&s.pos)
-                .arg(&s.vel)
-                .arg(&s.mass)
-                .arg(&cell)
-                .arg(&image)
-                .arg(&mut self.cell.sums)
-                .arg(&mut r.ext)
-                .launch(grid(s.n))
+            self.dev
+                .k
+                .rules_solute_bin(
+                    &main,
+                    grid(s.n),
+                    p,
+                    &code,
+                    &DevPtr::new(s.pos),
+                    &DevPtr::new(s.vel),
+                    &DevPtr::new(s.mass),
+                    &mut DevPtr::new(cell),
+                    &mut DevPtr::new(image),
+                    &mut self.cell.sums,
+                    &mut r.ext,
+                )
                 .map_err(drv("rules solute bin"))?;
         }
         Ok(())
@@ -421,26 +425,28 @@ impl CudaBackend {
         let r = self.rules.as_ref().expect("a rule's buffers");
         let code = r.rule.code();
         let owned = owned_only as u32;
-        // SAFETY: mpc_rules_solute_collide(MpcParams, u32 rule, const double *spos, const double
-        // *smass, const u32 *scell, const int *simage, const double *cells, const double *ext,
-        // double *svel, u32 owned_only, double *report): the arrays of `rules_bin_solutes`
-        // (cells and images written by it on this stream), the cell parameters, the velocities
-        // (3n doubles, each written only by the GPU that owns the solute's cell), and the
-        // step's report (REPORT_WORDS × REPORT_COPIES doubles, zeroed in pass 1 on this stream).
+        // SAFETY: the arrays of `rules_bin_solutes` (cells and images written by it on this
+        // stream), the cell parameters, the velocities (3n doubles, each written only by the GPU
+        // that owns the solute's cell), and the step's report (REPORT_WORDS × REPORT_COPIES
+        // doubles, zeroed in pass 1 on this stream).
         unsafe {
-            main.launch_builder(&self.dev.k.rules_solute_collide)
-                .arg(p)
-                .arg(&code)
-                .arg(&s.pos)
-                .arg(&s.mass)
-                .arg(&cell)
-                .arg(&image)
-                .arg(&self.cell.sums)
-                .arg(&r.ext)
-                .arg(&s.vel)
-                .arg(&owned)
-                .arg(&mut self.report)
-                .launch(grid(s.n))
+            self.dev
+                .k
+                .rules_solute_collide(
+                    &main,
+                    grid(s.n),
+                    p,
+                    &code,
+                    &DevPtr::new(s.pos),
+                    &DevPtr::new(s.mass),
+                    &DevPtr::new(cell),
+                    &DevPtr::new(image),
+                    &self.cell.sums,
+                    &r.ext,
+                    &mut DevPtr::new(s.vel),
+                    &owned,
+                    &mut self.report,
+                )
                 .map_err(drv("rules solute collide"))?;
         }
         Ok(())

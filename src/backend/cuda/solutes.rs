@@ -1,7 +1,7 @@
 //! Solutes in the collision (`kernels/solutes.cu`): binned on the shifted grid with their
 //! masses and Lees-Edwards images, added to the cell sums, collided with their cell's
 //! parameters. Two sources: mpcbox's own solute buffers (host solutes uploaded by
-//! `coupled.rs` or `multi/solutes.rs`), or device arrays (the caller's, checked by
+//! `host_staging.rs` or `multi/solutes.rs`), or device arrays (the caller's, checked by
 //! `device_solutes.rs`, or the home GPU's in a multi-GPU run).
 
 use cudarc::driver::PushKernelArg;

@@ -2,7 +2,7 @@
 //! of its kernels: pass 1 `stream.rs` (stream, bin, sum; the fused methods apply the previous
 //! collision here), solutes `solutes.rs`, pass 3 `cells.rs` (collision parameters), pass 4
 //! `collide.rs` (or deferred), `reorder.rs`. Coupled steps run the same sequence with the
-//! solute transfers of `coupled.rs` or the caller's arrays (`device_solutes.rs`) around it;
+//! solute transfers of `host_staging.rs` or the caller's arrays (`device_solutes.rs`) around it;
 //! several GPUs run it per slab with a migration after pass 1 (`multi/step.rs`). Profiling
 //! synchronises and times each pass.
 
@@ -51,7 +51,7 @@ impl CudaBackend {
     }
 
     /// [`crate::backend::Backend::step`]: a fluid-only step, or a coupled one split into
-    /// `begin_coupled` and `finish_coupled` (`coupled.rs`).
+    /// `begin_coupled` and `finish_coupled` (`host_staging.rs`).
     pub(super) fn run_step(
         &mut self,
         plan: &StepPlan,

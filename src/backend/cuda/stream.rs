@@ -6,8 +6,8 @@
 use cudarc::driver::PushKernelArg;
 
 use super::device::{drv, grid};
-use super::multi::MigrationArgs;
 use super::params::KernelParams;
+use super::params::MigrationArgs;
 use super::{CellSumMethod, CudaBackend};
 use crate::error::{MpcError, Result};
 
@@ -173,37 +173,37 @@ impl CudaBackend {
         // const double *vx, *vy, *vz, const u32 *cellw, double *cells) over ncells cells of 8
         // doubles, following lists of slot indices < self.n ended by u32::MAX.
         unsafe {
-            s.launch_builder(&k.fill_u32)
-                .arg(&mut self.cell.counter)
-                .arg(&empty)
-                .arg(&ncu)
-                .launch(grid(self.ncells))
+            k.fill_u32(&s, grid(self.ncells), &mut self.cell.counter, &empty, &ncu)
                 .map_err(drv("fill"))?;
-            s.launch_builder(&k.stream_bin_list)
-                .arg(p)
-                .arg(&mut *px)
-                .arg(&mut *py)
-                .arg(&mut *pz)
-                .arg(&mut *vx)
-                .arg(&mut *vy)
-                .arg(&mut *vz)
-                .arg(&mut self.fluid.cellw)
-                .arg(&mut self.cell.counter)
-                .arg(&mut *next)
-                .arg(&mut self.report)
-                .launch(grid(self.n))
-                .map_err(drv("stream/bin"))?;
-            s.launch_builder(&k.list_sums)
-                .arg(p)
-                .arg(&self.cell.counter)
-                .arg(&*next)
-                .arg(&*vx)
-                .arg(&*vy)
-                .arg(&*vz)
-                .arg(&self.fluid.cellw)
-                .arg(&mut self.cell.sums)
-                .launch(grid(self.ncells))
-                .map_err(drv("list sums"))?;
+            k.stream_bin_list(
+                &s,
+                grid(self.n),
+                p,
+                &mut *px,
+                &mut *py,
+                &mut *pz,
+                &mut *vx,
+                &mut *vy,
+                &mut *vz,
+                &mut self.fluid.cellw,
+                &mut self.cell.counter,
+                &mut *next,
+                &mut self.report,
+            )
+            .map_err(drv("stream/bin"))?;
+            k.list_sums(
+                &s,
+                grid(self.ncells),
+                p,
+                &self.cell.counter,
+                &*next,
+                &*vx,
+                &*vy,
+                &*vz,
+                &self.fluid.cellw,
+                &mut self.cell.sums,
+            )
+            .map_err(drv("list sums"))?;
         }
         Ok(())
     }

@@ -7,7 +7,7 @@ use rayon::prelude::*;
 
 use super::{fnv_words, PARTICLE_BYTES};
 use crate::error::Result;
-use crate::fluid_parts::FluidPart;
+use crate::state::FluidPart;
 use crate::state::FluidState;
 
 /// The checksum's chunk: [`super::checksum`] hashes each MiB of the block.

@@ -14,8 +14,8 @@ use super::{checksum, Block, Meta, HEADER, PAGE, PARTICLE_BYTES};
 const READ_PIECE: u64 = 64 << 20;
 use crate::checkpoint::CheckpointHead;
 use crate::error::{MpcError, Result};
-use crate::fluid_parts::FluidPart;
 use crate::physics::Physics;
+use crate::state::FluidPart;
 use crate::state::FluidState;
 
 /// Where a checkpoint's bytes are read from.

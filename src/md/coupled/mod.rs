@@ -16,8 +16,8 @@ pub use engine::{GpuEngine, MdEngine};
 pub use output::{CsvRow, MD_CSV, TRAJECTORY_GSD, TRAJECTORY_XYZ};
 pub use summary::SolutionSummary;
 
-use super::config::MdConfig;
 use super::engine::{Md, MdState};
+use super::from_config::MdConfig;
 use super::gpu::{GpuMd, MdBackend, SlabMd};
 use super::observe::{ChainObserver, ChainSample};
 use super::rheology::SoluteStats;

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{MpcError, Result};
 use crate::gsd::{GsdBonds, GsdFrame, GsdTopology, GsdWriter};
-use crate::md::config::TrajectoryFormat;
+use crate::md::from_config::TrajectoryFormat;
 use crate::md::observe::{write_xyz_frame, ChainSample};
 use crate::md::rheology::Conformation;
 use crate::md::system::System;

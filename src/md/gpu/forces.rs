@@ -164,7 +164,7 @@ impl GpuMd {
         // SAFETY: md_wall_forces(n, pos, force, MpcWalls, epsilon, sigma, cutoff, energy,
         // e_wall, tag, flags, ly, own_lo, own_hi, m, work) in order and type (WallParams
         // mirrors MpcWalls; work: m indices < n, or null for all n); `pos` and `force` hold 3n
-        // f64, `e_wall` and `tag` n, `flags` NFLAGS words; the kernel returns for threads ≥ m
+        // f64, `e_wall` and `tag` n, `flags` MD_NFLAGS words; the kernel returns for threads ≥ m
         // and writes only its particle's entries (and the flag words).
         unsafe { b.launch(grid(m)) }.map_err(drv("md_wall_forces"))?;
         Ok(())

@@ -10,7 +10,8 @@ use std::time::Instant;
 
 use cudarc::driver::{DeviceRepr, PushKernelArg};
 
-use super::{drv, grid, items, push_items, GpuMd, FLAG_REBUILD};
+use super::{drv, grid, items, push_items, GpuMd, MD_FLAG_REBUILD};
+pub(super) use crate::backend::cuda::contract::MD_FUSED_SENDS;
 use crate::error::Result;
 use crate::md::forcefield::MdThermostat;
 use crate::md::integrate::ou_coefficients;
@@ -39,33 +40,38 @@ pub(super) struct MdShear {
 // checked below) with the C layout of `MdShear`, which md_first_half takes by value.
 unsafe impl DeviceRepr for MdShear {}
 
+impl crate::backend::cuda::launch::CudaType for MdShear {
+    const NAME: &'static str = "MdShear";
+}
+
 const _: () = assert!(std::mem::size_of::<MdShear>() == 64);
 
 /// `struct MdSends` of kernels/md_items.cuh: the drift's exchange packed by `md_first_half`
-/// (a decomposed engine's neighbour links of one sender, at most [`FUSED_SENDS`]).
+/// (a decomposed engine's neighbour links of one sender, at most [`MD_FUSED_SENDS`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct MdSends {
     pub(super) links: u32,
     pad: u32,
-    pub(super) band_lo: [f64; FUSED_SENDS],
-    pub(super) band_hi: [f64; FUSED_SENDS],
+    pub(super) band_lo: [f64; MD_FUSED_SENDS],
+    pub(super) band_hi: [f64; MD_FUSED_SENDS],
     /// Records each send buffer holds.
-    pub(super) cap: [u32; FUSED_SENDS],
+    pub(super) cap: [u32; MD_FUSED_SENDS],
     /// Device addresses of the count words (zero when the kernel starts).
-    pub(super) count: [u64; FUSED_SENDS],
+    pub(super) count: [u64; MD_FUSED_SENDS],
     /// Device addresses of the send buffers.
-    pub(super) out: [u64; FUSED_SENDS],
+    pub(super) out: [u64; MD_FUSED_SENDS],
 }
-
-/// `MD_FUSED_SENDS`: the links one first half packs for.
-pub(super) const FUSED_SENDS: usize = 4;
 
 // SAFETY: plain-old-data with the C layout of `MdSends` (two u32, eight f64, four u32, eight
 // u64: 152 bytes, each field at its natural alignment without implicit padding, checked below),
 // which md_first_half takes by value; the addresses are only dereferenced by the kernel, for
 // the links the host filled in.
 unsafe impl DeviceRepr for MdSends {}
+
+impl crate::backend::cuda::launch::CudaType for MdSends {
+    const NAME: &'static str = "MdSends";
+}
 
 const _: () = assert!(std::mem::size_of::<MdSends>() == 152);
 
@@ -185,7 +191,7 @@ impl GpuMd {
         // image, tag, built_at, flags, dt, langevin, c1, c2, kt, lk0, lk1, step, lx, ly, lz,
         // quarter_skin2, skin, MdShear by value, own_lo, own_hi, y_prev: n f64 or null, which
         // the kernel tests, m, work: m indices < n or null for all n, kicks, MdSends by value);
-        // the vector buffers hold 3n elements, `inv_mass` and `tag` n, `flags` NFLAGS words;
+        // the vector buffers hold 3n elements, `inv_mass` and `tag` n, `flags` MD_NFLAGS words;
         // the kernel returns for threads ≥ m and touches only its particle's entries, and
         // writes a record to a link of `sends` only below that link's capacity, in a send
         // buffer of this GPU that the host sized for it (`Link::fuse_into`), counting in a
@@ -251,7 +257,7 @@ impl GpuMd {
         let f = self.read_flags()?;
         self.check_flags(&f)?;
         self.mark(1, &mut t)?;
-        if f[FLAG_REBUILD] != 0 {
+        if f[MD_FLAG_REBUILD] != 0 {
             self.build_list()?;
             self.mark(2, &mut t)?;
         }

@@ -96,25 +96,12 @@ impl MdBackend {
 /// Threads per block.
 const BLOCK: u32 = 128;
 
-/// Indices into the flag words the kernels raise (`MD_FLAG_*` in kernels/md.cu).
-const FLAG_REBUILD: usize = 0;
-const FLAG_CELL_MAX: usize = 1;
-const FLAG_NEIGH_MAX: usize = 2;
-const FLAG_BROKEN: usize = 3;
-/// A bead reached a wall surface; the next word holds its tag (`md_walls.cu`).
-const FLAG_WALL: usize = 6;
-/// Decomposed engine: a bond reaches further in y than the slab halo; its tags follow.
-const FLAG_HALO: usize = 8;
-/// Decomposed engine: the length of the work list the last list build filled.
-const FLAG_WORK: usize = 11;
-/// Decomposed engine: the length of the collider list the last list build filled.
-const FLAG_COLLIDERS: usize = 12;
-/// Decomposed engine: from this word on, the record counts of a slab's outgoing exchanges
-/// (read with the other flags, one wait per step).
-const FLAG_COUNTS: usize = 13;
-/// Outgoing exchanges a slab may have.
-const MAX_LINKS: usize = 20;
-const NFLAGS: usize = FLAG_COUNTS + MAX_LINKS;
+// The flag words the kernels raise, and the links' counts after them (the contract with
+// kernels/md*.cu, defined once in `backend::cuda::contract`).
+use crate::backend::cuda::contract::{
+    MD_FLAG_BROKEN, MD_FLAG_CELL_MAX, MD_FLAG_COLLIDERS, MD_FLAG_COUNTS, MD_FLAG_HALO,
+    MD_FLAG_NEIGH_MAX, MD_FLAG_REBUILD, MD_FLAG_WALL, MD_FLAG_WORK, MD_MAX_LINKS, MD_NFLAGS,
+};
 
 /// The part of the box an engine integrates: everything, or one y slab of a [`SlabMd`].
 #[derive(Clone, Copy, Debug)]
@@ -400,10 +387,10 @@ impl GpuMd {
 
     /// An error when a kernel has flagged a broken FENE bond.
     fn check_bonds_intact(&self, f: &[u32]) -> Result<()> {
-        if f[FLAG_BROKEN] == 0 {
+        if f[MD_FLAG_BROKEN] == 0 {
             return Ok(());
         }
-        let (a, b) = (f[FLAG_BROKEN + 1], f[FLAG_BROKEN + 2]);
+        let (a, b) = (f[MD_FLAG_BROKEN + 1], f[MD_FLAG_BROKEN + 2]);
         Err(MpcError::Unstable {
             step: self.step,
             what: format!(
@@ -419,10 +406,10 @@ impl GpuMd {
 
     /// An error when a slab of a decomposed engine met a bond longer in y than its halo.
     fn check_halo(&self, f: &[u32]) -> Result<()> {
-        if f[FLAG_HALO] == 0 {
+        if f[MD_FLAG_HALO] == 0 {
             return Ok(());
         }
-        let (a, b) = (f[FLAG_HALO + 1], f[FLAG_HALO + 2]);
+        let (a, b) = (f[MD_FLAG_HALO + 1], f[MD_FLAG_HALO + 2]);
         Err(MpcError::Config(ConfigError {
             field: "md.bonds".into(),
             problem: format!(
@@ -441,11 +428,11 @@ impl GpuMd {
 
     /// An error when a kernel has flagged a bead on or beyond a wall surface.
     fn check_walls(&self, f: &[u32]) -> Result<()> {
-        if f[FLAG_WALL] == 0 {
+        if f[MD_FLAG_WALL] == 0 {
             return Ok(());
         }
         Err(crate::md::engine::wall_crossed(
-            f[FLAG_WALL + 1],
+            f[MD_FLAG_WALL + 1],
             0.0,
             self.step,
             "GPU",

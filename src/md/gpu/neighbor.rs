@@ -11,8 +11,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, LaunchArgs, PushKernelArg};
 
 use super::{
-    drv, grid, GpuMd, FLAG_CELL_MAX, FLAG_COLLIDERS, FLAG_NEIGH_MAX, FLAG_WORK, NFLAGS,
-    NULL_DEVICE_PTR,
+    drv, grid, GpuMd, MD_FLAG_CELL_MAX, MD_FLAG_COLLIDERS, MD_FLAG_NEIGH_MAX, MD_FLAG_WORK,
+    MD_NFLAGS, NULL_DEVICE_PTR,
 };
 use crate::error::Result;
 use crate::md::neighbor::CellList;
@@ -46,7 +46,7 @@ pub(super) struct DeviceLists {
 /// Particles per list-radius cube below which cells r_list wide with a 3³ stencil beat cells
 /// r_list/2 wide with 5³: a particle's list build reads every stencil cell's count (125 against
 /// 27) and tests its members (15.6 against 27 list cubes of them). Dilute solutes (0.3 per cube
-/// in the polymer benchmark) build about 4 × faster with the coarse cells.
+/// in the polymer benchmark) build several times faster with the coarse cells.
 const DILUTE_PER_LIST_CUBE: f64 = 4.0;
 
 /// The cells and reach for list radius `r_list` at `density` particles per volume: r_list/2
@@ -231,7 +231,7 @@ impl GpuMd {
     /// The first phase of a build: flags zeroed, particles binned (none without cells).
     pub(super) fn launch_bin(&mut self) -> Result<ListGeometry> {
         let r_list = self.cutoff() + self.settings.skin;
-        let zero = vec![0u32; NFLAGS];
+        let zero = vec![0u32; MD_NFLAGS];
         self.stream
             .memcpy_htod(&zero, &mut self.flags)
             .map_err(drv("upload"))?;
@@ -279,7 +279,7 @@ impl GpuMd {
         // row0, rows); `pos` holds 3n f64, `cell_count` ncells = dx · rows · dz u32 (zeroed
         // above) and `cell_members` ncells · cap u32; the kernel returns for i ≥ n, clamps cell
         // coordinates into the grid, skips layers not stored and stores members only below
-        // cap; `flags` holds NFLAGS words. All buffers are this stream's.
+        // cap; `flags` holds MD_NFLAGS words. All buffers are this stream's.
         unsafe { b.launch(grid(self.n)) }.map_err(drv("md_cell_bin"))?;
         Ok(())
     }
@@ -295,8 +295,8 @@ impl GpuMd {
     /// Whether the binning (flags `f`) fitted the cells; if not, the capacity is raised.
     fn cells_fit(&mut self, g: &ListGeometry, f: &[u32]) -> Result<bool> {
         let l = &mut self.lists;
-        if f[FLAG_CELL_MAX] as usize > l.cell_cap {
-            l.cell_cap = (f[FLAG_CELL_MAX] as usize).next_power_of_two();
+        if f[MD_FLAG_CELL_MAX] as usize > l.cell_cap {
+            l.cell_cap = (f[MD_FLAG_CELL_MAX] as usize).next_power_of_two();
             l.cell_members = self
                 .stream
                 .alloc_zeros::<u32>(g.ncells * l.cell_cap)
@@ -311,15 +311,20 @@ impl GpuMd {
         let s = self.stream.clone();
         let l = &mut self.lists;
         let nc = g.ncells as u32;
-        let mut b = s.launch_builder(&self.k.cell_sort);
-        b.arg(&nc)
-            .arg(&l.cell_count)
-            .arg(&mut l.cell_members)
-            .arg(&g.cap);
         // SAFETY: md_cell_sort's parameters in order and type (ncells, count, members, cap);
         // `cell_count` holds ncells u32 and `cell_members` ncells · cap u32, the kernel
         // returns for c ≥ ncells and touches only min(count, cap) slots of cell c.
-        unsafe { b.launch(grid(g.ncells)) }.map_err(drv("md_cell_sort"))?;
+        unsafe {
+            self.k.cell_sort(
+                &s,
+                grid(g.ncells),
+                &nc,
+                &l.cell_count,
+                &mut l.cell_members,
+                &g.cap,
+            )
+        }
+        .map_err(drv("md_cell_sort"))?;
         Ok(())
     }
 
@@ -378,14 +383,14 @@ impl GpuMd {
     /// raised. The work and collider lists' lengths are taken from `f`.
     fn lists_fit(&mut self, f: &[u32]) -> Result<bool> {
         if let Some(w) = self.work.as_mut() {
-            w.len = f[FLAG_WORK];
+            w.len = f[MD_FLAG_WORK];
         }
         if let Some(c) = self.colliders.as_mut() {
-            c.len = f[FLAG_COLLIDERS];
+            c.len = f[MD_FLAG_COLLIDERS];
         }
         let l = &mut self.lists;
-        if f[FLAG_NEIGH_MAX] as usize > l.max_neigh {
-            l.max_neigh = f[FLAG_NEIGH_MAX] as usize + 16;
+        if f[MD_FLAG_NEIGH_MAX] as usize > l.max_neigh {
+            l.max_neigh = f[MD_FLAG_NEIGH_MAX] as usize + 16;
             l.list = self
                 .stream
                 .alloc_zeros::<u32>(l.max_neigh * self.n)

@@ -3,19 +3,17 @@
 //! summed in the CPU's order by one thread (`kernels/md_observe.cu`), so only a few partial
 //! sums cross PCIe (11 words per 512 beads for the energies, 6 for the kinetic tensor, 12 per
 //! chain) and the host adds them in the same order: a stress sample no longer downloads the
-//! beads (issue 20: a sample of 1.6 M beads moved ~140 MB to the host and reduced it there).
+//! beads (a sample of 1.6 M beads used to move ~140 MB to the host and reduce it there).
 
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cudarc::driver::CudaSlice;
 
 use super::{drv, grid, GpuMd};
+use crate::backend::cuda::contract::MD_ENERGY_WORDS;
 use crate::error::{MpcError, Result};
 use crate::md::boundary::LeesEdwards;
 use crate::md::engine::ForceReport;
 use crate::md::neighbor::CHUNK;
 use crate::md::rheology::{average_conformation, pressure_from, ChainGroups, Conformation};
-
-/// Words per chunk of `md_chunk_energy` (`MD_ENERGY_WORDS`).
-const ENERGY_WORDS: usize = 11;
 
 /// The chains as index lists on the device (built on first use; the engine never reorders).
 pub(super) struct DeviceChains {
@@ -74,24 +72,28 @@ impl GpuMd {
     /// decomposed engine queue theirs before any is read, so the GPUs reduce at once.
     pub(super) fn queue_energy_report(&mut self) -> Result<()> {
         let chunks = self.chunks();
-        let mut out = self.scratch(ENERGY_WORDS * chunks)?;
+        let mut out = self.scratch(MD_ENERGY_WORDS * chunks)?;
         let (n, chunk) = (self.n as u32, CHUNK as u32);
         let s = self.stream.clone();
         let e = &self.energy;
-        let mut b = s.launch_builder(&self.k.chunk_energy);
-        b.arg(&n)
-            .arg(&chunk)
-            .arg(&e.e_pair)
-            .arg(&e.e_bond)
-            .arg(&e.w_pair)
-            .arg(&e.w_bond)
-            .arg(&e.e_wall)
-            .arg(&e.w_tensor)
-            .arg(&mut out);
-        // SAFETY: md_chunk_energy(n, chunk, e_pair, e_bond, w_pair, w_bond, e_wall, w_tensor,
-        // out): the five scalar term arrays hold n f64 and w_tensor 6n; `out` holds at least
-        // 11 words per chunk of `chunk` particles, and thread c writes only chunk c's words.
-        unsafe { b.launch(grid(chunks)) }.map_err(drv("md_chunk_energy"))?;
+        // SAFETY: the five scalar term arrays hold n f64 and w_tensor 6n; `out` holds at least 11
+        // words per chunk of `chunk` particles, and thread c writes only chunk c's words.
+        unsafe {
+            self.k.chunk_energy(
+                &s,
+                grid(chunks),
+                &n,
+                &chunk,
+                &e.e_pair,
+                &e.e_bond,
+                &e.w_pair,
+                &e.w_bond,
+                &e.e_wall,
+                &e.w_tensor,
+                &mut out,
+            )
+        }
+        .map_err(drv("md_chunk_energy"))?;
         self.reduce.device = Some(out);
         self.reduce.energy_queued = true;
         Ok(())
@@ -108,10 +110,10 @@ impl GpuMd {
         let out = self.reduce.device.take().ok_or_else(|| {
             MpcError::Device("a queued energy report lost its buffer (please report it)".into())
         })?;
-        let host = self.fetch(out, ENERGY_WORDS * chunks)?;
-        let mut sums = [0.0; ENERGY_WORDS];
-        for c in host.chunks(ENERGY_WORDS) {
-            for w in 0..ENERGY_WORDS {
+        let host = self.fetch(out, MD_ENERGY_WORDS * chunks)?;
+        let mut sums = [0.0; MD_ENERGY_WORDS];
+        for c in host.chunks(MD_ENERGY_WORDS) {
+            for w in 0..MD_ENERGY_WORDS {
                 sums[w] += c[w];
             }
         }
@@ -149,21 +151,25 @@ impl GpuMd {
         let half_ly = 0.5 * self.sys.box_len[1];
         let s = self.stream.clone();
         let d = &self.parts;
-        let mut b = s.launch_builder(&self.k.chunk_kinetic);
-        b.arg(&n)
-            .arg(&chunk)
-            .arg(&d.pos)
-            .arg(&d.vel)
-            .arg(&d.mass)
-            .arg(&shear_rate)
-            .arg(&half_ly)
-            .arg(&own[0])
-            .arg(&own[1])
-            .arg(&mut out);
-        // SAFETY: md_chunk_kinetic(n, chunk, pos, vel, mass, rate, half_ly, own_lo, own_hi,
-        // out): pos and vel hold 3n f64, mass n; `out` at least 6 words per chunk, thread c
+        // SAFETY: pos and vel hold 3n f64, mass n; `out` at least 6 words per chunk, thread c
         // writes chunk c's.
-        unsafe { b.launch(grid(chunks)) }.map_err(drv("md_chunk_kinetic"))?;
+        unsafe {
+            self.k.chunk_kinetic(
+                &s,
+                grid(chunks),
+                &n,
+                &chunk,
+                &d.pos,
+                &d.vel,
+                &d.mass,
+                &shear_rate,
+                &half_ly,
+                &own[0],
+                &own[1],
+                &mut out,
+            )
+        }
+        .map_err(drv("md_chunk_kinetic"))?;
         let host = self.fetch(out, 6 * chunks)?;
         let mut k = [0.0; 6];
         for c in host.chunks(6) {
@@ -233,25 +239,29 @@ impl GpuMd {
             let chains = ch.chains as u32;
             let s = self.stream.clone();
             let d = &self.parts;
-            let mut b = s.launch_builder(&self.k.chain_conformation);
-            b.arg(&chains)
-                .arg(&ch.offsets)
-                .arg(&ch.members)
-                .arg(&ch.ends)
-                .arg(&d.pos)
-                .arg(&d.image)
-                .arg(&d.mass)
-                .arg(&l[0])
-                .arg(&l[1])
-                .arg(&l[2])
-                .arg(&sheared)
-                .arg(&total)
-                .arg(&mut ch.terms);
-            // SAFETY: md_chain_conformation(chains, offsets, members, ends, pos, image, mass,
-            // lx, ly, lz, sheared, total_offset, out): offsets holds chains + 1 entries,
-            // members and ends index particles < n (built from this engine's system), pos and
-            // image 3n, mass n; `terms` 12 words per chain, thread c writes chain c's.
-            unsafe { b.launch(grid(ch.chains)) }.map_err(drv("md_chain_conformation"))?;
+            // SAFETY: offsets holds chains + 1 entries, members and ends index particles < n (built
+            // from this engine's system), pos and image 3n, mass n; `terms` 12 words per chain,
+            // thread c writes chain c's.
+            unsafe {
+                self.k.chain_conformation(
+                    &s,
+                    grid(ch.chains),
+                    &chains,
+                    &ch.offsets,
+                    &ch.members,
+                    &ch.ends,
+                    &d.pos,
+                    &d.image,
+                    &d.mass,
+                    &l[0],
+                    &l[1],
+                    &l[2],
+                    &sheared,
+                    &total,
+                    &mut ch.terms,
+                )
+            }
+            .map_err(drv("md_chain_conformation"))?;
             s.memcpy_dtoh(&ch.terms, &mut ch.host[..])
                 .map_err(drv("download"))?;
             s.synchronize().map_err(drv("synchronize"))?;

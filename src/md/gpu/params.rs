@@ -168,3 +168,7 @@ impl Params {
         })
     }
 }
+
+impl crate::backend::cuda::launch::CudaType for LjPairRepr {
+    const NAME: &'static str = "MdPairLj";
+}

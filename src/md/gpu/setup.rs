@@ -4,37 +4,127 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, CudaStream};
+use cudarc::driver::{CudaModule, CudaSlice, CudaStream};
 
+use super::integrate::{MdSends, MdShear};
 use super::neighbor::DeviceLists;
+use super::params::LjPairRepr;
 use super::params::Params;
-use super::{drv, GpuMd, NFLAGS};
+use super::WallParams;
+use super::{drv, GpuMd, MD_NFLAGS};
+use crate::backend::cuda::launch::kernel_table;
 use crate::backend::cuda::{kernels, CudaDevice};
 use crate::error::Result;
 use crate::md::engine::{ForceReport, Md, MdSettings};
 use crate::md::forcefield::{ForceField, MdThermostat};
 use crate::md::system::System;
 
-/// The kernels of `kernels/md.cu`.
-pub(super) struct MdKernels {
-    pub first_half: CudaFunction,
-    pub second_half: CudaFunction,
-    pub cell_bin: CudaFunction,
-    pub cell_sort: CudaFunction,
-    pub build_list: CudaFunction,
-    pub forces: CudaFunction,
-    /// One-type LJ without thermostat passes or bonds.
-    pub forces_lj1: CudaFunction,
-    /// The walls' WCA forces (`kernels/md_walls.cu`).
-    pub wall_forces: CudaFunction,
-    /// Reductions for observables (`kernels/md_observe.cu`).
-    pub chunk_energy: CudaFunction,
-    pub chunk_kinetic: CudaFunction,
-    pub chain_conformation: CudaFunction,
-    /// The decomposed engine's exchanges (`kernels/md_slabs.cu`).
-    pub slab_pack: CudaFunction,
-    pub slab_unpack: CudaFunction,
-    pub slab_snapshot: CudaFunction,
+kernel_table! {
+    /// The GPU MD engine's kernels (`kernels/md*.cu`), with their parameters (the typed
+    /// launchers, and the list `tests` compare with the sources).
+    pub(super) struct MdKernels;
+
+    "md.cu" {
+        first_half: "md_first_half"(
+            n: Val<u32>, pos: Out<f64>, vel: Out<f64>, force: In<f64>, inv_mass: In<f64>,
+            image: Out<i32>, tag: In<u32>, built_at: In<f64>, flags: Out<u32>, dt: Val<f64>,
+            langevin: Val<i32>, c1: Val<f64>, c2: Val<f64>, kt: Val<f64>, lk0: Val<u32>,
+            lk1: Val<u32>, step: Val<u64>, lx: Val<f64>, ly: Val<f64>, lz: Val<f64>,
+            quarter_skin2: Val<f64>, skin: Val<f64>, le: Val<MdShear>, own_lo: Val<f64>,
+            own_hi: Val<f64>, y_prev: Out<f64>, m: Val<u32>, work: In<u32>, kicks: Val<i32>,
+            sends: Val<MdSends>,
+        ),
+        second_half: "md_second_half"(
+            n: Val<u32>, vel: Out<f64>, force: In<f64>, inv_mass: In<f64>, dt: Val<f64>,
+            pos: In<f64>, ly: Val<f64>, own_lo: Val<f64>, own_hi: Val<f64>, m: Val<u32>,
+            work: In<u32>,
+        ),
+        cell_bin: "md_cell_bin"(
+            n: Val<u32>, pos: In<f64>, count: Out<u32>, members: Out<u32>, cap: Val<u32>,
+            dx: Val<u32>, dy: Val<u32>, dz: Val<u32>, cx: Val<f64>, cy: Val<f64>, cz: Val<f64>,
+            flags: Out<u32>, ly: Val<f64>, band_lo: Val<f64>, band_hi: Val<f64>, row0: Val<u32>,
+            rows: Val<u32>,
+        ),
+        cell_sort: "md_cell_sort"(
+            ncells: Val<u32>, count: In<u32>, members: Out<u32>, cap: Val<u32>,
+        ),
+        build_list: "md_build_list"(
+            n: Val<u32>, pos: In<f64>, count: In<u32>, members: In<u32>, cap: Val<u32>,
+            dx: Val<u32>, dy: Val<u32>, dz: Val<u32>, cx: Val<f64>, cy: Val<f64>, cz: Val<f64>,
+            lx: Val<f64>, ly: Val<f64>, lz: Val<f64>, rl2: Val<f64>, all_pairs: Val<i32>,
+            reach: Val<i32>, list: Out<u32>, nneigh: Out<u32>, max_neigh: Val<u32>,
+            built_at: Out<f64>, flags: Out<u32>, off: Val<f64>, sheared: Val<i32>,
+            cand_lo: Val<f64>, cand_hi: Val<f64>, row0: Val<u32>, rows: Val<u32>, work: Out<u32>,
+            coll_lo: Val<f64>, coll_hi: Val<f64>, colliders: Out<u32>,
+        ),
+    }
+    "md_forces.cu" {
+        forces: "md_forces"(
+            n: Val<u32>, pos: In<f64>, vel: In<f64>, typ: In<u32>, tag: In<u32>, list: In<u32>,
+            nneigh: In<u32>, lx: Val<f64>, ly: Val<f64>, lz: Val<f64>, le_off: Val<f64>,
+            le_vel: Val<f64>, style: Val<i32>, ntypes: Val<u32>, lj: In<LjPairRepr>,
+            dpd_a: In<f64>, dpd_gamma: Val<f64>, dpd_rc: Val<f64>, dpd_s: Val<f64>,
+            dpd_noise: Val<f64>, th_on: Val<i32>, th_gamma: Val<f64>, th_rc: Val<f64>,
+            th_s: Val<f64>, th_noise: Val<f64>, dk0: Val<u32>, dk1: Val<u32>, step: Val<u64>,
+            bond_off: In<u32>, bond_j: In<u32>, bond_kind: In<u32>, bond_style: In<i32>,
+            bond_k: In<f64>, bond_r0: In<f64>, force: Out<f64>, energy: Val<i32>, e_pair: Out<f64>,
+            w_pair: Out<f64>, e_bond: Out<f64>, w_bond: Out<f64>, w_tensor: Out<f64>,
+            flags: Out<u32>, own_lo: Val<f64>, own_hi: Val<f64>, bond_reach: Val<f64>, m: Val<u32>,
+            work: In<u32>,
+        ),
+        /// One-type LJ without thermostat passes or bonds.
+        forces_lj1: "md_forces_lj1"(
+            n: Val<u32>, pos: In<f64>, vel: In<f64>, typ: In<u32>, tag: In<u32>, list: In<u32>,
+            nneigh: In<u32>, lx: Val<f64>, ly: Val<f64>, lz: Val<f64>, le_off: Val<f64>,
+            le_vel: Val<f64>, style: Val<i32>, ntypes: Val<u32>, lj: In<LjPairRepr>,
+            dpd_a: In<f64>, dpd_gamma: Val<f64>, dpd_rc: Val<f64>, dpd_s: Val<f64>,
+            dpd_noise: Val<f64>, th_on: Val<i32>, th_gamma: Val<f64>, th_rc: Val<f64>,
+            th_s: Val<f64>, th_noise: Val<f64>, dk0: Val<u32>, dk1: Val<u32>, step: Val<u64>,
+            bond_off: In<u32>, bond_j: In<u32>, bond_kind: In<u32>, bond_style: In<i32>,
+            bond_k: In<f64>, bond_r0: In<f64>, force: Out<f64>, energy: Val<i32>, e_pair: Out<f64>,
+            w_pair: Out<f64>, e_bond: Out<f64>, w_bond: Out<f64>, w_tensor: Out<f64>,
+            flags: Out<u32>, own_lo: Val<f64>, own_hi: Val<f64>, bond_reach: Val<f64>, m: Val<u32>,
+            work: In<u32>,
+        ),
+    }
+    "md_walls.cu" {
+        wall_forces: "md_wall_forces"(
+            n: Val<u32>, pos: In<f64>, force: Out<f64>, w: Val<WallParams>, epsilon: Val<f64>,
+            sigma: Val<f64>, cutoff: Val<f64>, energy: Val<i32>, e_wall: Out<f64>, tag: In<u32>,
+            flags: Out<u32>, ly: Val<f64>, own_lo: Val<f64>, own_hi: Val<f64>, m: Val<u32>,
+            work: In<u32>,
+        ),
+    }
+    "md_observe.cu" {
+        chunk_energy: "md_chunk_energy"(
+            n: Val<u32>, chunk: Val<u32>, e_pair: In<f64>, e_bond: In<f64>, w_pair: In<f64>,
+            w_bond: In<f64>, e_wall: In<f64>, w_tensor: In<f64>, out_: Out<f64>,
+        ),
+        chunk_kinetic: "md_chunk_kinetic"(
+            n: Val<u32>, chunk: Val<u32>, pos: In<f64>, vel: In<f64>, mass: In<f64>,
+            rate: Val<f64>, half_ly: Val<f64>, own_lo: Val<f64>, own_hi: Val<f64>, out_: Out<f64>,
+        ),
+        chain_conformation: "md_chain_conformation"(
+            chains: Val<u32>, offsets: In<u32>, members: In<u32>, ends: In<u32>, pos: In<f64>,
+            image: In<i32>, mass: In<f64>, lx: Val<f64>, ly: Val<f64>, lz: Val<f64>,
+            sheared: Val<i32>, total_offset: Val<f64>, out_: Out<f64>,
+        ),
+    }
+    "md_slabs.cu" {
+        slab_pack: "md_slab_pack"(
+            n: Val<u32>, mode: Val<i32>, pos: In<f64>, vel: In<f64>, image: In<i32>,
+            built_at: In<f64>, force: In<f64>, y_prev: In<f64>, vel_before: In<f64>, ly: Val<f64>,
+            own_lo: Val<f64>, own_hi: Val<f64>, band_lo: Val<f64>, band_hi: Val<f64>,
+            cap: Val<u32>, out_: Out<f64>, count: Out<u32>, m: Val<u32>, work: In<u32>,
+        ),
+        slab_unpack: "md_slab_unpack"(
+            count: In<u32>, limit: Val<u32>, rec: In<f64>, pos: Out<f64>, vel: Out<f64>,
+            image: Out<i32>, built_at: Out<f64>, force: Out<f64>,
+        ),
+        slab_snapshot: "md_slab_snapshot_velocities"(
+            m: Val<u32>, work: In<u32>, vel: In<f64>, out_: Out<f64>,
+        ),
+    }
 }
 
 /// The engine's own stream: non-blocking (it does not wait for the fluid's work on the GPU's
@@ -52,25 +142,9 @@ fn engine_stream(dev: &CudaDevice) -> Result<Arc<CudaStream>> {
 
 impl MdKernels {
     /// Compile (or take from the cache) `kernels/md.cu` for `dev` and look up every kernel.
-    fn load(dev: &CudaDevice) -> Result<(Arc<CudaModule>, MdKernels)> {
+    fn compile(dev: &CudaDevice) -> Result<(Arc<CudaModule>, MdKernels)> {
         let module = crate::backend::cuda::load_module(dev.context(), kernels::md_cubin_for)?;
-        let f = |name: &str| crate::backend::cuda::kernel(&module, name);
-        let k = MdKernels {
-            first_half: f("md_first_half")?,
-            second_half: f("md_second_half")?,
-            cell_bin: f("md_cell_bin")?,
-            cell_sort: f("md_cell_sort")?,
-            build_list: f("md_build_list")?,
-            forces: f("md_forces")?,
-            forces_lj1: f("md_forces_lj1")?,
-            wall_forces: f("md_wall_forces")?,
-            chunk_energy: f("md_chunk_energy")?,
-            chunk_kinetic: f("md_chunk_kinetic")?,
-            chain_conformation: f("md_chain_conformation")?,
-            slab_pack: f("md_slab_pack")?,
-            slab_unpack: f("md_slab_unpack")?,
-            slab_snapshot: f("md_slab_snapshot_velocities")?,
-        };
+        let k = MdKernels::load(&module)?;
         Ok((module, k))
     }
 }
@@ -195,17 +269,17 @@ impl GpuMd {
             sys.lees_edwards = shear.lees_edwards_at(0, settings.dt, sys.box_len);
         }
         let dev = CudaDevice::open(ordinal)?;
-        let (module, k) = MdKernels::load(&dev)?;
+        let (module, k) = MdKernels::compile(&dev)?;
         let stream = engine_stream(&dev)?;
         let n = sys.len();
         let inv_mass_host: Vec<f64> = (0..n).map(|i| 1.0 / sys.mass(i)).collect();
         let parts = DeviceParticles::upload(&stream, &sys, &inv_mass_host)?;
         let energy = EnergyTerms::alloc(&stream, n)?;
-        let flags = stream.alloc_zeros::<u32>(NFLAGS).map_err(drv("alloc"))?;
+        let flags = stream.alloc_zeros::<u32>(MD_NFLAGS).map_err(drv("alloc"))?;
         // SAFETY: uninitialised pinned host memory, read only after a device-to-host copy into
         // it that the host waited for (GpuMd::queued_flags waits for the event recorded after
         // the copy). Cached, not write-combined: the host reads it.
-        let flags_host = unsafe { dev.context().alloc_pinned_with_flags::<u32>(NFLAGS, 0) }
+        let flags_host = unsafe { dev.context().alloc_pinned_with_flags::<u32>(MD_NFLAGS, 0) }
             .map_err(drv("pinned"))?;
         let flags_ready = stream.context().new_event(None).map_err(drv("event"))?;
         let p = Params::upload(&stream, &sys, &ff, thermostat)?;
@@ -260,5 +334,31 @@ impl GpuMd {
         };
         md.compute_forces()?;
         Ok(md)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every MD kernel's parameters in the table (what its typed launcher takes) are those its
+    /// CUDA source declares, type for type.
+    #[test]
+    fn the_md_kernel_table_matches_the_kernels_signatures() {
+        use crate::backend::cuda::launch::{check_table, cuda_signatures};
+        let sources = cuda_signatures(&kernels::md_source());
+        let table = MdKernels::signatures();
+        let mut problems = check_table(&table, &sources);
+        for (name, _) in &sources {
+            if !table.iter().any(|(_, n, _)| n == name) {
+                problems.push(format!("{name}: in the sources, not in the table"));
+            }
+        }
+        assert!(
+            problems.is_empty(),
+            "the MD kernel table (md/gpu/setup.rs) and kernels/ disagree:\n{}\nfix: declare the \
+             kernel's parameters in the table as the source does",
+            problems.join("\n")
+        );
     }
 }

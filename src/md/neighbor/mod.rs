@@ -31,7 +31,7 @@ pub enum NeighborMode {
     AllPairs,
 }
 
-/// Measured crossover (`mpcbox-bench-md --crossover`, LJ liquid ρ* = 0.8442, skin 0.3, rc 1.5
+/// Measured crossover (`mpcbox-bench md-crossover`, LJ liquid ρ* = 0.8442, skin 0.3, rc 1.5
 /// and 2.5, 2-core development machine): with N = x · (particles within rc + skin of one
 /// particle), Verlet lists were 3.6× faster at x = 5.2, 5.2× at x = 6.4 and 9× at x = 11; the
 /// ratio grows about as 0.7·x, so all pairs only win below x ≈ 1.4–1.5, i.e. for boxes that

@@ -146,6 +146,29 @@ pub fn srd_angular_viscosity_collisional(m_per_cell: f64, h: f64, mass: f64, ang
     2.0 / 3.0 * (1.0 - angle.cos()) * at_angular_viscosity_collisional(m_per_cell, h, mass)
 }
 
+/// SRD's kinetic shear viscosity (3D, with random grid shift; Kikuchi et al. 2003; Ihle, Tüzel &
+/// Kroll 2005), units m = a = 1 scaled.
+pub fn srd_viscosity_kinetic(m_per_cell: f64, kt: f64, h: f64, mass: f64, angle: f64) -> f64 {
+    let big_m = m_per_cell;
+    let n = big_m; // number density per a³
+    let e = big_m - 1.0 + (-big_m).exp();
+    let denom = e * (4.0 - 2.0 * angle.cos() - 2.0 * (2.0 * angle).cos());
+    let _ = mass;
+    n * kt * h * (5.0 * big_m / denom - 0.5)
+}
+
+/// SRD's collisional shear viscosity.
+pub fn srd_viscosity_collisional(m_per_cell: f64, h: f64, mass: f64, angle: f64) -> f64 {
+    let e = m_per_cell - 1.0 + (-m_per_cell).exp();
+    mass / (18.0 * h) * e * (1.0 - angle.cos())
+}
+
+/// SRD's shear viscosity, kinetic + collisional.
+pub fn srd_viscosity(m_per_cell: f64, kt: f64, h: f64, mass: f64, angle: f64) -> f64 {
+    srd_viscosity_kinetic(m_per_cell, kt, h, mass, angle)
+        + srd_viscosity_collisional(m_per_cell, h, mass, angle)
+}
+
 /// The (kinetic, collisional) theory viscosities of a config's rule.
 pub fn rule_viscosity(cfg: &crate::config::Config) -> (f64, f64) {
     use super::Rule;
@@ -153,8 +176,8 @@ pub fn rule_viscosity(cfg: &crate::config::Config) -> (f64, f64) {
     let (kt, h, mass, angle) = (cfg.kt, cfg.time_step, cfg.mass, cfg.rotation_angle());
     match Rule::from_config(&cfg.collision) {
         Rule::Srd => (
-            crate::physics::theory::srd_viscosity_kinetic(m, kt, h, mass, angle),
-            crate::physics::theory::srd_viscosity_collisional(m, h, mass, angle),
+            srd_viscosity_kinetic(m, kt, h, mass, angle),
+            srd_viscosity_collisional(m, h, mass, angle),
         ),
         Rule::SrdAngular => (
             srd_angular_viscosity_kinetic(m, kt, h, angle),
@@ -174,7 +197,6 @@ pub fn rule_viscosity(cfg: &crate::config::Config) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::physics::theory::{srd_viscosity_collisional, srd_viscosity_kinetic};
 
     #[test]
     fn the_general_formulas_reduce_to_the_known_ones_without_angular_momentum() {

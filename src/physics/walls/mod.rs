@@ -1,8 +1,9 @@
-//! Confined flows: walls with bounce-back and virtual particles (issue 12, part 1).
+//! Confined flows: walls with bounce-back and virtual particles.
 //!
 //! * [`shapes`]: the geometries ([`WallShape`]: signed distance, normal, wall velocity, time
 //!   of impact of a straight path; [`Slit`] with plates normal to y or z, [`Pipe`]);
-//!   [`config`]: the `walls` config section; [`stored`]: its form in checkpoints.
+//!   the `walls` config section is [`crate::config::walls`], its form in checkpoints
+//!   [`crate::config::walls_stored`].
 //! * Streaming ([`Physics::stream_walled`]): a particle moves ballistically until its path
 //!   reaches the wall at the exact time of impact t* within the step; there its velocity
 //!   relative to the wall is reversed (no-slip) or its normal component is (slip), and it
@@ -31,18 +32,16 @@
 //!   ever crosses between the top and bottom slab; between plates normal to z, y is periodic
 //!   and the cut cells lie in every slab (each cell still has one owner).
 
-pub use crate::config::walls as config;
 pub mod profile;
 pub mod shapes;
-pub use crate::config::walls_stored as stored;
 pub mod theory;
 
-pub use config::{WallBoundary, WallsConfig};
+pub use crate::config::walls::{WallBoundary, WallsConfig};
 pub use shapes::{Pipe, Shape, Slit, SlitNormal, WallShape};
 
 use super::{wrap_coordinate, CellParams, CellSums, Physics, StepPlan};
 use crate::config::Config;
-use crate::physics::theory::srd_viscosity;
+use crate::physics::rules::theory::srd_viscosity;
 use crate::rng::{CellStream, CellStreamPurpose};
 
 /// Momentum given by the fluid to each wall surface (slit: bottom, top; pipe: the wall, 0).

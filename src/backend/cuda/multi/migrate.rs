@@ -4,40 +4,20 @@
 //! packets cross on the copy streams (`transfer.rs`), and `mpc_immigrate` unpacks the arrivals
 //! into free slots (then appends), bins them and adds them to the cell sums.
 
-use cudarc::driver::{CudaEvent, DevicePtr, DeviceRepr, PushKernelArg};
+use cudarc::driver::{CudaEvent, DevicePtr};
 
 use super::ranks::Arrival;
 use super::transfer::{
     peer_copy_async, stage_to_device_async, stage_to_host_async, upload_pinned_async,
 };
 use super::{MultiCudaBackend, Transfer};
+use crate::backend::cuda::contract::MPC_RECORD_WORDS;
 use crate::backend::cuda::device::{drv, grid};
+use crate::backend::cuda::launch::DevPtr;
+use crate::backend::cuda::params::MigrationArgs;
 use crate::backend::cuda::CudaBackend;
 use crate::error::{MpcError, Result};
 use crate::physics::StepPlan;
-
-/// Words (u64) of one migrating particle (`MPC_RECORD_WORDS` in `kernels/migrate.cuh`).
-pub(super) const RECORD_WORDS: usize = 5;
-
-/// Where emigrating particles go (slab mode); mirrors `struct MpcMigration` in `kernels/migrate.cuh`.
-/// Zero on one GPU. Raw device addresses: the buffers live as long as the backend.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub(in crate::backend::cuda) struct MigrationArgs {
-    pub(super) send: [u64; 2],
-    pub(super) counters: u64,
-    pub(super) holes: u64,
-    pub(in crate::backend::cuda) ids: u64,
-    pub(super) send_capacity: u32,
-    pub(super) pad: u32,
-}
-
-// SAFETY: plain-old-data (u64 and u32 fields, no padding: 48 bytes, checked below) with the C
-// layout of `MpcMigration`; the addresses are only dereferenced by the kernels, and only in
-// slab mode, where they point at buffers of the slab that live as long as the backend.
-unsafe impl DeviceRepr for MigrationArgs {}
-
-const _: () = assert!(std::mem::size_of::<MigrationArgs>() == 48);
 
 impl CudaBackend {
     /// Before pass 1 in slab mode: reset the migration counters (the free-slot stack keeps its
@@ -104,38 +84,39 @@ impl CudaBackend {
             let (cu, fu, tu, nu) = (count as u32, fill as u32, top as u32, n_old as u32);
             let [px, py, pz] = &mut self.fluid.pos;
             let [vx, vy, vz] = &mut self.fluid.vel;
-            // SAFETY: mpc_immigrate(MpcParams, const u64 *recv, u32 count, u32 first, u32 fill,
-            // u32 hole_top, u32 n_old, float *px, *py, *pz, double *vx, *vy, *vz, u32 *cellw, u32
-            // *ids, const u32 *holes, double *cells, u32 *counters, u32 rule, double *ext): the
-            // argument types match (ext: the rule's extended sums, p.n_cells × its stride
-            // doubles, or null with rule 0, then never dereferenced; ids: the slab's labels,
-            // capacity slots, or null without labels, then never written); recv holds `count`
-            // records, copied in before this stream waited for them; the slots written are free
+            // SAFETY: ext holds the rule's extended sums, p.n_cells × its stride doubles, or is
+            // null with rule 0, then never dereferenced; ids the slab's labels, capacity slots,
+            // or null without labels, then never written; recv holds `count` records, copied
+            // in before this stream waited for them; the slots written are free
             // slots from the stack (below `top`) or n_old.. n_new, within the capacity checked
             // above, which every per-particle array holds; one thread per arrival.
             unsafe {
-                s.launch_builder(&self.dev.k.immigrate)
-                    .arg(&p)
-                    .arg(&sl.recv[side])
-                    .arg(&cu)
-                    .arg(&first)
-                    .arg(&fu)
-                    .arg(&tu)
-                    .arg(&nu)
-                    .arg(px)
-                    .arg(py)
-                    .arg(pz)
-                    .arg(vx)
-                    .arg(vy)
-                    .arg(vz)
-                    .arg(&mut self.fluid.cellw)
-                    .arg(&labels)
-                    .arg(&sl.holes)
-                    .arg(&mut self.cell.sums)
-                    .arg(&mut sl.counters)
-                    .arg(&rule)
-                    .arg(&ext)
-                    .launch(grid(count))
+                self.dev
+                    .k
+                    .immigrate(
+                        &s,
+                        grid(count),
+                        &p,
+                        &sl.recv[side],
+                        &cu,
+                        &first,
+                        &fu,
+                        &tu,
+                        &nu,
+                        px,
+                        py,
+                        pz,
+                        vx,
+                        vy,
+                        vz,
+                        &mut self.fluid.cellw,
+                        &mut DevPtr::<u32>::new(labels),
+                        &sl.holes,
+                        &mut self.cell.sums,
+                        &mut sl.counters,
+                        &rule,
+                        &mut DevPtr::<f64>::new(ext),
+                    )
                     .map_err(drv("immigrate"))?;
             }
             first += count as u32;
@@ -260,7 +241,7 @@ impl MultiCudaBackend {
                 continue;
             }
             any = true;
-            let words = count * RECORD_WORDS;
+            let words = count * MPC_RECORD_WORDS;
             // raw addresses: event tracking is off, the guards do nothing
             let src_ptr = self.slab_of(j).send[dir].device_ptr(&out).0;
             let dst = self.local(self.neighbour(self.first + j, dir));
@@ -363,7 +344,7 @@ impl MultiCudaBackend {
                 }
                 let dst_ptr = self.slab_of(j).recv[side].device_ptr(&inn).0;
                 let n = arrived.len();
-                if n > self.slab_of(j).send_capacity * RECORD_WORDS {
+                if n > self.slab_of(j).send_capacity * MPC_RECORD_WORDS {
                     return Err(MpcError::Device(
                         "arrivals beyond the receive buffer".into(),
                     ));
@@ -385,7 +366,7 @@ impl MultiCudaBackend {
             match self.transfer {
                 Transfer::Peer => main.wait(ev).map_err(drv("event"))?,
                 Transfer::Host => {
-                    let words = count * RECORD_WORDS;
+                    let words = count * MPC_RECORD_WORDS;
                     let dst_ptr = self.slab_of(j).recv[side].device_ptr(&inn).0;
                     let stage = self.slab_of(src).staging.as_ref().expect("host transfer");
                     let host = &stage[dir].as_slice().map_err(drv("staging"))?[..words];
@@ -440,7 +421,7 @@ impl MultiCudaBackend {
             cudarc::driver::sys::cuMemcpyDtoDAsync_v2(
                 dst_ptr,
                 ptr,
-                count * RECORD_WORDS * 8,
+                count * MPC_RECORD_WORDS * 8,
                 inn.cu_stream(),
             )
         }

@@ -1,5 +1,5 @@
-//! Several GPUs of one host: the box is cut along y into one slab of whole cell layers per GPU
-//! (talk 003, second half), driven by one host thread.
+//! Several GPUs of one host: the box is cut along y into one slab of whole cell layers per GPU,
+//! driven by one host thread.
 //!
 //! Each GPU runs the single-GPU kernels on its own layers ([`CudaBackend`] in slab mode: its
 //! cell buffer holds only its layers, its draws are keyed by the global cell index). A particle
@@ -51,7 +51,6 @@ mod solutes;
 mod step;
 pub mod transfer;
 
-pub(in crate::backend::cuda) use migrate::MigrationArgs;
 pub(in crate::backend::cuda) use slab::Slab;
 pub use slab::{largest_cube, min_slab_layers, slab_bounds, slab_bytes};
 pub use step::MULTI_PHASE_NAMES;

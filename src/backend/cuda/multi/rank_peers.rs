@@ -6,8 +6,8 @@
 //! 4-word header still goes through the transport; it names the inbox, and the receiver copies
 //! the records from there into its receive buffer on its own GPU. This is what a CUDA-aware
 //! MPI does between ranks of one node; Debian's OpenMPI is not CUDA-aware, and its
-//! shared-memory copies through the host moved ~3.9 MB per link in 2 ms per step where one
-//! process's peer copies take ~0.1 ms.
+//! shared-memory copies through the host took many times as long per step as one process's
+//! peer copies.
 //!
 //! Why two inboxes: a sender fills inbox `step % 2`. It can fill the same inbox again only
 //! two steps later, after it has passed the next step's first collective, which every rank
@@ -28,7 +28,7 @@ use crate::backend::cuda::CudaBackend;
 use crate::error::{MpcError, Result};
 use crate::ranks::Transport;
 
-use super::migrate::RECORD_WORDS;
+use crate::backend::cuda::contract::MPC_RECORD_WORDS;
 
 /// Values per exported inbox in the setup message: receiving slab (global), its side, parity,
 /// capacity in records, then the 64-byte handle as 8 words.
@@ -96,7 +96,12 @@ impl Outbox {
         // caller vouches for `src`); the opened pointer is valid in this context, which is
         // current, and `stream` belongs to it.
         let r = unsafe {
-            sys::cuMemcpyDtoDAsync_v2(self.ptr, src, count * RECORD_WORDS * 8, stream.cu_stream())
+            sys::cuMemcpyDtoDAsync_v2(
+                self.ptr,
+                src,
+                count * MPC_RECORD_WORDS * 8,
+                stream.cu_stream(),
+            )
         };
         r.result().map_err(drv("copy to a neighbour rank's GPU"))
     }
@@ -214,7 +219,7 @@ impl RankPeers {
             return Ok(None);
         }
         let same_host = |r: usize| r != me && ids[r] == ids[me];
-        let bytes = send_capacity * RECORD_WORDS * 8;
+        let bytes = send_capacity * MPC_RECORD_WORDS * 8;
         let g = ring.slabs.len();
         let mut peers = RankPeers {
             inbox: (0..g).map(|_| Default::default()).collect(),

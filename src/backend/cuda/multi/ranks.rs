@@ -12,8 +12,8 @@ use std::ops::Range;
 
 use cudarc::driver::{CudaContext, PinnedHostSlice};
 
-use super::migrate::RECORD_WORDS;
 use super::MultiCudaBackend;
+use crate::backend::cuda::contract::MPC_RECORD_WORDS;
 use crate::backend::cuda::device::drv;
 use crate::error::{MpcError, Result};
 
@@ -51,7 +51,7 @@ impl Arrival {
     /// Particles that arrived.
     pub(super) fn count(&self) -> usize {
         match self {
-            Arrival::Message(r) => r.len() / RECORD_WORDS,
+            Arrival::Message(r) => r.len() / MPC_RECORD_WORDS,
             Arrival::Inbox { count, .. } => *count,
         }
     }
@@ -79,7 +79,7 @@ impl RankMessages {
         send_capacity: usize,
         ranks: usize,
     ) -> Result<Self> {
-        let words = (links * (HEADER + send_capacity * RECORD_WORDS)).max(1);
+        let words = (links * (HEADER + send_capacity * MPC_RECORD_WORDS)).max(1);
         let flags = cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE;
         // SAFETY: uninitialised pinned memory (this and the next): `send` is written (headers
         // by the host, records by device-to-host copies that the host waits for) before the
@@ -151,7 +151,7 @@ impl MultiCudaBackend {
         for link in links.iter_mut() {
             link.at = at;
             let records = match link.inbox {
-                None => sent[link.slab][link.dir] * RECORD_WORDS,
+                None => sent[link.slab][link.dir] * MPC_RECORD_WORDS,
                 Some(_) => 0,
             };
             m.counts[link.rank] += HEADER + records;
@@ -229,7 +229,11 @@ impl MultiCudaBackend {
         while at + HEADER <= got.len() {
             let value = |i: usize| f64::from_bits(got[at + i]) as usize;
             let (d, side, count, whence) = (value(0), value(1), value(2), value(3));
-            let words = if whence == 0 { count * RECORD_WORDS } else { 0 };
+            let words = if whence == 0 {
+                count * MPC_RECORD_WORDS
+            } else {
+                0
+            };
             let inbox_known = |j: usize| {
                 whence == 0
                     || self

@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, PinnedHostSlice};
 
-use super::migrate::{MigrationArgs, RECORD_WORDS};
 use crate::backend::cuda::buffers::RESERVE_BYTES;
+use crate::backend::cuda::contract::MPC_RECORD_WORDS;
 use crate::backend::cuda::device::drv;
 use crate::backend::cuda::observe::{REPORT_COPIES, REPORT_WORDS};
+use crate::backend::cuda::params::MigrationArgs;
 use crate::backend::cuda::{
     device_bytes, CellSumMethod, CudaBackend, CudaDevice, MAX_CUDA_PARTICLES,
 };
@@ -130,7 +131,7 @@ pub fn slab_bytes(
     let per_slot = if labels { 8 } else { 4 };
     device_bytes(capacity, ncells, method)
         + per_slot * capacity
-        + 4 * (send_capacity * RECORD_WORDS * 8) as u64
+        + 4 * (send_capacity * MPC_RECORD_WORDS * 8) as u64
 }
 
 /// The edge L of the largest cubic box of L³ cells and `ppc` particles per cell that GPUs with
@@ -284,7 +285,7 @@ impl CudaBackend {
     ) -> Result<()> {
         let s = self.dev.stream.clone();
         let ctx = self.dev.ctx.clone();
-        let words = send_capacity * RECORD_WORDS;
+        let words = send_capacity * MPC_RECORD_WORDS;
         let alloc = |e| MpcError::OutOfMemory {
             device: self.dev.describe(),
             needed_bytes: (8 * capacity + 32 * words) as u64,
@@ -494,7 +495,7 @@ mod tests {
     use super::*;
 
     /// 768³ × 10 (4.5 × 10⁹ particles, past 32-bit labels) fits four GPUs of 85 GB free each
-    /// (an H100's), one larger cube does not; one GPU holds a cube a quarter of the volume.
+    /// (a GPU of 80 GB), one larger cube does not; one GPU holds a cube a quarter of the volume.
     #[test]
     fn the_largest_cube_of_four_gpus_is_768_cubed_at_ten_per_cell() {
         let free = [85_000_000_000u64; 4];

@@ -49,8 +49,8 @@ impl Transfer {
 /// Let every GPU of the run read and write the stream-ordered memory pool of every other
 /// (where the hardware allows peer access). cudarc allocates from the device's current pool
 /// (`cuMemAllocAsync`), and a pool grants peers nothing by default: a peer copy of pool memory
-/// is then staged through the host by the driver (measured on 4 × H200 with NVLink: 38 GB/s
-/// instead of ~385 GB/s) and a kernel dereferencing it faults. Peer *context* access
+/// is then staged through the host by the driver (at host-copy speed, a tenth of NVLink's:
+/// `mpcbox-bench multi` records the peer copy rate) and a kernel dereferencing it faults. Peer *context* access
 /// (`cuCtxEnablePeerAccess`) does not cover pool memory; `cuMemPoolSetAccess` does.
 pub(crate) fn grant_pool_access(devices: &[&CudaDevice]) -> Result<Vec<(usize, usize)>> {
     use cudarc::driver::sys;

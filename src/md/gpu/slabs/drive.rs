@@ -4,9 +4,10 @@
 
 use super::exchange::{zero_counts, Link, SlabSend};
 use super::{SlabMd, HOST_FLAGS_WAIT};
+use crate::backend::cuda::contract::MD_FUSED_SENDS;
 use crate::error::Result;
-use crate::md::gpu::integrate::{MdSends, FUSED_SENDS};
-use crate::md::gpu::{drv, FLAG_COUNTS, FLAG_REBUILD};
+use crate::md::gpu::integrate::MdSends;
+use crate::md::gpu::{drv, MD_FLAG_COUNTS, MD_FLAG_REBUILD};
 
 impl SlabMd {
     /// One exchange along the neighbour links.
@@ -40,7 +41,7 @@ impl SlabMd {
         let mut sends = vec![MdSends::default(); self.slabs.len()];
         for l in &self.links {
             let s = &mut sends[l.from];
-            if s.links as usize == FUSED_SENDS {
+            if s.links as usize == MD_FUSED_SENDS {
                 return Ok(());
             }
             l.fuse_into(&self.slabs[l.from], s);
@@ -63,8 +64,8 @@ impl SlabMd {
 
     /// [`SlabMd::queue_links`] then [`SlabMd::finish_links`]: returns the flags and whether any
     /// slab (of any rank) asks for a list build. (Queueing the forces between the two, with
-    /// the lists as they are, and computing them again after a build, was measured on
-    /// 2 × H100 on 2026-11-25: no gain, the GPUs are the bound; see ARCHITECTURE.)
+    /// the lists as they are, and computing them again after a build, was measured: no gain,
+    /// the GPUs are the bound; see ARCHITECTURE.)
     fn run_links(
         &mut self,
         links: &mut [Link],
@@ -137,7 +138,7 @@ impl SlabMd {
             zero_counts(g)?;
         }
         for l in links.iter_mut() {
-            let m = flags[l.from][FLAG_COUNTS + l.slot] as usize;
+            let m = flags[l.from][MD_FLAG_COUNTS + l.slot] as usize;
             if m > l.copied(what) {
                 l.grow(m, &self.slabs)?;
                 l.expect(what, m);
@@ -163,7 +164,7 @@ impl SlabMd {
         let mut rebuild = false;
         for (g, f) in self.slabs.iter().zip(&flags) {
             g.check_flags(f)?;
-            rebuild |= f[FLAG_REBUILD] != 0;
+            rebuild |= f[MD_FLAG_REBUILD] != 0;
         }
         if let Some(remote) = self.remote.as_mut() {
             let how = (what, gather);

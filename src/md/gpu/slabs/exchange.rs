@@ -13,31 +13,31 @@
 //! is open to it) the link *pulls* (`MPCBOX_MD_EXCHANGE=pull`, the default there): the
 //! receiver's unpack reads the count and the records where the sender packed them, so a
 //! delivery is one event wait and one launch instead of two copies and a launch (each host
-//! call costs ~5 µs, and the exchange was bound by them). The sender zeroes its count words
+//! call costs microseconds, and the exchange was bound by them). The sender zeroes its count words
 //! only after the flags' wait, when every unpack that reads them has run.
 
 use cudarc::driver::{CudaEvent, CudaSlice, CudaView, DevicePtr, PushKernelArg};
 
 use super::super::integrate::MdSends;
-use super::super::{drv, grid, items, push_items, GpuMd, FLAG_COUNTS, MAX_LINKS};
+use super::super::{drv, grid, items, push_items, GpuMd, MD_FLAG_COUNTS, MD_MAX_LINKS};
+use crate::backend::cuda::contract::{
+    MD_SEND_COLLIDED, MD_SEND_DRIFTED, MD_SEND_OWNED, MD_SLAB_WORDS,
+};
 use crate::backend::cuda::multi::transfer::grant_pool_access;
 use crate::backend::cuda::CudaDevice;
 use crate::error::MpcError;
 use crate::error::Result;
 
-/// Words per record (`MD_SLAB_WORDS`): index, position, velocity, image, build position, force.
-pub(super) const WORDS: usize = 16;
-
-/// What a sender sends (`MD_SEND_*` of kernels/md_slabs.cu).
+/// What a sender sends (its code the contract's `MD_SEND_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(i32)]
 pub(super) enum SlabSend {
     /// After the drift: the beads it owned at the step's start that are, or were, in the band.
-    Drifted = 0,
+    Drifted = MD_SEND_DRIFTED,
     /// The beads it owns now that are in the band (before the collision; gathers).
-    Owned = 1,
+    Owned = MD_SEND_OWNED,
     /// The beads in the band whose velocity its collision changed.
-    Collided = 2,
+    Collided = MD_SEND_COLLIDED,
 }
 
 /// One direction of exchange, sender `from` to receiver `to`.
@@ -55,7 +55,7 @@ pub(super) struct Link {
     pub(super) turn: usize,
     recv: CudaSlice<f64>,
     recv_cap: usize,
-    /// The sender's count word: flags[FLAG_COUNTS + slot].
+    /// The sender's count word: flags[MD_FLAG_COUNTS + slot].
     pub(super) slot: usize,
     /// The count, copied beside the records.
     recv_count: CudaSlice<u32>,
@@ -68,7 +68,7 @@ pub(super) struct Link {
 
 /// Zero a slab's outgoing record counts (one memset for all its links).
 pub(super) fn zero_counts(g: &mut GpuMd) -> Result<()> {
-    let words = FLAG_COUNTS..FLAG_COUNTS + MAX_LINKS;
+    let words = MD_FLAG_COUNTS..MD_FLAG_COUNTS + MD_MAX_LINKS;
     g.stream
         .memset_zeros(&mut g.flags.slice_mut(words))
         .map_err(drv("memset"))
@@ -124,9 +124,9 @@ fn meets(own: [f64; 2], band: [f64; 2], ly: f64) -> bool {
 /// consecutive flag words).
 pub(super) fn take_slot(slots: &mut [usize], from: usize) -> Result<usize> {
     let slot = slots[from];
-    if slot >= MAX_LINKS {
+    if slot >= MD_MAX_LINKS {
         return Err(MpcError::Device(format!(
-            "the decomposed MD engine: a slab would send to more than {MAX_LINKS} slabs (slabs \
+            "the decomposed MD engine: a slab would send to more than {MD_MAX_LINKS} slabs (slabs \
              much thinner than the halo); fix: fewer slabs (tuning.slabs)"
         )));
     }
@@ -159,7 +159,7 @@ impl Link {
         slot: usize,
     ) -> Result<Link> {
         let (fs, ts) = (&slabs[from].stream, &slabs[to].stream);
-        let words = cap * WORDS;
+        let words = cap * MD_SLAB_WORDS;
         Ok(Link {
             from,
             to,
@@ -272,7 +272,7 @@ impl Link {
         s.band_lo[k] = self.band[0];
         s.band_hi[k] = self.band[1];
         s.cap[k] = self.send_cap[t] as u32;
-        s.count[k] = flags + (4 * (FLAG_COUNTS + self.slot)) as u64;
+        s.count[k] = flags + (4 * (MD_FLAG_COUNTS + self.slot)) as u64;
         s.out[k] = out;
         s.links += 1;
     }
@@ -285,7 +285,7 @@ impl Link {
         if self.send_cap[t] < m {
             self.send[t] = slabs[self.from]
                 .stream
-                .alloc_zeros::<f64>(cap * WORDS)
+                .alloc_zeros::<f64>(cap * MD_SLAB_WORDS)
                 .map_err(drv("alloc"))?;
             self.send_cap[t] = cap;
         }
@@ -293,7 +293,7 @@ impl Link {
             // freed on the receiver's stream, after its earlier copies and unpacks
             self.recv = slabs[self.to]
                 .stream
-                .alloc_zeros::<f64>(cap * WORDS)
+                .alloc_zeros::<f64>(cap * MD_SLAB_WORDS)
                 .map_err(drv("alloc"))?;
             self.recv_cap = cap;
         }
@@ -311,8 +311,8 @@ impl Link {
     ) -> Result<()> {
         let t = self.turn;
         let limit = self.copied(what);
-        let words = limit * WORDS;
-        let word = FLAG_COUNTS + self.slot;
+        let words = limit * MD_SLAB_WORDS;
+        let word = MD_FLAG_COUNTS + self.slot;
         let from = &slabs[self.from];
         let s = slabs[self.to].stream.clone();
         s.wait(packed).map_err(drv("event"))?;
@@ -346,7 +346,7 @@ fn sender_and_receiver(slabs: &mut [GpuMd], from: usize, to: usize) -> (&GpuMd, 
 }
 
 /// Where a sender's records go and how many fit: the receiver's band, the buffer's capacity
-/// in records, the sender's count word (`flags[FLAG_COUNTS + slot]`).
+/// in records, the sender's count word (`flags[MD_FLAG_COUNTS + slot]`).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Records {
     pub(super) band: [f64; 2],
@@ -366,12 +366,12 @@ pub(super) fn pack_records(
     zero_count: bool,
 ) -> Result<()> {
     let s = g.stream.clone();
-    let word = FLAG_COUNTS + to.slot;
+    let word = MD_FLAG_COUNTS + to.slot;
     if zero_count {
         s.memset_zeros(&mut g.flags.slice_mut(word..word + 1))
             .map_err(drv("memset"))?;
     }
-    if out.len() < to.cap * WORDS {
+    if out.len() < to.cap * MD_SLAB_WORDS {
         return Err(MpcError::Device(format!(
             "MD slab records: a buffer of {} values for {} records (please report it)",
             out.len(),
@@ -415,7 +415,7 @@ pub(super) fn pack_records(
     // ly, own_lo, own_hi, band_lo, band_hi, cap, out, count, m, work) in order and type;
     // the particle arrays hold 3n (pos, vel, image, built_at, force, vel_before) or n
     // (y_prev) elements of this slab's GPU, `work` m indices < n (or null for all n);
-    // `out` holds at least cap records of WORDS f64 (checked above) and the kernel writes a
+    // `out` holds at least cap records of MD_SLAB_WORDS f64 (checked above) and the kernel writes a
     // record only below cap; `count` is one u32 (a flag word, zero); the mode is a SlabSend
     // value.
     unsafe { b.launch(grid(m)) }.map_err(drv("md_slab_pack"))?;
@@ -449,7 +449,7 @@ pub(super) fn unpack_records(
     limit: usize,
     recv: &CudaView<f64>,
 ) -> Result<()> {
-    if recv.len() < limit * WORDS || recv_count.is_empty() {
+    if recv.len() < limit * MD_SLAB_WORDS || recv_count.is_empty() {
         return Err(MpcError::Device(format!(
             "MD slab records: {} values for {limit} records (please report it)",
             recv.len()
@@ -458,21 +458,25 @@ pub(super) fn unpack_records(
     let s = to.stream.clone();
     let limit32 = limit as u32;
     let d = &mut to.parts;
-    let mut b = s.launch_builder(&to.k.slab_unpack);
-    b.arg(recv_count)
-        .arg(&limit32)
-        .arg(recv)
-        .arg(&mut d.pos)
-        .arg(&mut d.vel)
-        .arg(&mut d.image)
-        .arg(&mut d.built_at)
-        .arg(&mut d.force);
-    // SAFETY: md_slab_unpack(count, limit, rec, pos, vel, image, built_at, force) in order
-    // and type; `recv` holds at least `limit` records (checked above), written before on this
-    // stream or (pulling) in memory this GPU may read, behind an event this stream waited
-    // for, of which the first min(count, limit) were written by md_slab_pack, each naming
-    // a particle index < n; the particle arrays hold 3n elements on this GPU.
-    unsafe { b.launch(grid(limit)) }.map_err(drv("md_slab_unpack"))?;
+    // SAFETY: in order and type; `recv` holds at least `limit` records (checked above), written
+    // before on this stream or (pulling) in memory this GPU may read, behind an event this stream
+    // waited for, of which the first min(count, limit) were written by md_slab_pack, each naming a
+    // particle index < n; the particle arrays hold 3n elements on this GPU.
+    unsafe {
+        to.k.slab_unpack(
+            &s,
+            grid(limit),
+            recv_count,
+            &limit32,
+            recv,
+            &mut d.pos,
+            &mut d.vel,
+            &mut d.image,
+            &mut d.built_at,
+            &mut d.force,
+        )
+    }
+    .map_err(drv("md_slab_unpack"))?;
     Ok(())
 }
 

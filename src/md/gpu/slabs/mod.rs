@@ -487,8 +487,8 @@ impl SlabMd {
     }
 
     /// The chains' conformation: in slab 0 after a gather (chains cross the slabs; per-slab
-    /// partial sums over the owned beads were measured slower on 2 × H200, 2.5 ms against
-    /// 2.2 ms for the gather and the one reduction, 2026-11-26).
+    /// partial sums over the owned beads were measured slower than the gather and the one
+    /// reduction).
     pub fn conformation(&mut self) -> Result<Conformation> {
         self.gather()?.conformation()
     }

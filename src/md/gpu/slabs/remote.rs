@@ -17,11 +17,11 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaSlice, PinnedHostSlice};
 
-use super::super::{drv, GpuMd, FLAG_COUNTS};
-use super::exchange::WORDS;
+use super::super::{drv, GpuMd, MD_FLAG_COUNTS};
 use super::exchange::{
     pack_records, take_slot, unpack_records, zero_counts, Records, SlabSend, Topology,
 };
+use crate::backend::cuda::contract::MD_SLAB_WORDS;
 use crate::error::{MpcError, Result};
 use crate::ranks::Transport;
 
@@ -110,7 +110,7 @@ impl RankLinks {
         }
         let alloc = |g: &GpuMd, cap: usize| {
             g.stream
-                .alloc_zeros::<f64>(cap * WORDS)
+                .alloc_zeros::<f64>(cap * MD_SLAB_WORDS)
                 .map_err(drv("alloc"))
         };
         let mut neighbours = Vec::new();
@@ -202,13 +202,13 @@ impl RankLinks {
             &mut self.neighbours
         };
         for o in outs.iter_mut() {
-            let word = FLAG_COUNTS + o.records.slot;
+            let word = MD_FLAG_COUNTS + o.records.slot;
             let mut m = flags[o.from][word] as usize;
             if m > o.records.cap {
                 o.records.cap = m + m / 4 + 256;
                 o.send = slabs[o.from]
                     .stream
-                    .alloc_zeros::<f64>(o.records.cap * WORDS)
+                    .alloc_zeros::<f64>(o.records.cap * MD_SLAB_WORDS)
                     .map_err(drv("alloc"))?;
                 let g = &mut slabs[o.from];
                 pack_records(g, &vel_before[o.from], what, o.records, &mut o.send, true)?;
@@ -228,8 +228,8 @@ impl RankLinks {
             for (k, o) in outs.iter().enumerate() {
                 if o.count > 0 && o.to.is_none_or(|t| self.slab_rank[t] == r) {
                     layout.push((k, total));
-                    self.counts[r] += HEADER + o.count * WORDS;
-                    total += HEADER + o.count * WORDS;
+                    self.counts[r] += HEADER + o.count * MD_SLAB_WORDS;
+                    total += HEADER + o.count * MD_SLAB_WORDS;
                 }
             }
         }
@@ -240,7 +240,7 @@ impl RankLinks {
             let to = o.to.map_or(GATHER, |t| t as f64);
             let header = [(self.first + o.from) as f64, to, o.count as f64];
             message[at..at + HEADER].copy_from_slice(&header);
-            let words = o.count * WORDS;
+            let words = o.count * MD_SLAB_WORDS;
             // into pinned memory: queued, waited for below
             slabs[o.from]
                 .stream
@@ -299,7 +299,7 @@ impl RankLinks {
                     .filter(|&j| j < slabs.len())
             };
             let records = got
-                .get(at + HEADER..at + HEADER + m * WORDS)
+                .get(at + HEADER..at + HEADER + m * MD_SLAB_WORDS)
                 .ok_or_else(malformed)?;
             let local_to = local_to.ok_or_else(malformed)?;
             let k = match self
@@ -318,7 +318,7 @@ impl RankLinks {
             let inc = &mut self.incoming[k];
             let to = inc.to;
             inc.receive(&mut slabs[to], records, m)?;
-            at += HEADER + m * WORDS;
+            at += HEADER + m * MD_SLAB_WORDS;
         }
         Ok(())
     }
@@ -337,7 +337,7 @@ impl Incoming {
             to,
             recv: g
                 .stream
-                .alloc_zeros::<f64>(cap * WORDS)
+                .alloc_zeros::<f64>(cap * MD_SLAB_WORDS)
                 .map_err(drv("alloc"))?,
             cap,
             count: g.stream.alloc_zeros::<u32>(1).map_err(drv("alloc"))?,
@@ -352,15 +352,15 @@ impl Incoming {
             self.cap = m + m / 4 + 256;
             self.recv = g
                 .stream
-                .alloc_zeros::<f64>(self.cap * WORDS)
+                .alloc_zeros::<f64>(self.cap * MD_SLAB_WORDS)
                 .map_err(drv("alloc"))?;
         }
         let s = g.stream.clone();
-        s.memcpy_htod(records, &mut self.recv.slice_mut(..m * WORDS))
+        s.memcpy_htod(records, &mut self.recv.slice_mut(..m * MD_SLAB_WORDS))
             .map_err(drv("MD records to the GPU"))?;
         s.memcpy_htod(&[m as u32], &mut self.count)
             .map_err(drv("MD records to the GPU"))?;
-        let (count, records) = (self.count.slice(..), self.recv.slice(..m * WORDS));
+        let (count, records) = (self.count.slice(..), self.recv.slice(..m * MD_SLAB_WORDS));
         unpack_records(g, &count, m, &records)
     }
 }

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# A benchmark run on a GPU machine in one command line, and its records brought home.
+#
+#   here:         bash bench/device.sh pack
+#                 release builds into .gpu/ (carry it to the device): mpcbox-bench, mpcbox,
+#                 the test binaries with GPU tests, and with OpenMPI (mpicc) the MPI builds
+#   here:         bash bench/device.sh pack-mpi
+#                 Debian's OpenMPI runtime as files in .mpi/ (carry it too for MPI runs)
+#   on a device:  bash bench/device.sh run JOB... (from the repository root)
+#                 each argument one scenario with its options, e.g. gpu "rules --sizes 256"
+#                 "multi --gpus 1,2"; leading K=V words set the environment
+#                 ("MPCBOX_CUDA_METHOD=warp gpu"); "np=2 [-x K=V]... ranks --gpus 0,1" runs it
+#                 under mpirun -np 2; "tests" (or "tests=md_slabs::") runs the ignored GPU
+#                 tests. Records go to $OUT/records/<machine>.jsonl, logs to $OUT/logs/.
+#   here:         bash bench/device.sh take DIR
+#                 the records fetched into DIR appended to bench/records/, then
+#                 docs/performance.md written again (mpcbox-bench report)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pack() {
+  # tests that drive external tools (MPI, Python readers, NVRTC) are then ordinary tests, which
+  # the device's `--ignored` runs leave out (CI runs them); built without it they would be
+  # ignored ones
+  export MPCBOX_REQUIRE_EXTERNAL=1
+  rm -rf .gpu && mkdir -p .gpu/tests .gpu/bin
+  local head; head=$(git rev-parse --short HEAD)
+  [ -n "$(git status --porcelain --untracked-files=no)" ] && head="$head-dirty"
+  echo "$head" > .gpu/COMMIT
+  local exes='import json, sys
+want_test = sys.argv[1] == "test"
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except Exception: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") \
+       and bool(m.get("profile", {}).get("test")) == want_test:
+        print(m["executable"])'
+  cargo test --release -p mpcbox --no-run --message-format=json 2>/dev/null \
+    | python3 -c "$exes" test | while read -r exe; do cp "$exe" .gpu/tests/; done
+  cargo build --release -p mpcbox-bench -p mpcbox --bins --message-format=json 2>/dev/null \
+    | python3 -c "$exes" bin | while read -r exe; do cp "$exe" .gpu/bin/; done
+  if command -v mpicc >/dev/null 2>&1; then
+    # own target directory: the feature rebuilds the library
+    mkdir -p .gpu/mpi/examples
+    cargo build --release --quiet --features mpi --bin mpcbox --example ranks_solutes \
+      --target-dir target/mpi
+    cargo build --release --quiet -p mpcbox-bench --features mpi --target-dir target/mpi
+    cp target/mpi/release/mpcbox target/mpi/release/mpcbox-bench .gpu/mpi/
+    cp target/mpi/release/examples/ranks_solutes .gpu/mpi/examples/
+  fi
+  strip .gpu/tests/* .gpu/bin/* .gpu/mpi/mpcbox* .gpu/mpi/examples/* 2>/dev/null || true
+  # only the test binaries with GPU instances (the carry is limited)
+  for t in .gpu/tests/*; do
+    [ "$("$t" --list --ignored 2>/dev/null | grep -c ': test')" = 0 ] && rm "$t"
+  done
+  du -sh .gpu
+}
+
+gpu_tests() {
+  local filter=$1 logs=$OUT/logs
+  for t in .gpu/tests/*; do
+    local bin; bin=$(basename "$t" | sed 's/-[0-9a-f]*$//')
+    local mods=ALL
+    # the integration tests are one binary (suite-*): one log per module
+    [ "$bin" = suite ] && mods=$("$t" --list --ignored 2>/dev/null | grep ': test' \
+      | cut -d: -f1 | sort -u | grep -E "^${filter%%::*}" || true)
+    for m in $mods; do
+      local name=$bin f=; [ "$m" != ALL ] && { name=$m; f="$m::"; }
+      local s; s=$(date +%s)
+      local rc=0
+      timeout 300 "$t" --ignored --test-threads=1 $f > "$logs/t_$name.log" 2>&1 || rc=$?
+      printf "%-20s rc=%-3s %4ss %s\n" "$name" "$rc" "$(( $(date +%s) - s ))" \
+        "$(grep -E '^test result' "$logs/t_$name.log" | tail -1 | cut -c14-60)"
+      grep -E "^test .*FAILED|panicked at" "$logs/t_$name.log" | head -6 || true
+    done
+  done
+}
+
+run() {
+  : "${OUT:?run on the device: OUT names the folder that comes back}"
+  export MPCBOX_COMMIT; MPCBOX_COMMIT=$(cat .gpu/COMMIT 2>/dev/null || echo unknown)
+  [ -f .mpi/env.sh ] && source .mpi/env.sh
+  export MPCBOX_MPI_BIN=$PWD/.gpu/mpi/mpcbox
+  mkdir -p "$OUT/records" "$OUT/logs"
+  nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader || true
+  for job in "$@"; do
+    case $job in
+      tests) gpu_tests "" ;;
+      tests=*) gpu_tests "${job#tests=}" ;;
+      np=*)
+        local words; read -r -a words <<< "$job"
+        local np=${words[0]#np=} opts=() i=1
+        while [ "${words[$i]:-}" = -x ]; do opts+=(-x "${words[$((i + 1))]}"); i=$((i + 2)); done
+        local args=("${words[@]:$i}")
+        echo "== mpirun -np $np ${opts[*]} mpcbox-bench ${args[*]}"
+        mpirun --bind-to none -np "$np" "${opts[@]}" .gpu/mpi/mpcbox-bench \
+          --records "$OUT/records" "${args[@]}" 2>&1 | tee "$OUT/logs/${args[0]}-np$np.log" || true ;;
+      *)
+        local words; read -r -a words <<< "$job"
+        local env=() i=0
+        while [[ ${words[$i]:-} =~ ^[A-Z_][A-Z0-9_]*= ]]; do env+=("${words[$i]}"); i=$((i + 1)); done
+        local args=("${words[@]:$i}")
+        echo "== ${env[*]} mpcbox-bench ${args[*]}"
+        env "${env[@]}" .gpu/bin/mpcbox-bench --records "$OUT/records" "${args[@]}" 2>&1 \
+          | tee "$OUT/logs/${args[0]}.log" || true ;;
+    esac
+  done
+}
+
+pack_mpi() {
+  mkdir -p .mpi
+  (cd .mpi && apt-get download openmpi-bin openmpi-common libopenmpi3 libpmix2 libhwloc15 \
+    libevent-core-2.1-7 libevent-pthreads-2.1-7 libevent-2.1-7 libfabric1 libucx0 libibverbs1 \
+    librdmacm1 libnl-3-200 libnl-route-3-200 libpsm2-2 libpsm-infinipath1 libmunge2 libltdl7)
+  cat > .mpi/env.sh <<'ENV'
+# Debian bookworm's OpenMPI 4.1 runtime unpacked from the .deb files beside this script into
+# .mpi/root (on a machine without a package registry), relocated by OPAL_PREFIX; shared memory
+# between the ranks of one host (btl self,vader). `source .mpi/env.sh`.
+M=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+D=$M/root
+if [ ! -x "$D/usr/bin/orterun" ]; then
+  mkdir -p "$D" && for f in "$M"/*.deb; do dpkg -x "$f" "$D"; done
+  ln -sf orterun "$D/usr/bin/mpirun"
+fi
+L=$D/usr/lib/x86_64-linux-gnu
+export PATH=$D/usr/bin:$PATH
+export LD_LIBRARY_PATH=$L:$L/openmpi/lib:$L/pmix2/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export OPAL_PREFIX=$D/usr OPAL_LIBDIR=$L/openmpi/lib OPAL_DATADIR=$D/usr/share/openmpi
+export OPAL_PKGDATADIR=$D/usr/share/openmpi
+export PMIX_PREFIX=$L/pmix2 PMIX_INSTALL_PREFIX=$L/pmix2
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx OMPI_MCA_mtl=^ofi,psm,psm2
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+export PMIX_MCA_mca_base_component_path=$L/pmix2/lib/pmix PMIX_MCA_pcompress_base_silence_warning=1
+ENV
+  du -sh .mpi
+}
+
+take() {
+  local from=${1:?take DIR: the folder the records were fetched into}
+  mkdir -p bench/records
+  find "$from" -name '*.jsonl' | while read -r f; do
+    cat "$f" >> "bench/records/$(basename "$f")"
+    echo "$(wc -l < "$f") records → bench/records/$(basename "$f")"
+  done
+  cargo run --release --quiet -p mpcbox-bench -- report
+}
+
+cmd=${1:-}; shift || true
+case $cmd in
+  pack) pack ;;
+  pack-mpi) pack_mpi ;;
+  run) run "$@" ;;
+  take) take "$@" ;;
+  *) sed -n '2,20p' "$0"; exit 2 ;;
+esac

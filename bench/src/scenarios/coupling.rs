@@ -1,0 +1,217 @@
+//! `coupling`: overhead of the coupled step (solutes handed over, embedded in the collision,
+//! velocities handed back) over the plain fluid step, at several solute densities. Each step
+//! the solutes stream ballistically on the host first, as an MD code would move them; only the
+//! time inside the solvent's calls is counted. References: the pinned host copy rates of the
+//! fluid's (first) GPU each way; host arrays cross PCIe every step, and each case gives its
+//! PCIe floor (56 bytes a solute up, 24 down, at those rates) and the host-side validation.
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde_json::json;
+
+use mpcbox::config::{Config, DeviceChoice, Thermostat};
+use mpcbox::rng::CellStream;
+use mpcbox::Solvent;
+
+use super::{cube, err, recorder};
+use crate::Res;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Box edges in cells (cubic).
+    #[arg(long, default_value = "32", value_delimiter = ',')]
+    sizes: Vec<u32>,
+    /// Solutes per cell.
+    #[arg(long, default_value = "0.1,0.7", value_delimiter = ',')]
+    densities: Vec<f64>,
+    #[arg(long, default_value_t = 20)]
+    steps: u64,
+    /// auto | cpu | cuda:N
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Use the split form (begin_step / finish_step) instead of one call.
+    #[arg(long)]
+    split: bool,
+    /// Hand the solutes over as device arrays on the fluid's GPU (no PCIe traffic); the
+    /// solutes do not move between steps in this mode.
+    #[arg(long)]
+    device_resident: bool,
+    /// With --device-resident: begin each step before handing the solutes over
+    /// (`Solvent::begin_device_step`): the fluid streams while they are routed, as in an MD
+    /// loop whose steps run meanwhile.
+    #[arg(long)]
+    overlap: bool,
+    /// Plain steps before timing (past the first reorders).
+    #[arg(long, default_value_t = 45)]
+    warmup: u64,
+    /// The solutes' order in memory: `random` (worst case), or `cells`, sorted by collision
+    /// cell as MD codes keep their particles (HOOMD-blue's space-filling-curve sort, LAMMPS's
+    /// `atom_modify sort`) and as the bundled engine's chains lie.
+    #[arg(long, default_value = "random", value_parser = ["random", "cells"])]
+    solute_order: String,
+}
+
+pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
+    let device = super::device(&a.device)?;
+    let mut rec = recorder("coupling", &device, records);
+    let mut rates = None;
+    if let (Some(g), false) = (super::gpus_of(&device), a.device_resident) {
+        let measured = crate::machine::pinned_copy_gbps(g[0]);
+        rates = measured.as_ref().ok().copied();
+        rec.reference("pinned host copy GB/s", measured.map(|r| r.0));
+        rec.reference(
+            "pinned copy to host GB/s",
+            Ok(rates.map_or(f64::NAN, |r| r.1)),
+        );
+    }
+    let mode = if a.device_resident && a.overlap {
+        "device-resident, begun"
+    } else if a.device_resident {
+        "device-resident"
+    } else if a.split {
+        "host, split"
+    } else {
+        "host"
+    };
+    for &l in &a.sizes {
+        let mut s = solvent(l, device.clone())?;
+        // from a fluid sorted by cell, as in a long run (the initial state is random in memory
+        // and steps are slower until the first reorder)
+        for _ in 0..a.warmup {
+            s.step().map_err(err)?;
+        }
+        let plain = ms_per_step(&a, &mut s, &mut |s: &mut Solvent| {
+            let t0 = Instant::now();
+            s.step().map_err(err)?;
+            Ok(t0.elapsed().as_secs_f64())
+        })?;
+        for &rho in &a.densities {
+            let n = (rho * (l as f64).powi(3)) as usize;
+            let (coupled, check_ms) = coupled_ms_per_step(&a, &mut s, l, n)?;
+            let mut figures = vec![
+                ("plain ms/step", plain),
+                ("coupled ms/step", coupled),
+                ("coupled / plain", coupled / plain),
+            ];
+            if let (Some((up, down)), Some(check_ms)) = (rates, check_ms) {
+                let floor = (56.0 * n as f64 / up + 24.0 * n as f64 / down) / 1e6;
+                figures.push(("PCIe floor ms", floor));
+                figures.push(("extra / floor", (coupled - plain) / floor));
+                figures.push(("host check ms", check_ms));
+            }
+            rec.row(
+                &[
+                    ("cells", cube(l)),
+                    ("fluid", json!(s.n_fluid())),
+                    ("solutes/cell", json!(rho)),
+                    ("solutes", json!(n)),
+                    ("backend", json!(s.backend_description())),
+                    ("path", json!(format!("{mode}, {} order", a.solute_order))),
+                    ("host threads", json!(mpcbox::host_pool::host_threads())),
+                ],
+                &figures,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The MBS fluid of an `l`³ box (10 particles per cell) on `device`, without sampling.
+fn solvent(l: u32, device: DeviceChoice) -> Res<Solvent> {
+    let mut cfg = Config::from_ron_str(&format!(
+        "(cells: ({l}, {l}, {l}), particles_per_cell: 10, time_step: 0.1, \
+         collision: Srd(angle_deg: 130.0), thermostat: Mbs, steps: 1)"
+    ))
+    .map_err(err)?;
+    cfg.thermostat = Thermostat::Mbs;
+    cfg.device = device;
+    cfg.output.observable_interval = 0;
+    cfg.output.equilibration_steps = u64::MAX;
+    Solvent::new(cfg).map_err(err)
+}
+
+type TimedStep<'a> = dyn FnMut(&mut Solvent) -> Res<f64> + 'a;
+
+/// Milliseconds per step inside the solvent: `step` returns the seconds it spent in the
+/// solvent's calls (host-side MD work excluded); one untimed step first, and the device work
+/// still queued at the end is counted.
+fn ms_per_step(a: &Args, s: &mut Solvent, step: &mut TimedStep<'_>) -> Res<f64> {
+    step(s)?;
+    s.moments().map_err(err)?;
+    let mut inside = 0.0;
+    for _ in 0..a.steps {
+        inside += step(s)?;
+    }
+    let t0 = Instant::now();
+    s.moments().map_err(err)?;
+    inside += t0.elapsed().as_secs_f64();
+    Ok(inside * 1e3 / a.steps.max(1) as f64)
+}
+
+/// Milliseconds per coupled step with `n` solutes of mass 10 in the `l`³ box, handed over as
+/// the arguments ask (host arrays in one call or split, or device arrays), and for host
+/// arrays the milliseconds of their validation alone (part of every such step).
+fn coupled_ms_per_step(a: &Args, s: &mut Solvent, l: u32, n: usize) -> Res<(f64, Option<f64>)> {
+    let mut r = CellStream::for_particle(99, 0);
+    let lf = l as f64;
+    let mut pos: Vec<[f64; 3]> = (0..n)
+        .map(|_| [r.uniform() * lf, r.uniform() * lf, r.uniform() * lf])
+        .collect();
+    let mut vel: Vec<[f64; 3]> = (0..n)
+        .map(|_| [0.3 * r.normal(), 0.3 * r.normal(), 0.3 * r.normal()])
+        .collect();
+    if a.solute_order == "cells" {
+        // by cell: y, then z, then x (the fluid's cell index order, `Physics::locate`)
+        let cell = |p: &[f64; 3]| {
+            let c = p.map(|x| (x as u64).min(l as u64 - 1));
+            (c[1] * l as u64 + c[2]) * l as u64 + c[0]
+        };
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&i| cell(&pos[i]));
+        pos = order.iter().map(|&i| pos[i]).collect();
+        vel = order.iter().map(|&i| vel[i]).collect();
+    }
+    let mass = vec![10.0; n];
+    if a.device_resident {
+        let ordinal = s.cuda_ordinal().ok_or(
+            "--device-resident: the solutes live on the fluid's GPU; fix: --device cuda:N",
+        )?;
+        let arrays = mpcbox::backend::cuda::DeviceSoluteArrays::upload(ordinal, &pos, &vel, &mass)
+            .map_err(err)?;
+        let solutes = arrays.solutes();
+        let overlap = a.overlap;
+        let ms = ms_per_step(a, s, &mut |s: &mut Solvent| {
+            let t0 = Instant::now();
+            if overlap {
+                s.begin_device_step(solutes.n).map_err(err)?;
+            }
+            s.step_with_device_solutes(&solutes).map_err(err)?;
+            Ok(t0.elapsed().as_secs_f64())
+        })?;
+        Ok((ms, None))
+    } else {
+        let t0 = Instant::now();
+        for _ in 0..5 {
+            s.check_solutes(&pos, &vel, &mass).map_err(err)?;
+        }
+        let check_ms = t0.elapsed().as_secs_f64() * 1e3 / 5.0;
+        let split = a.split;
+        let ms = ms_per_step(a, s, &mut |s: &mut Solvent| {
+            for (p, v) in pos.iter_mut().zip(&vel) {
+                for k in 0..3 {
+                    p[k] += 0.1 * v[k];
+                }
+            }
+            let t0 = Instant::now();
+            if split {
+                s.begin_step(&pos, &vel, &mass).map_err(err)?;
+                s.finish_step(&mut vel).map_err(err)?;
+            } else {
+                s.step_with_solutes(&pos, &mut vel, &mass).map_err(err)?;
+            }
+            Ok(t0.elapsed().as_secs_f64())
+        })?;
+        Ok((ms, Some(check_ms)))
+    }
+}
