@@ -81,6 +81,8 @@ run() {
   export MPCBOX_COMMIT; MPCBOX_COMMIT=$(cat .gpu/COMMIT 2>/dev/null || echo unknown)
   [ -f .mpi/env.sh ] && source .mpi/env.sh
   export MPCBOX_MPI_BIN=$PWD/.gpu/mpi/mpcbox
+  # the command the tests run (the packed test binary's build directory is not here)
+  export MPCBOX_BIN=$PWD/.gpu/bin/mpcbox
   mkdir -p "$OUT/records" "$OUT/logs"
   nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader || true
   for job in "$@"; do

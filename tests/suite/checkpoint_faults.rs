@@ -156,7 +156,8 @@ fn a_checkpoint_that_cannot_be_written_is_reported_and_the_previous_one_stays() 
     assert!(o.status.success(), "{}", stderr(&o));
     let ck = out.join("checkpoint.mpcbox");
     let before = std::fs::read(&ck).unwrap();
-    let bin = env!("CARGO_BIN_EXE_mpcbox");
+    let bin = crate::common::mpcbox_bin();
+    let bin = bin.display();
     let o = Command::new("bash")
         .arg("-c")
         .arg(format!(

@@ -3,7 +3,7 @@
 use std::process::Command;
 
 fn mpcbox() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mpcbox"))
+    Command::new(crate::common::mpcbox_bin())
 }
 
 fn write_config(dir: &std::path::Path, steps: u64) -> std::path::PathBuf {

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub(crate) fn mpcbox() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_mpcbox"));
+    let mut c = Command::new(crate::common::mpcbox_bin());
     c.env("RUST_LOG", "warn");
     c
 }

@@ -110,10 +110,11 @@ fn an_unwritable_output_directory_is_refused_before_the_run_starts() {
         .arg("-u")
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    let bin = env!("CARGO_BIN_EXE_mpcbox");
+    let bin = crate::common::mpcbox_bin();
     let mut cmd = if is_root {
         let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", bin]);
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin);
         c
     } else {
         mpcbox()

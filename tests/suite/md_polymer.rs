@@ -137,7 +137,7 @@ fn example_files_load_and_run() {
 #[test]
 fn cli_runs_polymer_example_and_writes_md_output() {
     let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mpcbox"))
+    let out = std::process::Command::new(crate::common::mpcbox_bin())
         .args([
             "run",
             "examples/polymer_in_solvent.ron",

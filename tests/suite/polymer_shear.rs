@@ -267,7 +267,7 @@ fn coupled_run_writes_gsd_that_gsd_reads_back() {
 }
 
 fn mpcbox(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_mpcbox"))
+    Command::new(crate::common::mpcbox_bin())
         .args(args)
         .args(["--quiet"])
         .output()

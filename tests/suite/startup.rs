@@ -78,8 +78,8 @@ fn slabs_without_labels_checkpoint_and_resume() {
         ),
     )
     .unwrap();
-    let bin = env!("CARGO_BIN_EXE_mpcbox");
-    let o = Command::new(bin)
+    let bin = crate::common::mpcbox_bin();
+    let o = Command::new(&bin)
         .args(["run", c.to_str().unwrap(), "--quiet"])
         .env("MPCBOX_SLAB_IDS", "places")
         .output()

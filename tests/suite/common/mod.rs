@@ -14,6 +14,14 @@ pub use solutes::*;
 use mpcbox::config::{Config, DeviceChoice, Thermostat};
 use mpcbox::Solvent;
 
+/// The `mpcbox` command these tests run: `MPCBOX_BIN` where set (a GPU machine running the
+/// packed test binary, whose build directory is not there), else the one cargo built.
+pub fn mpcbox_bin() -> std::path::PathBuf {
+    std::env::var_os("MPCBOX_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_mpcbox").into())
+}
+
 /// A small CPU config; tests change what they need.
 pub fn small_config(cells: [u32; 3], m: u32) -> Config {
     let mut cfg = Config::from_ron_str(&format!(
