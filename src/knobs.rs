@@ -152,6 +152,14 @@ pub const KNOBS: &[Knob] = &[
                  fluid can be copied out) or by the stepping thread",
     },
     Knob {
+        variable: "MPCBOX_GPU_CHECKPOINT_SOURCE",
+        values: Some(&["download", "pieces"]),
+        number: false,
+        effect: "how GPUs hand their fluid to a checkpoint: copied in spare device memory and \
+                 read a window at a time (default: bounded host memory), or downloaded whole \
+                 into host memory",
+    },
+    Knob {
         variable: "MPCBOX_CHECKPOINT_WINDOW",
         values: None,
         number: true,

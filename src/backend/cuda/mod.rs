@@ -416,6 +416,9 @@ impl Backend for CudaBackend {
     }
 
     fn fluid_source(&mut self) -> Result<Box<dyn crate::checkpoint::BlockSource + '_>> {
+        if !snapshot::by_pieces() {
+            return Ok(Box::new(snapshot::local_fluid(std::slice::from_mut(self))?));
+        }
         Ok(Box::new(snapshot::live_source(std::slice::from_mut(self))?))
     }
 

@@ -88,10 +88,17 @@ fn fetch<'b, T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(
     hi: usize,
     buf: &'b mut PinnedHostSlice<T>,
 ) -> Result<&'b [T]> {
+    // exactly `hi - lo` values: cudarc copies as many as the destination holds, so the whole
+    // staging would read past the source's allocation. cudarc takes a plain slice for pageable
+    // memory and neither waits nor records an event; into pinned memory the copy is truly
+    // asynchronous, so the stream is waited for before the host reads it.
+    let n = hi - lo;
+    let dst = &mut buf.as_mut_slice().map_err(drv("checkpoint copy"))?[..n];
     stream
-        .memcpy_dtoh(&src.slice(lo..hi), buf)
+        .memcpy_dtoh(&src.slice(lo..hi), dst)
         .map_err(drv("checkpoint copy"))?;
-    Ok(&buf.as_slice().map_err(drv("checkpoint copy"))?[..hi - lo])
+    stream.synchronize().map_err(drv("checkpoint copy"))?;
+    Ok(&buf.as_slice().map_err(drv("checkpoint copy"))?[..n])
 }
 
 /// The values of `vals` whose slot is live (`words` not [`DEAD`]), as `U`, into `kept`.
@@ -303,6 +310,13 @@ impl BlockSource for LiveSource<'_> {
     }
 }
 
+/// Whether checkpoints read the GPUs' fluid in pieces (device copies, live windows: the
+/// default) rather than downloading it whole (`MPCBOX_GPU_CHECKPOINT_SOURCE=download`, which
+/// holds the whole fluid in host memory).
+pub(crate) fn by_pieces() -> bool {
+    !crate::knobs::knobs().is("MPCBOX_GPU_CHECKPOINT_SOURCE", "download")
+}
+
 /// The live fluid of `gpus` (each flushed first) as one block, read on their main streams.
 pub(crate) fn live_source(gpus: &mut [CudaBackend]) -> Result<LiveSource<'_>> {
     for g in gpus.iter_mut() {
@@ -339,6 +353,9 @@ pub(crate) fn snapshot_or_host_copy(
     gpus: &mut [CudaBackend],
     host_bytes: u64,
 ) -> Result<Option<Box<dyn BlockSource + Send>>> {
+    if !by_pieces() {
+        return Ok(Some(Box::new(local_fluid(gpus)?)));
+    }
     if let Some(s) = device_snapshot(gpus)? {
         return Ok(Some(Box::new(s)));
     }

@@ -454,6 +454,9 @@ impl Backend for MultiCudaBackend {
     }
 
     fn fluid_source(&mut self) -> Result<Box<dyn crate::checkpoint::BlockSource + '_>> {
+        if !super::snapshot::by_pieces() {
+            return Ok(Box::new(super::snapshot::local_fluid(&mut self.slabs)?));
+        }
         Ok(Box::new(super::snapshot::live_source(&mut self.slabs)?))
     }
 
