@@ -215,6 +215,8 @@ pub fn run_job_steps(
     checkpoints.wait();
     let _ = report_checkpoints(&mut checkpoints, root);
     let wall = t0.elapsed().as_secs_f64();
+    // the loop's time less what held it: the final checkpoint below is not in `wall`
+    let held_in_loop = checkpoints.times().blocking_seconds;
     progress.finish();
     csv.flush().map_err(|e| MpcError::io(&csv_path, e))?;
     // the last checkpoint, unless the periodic one of this step is on disk already
@@ -232,8 +234,7 @@ pub fn run_job_steps(
         timing.output.blocking_seconds += t.blocking_seconds;
         timing.output.background_seconds += t.background_seconds;
     }
-    timing.stepping_seconds =
-        (wall - timing.checkpoints.blocking_seconds - timing.output.blocking_seconds).max(0.0);
+    timing.stepping_seconds = (wall - held_in_loop - timing.output.blocking_seconds).max(0.0);
     timing.peak_host_memory_bytes = crate::timing::peak_resident_bytes();
     let mut summary = summarize(solvent, done, wall, dir)?;
     summary.interrupted = interrupted;
