@@ -212,7 +212,10 @@ pub fn run_job_steps(
     if let Some(f) = fields.as_mut() {
         f.finish()?;
     }
+    // waiting for a write in flight holds the run as a blocking checkpoint does
+    let waited = Instant::now();
     checkpoints.wait();
+    checkpoints.held(waited.elapsed().as_secs_f64(), None);
     let _ = report_checkpoints(&mut checkpoints, root);
     let wall = t0.elapsed().as_secs_f64();
     // the loop's time less what held it: the final checkpoint below is not in `wall`
