@@ -104,6 +104,8 @@ pub struct FixedScales {
     /// Per [`GlobalKind`]: a term x enters a global sum as round(x · global[kind]) / global[kind].
     pub global: [f64; GLOBAL_KINDS],
     pub global_inv: [f64; GLOBAL_KINDS],
+    /// The heaviest solute the range holds (a heavier one is refused when handed over).
+    pub max_solute_mass: f64,
 }
 
 impl SumRange {
@@ -187,6 +189,7 @@ impl FixedScales {
             cell_inv: cell.map(|s| 1.0 / s),
             global,
             global_inv: global.map(|s| 1.0 / s),
+            max_solute_mass: r.solute_mass.max(SOLUTE_MASS_RATIO * r.mass),
         })
     }
 
