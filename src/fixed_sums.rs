@@ -82,9 +82,12 @@ pub struct SumRange {
     pub cells: [u32; 3],
     /// The largest solute mass the run takes (at least [`SOLUTE_MASS_RATIO`] · mass).
     pub solute_mass: f64,
-    /// The fastest imposed flow: 1.5 γ̇ Ly (shear and the LE image offset), wall speeds, and for
-    /// a body force the grid's speed limit min(L) / (2 h).
+    /// The fastest flow a cell may see: the imposed speeds and, for a body force, the grid's
+    /// speed limit min(L) / (2 h).
     pub flow_speed: f64,
+    /// The imposed speeds alone: 1.5 γ̇ Ly (shear and the LE image offset) and wall speeds (the
+    /// global sums' grids; a body-driven flow is taken to stay within a few thermal speeds).
+    pub imposed_speed: f64,
 }
 
 /// Why a run's sums cannot be fixed point: the kind whose resolution would be too coarse.
@@ -170,16 +173,17 @@ impl FixedScales {
                 return Err(RangeError { kind, resolution });
             }
         }
-        // the whole box: twice the fluid's mass (solutes up to as much again), its momenta and
-        // energies at a few thermal values beyond the flow's (a sum past this bound stays an
-        // f64 sum, exact no more but never wrapped)
+        // the whole box: Σ |term| over twice the fluid's particles (solutes up to as much mass
+        // again) moving at the flow speed plus a thermal speed, four times over for momenta
+        // (kinetic energies: the flow's plus four times kT per particle); a sum past this
+        // bound is still an f64 sum, exact no more but never wrapped
         let n_cells: f64 = r.cells.iter().map(|&l| l as f64).product();
         let particles = 2.0 * n_cells * r.particles_per_cell as f64;
-        let (f, sigma2) = (r.flow_speed, r.kt / r.mass);
-        let speed = f + 8.0 * sigma2.sqrt();
+        let (f, sigma2) = (r.imposed_speed, r.kt / r.mass);
+        let speed = f + sigma2.sqrt();
         let bounds = [
             particles * r.mass * 4.0 * speed,
-            particles * r.mass * 2.0 * (f * f + 8.0 * sigma2),
+            particles * r.mass * (f * f + 4.0 * sigma2),
             particles * 4.0 * speed,
             particles,
         ];
@@ -243,6 +247,7 @@ mod tests {
             cells: [256, 256, 256],
             solute_mass: 5.0,
             flow_speed: 1.5 * 0.05 * 256.0,
+            imposed_speed: 1.5 * 0.05 * 256.0,
         }
     }
 

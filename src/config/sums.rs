@@ -43,6 +43,7 @@ impl Config {
             cells: self.cells,
             solute_mass: bead_mass.max(SOLUTE_MASS_RATIO * self.mass),
             flow_speed: 1.5 * self.shear_rate.abs() * self.cells[1] as f64 + wall_speed + body,
+            imposed_speed: 1.5 * self.shear_rate.abs() * self.cells[1] as f64 + wall_speed,
         }
     }
 

@@ -193,3 +193,40 @@ fn the_gpu_follows_the_cpu_bit_for_bit() {
         }
     }
 }
+
+/// Over MPI ranks (`mpirun -np N mpcbox run`): the sheared fluid with a body force, the slit,
+/// and the coupled polymer solution on 1, 2 and 3 ranks: identical `observables.csv`,
+/// checkpoint fluid and bead velocities.
+#[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs OpenMPI and libclang (apt-get install openmpi-bin libopenmpi-dev libclang-dev); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
+fn mpi_ranks_give_the_same_bits() {
+    use crate::mpi_ranks::{mpi_mpcbox, run_config, write_config, POLYMER, SHEARED, SLIT};
+    let bin = mpi_mpcbox();
+    for (name, body) in [("sheared", SHEARED), ("slit", SLIT), ("polymer", POLYMER)] {
+        let dir = tempfile::tempdir().unwrap();
+        write_config(dir.path(), "c.ron", body);
+        let mut first: Option<(String, Checkpoint)> = None;
+        for ranks in 1..=3 {
+            let out = format!("r{ranks}");
+            let (_, ck) = run_config(bin, ranks, dir.path(), "c.ron", &out);
+            let csv = dir.path().join(&out).join(mpcbox::run::OBSERVABLES_CSV);
+            let csv = std::fs::read_to_string(csv).unwrap();
+            let summary = dir.path().join(&out).join(mpcbox::run::SUMMARY_JSON);
+            let summary = std::fs::read_to_string(summary).unwrap();
+            assert!(summary.contains("\"deterministic\": true"), "{name}: {summary}");
+            match &first {
+                None => first = Some((csv, ck)),
+                Some((csv1, ck1)) => {
+                    let what = format!("{name}: {ranks} ranks against 1");
+                    assert!(csv1 == &csv, "{what}: observables.csv differs");
+                    assert!(ck1.fluid == ck.fluid, "{what}: the fluid differs");
+                    let beads = |c: &Checkpoint| c.md.as_ref().map(|m| m.state.system.vel.clone());
+                    assert!(beads(ck1) == beads(&ck), "{what}: bead velocities differ");
+                }
+            }
+        }
+    }
+}
