@@ -276,12 +276,22 @@ mod tests {
     #[test]
     fn integer_sums_do_not_depend_on_the_order() {
         let s = FixedScales::new(&range()).unwrap();
-        let xs: Vec<f64> = (0..1000).map(|i| ((i * 7919) % 1013) as f64 * 0.37 - 180.0).collect();
-        let q = |v: &[f64]| v.iter().map(|&x| s.fixed(SumKind::Momentum, x)).sum::<i64>();
+        let xs: Vec<f64> = (0..1000)
+            .map(|i| ((i * 7919) % 1013) as f64 * 0.37 - 180.0)
+            .collect();
+        let q = |v: &[f64]| {
+            v.iter()
+                .map(|&x| s.fixed(SumKind::Momentum, x))
+                .sum::<i64>()
+        };
         let mut rev = xs.clone();
         rev.reverse();
         assert_eq!(q(&xs), q(&rev));
-        let g = |v: &[f64]| v.iter().map(|&x| s.global_term(GlobalKind::Energy, x)).sum::<f64>();
+        let g = |v: &[f64]| {
+            v.iter()
+                .map(|&x| s.global_term(GlobalKind::Energy, x))
+                .sum::<f64>()
+        };
         assert_eq!(g(&xs).to_bits(), g(&rev).to_bits());
     }
 

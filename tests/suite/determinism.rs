@@ -102,13 +102,22 @@ fn assert_identical(setups: &[(&str, fn(&Config) -> Config)]) {
         let mut first: Option<(&str, Outcome)> = None;
         for (k, (name, make)) in setups.iter().enumerate() {
             let out = run(&make(&cfg), &dir.path().join(k.to_string()));
-            assert!(out.deterministic, "{case}, {name}: summary says not deterministic");
+            assert!(
+                out.deterministic,
+                "{case}, {name}: summary says not deterministic"
+            );
             match &first {
                 None => first = Some((*name, out)),
                 Some((first_name, a)) => {
                     let what = format!("{case}: {name} against {first_name}");
-                    assert!(a.observables == out.observables, "{what}: observables.csv differs");
-                    assert!(a.fluid == out.fluid, "{what}: the checkpoint's fluid differs");
+                    assert!(
+                        a.observables == out.observables,
+                        "{what}: observables.csv differs"
+                    );
+                    assert!(
+                        a.fluid == out.fluid,
+                        "{what}: the checkpoint's fluid differs"
+                    );
                     assert!(a.beads == out.beads, "{what}: bead velocities differ");
                 }
             }
@@ -132,9 +141,15 @@ fn gpu_runs_are_identical_for_any_slabs_and_twice() {
     assert_identical(&[
         ("1 GPU", |c| on(c, DeviceChoice::Cuda(vec![0]), 0, 0)),
         ("1 GPU again", |c| on(c, DeviceChoice::Cuda(vec![0]), 0, 0)),
-        ("2 slabs on 1 GPU", |c| on(c, DeviceChoice::Cuda(vec![0]), 2, 0)),
-        ("3 slabs on 1 GPU", |c| on(c, DeviceChoice::Cuda(vec![0]), 3, 0)),
-        ("4 slabs on 1 GPU", |c| on(c, DeviceChoice::Cuda(vec![0]), 4, 0)),
+        ("2 slabs on 1 GPU", |c| {
+            on(c, DeviceChoice::Cuda(vec![0]), 2, 0)
+        }),
+        ("3 slabs on 1 GPU", |c| {
+            on(c, DeviceChoice::Cuda(vec![0]), 3, 0)
+        }),
+        ("4 slabs on 1 GPU", |c| {
+            on(c, DeviceChoice::Cuda(vec![0]), 4, 0)
+        }),
     ]);
 }
 
@@ -147,7 +162,9 @@ fn two_gpus_run_as_one() {
     assert_identical(&[
         ("1 GPU", |c| on(c, DeviceChoice::Cuda(vec![0]), 0, 0)),
         ("2 GPUs", |c| on(c, DeviceChoice::Cuda(vec![0, 1]), 0, 0)),
-        ("4 slabs on 2 GPUs", |c| on(c, DeviceChoice::Cuda(vec![0, 1]), 4, 0)),
+        ("4 slabs on 2 GPUs", |c| {
+            on(c, DeviceChoice::Cuda(vec![0, 1]), 4, 0)
+        }),
     ]);
 }
 
@@ -187,7 +204,10 @@ fn the_gpu_follows_the_cpu_bit_for_bit() {
             let gpu = run(gpu_cfg);
             let (w, d) = common::compare_states(&cpu.0, &gpu.0, 1e-6, name);
             eprintln!("{case}, {name}: largest velocity difference {w:e}, {d} positions differ");
-            assert!(cpu.0 == gpu.0, "{case}, {name}: the fluid differs from the CPU's");
+            assert!(
+                cpu.0 == gpu.0,
+                "{case}, {name}: the fluid differs from the CPU's"
+            );
             assert!(cpu.1 == gpu.1, "{case}, {name}: solute velocities differ");
             assert!(cpu.2 == gpu.2, "{case}, {name}: step reports differ");
         }
@@ -216,7 +236,10 @@ fn mpi_ranks_give_the_same_bits() {
             let csv = std::fs::read_to_string(csv).unwrap();
             let summary = dir.path().join(&out).join(mpcbox::run::SUMMARY_JSON);
             let summary = std::fs::read_to_string(summary).unwrap();
-            assert!(summary.contains("\"deterministic\": true"), "{name}: {summary}");
+            assert!(
+                summary.contains("\"deterministic\": true"),
+                "{name}: {summary}"
+            );
             match &first {
                 None => first = Some((csv, ck)),
                 Some((csv1, ck1)) => {

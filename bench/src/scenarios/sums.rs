@@ -38,7 +38,11 @@ pub struct Args {
 /// The variants measured: name, the config's fields (RON) and whether the stress is measured.
 fn variants() -> Vec<(&'static str, &'static str, bool)> {
     vec![
-        ("SRD", "collision: Srd(angle_deg: 130.0), shear_rate: 0.01", true),
+        (
+            "SRD",
+            "collision: Srd(angle_deg: 130.0), shear_rate: 0.01",
+            true,
+        ),
         (
             "SRD + MBS",
             "collision: Srd(angle_deg: 130.0), thermostat: Mbs, shear_rate: 0.01",
@@ -82,7 +86,13 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
             for phys in [&float, &fixed] {
                 let mut be = mpcbox::backend::factory::open(&cfg, phys, None).map_err(err)?;
                 let every = if sheared { 10 } else { 0 };
-                times.push(seconds_per_step(be.as_mut(), phys, a.warmup, a.steps, every)?);
+                times.push(seconds_per_step(
+                    be.as_mut(),
+                    phys,
+                    a.warmup,
+                    a.steps,
+                    every,
+                )?);
             }
             for (sums, dt) in ["f64", "fixed"].iter().zip(&times) {
                 rec.row(

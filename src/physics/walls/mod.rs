@@ -39,9 +39,9 @@ pub mod theory;
 pub use crate::config::walls::{WallBoundary, WallsConfig};
 pub use shapes::{Pipe, Shape, Slit, SlitNormal, WallShape};
 
-use crate::fixed_sums::GlobalKind;
 use super::{wrap_coordinate, CellParams, CellSums, Physics, StepPlan};
 use crate::config::Config;
+use crate::fixed_sums::GlobalKind;
 use crate::physics::rules::theory::srd_viscosity;
 use crate::rng::{CellStream, CellStreamPurpose};
 
