@@ -180,7 +180,8 @@ fn rule_table(name: &str, value: fn(Rule) -> usize) -> String {
 }
 
 /// `mpc_rule_sum_kind(rule, k)`: the fixed-point kind (`MPC_FIX_*`) of value k of a rule's
-/// extended sums ([`Rule::sum_kind`]); -1 past the rule's sums.
+/// extended sums ([`Rule::sum_kind`]); past the rule's sums (a stride's padding, always zero)
+/// the counts' kind, whose scale is 1, so every index names a scale.
 fn rule_kind_table() -> String {
     let mut s = String::from(
         "__host__ __device__ constexpr int mpc_rule_sum_kind(unsigned int rule, int k) {\n    \
@@ -192,18 +193,20 @@ fn rule_kind_table() -> String {
             .collect();
         s.push_str(&format!("        case {}: {{\n", rule_macro(rule)));
         if kinds.is_empty() {
-            s.push_str("            return -1;\n        }\n");
+            s.push_str(&format!("            return {MPC_FIX_COUNT};\n        }}\n"));
             continue;
         }
         s.push_str(&format!(
             "            constexpr int kinds[{}] = {{{}}};\n            \
-             return k >= 0 && k < {} ? kinds[k] : -1;\n        }}\n",
+             return k >= 0 && k < {} ? kinds[k] : {MPC_FIX_COUNT};\n        }}\n",
             kinds.len(),
             kinds.join(", "),
             kinds.len()
         ));
     }
-    s.push_str("        default: return -1;\n    }\n}\n");
+    s.push_str(&format!(
+        "        default: return {MPC_FIX_COUNT};\n    }}\n}}\n"
+    ));
     s
 }
 
@@ -299,6 +302,19 @@ mod tests {
             assert!(!text.contains("int mpc_rule_len("), "{file}");
             assert!(!text.contains("int mpc_rule_stride("), "{file}");
         }
+    }
+
+    /// Each value of the rules' extended sums has its fixed-point kind in the header, and the
+    /// padding the counts' scale of 1.
+    #[test]
+    fn rule_sum_kinds_are_generated_from_the_rules() {
+        let header = contract_header();
+        assert!(header.contains(
+            "case MPC_RULE_AT_A: {\n            constexpr int kinds[15] = \
+             {4, 4, 4, 5, 5, 5, 5, 5, 5, 6, 6, 6, 0, 0, 0};"
+        ));
+        assert!(header.contains("case MPC_RULE_SRD: {\n            return 3;"));
+        assert_eq!(MPC_FIX_COUNT, 3);
     }
 
     /// The purposes keep their codes (part of every stream's counter: a change would change
