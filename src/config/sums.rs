@@ -90,9 +90,9 @@ impl Config {
         Err(ConfigError {
             field: field.into(),
             problem: format!(
-                "the cells' {what} sums would reach {:.3e} of their thermal unit per step of \
-                 the 64-bit fixed-point sums (at most 2^-{} is promised): speeds up to {:.3e} \
-                 and {:.3e} fluid masses per cell must fit",
+                "the cells' {what} sums would resolve only {:.3e} of their thermal unit in \
+                 64-bit fixed point (2^-{} is needed): speeds up to {:.3e} and {:.3e} fluid \
+                 masses per cell must fit",
                 e.resolution,
                 crate::fixed_sums::MIN_RESOLUTION_BITS,
                 range.max_speed(),

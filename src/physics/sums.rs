@@ -166,7 +166,10 @@ mod tests {
         }
         for k in 0..Rule::AtAngular.sums_len() {
             let d = (fixed_ext.0[k] - float_ext.0[k]).abs();
-            assert!(d <= 12.0 * s.resolution(Rule::AtAngular.sum_kind(k)), "{k}: {d}");
+            assert!(
+                d <= 12.0 * s.resolution(Rule::AtAngular.sum_kind(k)),
+                "{k}: {d}"
+            );
         }
     }
 }

@@ -193,7 +193,9 @@ fn rule_kind_table() -> String {
             .collect();
         s.push_str(&format!("        case {}: {{\n", rule_macro(rule)));
         if kinds.is_empty() {
-            s.push_str(&format!("            return {MPC_FIX_COUNT};\n        }}\n"));
+            s.push_str(&format!(
+                "            return {MPC_FIX_COUNT};\n        }}\n"
+            ));
             continue;
         }
         s.push_str(&format!(
