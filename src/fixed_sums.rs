@@ -169,7 +169,8 @@ impl FixedScales {
         for kind in KINDS {
             let k = kind as usize;
             let resolution = 1.0 / (cell[k] * units[k]);
-            if kind != SumKind::Count && !(resolution <= 2f64.powi(-MIN_RESOLUTION_BITS)) {
+            let fine = resolution <= 2f64.powi(-MIN_RESOLUTION_BITS);
+            if kind != SumKind::Count && !fine {
                 return Err(RangeError { kind, resolution });
             }
         }

@@ -49,8 +49,8 @@ impl<'a> CellAccumulator<'a> {
             return;
         };
         let f = &mut self.fixed;
-        for k in 0..3 {
-            f.momentum[k] = f.momentum[k].wrapping_add(s.fixed(SumKind::Momentum, m * v[k]));
+        for (q, vk) in f.momentum.iter_mut().zip(v) {
+            *q = q.wrapping_add(s.fixed(SumKind::Momentum, m * vk));
         }
         let mv2 = m * (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
         f.mv2 = f.mv2.wrapping_add(s.fixed(SumKind::Energy, mv2));
@@ -121,8 +121,11 @@ mod tests {
         .unwrap()
     }
 
+    /// Mass, velocity, whether a solute, position in the cell, draw.
+    type Particle = (f64, [f64; 3], bool, [f64; 3], [f64; 3]);
+
     /// Twelve particles (two of them solutes) with positions and draws.
-    fn particles() -> Vec<(f64, [f64; 3], bool, [f64; 3], [f64; 3])> {
+    fn particles() -> Vec<Particle> {
         (0..12)
             .map(|i| {
                 let x = i as f64;

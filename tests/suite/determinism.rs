@@ -95,8 +95,11 @@ fn on(cfg: &Config, device: DeviceChoice, slabs: u32, threads: usize) -> Config 
     c
 }
 
+/// A named set-up: the config of a case on some platform.
+type Setup<'a> = (&'a str, fn(&Config) -> Config);
+
 /// Every set-up of `setups` (name, config maker) gives the first one's outcome, bit for bit.
-fn assert_identical(setups: &[(&str, fn(&Config) -> Config)]) {
+fn assert_identical(setups: &[Setup<'_>]) {
     for (case, cfg) in cases() {
         let dir = tempfile::tempdir().unwrap();
         let mut first: Option<(&str, Outcome)> = None;
