@@ -38,7 +38,8 @@ pub enum SumKind {
     Angular = 6,
 }
 
-/// Kinds of cell sums (the kernels' `MPC_FIX_KINDS`).
+/// Scales of cell sums (the kernels' `MPC_FIX_KINDS`): the seven kinds and a spare of scale 1,
+/// so that the parameter struct's arrays fill whole 64-byte lines.
 pub const CELL_KINDS: usize = 8;
 
 /// What the global sums add (the step report, the moments).
@@ -52,7 +53,7 @@ pub enum GlobalKind {
     Velocity = 2,
 }
 
-/// Kinds of global sums (the kernels' `MPC_GLOBAL_KINDS`).
+/// Grids of global sums (the kernels' `MPC_GLOBAL_KINDS`): the three kinds and a spare.
 pub const GLOBAL_KINDS: usize = 4;
 
 /// Gaussian tails are cut at this many thermal speeds (a 32σ component has probability
