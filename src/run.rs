@@ -355,6 +355,7 @@ fn summarize(solvent: &mut Solvent, done: u64, wall: f64, dir: &Path) -> Result<
         run_id: solvent.run_id().to_string(),
         device: solvent.backend_description(),
         collision_rule: solvent.physics().rule.name().into(),
+        deterministic: solvent.physics().sums.is_some(),
         steps: solvent.step_count(),
         steps_this_run: done,
         fluid_particles: o.particles,

@@ -41,6 +41,7 @@ pub use shapes::{Pipe, Shape, Slit, SlitNormal, WallShape};
 
 use super::{wrap_coordinate, CellParams, CellSums, Physics, StepPlan};
 use crate::config::Config;
+use crate::fixed_sums::GlobalKind;
 use crate::physics::rules::theory::srd_viscosity;
 use crate::rng::{CellStream, CellStreamPurpose};
 
@@ -281,7 +282,7 @@ impl Physics {
             };
             let s = shape.surface(r);
             for k in 0..3 {
-                wall[s][k] += self.mass * (v[k] - w[k]);
+                wall[s][k] += self.global_term(GlobalKind::Momentum, self.mass * (v[k] - w[k]));
             }
             v = w;
             left -= t;
