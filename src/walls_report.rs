@@ -70,16 +70,10 @@ fn densities(solvent: &Solvent, shape: &Shape) -> (f64, f64) {
     (n, n * phys.acceleration[0] * phys.mass)
 }
 
-/// The SRD theory viscosity of the run.
+/// The theory viscosity of the run's collision rule (kinetic + collisional).
 fn theory_viscosity(solvent: &Solvent) -> f64 {
-    let cfg = solvent.config();
-    theory::srd_viscosity(
-        cfg.particles_per_cell as f64,
-        cfg.kt,
-        cfg.time_step,
-        cfg.mass,
-        cfg.rotation_angle(),
-    )
+    let (kinetic, collisional) = theory::rule_viscosity(solvent.config());
+    kinetic + collisional
 }
 
 /// The summary of a run between walls (None without walls or before any sample).

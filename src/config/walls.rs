@@ -159,17 +159,6 @@ impl WallsConfig {
                  (Slit(bottom_velocity: ..., top_velocity: ...)) or drive it with body_force",
             );
         }
-        if !cfg.collision.is_plain_srd() {
-            return err(
-                "walls",
-                format!(
-                    "walls work with the plain SRD rule only (collision = {:?})",
-                    cfg.collision
-                ),
-                "use collision: Srd(angle_deg: ...) without angular_momentum between walls (the \
-                 virtual wall particles carry no positions or Andersen draws)",
-            );
-        }
         match *self {
             WallsConfig::Slit {
                 height,

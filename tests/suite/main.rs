@@ -47,3 +47,4 @@ mod shear_viscosity;
 mod startup;
 mod thermostat;
 mod walls;
+mod walls_rules;

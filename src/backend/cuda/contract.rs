@@ -24,6 +24,9 @@ shared_constants! {
     FLUID_CONSTANTS: usize {
         /// Words (u64) of one particle migrating between slabs: velocity, position, global id.
         MPC_RECORD_WORDS = 5,
+        /// Uniform points of a cut cell tried for one virtual particle's place in the wall
+        /// (the +a rules between walls: `walls::rule_fill`, `wall_rules.cuh`).
+        MPC_PLACEMENT_TRIES = crate::physics::walls::rule_fill::PLACEMENT_TRIES as usize,
     }
 }
 

@@ -21,7 +21,7 @@
 //!   kT·χ²(3(M − n − 1)) for the spread about it (a second draw, 2 kT·Gamma(3(M − n − 1)/2)),
 //!   the statistics of M − n Maxwell-Boltzmann particles, and the target energy is drawn for
 //!   the n + (M − n) particles of the filled cell. Draws come from the Philox stream keyed by
-//!   (seed, step, global cell, [`CellStreamPurpose::WallFill`]); `kernels/walls.cuh` mirrors
+//!   (seed, step, global cell, [`crate::rng::CellStreamPurpose::WallFill`]); `kernels/walls.cuh` mirrors
 //!   them, so every backend and GPU count draws the same numbers.
 //! * Momentum given to the walls (bounce-backs, and what the real particles of filled cells
 //!   exchange with the virtual ones) is summed per surface into the step's report.
@@ -33,6 +33,7 @@
 //!   and the cut cells lie in every slab (each cell still has one owner).
 
 pub mod profile;
+pub mod rule_fill;
 pub mod shapes;
 pub mod theory;
 
@@ -41,8 +42,8 @@ pub use shapes::{Pipe, Shape, Slit, SlitNormal, WallShape};
 
 use super::{wrap_coordinate, CellParams, CellSums, Physics, StepPlan};
 use crate::config::Config;
-use crate::physics::rules::theory::srd_viscosity;
-use crate::rng::{CellStream, CellStreamPurpose};
+use crate::physics::rules::theory::rule_viscosity;
+use crate::rng::CellStream;
 
 /// Momentum given by the fluid to each wall surface (slit: bottom, top; pipe: the wall, 0).
 pub type WallMomentum = [[f64; 3]; 2];
@@ -120,11 +121,12 @@ impl Walls {
 
     /// The steady flow vx at stored position `p` of a config with these walls: plane Couette +
     /// Poiseuille flow in a slit (across its normal, y or z), Hagen-Poiseuille flow in a pipe,
-    /// with the SRD viscosity and the body force along x at M particles per unit volume (the
-    /// initial flow `Steady`).
+    /// with the rule's theory viscosity and the body force along x at M particles per unit
+    /// volume (the initial flow `Steady`).
     pub fn steady_flow(&self, cfg: &Config, p: [f32; 3]) -> f64 {
         let m = cfg.particles_per_cell as f64;
-        let eta = srd_viscosity(m, cfg.kt, cfg.time_step, cfg.mass, cfg.rotation_angle());
+        let (kinetic, collisional) = rule_viscosity(cfg);
+        let eta = kinetic + collisional;
         let force_density = m * cfg.body_force[0];
         match self.shape {
             Shape::Slit(s) => theory::slit_velocity(
@@ -182,20 +184,25 @@ impl Walls {
         cell: u32,
         sums: &mut CellSums,
     ) -> Option<usize> {
-        let n = sums.count;
-        if !self.no_slip || n == 0 || n >= self.fill {
-            return None;
-        }
-        let lo = Walls::cell_corner(phys, plan, cell);
-        if !self.shape.cuts_cell(lo) {
-            return None;
-        }
+        let lo = self.cut_cell(phys, plan, cell, sums.count)?;
+        let mut s = self.fill_stream(phys, plan, cell);
+        Some(self.fill_bulk(phys, lo, &mut s, sums))
+    }
+
+    /// The M − n virtual particles of the cut cell `[lo, lo + 1)` as one Gaussian momentum
+    /// (and, with MBS, their Σ m v²) from `s`, added to `sums`; returns their surface.
+    pub(super) fn fill_bulk(
+        &self,
+        phys: &Physics,
+        lo: [f64; 3],
+        s: &mut CellStream,
+        sums: &mut CellSums,
+    ) -> usize {
         let centre = [lo[0] + 0.5, lo[1] + 0.5, lo[2] + 0.5];
         let uw = self.shape.wall_velocity(centre);
-        let nv = self.fill - n;
+        let nv = self.fill - sums.count;
         let mv = nv as f64 * phys.mass;
         let spread = (mv * phys.kt).sqrt();
-        let mut s = CellStream::new(phys.seed, plan.step, cell, CellStreamPurpose::WallFill);
         let p = [
             mv * uw[0] + spread * s.normal(),
             mv * uw[1] + spread * s.normal(),
@@ -213,7 +220,7 @@ impl Walls {
             }
             sums.mv2 += mv2;
         }
-        Some(self.shape.surface(centre))
+        self.shape.surface(centre)
     }
 
     /// Momentum the real particles (sums `real`, before the fill) of a filled cell gain in its
