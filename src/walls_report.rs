@@ -52,6 +52,8 @@ fn describe(shape: &Shape) -> (&'static str, f64) {
             SlitNormal::Z => ("slit normal to z", s.height()),
         },
         Shape::Pipe(p) => ("pipe", p.radius),
+        Shape::Sphere(s) if s.fluid_inside => ("sphere", s.radius),
+        Shape::Sphere(s) => ("spherical obstacle", s.radius),
     }
 }
 
@@ -60,6 +62,7 @@ fn wall_speeds(shape: &Shape) -> Vec<f64> {
     match shape {
         Shape::Slit(s) => s.velocity.to_vec(),
         Shape::Pipe(p) => vec![p.velocity],
+        Shape::Sphere(_) => vec![0.0],
     }
 }
 
@@ -91,10 +94,11 @@ pub fn summarize(solvent: &Solvent) -> Option<WallsSummary> {
     let at_walls: Vec<f64> = match shape {
         Shape::Slit(s) => vec![s.bottom, s.top],
         Shape::Pipe(p) => vec![p.radius],
+        Shape::Sphere(_) => Vec::new(),
     };
     let centre = match shape {
         Shape::Slit(s) => 0.5 * (s.bottom + s.top),
-        Shape::Pipe(_) => 0.0,
+        Shape::Pipe(_) | Shape::Sphere(_) => 0.0,
     };
     let slip_velocity: Vec<f64> = fit.map_or(Vec::new(), |f| {
         at_walls
@@ -120,7 +124,7 @@ pub fn summarize(solvent: &Solvent) -> Option<WallsSummary> {
         (true, Some(f), Shape::Pipe(_)) => {
             Some(theory::pipe_viscosity_from_curvature(f.c2, force_density))
         }
-        (false, _, _) | (true, None, _) => None,
+        (true, Some(_), Shape::Sphere(_)) | (false, _, _) | (true, None, _) => None,
     };
     let wall_force: Vec<[ValueWithError; 3]> = stats
         .wall_force
@@ -206,6 +210,7 @@ pub fn profile_rows(solvent: &Solvent) -> Option<(&'static str, Vec<ProfileRow>)
                 Shape::Pipe(p) => {
                     theory::pipe_velocity(m.mean, p.radius, p.velocity, force_density, eta)
                 }
+                Shape::Sphere(_) => return None,
             };
             Some((m.mean, v, th))
         })
@@ -213,6 +218,7 @@ pub fn profile_rows(solvent: &Solvent) -> Option<(&'static str, Vec<ProfileRow>)
     let name = match shape {
         Shape::Slit(s) => s.normal.name(),
         Shape::Pipe(_) => "r",
+        Shape::Sphere(_) => "y",
     };
     Some((name, rows))
 }

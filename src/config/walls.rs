@@ -4,13 +4,15 @@
 //! walls: Slit(bottom_velocity: 0.0, top_velocity: 0.1),   // plates normal to y, height Ly − 1
 //! walls: Slit(height: 10.0, normal: Z),                   // plates normal to z, 10 cells apart
 //! walls: Pipe(radius: 7.5),                               // a pipe along x
+//! walls: Sphere(radius: 7.5),                             // the fluid in a sphere
+//! walls: SphereObstacle(radius: 3.0),                     // a sphere in the flow
 //! ```
 
 use serde::{Deserialize, Serialize};
 
 use super::Config;
 use crate::error::ConfigError;
-use crate::physics::walls::shapes::{Pipe, Shape, Slit, SlitNormal};
+use crate::physics::walls::shapes::{Pipe, Shape, Slit, SlitNormal, Sphere};
 
 /// What a fluid particle that reaches a wall does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -25,7 +27,7 @@ pub enum WallBoundary {
 }
 
 /// The wall geometry of a run: the fluid is confined along y or z (a slit), or both (the
-/// pipe); x stays periodic. Checkpoints store it in the binary form of [`super::stored`].
+/// pipe; x stays periodic), in a sphere, or flows around a sphere in the periodic box. Checkpoints store it in the binary form of [`super::stored`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub enum WallsConfig {
@@ -60,6 +62,25 @@ pub enum WallsConfig {
         #[serde(default)]
         solutes: SoluteWall,
     },
+    /// The fluid inside a sphere at rest centred in the box (a closed container).
+    Sphere {
+        radius: f64,
+        #[serde(default)]
+        boundary: WallBoundary,
+        /// The WCA wall potential the bundled MD engine's solutes feel (`md::walls`).
+        #[serde(default)]
+        solutes: SoluteWall,
+    },
+    /// A sphere at rest centred in the box, the fluid around it: with the periodic box, a
+    /// lattice of spheres of the box's period (simple cubic in a cubic box).
+    SphereObstacle {
+        radius: f64,
+        #[serde(default)]
+        boundary: WallBoundary,
+        /// The WCA wall potential the bundled MD engine's solutes feel (`md::walls`).
+        #[serde(default)]
+        solutes: SoluteWall,
+    },
 }
 
 /// The fewest cells across a channel (slit height, pipe diameter).
@@ -76,14 +97,20 @@ fn err(field: &str, problem: String, fix: &str) -> Result<(), ConfigError> {
 impl WallsConfig {
     pub fn boundary(&self) -> WallBoundary {
         match self {
-            WallsConfig::Slit { boundary, .. } | WallsConfig::Pipe { boundary, .. } => *boundary,
+            WallsConfig::Slit { boundary, .. }
+            | WallsConfig::Pipe { boundary, .. }
+            | WallsConfig::Sphere { boundary, .. }
+            | WallsConfig::SphereObstacle { boundary, .. } => *boundary,
         }
     }
 
     /// The WCA parameters of the walls for the MD engine's solutes.
     pub fn solute_wall(&self) -> SoluteWall {
         match self {
-            WallsConfig::Slit { solutes, .. } | WallsConfig::Pipe { solutes, .. } => *solutes,
+            WallsConfig::Slit { solutes, .. }
+            | WallsConfig::Pipe { solutes, .. }
+            | WallsConfig::Sphere { solutes, .. }
+            | WallsConfig::SphereObstacle { solutes, .. } => *solutes,
         }
     }
 
@@ -121,6 +148,13 @@ impl WallsConfig {
                 radius,
                 velocity,
             }),
+            WallsConfig::Sphere { radius, .. } | WallsConfig::SphereObstacle { radius, .. } => {
+                Shape::Sphere(Sphere {
+                    centre: len.map(|l| 0.5 * l),
+                    radius,
+                    fluid_inside: matches!(self, WallsConfig::Sphere { .. }),
+                })
+            }
         }
     }
 
@@ -177,6 +211,8 @@ impl WallsConfig {
                 check_pipe(cfg, radius)?;
                 check_speed(cfg, "walls.velocity", velocity)?;
             }
+            WallsConfig::Sphere { radius, .. } => check_sphere(cfg, radius, 1.0)?,
+            WallsConfig::SphereObstacle { radius, .. } => check_sphere(cfg, radius, 2.0)?,
         }
         check_body_force(cfg, self)?;
         check_solute_wall(self.solute_wall())
@@ -240,6 +276,35 @@ fn check_pipe(cfg: &Config, radius: f64) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// A sphere of `radius` centred in the box: at least 4 cells across, and `room` cells between
+/// it and the box faces in all (inside: the shifted grid's layer; an obstacle: one cell, so
+/// that no step or collision cell reaches a periodic image of it).
+fn check_sphere(cfg: &Config, radius: f64, room: f64) -> Result<(), ConfigError> {
+    let short = cfg.cells.iter().copied().min().unwrap_or(0) as f64;
+    if !radius.is_finite() || 2.0 * radius < MIN_CHANNEL_CELLS {
+        return err(
+            "walls.radius",
+            format!("a sphere of radius {radius} is smaller than {MIN_CHANNEL_CELLS} cells across"),
+            "give the sphere a radius of at least 2 cells",
+        );
+    }
+    if 2.0 * radius > short - room {
+        return err(
+            "walls.radius",
+            format!(
+                "a sphere of diameter {} leaves less than {room} cell(s) to the box faces (the \
+                 shortest edge is {short} cells)",
+                2.0 * radius
+            ),
+            &format!(
+                "use a radius ≤ (min(cells) − {room}) / 2 = {}, or a larger box",
+                0.5 * (short - room)
+            ),
+        );
+    }
+    Ok(())
+}
+
 fn check_speed(cfg: &Config, field: &str, u: f64) -> Result<(), ConfigError> {
     if !u.is_finite() {
         return err(
@@ -262,7 +327,8 @@ fn check_speed(cfg: &Config, field: &str, u: f64) -> Result<(), ConfigError> {
 }
 
 /// The time of impact is exact for paths that are straight across the channel: a body force
-/// may only push along the walls.
+/// may only push along the walls (around a spherical obstacle in any direction; in a sphere
+/// in none).
 fn check_body_force(cfg: &Config, walls: &WallsConfig) -> Result<(), ConfigError> {
     let (closed, along): (&[usize], &str) = match walls {
         WallsConfig::Slit {
@@ -274,6 +340,12 @@ fn check_body_force(cfg: &Config, walls: &WallsConfig) -> Result<(), ConfigError
             ..
         } => (&[2], "body_force: (fx, fy, 0.0) between plates normal to z"),
         WallsConfig::Pipe { .. } => (&[1, 2], "body_force: (fx, 0.0, 0.0) in a pipe"),
+        // a closed container: a body force would only build up a pressure gradient, and the
+        // paths it bends would meet the curved wall away from the straight chord's time
+        WallsConfig::Sphere { .. } => (&[0, 1, 2], "body_force: (0.0, 0.0, 0.0) in a sphere"),
+        // around an obstacle any direction: the chord's time of impact misses the bent path
+        // by at most |a| h² / 2 (kept out of the sphere by keep_inside)
+        WallsConfig::SphereObstacle { .. } => (&[], ""),
     };
     for &k in closed {
         if cfg.body_force[k] != 0.0 {

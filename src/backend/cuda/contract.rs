@@ -129,13 +129,19 @@ pub const WALLS_NONE: u32 = 0;
 pub const WALLS_SLIT: u32 = 1;
 pub const WALLS_PIPE: u32 = 2;
 pub const WALLS_SLIT_Z: u32 = 3;
+/// A sphere with the fluid inside (`Sphere { fluid_inside: true }`).
+pub const WALLS_SPHERE: u32 = 4;
+/// A spherical obstacle: the fluid outside (`Sphere { fluid_inside: false }`).
+pub const WALLS_OBSTACLE: u32 = 5;
 
 /// Every wall-shape code with its CUDA name (the generated header defines them all).
-pub const WALL_CODES: [(&str, u32); 4] = [
+pub const WALL_CODES: [(&str, u32); 6] = [
     ("MPC_WALLS_NONE", WALLS_NONE),
     ("MPC_WALLS_SLIT", WALLS_SLIT),
     ("MPC_WALLS_PIPE", WALLS_PIPE),
     ("MPC_WALLS_SLIT_Z", WALLS_SLIT_Z),
+    ("MPC_WALLS_SPHERE", WALLS_SPHERE),
+    ("MPC_WALLS_OBSTACLE", WALLS_OBSTACLE),
 ];
 
 /// The kernels' code of a wall shape.
@@ -146,6 +152,8 @@ pub fn wall_kind(shape: &Shape) -> u32 {
             SlitNormal::Z => WALLS_SLIT_Z,
         },
         Shape::Pipe(_) => WALLS_PIPE,
+        Shape::Sphere(s) if s.fluid_inside => WALLS_SPHERE,
+        Shape::Sphere(_) => WALLS_OBSTACLE,
     }
 }
 
@@ -206,8 +214,17 @@ mod tests {
     /// Every shape has its own code, and the header defines each.
     #[test]
     fn wall_codes_are_distinct_and_generated() {
-        use crate::physics::walls::{Pipe, Slit};
+        use crate::physics::walls::{Pipe, Slit, Sphere};
+        let sphere = |fluid_inside| {
+            Shape::Sphere(Sphere {
+                centre: [5.0; 3],
+                radius: 3.0,
+                fluid_inside,
+            })
+        };
         let shapes = [
+            sphere(true),
+            sphere(false),
             Shape::Slit(Slit::centred(8.0, SlitNormal::Y, 10.0, [0.0; 2])),
             Shape::Slit(Slit::centred(8.0, SlitNormal::Z, 10.0, [0.0; 2])),
             Shape::Pipe(Pipe {

@@ -22,7 +22,9 @@
 //!   the statistics of M − n Maxwell-Boltzmann particles, and the target energy is drawn for
 //!   the n + (M − n) particles of the filled cell. Draws come from the Philox stream keyed by
 //!   (seed, step, global cell, [`crate::rng::CellStreamPurpose::WallFill`]); `kernels/walls.cuh` mirrors
-//!   them, so every backend and GPU count draws the same numbers.
+//!   them, so every backend and GPU count draws the same numbers. Under the other collision
+//!   rules [`rule_fill`] adds what each needs of the virtual particles (MPC-AT their draws, the
+//!   +a rules their positions).
 //! * Momentum given to the walls (bounce-backs, and what the real particles of filled cells
 //!   exchange with the virtual ones) is summed per surface into the step's report.
 //! * The grid: every shape leaves half a cell between the wall and the box faces across the
@@ -35,10 +37,11 @@
 pub mod profile;
 pub mod rule_fill;
 pub mod shapes;
+pub mod sphere;
 pub mod theory;
 
 pub use crate::config::walls::{WallBoundary, WallsConfig};
-pub use shapes::{Pipe, Shape, Slit, SlitNormal, WallShape};
+pub use shapes::{Pipe, Shape, Slit, SlitNormal, Sphere, WallShape};
 
 use super::{wrap_coordinate, CellParams, CellSums, Physics, StepPlan};
 use crate::config::Config;
@@ -114,6 +117,21 @@ impl Walls {
                 let x = wrap_coordinate(s.uniform() * len[0], len[0]);
                 [x, (pi.centre[0] + dy) as f32, (pi.centre[1] + dz) as f32]
             }
+            Shape::Sphere(sp) => loop {
+                // uniform in the sphere's cube (inside) or the box (outside), until in the fluid
+                let mut p = [0.0f32; 3];
+                for (k, c) in p.iter_mut().enumerate() {
+                    let u = s.uniform();
+                    *c = if sp.fluid_inside {
+                        (sp.centre[k] + (2.0 * u - 1.0) * sp.radius) as f32
+                    } else {
+                        wrap_coordinate(u * len[k], len[k])
+                    };
+                }
+                if sp.signed_distance(p.map(|c| c as f64)) > 0.0 {
+                    break p;
+                }
+            },
         };
         let v = [sigma * s.normal(), sigma * s.normal(), sigma * s.normal()];
         (self.shape.keep_inside(p), v)
@@ -122,7 +140,7 @@ impl Walls {
     /// The steady flow vx at stored position `p` of a config with these walls: plane Couette +
     /// Poiseuille flow in a slit (across its normal, y or z), Hagen-Poiseuille flow in a pipe,
     /// with the rule's theory viscosity and the body force along x at M particles per unit
-    /// volume (the initial flow `Steady`).
+    /// volume (the initial flow `Steady`); at rest around or in a sphere.
     pub fn steady_flow(&self, cfg: &Config, p: [f32; 3]) -> f64 {
         let m = cfg.particles_per_cell as f64;
         let (kinetic, collisional) = rule_viscosity(cfg);
@@ -143,6 +161,7 @@ impl Walls {
                 let r = (dy * dy + dz * dz).sqrt();
                 theory::pipe_velocity(r, q.radius, q.velocity, force_density, eta)
             }
+            Shape::Sphere(_) => 0.0,
         }
     }
 
@@ -312,7 +331,7 @@ impl Physics {
     }
 
     /// Bins of the velocity profile: the cells along the slit's normal, Ly otherwise (y layers
-    /// of a periodic box, whole cells of the distance from a pipe's axis).
+    /// of a periodic box or about a sphere, whole cells of the distance from a pipe's axis).
     pub fn profile_bins(&self) -> usize {
         let axis = match &self.walls {
             Some(Walls {
@@ -320,7 +339,7 @@ impl Physics {
                 ..
             }) => s.axis(),
             Some(Walls {
-                shape: Shape::Pipe(_),
+                shape: Shape::Pipe(_) | Shape::Sphere(_),
                 ..
             })
             | None => 1,
@@ -329,7 +348,7 @@ impl Physics {
     }
 
     /// The profile bin of a stored position: its layer across a slit (y or z) or of a periodic
-    /// box (y), or in a pipe its distance from the axis in whole cells
+    /// box or about a sphere (y), or in a pipe its distance from the axis in whole cells
     /// ([`Physics::profile_bins`] bins, the last one taking the rest).
     #[inline]
     pub fn profile_bin(&self, pos: [f32; 3]) -> usize {
@@ -347,7 +366,11 @@ impl Physics {
                 shape: Shape::Slit(s),
                 ..
             }) => pos[s.axis()] as f64,
-            None => pos[1] as f64,
+            Some(Walls {
+                shape: Shape::Sphere(_),
+                ..
+            })
+            | None => pos[1] as f64,
         };
         (c as usize).min(bins - 1)
     }

@@ -8,6 +8,8 @@
 //! that the shifted grid (shift in [−a/2, a/2)) never wraps a fluid particle periodically
 //! across a wall: the box's extra cell layer is the one the shifted grid needs.
 
+pub use super::sphere::Sphere;
+
 /// A wall geometry. Lengths in cells; the fluid is where `signed_distance > 0`.
 pub trait WallShape {
     /// Distance from `r` to the wall surface: positive in the fluid, negative inside the wall.
@@ -374,11 +376,25 @@ impl WallShape for Pipe {
     }
 }
 
+/// The f32 next to `x` (> 0) away from `from`.
+#[inline]
+pub fn f32_step_away(x: f32, from: f64) -> f32 {
+    if (x as f64) > from {
+        f32::from_bits(x.to_bits() + 1)
+    } else if (x as f64) < from && x > 0.0 {
+        f32::from_bits(x.to_bits() - 1)
+    } else {
+        x
+    }
+}
+
 /// The shapes a config can name (a tagged union, as `MpcWalls` in `kernels/walls.cuh`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Shape {
     Slit(Slit),
     Pipe(Pipe),
+    /// A sphere with the fluid inside or outside ([`super::sphere`]).
+    Sphere(Sphere),
 }
 
 macro_rules! dispatch {
@@ -386,6 +402,7 @@ macro_rules! dispatch {
         match $self {
             Shape::Slit($s) => $e,
             Shape::Pipe($s) => $e,
+            Shape::Sphere($s) => $e,
         }
     };
 }
