@@ -48,3 +48,4 @@ mod startup;
 mod thermostat;
 mod walls;
 mod walls_rules;
+mod walls_shapes;
