@@ -34,6 +34,7 @@
 //!   ever crosses between the top and bottom slab; between plates normal to z, y is periodic
 //!   and the cut cells lie in every slab (each cell still has one owner).
 
+pub mod geometry;
 pub mod profile;
 pub mod rule_fill;
 pub mod shapes;

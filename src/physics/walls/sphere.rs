@@ -8,7 +8,7 @@
 //! most the sphere of the box itself, never a periodic image: coordinates beyond the box faces
 //! are taken as they are.
 
-use super::shapes::{f32_step_away, f32_step_towards, WallShape};
+use super::geometry::{f32_step_away, f32_step_towards, WallShape};
 
 /// A sphere of `radius` about `centre`; the fluid inside it when `fluid_inside`, else outside.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -155,19 +155,19 @@ impl WallShape for Sphere {
         let rho = (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt();
         if rho > 0.0 {
             let k = self.radius / rho;
-            for a in 0..3 {
-                q[a] = (self.centre[a] + d[a] * k) as f32;
+            for (a, c) in q.iter_mut().enumerate() {
+                *c = (self.centre[a] + d[a] * k) as f32;
             }
         }
         for _ in 0..8 {
             if self.in_fluid(self.offset(q.map(|c| c as f64))) {
                 break;
             }
-            for a in 0..3 {
-                q[a] = if self.fluid_inside {
-                    f32_step_towards(q[a], self.centre[a])
+            for (c, &centre) in q.iter_mut().zip(&self.centre) {
+                *c = if self.fluid_inside {
+                    f32_step_towards(*c, centre)
                 } else {
-                    f32_step_away(q[a], self.centre[a])
+                    f32_step_away(*c, centre)
                 };
             }
         }
