@@ -33,9 +33,10 @@ struct MpcWallPipe {
 };
 
 // A sphere at rest: centre (xc, yc, zc), radius r; the fluid inside it (MPC_WALLS_SPHERE) or
-// outside it (MPC_WALLS_OBSTACLE). src/physics/walls/sphere.rs.
+// outside it (MPC_WALLS_OBSTACLE); along_z = 1: a cylinder along z through the centre (the
+// distance in x and y only). src/physics/walls/sphere.rs.
 struct MpcWallSphere {
-    double xc, yc, zc, r, unused0, unused1;
+    double xc, yc, zc, r, along_z, unused;
 };
 
 // Mirrors `WallParams` in src/backend/cuda/params.rs (#[repr(C)], 72 bytes).
@@ -72,7 +73,7 @@ __device__ __forceinline__ bool mpc_sphere_fluid_inside(const MpcWalls &w) { ret
 __device__ __forceinline__ void mpc_sphere_offset(const MpcWallSphere &s, const double r[3], double d[3]) {
     d[0] = r[0] - s.xc;
     d[1] = r[1] - s.yc;
-    d[2] = r[2] - s.zc;
+    d[2] = s.along_z != 0.0 ? 0.0 : r[2] - s.zc;
 }
 __device__ __forceinline__ double mpc_sphere_excess(const MpcWallSphere &s, const double d[3]) {
     return d[0] * d[0] + d[1] * d[1] + d[2] * d[2] - s.r * s.r;
@@ -87,8 +88,9 @@ __device__ __forceinline__ bool mpc_walls_close_axis(const MpcWalls &w, int axis
         case MPC_WALLS_SLIT_Z:
             return axis == 2;
         case MPC_WALLS_PIPE:
-        case MPC_WALLS_SPHERE:
             return axis == 1 || axis == 2;
+        case MPC_WALLS_SPHERE:
+            return axis == 1 || (axis == 2 && w.sphere.along_z == 0.0);
         case MPC_WALLS_OBSTACLE:
             return false;
         default:
@@ -249,11 +251,12 @@ __device__ __forceinline__ double mpc_walls_time_of_impact(const MpcWalls &w, co
             bool inside = mpc_sphere_fluid_inside(w);
             double d[3];
             mpc_sphere_offset(w.sphere, r, d);
-            double a = v[0] * v[0] + v[1] * v[1] + v[2] * v[2];
+            double vz = w.sphere.along_z != 0.0 ? 0.0 : v[2];
+            double a = v[0] * v[0] + v[1] * v[1] + vz * vz;
             if (a == 0.0) {
                 return -1.0;
             }
-            double b = d[0] * v[0] + d[1] * v[1] + d[2] * v[2];
+            double b = d[0] * v[0] + d[1] * v[1] + d[2] * vz;
             if (!inside && b >= 0.0) {
                 return -1.0;
             }
@@ -307,7 +310,8 @@ __device__ __forceinline__ bool mpc_walls_cuts_cell(const MpcWalls &w, const dou
             double d0[3];
             mpc_sphere_offset(w.sphere, lo, d0);
             double near = 0.0, far = 0.0;
-            for (int k = 0; k < 3; ++k) {
+            int axes = w.sphere.along_z != 0.0 ? 2 : 3;
+            for (int k = 0; k < axes; ++k) {
                 double d = d0[k];
                 double d1 = d + 1.0;
                 double n = d > 0.0 ? d : (d1 < 0.0 ? -d1 : 0.0);
@@ -405,16 +409,21 @@ __device__ __noinline__ MpcPos3f mpc_walls_keep_inside(MpcWalls w, float x, floa
                 double k = w.sphere.r / rho;
                 q.x = (float)(w.sphere.xc + d[0] * k);
                 q.y = (float)(w.sphere.yc + d[1] * k);
-                q.z = (float)(w.sphere.zc + d[2] * k);
+                if (w.sphere.along_z == 0.0) {
+                    q.z = (float)(w.sphere.zc + d[2] * k);
+                }
             }
             bool inside = mpc_sphere_fluid_inside(w);
+            bool round_z = w.sphere.along_z == 0.0;
             for (int k = 0; k < 8; ++k) {
                 if (mpc_sphere_in_fluid(w, q.x, q.y, q.z)) {
                     break;
                 }
                 q.x = inside ? mpc_f32_step_towards(q.x, w.sphere.xc) : mpc_f32_step_away(q.x, w.sphere.xc);
                 q.y = inside ? mpc_f32_step_towards(q.y, w.sphere.yc) : mpc_f32_step_away(q.y, w.sphere.yc);
-                q.z = inside ? mpc_f32_step_towards(q.z, w.sphere.zc) : mpc_f32_step_away(q.z, w.sphere.zc);
+                if (round_z) {
+                    q.z = inside ? mpc_f32_step_towards(q.z, w.sphere.zc) : mpc_f32_step_away(q.z, w.sphere.zc);
+                }
             }
             return q;
         }

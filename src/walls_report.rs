@@ -52,8 +52,12 @@ fn describe(shape: &Shape) -> (&'static str, f64) {
             SlitNormal::Z => ("slit normal to z", s.height()),
         },
         Shape::Pipe(p) => ("pipe", p.radius),
-        Shape::Sphere(s) if s.fluid_inside => ("sphere", s.radius),
-        Shape::Sphere(s) => ("spherical obstacle", s.radius),
+        Shape::Sphere(s) => match (s.fluid_inside, s.along_z) {
+            (true, false) => ("sphere", s.radius),
+            (true, true) => ("cylinder along z", s.radius),
+            (false, false) => ("spherical obstacle", s.radius),
+            (false, true) => ("cylinder obstacle along z", s.radius),
+        },
     }
 }
 

@@ -6,6 +6,7 @@
 //! walls: Pipe(radius: 7.5),                               // a pipe along x
 //! walls: Sphere(radius: 7.5),                             // the fluid in a sphere
 //! walls: SphereObstacle(radius: 3.0),                     // a sphere in the flow
+//! walls: CylinderObstacle(radius: 3.0),                   // a cylinder along z in the flow
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -81,6 +82,16 @@ pub enum WallsConfig {
         #[serde(default)]
         solutes: SoluteWall,
     },
+    /// A cylinder at rest along z through the box centre, the fluid around it (across a flow
+    /// along x): with the periodic box, a square array of cylinders in a square box.
+    CylinderObstacle {
+        radius: f64,
+        #[serde(default)]
+        boundary: WallBoundary,
+        /// The WCA wall potential the bundled MD engine's solutes feel (`md::walls`).
+        #[serde(default)]
+        solutes: SoluteWall,
+    },
 }
 
 /// The fewest cells across a channel (slit height, pipe diameter).
@@ -100,7 +111,8 @@ impl WallsConfig {
             WallsConfig::Slit { boundary, .. }
             | WallsConfig::Pipe { boundary, .. }
             | WallsConfig::Sphere { boundary, .. }
-            | WallsConfig::SphereObstacle { boundary, .. } => *boundary,
+            | WallsConfig::SphereObstacle { boundary, .. }
+            | WallsConfig::CylinderObstacle { boundary, .. } => *boundary,
         }
     }
 
@@ -110,7 +122,8 @@ impl WallsConfig {
             WallsConfig::Slit { solutes, .. }
             | WallsConfig::Pipe { solutes, .. }
             | WallsConfig::Sphere { solutes, .. }
-            | WallsConfig::SphereObstacle { solutes, .. } => *solutes,
+            | WallsConfig::SphereObstacle { solutes, .. }
+            | WallsConfig::CylinderObstacle { solutes, .. } => *solutes,
         }
     }
 
@@ -148,13 +161,14 @@ impl WallsConfig {
                 radius,
                 velocity,
             }),
-            WallsConfig::Sphere { radius, .. } | WallsConfig::SphereObstacle { radius, .. } => {
-                Shape::Sphere(Sphere {
-                    centre: len.map(|l| 0.5 * l),
-                    radius,
-                    fluid_inside: matches!(self, WallsConfig::Sphere { .. }),
-                })
-            }
+            WallsConfig::Sphere { radius, .. }
+            | WallsConfig::SphereObstacle { radius, .. }
+            | WallsConfig::CylinderObstacle { radius, .. } => Shape::Sphere(Sphere {
+                centre: len.map(|l| 0.5 * l),
+                radius,
+                fluid_inside: matches!(self, WallsConfig::Sphere { .. }),
+                along_z: matches!(self, WallsConfig::CylinderObstacle { .. }),
+            }),
         }
     }
 
@@ -211,8 +225,9 @@ impl WallsConfig {
                 check_pipe(cfg, radius)?;
                 check_speed(cfg, "walls.velocity", velocity)?;
             }
-            WallsConfig::Sphere { radius, .. } => check_sphere(cfg, radius, 1.0)?,
-            WallsConfig::SphereObstacle { radius, .. } => check_sphere(cfg, radius, 2.0)?,
+            WallsConfig::Sphere { radius, .. } => check_round(cfg, radius, 3, 1.0)?,
+            WallsConfig::SphereObstacle { radius, .. } => check_round(cfg, radius, 3, 2.0)?,
+            WallsConfig::CylinderObstacle { radius, .. } => check_round(cfg, radius, 2, 2.0)?,
         }
         check_body_force(cfg, self)?;
         check_solute_wall(self.solute_wall())
@@ -276,28 +291,30 @@ fn check_pipe(cfg: &Config, radius: f64) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// A sphere of `radius` centred in the box: at least 4 cells across, and `room` cells between
-/// it and the box faces in all (inside: the shifted grid's layer; an obstacle: one cell, so
-/// that no step or collision cell reaches a periodic image of it).
-fn check_sphere(cfg: &Config, radius: f64, room: f64) -> Result<(), ConfigError> {
-    let short = cfg.cells.iter().copied().min().unwrap_or(0) as f64;
+/// A sphere (cylinder along z: `axes` = 2, x and y) of `radius` centred in the box: at least
+/// 4 cells across, and `room` cells between it and the box faces along its first `axes` axes
+/// (inside: the shifted grid's layer; an obstacle: one cell, so that no step or collision
+/// cell reaches a periodic image of it).
+fn check_round(cfg: &Config, radius: f64, axes: usize, room: f64) -> Result<(), ConfigError> {
+    let short = cfg.cells[..axes].iter().copied().min().unwrap_or(0) as f64;
+    let what = if axes == 3 { "sphere" } else { "cylinder" };
     if !radius.is_finite() || 2.0 * radius < MIN_CHANNEL_CELLS {
         return err(
             "walls.radius",
-            format!("a sphere of radius {radius} is smaller than {MIN_CHANNEL_CELLS} cells across"),
-            "give the sphere a radius of at least 2 cells",
+            format!("a {what} of radius {radius} is smaller than {MIN_CHANNEL_CELLS} cells across"),
+            &format!("give the {what} a radius of at least 2 cells"),
         );
     }
     if 2.0 * radius > short - room {
         return err(
             "walls.radius",
             format!(
-                "a sphere of diameter {} leaves less than {room} cell(s) to the box faces (the \
-                 shortest edge is {short} cells)",
+                "a {what} of diameter {} leaves less than {room} cell(s) to the box faces (the \
+                 shortest edge across it is {short} cells)",
                 2.0 * radius
             ),
             &format!(
-                "use a radius ≤ (min(cells) − {room}) / 2 = {}, or a larger box",
+                "use a radius ≤ (shortest edge − {room}) / 2 = {}, or a larger box",
                 0.5 * (short - room)
             ),
         );
@@ -345,7 +362,7 @@ fn check_body_force(cfg: &Config, walls: &WallsConfig) -> Result<(), ConfigError
         WallsConfig::Sphere { .. } => (&[0, 1, 2], "body_force: (0.0, 0.0, 0.0) in a sphere"),
         // around an obstacle any direction: the chord's time of impact misses the bent path
         // by at most |a| h² / 2 (kept out of the sphere by keep_inside)
-        WallsConfig::SphereObstacle { .. } => (&[], ""),
+        WallsConfig::SphereObstacle { .. } | WallsConfig::CylinderObstacle { .. } => (&[], ""),
     };
     for &k in closed {
         if cfg.body_force[k] != 0.0 {

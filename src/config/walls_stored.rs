@@ -44,6 +44,11 @@ enum StoredWalls {
         boundary: WallBoundary,
         solutes: SoluteWall,
     },
+    CylinderObstacle {
+        radius: f64,
+        boundary: WallBoundary,
+        solutes: SoluteWall,
+    },
 }
 
 impl From<&WallsConfig> for StoredWalls {
@@ -97,6 +102,15 @@ impl From<&WallsConfig> for StoredWalls {
                 boundary,
                 solutes,
             } => StoredWalls::SphereObstacle {
+                radius,
+                boundary,
+                solutes,
+            },
+            WallsConfig::CylinderObstacle {
+                radius,
+                boundary,
+                solutes,
+            } => StoredWalls::CylinderObstacle {
                 radius,
                 boundary,
                 solutes,
@@ -170,6 +184,15 @@ impl From<StoredWalls> for WallsConfig {
                 boundary,
                 solutes,
             } => WallsConfig::SphereObstacle {
+                radius,
+                boundary,
+                solutes,
+            },
+            StoredWalls::CylinderObstacle {
+                radius,
+                boundary,
+                solutes,
+            } => WallsConfig::CylinderObstacle {
                 radius,
                 boundary,
                 solutes,

@@ -1,5 +1,6 @@
 //! Wall shapes beyond the channels: the fluid in a sphere (`Sphere`) and around one
-//! (`SphereObstacle`, with the periodic box a lattice of spheres). No particle ever enters the
+//! (`SphereObstacle`, with the periodic box a lattice of spheres) or around a cylinder along z
+//! (`CylinderObstacle`, across a flow along x). No particle ever enters the
 //! solid under any rule, flow past the obstacles keeps every particle and gives the spheres
 //! the body force, the sphere's wall brings a hot fluid back to kT, and the GPUs follow the CPU;
 //! on every platform (tests/suite/common/platform.rs).
@@ -53,7 +54,7 @@ const RULES: [(&str, &str); 4] = [
 ];
 
 /// The sphere set-ups: (what, walls, extra fields).
-const SPHERES: [(&str, &str, &str); 4] = [
+const SPHERES: [(&str, &str, &str); 5] = [
     ("sphere, no slip", "Sphere(radius: 4.5)", ""),
     (
         "sphere, slip, h = 0.2",
@@ -69,6 +70,11 @@ const SPHERES: [(&str, &str, &str); 4] = [
         "obstacle, slip",
         "SphereObstacle(radius: 2.6, boundary: Slip)",
         ", body_force: (0.05, 0.0, 0.0)",
+    ),
+    (
+        "cylinder across the flow, no slip, oblique force",
+        "CylinderObstacle(radius: 2.8)",
+        ", body_force: (0.05, 0.01, 0.03)",
     ),
 ];
 
@@ -104,10 +110,15 @@ fn no_particle_ever_enters_a_sphere(p: Platform) {
 /// momentum changes by the body force less what it gave the sphere, to rounding, and the
 /// number of particles stays.
 fn flow_past_spheres_keeps_the_fluid_and_its_momentum(p: Platform) {
-    for rule in RULES {
+    for (rule, walls) in RULES.iter().flat_map(|&r| {
+        [
+            (r, "SphereObstacle(radius: 3.0)"),
+            (r, "CylinderObstacle(radius: 3.0)"),
+        ]
+    }) {
         let cfg = shaped(
             [10, 10, 10],
-            "SphereObstacle(radius: 3.0)",
+            walls,
             rule,
             ", body_force: (0.03, 0.01, 0.0), seed: 5",
         );
@@ -175,12 +186,22 @@ fn a_sphere_brings_a_hot_fluid_back_to_kt(p: Platform) {
     }
 }
 
-/// Steady flow through a lattice of spheres: the spheres take the whole body force (the
-/// summary's force on the walls against N f) and the fluid moves along the force.
+/// Steady flow through a lattice of spheres and an array of cylinders across it: the
+/// obstacles take the whole body force (the summary's force on the walls against N f) and the
+/// fluid moves along the force.
 fn the_obstacles_take_the_body_force(p: Platform) {
+    for (walls, geometry) in [
+        ("SphereObstacle(radius: 3.0)", "spherical obstacle"),
+        ("CylinderObstacle(radius: 2.5)", "cylinder obstacle along z"),
+    ] {
+        obstacle_takes_the_body_force(p, walls, geometry);
+    }
+}
+
+fn obstacle_takes_the_body_force(p: Platform, walls: &str, geometry: &str) {
     let mut cfg = shaped(
         [12, 12, 12],
-        "SphereObstacle(radius: 3.0)",
+        walls,
         RULES[0],
         ", body_force: (0.01, 0.0, 0.0), seed: 8",
     );
@@ -193,13 +214,13 @@ fn the_obstacles_take_the_body_force(p: Platform) {
         s.step().unwrap();
     }
     let w = summarize(&s).expect("a walls summary");
-    assert_eq!(w.geometry, "spherical obstacle");
+    assert_eq!(w.geometry, geometry);
     let f = &w.wall_force[0][0];
     let err = f.error.expect("an error bar");
     let body = w.body_force_total[0];
     let flow: f64 = s.stats().profile().iter().sum::<f64>() / s.stats().profile().len() as f64;
     eprintln!(
-        "{p}: spheres: force {:.3} ± {err:.3} against the body force {body:.3}; mean vx {flow:.4}",
+        "{p}: {geometry}: force {:.3} ± {err:.3} against the body force {body:.3}; mean vx {flow:.4}",
         f.value
     );
     assert!(
@@ -221,6 +242,7 @@ fn spheres_follow_the_cpu_trajectory(p: Platform) {
         for (walls, force) in [
             ("Sphere(radius: 9.5)", "0.0, 0.0, 0.0"),
             ("SphereObstacle(radius: 6.0)", "0.02, 0.01, 0.0"),
+            ("CylinderObstacle(radius: 5.0)", "0.02, 0.0, 0.01"),
         ] {
             let mut cfg = shaped(
                 [20, 24, 20],

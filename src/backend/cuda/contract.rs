@@ -220,6 +220,7 @@ mod tests {
                 centre: [5.0; 3],
                 radius: 3.0,
                 fluid_inside,
+                along_z: false,
             })
         };
         let shapes = [

@@ -62,7 +62,7 @@ pub(crate) struct WallParams {
     momentum: u64,
     /// Slit (either normal, told apart by `kind`): bottom, top, u_bottom, u_top, bottom_f32,
     /// top_f32; pipe: yc, zc, radius, u, 0, 0; sphere (inside or outside, told apart by
-    /// `kind`): xc, yc, zc, radius, 0, 0.
+    /// `kind`): xc, yc, zc, radius, along_z (1 for a cylinder along z), 0.
     shape: [f64; 6],
 }
 
@@ -100,7 +100,14 @@ impl WallParams {
             ),
             Shape::Sphere(s) => (
                 wall_kind(shape),
-                [s.centre[0], s.centre[1], s.centre[2], s.radius, 0.0, 0.0],
+                [
+                    s.centre[0],
+                    s.centre[1],
+                    s.centre[2],
+                    s.radius,
+                    if s.along_z { 1.0 } else { 0.0 },
+                    0.0,
+                ],
             ),
         };
         WallParams {

@@ -123,7 +123,7 @@ impl Walls {
                 let mut p = [0.0f32; 3];
                 for (k, c) in p.iter_mut().enumerate() {
                     let u = s.uniform();
-                    *c = if sp.fluid_inside {
+                    *c = if sp.fluid_inside && !(sp.along_z && k == 2) {
                         (sp.centre[k] + (2.0 * u - 1.0) * sp.radius) as f32
                     } else {
                         wrap_coordinate(u * len[k], len[k])

@@ -1,7 +1,8 @@
 //! A sphere at rest: the fluid inside it (a spherical container) or outside it (an obstacle;
-//! with the periodic box around it, a lattice of spheres of the box's period). The formulas
-//! are the pipe's in three dimensions; `kernels/walls.cuh` mirrors them operation by
-//! operation.
+//! with the periodic box around it, a lattice of spheres of the box's period); or, with
+//! `along_z`, a cylinder along z (the distance taken in x and y only: an obstacle across a
+//! flow along x). The formulas are the pipe's in three (or two) dimensions;
+//! `kernels/walls.cuh` mirrors them operation by operation.
 //!
 //! An obstacle's radius leaves at least one cell to the box faces, so a straight path of one
 //! step (under half a cell) and every collision cell (shifted by under half a cell) meet at
@@ -10,23 +11,39 @@
 
 use super::geometry::{f32_step_away, f32_step_towards, WallShape};
 
-/// A sphere of `radius` about `centre`; the fluid inside it when `fluid_inside`, else outside.
+/// A sphere of `radius` about `centre` (a cylinder along z through it if `along_z`); the fluid
+/// inside it when `fluid_inside`, else outside.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Sphere {
     pub centre: [f64; 3],
     pub radius: f64,
     pub fluid_inside: bool,
+    pub along_z: bool,
 }
 
 impl Sphere {
-    /// Offset of `r` from the centre.
+    /// Offset of `r` from the centre (from the axis along z: no z component).
     #[inline]
     fn offset(&self, r: [f64; 3]) -> [f64; 3] {
         [
             r[0] - self.centre[0],
             r[1] - self.centre[1],
-            r[2] - self.centre[2],
+            if self.along_z {
+                0.0
+            } else {
+                r[2] - self.centre[2]
+            },
         ]
+    }
+
+    /// The axes the distance is taken along: x, y (and z for a sphere).
+    #[inline]
+    fn round_axes(&self) -> usize {
+        if self.along_z {
+            2
+        } else {
+            3
+        }
     }
 
     /// Squared distance from the centre minus R².
@@ -88,11 +105,13 @@ impl WallShape for Sphere {
     #[inline]
     fn time_of_impact(&self, r: [f64; 3], v: [f64; 3], dt: f64) -> Option<f64> {
         let d = self.offset(r);
-        let a = v[0] * v[0] + v[1] * v[1] + v[2] * v[2];
+        // the velocity across the axis of a cylinder
+        let vz = if self.along_z { 0.0 } else { v[2] };
+        let a = v[0] * v[0] + v[1] * v[1] + vz * vz;
         if a == 0.0 {
             return None;
         }
-        let b = d[0] * v[0] + d[1] * v[1] + d[2] * v[2];
+        let b = d[0] * v[0] + d[1] * v[1] + d[2] * vz;
         if !self.fluid_inside && b >= 0.0 {
             return None;
         }
@@ -124,7 +143,7 @@ impl WallShape for Sphere {
     fn cuts_cell(&self, lo: [f64; 3]) -> bool {
         let d0 = self.offset(lo);
         let (mut near, mut far) = (0.0, 0.0);
-        for d in d0 {
+        for &d in &d0[..self.round_axes()] {
             let d1 = d + 1.0;
             let n = if d > 0.0 {
                 d
@@ -155,7 +174,7 @@ impl WallShape for Sphere {
         let rho = (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt();
         if rho > 0.0 {
             let k = self.radius / rho;
-            for (a, c) in q.iter_mut().enumerate() {
+            for (a, c) in q.iter_mut().enumerate().take(self.round_axes()) {
                 *c = (self.centre[a] + d[a] * k) as f32;
             }
         }
@@ -163,7 +182,8 @@ impl WallShape for Sphere {
             if self.in_fluid(self.offset(q.map(|c| c as f64))) {
                 break;
             }
-            for (c, &centre) in q.iter_mut().zip(&self.centre) {
+            let n = self.round_axes();
+            for (c, &centre) in q.iter_mut().zip(&self.centre).take(n) {
                 *c = if self.fluid_inside {
                     f32_step_towards(*c, centre)
                 } else {
@@ -175,7 +195,12 @@ impl WallShape for Sphere {
     }
 
     fn fluid_volume(&self, len: [f64; 3]) -> f64 {
-        let ball = 4.0 / 3.0 * std::f64::consts::PI * self.radius.powi(3);
+        let pi = std::f64::consts::PI;
+        let ball = if self.along_z {
+            pi * self.radius * self.radius * len[2]
+        } else {
+            4.0 / 3.0 * pi * self.radius.powi(3)
+        };
         if self.fluid_inside {
             ball
         } else {
@@ -184,7 +209,8 @@ impl WallShape for Sphere {
     }
 
     fn closed_axes(&self) -> [bool; 3] {
-        [self.fluid_inside; 3]
+        let i = self.fluid_inside;
+        [i, i, i && !self.along_z]
     }
 }
 
@@ -197,7 +223,46 @@ mod tests {
             centre: [5.0, 5.0, 5.0],
             radius: 3.0,
             fluid_inside,
+            along_z: false,
         }
+    }
+
+    /// A cylinder along z is the sphere's cross-section at the centre's z, at every z.
+    #[test]
+    fn a_cylinder_is_the_central_disc_at_every_z() {
+        let ball = sphere(false);
+        let rod = Sphere {
+            along_z: true,
+            ..ball
+        };
+        for (r, v) in [
+            ([1.0, 6.0, 5.0], [1.0, -0.2, 0.0]),
+            ([7.5, 7.9, 5.0], [-0.3, -0.1, 0.0]),
+            ([2.2, 3.1, 5.0], [0.8, 0.5, 0.0]),
+        ] {
+            for z in [-3.0, 0.2, 5.0, 11.7] {
+                let rz = [r[0], r[1], z];
+                assert_eq!(rod.signed_distance(rz), ball.signed_distance(r));
+                assert_eq!(rod.normal(rz), ball.normal(r));
+                // a velocity along the axis changes nothing across it
+                let vz = [v[0], v[1], 0.9];
+                assert_eq!(
+                    rod.time_of_impact(rz, vz, 9.0),
+                    ball.time_of_impact(r, v, 9.0)
+                );
+            }
+        }
+        for z in [-0.5, 3.2, 9.9] {
+            assert!(rod.cuts_cell([7.5, 4.5, z])); // straddles x = 8
+            assert!(!rod.cuts_cell([4.5, 4.5, z])); // around the axis
+            assert!(!rod.cuts_cell([0.0, 0.0, z])); // a corner, all fluid
+        }
+        let q = rod.keep_inside([5.0, 7.99, 11.25]);
+        assert!(rod.signed_distance(q.map(|c| c as f64)) >= 0.0);
+        assert_eq!(q[2], 11.25, "z is left alone");
+        let v = rod.fluid_volume([10.0, 10.0, 4.0]);
+        assert!((v - (400.0 - std::f64::consts::PI * 9.0 * 4.0)).abs() < 1e-9);
+        assert_eq!(rod.closed_axes(), [false; 3]);
     }
 
     #[test]
