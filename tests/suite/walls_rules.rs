@@ -8,7 +8,6 @@ use crate::common;
 use common::Platform;
 use mpcbox::config::Config;
 use mpcbox::physics::walls::{Shape, WallShape};
-use mpcbox::physics::Physics;
 use mpcbox::state::FluidState;
 use mpcbox::walls_report::{summarize, WallsSummary};
 use mpcbox::Solvent;
@@ -88,9 +87,6 @@ fn walls_take_the_momentum_under_every_rule(p: Platform) {
                 return;
             };
             let shape = s.physics().walls.expect("walls").shape;
-            let phys = s.physics().clone();
-            let n = s.n_fluid() as f64;
-            let scale = n * phys.mass * (phys.kt / phys.mass).sqrt();
             // solutes of other masses across the channel, some in the cells the wall cuts
             let mut pos: Vec<[f64; 3]> = (0..12)
                 .map(|i| [0.5 * i as f64, 0.9 + 0.7 * i as f64, 5.0])
@@ -102,22 +98,11 @@ fn walls_take_the_momentum_under_every_rule(p: Platform) {
                 .collect();
             let mut given = 0.0;
             for step in 0..15 {
-                let before = common::fluid_and_solute_momentum(&mut s, &vel, &mass);
-                let r = s.step_with_solutes(&pos, &mut vel, &mass).unwrap();
-                let after = common::fluid_and_solute_momentum(&mut s, &vel, &mass);
-                for k in 0..3 {
-                    let wall = r.wall_momentum[0][k] + r.wall_momentum[1][k];
-                    let push = n * phys.mass * phys.acceleration[k] * phys.h;
-                    let balance = after[k] - before[k] - push + wall;
-                    assert!(
-                        balance.abs() / scale <= 1e-12,
-                        "{p}, {name}, {walls}, step {step}, component {k}: {balance:e} \
-                         unaccounted (to the walls {wall})"
-                    );
-                    given += wall.abs();
-                }
-                let st = s.fluid_state().unwrap();
-                assert_in_fluid(&shape, &st, &format!("{p}, {name}, {walls}, step {step}"));
+                let what = format!("{p}, {name}, {walls}, step {step}");
+                let wall =
+                    common::step_with_balanced_momentum(&mut s, &pos, &mut vel, &mass, &what);
+                given += wall.iter().map(|w| w.abs()).sum::<f64>();
+                assert_in_fluid(&shape, &s.fluid_state().unwrap(), &what);
             }
             assert!(given > 0.0, "{p}, {name}: no wall contact");
         }
@@ -137,48 +122,13 @@ fn walls_under_every_rule_follow_the_cpu(p: Platform) {
             ("Pipe(radius: 9.5)", "0.02, 0.0"),
             ("Slit(normal: Z, top_velocity: -0.1)", "0.02, 0.01"),
         ] {
-            let mut cfg = walled(
+            let cfg = walled(
                 rule,
                 [8, 24, 20],
                 walls,
                 &format!(", body_force: ({force}, 0.0), seed: {}", 30 + rule),
             );
-            cfg.tuning.reorder_interval = Some(0);
-            let phys = Physics::from_config(&cfg);
-            let st0 = FluidState::initial(&cfg);
-            let steps = 8u64;
-            let mut cpu = mpcbox::backend::factory::open(&cfg, &phys, Some(&st0)).unwrap();
-            let cpu_reports: Vec<_> = (0..steps)
-                .map(|s| cpu.step(&phys.plan(s, false, false), None).unwrap())
-                .collect();
-            let reference = cpu.download().unwrap();
-            for q in p.with_fewer_gpus() {
-                let Some(q_cfg) = q.config(&cfg) else {
-                    continue;
-                };
-                let what = format!("{q}, {name}, {walls}");
-                let mut be = mpcbox::backend::factory::open(&q_cfg, &phys, Some(&st0)).unwrap();
-                q.check_backend(&be.describe());
-                for s in 0..steps {
-                    let reorder = q.is_multi_gpu() && s % 3 == 2;
-                    let r = be.step(&phys.plan(s, false, reorder), None).unwrap();
-                    let c = &cpu_reports[s as usize];
-                    common::compare_reports(c, &r, 1e-12, 1e-10, &format!("{what}, step {s}"));
-                    for (a, b) in c.wall_momentum.iter().zip(&r.wall_momentum) {
-                        for k in 0..3 {
-                            assert!(
-                                (a[k] - b[k]).abs() <= 1e-10 * a[k].abs().max(1.0),
-                                "{what}, step {s}: wall momentum {:?} vs {:?}",
-                                c.wall_momentum,
-                                r.wall_momentum
-                            );
-                        }
-                    }
-                }
-                let st = be.download().unwrap();
-                let (w, d) = common::compare_states(&reference, &st, 1e-12, &what);
-                eprintln!("{what}: max relative velocity difference {w:e}, {d} positions differ");
-            }
+            common::assert_walls_follow_the_cpu(p, &cfg, 8, &format!("{name}, {walls}"));
         }
     }
 }

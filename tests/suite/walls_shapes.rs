@@ -10,8 +10,6 @@ use crate::common;
 use common::Platform;
 use mpcbox::config::Config;
 use mpcbox::physics::walls::WallShape;
-use mpcbox::physics::Physics;
-use mpcbox::state::FluidState;
 use mpcbox::walls_report::summarize;
 
 common::backend_tests!(
@@ -126,9 +124,7 @@ fn flow_past_spheres_keeps_the_fluid_and_its_momentum(p: Platform) {
             return;
         };
         let shape = s.physics().walls.expect("walls").shape;
-        let phys = s.physics().clone();
         let n = s.n_fluid();
-        let scale = n as f64 * phys.mass * (phys.kt / phys.mass).sqrt();
         let mut pos: Vec<[f64; 3]> = (0..10)
             .map(|i| [0.9 * i as f64, 2.1 + 0.6 * i as f64, 5.0])
             .collect();
@@ -139,21 +135,10 @@ fn flow_past_spheres_keeps_the_fluid_and_its_momentum(p: Platform) {
             .collect();
         let mut given = 0.0;
         for step in 0..15 {
-            let before = common::fluid_and_solute_momentum(&mut s, &vel, &mass);
-            let r = s.step_with_solutes(&pos, &mut vel, &mass).unwrap();
-            let after = common::fluid_and_solute_momentum(&mut s, &vel, &mass);
-            assert_eq!(s.fluid_state().unwrap().len(), n, "{p}, {}", rule.0);
-            for k in 0..3 {
-                let wall = r.wall_momentum[0][k] + r.wall_momentum[1][k];
-                let push = n as f64 * phys.mass * phys.acceleration[k] * phys.h;
-                let balance = after[k] - before[k] - push + wall;
-                assert!(
-                    balance.abs() / scale <= 1e-12,
-                    "{p}, {}, step {step}, component {k}: {balance:e} unaccounted",
-                    rule.0
-                );
-                given += wall.abs();
-            }
+            let what = format!("{p}, {walls}, {}, step {step}", rule.0);
+            let wall = common::step_with_balanced_momentum(&mut s, &pos, &mut vel, &mass, &what);
+            given += wall.iter().map(|w| w.abs()).sum::<f64>();
+            assert_eq!(s.fluid_state().unwrap().len(), n, "{what}");
         }
         assert!(given > 0.0, "{p}, {}: no contact with the sphere", rule.0);
     }
@@ -244,45 +229,13 @@ fn spheres_follow_the_cpu_trajectory(p: Platform) {
             ("SphereObstacle(radius: 6.0)", "0.02, 0.01, 0.0"),
             ("CylinderObstacle(radius: 5.0)", "0.02, 0.0, 0.01"),
         ] {
-            let mut cfg = shaped(
+            let cfg = shaped(
                 [20, 24, 20],
                 walls,
                 rule,
                 &format!(", body_force: ({force}), seed: 6"),
             );
-            cfg.tuning.reorder_interval = Some(0);
-            let phys = Physics::from_config(&cfg);
-            let st0 = FluidState::initial(&cfg);
-            let steps = 8u64;
-            let mut cpu = mpcbox::backend::factory::open(&cfg, &phys, Some(&st0)).unwrap();
-            let cpu_reports: Vec<_> = (0..steps)
-                .map(|s| cpu.step(&phys.plan(s, false, false), None).unwrap())
-                .collect();
-            let reference = cpu.download().unwrap();
-            for q in p.with_fewer_gpus() {
-                let Some(q_cfg) = q.config(&cfg) else {
-                    continue;
-                };
-                let what = format!("{q}, {walls}, {}", rule.0);
-                let mut be = mpcbox::backend::factory::open(&q_cfg, &phys, Some(&st0)).unwrap();
-                q.check_backend(&be.describe());
-                for s in 0..steps {
-                    let reorder = q.is_multi_gpu() && s % 3 == 2;
-                    let r = be.step(&phys.plan(s, false, reorder), None).unwrap();
-                    let c = &cpu_reports[s as usize];
-                    common::compare_reports(c, &r, 1e-12, 1e-10, &format!("{what}, step {s}"));
-                    for k in 0..3 {
-                        let (a, b) = (c.wall_momentum[0][k], r.wall_momentum[0][k]);
-                        assert!(
-                            (a - b).abs() <= 1e-10 * a.abs().max(1.0),
-                            "{what}, step {s}: wall momentum {a} vs {b}"
-                        );
-                    }
-                }
-                let st = be.download().unwrap();
-                let (w, d) = common::compare_states(&reference, &st, 1e-12, &what);
-                eprintln!("{what}: max relative velocity difference {w:e}, {d} positions differ");
-            }
+            common::assert_walls_follow_the_cpu(p, &cfg, 8, &format!("{walls}, {}", rule.0));
         }
     }
 }

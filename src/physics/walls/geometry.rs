@@ -63,3 +63,19 @@ pub fn f32_step_away(x: f32, from: f64) -> f32 {
         x
     }
 }
+
+/// The nearest and the farthest distance from 0 of the points of [d, d + 1]: a cell's extent
+/// along one axis, offset from a centre or an axis (`cuts_cell` of the round shapes).
+#[inline]
+pub fn cell_extent_distances(d: f64) -> (f64, f64) {
+    let d1 = d + 1.0;
+    let near = if d > 0.0 {
+        d
+    } else if d1 < 0.0 {
+        -d1
+    } else {
+        0.0
+    };
+    let (x, y) = (d.abs(), d1.abs());
+    (near, if x > y { x } else { y })
+}

@@ -8,7 +8,7 @@
 //! that the shifted grid (shift in [−a/2, a/2)) never wraps a fluid particle periodically
 //! across a wall: the box's extra cell layer is the one the shifted grid needs.
 
-pub use super::geometry::{f32_step_away, f32_step_towards, WallShape};
+pub use super::geometry::{cell_extent_distances, f32_step_away, f32_step_towards, WallShape};
 pub use super::sphere::Sphere;
 
 /// The axis a slit's plates are normal to (config `Slit(normal: Z)`; y by default).
@@ -277,26 +277,8 @@ impl WallShape for Pipe {
     #[inline]
     fn cuts_cell(&self, lo: [f64; 3]) -> bool {
         let (y0, z0) = self.offset(lo);
-        let (y1, z1) = (y0 + 1.0, z0 + 1.0);
-        let near = |a: f64, b: f64| {
-            if a > 0.0 {
-                a
-            } else if b < 0.0 {
-                -b
-            } else {
-                0.0
-            }
-        };
-        let far = |a: f64, b: f64| {
-            let (x, y) = (a.abs(), b.abs());
-            if x > y {
-                x
-            } else {
-                y
-            }
-        };
-        let (ny, nz) = (near(y0, y1), near(z0, z1));
-        let (fy, fz) = (far(y0, y1), far(z0, z1));
+        let (ny, fy) = cell_extent_distances(y0);
+        let (nz, fz) = cell_extent_distances(z0);
         let r2 = self.radius * self.radius;
         ny * ny + nz * nz < r2 && r2 < fy * fy + fz * fz
     }

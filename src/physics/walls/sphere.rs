@@ -9,7 +9,7 @@
 //! most the sphere of the box itself, never a periodic image: coordinates beyond the box faces
 //! are taken as they are.
 
-use super::geometry::{f32_step_away, f32_step_towards, WallShape};
+use super::geometry::{cell_extent_distances, f32_step_away, f32_step_towards, WallShape};
 
 /// A sphere of `radius` about `centre` (a cylinder along z through it if `along_z`); the fluid
 /// inside it when `fluid_inside`, else outside.
@@ -144,16 +144,7 @@ impl WallShape for Sphere {
         let d0 = self.offset(lo);
         let (mut near, mut far) = (0.0, 0.0);
         for &d in &d0[..self.round_axes()] {
-            let d1 = d + 1.0;
-            let n = if d > 0.0 {
-                d
-            } else if d1 < 0.0 {
-                -d1
-            } else {
-                0.0
-            };
-            let (x, y) = (d.abs(), d1.abs());
-            let f = if x > y { x } else { y };
+            let (n, f) = cell_extent_distances(d);
             near += n * n;
             far += f * f;
         }
