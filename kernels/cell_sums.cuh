@@ -15,6 +15,58 @@ __device__ __forceinline__ double mpc_warp_sum(double x) {
     return x;
 }
 
+// Fixed-point sums (src/fixed_sums.rs). With p.fixed a term x of a cell sum of kind k (MPC_FIX_*)
+// travels as the bits of the 64-bit integer round(x * 2^e_k) in a double's place, adds as an
+// integer (associative: the same bits in any order of warps, blocks, slabs and GPUs) and is read
+// back as q * 2^-e_k; the CPU converts with the same two roundings (fixed_sums::to_fixed,
+// from_fixed). Without p.fixed a term is itself and adds in f64 (MPCBOX_CELL_SUMS=float).
+__device__ __forceinline__ double mpc_term_as(bool fixed, double scale, double x) {
+    return fixed ? __longlong_as_double(__double2ll_rn(x * scale)) : x;
+}
+
+__device__ __forceinline__ double mpc_term(const MpcParams &p, int kind, double x) {
+    return mpc_term_as(p.fixed, p.fix_scale[kind], x);
+}
+
+// A count as a term: the integer itself (fixed) or as a double.
+__device__ __forceinline__ double mpc_count_term(const MpcParams &p, unsigned int n) {
+    return p.fixed ? __longlong_as_double((long long)n) : (double)n;
+}
+
+// a + b in the sums' arithmetic (unsigned: two's-complement wrap, no signed overflow).
+__device__ __forceinline__ double mpc_add_as(bool fixed, double a, double b) {
+    if (fixed) {
+        unsigned long long q = (unsigned long long)__double_as_longlong(a) + (unsigned long long)__double_as_longlong(b);
+        return __longlong_as_double((long long)q);
+    }
+    return a + b;
+}
+
+__device__ __forceinline__ double mpc_term_add(const MpcParams &p, double a, double b) {
+    return mpc_add_as(p.fixed, a, b);
+}
+
+// *addr += x in the sums' arithmetic (global or shared memory).
+__device__ __forceinline__ void mpc_term_atomic(const MpcParams &p, double *addr, double x) {
+    if (p.fixed) {
+        atomicAdd((unsigned long long *)addr, (unsigned long long)__double_as_longlong(x));
+    } else {
+        atomicAdd(addr, x);
+    }
+}
+
+// A stored cell sum of kind k as a double.
+__device__ __forceinline__ double mpc_sum_value(const MpcParams &p, int kind, double stored) {
+    return p.fixed ? __ll2double_rn(__double_as_longlong(stored)) * p.fix_inv[kind] : stored;
+}
+
+// A term of a global sum (the step report, the moments, wall momentum) of kind k (MPC_GLOBAL_*)
+// rounded onto its grid of 2^-e_k: f64 sums of such terms stay below 2^53 steps and are exact,
+// in any order (fixed_sums::FixedScales::global_term).
+__device__ __forceinline__ double mpc_global_term(const MpcParams &p, int kind, double x) {
+    return p.fixed ? rint(x * p.global_scale[kind]) * p.global_inv[kind] : x;
+}
+
 // Sum x over the block and add the result to copy blockIdx.x % MPC_SPREAD of *target, the copies
 // `stride` doubles apart (one atomic per block; the host adds the copies). Every thread of the
 // block must call it.
@@ -46,25 +98,40 @@ __device__ void mpc_block_add(double x, double *target, unsigned int stride) {
 #define MPC_SUM_FLUID_COUNT 5
 #define MPC_SUM_SOLUTE_COUNT 6
 
-__device__ __forceinline__ void mpc_add_to_cell(double *cells, unsigned int cell, double m, double v0, double v1,
-                                                double v2) {
-    double *c = cells + (size_t)cell * MPC_CELL_STRIDE;
-    atomicAdd(c + 0, m * v0);
-    atomicAdd(c + 1, m * v1);
-    atomicAdd(c + 2, m * v2);
-    atomicAdd(c + 4, m * (v0 * v0 + v1 * v1 + v2 * v2));
-    atomicAdd(c + MPC_SUM_FLUID_COUNT, 1.0);
+// The raw sums of cell o as [sum m v, mass, sum m v^2, count] (the layout mpc_cell_params and
+// the rules' cell pass read): the fluid mass m * (fluid count) + the solute mass, as the CPU's
+// physics::sums::CellAccumulator rebuilds it.
+__device__ __forceinline__ void mpc_read_cell_sums(const MpcParams &p, const double *o, double s[6]) {
+    double2 a = ((const double2 *)o)[0], b = ((const double2 *)o)[1], d = ((const double2 *)o)[2],
+            e = ((const double2 *)o)[3];
+    double fluid = mpc_sum_value(p, MPC_FIX_COUNT, d.y);
+    s[0] = mpc_sum_value(p, MPC_FIX_MOMENTUM, a.x);
+    s[1] = mpc_sum_value(p, MPC_FIX_MOMENTUM, a.y);
+    s[2] = mpc_sum_value(p, MPC_FIX_MOMENTUM, b.x);
+    s[3] = p.mass * fluid + mpc_sum_value(p, MPC_FIX_MASS, b.y);  // fluid mass + solute mass
+    s[4] = mpc_sum_value(p, MPC_FIX_ENERGY, d.x);
+    s[5] = fluid + mpc_sum_value(p, MPC_FIX_COUNT, e.x);  // fluid + solute count
 }
 
-__device__ __forceinline__ void mpc_add_solute_to_cell(double *cells, unsigned int cell, double m, double v0,
-                                                       double v1, double v2) {
+__device__ __forceinline__ void mpc_add_to_cell(const MpcParams &p, double *cells, unsigned int cell, double m,
+                                                double v0, double v1, double v2) {
     double *c = cells + (size_t)cell * MPC_CELL_STRIDE;
-    atomicAdd(c + 0, m * v0);
-    atomicAdd(c + 1, m * v1);
-    atomicAdd(c + 2, m * v2);
-    atomicAdd(c + MPC_SUM_SOLUTE_MASS, m);
-    atomicAdd(c + 4, m * (v0 * v0 + v1 * v1 + v2 * v2));
-    atomicAdd(c + MPC_SUM_SOLUTE_COUNT, 1.0);
+    mpc_term_atomic(p, c + 0, mpc_term(p, MPC_FIX_MOMENTUM, m * v0));
+    mpc_term_atomic(p, c + 1, mpc_term(p, MPC_FIX_MOMENTUM, m * v1));
+    mpc_term_atomic(p, c + 2, mpc_term(p, MPC_FIX_MOMENTUM, m * v2));
+    mpc_term_atomic(p, c + 4, mpc_term(p, MPC_FIX_ENERGY, m * (v0 * v0 + v1 * v1 + v2 * v2)));
+    mpc_term_atomic(p, c + MPC_SUM_FLUID_COUNT, mpc_count_term(p, 1u));
+}
+
+__device__ __forceinline__ void mpc_add_solute_to_cell(const MpcParams &p, double *cells, unsigned int cell, double m,
+                                                       double v0, double v1, double v2) {
+    double *c = cells + (size_t)cell * MPC_CELL_STRIDE;
+    mpc_term_atomic(p, c + 0, mpc_term(p, MPC_FIX_MOMENTUM, m * v0));
+    mpc_term_atomic(p, c + 1, mpc_term(p, MPC_FIX_MOMENTUM, m * v1));
+    mpc_term_atomic(p, c + 2, mpc_term(p, MPC_FIX_MOMENTUM, m * v2));
+    mpc_term_atomic(p, c + MPC_SUM_SOLUTE_MASS, mpc_term(p, MPC_FIX_MASS, m));
+    mpc_term_atomic(p, c + 4, mpc_term(p, MPC_FIX_ENERGY, m * (v0 * v0 + v1 * v1 + v2 * v2)));
+    mpc_term_atomic(p, c + MPC_SUM_SOLUTE_COUNT, mpc_count_term(p, 1u));
 }
 
 __device__ __forceinline__ void mpc_load_params(const double *cells, unsigned int cell, double cp[8]) {
@@ -80,9 +147,11 @@ __device__ __forceinline__ void mpc_load_params(const double *cells, unsigned in
 
 // Warp reduction of the six cell-sum terms over the lanes that bin into the same cell (NVIDIA's
 // reduce_peers: __match_any_sync, then a shuffle tree). Returns true on the lowest lane of each
-// group, which then holds the group's sums in s[0..6]. All 32 lanes must call it.
-__device__ __forceinline__ bool mpc_warp_reduce_cell(bool valid, unsigned int cell, double m, double v0, double v1,
-                                                     double v2, double s[6]) {
+// group, which then holds the group's sums in s[0..6]: fixed-point terms when `fixed` (the cells
+// pass p.fixed), else f64 (the moments' profile runs, already on their grid). All 32 lanes must
+// call it.
+__device__ __forceinline__ bool mpc_warp_reduce_cell(const MpcParams &p, bool fixed, bool valid, unsigned int cell,
+                                                     double m, double v0, double v1, double v2, double s[6]) {
     const unsigned int full = 0xffffffffu;
     unsigned int key = valid ? cell : 0xffffffffu;
     unsigned int peers = __match_any_sync(full, key);
@@ -91,8 +160,11 @@ __device__ __forceinline__ bool mpc_warp_reduce_cell(bool valid, unsigned int ce
     bool leader = below == 0;
     unsigned int rel = __popc(below);
     unsigned int up = lane == 31 ? 0u : (peers & ~((2u << lane) - 1u));
-    double s0 = m * v0, s1 = m * v1, s2 = m * v2, s3 = m;
-    double s4 = m * (v0 * v0 + v1 * v1 + v2 * v2), s5 = 1.0;
+    double momentum = p.fix_scale[MPC_FIX_MOMENTUM];
+    double s0 = mpc_term_as(fixed, momentum, m * v0), s1 = mpc_term_as(fixed, momentum, m * v1);
+    double s2 = mpc_term_as(fixed, momentum, m * v2), s3 = m;
+    double s4 = mpc_term_as(fixed, p.fix_scale[MPC_FIX_ENERGY], m * (v0 * v0 + v1 * v1 + v2 * v2));
+    double s5 = fixed ? __longlong_as_double(1ll) : 1.0;
     while (__any_sync(full, up != 0)) {
         int next = __ffs(up);
         int src = next ? next - 1 : (int)lane;
@@ -102,11 +174,11 @@ __device__ __forceinline__ bool mpc_warp_reduce_cell(bool valid, unsigned int ce
         double t4 = __shfl_sync(full, s4, src);
         double t5 = __shfl_sync(full, s5, src);
         if (next) {
-            s0 += t0;
-            s1 += t1;
-            s2 += t2;
-            s4 += t4;
-            s5 += t5;
+            s0 = mpc_add_as(fixed, s0, t0);
+            s1 = mpc_add_as(fixed, s1, t1);
+            s2 = mpc_add_as(fixed, s2, t2);
+            s4 = mpc_add_as(fixed, s4, t4);
+            s5 = mpc_add_as(fixed, s5, t5);
         }
         unsigned int done = __ballot_sync(full, rel & 1u);
         up &= ~done;
@@ -122,16 +194,16 @@ __device__ __forceinline__ bool mpc_warp_reduce_cell(bool valid, unsigned int ce
 }
 
 // Warp-aggregated cell sums: one lane per cell and warp does the six global atomics.
-__device__ __forceinline__ void mpc_add_to_cell_warp(double *cells, bool valid, unsigned int cell, double m,
-                                                     double v0, double v1, double v2) {
+__device__ __forceinline__ void mpc_add_to_cell_warp(const MpcParams &p, double *cells, bool valid,
+                                                     unsigned int cell, double m, double v0, double v1, double v2) {
     double s[6];
-    if (mpc_warp_reduce_cell(valid, cell, m, v0, v1, v2, s)) {
+    if (mpc_warp_reduce_cell(p, p.fixed, valid, cell, m, v0, v1, v2, s)) {
         double *c = cells + (size_t)cell * MPC_CELL_STRIDE;
-        atomicAdd(c + 0, s[0]);
-        atomicAdd(c + 1, s[1]);
-        atomicAdd(c + 2, s[2]);
-        atomicAdd(c + 4, s[4]);
-        atomicAdd(c + MPC_SUM_FLUID_COUNT, s[5]);
+        mpc_term_atomic(p, c + 0, s[0]);
+        mpc_term_atomic(p, c + 1, s[1]);
+        mpc_term_atomic(p, c + 2, s[2]);
+        mpc_term_atomic(p, c + 4, s[4]);
+        mpc_term_atomic(p, c + MPC_SUM_FLUID_COUNT, s[5]);
     }
 }
 
@@ -163,7 +235,7 @@ __device__ __forceinline__ void mpc_add_to_cell_block(const MpcParams &p, double
     }
     __syncthreads();
     double s[6];
-    if (mpc_warp_reduce_cell(valid, cell, m, v0, v1, v2, s)) {
+    if (mpc_warp_reduce_cell(p, p.fixed, valid, cell, m, v0, v1, v2, s)) {
         unsigned int slot = mpc_cell_hash(p, cell);
         for (;;) {
             unsigned int prev = atomicCAS(keys + slot, MPC_EMPTY_KEY, cell);
@@ -175,7 +247,7 @@ __device__ __forceinline__ void mpc_add_to_cell_block(const MpcParams &p, double
 #pragma unroll
         for (int k = 0; k < 6; ++k) {
             if (k != 3) {
-                atomicAdd(vals + 6 * slot + k, s[k]);
+                mpc_term_atomic(p, vals + 6 * slot + k, s[k]);
             }
         }
     }
@@ -187,7 +259,7 @@ __device__ __forceinline__ void mpc_add_to_cell_block(const MpcParams &p, double
 #pragma unroll
             for (int j = 0; j < 6; ++j) {
                 if (j != 3) {
-                    atomicAdd(g + j, vals[6 * k + j]);
+                    mpc_term_atomic(p, g + j, vals[6 * k + j]);
                 }
             }
         }
@@ -204,9 +276,9 @@ __device__ __forceinline__ void mpc_sum_and_report(const MpcParams &p, double *c
     if (BLOCK) {
         mpc_add_to_cell_block(p, cells, valid, cell, p.mass, wv[0], wv[1], wv[2]);
     } else {
-        mpc_add_to_cell_warp(cells, valid, cell, p.mass, wv[0], wv[1], wv[2]);
+        mpc_add_to_cell_warp(p, cells, valid, cell, p.mass, wv[0], wv[1], wv[2]);
     }
     if (p.measure_stress) {
-        mpc_block_add(kin, report + 2, MPC_REPORT_WORDS);
+        mpc_block_add(mpc_global_term(p, MPC_GLOBAL_ENERGY, kin), report + 2, MPC_REPORT_WORDS);
     }
 }

@@ -21,7 +21,7 @@ __device__ __forceinline__ void mpc_walled_cell_params(const MpcParams &p, unsig
         mpc_collide(p, out, 0, mean, w);
         double *dst = p.walls.momentum + 3 * f.surface;
         for (int k = 0; k < 3; ++k) {
-            atomicAdd(dst + k, -(real[3] * w[k] - real[k]));
+            atomicAdd(dst + k, mpc_global_term(p, MPC_GLOBAL_MOMENTUM, -(real[3] * w[k] - real[k])));
         }
     }
 }
@@ -35,15 +35,9 @@ extern "C" __global__ void mpc_cell_params(MpcParams p, double *cells, double *r
     if (c < p.n_cells) {
         double *o = cells + (size_t)c * MPC_CELL_STRIDE;
         double s[6];
-        double2 a = ((double2 *)o)[0], b = ((double2 *)o)[1], d = ((double2 *)o)[2], e = ((double2 *)o)[3];
-        s[0] = a.x;
-        s[1] = a.y;
-        s[2] = b.x;
-        s[3] = p.mass * d.y + b.y;  // fluid mass + solute mass
-        s[4] = d.x;
-        s[5] = d.y + e.x;  // fluid + solute count
+        mpc_read_cell_sums(p, o, s);
         if (s[5] >= 2.0) {
-            e_rel = mpc_relative_energy(s);
+            e_rel = mpc_global_term(p, MPC_GLOBAL_ENERGY, mpc_relative_energy(s));
             dof = s[5] - 1.0;
         }
         double out[8];

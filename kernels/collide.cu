@@ -20,7 +20,7 @@ extern "C" __global__ void mpc_collide(MpcParams p, const float *__restrict__ px
         mpc_collide(p, cp, mpc_image_of(w), v, u);
         if (p.measure_stress && cp[7] != 0.0) {
             MpcLocation loc = mpc_locate(p, (double)px[i], (double)py[i], (double)pz[i]);
-            coll = p.mass * (u[0] - v[0]) * loc.y_in_cell;
+            coll = mpc_global_term(p, MPC_GLOBAL_MOMENTUM, p.mass * (u[0] - v[0]) * loc.y_in_cell);
         }
         vx[i] = u[0];
         vy[i] = u[1];

@@ -47,7 +47,7 @@ extern "C" __global__ void mpc_immigrate(MpcParams p, const unsigned long long *
     }
     cellw[slot] = mpc_pack_cell(c, loc.image);
     double w0 = v[0] + mpc_image_velocity(p, loc.image);
-    mpc_add_to_cell(cells, c, p.mass, w0, v[1], v[2]);
+    mpc_add_to_cell(p, cells, c, p.mass, w0, v[1], v[2]);
     if (rule) {
         double wv[3] = {w0, v[1], v[2]};
         mpc_rule_add_arrival(p, rule, ext, c, loc.cell, loc, pos, wv);

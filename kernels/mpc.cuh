@@ -34,6 +34,15 @@ struct MpcParams {
     unsigned int slab;
     // Walls (kind MPC_WALLS_NONE for a periodic box): walls.cuh.
     MpcWalls walls;
+    // Fixed-point sums (src/fixed_sums.rs, cell_sums.cuh): with fixed != 0 a cell sum of kind
+    // k adds round(x * fix_scale[k]) as a 64-bit integer, read back times fix_inv[k]; a global
+    // sum's terms are rounded onto grids of global_inv[k].
+    double fix_scale[MPC_FIX_KINDS];
+    double fix_inv[MPC_FIX_KINDS];
+    double global_scale[MPC_GLOBAL_KINDS];
+    double global_inv[MPC_GLOBAL_KINDS];
+    unsigned int fixed;
+    unsigned int fixed_pad;
 };
 
 // Doubles per cell in the cell buffer: raw sums during binning (layout in cell_sums.cuh),
@@ -106,7 +115,8 @@ __device__ __forceinline__ void mpc_stream(const MpcParams &p, float pos[3], dou
     if (p.walls.kind != MPC_WALLS_NONE) {
         // Physics::stream_walled: bounce-back path, open axes wrapped, kept in the fluid
         MpcPath q = mpc_walls_path(p.walls, p.h, p.accel[0], p.accel[1], p.accel[2], p.mass, (double)pos[0],
-                                   (double)pos[1], (double)pos[2], v[0], v[1], v[2]);
+                                   (double)pos[1], (double)pos[2], v[0], v[1], v[2],
+                                   p.fixed ? p.global_scale[MPC_GLOBAL_MOMENTUM] : 0.0);
         v[0] = q.v[0];
         v[1] = q.v[1];
         v[2] = q.v[2];

@@ -51,12 +51,14 @@ __device__ __forceinline__ unsigned int mpc_profile_bin(const MpcParams &p, floa
 // A warp's lanes whose profile run ends (`flush`) hand it over: runs of the same bin are added
 // up across the warp first, then one lane per bin adds the sum to the block's bins in shared
 // memory (use_shared) or to the global profile. All 32 lanes must call it.
-__device__ __forceinline__ void mpc_profile_flush(bool flush, unsigned int bin, double sum, double count,
+__device__ __forceinline__ void mpc_profile_flush(const MpcParams &p, bool flush, unsigned int bin, double sum,
+                                                  double count,
                                                   double *ssum, unsigned long long *scnt, double *prof_sum,
                                                   unsigned long long *prof_cnt, unsigned int use_shared) {
     double bs[6];
-    // mass 1: bs[0] = the runs' vx sums, bs[1] = their counts
-    if (mpc_warp_reduce_cell(flush, bin, 1.0, sum, count, 0.0, bs)) {
+    // mass 1, in f64 (sums of terms on the fixed-point grid are exact): bs[0] = the runs' vx
+    // sums, bs[1] = their counts
+    if (mpc_warp_reduce_cell(p, false, flush, bin, 1.0, sum, count, 0.0, bs)) {
         unsigned long long cnt = (unsigned long long)bs[1];
         if (use_shared) {
             atomicAdd(ssum + bin, bs[0]);
@@ -112,15 +114,15 @@ extern "C" __global__ void mpc_moments(MpcParams p, const float *__restrict__ py
             double m = p.mass;
             v0 = vx[i];
             double v1 = vy[i], v2 = vz[i];
-            s0 += m * v0;
-            s1 += m * v1;
-            s2 += m * v2;
-            s3 += 0.5 * m * (v0 * v0 + v1 * v1 + v2 * v2);
+            s0 += mpc_global_term(p, MPC_GLOBAL_MOMENTUM, m * v0);
+            s1 += mpc_global_term(p, MPC_GLOBAL_MOMENTUM, m * v1);
+            s2 += mpc_global_term(p, MPC_GLOBAL_MOMENTUM, m * v2);
+            s3 += mpc_global_term(p, MPC_GLOBAL_ENERGY, 0.5 * m * (v0 * v0 + v1 * v1 + v2 * v2));
             b = mpc_profile_bin(p, py[i], pz[i]);
         }
         bool ends = b != run_bin && run_bin != MPC_NO_BIN;
         if (__any_sync(0xffffffffu, ends)) {
-            mpc_profile_flush(ends, run_bin, run_sum, run_count, ssum, scnt, prof_sum, prof_cnt, use_shared);
+            mpc_profile_flush(p, ends, run_bin, run_sum, run_count, ssum, scnt, prof_sum, prof_cnt, use_shared);
         }
         if (b != run_bin) {
             run_bin = b;
@@ -128,11 +130,11 @@ extern "C" __global__ void mpc_moments(MpcParams p, const float *__restrict__ py
             run_count = 0.0;
         }
         if (live) {
-            run_sum += v0;
+            run_sum += mpc_global_term(p, MPC_GLOBAL_VELOCITY, v0);
             run_count += 1.0;
         }
     }
-    mpc_profile_flush(run_bin != MPC_NO_BIN, run_bin, run_sum, run_count, ssum, scnt, prof_sum, prof_cnt,
+    mpc_profile_flush(p, run_bin != MPC_NO_BIN, run_bin, run_sum, run_count, ssum, scnt, prof_sum, prof_cnt,
                       use_shared);
     if (use_shared) {
         __syncthreads();  // every lane's last run is in the shared bins

@@ -1,6 +1,7 @@
 // The cell sums of pass 1 under a collision rule beside plain SRD (kernels/rules.cu): the plain
 // sums (cell_sums.cuh's layout) and the rule's extended sums (rules.cuh's layout) of the lanes
-// of a warp, added to their cells with f64 atomics, and the per-particle atomics of solutes and
+// of a warp, added to their cells with atomics (64-bit fixed point, or f64 with
+// MPCBOX_CELL_SUMS=float: cell_sums.cuh's mpc_term), and the per-particle atomics of solutes and
 // arrivals from other GPUs. How the warp adds them is MPC_RULE_FLUSH (a tuning knob, set
 // through MPCBOX_NVRTC_OPTIONS="-DMPC_RULE_FLUSH=n"; every choice gives the same sums up to
 // the order of the additions):
@@ -63,14 +64,15 @@ __device__ __forceinline__ MpcWarpTree mpc_warp_tree(bool valid, unsigned int ce
     return t;
 }
 
-// The sum of x over the lane's cell group, on the group's lowest lane (rounds are warp-uniform).
-__device__ __forceinline__ double mpc_tree_sum(const MpcWarpTree &t, double x) {
+// The sum of x over the lane's cell group, on the group's lowest lane (rounds are warp-uniform),
+// in the sums' arithmetic.
+__device__ __forceinline__ double mpc_tree_sum(const MpcParams &p, const MpcWarpTree &t, double x) {
 #pragma unroll
     for (int k = 0; k < 5; ++k) {
         if (k < t.rounds) {
             double y = __shfl_sync(0xffffffffu, x, (t.src >> (5 * k)) & 31u);
             if ((t.take >> k) & 1u) {
-                x += y;
+                x = mpc_term_add(p, x, y);
             }
         }
     }
@@ -80,15 +82,15 @@ __device__ __forceinline__ double mpc_tree_sum(const MpcWarpTree &t, double x) {
 // MPC_RULE_FLUSH=0: warp-aggregated extended sums, one lane per cell and warp adds each of the
 // group's terms with its own atomic. All 32 lanes must call it (invalid lanes add nothing).
 template <unsigned int RULE>
-__device__ __forceinline__ void mpc_rule_add_warp(double *ext, bool valid, unsigned int cell,
+__device__ __forceinline__ void mpc_rule_add_warp(const MpcParams &p, double *ext, bool valid, unsigned int cell,
                                                   const double t[MPC_RULE_SUMS_MAX]) {
     MpcWarpTree tree = mpc_warp_tree(valid, cell);
     double *c = ext + (size_t)cell * mpc_rule_stride(RULE);
 #pragma unroll
     for (int k = 0; k < mpc_rule_len(RULE); ++k) {
-        double s = mpc_tree_sum(tree, t[k]);
+        double s = mpc_tree_sum(p, tree, mpc_term(p, mpc_rule_sum_kind(RULE, k), t[k]));
         if (tree.leader) {
-            atomicAdd(c + k, s);
+            mpc_term_atomic(p, c + k, s);
         }
     }
 }
@@ -104,10 +106,16 @@ __shared__ double mpc_rule_stage[MPC_STAGE_WARPS * 32 * MPC_STAGE_ROW];
 __shared__ unsigned int mpc_rule_stage_cell[MPC_STAGE_WARPS * 32];
 
 // Value k of a fluid particle's row: [m v (3), m v², 1] (cell_sums.cuh's plain sums), then the
-// rule's extended terms t.
-__device__ __forceinline__ double mpc_staged_term(int k, double m, const double wv[3],
+// rule's extended terms t; as terms of the sums (mpc_term).
+template <unsigned int RULE>
+__device__ __forceinline__ double mpc_staged_term(const MpcParams &p, int k, double m, const double wv[3],
                                                   const double t[MPC_RULE_SUMS_MAX]) {
-    return k < 3 ? m * wv[k] : k == 3 ? m * (wv[0] * wv[0] + wv[1] * wv[1] + wv[2] * wv[2]) : k == 4 ? 1.0 : t[k - 5];
+    if (k == 4) {
+        return mpc_count_term(p, 1u);
+    }
+    double x = k < 3 ? m * wv[k] : k == 3 ? m * (wv[0] * wv[0] + wv[1] * wv[1] + wv[2] * wv[2]) : t[k - 5];
+    int kind = k < 3 ? MPC_FIX_MOMENTUM : k == 3 ? MPC_FIX_ENERGY : mpc_rule_sum_kind(RULE, k - 5);
+    return mpc_term(p, kind, x);
 }
 
 // The address of value k of cell c's row: k < 5 the plain sums at their slots of the cell
@@ -123,7 +131,8 @@ __device__ __forceinline__ double *mpc_staged_target(double *cells, double *ext,
 // lanes on consecutive values of a row, so the atomics of one instruction fall into a few
 // 32-byte sectors. All 32 lanes must call it.
 template <unsigned int RULE>
-__device__ __forceinline__ void mpc_rule_sums_staged(double *cells, double *ext, bool valid, unsigned int cell,
+__device__ __forceinline__ void mpc_rule_sums_staged(const MpcParams &p, double *cells, double *ext, bool valid,
+                                                     unsigned int cell,
                                                      double m, const double wv[3], const double t[MPC_RULE_SUMS_MAX]) {
     constexpr int NV = 5 + mpc_rule_len(RULE);
     static_assert(NV <= MPC_STAGE_ROW, "a row of staged sums is longer than MPC_STAGE_ROW");
@@ -140,9 +149,9 @@ __device__ __forceinline__ void mpc_rule_sums_staged(double *cells, double *ext,
     unsigned int *stage_cell = mpc_rule_stage_cell + (threadIdx.x >> 5) * 32;
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
-        double x = mpc_staged_term(k, m, wv, t);
+        double x = mpc_staged_term<RULE>(p, k, m, wv, t);
 #if MPC_RULE_FLUSH == 1
-        x = k == 4 ? (double)tree.count : mpc_tree_sum(tree, x);
+        x = k == 4 ? mpc_count_term(p, tree.count) : mpc_tree_sum(p, tree, x);
 #endif
         if (owner) {
             stage[slot * MPC_STAGE_ROW + k] = x;
@@ -156,18 +165,19 @@ __device__ __forceinline__ void mpc_rule_sums_staged(double *cells, double *ext,
     for (int q = (int)lane; q < items; q += 32) {
         int row = q / NV;
         int k = q - row * NV;
-        atomicAdd(mpc_staged_target<RULE>(cells, ext, stage_cell[row], k), stage[row * MPC_STAGE_ROW + k]);
+        mpc_term_atomic(p, mpc_staged_target<RULE>(cells, ext, stage_cell[row], k), stage[row * MPC_STAGE_ROW + k]);
     }
     __syncwarp();
 }
 
 // Per-particle atomics (solutes, arrivals from another GPU).
 template <unsigned int RULE>
-__device__ __forceinline__ void mpc_rule_add_atomic(double *ext, unsigned int cell, const double t[MPC_RULE_SUMS_MAX]) {
+__device__ __forceinline__ void mpc_rule_add_atomic(const MpcParams &p, double *ext, unsigned int cell,
+                                                    const double t[MPC_RULE_SUMS_MAX]) {
     double *c = ext + (size_t)cell * mpc_rule_stride(RULE);
 #pragma unroll
     for (int k = 0; k < mpc_rule_len(RULE); ++k) {
-        atomicAdd(c + k, t[k]);
+        mpc_term_atomic(p, c + k, mpc_term(p, mpc_rule_sum_kind(RULE, k), t[k]));
     }
 }
 
@@ -181,15 +191,15 @@ __device__ __forceinline__ void mpc_rule_add_arrival(const MpcParams &p, unsigne
     switch (rule) {
         case MPC_RULE_SRD_A:
             mpc_rule_particle_terms<MPC_RULE_SRD_A>(p, gcell, key, p.mass, loc, wv, t);
-            mpc_rule_add_atomic<MPC_RULE_SRD_A>(ext, c, t);
+            mpc_rule_add_atomic<MPC_RULE_SRD_A>(p, ext, c, t);
             break;
         case MPC_RULE_AT:
             mpc_rule_particle_terms<MPC_RULE_AT>(p, gcell, key, p.mass, loc, wv, t);
-            mpc_rule_add_atomic<MPC_RULE_AT>(ext, c, t);
+            mpc_rule_add_atomic<MPC_RULE_AT>(p, ext, c, t);
             break;
         case MPC_RULE_AT_A:
             mpc_rule_particle_terms<MPC_RULE_AT_A>(p, gcell, key, p.mass, loc, wv, t);
-            mpc_rule_add_atomic<MPC_RULE_AT_A>(ext, c, t);
+            mpc_rule_add_atomic<MPC_RULE_AT_A>(p, ext, c, t);
             break;
         case MPC_RULE_SRD:  // no extended sums
             break;

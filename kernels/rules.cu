@@ -74,11 +74,11 @@ __device__ __forceinline__ void mpc_rules_bin(const MpcParams &p, const MpcMigra
     }
     if constexpr (BLOCK || MPC_RULE_FLUSH == 0) {
         mpc_sum_and_report<BLOCK>(p, cells, valid, cell, wv, kin, report);
-        mpc_rule_add_warp<RULE>(ext, valid, cell, t);
+        mpc_rule_add_warp<RULE>(p, ext, valid, cell, t);
     } else {
-        mpc_rule_sums_staged<RULE>(cells, ext, valid, cell, p.mass, wv, t);
+        mpc_rule_sums_staged<RULE>(p, cells, ext, valid, cell, p.mass, wv, t);
         if (p.measure_stress) {
-            mpc_block_add(kin, report + 2, MPC_REPORT_WORDS);
+            mpc_block_add(mpc_global_term(p, MPC_GLOBAL_ENERGY, kin), report + 2, MPC_REPORT_WORDS);
         }
     }
 }
@@ -205,8 +205,8 @@ __device__ __forceinline__ void mpc_rules_cell(const MpcParams &p, unsigned int 
 #pragma unroll
     for (int k = 0; k < MPC_RULE_SUMS_MAX / 2; ++k) {
         double2 a = 2 * k < mpc_rule_len(RULE) ? x[k] : make_double2(0.0, 0.0);
-        e[2 * k] = a.x;
-        e[2 * k + 1] = a.y;
+        e[2 * k] = mpc_sum_value(p, mpc_rule_sum_kind(RULE, 2 * k), a.x);
+        e[2 * k + 1] = mpc_sum_value(p, mpc_rule_sum_kind(RULE, 2 * k + 1), a.y);
     }
     double out[8], ap[MPC_RULE_PARAMS];
     // draws keyed by the global cell
@@ -241,15 +241,9 @@ __device__ __forceinline__ void mpc_rules_cell_params_rule(MPC_RULES_CELL_PARAMS
     if (c < p.n_cells) {
         double *o = cells + (size_t)c * MPC_CELL_STRIDE;
         double s[6];
-        double2 a = ((double2 *)o)[0], b = ((double2 *)o)[1], d = ((double2 *)o)[2], e = ((double2 *)o)[3];
-        s[0] = a.x;
-        s[1] = a.y;
-        s[2] = b.x;
-        s[3] = p.mass * d.y + b.y;  // fluid mass + solute mass
-        s[4] = d.x;
-        s[5] = d.y + e.x;  // fluid + solute count
+        mpc_read_cell_sums(p, o, s);
         if (s[5] >= 2.0) {
-            e_rel = mpc_relative_energy(s);
+            e_rel = mpc_global_term(p, MPC_GLOBAL_ENERGY, mpc_relative_energy(s));
             dof = s[5] - 1.0;
         }
         mpc_rules_cell<RULE>(p, c, s, o, ext);
@@ -302,7 +296,7 @@ __device__ __forceinline__ void mpc_rules_collide_rule(MPC_RULES_COLLIDE_PARAMS)
         vz[i] = u[2];
         if (p.measure_stress && cp[7] != 0.0) {
             MpcLocation loc = mpc_locate(p, (double)pos[0], (double)pos[1], (double)pos[2]);
-            coll = p.mass * (u[0] - v[0]) * loc.y_in_cell;
+            coll = mpc_global_term(p, MPC_GLOBAL_MOMENTUM, p.mass * (u[0] - v[0]) * loc.y_in_cell);
         }
     }
     if (p.measure_stress) {
@@ -346,7 +340,7 @@ __device__ __forceinline__ void mpc_rules_solute_sums(const MpcParams &p, unsign
     double t[MPC_RULE_SUMS_MAX];
     mpc_u64 key = mpc_solute_particle_key(x[0], x[1], x[2]);
     mpc_rule_particle_terms<RULE>(p, gcell, key, m, loc, wv, t);
-    mpc_rule_add_atomic<RULE>(ext, c, t);
+    mpc_rule_add_atomic<RULE>(p, ext, c, t);
 }
 
 // Solutes under a rule: as mpc_solute_bin, plus the extended sums (one atomic per term).
@@ -368,7 +362,7 @@ extern "C" __global__ void mpc_rules_solute_bin(MpcParams p, unsigned int rule, 
     }
     double m = smass[i];
     double wv[3] = {svel[3 * i] + mpc_image_velocity(p, loc.image), svel[3 * i + 1], svel[3 * i + 2]};
-    mpc_add_solute_to_cell(cells, c, m, wv[0], wv[1], wv[2]);
+    mpc_add_solute_to_cell(p, cells, c, m, wv[0], wv[1], wv[2]);
     switch (rule) {
         case MPC_RULE_SRD_A:
             mpc_rules_solute_sums<MPC_RULE_SRD_A>(p, c, loc.cell, loc, x, m, wv, ext);
@@ -437,7 +431,7 @@ extern "C" __global__ void mpc_rules_solute_collide(MpcParams p, unsigned int ru
         }
         if (p.measure_stress && cells[(size_t)c * MPC_CELL_STRIDE + 7] != 0.0) {
             MpcLocation loc = mpc_locate_solute(p, x[0], x[1], x[2]);
-            coll = smass[i] * (w[0] - v[0]) * loc.y_in_cell;
+            coll = mpc_global_term(p, MPC_GLOBAL_MOMENTUM, smass[i] * (w[0] - v[0]) * loc.y_in_cell);
         }
         svel[3 * i] = w[0];
         svel[3 * i + 1] = w[1];

@@ -32,7 +32,7 @@ extern "C" __global__ void mpc_solute_bin(MpcParams p, const double *__restrict_
     }
     loc.cell = c;
     double w0 = svel[3 * i] + mpc_image_velocity(p, loc.image);
-    mpc_add_solute_to_cell(cells, loc.cell, smass[i], w0, svel[3 * i + 1], svel[3 * i + 2]);
+    mpc_add_solute_to_cell(p, cells, loc.cell, smass[i], w0, svel[3 * i + 1], svel[3 * i + 2]);
 }
 
 // One solute's collision (Physics::collide) and its share of the collisional stress,
@@ -48,7 +48,7 @@ __device__ __forceinline__ double mpc_solute_collide_one(const MpcParams &p, uns
     double coll = 0.0;
     if (p.measure_stress && cp[7] != 0.0) {
         MpcLocation loc = mpc_locate_solute(p, spos[0], spos[1], spos[2]);
-        coll = m * (u[0] - v[0]) * loc.y_in_cell;
+        coll = mpc_global_term(p, MPC_GLOBAL_MOMENTUM, m * (u[0] - v[0]) * loc.y_in_cell);
     }
     sv[0] = u[0];
     sv[1] = u[1];

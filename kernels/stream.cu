@@ -69,11 +69,11 @@ extern "C" __global__ void mpc_stream_bin_atomic(MpcParams p, float *__restrict_
         bool stays;
         MpcLocation loc = mpc_stream_store_bin(p, m, i, pos, v, px, py, pz, vx, vy, vz, cellw, &kin, wv, &stays);
         if (stays) {
-            mpc_add_to_cell(cells, loc.cell, p.mass, wv[0], wv[1], wv[2]);
+            mpc_add_to_cell(p, cells, loc.cell, p.mass, wv[0], wv[1], wv[2]);
         }
     }
     if (p.measure_stress) {
-        mpc_block_add(kin, report + 2, MPC_REPORT_WORDS);
+        mpc_block_add(mpc_global_term(p, MPC_GLOBAL_ENERGY, kin), report + 2, MPC_REPORT_WORDS);
     }
 }
 
@@ -194,7 +194,7 @@ extern "C" __global__ void mpc_stream_bin_list(MpcParams p, float *__restrict__ 
         next[i] = atomicExch(head + loc.cell, i);
     }
     if (p.measure_stress) {
-        mpc_block_add(kin, report + 2, MPC_REPORT_WORDS);
+        mpc_block_add(mpc_global_term(p, MPC_GLOBAL_ENERGY, kin), report + 2, MPC_REPORT_WORDS);
     }
 }
 
@@ -208,7 +208,8 @@ extern "C" __global__ void mpc_list_sums(MpcParams p, const unsigned int *__rest
     if (c >= p.n_cells) {
         return;
     }
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s4 = 0.0, sn = 0.0;
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s4 = 0.0;  // zero bits: 0 in either arithmetic
+    unsigned int sn = 0;
     double m = p.mass;
     unsigned int j = head[c];
     while (j != 0xffffffffu) {
@@ -216,11 +217,11 @@ extern "C" __global__ void mpc_list_sums(MpcParams p, const unsigned int *__rest
         double v0 = __ldg(vx + j) + mpc_image_velocity(p, image);
         double v1 = __ldg(vy + j);
         double v2 = __ldg(vz + j);
-        s0 += m * v0;
-        s1 += m * v1;
-        s2 += m * v2;
-        s4 += m * (v0 * v0 + v1 * v1 + v2 * v2);
-        sn += 1.0;
+        s0 = mpc_term_add(p, s0, mpc_term(p, MPC_FIX_MOMENTUM, m * v0));
+        s1 = mpc_term_add(p, s1, mpc_term(p, MPC_FIX_MOMENTUM, m * v1));
+        s2 = mpc_term_add(p, s2, mpc_term(p, MPC_FIX_MOMENTUM, m * v2));
+        s4 = mpc_term_add(p, s4, mpc_term(p, MPC_FIX_ENERGY, m * (v0 * v0 + v1 * v1 + v2 * v2)));
+        sn += 1;
         j = __ldg(next + j);
     }
     double *o = cells + (size_t)c * MPC_CELL_STRIDE;
@@ -229,6 +230,6 @@ extern "C" __global__ void mpc_list_sums(MpcParams p, const unsigned int *__rest
     o[2] = s2;
     o[MPC_SUM_SOLUTE_MASS] = 0.0;
     o[4] = s4;
-    o[MPC_SUM_FLUID_COUNT] = sn;
+    o[MPC_SUM_FLUID_COUNT] = mpc_count_term(p, sn);
     o[MPC_SUM_SOLUTE_COUNT] = 0.0;
 }

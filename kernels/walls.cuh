@@ -451,11 +451,13 @@ struct MpcPath {
 
 // Physics::stream_walled up to the f32 store: r and v over one step h with acceleration a,
 // bouncing off the walls at the exact times of impact; the momentum m (v - v') of each bounce
-// is added to the report (w.momentum). The caller wraps the open axes, stores f32 and keeps
+// is added to the report (w.momentum), on the grid of 1/grid when grid != 0 (fixed-point sums:
+// mpc_global_term, MPC_GLOBAL_MOMENTUM). The caller wraps the open axes, stores f32 and keeps
 // the position in the fluid. Not inlined, arguments and result by value (as mpc_emigrate): the
 // pass-1 kernels keep their registers and pay for walls only between walls.
 __device__ __noinline__ MpcPath mpc_walls_path(MpcWalls w, double h, double ax, double ay, double az, double mass,
-                                               double r0, double r1, double r2, double v0, double v1, double v2) {
+                                               double r0, double r1, double r2, double v0, double v1, double v2,
+                                               double grid) {
     MpcPath q = {{r0, r1, r2}, {v0, v1, v2}};
     double *r = q.r, *v = q.v;
     const double a[3] = {ax, ay, az};
@@ -485,7 +487,8 @@ __device__ __noinline__ MpcPath mpc_walls_path(MpcWalls w, double h, double ax, 
         double *dst = w.momentum + 3 * mpc_walls_surface(w, r);
 #pragma unroll
         for (int k = 0; k < 3; ++k) {
-            atomicAdd(dst + k, mass * (v[k] - nv[k]));
+            double dp = mass * (v[k] - nv[k]);
+            atomicAdd(dst + k, grid != 0.0 ? rint(dp * grid) * (1.0 / grid) : dp);
             v[k] = nv[k];
         }
         left -= t;

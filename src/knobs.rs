@@ -40,7 +40,17 @@ pub const MD_EXCHANGES: &[&str] = &["pull", "copy"];
 /// The values of `MPCBOX_MD_OVERLAP` (`md::coupled::engine::overlap_wanted`).
 pub const MD_OVERLAPS: &[&str] = &["on", "off"];
 
+/// The values of `MPCBOX_CELL_SUMS` (`fixed_sums::fixed_wanted`).
+pub const CELL_SUMS: &[&str] = &["fixed", "float"];
+
 pub const KNOBS: &[Knob] = &[
+    Knob {
+        variable: "MPCBOX_CELL_SUMS",
+        values: Some(CELL_SUMS),
+        number: false,
+        effect: "cell sums and reductions in fixed point, the same bits on any number of \
+                 threads, slabs, GPUs and ranks (default), or f64 in the backend's order",
+    },
     Knob {
         variable: "MPCBOX_CUDA_METHOD",
         values: Some(CUDA_METHODS),

@@ -11,6 +11,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod error;
 pub mod fields;
+pub mod fixed_sums;
 pub mod fluid_parts;
 pub mod gsd;
 pub mod host_pool;

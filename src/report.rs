@@ -38,6 +38,9 @@ pub struct Summary {
     pub device: String,
     /// The collision rule ("SRD", "SRD+a", "MPC-AT", "MPC-AT+a"), whose theory `viscosity` quotes.
     pub collision_rule: String,
+    /// Whether the run's sums were fixed point (`crate::fixed_sums`): the same bits on any
+    /// number of threads, slabs, GPUs and ranks. False with `MPCBOX_CELL_SUMS=float`.
+    pub deterministic: bool,
     pub steps: u64,
     pub steps_this_run: u64,
     pub fluid_particles: u64,

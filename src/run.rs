@@ -212,9 +212,14 @@ pub fn run_job_steps(
     if let Some(f) = fields.as_mut() {
         f.finish()?;
     }
+    // waiting for a write in flight holds the run as a blocking checkpoint does
+    let waited = Instant::now();
     checkpoints.wait();
+    checkpoints.held(waited.elapsed().as_secs_f64(), None);
     let _ = report_checkpoints(&mut checkpoints, root);
     let wall = t0.elapsed().as_secs_f64();
+    // the loop's time less what held it: the final checkpoint below is not in `wall`
+    let held_in_loop = checkpoints.times().blocking_seconds;
     progress.finish();
     csv.flush().map_err(|e| MpcError::io(&csv_path, e))?;
     // the last checkpoint, unless the periodic one of this step is on disk already
@@ -232,8 +237,7 @@ pub fn run_job_steps(
         timing.output.blocking_seconds += t.blocking_seconds;
         timing.output.background_seconds += t.background_seconds;
     }
-    timing.stepping_seconds =
-        (wall - timing.checkpoints.blocking_seconds - timing.output.blocking_seconds).max(0.0);
+    timing.stepping_seconds = (wall - held_in_loop - timing.output.blocking_seconds).max(0.0);
     timing.peak_host_memory_bytes = crate::timing::peak_resident_bytes();
     let mut summary = summarize(solvent, done, wall, dir)?;
     summary.interrupted = interrupted;
@@ -351,6 +355,7 @@ fn summarize(solvent: &mut Solvent, done: u64, wall: f64, dir: &Path) -> Result<
         run_id: solvent.run_id().to_string(),
         device: solvent.backend_description(),
         collision_rule: solvent.physics().rule.name().into(),
+        deterministic: solvent.physics().sums.is_some(),
         steps: solvent.step_count(),
         steps_this_run: done,
         fluid_particles: o.particles,

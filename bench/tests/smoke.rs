@@ -42,6 +42,10 @@ fn cpu_scenarios_record_their_cases_and_the_report_shows_them() {
     );
     bench(
         &rec,
+        &[&["sums", "--device", "cpu", "--sizes", "6"][..], &small].concat(),
+    );
+    bench(
+        &rec,
         &[
             &["coupling", "--sizes", "6", "--densities", "0.5"][..],
             &small,
@@ -89,7 +93,7 @@ fn cpu_scenarios_record_their_cases_and_the_report_shows_them() {
     assert_eq!(files.len(), 1, "one machine kind, one file: {files:?}");
     let lines = std::fs::read_to_string(&files[0]).unwrap();
     for scenario in [
-        "fluid", "rules", "walls", "coupling", "md", "md-drift", "polymer",
+        "fluid", "rules", "walls", "sums", "coupling", "md", "md-drift", "polymer",
     ] {
         let tag = format!("\"scenario\":\"{scenario}\"");
         assert!(

@@ -24,6 +24,8 @@ use rayon::prelude::*;
 
 use super::{Backend, FluidMoments, SoluteBatch, StepReport};
 use crate::error::{MpcError, Result};
+use crate::fixed_sums::GlobalKind;
+use crate::physics::sums::CellAccumulator;
 use crate::physics::{CellParams, CellSums, Physics, StepPlan, WallMomentum, Walls};
 use crate::state::{FluidState, REDUCTION_CHUNK};
 
@@ -138,7 +140,8 @@ impl CpuBackend {
                 for i in 0..x.len() {
                     let v = [ux[i], uy[i], uz[i]];
                     if plan.measure_stress {
-                        kin += phys.kinetic_stress(y[i] as f64, v);
+                        let k = phys.kinetic_stress(y[i] as f64, v);
+                        kin += phys.global_term(GlobalKind::Energy, k);
                     }
                     let (p, v) = phys.stream_accounted(plan, [x[i], y[i], z[i]], v, &mut wall);
                     (x[i], y[i], z[i]) = (p[0], p[1], p[2]);
@@ -223,7 +226,7 @@ impl CpuBackend {
                 let mut wall = WallMomentum::default();
                 for (j, out) in chunk.iter_mut().enumerate() {
                     let c = k * ch + j;
-                    let mut sums = CellSums::default();
+                    let mut acc = CellAccumulator::new(phys.sums.as_ref(), phys.rule);
                     for &idx in &order[starts[c] as usize..starts[c + 1] as usize] {
                         let idx = idx as usize;
                         let (m, mut v, image) = if idx < nf {
@@ -233,10 +236,11 @@ impl CpuBackend {
                             (s.mass[idx - nf], s.vel[idx - nf], solute_images[idx - nf])
                         };
                         v[0] += phys.image_velocity(image);
-                        sums.add(m, v);
+                        acc.add(m, v, idx >= nf);
                     }
+                    let sums = acc.sums(phys.mass);
                     if sums.count >= 2 {
-                        e_rel += sums.relative_energy();
+                        e_rel += phys.global_term(GlobalKind::Energy, sums.relative_energy());
                         dof += (sums.count - 1) as f64;
                     }
                     // draws are keyed by the global cell
@@ -285,7 +289,8 @@ impl CpuBackend {
                     if plan.measure_stress && cp.active {
                         let g = k * ch + i;
                         let loc = phys.locate(plan, [px[g] as f64, py[g] as f64, pz[g] as f64]);
-                        coll += phys.mass * (w[0] - v[0]) * loc.y_in_cell;
+                        let c = phys.mass * (w[0] - v[0]) * loc.y_in_cell;
+                        coll += phys.global_term(GlobalKind::Momentum, c);
                     }
                     (ux[i], uy[i], uz[i]) = (w[0], w[1], w[2]);
                 }
@@ -302,7 +307,8 @@ impl CpuBackend {
                 s.vel[j] = phys.collide(&params[c], self.solute_image[j], v);
                 if plan.measure_stress && params[c].active {
                     let loc = phys.locate_solute(plan, s.pos[j]);
-                    coll += s.mass[j] * (s.vel[j][0] - v[0]) * loc.y_in_cell;
+                    let c = s.mass[j] * (s.vel[j][0] - v[0]) * loc.y_in_cell;
+                    coll += phys.global_term(GlobalKind::Momentum, c);
                 }
             }
             if plan.measure_stress {
@@ -454,6 +460,7 @@ impl Backend for CpuBackend {
         let bins = phys.profile_bins();
         let n = st.len();
         let m = phys.mass;
+        use GlobalKind::Momentum;
         let parts: Vec<(Vec<f64>, Vec<u64>, [f64; 4])> = self.pool.install(|| {
             (0..n.div_ceil(REDUCTION_CHUNK))
                 .into_par_iter()
@@ -463,12 +470,13 @@ impl Backend for CpuBackend {
                     let mut s = [0.0; 4];
                     for i in c * REDUCTION_CHUNK..((c + 1) * REDUCTION_CHUNK).min(n) {
                         let v = st.velocity(i);
-                        s[0] += m * v[0];
-                        s[1] += m * v[1];
-                        s[2] += m * v[2];
-                        s[3] += 0.5 * m * (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+                        let e = 0.5 * m * (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+                        s[0] += phys.global_term(Momentum, m * v[0]);
+                        s[1] += phys.global_term(Momentum, m * v[1]);
+                        s[2] += phys.global_term(Momentum, m * v[2]);
+                        s[3] += phys.global_term(GlobalKind::Energy, e);
                         let b = phys.profile_bin(st.position(i));
-                        prof[b] += v[0];
+                        prof[b] += phys.global_term(GlobalKind::Velocity, v[0]);
                         cnt[b] += 1;
                     }
                     (prof, cnt, s)
@@ -570,7 +578,7 @@ fn fill_and_params(
     if let Some(s) = surface {
         let gained = Walls::collision_exchange(phys, &cp, real);
         for k in 0..3 {
-            wall[s][k] -= gained[k];
+            wall[s][k] -= phys.global_term(GlobalKind::Momentum, gained[k]);
         }
     }
     cp

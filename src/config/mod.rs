@@ -10,6 +10,7 @@ use crate::error::ConfigError;
 
 pub mod md;
 mod resume;
+mod sums;
 pub mod walls;
 pub mod walls_stored;
 
@@ -251,7 +252,7 @@ impl Config {
         if let Some(md) = &self.md {
             md.validate(self)?;
         }
-        Ok(())
+        self.validate_sums()
     }
 
     /// Box edges, cell count and particle count.

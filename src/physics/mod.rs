@@ -15,9 +15,11 @@
 //! * Global cell index `(iy · Lz + iz) · Lx + ix`: y-major, so a y-slab is one index range.
 
 pub mod rules;
+pub mod sums;
 pub mod theory;
 
 use crate::config::{Config, Thermostat};
+use crate::fixed_sums::{FixedScales, GlobalKind};
 use crate::rng;
 pub use rules::Rule;
 
@@ -46,6 +48,9 @@ pub struct Physics {
     pub rule: Rule,
     /// Walls confining the fluid (`walls` module), None for a periodic (or sheared) box.
     pub walls: Option<Walls>,
+    /// The scales of the fixed-point sums (`crate::fixed_sums`), None for f64 sums in the
+    /// backend's order (`MPCBOX_CELL_SUMS=float`).
+    pub sums: Option<FixedScales>,
 }
 
 /// What differs from one step to the next; the same for every backend and every GPU.
@@ -147,6 +152,17 @@ impl Physics {
             seed: cfg.seed,
             rule: Rule::from_config(&cfg.collision),
             walls: Walls::from_config(cfg),
+            sums: cfg.fixed_scales(),
+        }
+    }
+
+    /// A term of a global sum (report, moments) of `kind`: on its fixed-point grid when the
+    /// run sums in fixed point (then f64 sums of such terms are exact in any order).
+    #[inline]
+    pub fn global_term(&self, kind: GlobalKind, x: f64) -> f64 {
+        match &self.sums {
+            Some(s) => s.global_term(kind, x),
+            None => x,
         }
     }
 

@@ -29,6 +29,7 @@ pub mod theory;
 
 use super::{CellSums, Physics};
 use crate::config::CollisionRule;
+use crate::fixed_sums::SumKind;
 use crate::rng::{self, CellStream};
 
 /// The collision rule of a run.
@@ -100,6 +101,20 @@ impl Rule {
             Rule::SrdAngular => 18,
             Rule::At => 3,
             Rule::AtAngular => 15,
+        }
+    }
+
+    /// What value `k` of the extended sums adds (its fixed-point scale; the kernels'
+    /// `mpc_rule_sum_kind`, generated from this).
+    pub fn sum_kind(self, k: usize) -> SumKind {
+        match self {
+            Rule::Srd | Rule::At => SumKind::Momentum,
+            Rule::SrdAngular | Rule::AtAngular => match k {
+                0..SECOND_MOMENT => SumKind::Moment,
+                SECOND_MOMENT..POSITION_VELOCITY => SumKind::Second,
+                _ if k >= self.draw_momentum() && self == Rule::AtAngular => SumKind::Momentum,
+                _ => SumKind::Angular,
+            },
         }
     }
 

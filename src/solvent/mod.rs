@@ -336,6 +336,22 @@ impl Solvent {
         }
         crate::backend::check_host_solutes(pos, vel, mass, 0..pos.len())?;
         use crate::host_pool::find_first;
+        if let Some(s) = &self.phys.sums {
+            let cap = s.max_solute_mass;
+            if let Some(i) = find_first(mass, |m| *m > cap) {
+                return bad(
+                    "masses",
+                    format!(
+                        "solute {i} has mass {}, beyond the {cap} the fixed-point cell sums hold \
+                         ({} fluid masses, or the heaviest md bead)",
+                        mass[i],
+                        crate::fixed_sums::SOLUTE_MASS_RATIO
+                    ),
+                    "use lighter solutes, or sum in f64 with MPCBOX_CELL_SUMS=float (runs then \
+                     agree only to rounding across thread, slab and GPU counts)",
+                );
+            }
+        }
         if let Some(w) = &self.phys.walls {
             let phys = &self.phys;
             if let Some(i) = find_first(pos, |p| w.solute_in_wall(phys, *p)) {

@@ -15,6 +15,7 @@ mod cli;
 mod configs;
 mod conservation;
 mod coupling;
+mod determinism;
 mod device_solutes;
 mod external_tools;
 mod faults;

@@ -1,8 +1,8 @@
 //! A dilute bead-spring polymer solution in the MPC solvent under Lees-Edwards shear, end to
 //! end: chains stretch and align as the Weissenberg number grows and raise the solution's
 //! viscosity above the solvent's; a coupled run under shear follows the CPU on one and on
-//! several GPUs; a coupled checkpoint resumes bit for bit on the CPU (to rounding on GPUs, whose
-//! f64 atomic cell sums are not ordered); the GSD trajectory of a coupled run reads back with
+//! several GPUs; a coupled checkpoint resumes bit for bit on the CPU (checked to rounding on
+//! GPUs, which `MPCBOX_CELL_SUMS=float` leaves unordered); the GSD trajectory of a coupled run reads back with
 //! the `gsd` package; bad resumes and output paths are refused before the run starts.
 //!
 //! Sizes: 10³ cells at M = 5 with 8 chains of 16 beads (about one bead per eight cells: dilute,

@@ -13,6 +13,7 @@ mod polymer_parts;
 #[cfg(feature = "mpi")]
 mod ranks;
 mod rules;
+mod sums;
 mod walls;
 
 use std::path::Path;
@@ -49,6 +50,11 @@ pub const LIST: &[(&str, &str, &str)] = &[
     (
         "walls",
         "walls' cost per step relative to the same box without walls",
+        "cpu, gpu",
+    ),
+    (
+        "sums",
+        "fixed-point sums (the same bits on any decomposition) against f64 sums",
         "cpu, gpu",
     ),
     (
@@ -98,6 +104,8 @@ pub enum Scenario {
     Rules(rules::Args),
     /// Walls' cost per step relative to the same box without walls.
     Walls(walls::Args),
+    /// Fixed-point sums against f64 sums, per rule and a slit.
+    Sums(sums::Args),
     /// GPU-to-GPU copy rates; strong and weak scaling of the slab decomposition.
     Multi(multi::Args),
     /// The coupled step's overhead over the plain fluid step, per solute density.
@@ -122,6 +130,7 @@ impl Scenario {
             Scenario::Gpu(a) => gpu::run(a, records),
             Scenario::Rules(a) => rules::run(a, records),
             Scenario::Walls(a) => walls::run(a, records),
+            Scenario::Sums(a) => sums::run(a, records),
             Scenario::Multi(a) => multi::run(a, records),
             Scenario::Coupling(a) => coupling::run(a, records),
             Scenario::Md(a) => md::run(a, records),

@@ -11,7 +11,9 @@
 use rayon::prelude::*;
 
 use super::{add_wall_momentum, CpuBackend, SoluteBatch};
+use crate::fixed_sums::GlobalKind;
 use crate::physics::rules::{RuleCellParams, RuleSums};
+use crate::physics::sums::CellAccumulator;
 use crate::physics::{CellSums, Physics, StepPlan, WallMomentum, Walls};
 use crate::state::REDUCTION_CHUNK;
 
@@ -144,7 +146,7 @@ impl CpuBackend {
                         None => phys.rule_cell_params(plan.step, g, &sums, &ext),
                     };
                     if sums.count >= 2 {
-                        e_rel += sums.relative_energy();
+                        e_rel += phys.global_term(GlobalKind::Energy, sums.relative_energy());
                         dof += (sums.count - 1) as f64;
                     }
                 }
@@ -170,8 +172,7 @@ impl CpuBackend {
     ) -> (CellSums, RuleSums) {
         let phys = &self.phys;
         let nf = self.state.len();
-        let mut sums = CellSums::default();
-        let mut ext = RuleSums::default();
+        let mut acc = CellAccumulator::new(phys.sums.as_ref(), phys.rule);
         let list = &self.order[self.cell_start[c] as usize..self.cell_start[c + 1] as usize];
         for &idx in list {
             let idx = idx as usize;
@@ -190,10 +191,10 @@ impl CpuBackend {
                 )
             };
             v[0] += phys.image_velocity(image);
-            sums.add(m, v);
-            ext.add(phys.rule, m, v, at(rel, idx), at(xi, idx));
+            acc.add(m, v, idx >= nf);
+            acc.add_rule(m, v, at(rel, idx), at(xi, idx));
         }
-        (sums, ext)
+        (acc.sums(phys.mass), acc.rule_sums())
     }
 
     /// Step 3: collide every particle. Returns the collisional stress sum when measured.
@@ -227,7 +228,8 @@ impl CpuBackend {
                     let w = phys.rule_collide(cp, image[i] as i32, v, at(rel, g), at(xi, g));
                     if plan.measure_stress && cp.active {
                         let loc = phys.locate(plan, [px[g] as f64, py[g] as f64, pz[g] as f64]);
-                        coll += phys.mass * (w[0] - v[0]) * loc.y_in_cell;
+                        let c = phys.mass * (w[0] - v[0]) * loc.y_in_cell;
+                        coll += phys.global_term(GlobalKind::Momentum, c);
                     }
                     (ux[i], uy[i], uz[i]) = (w[0], w[1], w[2]);
                 }
@@ -245,7 +247,8 @@ impl CpuBackend {
                 s.vel[j] = phys.rule_collide(&params[c], self.solute_image[j], v, r, x);
                 if plan.measure_stress && params[c].active {
                     let loc = phys.locate_solute(plan, s.pos[j]);
-                    coll += s.mass[j] * (s.vel[j][0] - v[0]) * loc.y_in_cell;
+                    let c = s.mass[j] * (s.vel[j][0] - v[0]) * loc.y_in_cell;
+                    coll += phys.global_term(GlobalKind::Momentum, c);
                 }
             }
             if plan.measure_stress {
@@ -274,7 +277,7 @@ fn rule_fill_and_params(
     if let Some(s) = surface {
         let gained = Walls::rule_collision_exchange(phys, &cp, real.0, real.1);
         for k in 0..3 {
-            wall[s][k] -= gained[k];
+            wall[s][k] -= phys.global_term(GlobalKind::Momentum, gained[k]);
         }
     }
     cp

@@ -6,6 +6,7 @@
 //! hand: `tests`), and `params::layout_checks` into `static_assert`s that close it, so a
 //! mismatch between the two sides cannot build. Each constant has the same name on both sides.
 
+use crate::fixed_sums::{GlobalKind, SumKind, CELL_KINDS, GLOBAL_KINDS};
 use crate::physics::walls::{Shape, SlitNormal};
 use crate::physics::Rule;
 use crate::rng::CellStreamPurpose;
@@ -27,6 +28,21 @@ shared_constants! {
         /// Uniform points of a cut cell tried for one virtual particle's place in the wall
         /// (the +a rules between walls: `walls::rule_fill`, `wall_rules.cuh`).
         MPC_PLACEMENT_TRIES = crate::physics::walls::rule_fill::PLACEMENT_TRIES as usize,
+        /// The fixed-point sums' kinds (`fixed_sums::SumKind`: the index of each kind's scale
+        /// in `MpcParams.fix_scale`) and how many scales there are.
+        MPC_FIX_MOMENTUM = SumKind::Momentum as usize,
+        MPC_FIX_ENERGY = SumKind::Energy as usize,
+        MPC_FIX_MASS = SumKind::Mass as usize,
+        MPC_FIX_COUNT = SumKind::Count as usize,
+        MPC_FIX_MOMENT = SumKind::Moment as usize,
+        MPC_FIX_SECOND = SumKind::Second as usize,
+        MPC_FIX_ANGULAR = SumKind::Angular as usize,
+        MPC_FIX_KINDS = CELL_KINDS,
+        /// The global sums' kinds (`fixed_sums::GlobalKind`, `MpcParams.global_scale`).
+        MPC_GLOBAL_MOMENTUM = GlobalKind::Momentum as usize,
+        MPC_GLOBAL_ENERGY = GlobalKind::Energy as usize,
+        MPC_GLOBAL_VELOCITY = GlobalKind::Velocity as usize,
+        MPC_GLOBAL_KINDS = GLOBAL_KINDS,
     }
 }
 
@@ -174,6 +190,39 @@ fn rule_table(name: &str, value: fn(Rule) -> usize) -> String {
     s
 }
 
+/// `mpc_rule_sum_kind(rule, k)`: the fixed-point kind (`MPC_FIX_*`) of value k of a rule's
+/// extended sums ([`Rule::sum_kind`]); past the rule's sums (a stride's padding, always zero)
+/// the counts' kind, whose scale is 1, so every index names a scale.
+fn rule_kind_table() -> String {
+    let mut s = String::from(
+        "__host__ __device__ constexpr int mpc_rule_sum_kind(unsigned int rule, int k) {\n    \
+         switch (rule) {\n",
+    );
+    for rule in RULES {
+        let kinds: Vec<String> = (0..rule.sums_len())
+            .map(|k| (rule.sum_kind(k) as usize).to_string())
+            .collect();
+        s.push_str(&format!("        case {}: {{\n", rule_macro(rule)));
+        if kinds.is_empty() {
+            s.push_str(&format!(
+                "            return {MPC_FIX_COUNT};\n        }}\n"
+            ));
+            continue;
+        }
+        s.push_str(&format!(
+            "            constexpr int kinds[{}] = {{{}}};\n            \
+             return k >= 0 && k < {} ? kinds[k] : {MPC_FIX_COUNT};\n        }}\n",
+            kinds.len(),
+            kinds.join(", "),
+            kinds.len()
+        ));
+    }
+    s.push_str(&format!(
+        "        default: return {MPC_FIX_COUNT};\n    }}\n}}\n"
+    ));
+    s
+}
+
 /// The header every translation unit starts with (before `rng.cuh`).
 pub fn contract_header() -> String {
     let mut s = String::from(
@@ -184,6 +233,7 @@ pub fn contract_header() -> String {
     }
     s.push_str(&rule_table("mpc_rule_len", Rule::sums_len));
     s.push_str(&rule_table("mpc_rule_stride", ext_stride));
+    s.push_str(&rule_kind_table());
     for (name, code) in WALL_CODES {
         s.push_str(&format!("#define {name} {code}u\n"));
     }
@@ -275,6 +325,19 @@ mod tests {
             assert!(!text.contains("int mpc_rule_len("), "{file}");
             assert!(!text.contains("int mpc_rule_stride("), "{file}");
         }
+    }
+
+    /// Each value of the rules' extended sums has its fixed-point kind in the header, and the
+    /// padding the counts' scale of 1.
+    #[test]
+    fn rule_sum_kinds_are_generated_from_the_rules() {
+        let header = contract_header();
+        assert!(header.contains(
+            "case MPC_RULE_AT_A: {\n            constexpr int kinds[15] = \
+             {4, 4, 4, 5, 5, 5, 5, 5, 5, 6, 6, 6, 0, 0, 0};"
+        ));
+        assert!(header.contains("case MPC_RULE_SRD: {\n            return 3;"));
+        assert_eq!(MPC_FIX_COUNT, 3);
     }
 
     /// The purposes keep their codes (part of every stream's counter: a change would change

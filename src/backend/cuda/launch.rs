@@ -271,7 +271,7 @@ pub(crate) fn cuda_signatures(source: &str) -> Vec<(String, Vec<String>)> {
                     .map(|w| typedefs.get(w).map_or(w.to_string(), |t| t.clone()))
                     .collect::<Vec<_>>()
                     .join(" ");
-                ty.replace(" *", " *").trim().to_string()
+                ty.trim().to_string()
             })
             .collect();
         out.push((name, types));

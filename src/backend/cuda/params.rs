@@ -6,6 +6,7 @@ use cudarc::driver::{DevicePtr, DeviceRepr};
 
 use super::contract::wall_kind;
 use super::CudaBackend;
+use crate::fixed_sums::{CELL_KINDS, GLOBAL_KINDS};
 use crate::physics::walls::{Shape, Walls};
 use crate::physics::StepPlan;
 
@@ -45,6 +46,13 @@ pub(super) struct KernelParams {
     cell_offset: u32,
     slab: u32,
     walls: WallParams,
+    /// The fixed-point sums' scales and their inverses (`crate::fixed_sums`; `fixed` = 0: f64).
+    fix_scale: [f64; CELL_KINDS],
+    fix_inv: [f64; CELL_KINDS],
+    global_scale: [f64; GLOBAL_KINDS],
+    global_inv: [f64; GLOBAL_KINDS],
+    fixed: u32,
+    fixed_pad: u32,
 }
 
 /// The walls of a step; mirrors `struct MpcWalls` in `kernels/walls.cuh` (a tagged union:
@@ -124,13 +132,13 @@ impl WallParams {
 unsafe impl DeviceRepr for WallParams {}
 
 // SAFETY: plain old data with the C layout of `MpcParams` (f64, u64 and u32 fields and
-// arrays, no padding between fields: 264 bytes, checked below), which the kernels take by
+// arrays, no padding between fields: 464 bytes, checked below), which the kernels take by
 // value. The one address in it, `walls.momentum`, points into this backend's report buffer,
 // which lives as long as the backend and is only written by its own kernels' atomics.
 unsafe impl DeviceRepr for KernelParams {}
 
 const _: () = assert!(std::mem::size_of::<WallParams>() == 72);
-const _: () = assert!(std::mem::size_of::<KernelParams>() == 264);
+const _: () = assert!(std::mem::size_of::<KernelParams>() == 464);
 
 impl KernelParams {
     /// The same parameters for `n` solutes (a slab's listed share of them).
@@ -173,6 +181,12 @@ impl CudaBackend {
             cell_offset: self.slab.as_ref().map_or(0, |sl| sl.cell_offset),
             slab: self.slab.is_some() as u32,
             walls: WallParams::new(p.walls.as_ref(), self.wall_report_address()),
+            fix_scale: p.sums.map_or([1.0; CELL_KINDS], |s| s.cell),
+            fix_inv: p.sums.map_or([1.0; CELL_KINDS], |s| s.cell_inv),
+            global_scale: p.sums.map_or([1.0; GLOBAL_KINDS], |s| s.global),
+            global_inv: p.sums.map_or([1.0; GLOBAL_KINDS], |s| s.global_inv),
+            fixed: p.sums.is_some() as u32,
+            fixed_pad: 0,
         }
     }
 

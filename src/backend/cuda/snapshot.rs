@@ -101,17 +101,37 @@ fn fetch<'b, T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(
     Ok(&buf.as_slice().map_err(drv("checkpoint copy"))?[..n])
 }
 
-/// The values of `vals` whose slot is live (`words` not [`DEAD`]), as `U`, into `kept`.
-fn keep_live<T: Copy, U: From<T>>(vals: &[T], words: Option<&[u32]>, kept: &mut Vec<U>) {
+/// The values of `vals` whose slot is live (`words` not [`DEAD`]), as `U`, into `kept`: in
+/// parallel runs of slots, joined in order (the host's filtering otherwise bounds the rate).
+fn keep_live<T: Copy + Send + Sync, U: From<T> + Send>(
+    vals: &[T],
+    words: Option<&[u32]>,
+    kept: &mut Vec<U>,
+) {
+    use rayon::prelude::*;
+    const RUN: usize = 1 << 16;
     kept.clear();
     match words {
-        Some(w) => kept.extend(
-            vals.iter()
-                .zip(w)
-                .filter(|(_, &c)| c != DEAD)
-                .map(|(&v, _)| U::from(v)),
-        ),
-        None => kept.extend(vals.iter().map(|&v| U::from(v))),
+        Some(w) => {
+            let runs: Vec<Vec<U>> = vals
+                .par_chunks(RUN)
+                .zip(w.par_chunks(RUN))
+                .map(|(v, w)| {
+                    v.iter()
+                        .zip(w)
+                        .filter(|(_, &c)| c != DEAD)
+                        .map(|(&v, _)| U::from(v))
+                        .collect()
+                })
+                .collect();
+            for r in runs {
+                kept.extend(r);
+            }
+        }
+        None => {
+            kept.reserve(vals.len());
+            kept.extend(vals.iter().map(|&v| U::from(v)));
+        }
     }
 }
 
@@ -129,10 +149,9 @@ fn read_section(
     while lo < part.slots {
         let hi = (lo + st.chunk).min(part.slots);
         let words = match &part.cellw {
-            Some(w) => Some(fetch(stream, w, lo, hi, &mut st.words)?.to_vec()),
+            Some(w) => Some(fetch(stream, w, lo, hi, &mut st.words)?),
             None => None,
         };
-        let words = words.as_deref();
         match section {
             0 => match &part.ids {
                 Some(ids) => {
@@ -177,7 +196,10 @@ impl CudaBackend {
         PartArrays {
             pos: self.fluid.pos.each_ref().map(|a| a.slice(..n)),
             vel: self.fluid.vel.each_ref().map(|a| a.slice(..n)),
-            cellw: slab.map(|_| self.fluid.cellw.slice(..n)),
+            // without free slots every slot is live: nothing to filter
+            cellw: slab
+                .filter(|s| s.free_slots > 0)
+                .map(|_| self.fluid.cellw.slice(..n)),
             ids: slab.and_then(|s| s.ids.as_ref()).map(|ids| ids.slice(..n)),
             slots: n,
             live: self.live() as u64,

@@ -5,6 +5,8 @@
 //! step with the y values of the same particles (the y sections are small and stay in the
 //! page cache), and the kept values go to their parts in file order.
 
+use rayon::prelude::*;
+
 use super::encode::StreamSum;
 use super::read::PartedFile;
 use super::{Block, PARTICLE_BYTES};
@@ -122,7 +124,8 @@ impl PartedFile {
             .map(|b| StreamSum::new(b.count * PARTICLE_BYTES))
             .collect();
         let mut counts = vec![0u64; parts];
-        let (mut ids, mut f32s, mut f64s) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut ids, mut f32s, mut f64s): (Vec<Vec<u64>>, Vec<Vec<f32>>, Vec<Vec<f64>>) =
+            (Vec::new(), Vec::new(), Vec::new());
         let mut owners: Vec<u32> = Vec::new();
         for s in 0..7 {
             // each piece of section s, preceded by the y values of its particles (section 2
@@ -145,7 +148,7 @@ impl PartedFile {
                 let is_y = s == 2 || k % 2 == 0;
                 if is_y {
                     owners.clear();
-                    owners.extend(bytes.chunks_exact(4).map(|c| {
+                    owners.par_extend(bytes.par_chunks_exact(4).map(|c| {
                         let y = f32::from_le_bytes(c.try_into().unwrap());
                         part_of(y)
                             .filter(|&p| p < parts)
@@ -158,67 +161,57 @@ impl PartedFile {
                 let j = plan[piece];
                 piece += 1;
                 sums[j].update(&bytes);
-                for (part, at) in next.iter_mut().enumerate() {
-                    let mine = |i: usize| owners[i] == part as u32;
-                    let first = *at;
-                    match s {
-                        0 => {
-                            ids.clear();
-                            for (i, c) in bytes.chunks_exact(8).enumerate() {
-                                if mine(i) {
-                                    let id = u64::from_le_bytes(c.try_into().unwrap());
-                                    if id >= self.len() as u64 {
-                                        return Err(self.bad(format!(
-                                            "fluid particle id {id} of a run of {} (corrupted)",
-                                            self.len()
-                                        )));
-                                    }
-                                    ids.push(id);
-                                }
-                            }
-                            *at += ids.len() as u64;
-                            if !ids.is_empty() {
-                                sink(part, s, first, Values::Ids(&ids))?;
+                match s {
+                    0 => {
+                        let n = self.len() as u64;
+                        let each = split(&bytes, &owners, parts, |c: &[u8; 8]| {
+                            let id = u64::from_le_bytes(*c);
+                            (id < n).then_some(id).ok_or_else(|| {
+                                format!("fluid particle id {id} of a run of {n} (corrupted)")
+                            })
+                        });
+                        ids = each.map_err(|e| self.bad(e))?;
+                        for (part, v) in ids.iter().enumerate() {
+                            let first = next[part];
+                            next[part] += v.len() as u64;
+                            if !v.is_empty() {
+                                sink(part, s, first, Values::Ids(v))?;
                             }
                         }
-                        1..=3 => {
-                            f32s.clear();
-                            let l = length[s - 1];
-                            for (i, c) in bytes.chunks_exact(4).enumerate() {
-                                if mine(i) {
-                                    let x = f32::from_le_bytes(c.try_into().unwrap());
-                                    if !(x >= 0.0 && f64::from(x) < l) {
-                                        return Err(self.bad(format!(
-                                            "position component {} = {x} outside the box \
-                                             (corrupted)",
-                                            s - 1
-                                        )));
-                                    }
-                                    f32s.push(x);
-                                }
-                            }
-                            *at += f32s.len() as u64;
-                            if !f32s.is_empty() {
-                                sink(part, s, first, Values::F32(&f32s))?;
+                    }
+                    1..=3 => {
+                        let l = length[s - 1];
+                        let each = split(&bytes, &owners, parts, |c: &[u8; 4]| {
+                            let x = f32::from_le_bytes(*c);
+                            (x >= 0.0 && f64::from(x) < l).then_some(x).ok_or_else(|| {
+                                format!(
+                                    "position component {} = {x} outside the box (corrupted)",
+                                    s - 1
+                                )
+                            })
+                        });
+                        f32s = each.map_err(|e| self.bad(e))?;
+                        for (part, v) in f32s.iter().enumerate() {
+                            let first = next[part];
+                            next[part] += v.len() as u64;
+                            if !v.is_empty() {
+                                sink(part, s, first, Values::F32(v))?;
                             }
                         }
-                        _ => {
-                            f64s.clear();
-                            for (i, c) in bytes.chunks_exact(8).enumerate() {
-                                if mine(i) {
-                                    let v = f64::from_le_bytes(c.try_into().unwrap());
-                                    if !v.is_finite() {
-                                        return Err(self.bad(format!(
-                                            "velocity component {} is not finite (corrupted)",
-                                            s - 4
-                                        )));
-                                    }
-                                    f64s.push(v);
-                                }
-                            }
-                            *at += f64s.len() as u64;
-                            if !f64s.is_empty() {
-                                sink(part, s, first, Values::F64(&f64s))?;
+                    }
+                    _ => {
+                        let each = split(&bytes, &owners, parts, |c: &[u8; 8]| {
+                            let v = f64::from_le_bytes(*c);
+                            v.is_finite().then_some(v).ok_or_else(|| {
+                                format!("velocity component {} is not finite (corrupted)", s - 4)
+                            })
+                        });
+                        f64s = each.map_err(|e| self.bad(e))?;
+                        for (part, v) in f64s.iter().enumerate() {
+                            let first = next[part];
+                            next[part] += v.len() as u64;
+                            if !v.is_empty() {
+                                sink(part, s, first, Values::F64(v))?;
                             }
                         }
                     }
@@ -238,6 +231,38 @@ impl PartedFile {
         }
         Ok(counts)
     }
+}
+
+/// The values of `bytes` (`W` bytes each, decoded and checked by `decode`) split by their
+/// owners (`owners[i]`: the part of value i; past `parts`: none), each part's in order.
+/// Decoded in parallel runs and joined in order: on one thread the split bounds a resume.
+fn split<T: Send, const W: usize>(
+    bytes: &[u8],
+    owners: &[u32],
+    parts: usize,
+    decode: impl Fn(&[u8; W]) -> std::result::Result<T, String> + Sync,
+) -> std::result::Result<Vec<Vec<T>>, String> {
+    const RUN: usize = 1 << 16;
+    let runs: Vec<Vec<Vec<T>>> = bytes
+        .par_chunks(RUN * W)
+        .zip(owners.par_chunks(RUN))
+        .map(|(b, o)| {
+            let mut out: Vec<Vec<T>> = (0..parts).map(|_| Vec::new()).collect();
+            for (c, &w) in b.chunks_exact(W).zip(o) {
+                if let Some(v) = out.get_mut(w as usize) {
+                    v.push(decode(c.try_into().expect("W bytes"))?);
+                }
+            }
+            Ok(out)
+        })
+        .collect::<std::result::Result<_, String>>()?;
+    let mut each: Vec<Vec<T>> = (0..parts).map(|_| Vec::new()).collect();
+    for run in runs {
+        for (all, r) in each.iter_mut().zip(run) {
+            all.extend(r);
+        }
+    }
+    Ok(each)
 }
 
 #[cfg(test)]

@@ -46,8 +46,9 @@ pub use shapes::{Pipe, Shape, Slit, SlitNormal, Sphere, WallShape};
 
 use super::{wrap_coordinate, CellParams, CellSums, Physics, StepPlan};
 use crate::config::Config;
+use crate::fixed_sums::GlobalKind;
 use crate::physics::rules::theory::rule_viscosity;
-use crate::rng::CellStream;
+use crate::rng::{CellStream, CellStreamPurpose};
 
 /// Momentum given by the fluid to each wall surface (slit: bottom, top; pipe: the wall, 0).
 pub type WallMomentum = [[f64; 3]; 2];
@@ -308,7 +309,7 @@ impl Physics {
             };
             let s = shape.surface(r);
             for k in 0..3 {
-                wall[s][k] += self.mass * (v[k] - w[k]);
+                wall[s][k] += self.global_term(GlobalKind::Momentum, self.mass * (v[k] - w[k]));
             }
             v = w;
             left -= t;

@@ -183,7 +183,8 @@ impl Platform {
     }
 
     /// Two runs of the same steps on this platform hold the same fluid: bit for bit on the CPU;
-    /// to rounding on GPUs, whose f64 atomics add a cell's particles in varying order.
+    /// on GPUs to rounding here, so that f64 sums (`MPCBOX_CELL_SUMS=float`, atomics in varying
+    /// order) pass too (the default fixed-point sums are bit for bit: `determinism.rs`).
     pub fn assert_same_fluid(self, a: &FluidState, b: &FluidState, what: &str) {
         if self == Platform::Cpu {
             assert!(a == b, "{what}: the fluid differs");

@@ -147,8 +147,6 @@ pub fn peer_can_access(ptr: u64, reader_ordinal: usize) -> Result<bool> {
 }
 
 /// Whether every GPU may access the memory of its neighbours above and below (periodically),
-
-/// Whether every GPU may access the memory of its neighbours above and below (periodically),
 /// in both directions: then peer copies are the default.
 pub(super) fn neighbours_have_peer_access(devices: &[CudaDevice]) -> bool {
     let g = devices.len();
