@@ -3,12 +3,14 @@
 #include "cell_sums.cuh"
 #endif
 
-// Physics::profile_bins: the cells along a slit's normal, Ly otherwise.
+// Physics::profile_bins: the cells along a slit's normal, Ly otherwise (y layers about a sphere).
 __device__ __forceinline__ unsigned int mpc_profile_bins(const MpcParams &p) {
     switch (p.walls.kind) {
         case MPC_WALLS_NONE:
         case MPC_WALLS_SLIT:
         case MPC_WALLS_PIPE:
+        case MPC_WALLS_SPHERE:
+        case MPC_WALLS_OBSTACLE:
             return p.cells[1];
         case MPC_WALLS_SLIT_Z:
             return p.cells[2];
@@ -25,6 +27,8 @@ __device__ __forceinline__ unsigned int mpc_profile_bin(const MpcParams &p, floa
     switch (p.walls.kind) {
         case MPC_WALLS_NONE:
         case MPC_WALLS_SLIT:
+        case MPC_WALLS_SPHERE:
+        case MPC_WALLS_OBSTACLE:
             b = (unsigned int)y;
             break;
         case MPC_WALLS_SLIT_Z:

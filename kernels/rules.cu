@@ -8,6 +8,7 @@
 // shares its streaming and binning (mpc_stream_store_bin, mpc_live) with stream.cu.
 #ifndef MPCBOX_NVRTC
 #include "rule_sums.cuh"
+#include "wall_rules.cuh"
 #include "migrate.cuh"
 #endif
 
@@ -208,7 +209,16 @@ __device__ __forceinline__ void mpc_rules_cell(const MpcParams &p, unsigned int 
         e[2 * k + 1] = mpc_sum_value(p, mpc_rule_sum_kind(RULE, 2 * k + 1), a.y);
     }
     double out[8], ap[MPC_RULE_PARAMS];
-    mpc_rule_cell_params<RULE>(p, c + p.cell_offset, s, e, out, ap);  // draws keyed by the global cell
+    // draws keyed by the global cell
+#if MPC_WALLS
+    if (p.walls.kind != MPC_WALLS_NONE) {
+        mpc_rules_walled_cell_params<RULE>(p, c + p.cell_offset, s, e, out, ap);
+    } else {
+        mpc_rule_cell_params<RULE>(p, c + p.cell_offset, s, e, out, ap);
+    }
+#else
+    mpc_rule_cell_params<RULE>(p, c + p.cell_offset, s, e, out, ap);
+#endif
     double2 *o2 = (double2 *)o;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {

@@ -52,6 +52,12 @@ fn describe(shape: &Shape) -> (&'static str, f64) {
             SlitNormal::Z => ("slit normal to z", s.height()),
         },
         Shape::Pipe(p) => ("pipe", p.radius),
+        Shape::Sphere(s) => match (s.fluid_inside, s.along_z) {
+            (true, false) => ("sphere", s.radius),
+            (true, true) => ("cylinder along z", s.radius),
+            (false, false) => ("spherical obstacle", s.radius),
+            (false, true) => ("cylinder obstacle along z", s.radius),
+        },
     }
 }
 
@@ -60,6 +66,7 @@ fn wall_speeds(shape: &Shape) -> Vec<f64> {
     match shape {
         Shape::Slit(s) => s.velocity.to_vec(),
         Shape::Pipe(p) => vec![p.velocity],
+        Shape::Sphere(_) => vec![0.0],
     }
 }
 
@@ -70,16 +77,10 @@ fn densities(solvent: &Solvent, shape: &Shape) -> (f64, f64) {
     (n, n * phys.acceleration[0] * phys.mass)
 }
 
-/// The SRD theory viscosity of the run.
+/// The theory viscosity of the run's collision rule (kinetic + collisional).
 fn theory_viscosity(solvent: &Solvent) -> f64 {
-    let cfg = solvent.config();
-    theory::srd_viscosity(
-        cfg.particles_per_cell as f64,
-        cfg.kt,
-        cfg.time_step,
-        cfg.mass,
-        cfg.rotation_angle(),
-    )
+    let (kinetic, collisional) = theory::rule_viscosity(solvent.config());
+    kinetic + collisional
 }
 
 /// The summary of a run between walls (None without walls or before any sample).
@@ -97,10 +98,11 @@ pub fn summarize(solvent: &Solvent) -> Option<WallsSummary> {
     let at_walls: Vec<f64> = match shape {
         Shape::Slit(s) => vec![s.bottom, s.top],
         Shape::Pipe(p) => vec![p.radius],
+        Shape::Sphere(_) => Vec::new(),
     };
     let centre = match shape {
         Shape::Slit(s) => 0.5 * (s.bottom + s.top),
-        Shape::Pipe(_) => 0.0,
+        Shape::Pipe(_) | Shape::Sphere(_) => 0.0,
     };
     let slip_velocity: Vec<f64> = fit.map_or(Vec::new(), |f| {
         at_walls
@@ -126,7 +128,7 @@ pub fn summarize(solvent: &Solvent) -> Option<WallsSummary> {
         (true, Some(f), Shape::Pipe(_)) => {
             Some(theory::pipe_viscosity_from_curvature(f.c2, force_density))
         }
-        (false, _, _) | (true, None, _) => None,
+        (true, Some(_), Shape::Sphere(_)) | (false, _, _) | (true, None, _) => None,
     };
     let wall_force: Vec<[ValueWithError; 3]> = stats
         .wall_force
@@ -212,6 +214,7 @@ pub fn profile_rows(solvent: &Solvent) -> Option<(&'static str, Vec<ProfileRow>)
                 Shape::Pipe(p) => {
                     theory::pipe_velocity(m.mean, p.radius, p.velocity, force_density, eta)
                 }
+                Shape::Sphere(_) => return None,
             };
             Some((m.mean, v, th))
         })
@@ -219,6 +222,7 @@ pub fn profile_rows(solvent: &Solvent) -> Option<(&'static str, Vec<ProfileRow>)
     let name = match shape {
         Shape::Slit(s) => s.normal.name(),
         Shape::Pipe(_) => "r",
+        Shape::Sphere(_) => "y",
     };
     Some((name, rows))
 }

@@ -332,7 +332,9 @@ impl CpuBackend {
             add_wall_momentum(&mut wall_momentum, &exchanged);
             ((e, d), self.collide(plan, solutes.as_deref_mut()))
         } else {
-            self.rules_step(plan, solutes)
+            let (energy, collisional, exchanged) = self.rules_step(plan, solutes);
+            add_wall_momentum(&mut wall_momentum, &exchanged);
+            (energy, collisional)
         };
         if plan.reorder {
             self.reorder();
@@ -551,7 +553,7 @@ pub(crate) fn worker_pool(threads: usize) -> Result<std::sync::Arc<rayon::Thread
 }
 
 /// `total += part`, surface by surface.
-fn add_wall_momentum(total: &mut WallMomentum, part: &WallMomentum) {
+pub(super) fn add_wall_momentum(total: &mut WallMomentum, part: &WallMomentum) {
     for (t, p) in total.iter_mut().zip(part) {
         for k in 0..3 {
             t[k] += p[k];

@@ -35,19 +35,6 @@ pub enum CollisionRule {
     },
 }
 
-impl CollisionRule {
-    /// Plain SRD (rotation, no angular-momentum correction): the rule walls work with.
-    pub fn is_plain_srd(&self) -> bool {
-        matches!(
-            self,
-            CollisionRule::Srd {
-                angular_momentum: false,
-                ..
-            }
-        )
-    }
-}
-
 /// Cell-level thermostat.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum Thermostat {

@@ -4,13 +4,16 @@
 //! walls: Slit(bottom_velocity: 0.0, top_velocity: 0.1),   // plates normal to y, height Ly − 1
 //! walls: Slit(height: 10.0, normal: Z),                   // plates normal to z, 10 cells apart
 //! walls: Pipe(radius: 7.5),                               // a pipe along x
+//! walls: Sphere(radius: 7.5),                             // the fluid in a sphere
+//! walls: SphereObstacle(radius: 3.0),                     // a sphere in the flow
+//! walls: CylinderObstacle(radius: 3.0),                   // a cylinder along z in the flow
 //! ```
 
 use serde::{Deserialize, Serialize};
 
 use super::Config;
 use crate::error::ConfigError;
-use crate::physics::walls::shapes::{Pipe, Shape, Slit, SlitNormal};
+use crate::physics::walls::shapes::{Pipe, Shape, Slit, SlitNormal, Sphere};
 
 /// What a fluid particle that reaches a wall does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -25,7 +28,7 @@ pub enum WallBoundary {
 }
 
 /// The wall geometry of a run: the fluid is confined along y or z (a slit), or both (the
-/// pipe); x stays periodic. Checkpoints store it in the binary form of [`super::stored`].
+/// pipe; x stays periodic), in a sphere, or flows around a sphere in the periodic box. Checkpoints store it in the binary form of [`super::stored`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub enum WallsConfig {
@@ -60,6 +63,35 @@ pub enum WallsConfig {
         #[serde(default)]
         solutes: SoluteWall,
     },
+    /// The fluid inside a sphere at rest centred in the box (a closed container).
+    Sphere {
+        radius: f64,
+        #[serde(default)]
+        boundary: WallBoundary,
+        /// The WCA wall potential the bundled MD engine's solutes feel (`md::walls`).
+        #[serde(default)]
+        solutes: SoluteWall,
+    },
+    /// A sphere at rest centred in the box, the fluid around it: with the periodic box, a
+    /// lattice of spheres of the box's period (simple cubic in a cubic box).
+    SphereObstacle {
+        radius: f64,
+        #[serde(default)]
+        boundary: WallBoundary,
+        /// The WCA wall potential the bundled MD engine's solutes feel (`md::walls`).
+        #[serde(default)]
+        solutes: SoluteWall,
+    },
+    /// A cylinder at rest along z through the box centre, the fluid around it (across a flow
+    /// along x): with the periodic box, a square array of cylinders in a square box.
+    CylinderObstacle {
+        radius: f64,
+        #[serde(default)]
+        boundary: WallBoundary,
+        /// The WCA wall potential the bundled MD engine's solutes feel (`md::walls`).
+        #[serde(default)]
+        solutes: SoluteWall,
+    },
 }
 
 /// The fewest cells across a channel (slit height, pipe diameter).
@@ -76,14 +108,22 @@ fn err(field: &str, problem: String, fix: &str) -> Result<(), ConfigError> {
 impl WallsConfig {
     pub fn boundary(&self) -> WallBoundary {
         match self {
-            WallsConfig::Slit { boundary, .. } | WallsConfig::Pipe { boundary, .. } => *boundary,
+            WallsConfig::Slit { boundary, .. }
+            | WallsConfig::Pipe { boundary, .. }
+            | WallsConfig::Sphere { boundary, .. }
+            | WallsConfig::SphereObstacle { boundary, .. }
+            | WallsConfig::CylinderObstacle { boundary, .. } => *boundary,
         }
     }
 
     /// The WCA parameters of the walls for the MD engine's solutes.
     pub fn solute_wall(&self) -> SoluteWall {
         match self {
-            WallsConfig::Slit { solutes, .. } | WallsConfig::Pipe { solutes, .. } => *solutes,
+            WallsConfig::Slit { solutes, .. }
+            | WallsConfig::Pipe { solutes, .. }
+            | WallsConfig::Sphere { solutes, .. }
+            | WallsConfig::SphereObstacle { solutes, .. }
+            | WallsConfig::CylinderObstacle { solutes, .. } => *solutes,
         }
     }
 
@@ -120,6 +160,14 @@ impl WallsConfig {
                 centre: [0.5 * ly, 0.5 * lz],
                 radius,
                 velocity,
+            }),
+            WallsConfig::Sphere { radius, .. }
+            | WallsConfig::SphereObstacle { radius, .. }
+            | WallsConfig::CylinderObstacle { radius, .. } => Shape::Sphere(Sphere {
+                centre: len.map(|l| 0.5 * l),
+                radius,
+                fluid_inside: matches!(self, WallsConfig::Sphere { .. }),
+                along_z: matches!(self, WallsConfig::CylinderObstacle { .. }),
             }),
         }
     }
@@ -159,17 +207,6 @@ impl WallsConfig {
                  (Slit(bottom_velocity: ..., top_velocity: ...)) or drive it with body_force",
             );
         }
-        if !cfg.collision.is_plain_srd() {
-            return err(
-                "walls",
-                format!(
-                    "walls work with the plain SRD rule only (collision = {:?})",
-                    cfg.collision
-                ),
-                "use collision: Srd(angle_deg: ...) without angular_momentum between walls (the \
-                 virtual wall particles carry no positions or Andersen draws)",
-            );
-        }
         match *self {
             WallsConfig::Slit {
                 height,
@@ -188,6 +225,9 @@ impl WallsConfig {
                 check_pipe(cfg, radius)?;
                 check_speed(cfg, "walls.velocity", velocity)?;
             }
+            WallsConfig::Sphere { radius, .. } => check_round(cfg, radius, 3, 1.0)?,
+            WallsConfig::SphereObstacle { radius, .. } => check_round(cfg, radius, 3, 2.0)?,
+            WallsConfig::CylinderObstacle { radius, .. } => check_round(cfg, radius, 2, 2.0)?,
         }
         check_body_force(cfg, self)?;
         check_solute_wall(self.solute_wall())
@@ -251,6 +291,37 @@ fn check_pipe(cfg: &Config, radius: f64) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// A sphere (cylinder along z: `axes` = 2, x and y) of `radius` centred in the box: at least
+/// 4 cells across, and `room` cells between it and the box faces along its first `axes` axes
+/// (inside: the shifted grid's layer; an obstacle: one cell, so that no step or collision
+/// cell reaches a periodic image of it).
+fn check_round(cfg: &Config, radius: f64, axes: usize, room: f64) -> Result<(), ConfigError> {
+    let short = cfg.cells[..axes].iter().copied().min().unwrap_or(0) as f64;
+    let what = if axes == 3 { "sphere" } else { "cylinder" };
+    if !radius.is_finite() || 2.0 * radius < MIN_CHANNEL_CELLS {
+        return err(
+            "walls.radius",
+            format!("a {what} of radius {radius} is smaller than {MIN_CHANNEL_CELLS} cells across"),
+            &format!("give the {what} a radius of at least 2 cells"),
+        );
+    }
+    if 2.0 * radius > short - room {
+        return err(
+            "walls.radius",
+            format!(
+                "a {what} of diameter {} leaves less than {room} cell(s) to the box faces (the \
+                 shortest edge across it is {short} cells)",
+                2.0 * radius
+            ),
+            &format!(
+                "use a radius ≤ (shortest edge − {room}) / 2 = {}, or a larger box",
+                0.5 * (short - room)
+            ),
+        );
+    }
+    Ok(())
+}
+
 fn check_speed(cfg: &Config, field: &str, u: f64) -> Result<(), ConfigError> {
     if !u.is_finite() {
         return err(
@@ -273,7 +344,8 @@ fn check_speed(cfg: &Config, field: &str, u: f64) -> Result<(), ConfigError> {
 }
 
 /// The time of impact is exact for paths that are straight across the channel: a body force
-/// may only push along the walls.
+/// may only push along the walls (around a spherical obstacle in any direction; in a sphere
+/// in none).
 fn check_body_force(cfg: &Config, walls: &WallsConfig) -> Result<(), ConfigError> {
     let (closed, along): (&[usize], &str) = match walls {
         WallsConfig::Slit {
@@ -285,6 +357,12 @@ fn check_body_force(cfg: &Config, walls: &WallsConfig) -> Result<(), ConfigError
             ..
         } => (&[2], "body_force: (fx, fy, 0.0) between plates normal to z"),
         WallsConfig::Pipe { .. } => (&[1, 2], "body_force: (fx, 0.0, 0.0) in a pipe"),
+        // a closed container: a body force would only build up a pressure gradient, and the
+        // paths it bends would meet the curved wall away from the straight chord's time
+        WallsConfig::Sphere { .. } => (&[0, 1, 2], "body_force: (0.0, 0.0, 0.0) in a sphere"),
+        // around an obstacle any direction: the chord's time of impact misses the bent path
+        // by at most |a| h² / 2 (kept out of the sphere by keep_inside)
+        WallsConfig::SphereObstacle { .. } | WallsConfig::CylinderObstacle { .. } => (&[], ""),
     };
     for &k in closed {
         if cfg.body_force[k] != 0.0 {

@@ -34,6 +34,21 @@ enum StoredWalls {
         boundary: WallBoundary,
         solutes: SoluteWall,
     },
+    Sphere {
+        radius: f64,
+        boundary: WallBoundary,
+        solutes: SoluteWall,
+    },
+    SphereObstacle {
+        radius: f64,
+        boundary: WallBoundary,
+        solutes: SoluteWall,
+    },
+    CylinderObstacle {
+        radius: f64,
+        boundary: WallBoundary,
+        solutes: SoluteWall,
+    },
 }
 
 impl From<&WallsConfig> for StoredWalls {
@@ -70,6 +85,33 @@ impl From<&WallsConfig> for StoredWalls {
             } => StoredWalls::Pipe {
                 radius,
                 velocity,
+                boundary,
+                solutes,
+            },
+            WallsConfig::Sphere {
+                radius,
+                boundary,
+                solutes,
+            } => StoredWalls::Sphere {
+                radius,
+                boundary,
+                solutes,
+            },
+            WallsConfig::SphereObstacle {
+                radius,
+                boundary,
+                solutes,
+            } => StoredWalls::SphereObstacle {
+                radius,
+                boundary,
+                solutes,
+            },
+            WallsConfig::CylinderObstacle {
+                radius,
+                boundary,
+                solutes,
+            } => StoredWalls::CylinderObstacle {
+                radius,
                 boundary,
                 solutes,
             },
@@ -125,6 +167,33 @@ impl From<StoredWalls> for WallsConfig {
             } => WallsConfig::Pipe {
                 radius,
                 velocity,
+                boundary,
+                solutes,
+            },
+            StoredWalls::Sphere {
+                radius,
+                boundary,
+                solutes,
+            } => WallsConfig::Sphere {
+                radius,
+                boundary,
+                solutes,
+            },
+            StoredWalls::SphereObstacle {
+                radius,
+                boundary,
+                solutes,
+            } => WallsConfig::SphereObstacle {
+                radius,
+                boundary,
+                solutes,
+            },
+            StoredWalls::CylinderObstacle {
+                radius,
+                boundary,
+                solutes,
+            } => WallsConfig::CylinderObstacle {
+                radius,
                 boundary,
                 solutes,
             },

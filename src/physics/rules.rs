@@ -54,7 +54,7 @@ pub const RULE_SUMS: usize = 18;
 //   MPC-AT+a: [0..3) Σ m r, [3..9) Σ m r⊗r, [9..12) Σ m r × (v − ξ), [12..15) Σ m ξ
 //   MPC-AT:   [0..3) Σ m ξ
 // r: position relative to the cell centre; v: velocity with the LE image offset; ξ: the draw.
-const MASS_MOMENT: usize = 0;
+pub(crate) const MASS_MOMENT: usize = 0;
 const SECOND_MOMENT: usize = 3;
 const POSITION_VELOCITY: usize = 9;
 const ANGULAR: usize = 9;
@@ -129,7 +129,7 @@ impl Rule {
     }
 
     /// Where Σ m ξ starts in the extended sums (MPC-AT rules).
-    fn draw_momentum(self) -> usize {
+    pub(crate) fn draw_momentum(self) -> usize {
         if self == Rule::AtAngular {
             12
         } else {

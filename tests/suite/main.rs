@@ -48,3 +48,5 @@ mod shear_viscosity;
 mod startup;
 mod thermostat;
 mod walls;
+mod walls_rules;
+mod walls_shapes;

@@ -94,6 +94,7 @@ fn wall_force_is_minus_the_derivative_of_the_wca_energy() {
                 (c, s.axis())
             }
             mpcbox::physics::walls::Shape::Pipe(p) => ([1.0, p.centre[0], p.centre[1]], 1),
+            mpcbox::physics::walls::Shape::Sphere(s) => (s.centre, 1),
         };
         assert_eq!(w.force(centre), Ok(None));
         let mut on_wall = centre;

@@ -171,7 +171,7 @@ fn momentum_given_to_the_walls_is_accounted_for(p: Platform) {
         };
         let across = match shape_of(&s) {
             Shape::Slit(sl) => sl.axis(),
-            Shape::Pipe(_) => 1,
+            Shape::Pipe(_) | Shape::Sphere(_) => 1,
         };
         let phys = s.physics().clone();
         let n = s.n_fluid() as f64;
@@ -425,42 +425,8 @@ fn walls_follow_the_cpu_trajectory(p: Platform) {
         ),
         walled([8, 24, 12], "Slit(normal: Z, boundary: Slip)", ", seed: 2"),
     ];
-    for mut cfg in cases {
-        cfg.tuning.reorder_interval = Some(0);
-        let phys = Physics::from_config(&cfg);
-        let st0 = FluidState::initial(&cfg);
-        let steps = 10u64;
-        let mut cpu = mpcbox::backend::factory::open(&cfg, &phys, Some(&st0)).unwrap();
-        let cpu_reports: Vec<_> = (0..steps)
-            .map(|s| cpu.step(&phys.plan(s, false, false), None).unwrap())
-            .collect();
-        let reference = cpu.download().unwrap();
-        for q in p.with_fewer_gpus() {
-            let Some(q_cfg) = q.config(&cfg) else {
-                continue;
-            };
-            let mut be = mpcbox::backend::factory::open(&q_cfg, &phys, Some(&st0)).unwrap();
-            q.check_backend(&be.describe());
-            for s in 0..steps {
-                let reorder = q.is_multi_gpu() && s % 3 == 2;
-                let r = be.step(&phys.plan(s, false, reorder), None).unwrap();
-                let c = &cpu_reports[s as usize];
-                common::compare_reports(c, &r, 1e-12, 1e-10, &format!("{q}, step {s}"));
-                for (a, b) in c.wall_momentum.iter().zip(&r.wall_momentum) {
-                    for k in 0..3 {
-                        assert!(
-                            (a[k] - b[k]).abs() <= 1e-10 * a[k].abs().max(1.0),
-                            "{q}, step {s}: wall momentum {:?} vs {:?}",
-                            c.wall_momentum,
-                            r.wall_momentum
-                        );
-                    }
-                }
-            }
-            let st = be.download().unwrap();
-            let (w, d) = common::compare_states(&reference, &st, 1e-12, &q.to_string());
-            eprintln!("{q}: walls, 10 steps: max relative velocity difference {w:e}, {d} positions differ");
-        }
+    for (k, cfg) in cases.iter().enumerate() {
+        common::assert_walls_follow_the_cpu(p, cfg, 10, &format!("walls case {k}"));
     }
 }
 

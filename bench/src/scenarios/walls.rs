@@ -1,6 +1,6 @@
 //! `walls`: per-step cost of walls relative to the same box without walls (the goal at 256³ ×
-//! 10 on a GPU: walls ≤ 1.10 ×): SRD 130° with MBS, h = 0.1, grid shift, reorder every 20
-//! steps; a slit of height L − 1 (no-slip, body force along x) and a pipe of radius (L − 1)/2
+//! 10 on a GPU: walls ≤ 1.10 ×): SRD 130° with MBS by default (`--collision` names another
+//! rule: MPC-AT runs without MBS), h = 0.1, grid shift, reorder every 20 steps; a slit of height L − 1 (no-slip, body force along x) and a pipe of radius (L − 1)/2
 //! (no-slip, body force). The pipe holds π/4 of the box's particles: its per-particle rate is
 //! the comparable figure. On a GPU the default (fused) cell-sum method unless
 //! MPCBOX_CUDA_METHOD says otherwise.
@@ -32,6 +32,10 @@ pub struct Args {
     /// auto | cpu | cuda:N
     #[arg(long, default_value = "cuda:0")]
     device: String,
+    /// The collision rule (RON), e.g. "MpcAt()" or "Srd(angle_deg: 130.0, angular_momentum:
+    /// true)"; SRD rules run with MBS, MPC-AT rules (their own thermostat) without.
+    #[arg(long, default_value = "Srd(angle_deg: 130.0)")]
+    collision: String,
 }
 
 /// The variants measured: name and the `walls` and `body_force` fields (RON).
@@ -55,13 +59,18 @@ fn variants(l: u32) -> Vec<(&'static str, String)> {
 pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
     let device = super::device(&a.device)?;
     let mut rec = recorder("walls", &device, records);
+    let thermostat = if a.collision.starts_with("MpcAt") {
+        "None"
+    } else {
+        "Mbs"
+    };
     for &l in &a.sizes {
         let mut reference = None;
         for (name, extra) in variants(l) {
             let mut cfg = Config::from_ron_str(&format!(
-                "(cells: ({l}, {l}, {l}), particles_per_cell: {}, time_step: 0.1, thermostat: Mbs, \
-                  collision: Srd(angle_deg: 130.0), steps: 100, seed: 12345{extra})",
-                a.m
+                "(cells: ({l}, {l}, {l}), particles_per_cell: {}, time_step: 0.1, \
+                  thermostat: {thermostat}, collision: {}, steps: 100, seed: 12345{extra})",
+                a.m, a.collision
             ))
             .map_err(err)?;
             cfg.device = device.clone();
@@ -75,6 +84,7 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
                     ("cells", cube(l)),
                     ("M", json!(a.m)),
                     ("walls", json!(name)),
+                    ("collision", json!(a.collision)),
                     ("particles", json!(cfg.n_fluid())),
                 ],
                 &[

@@ -10,11 +10,11 @@
 
 use rayon::prelude::*;
 
-use super::{CpuBackend, SoluteBatch};
+use super::{add_wall_momentum, CpuBackend, SoluteBatch};
 use crate::fixed_sums::GlobalKind;
 use crate::physics::rules::{RuleCellParams, RuleSums};
 use crate::physics::sums::CellAccumulator;
-use crate::physics::{CellSums, Physics, StepPlan};
+use crate::physics::{CellSums, Physics, StepPlan, WallMomentum, Walls};
 use crate::state::REDUCTION_CHUNK;
 
 /// Per-cell parameters and per-particle inputs of the rule's collision.
@@ -35,18 +35,19 @@ fn at(v: &[[f64; 3]], i: usize) -> [f64; 3] {
 
 impl CpuBackend {
     /// Steps 3-4 under a rule other than plain SRD: per-particle inputs, cell pass, collision.
-    /// Returns ((Σ E_rel, Σ (Nc − 1)), collisional stress sum).
+    /// Returns ((Σ E_rel, Σ (Nc − 1)), collisional stress sum, momentum the real particles
+    /// gave the walls' virtual particles).
     pub(super) fn rules_step(
         &mut self,
         plan: &StepPlan,
         solutes: Option<&mut SoluteBatch<'_>>,
-    ) -> ((f64, f64), f64) {
+    ) -> ((f64, f64), f64, WallMomentum) {
         let mut st = self.rules.take().unwrap_or_default();
         self.rules_particle_inputs(plan, solutes.as_deref(), &mut st);
-        let energy = self.rules_cell_pass(plan, solutes.as_deref(), &mut st);
+        let (e_rel, dof, wall) = self.rules_cell_pass(plan, solutes.as_deref(), &mut st);
         let collisional = self.rules_collide(plan, solutes, &st);
         self.rules = Some(st);
-        (energy, collisional)
+        ((e_rel, dof), collisional, wall)
     }
 
     /// Step 1: positions relative to the cell centre (+a) and draws (MPC-AT) of every particle.
@@ -115,39 +116,50 @@ impl CpuBackend {
     }
 
     /// Step 2: per cell, the plain and the extended sums in ascending particle order, then the
-    /// collision parameters. Returns (Σ E_rel, Σ (Nc − 1)).
+    /// collision parameters (cells cut by a wall filled with virtual particles). Returns
+    /// (Σ E_rel, Σ (Nc − 1)) of the real particles and the momentum they gave the walls.
     fn rules_cell_pass(
         &self,
         plan: &StepPlan,
         solutes: Option<&SoluteBatch<'_>>,
         st: &mut RuleState,
-    ) -> (f64, f64) {
+    ) -> (f64, f64, WallMomentum) {
         let phys = &self.phys;
         let ncells = self.cell_start.len() - 1;
         st.params.resize(ncells, RuleCellParams::default());
         let (rel, xi) = (&st.rel, &st.xi);
         let ch = 4096;
-        let parts: Vec<(f64, f64)> = st
+        let parts: Vec<(f64, f64, WallMomentum)> = st
             .params
             .par_chunks_mut(ch)
             .enumerate()
             .map(|(k, chunk)| {
                 let (mut e_rel, mut dof) = (0.0, 0.0);
+                let mut wall = WallMomentum::default();
                 for (j, out) in chunk.iter_mut().enumerate() {
                     let c = k * ch + j;
                     let (sums, ext) = self.rules_cell_sums(c, solutes, rel, xi);
                     // draws are keyed by the global cell
                     let g = (c + self.cell_lo) as u32;
-                    *out = phys.rule_cell_params(plan.step, g, &sums, &ext);
+                    *out = match &phys.walls {
+                        Some(w) => rule_fill_and_params(phys, w, plan, g, (&sums, &ext), &mut wall),
+                        None => phys.rule_cell_params(plan.step, g, &sums, &ext),
+                    };
                     if sums.count >= 2 {
                         e_rel += phys.global_term(GlobalKind::Energy, sums.relative_energy());
                         dof += (sums.count - 1) as f64;
                     }
                 }
-                (e_rel, dof)
+                (e_rel, dof, wall)
             })
             .collect();
-        parts.iter().fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1))
+        let mut total = (0.0, 0.0, WallMomentum::default());
+        for (e, d, w) in &parts {
+            total.0 += e;
+            total.1 += d;
+            add_wall_momentum(&mut total.2, w);
+        }
+        total
     }
 
     /// The plain and extended sums of cell `c` over its particles in ascending index order.
@@ -245,4 +257,28 @@ impl CpuBackend {
         }
         total
     }
+}
+
+/// The rule's collision parameters of global cell `c` between walls: its sums `real` (plain,
+/// extended) with the virtual particles of a cut cell added; what the real particles then
+/// exchange with the wall in the collision is added to `wall` (as `cpu.rs`'s
+/// `fill_and_params` for plain SRD).
+fn rule_fill_and_params(
+    phys: &Physics,
+    walls: &Walls,
+    plan: &StepPlan,
+    c: u32,
+    real: (&CellSums, &RuleSums),
+    wall: &mut WallMomentum,
+) -> RuleCellParams {
+    let (mut sums, mut ext) = (*real.0, *real.1);
+    let surface = walls.fill_rule_cell(phys, plan, c, &mut sums, &mut ext);
+    let cp = phys.rule_cell_params(plan.step, c, &sums, &ext);
+    if let Some(s) = surface {
+        let gained = Walls::rule_collision_exchange(phys, &cp, real.0, real.1);
+        for k in 0..3 {
+            wall[s][k] -= phys.global_term(GlobalKind::Momentum, gained[k]);
+        }
+    }
+    cp
 }

@@ -25,6 +25,9 @@ shared_constants! {
     FLUID_CONSTANTS: usize {
         /// Words (u64) of one particle migrating between slabs: velocity, position, global id.
         MPC_RECORD_WORDS = 5,
+        /// Uniform points of a cut cell tried for one virtual particle's place in the wall
+        /// (the +a rules between walls: `walls::rule_fill`, `wall_rules.cuh`).
+        MPC_PLACEMENT_TRIES = crate::physics::walls::rule_fill::PLACEMENT_TRIES as usize,
         /// The fixed-point sums' kinds (`fixed_sums::SumKind`: the index of each kind's scale
         /// in `MpcParams.fix_scale`) and how many scales there are.
         MPC_FIX_MOMENTUM = SumKind::Momentum as usize,
@@ -142,13 +145,19 @@ pub const WALLS_NONE: u32 = 0;
 pub const WALLS_SLIT: u32 = 1;
 pub const WALLS_PIPE: u32 = 2;
 pub const WALLS_SLIT_Z: u32 = 3;
+/// A sphere with the fluid inside (`Sphere { fluid_inside: true }`).
+pub const WALLS_SPHERE: u32 = 4;
+/// A spherical obstacle: the fluid outside (`Sphere { fluid_inside: false }`).
+pub const WALLS_OBSTACLE: u32 = 5;
 
 /// Every wall-shape code with its CUDA name (the generated header defines them all).
-pub const WALL_CODES: [(&str, u32); 4] = [
+pub const WALL_CODES: [(&str, u32); 6] = [
     ("MPC_WALLS_NONE", WALLS_NONE),
     ("MPC_WALLS_SLIT", WALLS_SLIT),
     ("MPC_WALLS_PIPE", WALLS_PIPE),
     ("MPC_WALLS_SLIT_Z", WALLS_SLIT_Z),
+    ("MPC_WALLS_SPHERE", WALLS_SPHERE),
+    ("MPC_WALLS_OBSTACLE", WALLS_OBSTACLE),
 ];
 
 /// The kernels' code of a wall shape.
@@ -159,6 +168,8 @@ pub fn wall_kind(shape: &Shape) -> u32 {
             SlitNormal::Z => WALLS_SLIT_Z,
         },
         Shape::Pipe(_) => WALLS_PIPE,
+        Shape::Sphere(s) if s.fluid_inside => WALLS_SPHERE,
+        Shape::Sphere(_) => WALLS_OBSTACLE,
     }
 }
 
@@ -253,8 +264,18 @@ mod tests {
     /// Every shape has its own code, and the header defines each.
     #[test]
     fn wall_codes_are_distinct_and_generated() {
-        use crate::physics::walls::{Pipe, Slit};
+        use crate::physics::walls::{Pipe, Slit, Sphere};
+        let sphere = |fluid_inside| {
+            Shape::Sphere(Sphere {
+                centre: [5.0; 3],
+                radius: 3.0,
+                fluid_inside,
+                along_z: false,
+            })
+        };
         let shapes = [
+            sphere(true),
+            sphere(false),
             Shape::Slit(Slit::centred(8.0, SlitNormal::Y, 10.0, [0.0; 2])),
             Shape::Slit(Slit::centred(8.0, SlitNormal::Z, 10.0, [0.0; 2])),
             Shape::Pipe(Pipe {

@@ -35,6 +35,10 @@ pub const FLUID_SOURCES: &[(&str, &str)] = &[
         "rule_sums.cuh",
         include_str!("../../../kernels/rule_sums.cuh"),
     ),
+    (
+        "wall_rules.cuh",
+        include_str!("../../../kernels/wall_rules.cuh"),
+    ),
     ("stream.cu", include_str!("../../../kernels/stream.cu")),
     ("solutes.cu", include_str!("../../../kernels/solutes.cu")),
     (

@@ -69,7 +69,8 @@ pub(crate) struct WallParams {
     /// Device address of the report's momentum given to each surface (6 doubles).
     momentum: u64,
     /// Slit (either normal, told apart by `kind`): bottom, top, u_bottom, u_top, bottom_f32,
-    /// top_f32; pipe: yc, zc, radius, u, 0, 0.
+    /// top_f32; pipe: yc, zc, radius, u, 0, 0; sphere (inside or outside, told apart by
+    /// `kind`): xc, yc, zc, radius, along_z (1 for a cylinder along z), 0.
     shape: [f64; 6],
 }
 
@@ -104,6 +105,17 @@ impl WallParams {
             Shape::Pipe(p) => (
                 wall_kind(shape),
                 [p.centre[0], p.centre[1], p.radius, p.velocity, 0.0, 0.0],
+            ),
+            Shape::Sphere(s) => (
+                wall_kind(shape),
+                [
+                    s.centre[0],
+                    s.centre[1],
+                    s.centre[2],
+                    s.radius,
+                    if s.along_z { 1.0 } else { 0.0 },
+                    0.0,
+                ],
             ),
         };
         WallParams {

@@ -21,8 +21,10 @@
 //!   kT·χ²(3(M − n − 1)) for the spread about it (a second draw, 2 kT·Gamma(3(M − n − 1)/2)),
 //!   the statistics of M − n Maxwell-Boltzmann particles, and the target energy is drawn for
 //!   the n + (M − n) particles of the filled cell. Draws come from the Philox stream keyed by
-//!   (seed, step, global cell, [`CellStreamPurpose::WallFill`]); `kernels/walls.cuh` mirrors
-//!   them, so every backend and GPU count draws the same numbers.
+//!   (seed, step, global cell, [`crate::rng::CellStreamPurpose::WallFill`]); `kernels/walls.cuh` mirrors
+//!   them, so every backend and GPU count draws the same numbers. Under the other collision
+//!   rules [`rule_fill`] adds what each needs of the virtual particles (MPC-AT their draws, the
+//!   +a rules their positions).
 //! * Momentum given to the walls (bounce-backs, and what the real particles of filled cells
 //!   exchange with the virtual ones) is summed per surface into the step's report.
 //! * The grid: every shape leaves half a cell between the wall and the box faces across the
@@ -32,17 +34,20 @@
 //!   ever crosses between the top and bottom slab; between plates normal to z, y is periodic
 //!   and the cut cells lie in every slab (each cell still has one owner).
 
+pub mod geometry;
 pub mod profile;
+pub mod rule_fill;
 pub mod shapes;
+pub mod sphere;
 pub mod theory;
 
 pub use crate::config::walls::{WallBoundary, WallsConfig};
-pub use shapes::{Pipe, Shape, Slit, SlitNormal, WallShape};
+pub use shapes::{Pipe, Shape, Slit, SlitNormal, Sphere, WallShape};
 
 use super::{wrap_coordinate, CellParams, CellSums, Physics, StepPlan};
 use crate::config::Config;
 use crate::fixed_sums::GlobalKind;
-use crate::physics::rules::theory::srd_viscosity;
+use crate::physics::rules::theory::rule_viscosity;
 use crate::rng::{CellStream, CellStreamPurpose};
 
 /// Momentum given by the fluid to each wall surface (slit: bottom, top; pipe: the wall, 0).
@@ -114,6 +119,21 @@ impl Walls {
                 let x = wrap_coordinate(s.uniform() * len[0], len[0]);
                 [x, (pi.centre[0] + dy) as f32, (pi.centre[1] + dz) as f32]
             }
+            Shape::Sphere(sp) => loop {
+                // uniform in the sphere's cube (inside) or the box (outside), until in the fluid
+                let mut p = [0.0f32; 3];
+                for (k, c) in p.iter_mut().enumerate() {
+                    let u = s.uniform();
+                    *c = if sp.fluid_inside && !(sp.along_z && k == 2) {
+                        (sp.centre[k] + (2.0 * u - 1.0) * sp.radius) as f32
+                    } else {
+                        wrap_coordinate(u * len[k], len[k])
+                    };
+                }
+                if sp.signed_distance(p.map(|c| c as f64)) > 0.0 {
+                    break p;
+                }
+            },
         };
         let v = [sigma * s.normal(), sigma * s.normal(), sigma * s.normal()];
         (self.shape.keep_inside(p), v)
@@ -121,11 +141,12 @@ impl Walls {
 
     /// The steady flow vx at stored position `p` of a config with these walls: plane Couette +
     /// Poiseuille flow in a slit (across its normal, y or z), Hagen-Poiseuille flow in a pipe,
-    /// with the SRD viscosity and the body force along x at M particles per unit volume (the
-    /// initial flow `Steady`).
+    /// with the rule's theory viscosity and the body force along x at M particles per unit
+    /// volume (the initial flow `Steady`); at rest around or in a sphere.
     pub fn steady_flow(&self, cfg: &Config, p: [f32; 3]) -> f64 {
         let m = cfg.particles_per_cell as f64;
-        let eta = srd_viscosity(m, cfg.kt, cfg.time_step, cfg.mass, cfg.rotation_angle());
+        let (kinetic, collisional) = rule_viscosity(cfg);
+        let eta = kinetic + collisional;
         let force_density = m * cfg.body_force[0];
         match self.shape {
             Shape::Slit(s) => theory::slit_velocity(
@@ -142,6 +163,7 @@ impl Walls {
                 let r = (dy * dy + dz * dz).sqrt();
                 theory::pipe_velocity(r, q.radius, q.velocity, force_density, eta)
             }
+            Shape::Sphere(_) => 0.0,
         }
     }
 
@@ -183,20 +205,25 @@ impl Walls {
         cell: u32,
         sums: &mut CellSums,
     ) -> Option<usize> {
-        let n = sums.count;
-        if !self.no_slip || n == 0 || n >= self.fill {
-            return None;
-        }
-        let lo = Walls::cell_corner(phys, plan, cell);
-        if !self.shape.cuts_cell(lo) {
-            return None;
-        }
+        let lo = self.cut_cell(phys, plan, cell, sums.count)?;
+        let mut s = self.fill_stream(phys, plan, cell);
+        Some(self.fill_bulk(phys, lo, &mut s, sums))
+    }
+
+    /// The M − n virtual particles of the cut cell `[lo, lo + 1)` as one Gaussian momentum
+    /// (and, with MBS, their Σ m v²) from `s`, added to `sums`; returns their surface.
+    pub(super) fn fill_bulk(
+        &self,
+        phys: &Physics,
+        lo: [f64; 3],
+        s: &mut CellStream,
+        sums: &mut CellSums,
+    ) -> usize {
         let centre = [lo[0] + 0.5, lo[1] + 0.5, lo[2] + 0.5];
         let uw = self.shape.wall_velocity(centre);
-        let nv = self.fill - n;
+        let nv = self.fill - sums.count;
         let mv = nv as f64 * phys.mass;
         let spread = (mv * phys.kt).sqrt();
-        let mut s = CellStream::new(phys.seed, plan.step, cell, CellStreamPurpose::WallFill);
         let p = [
             mv * uw[0] + spread * s.normal(),
             mv * uw[1] + spread * s.normal(),
@@ -214,7 +241,7 @@ impl Walls {
             }
             sums.mv2 += mv2;
         }
-        Some(self.shape.surface(centre))
+        self.shape.surface(centre)
     }
 
     /// Momentum the real particles (sums `real`, before the fill) of a filled cell gain in its
@@ -306,7 +333,7 @@ impl Physics {
     }
 
     /// Bins of the velocity profile: the cells along the slit's normal, Ly otherwise (y layers
-    /// of a periodic box, whole cells of the distance from a pipe's axis).
+    /// of a periodic box or about a sphere, whole cells of the distance from a pipe's axis).
     pub fn profile_bins(&self) -> usize {
         let axis = match &self.walls {
             Some(Walls {
@@ -314,7 +341,7 @@ impl Physics {
                 ..
             }) => s.axis(),
             Some(Walls {
-                shape: Shape::Pipe(_),
+                shape: Shape::Pipe(_) | Shape::Sphere(_),
                 ..
             })
             | None => 1,
@@ -323,7 +350,7 @@ impl Physics {
     }
 
     /// The profile bin of a stored position: its layer across a slit (y or z) or of a periodic
-    /// box (y), or in a pipe its distance from the axis in whole cells
+    /// box or about a sphere (y), or in a pipe its distance from the axis in whole cells
     /// ([`Physics::profile_bins`] bins, the last one taking the rest).
     #[inline]
     pub fn profile_bin(&self, pos: [f32; 3]) -> usize {
@@ -341,7 +368,11 @@ impl Physics {
                 shape: Shape::Slit(s),
                 ..
             }) => pos[s.axis()] as f64,
-            None => pos[1] as f64,
+            Some(Walls {
+                shape: Shape::Sphere(_),
+                ..
+            })
+            | None => pos[1] as f64,
         };
         (c as usize).min(bins - 1)
     }

@@ -37,6 +37,8 @@ pub fn bin_moments(shape: &Shape, i: usize) -> Option<BinMoments> {
                 weight: b * b - a * a,
             })
         }
+        // the y layers about a sphere have no flow model to fit
+        Shape::Sphere(_) => None,
     }
 }
 
@@ -107,12 +109,13 @@ fn near_wall(shape: &Shape, i: usize) -> bool {
     match shape {
         Shape::Slit(s) => lo < s.bottom + WALL_LAYER || hi > s.top - WALL_LAYER,
         Shape::Pipe(p) => hi > p.radius - WALL_LAYER,
+        Shape::Sphere(_) => true,
     }
 }
 
 /// Fit the bin averages `profile` (one per bin, see [`bin_moments`]) with the flow model of
-/// the shape: a parabola along the normal for a slit (a line if `linear`), c0 + c2 r² for a pipe. Bins
-/// within [`WALL_LAYER`] of a wall are left out.
+/// the shape: a parabola along the normal for a slit (a line if `linear`), c0 + c2 r² for a pipe
+/// (None about a sphere: no model). Bins within [`WALL_LAYER`] of a wall are left out.
 pub fn fit_profile(shape: &Shape, profile: &[f64], linear: bool) -> Option<ProfileFit> {
     let bins: Vec<(BinMoments, f64)> = profile
         .iter()
@@ -147,6 +150,7 @@ pub fn fit_profile(shape: &Shape, profile: &[f64], linear: bool) -> Option<Profi
                 rms_residual: 0.0,
             }
         }
+        Shape::Sphere(_) => return None,
         Shape::Pipe(_) => {
             let rows: Vec<_> = bins
                 .iter()

@@ -8,40 +8,8 @@
 //! that the shifted grid (shift in [−a/2, a/2)) never wraps a fluid particle periodically
 //! across a wall: the box's extra cell layer is the one the shifted grid needs.
 
-/// A wall geometry. Lengths in cells; the fluid is where `signed_distance > 0`.
-pub trait WallShape {
-    /// Distance from `r` to the wall surface: positive in the fluid, negative inside the wall.
-    fn signed_distance(&self, r: [f64; 3]) -> f64;
-
-    /// Unit normal of the surface nearest `r`, pointing into the fluid.
-    fn normal(&self, r: [f64; 3]) -> [f64; 3];
-
-    /// Velocity of the surface nearest `r`.
-    fn wall_velocity(&self, r: [f64; 3]) -> [f64; 3];
-
-    /// Which surface is nearest `r` (0 or 1; the momentum given to each is kept apart).
-    fn surface(&self, r: [f64; 3]) -> usize;
-
-    /// The first time t in [0, dt] at which the straight path `r + v t` reaches the surface
-    /// on its way out of the fluid (0 for a point a rounding error outside that moves
-    /// outwards), or None if the path stays in the fluid for `dt`. Exact for the straight
-    /// path, computed in f64.
-    fn time_of_impact(&self, r: [f64; 3], v: [f64; 3], dt: f64) -> Option<f64>;
-
-    /// Whether the collision cell `[lo, lo + 1)` (unshifted coordinates) lies partly in the
-    /// fluid and partly in the wall.
-    fn cuts_cell(&self, lo: [f64; 3]) -> bool;
-
-    /// A stored (f32) position moved onto the fluid side if rounding put it a hair inside the
-    /// wall; positions in the fluid are returned unchanged.
-    fn keep_inside(&self, p: [f32; 3]) -> [f32; 3];
-
-    /// Volume of the fluid region in a box of edges `len`.
-    fn fluid_volume(&self, len: [f64; 3]) -> f64;
-
-    /// Axes the walls close (0 x, 1 y, 2 z): no periodic wrapping there.
-    fn closed_axes(&self) -> [bool; 3];
-}
+pub use super::geometry::{cell_extent_distances, f32_step_away, f32_step_towards, WallShape};
+pub use super::sphere::Sphere;
 
 /// The axis a slit's plates are normal to (config `Slit(normal: Z)`; y by default).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -245,22 +213,6 @@ impl Pipe {
     }
 }
 
-/// The f32 next to `x` (≥ 0) in the direction of `target`.
-#[inline]
-pub fn f32_step_towards(x: f32, target: f64) -> f32 {
-    if (x as f64) > target {
-        if x > 0.0 {
-            f32::from_bits(x.to_bits() - 1)
-        } else {
-            x
-        }
-    } else if (x as f64) < target {
-        f32::from_bits(x.to_bits() + 1)
-    } else {
-        x
-    }
-}
-
 impl WallShape for Pipe {
     #[inline]
     fn signed_distance(&self, r: [f64; 3]) -> f64 {
@@ -325,26 +277,8 @@ impl WallShape for Pipe {
     #[inline]
     fn cuts_cell(&self, lo: [f64; 3]) -> bool {
         let (y0, z0) = self.offset(lo);
-        let (y1, z1) = (y0 + 1.0, z0 + 1.0);
-        let near = |a: f64, b: f64| {
-            if a > 0.0 {
-                a
-            } else if b < 0.0 {
-                -b
-            } else {
-                0.0
-            }
-        };
-        let far = |a: f64, b: f64| {
-            let (x, y) = (a.abs(), b.abs());
-            if x > y {
-                x
-            } else {
-                y
-            }
-        };
-        let (ny, nz) = (near(y0, y1), near(z0, z1));
-        let (fy, fz) = (far(y0, y1), far(z0, z1));
+        let (ny, fy) = cell_extent_distances(y0);
+        let (nz, fz) = cell_extent_distances(z0);
         let r2 = self.radius * self.radius;
         ny * ny + nz * nz < r2 && r2 < fy * fy + fz * fz
     }
@@ -379,6 +313,8 @@ impl WallShape for Pipe {
 pub enum Shape {
     Slit(Slit),
     Pipe(Pipe),
+    /// A sphere with the fluid inside or outside ([`super::sphere`]).
+    Sphere(Sphere),
 }
 
 macro_rules! dispatch {
@@ -386,6 +322,7 @@ macro_rules! dispatch {
         match $self {
             Shape::Slit($s) => $e,
             Shape::Pipe($s) => $e,
+            Shape::Sphere($s) => $e,
         }
     };
 }

@@ -5,11 +5,13 @@
 mod md;
 mod platform;
 mod solutes;
+mod walls;
 
 pub use md::{dpd_fluid_system, md_settings, MdEngine};
 pub(crate) use platform::backend_tests;
 pub use platform::Platform;
 pub use solutes::*;
+pub use walls::{assert_walls_follow_the_cpu, step_with_balanced_momentum};
 
 use mpcbox::config::{Config, DeviceChoice, Thermostat};
 use mpcbox::Solvent;
