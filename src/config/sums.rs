@@ -15,15 +15,7 @@ impl Config {
 
     /// The parameters that bound this run's sums.
     pub fn sum_range(&self) -> SumRange {
-        let wall_speed = match &self.walls {
-            Some(WallsConfig::Slit {
-                bottom_velocity,
-                top_velocity,
-                ..
-            }) => bottom_velocity.abs().max(top_velocity.abs()),
-            Some(WallsConfig::Pipe { velocity, .. }) => velocity.abs(),
-            None => 0.0,
-        };
+        let wall_speed = self.walls.as_ref().map_or(0.0, WallsConfig::fastest_speed);
         // a body force's flow is bounded by the grid: a particle streaming half the box per
         // step breaks the streaming (and the imposed speeds are held below it by their checks)
         let body = if self.body_force.iter().any(|&f| f != 0.0) {

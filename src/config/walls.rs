@@ -116,6 +116,22 @@ impl WallsConfig {
         }
     }
 
+    /// The fastest a wall surface moves (the spheres and cylinders are at rest): the
+    /// fixed-point sums' speed bound includes it (`config::sums`).
+    pub fn fastest_speed(&self) -> f64 {
+        match self {
+            WallsConfig::Slit {
+                bottom_velocity,
+                top_velocity,
+                ..
+            } => bottom_velocity.abs().max(top_velocity.abs()),
+            WallsConfig::Pipe { velocity, .. } => velocity.abs(),
+            WallsConfig::Sphere { .. }
+            | WallsConfig::SphereObstacle { .. }
+            | WallsConfig::CylinderObstacle { .. } => 0.0,
+        }
+    }
+
     /// The WCA parameters of the walls for the MD engine's solutes.
     pub fn solute_wall(&self) -> SoluteWall {
         match self {

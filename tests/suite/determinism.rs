@@ -1,6 +1,6 @@
 //! The same run, bit for bit, on any decomposition (`crate::fixed_sums`: the cell sums and the
 //! reductions in fixed point): coupled runs under shear (SRD with MBS, MPC-AT+a) and between
-//! walls (a moving plate, MBS) give identical `observables.csv`, checkpoint fluid and bead
+//! walls (a moving plate, MBS; MPC-AT+a around a sphere driven by a body force) give identical `observables.csv`, checkpoint fluid and bead
 //! velocities on the CPU with 1 or 3 threads and 1, 2 or 4 slabs; on one GPU run twice, on
 //! 2, 3 and 4 slabs of one GPU and on two GPUs. The CPU-GPU contract: the fluid and host
 //! solutes (no MD engine: the GPU's MD sums its forces in another order than the CPU's) agree
@@ -10,6 +10,7 @@ use crate::common;
 
 use std::path::Path;
 
+use mpcbox::config::walls::WallsConfig;
 use mpcbox::config::{Config, DeviceChoice};
 use mpcbox::md::coupled::Coupling;
 use mpcbox::run::{run_job_steps, Silent, CHECKPOINT_FILE};
@@ -55,6 +56,13 @@ fn cases() -> Vec<(&'static str, Config)> {
             coupled(
                 "Srd(angle_deg: 120.0)",
                 ", thermostat: Mbs, walls: Slit(top_velocity: 0.2)",
+            ),
+        ),
+        (
+            "MPC-AT+a around a sphere, body force",
+            coupled(
+                "MpcAt(angular_momentum: true)",
+                ", body_force: (0.002, 0.0, 0.0), walls: SphereObstacle(radius: 2.5)",
             ),
         ),
     ]
@@ -180,6 +188,14 @@ fn the_gpu_follows_the_cpu_bit_for_bit() {
         cfg.md = None;
         let solutes = common::thermal_solutes(40, [8.0, 16.0, 8.0], 5.0, 3);
         let solutes = match &cfg.walls {
+            // keep them off the sphere (radius 2.5 about x = 4): into x in [0, 1)
+            Some(WallsConfig::SphereObstacle { .. }) => {
+                let (mut p, v, m) = solutes;
+                for x in &mut p {
+                    x[0] /= 8.0;
+                }
+                (p, v, m)
+            }
             // keep them off the plates (y in [0.5, 15.5) is the channel)
             Some(_) => {
                 let (mut p, v, m) = solutes;

@@ -48,7 +48,7 @@ use super::{wrap_coordinate, CellParams, CellSums, Physics, StepPlan};
 use crate::config::Config;
 use crate::fixed_sums::GlobalKind;
 use crate::physics::rules::theory::rule_viscosity;
-use crate::rng::{CellStream, CellStreamPurpose};
+use crate::rng::CellStream;
 
 /// Momentum given by the fluid to each wall surface (slit: bottom, top; pipe: the wall, 0).
 pub type WallMomentum = [[f64; 3]; 2];
