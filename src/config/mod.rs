@@ -11,8 +11,11 @@ use crate::error::ConfigError;
 pub mod md;
 mod resume;
 mod sums;
+pub mod tuning;
 pub mod walls;
 pub mod walls_stored;
+
+pub use tuning::{CellSumMethod, SumArithmetic, TuningConfig};
 
 /// The collision rule of the MPC step (physics in `crate::physics::rules`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -123,21 +126,6 @@ impl Default for OutputConfig {
             field_interval: 0,
         }
     }
-}
-
-/// Tuning knobs that do not change the physics beyond rounding.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TuningConfig {
-    /// Steps between reorderings of fluid particles by cell (0: never; unset: the backend's
-    /// measured best, 4 on the CPU, 20 on a GPU).
-    pub reorder_interval: Option<u64>,
-    /// Worker threads of the CPU backend (0: all cores).
-    pub cpu_threads: usize,
-    /// y slabs of the fluid on CUDA devices, spread over the GPUs in contiguous blocks (0: one
-    /// per GPU). More slabs than GPUs put several on one GPU: the same decomposition as on more
-    /// GPUs, so the 4- and 8-slab paths run on one or two (tests; not faster).
-    pub slabs: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -8,9 +8,10 @@ use crate::error::ConfigError;
 use crate::fixed_sums::{FixedScales, SumKind, SumRange, SOLUTE_MASS_RATIO};
 
 impl Config {
-    /// Whether this process sums in fixed point (`MPCBOX_CELL_SUMS`, default fixed).
-    pub fn fixed_sums_wanted() -> bool {
-        crate::knobs::knobs().get("MPCBOX_CELL_SUMS") != Some("float")
+    /// Whether this run sums in fixed point (`tuning.sums`, else `MPCBOX_CELL_SUMS`, else
+    /// fixed).
+    pub fn fixed_sums_wanted(&self) -> bool {
+        self.tuning.sums() == crate::config::SumArithmetic::Fixed
     }
 
     /// The parameters that bound this run's sums.
@@ -41,7 +42,7 @@ impl Config {
 
     /// The scales of this run's fixed-point sums, None where the process sums in f64.
     pub fn fixed_scales(&self) -> Option<FixedScales> {
-        if !Config::fixed_sums_wanted() {
+        if !self.fixed_sums_wanted() {
             return None;
         }
         FixedScales::new(&self.sum_range()).ok()
@@ -50,7 +51,7 @@ impl Config {
     /// Refuses a run whose fixed-point sums would be coarser than the promised resolution,
     /// naming the parameter that stretches the range most.
     pub(super) fn validate_sums(&self) -> Result<(), ConfigError> {
-        if !Config::fixed_sums_wanted() {
+        if !self.fixed_sums_wanted() {
             return Ok(());
         }
         let range = self.sum_range();

@@ -1,16 +1,16 @@
 //! The CUDA backend against the CPU reference where it is GPU-specific: random draws bit for
-//! bit, every cell-sum method's steps to rounding, the initial state, memory refusal, device
+//! bit, the initial state, memory refusal, device
 //! selection; and the platform matrix's own set-up (tests/suite/common/platform.rs). Physics and
 //! behaviour on every platform: the matrix tests (conservation, thermostat, shear_viscosity,
-//! coupling, reproducibility, device_solutes). Tests that need a GPU are ignored by default
+//! coupling, reproducibility, device_solutes); every cell-sum method's steps against the CPU
+//! are their `gpu_variants` instances (coupling, rules_steps). Tests that need a GPU are ignored by default
 //! (`cargo test -- --include-ignored` on a machine with one); the rest run everywhere.
 
 use crate::common;
 
 use common::Platform;
-use mpcbox::backend::cpu::CpuBackend;
 use mpcbox::backend::cuda::{self, CellSumMethod, CudaBackend, CudaDevice};
-use mpcbox::backend::{Backend, SoluteBatch};
+use mpcbox::backend::Backend;
 use mpcbox::config::{Config, DeviceChoice};
 use mpcbox::error::MpcError;
 use mpcbox::physics::Physics;
@@ -220,137 +220,6 @@ fn gpu_mpc_at_draws_equal_the_cpu_bit_for_bit() {
     }
 }
 
-/// Steps both backends from the same state with the same plans; solutes optional.
-fn agree_with_cpu(method: CellSumMethod, reorder_every: u64, with_solutes: bool) {
-    let cfg = gpu_config([12, 10, 8]);
-    let phys = Physics::from_config(&cfg);
-    let st0 = FluidState::initial(&cfg);
-    let mut cpu = CpuBackend::new(phys.clone(), st0.clone(), 2).unwrap();
-    let mut gpu = CudaBackend::with_method(phys.clone(), &st0, 0, method).unwrap();
-    let ns = if with_solutes { 40 } else { 0 };
-    let mut s = CellStream::for_particle(3, 3);
-    let mut spos: Vec<[f64; 3]> = (0..ns)
-        .map(|_| [s.uniform() * 12.0, s.uniform() * 10.0, s.uniform() * 8.0])
-        .collect();
-    let smass: Vec<f64> = (0..ns).map(|i| 1.0 + (i % 5) as f64).collect();
-    let mut svel_c: Vec<[f64; 3]> = (0..ns)
-        .map(|_| [s.normal(), s.normal(), s.normal()])
-        .collect();
-    let mut svel_g = svel_c.clone();
-    for step in 0..10u64 {
-        let reorder = reorder_every > 0 && (step + 1) % reorder_every == 0;
-        // measure the stress on most steps, not all (the fused method defers unmeasured ones)
-        let measure = step % 3 != 1;
-        let plan = phys.plan(step, measure, reorder);
-        let (rc, rg) = if with_solutes {
-            let mut bc = SoluteBatch {
-                pos: &spos,
-                vel: &mut svel_c,
-                mass: &smass,
-            };
-            let rc = cpu.step(&plan, Some(&mut bc)).unwrap();
-            let mut bg = SoluteBatch {
-                pos: &spos,
-                vel: &mut svel_g,
-                mass: &smass,
-            };
-            let rg = gpu.step(&plan, Some(&mut bg)).unwrap();
-            (rc, rg)
-        } else {
-            (
-                cpu.step(&plan, None).unwrap(),
-                gpu.step(&plan, None).unwrap(),
-            )
-        };
-        let what = format!("{} step {}", method.name(), step + 1);
-        common::compare_reports(&rc, &rg, 1e-9, 1e-9, &what);
-        common::assert_solute_velocities_close(&svel_c, &svel_g, 1e-9, &what);
-        // move the solutes ballistically (same on both sides)
-        for (p, v) in spos.iter_mut().zip(&svel_c) {
-            for k in 0..3 {
-                p[k] = mpcbox::physics::wrap_f64(p[k] + 0.1 * v[k], phys.length[k]);
-            }
-        }
-        if step == 0 || step == 9 {
-            let (w, d) = common::compare_states(
-                &cpu.download().unwrap(),
-                &gpu.download().unwrap(),
-                1e-9,
-                &what,
-            );
-            eprintln!(
-                "{what}: max relative velocity difference {w:e}, {d} position components differ"
-            );
-        }
-    }
-    let mc = cpu.moments().unwrap();
-    let mg = gpu.moments().unwrap();
-    assert_eq!(mc.particles, mg.particles);
-    assert_eq!(mc.profile_count, mg.profile_count);
-    for k in 0..3 {
-        assert!((mc.momentum[k] - mg.momentum[k]).abs() <= 1e-9 * mc.particles as f64);
-    }
-    assert!(common::rel_close(
-        mc.kinetic_energy,
-        mg.kinetic_energy,
-        1e-9
-    ));
-    for (a, b) in mc.profile_sum.iter().zip(&mg.profile_sum) {
-        assert!((a - b).abs() <= 1e-9 * 1000.0, "profile {a} vs {b}");
-    }
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn gpu_steps_agree_with_cpu_shear_mbs_grid_shift() {
-    agree_with_cpu(CellSumMethod::Atomics, 0, false);
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn gpu_steps_agree_with_cpu_with_reorder() {
-    agree_with_cpu(CellSumMethod::Atomics, 3, false);
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn gpu_steps_agree_with_cpu_with_solutes() {
-    agree_with_cpu(CellSumMethod::Atomics, 4, true);
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn gpu_list_method_agrees_with_cpu() {
-    agree_with_cpu(CellSumMethod::List, 5, true);
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn gpu_warp_method_agrees_with_cpu() {
-    agree_with_cpu(CellSumMethod::Warp, 4, false);
-    agree_with_cpu(CellSumMethod::Warp, 3, true);
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn gpu_shared_method_agrees_with_cpu() {
-    agree_with_cpu(CellSumMethod::Shared, 4, false);
-    agree_with_cpu(CellSumMethod::Shared, 3, true);
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn gpu_fused_shared_method_agrees_with_cpu() {
-    agree_with_cpu(CellSumMethod::FusedShared, 0, false);
-    agree_with_cpu(CellSumMethod::FusedShared, 4, true);
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn gpu_fused_method_agrees_with_cpu() {
-    agree_with_cpu(CellSumMethod::Fused, 0, false);
-    agree_with_cpu(CellSumMethod::Fused, 4, true);
-}
 
 #[test]
 #[ignore = "needs a CUDA GPU"]

@@ -19,8 +19,12 @@ use mpcbox::physics::Physics;
 use mpcbox::state::FluidState;
 
 common::backend_tests!(
-    [cpu gpu multi_gpu slabs cpu_slabs]
+    [cpu gpu gpu_variants multi_gpu slabs cpu_slabs]
     every_rule_follows_the_cpu_trajectory,
+);
+
+common::backend_tests!(
+    [cpu gpu multi_gpu slabs cpu_slabs]
     rules_conserve_momentum_in_coupled_steps,
     plus_a_rules_conserve_each_cells_angular_momentum,
     mpc_at_holds_the_temperature,
@@ -115,7 +119,8 @@ fn compare_with_cpu(cfg: &Config, mut be: Box<dyn Backend>, reorder: bool, what:
 
 /// Every rule follows the CPU trajectory: on the CPU bit for bit with one thread (the
 /// reference runs two), on one GPU to rounding with every cell-sum method that sums in pass 1
-/// (the list method refuses the rules with a clear error), on every count of GPUs from two.
+/// and with f64 sums (`gpu_variants`; the list method refuses the rules with a clear error),
+/// on every count of GPUs from two.
 fn every_rule_follows_the_cpu_trajectory(p: Platform) {
     for (rule, thermostat) in rules() {
         let cfg = config(rule.clone(), thermostat);
@@ -127,17 +132,21 @@ fn every_rule_follows_the_cpu_trajectory(p: Platform) {
                 let one = CpuBackend::new(phys.clone(), st0.clone(), 1).unwrap();
                 compare_with_cpu(&cfg, Box::new(one), false, &format!("{name}, 1 thread"));
             }
-            Platform::Gpu => {
-                use CellSumMethod as M;
-                for method in [M::Fused, M::FusedShared, M::Warp, M::Shared, M::Atomics] {
-                    let be = CudaBackend::with_method(phys.clone(), &st0, 0, method).unwrap();
-                    let what = format!("{name}, 1 GPU, {}", method.name());
-                    compare_with_cpu(&cfg, Box::new(be), false, &what);
+            Platform::Gpu | Platform::GpuVariant(_) => {
+                // the platform's cell-sum method and arithmetic, the CPU reference with the
+                // same arithmetic
+                let cfg = p.config(&cfg).unwrap();
+                let phys = Physics::from_config(&cfg);
+                let method = cfg.tuning.cuda_method();
+                let mut be = CudaBackend::with_method(phys.clone(), &st0, 0, method).unwrap();
+                if method == CellSumMethod::List {
+                    // the list method sums after pass 1: it refuses the rules, clearly
+                    let plan = phys.plan(0, false, false);
+                    let e = be.step(&plan, None).unwrap_err().to_string();
+                    assert!(e.contains("list") && e.contains("fix"), "{e}");
+                } else {
+                    compare_with_cpu(&cfg, Box::new(be), false, &format!("{name}, {p}"));
                 }
-                let mut list = CudaBackend::with_method(phys.clone(), &st0, 0, M::List).unwrap();
-                let plan = phys.plan(0, false, false);
-                let e = list.step(&plan, None).unwrap_err().to_string();
-                assert!(e.contains("list") && e.contains("fix"), "{e}");
             }
             Platform::MultiGpu(_) | Platform::Slabs(_) | Platform::CpuSlabs(_) => {
                 for q in p.with_fewer_gpus() {

@@ -154,7 +154,9 @@ fn developed_poiseuille(p: Platform, rule: usize) -> Option<(Solvent, WallsSumma
     );
     let (eq, steps) = match p {
         Platform::Cpu | Platform::CpuSlabs(_) => (500, 6000),
-        Platform::Gpu | Platform::MultiGpu(_) | Platform::Slabs(_) => (500, 12000),
+        Platform::Gpu | Platform::GpuVariant(_) | Platform::MultiGpu(_) | Platform::Slabs(_) => {
+            (500, 12000)
+        }
     };
     let mut cfg = cfg;
     cfg.output.equilibration_steps = eq;
@@ -168,7 +170,8 @@ fn developed_poiseuille(p: Platform, rule: usize) -> Option<(Solvent, WallsSumma
 }
 
 /// Plane Poiseuille flow under rule `RULES[rule]`: η from the curvature within 4% of the rule's
-/// theory, the fitted profile at the plates within 4% of the centre velocity (no slip), the
+/// theory (8% for MPC-AT+a, see below), the fitted profile at the plates within 6% of the
+/// centre velocity (no slip), the
 /// plates take the body force, kT held at 1 by the thermostat (MBS, or MPC-AT's own). Plain
 /// SRD without a thermostat warms by viscous heating, the virtual particles of the cut cells
 /// its only heat sink: its kT may rise by up to 10%. (SRD+a without a thermostat is left out:
@@ -203,13 +206,19 @@ fn check_poiseuille(p: Platform, rule: usize) {
         fit.rms_residual,
         w.body_force_total[0]
     );
+    // The curvature's η scatters from seed to seed: MPC-AT+a (the lowest viscosity, the
+    // fastest flow) gave +0.5%, +6.2%, +2.9% and -4.1% over four trajectories of this run (f64
+    // and fixed-point sums, seeds 45 and 55), a spread of about 4%; the other rules stayed
+    // within 2%. Its bound is two such spreads; the theory values of the rules differ by 2x.
+    let eta_tol = if rule == 5 { 0.08 } else { 0.04 };
     assert!(
-        (eta / w.viscosity_theory - 1.0).abs() < 0.04,
+        (eta / w.viscosity_theory - 1.0).abs() < eta_tol,
         "{p}, {name}: eta {eta} vs theory {}",
         w.viscosity_theory
     );
+    // the fitted profile's ends scatter as much: up to 4.7% of the centre over the same runs
     assert!(
-        mean_slip.abs() < 0.04,
+        mean_slip.abs() < 0.06,
         "{p}, {name}: slip {:?} vs centre {vc}",
         w.slip_velocity
     );

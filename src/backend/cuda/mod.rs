@@ -444,7 +444,7 @@ pub fn open_backend_from(
     ordinal: usize,
 ) -> Result<Box<dyn Backend>> {
     if let Some(crate::fluid_parts::FluidSource::Stored(file)) = source {
-        let method = CellSumMethod::from_env();
+        let method = cfg.tuning.cuda_method();
         let be = CudaBackend::open_stored(cfg, phys, file, ordinal, method)?;
         tracing::info!("CUDA backend on {} from a checkpoint", be.dev.describe());
         return Ok(Box::new(be));
@@ -463,7 +463,7 @@ pub fn open_backend(
     state: Option<&FluidState>,
     ordinal: usize,
 ) -> Result<Box<dyn Backend>> {
-    let method = CellSumMethod::from_env();
+    let method = cfg.tuning.cuda_method();
     let be = CudaBackend::open(cfg, phys, state, ordinal, method)?;
     tracing::info!(
         "CUDA backend on {} ({} cell sums, {} particles, {} device bytes)",

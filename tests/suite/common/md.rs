@@ -55,7 +55,7 @@ impl MdEngine {
             Platform::Cpu => {
                 MdEngine::Cpu(Box::new(Md::new(sys, ff, thermostat, settings).unwrap()))
             }
-            Platform::Gpu => {
+            Platform::Gpu | Platform::GpuVariant(_) => {
                 let gpu = GpuMd::new(sys, ff, thermostat, settings, 0).expect("GPU engine");
                 MdEngine::Gpu(Box::new(gpu))
             }

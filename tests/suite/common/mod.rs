@@ -9,7 +9,7 @@ mod walls;
 
 pub use md::{dpd_fluid_system, md_settings, MdEngine};
 pub(crate) use platform::backend_tests;
-pub use platform::Platform;
+pub use platform::{GpuVariant, Platform};
 pub use solutes::*;
 pub use walls::{assert_walls_follow_the_cpu, step_with_balanced_momentum};
 

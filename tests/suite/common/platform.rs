@@ -5,7 +5,8 @@
 use std::fmt;
 
 use mpcbox::backend::cuda;
-use mpcbox::config::{Config, DeviceChoice};
+use mpcbox::config::{CellSumMethod, Config, DeviceChoice, SumArithmetic};
+use mpcbox::md::gpu::MdBackend;
 use mpcbox::physics::Physics;
 use mpcbox::state::FluidState;
 use mpcbox::Solvent;
@@ -25,6 +26,53 @@ pub enum Platform {
     /// This many y slabs on the CPU (`tuning.slabs`, `backend::slabbed`): the decomposition
     /// that MPI ranks extend over processes, run in one process.
     CpuSlabs(usize),
+    /// One CUDA GPU with a choice other than the defaults pinned in the config: the other
+    /// dimensions of the matrix ([`GpuVariant::ALL`]).
+    GpuVariant(GpuVariant),
+}
+
+/// The choices beside the device that change how a GPU run is computed, not what: the cell-sum
+/// method (`tuning.cuda_method`), the sums' arithmetic (`tuning.sums`) and the bundled MD
+/// engine's backend (`md.backend`, where the config has an MD section).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuVariant {
+    pub method: CellSumMethod,
+    pub sums: SumArithmetic,
+    pub md: MdBackend,
+}
+
+impl GpuVariant {
+    /// Every cell-sum method with fixed-point sums, f64 sums with the default method and with
+    /// the method whose atomics race most (`Atomics`), and the MD engine on the CPU beside the
+    /// GPU's fluid. (The plain `Gpu` platform is the defaults: `Fused`, fixed point, MD on the
+    /// GPU.)
+    pub const ALL: [GpuVariant; 8] = [
+        GpuVariant::fixed(CellSumMethod::Atomics),
+        GpuVariant::fixed(CellSumMethod::Warp),
+        GpuVariant::fixed(CellSumMethod::Shared),
+        GpuVariant::fixed(CellSumMethod::List),
+        GpuVariant::fixed(CellSumMethod::FusedShared),
+        GpuVariant {
+            sums: SumArithmetic::Float,
+            ..GpuVariant::fixed(CellSumMethod::Fused)
+        },
+        GpuVariant {
+            sums: SumArithmetic::Float,
+            ..GpuVariant::fixed(CellSumMethod::Atomics)
+        },
+        GpuVariant {
+            md: MdBackend::Cpu,
+            ..GpuVariant::fixed(CellSumMethod::Fused)
+        },
+    ];
+
+    const fn fixed(method: CellSumMethod) -> GpuVariant {
+        GpuVariant {
+            method,
+            sums: SumArithmetic::Fixed,
+            md: MdBackend::Cuda,
+        }
+    }
 }
 
 impl fmt::Display for Platform {
@@ -35,6 +83,13 @@ impl fmt::Display for Platform {
             Platform::MultiGpu(g) => write!(f, "{g} GPUs"),
             Platform::Slabs(n) => write!(f, "{n} slabs on {} GPU(s)", Platform::gpus_for(*n)),
             Platform::CpuSlabs(n) => write!(f, "{n} slabs on the CPU"),
+            Platform::GpuVariant(v) => write!(
+                f,
+                "1 GPU ({} cell sums, {}, MD {:?})",
+                v.method.name(),
+                v.sums.name(),
+                v.md
+            ),
         }
     }
 }
@@ -76,7 +131,7 @@ impl Platform {
     pub fn gpus(self) -> usize {
         match self {
             Platform::Cpu => 0,
-            Platform::Gpu => 1,
+            Platform::Gpu | Platform::GpuVariant(_) => 1,
             Platform::MultiGpu(g) => g,
             Platform::Slabs(n) | Platform::CpuSlabs(n) => n,
         }
@@ -85,7 +140,7 @@ impl Platform {
     pub fn device(self) -> DeviceChoice {
         match self {
             Platform::Cpu => DeviceChoice::Cpu,
-            Platform::Gpu => DeviceChoice::Cuda(vec![0]),
+            Platform::Gpu | Platform::GpuVariant(_) => DeviceChoice::Cuda(vec![0]),
             Platform::MultiGpu(g) => DeviceChoice::Cuda((0..g as u32).collect()),
             Platform::Slabs(n) => DeviceChoice::Cuda((0..Platform::gpus_for(n) as u32).collect()),
             Platform::CpuSlabs(_) => DeviceChoice::Cpu,
@@ -130,6 +185,13 @@ impl Platform {
             Platform::Slabs(n) | Platform::CpuSlabs(n) => n as u32,
             _ => 0,
         };
+        if let Platform::GpuVariant(v) = p {
+            c.tuning.cuda_method = Some(v.method);
+            c.tuning.sums = Some(v.sums);
+            if let Some(md) = &mut c.md {
+                md.backend = v.md;
+            }
+        }
         Some(c)
     }
 
@@ -152,6 +214,9 @@ impl Platform {
         );
         let mut c = cfg.clone();
         c.device = DeviceChoice::Cpu;
+        if let Platform::GpuVariant(v) = self {
+            c.tuning.sums = Some(v.sums);
+        }
         if self.is_multi_gpu() {
             c.tuning.reorder_interval = Some(0);
         }
@@ -176,7 +241,9 @@ impl Platform {
             Platform::CpuSlabs(_) => {
                 description.starts_with("cpu") && description.contains("slabs")
             }
-            Platform::Gpu => description.starts_with("cuda") && !description.contains("slabs"),
+            Platform::Gpu | Platform::GpuVariant(_) => {
+                description.starts_with("cuda") && !description.contains("slabs")
+            }
             Platform::MultiGpu(_) | Platform::Slabs(_) => description.contains("slabs"),
         };
         assert!(ok, "{self}: backend {description}");
@@ -205,7 +272,8 @@ impl Platform {
 
 /// Instantiates test functions `fn name(p: Platform)` as `#[test]`s `name::cpu`, `name::gpu`
 /// `name::multi_gpu` and `name::slabs` (a module per test, beside the function), or on the platforms listed
-/// (`cpu_slabs` too: 2-4 slabs of the CPU, in CI)
+/// (`cpu_slabs` too: 2-4 slabs of the CPU, in CI; `gpu_variants`: one GPU once per
+/// [`GpuVariant`], the cell-sum methods, f64 sums and the MD engine on the CPU)
 /// first: `backend_tests!([gpu multi_gpu] name, ...)`. GPU instances are ignored by default
 /// (`cargo test -- --ignored ::gpu` or `::multi_gpu` on a machine with GPUs); a multi-GPU
 /// instance passes with a note where fewer than two GPUs exist.
@@ -239,6 +307,15 @@ macro_rules! backend_tests {
         #[ignore = "needs a CUDA GPU"]
         fn slabs() {
             super::$name($crate::common::Platform::Slabs($crate::common::Platform::SLABS))
+        }
+    };
+    (@instance gpu_variants $name:ident) => {
+        #[test]
+        #[ignore = "needs a CUDA GPU"]
+        fn gpu_variants() {
+            for v in $crate::common::GpuVariant::ALL {
+                super::$name($crate::common::Platform::GpuVariant(v))
+            }
         }
     };
     (@instance multi_gpu $name:ident) => {

@@ -85,10 +85,12 @@ impl MultiCudaBackend {
                 ordinals.len()
             )));
         }
-        let method = CellSumMethod::from_env();
+        let method = cfg.tuning.cuda_method();
         if method == CellSumMethod::List {
             return Err(MpcError::Device(
-                "MPCBOX_CUDA_METHOD=list runs on one GPU only; fix: unset it or use fused".into(),
+                "the List cell-sum method (tuning.cuda_method or MPCBOX_CUDA_METHOD=list) runs \
+                 on one GPU only; fix: choose Fused (the default) or Warp"
+                    .into(),
             ));
         }
         let n_total = state.map_or(cfg.n_fluid() as usize, |s| s.len());
