@@ -20,7 +20,7 @@ use mpcbox::run::{run_job_steps, Silent};
 use mpcbox::{Checkpoint, Solvent};
 
 common::backend_tests!(
-    [gpu multi_gpu slabs cpu_slabs]
+    [gpu gpu_variants multi_gpu slabs cpu_slabs]
     coupled_shear_run_follows_the_cpu,
 );
 common::backend_tests!(
