@@ -514,12 +514,13 @@ impl Solvent {
     pub fn take_fields(&mut self) -> Result<crate::fields::FlowFields> {
         let sums = self.backend.take_field_sums()?;
         let samples = std::mem::take(&mut self.field_samples);
-        Ok(crate::fields::FlowFields::from_sums(
-            self.phys.cells,
-            samples,
-            &sums,
-            self.phys.mass,
-        ))
+        let mut fields =
+            crate::fields::FlowFields::from_sums(self.phys.cells, samples, &sums, self.phys.mass);
+        fields.solid = self
+            .phys
+            .walls
+            .map(|w| crate::fields::solid_fraction(&w.shape, self.phys.cells));
+        Ok(fields)
     }
 
     /// Samples waiting in the flow-field sums.

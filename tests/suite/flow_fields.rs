@@ -114,6 +114,68 @@ fn field_files_show_the_imposed_shear_profile_to_an_independent_reader() {
     assert!((kt - 1.0).abs() < 0.03, "temperature {kt}");
 }
 
+/// Around a spherical obstacle the field file carries the solid: VTK reads a `solid` array
+/// that is 1 at the sphere's centre, 0 in the corners, sums to the sphere's volume (within 1%),
+/// and no fluid particle was ever counted in a cell wholly inside it.
+#[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs the vtk Python package (python3 -m pip install vtk); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
+fn field_files_carry_the_solid_to_an_independent_reader() {
+    let cells = [8usize, 16, 8];
+    let mut cfg = common::small_config([8, 16, 8], 10);
+    cfg.walls = Some(mpcbox::config::walls::WallsConfig::SphereObstacle {
+        radius: 2.7,
+        boundary: Default::default(),
+        solutes: Default::default(),
+    });
+    cfg.thermostat = mpcbox::config::Thermostat::Mbs;
+    cfg.output.sample_interval = 5;
+    cfg.output.field_interval = 100;
+    let mut s = Solvent::new(cfg).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    run_job(&mut s, 100, dir.path(), &mut Silent).unwrap();
+    common::require_python("vtk", "vtk");
+    let script = r#"
+import sys, vtk
+r = vtk.vtkXMLImageDataReader(); r.SetFileName(sys.argv[1]); r.Update()
+cd = r.GetOutput().GetCellData()
+rho, solid = cd.GetArray("density"), cd.GetArray("solid")
+for c in range(r.GetOutput().GetNumberOfCells()):
+    print(rho.GetValue(c), solid.GetValue(c))
+"#;
+    let path = dir.path().join(mpcbox::fields::field_file_name(100));
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<[f64; 2]> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: Vec<f64> = l.split_whitespace().map(|w| w.parse().unwrap()).collect();
+            [v[0], v[1]]
+        })
+        .collect();
+    let [lx, ly, _] = cells;
+    assert_eq!(rows.len(), cells.iter().product::<usize>());
+    // VTK order: x fastest, then y, then z; the sphere is centred at (4, 8, 4)
+    let at = |ix: usize, iy: usize, iz: usize| rows[(iz * ly + iy) * lx + ix];
+    assert_eq!(at(3, 7, 3)[1], 1.0);
+    assert_eq!(at(0, 0, 0)[1], 0.0);
+    let volume: f64 = rows.iter().map(|r| r[1]).sum();
+    let sphere = 4.0 / 3.0 * std::f64::consts::PI * 2.7f64.powi(3);
+    assert!((volume / sphere - 1.0).abs() < 0.01, "solid {volume} vs {sphere}");
+    for r in &rows {
+        if r[1] == 1.0 {
+            assert_eq!(r[0], 0.0, "a particle counted inside the sphere");
+        }
+    }
+}
+
 /// The fields of 60 steps (12 samples) on this platform equal the CPU's: the same particle
 /// counts per cell (a position rounded differently in its last bit may move one particle
 /// sample to a neighbouring cell: at most two cells may differ), velocities and temperatures

@@ -371,12 +371,14 @@ impl Solvent {
 
     /// The flow fields averaged over the samples since the last call (sampling is on when the
     /// config's `output.field_interval` > 0), as numpy arrays indexed [ix, iy, iz]: `density`
-    /// (particles per cell), `velocity` (…, 3), `temperature`, and the number of `samples`.
+    /// (particles per cell), `velocity` (…, 3), `temperature`, the number of `samples`, and
+    /// between walls `solid` (the part of each cell inside them).
     fn fields<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let f = self.get()?.take_fields().map_err(py_err)?;
         let [lx, ly, lz] = f.cells.map(|c| c as usize);
         let (mut density, mut temperature) = (Vec::new(), Vec::new());
         let mut velocity = Vec::new();
+        let mut solid = Vec::new();
         for ix in 0..lx {
             for iy in 0..ly {
                 for iz in 0..lz {
@@ -384,6 +386,9 @@ impl Solvent {
                     density.push(f.density[c]);
                     temperature.push(f.temperature[c]);
                     velocity.extend_from_slice(&f.velocity[c]);
+                    if let Some(s) = &f.solid {
+                        solid.push(s[c]);
+                    }
                 }
             }
         }
@@ -398,6 +403,9 @@ impl Solvent {
             "velocity",
             velocity.into_pyarray(py).reshape([lx, ly, lz, 3])?,
         )?;
+        if f.solid.is_some() {
+            d.set_item("solid", solid.into_pyarray(py).reshape([lx, ly, lz])?)?;
+        }
         Ok(d)
     }
 
