@@ -30,6 +30,7 @@ pub mod state;
 pub mod stats;
 pub mod stop;
 pub mod timing;
+pub mod walls_flow;
 pub mod walls_report;
 
 pub use checkpoint::Checkpoint;

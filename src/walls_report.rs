@@ -9,6 +9,7 @@ use crate::physics::walls::profile::{bin_moments, fit_profile, ProfileFit};
 use crate::physics::walls::{Shape, SlitNormal, WallShape};
 use crate::report::ValueWithError;
 use crate::solvent::Solvent;
+use crate::walls_flow::{flow_through, obstacle_drag, FlowThrough, ObstacleDrag};
 use serde::Serialize;
 
 /// `summary.json` → `walls`.
@@ -42,6 +43,11 @@ pub struct WallsSummary {
     pub wall_force: Vec<[ValueWithError; 3]>,
     /// N f: the total body force on the fluid (steady state: the walls take all of it).
     pub body_force_total: [f64; 3],
+    /// The time-averaged flow along x: flow rate, superficial velocity, porosity.
+    pub flow: Option<FlowThrough>,
+    /// Around a sphere or a cylinder across the flow: its drag against the periodic-array
+    /// theory.
+    pub drag: Option<ObstacleDrag>,
 }
 
 /// The shape's name and channel size.
@@ -144,6 +150,14 @@ pub fn summarize(solvent: &Solvent) -> Option<WallsSummary> {
     let viscosity_from_wall_stress = couette_viscosity(solvent, &shape, fit, &wall_force);
     let phys = solvent.physics();
     let n = solvent.n_fluid() as f64;
+    let flow = (stats.profile_samples > 0)
+        .then(|| flow_through(phys, &shape, &stats.profile()))
+        .flatten();
+    let viscosity_theory = theory_viscosity(solvent);
+    let drag = match (&flow, wall_force.first()) {
+        (Some(f), Some(force)) => obstacle_drag(phys, &shape, viscosity_theory, force[0].value, f),
+        _ => None,
+    };
     Some(WallsSummary {
         geometry,
         channel,
@@ -152,12 +166,14 @@ pub fn summarize(solvent: &Solvent) -> Option<WallsSummary> {
         fit,
         viscosity_from_curvature,
         viscosity_from_wall_stress,
-        viscosity_theory: theory_viscosity(solvent),
+        viscosity_theory,
         centre_velocity,
         slip_velocity,
         slip_fraction,
         wall_force,
         body_force_total: phys.acceleration.map(|a| a * phys.mass * n),
+        flow,
+        drag,
     })
 }
 

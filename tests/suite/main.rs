@@ -49,4 +49,5 @@ mod startup;
 mod thermostat;
 mod walls;
 mod walls_rules;
+mod walls_flow;
 mod walls_shapes;
