@@ -344,7 +344,9 @@ fn lees_edwards_with_fix_deform_runs_across_a_box_flip() {
     // shear along x leaves the y and z momentum alone
     let (first, last) = (total_momentum(&rows[0]), total_momentum(last));
     for d in [1, 2] {
-        assert!((last[d] - first[d]).abs() < 1e-10, "momentum {d}: {out}");
+        // to the fixed-point moments' rounding (docs/determinism.md), as in every coupled step
+        let scale = 10_000.0 * 1.0 + 200.0 * 5.0;
+        assert!((last[d] - first[d]).abs() <= 1e-12 * scale, "momentum {d}: {out}");
     }
 }
 
