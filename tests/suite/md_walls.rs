@@ -59,6 +59,7 @@ fn wall_force_is_minus_the_derivative_of_the_wca_energy() {
         "Slit(solutes: (epsilon: 1.5, sigma: 0.9))",
         "Slit(normal: Z, solutes: (epsilon: 1.5, sigma: 0.9))",
         "Pipe(radius: 5.5)",
+        "PlanarPore(height: 8.0, length: 6.0)",
     ] {
         let cfg = chains_between_walls(walls, "Cpu");
         let w = walls_of(&cfg);
@@ -95,6 +96,10 @@ fn wall_force_is_minus_the_derivative_of_the_wca_energy() {
             }
             mpcbox::physics::walls::Shape::Pipe(p) => ([1.0, p.centre[0], p.centre[1]], 1),
             mpcbox::physics::walls::Shape::Sphere(s) => (s.centre, 1),
+            // in the pore's middle, and at the cosine walls' crest (no slope: the scaled gap
+            // is the distance along y)
+            mpcbox::physics::walls::Shape::PlanarPore(p) => ([p.xc, p.yc, 1.0], 1),
+            mpcbox::physics::walls::Shape::Cosine(c) => ([0.0, c.yc, 1.0], 1),
         };
         assert_eq!(w.force(centre), Ok(None));
         let mut on_wall = centre;
