@@ -428,12 +428,10 @@ fn check_pore(cfg: &Config, height: f64, length: f64) -> Result<(), ConfigError>
         return err(
             "walls.height",
             format!(
-                "a pore {height} cells high leaves less than a cell of solid in a box {ly}                  cells high (cells.1)"
+                "a pore {height} cells high leaves less than a cell of solid in a box {ly} \
+                 cells high (cells.1)"
             ),
-            &format!(
-                "use height ≤ cells.1 − 1 = {}, or a taller box",
-                ly - 1.0
-            ),
+            &format!("use height ≤ cells.1 − 1 = {}, or a taller box", ly - 1.0),
         );
     }
     if !length.is_finite() || length <= 0.0 {
@@ -447,7 +445,8 @@ fn check_pore(cfg: &Config, height: f64, length: f64) -> Result<(), ConfigError>
         return err(
             "walls.length",
             format!(
-                "a pore {length} cells long leaves less than a cell of reservoir in a box {lx}                  cells long (cells.0)"
+                "a pore {length} cells long leaves less than a cell of reservoir in a box {lx} \
+                 cells long (cells.0)"
             ),
             &format!(
                 "use length ≤ cells.0 − 1 = {} (for a pore through the whole box use Slit)",
@@ -486,7 +485,8 @@ fn check_cosine(
         return err(
             "walls.amplitude",
             format!(
-                "walls {height} cells apart waving against each other by {amplitude} come                  within {} cells of each other (less than a cell)",
+                "walls {height} cells apart waving against each other by {amplitude} come \
+                 within {} cells of each other (less than a cell)",
                 height - 2.0 * amplitude
             ),
             &format!(
@@ -499,10 +499,12 @@ fn check_cosine(
         return err(
             "walls.amplitude",
             format!(
-                "walls reaching {} cells across (height + 2 amplitude) leave less than half a                  cell to the box faces (cells.1 = {ly})",
+                "walls reaching {} cells across (height + 2 amplitude) leave less than half a \
+                 cell to the box faces (cells.1 = {ly})",
                 height + 2.0 * amplitude
             ),
-            "keep height + 2 amplitude ≤ cells.1 − 1 (the shifted grid reaches half a cell              beyond the walls), or a taller box",
+            "keep height + 2 amplitude ≤ cells.1 − 1 (the shifted grid reaches half a cell \
+             beyond the walls), or a taller box",
         );
     }
     Ok(())

@@ -48,5 +48,6 @@ mod shear_viscosity;
 mod startup;
 mod thermostat;
 mod walls;
+mod walls_pores;
 mod walls_rules;
 mod walls_shapes;
