@@ -13,8 +13,15 @@ use mpcbox::md::{GpuMd, MdBackend, System};
 use mpcbox::physics::walls::WallShape;
 use mpcbox::{Config, Solvent};
 
-/// The slits (plates normal to y and to z) and the pipe the tests run between.
-const WALLS: [&str; 3] = ["Slit()", "Slit(normal: Z)", "Pipe(radius: 5.5)"];
+/// The slits (plates normal to y and to z), the pipe, a pore and a wavy channel the tests run
+/// between.
+const WALLS: [&str; 5] = [
+    "Slit()",
+    "Slit(normal: Z)",
+    "Pipe(radius: 5.5)",
+    "PlanarPore(height: 8.0, length: 6.0)",
+    "CosineChannel(height: 8.0, amplitude: 1.5)",
+];
 
 /// Chains in a slit (or a pipe) of a 12 × 14 × 12 box, coupled to the fluid (CPU).
 fn chains_between_walls(walls: &str, backend: &str) -> Config {
@@ -133,7 +140,7 @@ fn chains_start_between_the_walls_in_a_padded_box() {
     }
 }
 
-/// Chains driven along a slit and along a pipe for 60 collisions (600 MD steps): no bead and
+/// Chains driven along each of `WALLS` for 60 collisions (600 MD steps): no bead and
 /// no fluid particle ever inside a wall, some beads met the wall potential, the solvent held
 /// the temperature.
 #[test]
