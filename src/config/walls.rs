@@ -33,7 +33,9 @@ pub enum WallBoundary {
 }
 
 /// The wall geometry of a run: the fluid is confined along y or z (a slit), or both (the
-/// pipe; x stays periodic), in a sphere, or flows around a sphere in the periodic box. Checkpoints store it in the binary form of [`super::stored`].
+/// pipe; x stays periodic), in a sphere, between cosine walls across y, or flows around a
+/// sphere or through a pore in the periodic box. Checkpoints store it in the binary form of
+/// [`super::stored`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub enum WallsConfig {

@@ -1,7 +1,9 @@
 //! Confined flows: walls with bounce-back and virtual particles.
 //!
 //! * [`shapes`]: the geometries ([`WallShape`]: signed distance, normal, wall velocity, time
-//!   of impact of a straight path; [`Slit`] with plates normal to y or z, [`Pipe`]);
+//!   of impact of a straight path; [`Slit`] with plates normal to y or z, [`Pipe`]), and
+//!   the shapes of files of their own: [`sphere`], [`pore`] (a slit of finite length between
+//!   reservoirs), [`cosine`] (a wavy channel, an expansion-contraction);
 //!   the `walls` config section is [`crate::config::walls`], its form in checkpoints
 //!   [`crate::config::walls_stored`].
 //! * Streaming ([`Physics::stream_walled`]): a particle moves ballistically until its path

@@ -210,8 +210,8 @@ impl WallShape for PlanarPore {
     }
 
     /// The cell [lo, lo + 1) meets both the solid's interior and the fluid (on the shifted
-    /// grid a cell meets no other period's block: the box keeps half a cell of reservoir and
-    /// of plate-free space beyond the pore on each side).
+    /// grid a cell meets no other period's block or pore: the block keeps half a cell from
+    /// the box faces along x, the plates half a cell from those along y).
     #[inline]
     fn cuts_cell(&self, lo: [f64; 3]) -> bool {
         let (x0, y0) = (lo[0] - self.xc, lo[1] - self.yc);
