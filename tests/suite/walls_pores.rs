@@ -12,6 +12,7 @@ use mpcbox::config::Config;
 use mpcbox::physics::walls::profile::least_squares;
 use mpcbox::physics::walls::theory::{expansion_mean_inverse_cube_width, lubrication_flow_rate};
 use mpcbox::physics::walls::{Shape, WallShape};
+use mpcbox::walls_report::summarize;
 use mpcbox::Solvent;
 
 common::backend_tests!(
@@ -88,7 +89,7 @@ const CASES: [(&str, &str, &str); 6] = [
     ),
 ];
 
-/// No fluid particle is ever inside the solid (checked after every step of 300, with the grid
+/// No fluid particle is ever inside the solid (checked after every step of 600, with the grid
 /// shift, under both rules) and none is lost.
 fn no_particle_ever_enters_a_pore_or_a_cosine_wall(p: Platform) {
     for rule in RULES {
@@ -99,7 +100,7 @@ fn no_particle_ever_enters_a_pore_or_a_cosine_wall(p: Platform) {
             };
             let shape = s.physics().walls.expect("walls").shape;
             let n = s.n_fluid();
-            for step in 0..300 {
+            for step in 0..600 {
                 s.step().unwrap();
                 let st = s.fluid_state().unwrap();
                 assert_eq!(st.len(), n, "{p}, {what}, {}", rule.0);
@@ -301,6 +302,39 @@ fn poiseuille_flow_in_the_middle_of_a_pore(p: Platform) {
     // the reservoirs push: the pressure falls along the pore
     assert!(d[1] < 0.0, "{p}: dn/dx {}", d[1]);
     assert!((kt - 1.0).abs() < 0.01, "{p}: kT {kt}");
+    assert_walls_take_the_body_force(p, &s, "planar pore");
+}
+
+/// In steady flow the walls (both surfaces) take the whole body force N f along x: the summary's
+/// mean force on them within 4 standard errors, and none across.
+fn assert_walls_take_the_body_force(p: Platform, s: &Solvent, geometry: &str) {
+    let w = summarize(s).expect("a walls summary");
+    assert_eq!(w.geometry, geometry);
+    let along: f64 = w.wall_force.iter().map(|f| f[0].value).sum();
+    let across: f64 = w.wall_force.iter().map(|f| f[1].value).sum();
+    let err = |k: usize| {
+        w.wall_force
+            .iter()
+            .map(|f| f[k].error.unwrap().powi(2))
+            .sum::<f64>()
+            .sqrt()
+    };
+    let body = w.body_force_total[0];
+    eprintln!(
+        "{p}: {geometry}: wall force {along:.3} ± {:.3} against the body force {body:.3}, \
+         across {across:.3} ± {:.3}",
+        err(0),
+        err(1)
+    );
+    assert!(
+        (along - body).abs() < 4.0 * err(0) && err(0) < 0.05 * body,
+        "{p}: {geometry}: wall force {along} ± {}, body force {body}",
+        err(0)
+    );
+    assert!(
+        across.abs() < 4.0 * err(1),
+        "{p}: {geometry}: across {across}"
+    );
 }
 
 /// The mean flow rate per unit depth, Q = H ⟨vx⟩ over the fluid (whose volume is H Lx Lz for
@@ -332,6 +366,13 @@ fn flow_rate(p: Platform, walls: &str, f: f64, seed: u64) -> Option<(f64, f64, C
     let nb = blocks.len() as f64;
     let mean = blocks.iter().sum::<f64>() / nb;
     let var = blocks.iter().map(|b| (b - mean).powi(2)).sum::<f64>() / (nb - 1.0);
+    let geometry = match s.physics().walls.expect("walls").shape {
+        Shape::Cosine(c) if c.expansion => "cosine expansion",
+        Shape::Cosine(_) => "cosine channel",
+        Shape::Slit(_) => "slit",
+        other => panic!("{other:?}"),
+    };
+    assert_walls_take_the_body_force(p, &s, geometry);
     Some((height * mean, height * (var / nb).sqrt(), cfg))
 }
 
