@@ -3,7 +3,8 @@
 #include "cell_sums.cuh"
 #endif
 
-// Physics::profile_bins: the cells along a slit's normal, Ly otherwise (y layers about a sphere).
+// Physics::profile_bins: the cells along a slit's normal, Ly otherwise (y layers about a sphere,
+// across a pore or cosine walls).
 __device__ __forceinline__ unsigned int mpc_profile_bins(const MpcParams &p) {
     switch (p.walls.kind) {
         case MPC_WALLS_NONE:
@@ -11,6 +12,8 @@ __device__ __forceinline__ unsigned int mpc_profile_bins(const MpcParams &p) {
         case MPC_WALLS_PIPE:
         case MPC_WALLS_SPHERE:
         case MPC_WALLS_OBSTACLE:
+        case MPC_WALLS_PORE:
+        case MPC_WALLS_COSINE:
             return p.cells[1];
         case MPC_WALLS_SLIT_Z:
             return p.cells[2];
@@ -29,6 +32,8 @@ __device__ __forceinline__ unsigned int mpc_profile_bin(const MpcParams &p, floa
         case MPC_WALLS_SLIT:
         case MPC_WALLS_SPHERE:
         case MPC_WALLS_OBSTACLE:
+        case MPC_WALLS_PORE:
+        case MPC_WALLS_COSINE:
             b = (unsigned int)y;
             break;
         case MPC_WALLS_SLIT_Z:

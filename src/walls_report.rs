@@ -15,9 +15,11 @@ use serde::Serialize;
 /// `summary.json` → `walls`.
 #[derive(Clone, Debug, Serialize)]
 pub struct WallsSummary {
-    /// "slit" (plates normal to y), "slit normal to z" or "pipe".
+    /// "slit" (plates normal to y), "slit normal to z", "pipe", a sphere's or cylinder's
+    /// name, "planar pore", "cosine channel" or "cosine expansion".
     pub geometry: &'static str,
-    /// Slit height or pipe radius (cells).
+    /// Slit height, pipe or sphere radius, pore height or the cosine walls' mean width
+    /// (cells).
     pub channel: f64,
     /// Fluid particles per unit volume of the fluid region.
     pub density: f64,
@@ -64,6 +66,9 @@ fn describe(shape: &Shape) -> (&'static str, f64) {
             (false, false) => ("spherical obstacle", s.radius),
             (false, true) => ("cylinder obstacle along z", s.radius),
         },
+        Shape::PlanarPore(p) => ("planar pore", 2.0 * p.half_height),
+        Shape::Cosine(c) if c.expansion => ("cosine expansion", 2.0 * c.half_height),
+        Shape::Cosine(c) => ("cosine channel", 2.0 * c.half_height),
     }
 }
 
@@ -73,6 +78,7 @@ fn wall_speeds(shape: &Shape) -> Vec<f64> {
         Shape::Slit(s) => s.velocity.to_vec(),
         Shape::Pipe(p) => vec![p.velocity],
         Shape::Sphere(_) => vec![0.0],
+        Shape::PlanarPore(_) | Shape::Cosine(_) => vec![0.0, 0.0],
     }
 }
 
@@ -104,11 +110,11 @@ pub fn summarize(solvent: &Solvent) -> Option<WallsSummary> {
     let at_walls: Vec<f64> = match shape {
         Shape::Slit(s) => vec![s.bottom, s.top],
         Shape::Pipe(p) => vec![p.radius],
-        Shape::Sphere(_) => Vec::new(),
+        Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) => Vec::new(),
     };
     let centre = match shape {
         Shape::Slit(s) => 0.5 * (s.bottom + s.top),
-        Shape::Pipe(_) | Shape::Sphere(_) => 0.0,
+        Shape::Pipe(_) | Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) => 0.0,
     };
     let slip_velocity: Vec<f64> = fit.map_or(Vec::new(), |f| {
         at_walls
@@ -134,7 +140,9 @@ pub fn summarize(solvent: &Solvent) -> Option<WallsSummary> {
         (true, Some(f), Shape::Pipe(_)) => {
             Some(theory::pipe_viscosity_from_curvature(f.c2, force_density))
         }
-        (true, Some(_), Shape::Sphere(_)) | (false, _, _) | (true, None, _) => None,
+        (true, Some(_), Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_))
+        | (false, _, _)
+        | (true, None, _) => None,
     };
     let wall_force: Vec<[ValueWithError; 3]> = stats
         .wall_force
@@ -230,7 +238,7 @@ pub fn profile_rows(solvent: &Solvent) -> Option<(&'static str, Vec<ProfileRow>)
                 Shape::Pipe(p) => {
                     theory::pipe_velocity(m.mean, p.radius, p.velocity, force_density, eta)
                 }
-                Shape::Sphere(_) => return None,
+                Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) => return None,
             };
             Some((m.mean, v, th))
         })
@@ -238,7 +246,7 @@ pub fn profile_rows(solvent: &Solvent) -> Option<(&'static str, Vec<ProfileRow>)
     let name = match shape {
         Shape::Slit(s) => s.normal.name(),
         Shape::Pipe(_) => "r",
-        Shape::Sphere(_) => "y",
+        Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) => "y",
     };
     Some((name, rows))
 }

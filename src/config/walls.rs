@@ -7,13 +7,18 @@
 //! walls: Sphere(radius: 7.5),                             // the fluid in a sphere
 //! walls: SphereObstacle(radius: 3.0),                     // a sphere in the flow
 //! walls: CylinderObstacle(radius: 3.0),                   // a cylinder along z in the flow
+//! walls: PlanarPore(height: 6.0, length: 8.0),            // a pore between two reservoirs
+//! walls: CosineChannel(height: 8.0, amplitude: 1.0),      // a wavy channel
+//! walls: CosineExpansion(height: 8.0, amplitude: 1.0),    // an expansion-contraction
 //! ```
 
 use serde::{Deserialize, Serialize};
 
 use super::Config;
 use crate::error::ConfigError;
-use crate::physics::walls::shapes::{Pipe, Shape, Slit, SlitNormal, Sphere};
+use crate::physics::walls::shapes::{
+    CosineWalls, Pipe, PlanarPore, Shape, Slit, SlitNormal, Sphere,
+};
 
 /// What a fluid particle that reaches a wall does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -28,7 +33,9 @@ pub enum WallBoundary {
 }
 
 /// The wall geometry of a run: the fluid is confined along y or z (a slit), or both (the
-/// pipe; x stays periodic), in a sphere, or flows around a sphere in the periodic box. Checkpoints store it in the binary form of [`super::stored`].
+/// pipe; x stays periodic), in a sphere, between cosine walls across y, or flows around a
+/// sphere or through a pore in the periodic box. Checkpoints store it in the binary form of
+/// [`super::stored`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub enum WallsConfig {
@@ -92,6 +99,40 @@ pub enum WallsConfig {
         #[serde(default)]
         solutes: SoluteWall,
     },
+    /// A pore `height` high across y and `length` long along x, centred in the box, between
+    /// two reservoirs: the solid is |x − Lx/2| < length/2 beyond |y − Ly/2| > height/2 (one
+    /// block spanning z, joined across the periodic y boundary).
+    PlanarPore {
+        height: f64,
+        length: f64,
+        #[serde(default)]
+        boundary: WallBoundary,
+        /// The WCA wall potential the bundled MD engine's solutes feel (`md::walls`).
+        #[serde(default)]
+        solutes: SoluteWall,
+    },
+    /// A wavy channel across y: walls at Ly/2 ± height/2 + amplitude cos(2πx/Lx), one period
+    /// over the box (constant vertical width `height`).
+    CosineChannel {
+        height: f64,
+        amplitude: f64,
+        #[serde(default)]
+        boundary: WallBoundary,
+        /// The WCA wall potential the bundled MD engine's solutes feel (`md::walls`).
+        #[serde(default)]
+        solutes: SoluteWall,
+    },
+    /// An expansion-contraction across y: walls at Ly/2 ± (height/2 + amplitude cos(2πx/Lx)),
+    /// one period over the box (width height + 2 amplitude cos(2πx/Lx)).
+    CosineExpansion {
+        height: f64,
+        amplitude: f64,
+        #[serde(default)]
+        boundary: WallBoundary,
+        /// The WCA wall potential the bundled MD engine's solutes feel (`md::walls`).
+        #[serde(default)]
+        solutes: SoluteWall,
+    },
 }
 
 /// The fewest cells across a channel (slit height, pipe diameter).
@@ -112,11 +153,15 @@ impl WallsConfig {
             | WallsConfig::Pipe { boundary, .. }
             | WallsConfig::Sphere { boundary, .. }
             | WallsConfig::SphereObstacle { boundary, .. }
-            | WallsConfig::CylinderObstacle { boundary, .. } => *boundary,
+            | WallsConfig::CylinderObstacle { boundary, .. }
+            | WallsConfig::PlanarPore { boundary, .. }
+            | WallsConfig::CosineChannel { boundary, .. }
+            | WallsConfig::CosineExpansion { boundary, .. } => *boundary,
         }
     }
 
-    /// The fastest a wall surface moves (the spheres and cylinders are at rest): the
+    /// The fastest a wall surface moves (spheres, cylinders, pores and cosine walls are at
+    /// rest): the
     /// fixed-point sums' speed bound includes it (`config::sums`).
     pub fn fastest_speed(&self) -> f64 {
         match self {
@@ -128,7 +173,10 @@ impl WallsConfig {
             WallsConfig::Pipe { velocity, .. } => velocity.abs(),
             WallsConfig::Sphere { .. }
             | WallsConfig::SphereObstacle { .. }
-            | WallsConfig::CylinderObstacle { .. } => 0.0,
+            | WallsConfig::CylinderObstacle { .. }
+            | WallsConfig::PlanarPore { .. }
+            | WallsConfig::CosineChannel { .. }
+            | WallsConfig::CosineExpansion { .. } => 0.0,
         }
     }
 
@@ -139,7 +187,10 @@ impl WallsConfig {
             | WallsConfig::Pipe { solutes, .. }
             | WallsConfig::Sphere { solutes, .. }
             | WallsConfig::SphereObstacle { solutes, .. }
-            | WallsConfig::CylinderObstacle { solutes, .. } => *solutes,
+            | WallsConfig::CylinderObstacle { solutes, .. }
+            | WallsConfig::PlanarPore { solutes, .. }
+            | WallsConfig::CosineChannel { solutes, .. }
+            | WallsConfig::CosineExpansion { solutes, .. } => *solutes,
         }
     }
 
@@ -153,7 +204,7 @@ impl WallsConfig {
     /// The geometry in the box of `cfg` (assumed valid).
     pub fn shape(&self, cfg: &Config) -> Shape {
         let len = cfg.cells.map(|c| c as f64);
-        let [_, ly, lz] = len;
+        let [lx, ly, lz] = len;
         match *self {
             WallsConfig::Slit {
                 height,
@@ -184,6 +235,24 @@ impl WallsConfig {
                 radius,
                 fluid_inside: matches!(self, WallsConfig::Sphere { .. }),
                 along_z: matches!(self, WallsConfig::CylinderObstacle { .. }),
+            }),
+            WallsConfig::PlanarPore { height, length, .. } => Shape::PlanarPore(PlanarPore {
+                xc: 0.5 * lx,
+                yc: 0.5 * ly,
+                half_length: 0.5 * length,
+                half_height: 0.5 * height,
+            }),
+            WallsConfig::CosineChannel {
+                height, amplitude, ..
+            }
+            | WallsConfig::CosineExpansion {
+                height, amplitude, ..
+            } => Shape::Cosine(CosineWalls {
+                yc: 0.5 * ly,
+                half_height: 0.5 * height,
+                amplitude,
+                period: lx,
+                expansion: matches!(self, WallsConfig::CosineExpansion { .. }),
             }),
         }
     }
@@ -244,6 +313,13 @@ impl WallsConfig {
             WallsConfig::Sphere { radius, .. } => check_round(cfg, radius, 3, 1.0)?,
             WallsConfig::SphereObstacle { radius, .. } => check_round(cfg, radius, 3, 2.0)?,
             WallsConfig::CylinderObstacle { radius, .. } => check_round(cfg, radius, 2, 2.0)?,
+            WallsConfig::PlanarPore { height, length, .. } => check_pore(cfg, height, length)?,
+            WallsConfig::CosineChannel {
+                height, amplitude, ..
+            } => check_cosine(cfg, height, amplitude, false)?,
+            WallsConfig::CosineExpansion {
+                height, amplitude, ..
+            } => check_cosine(cfg, height, amplitude, true)?,
         }
         check_body_force(cfg, self)?;
         check_solute_wall(self.solute_wall())
@@ -338,6 +414,104 @@ fn check_round(cfg: &Config, radius: f64, axes: usize, room: f64) -> Result<(), 
     Ok(())
 }
 
+/// A pore at least [`MIN_CHANNEL_CELLS`] high with a plate at least a cell thick across the
+/// periodic y boundary, and at least a cell of reservoir along x: a step's path or a shifted
+/// collision cell then meets no other period's block than the formulas take.
+fn check_pore(cfg: &Config, height: f64, length: f64) -> Result<(), ConfigError> {
+    let (lx, ly) = (cfg.cells[0] as f64, cfg.cells[1] as f64);
+    if !height.is_finite() || height < MIN_CHANNEL_CELLS {
+        return err(
+            "walls.height",
+            format!("a pore {height} cells high is thinner than {MIN_CHANNEL_CELLS} cells"),
+            "make the pore at least 4 cells high",
+        );
+    }
+    if height > ly - 1.0 {
+        return err(
+            "walls.height",
+            format!(
+                "a pore {height} cells high leaves less than a cell of solid in a box {ly} \
+                 cells high (cells.1)"
+            ),
+            &format!("use height ≤ cells.1 − 1 = {}, or a taller box", ly - 1.0),
+        );
+    }
+    if !length.is_finite() || length <= 0.0 {
+        return err(
+            "walls.length",
+            format!("a pore's length must be finite and > 0 (got {length})"),
+            "give the pore's length along x, e.g. length: 8.0",
+        );
+    }
+    if length > lx - 1.0 {
+        return err(
+            "walls.length",
+            format!(
+                "a pore {length} cells long leaves less than a cell of reservoir in a box {lx} \
+                 cells long (cells.0)"
+            ),
+            &format!(
+                "use length ≤ cells.0 − 1 = {} (for a pore through the whole box use Slit)",
+                lx - 1.0
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// Cosine walls: a mean width of at least [`MIN_CHANNEL_CELLS`], a non-negative amplitude,
+/// walls at least a cell apart where an expansion is narrowest, and half a cell between the
+/// walls' farthest reach and the box faces (the shifted grid's layer).
+fn check_cosine(
+    cfg: &Config,
+    height: f64,
+    amplitude: f64,
+    expansion: bool,
+) -> Result<(), ConfigError> {
+    let ly = cfg.cells[1] as f64;
+    if !height.is_finite() || height < MIN_CHANNEL_CELLS {
+        return err(
+            "walls.height",
+            format!("cosine walls {height} cells apart are closer than {MIN_CHANNEL_CELLS} cells"),
+            "make the channel at least 4 cells high",
+        );
+    }
+    if !amplitude.is_finite() || amplitude < 0.0 {
+        return err(
+            "walls.amplitude",
+            format!("must be finite and ≥ 0 (got {amplitude})"),
+            "give the walls' amplitude in cells, e.g. amplitude: 1.0 (0: a straight slit)",
+        );
+    }
+    if expansion && height - 2.0 * amplitude < 1.0 {
+        return err(
+            "walls.amplitude",
+            format!(
+                "walls {height} cells apart waving against each other by {amplitude} come \
+                 within {} cells of each other (less than a cell)",
+                height - 2.0 * amplitude
+            ),
+            &format!(
+                "keep amplitude ≤ (height − 1) / 2 = {}",
+                0.5 * (height - 1.0)
+            ),
+        );
+    }
+    if height + 2.0 * amplitude > ly - 1.0 {
+        return err(
+            "walls.amplitude",
+            format!(
+                "walls reaching {} cells across (height + 2 amplitude) leave less than half a \
+                 cell to the box faces (cells.1 = {ly})",
+                height + 2.0 * amplitude
+            ),
+            "keep height + 2 amplitude ≤ cells.1 − 1 (the shifted grid reaches half a cell \
+             beyond the walls), or a taller box",
+        );
+    }
+    Ok(())
+}
+
 fn check_speed(cfg: &Config, field: &str, u: f64) -> Result<(), ConfigError> {
     if !u.is_finite() {
         return err(
@@ -376,9 +550,15 @@ fn check_body_force(cfg: &Config, walls: &WallsConfig) -> Result<(), ConfigError
         // a closed container: a body force would only build up a pressure gradient, and the
         // paths it bends would meet the curved wall away from the straight chord's time
         WallsConfig::Sphere { .. } => (&[0, 1, 2], "body_force: (0.0, 0.0, 0.0) in a sphere"),
-        // around an obstacle any direction: the chord's time of impact misses the bent path
-        // by at most |a| h² / 2 (kept out of the sphere by keep_inside)
-        WallsConfig::SphereObstacle { .. } | WallsConfig::CylinderObstacle { .. } => (&[], ""),
+        // around an obstacle or through a pore any direction: the chord's time of impact misses
+        // the bent path by at most |a| h² / 2 (kept out of the solid by keep_inside); between
+        // cosine walls along them (their slope sees the same bend along x)
+        WallsConfig::SphereObstacle { .. }
+        | WallsConfig::CylinderObstacle { .. }
+        | WallsConfig::PlanarPore { .. } => (&[], ""),
+        WallsConfig::CosineChannel { .. } | WallsConfig::CosineExpansion { .. } => {
+            (&[1], "body_force: (fx, 0.0, fz) between cosine walls")
+        }
     };
     for &k in closed {
         if cfg.body_force[k] != 0.0 {

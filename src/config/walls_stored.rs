@@ -49,6 +49,24 @@ enum StoredWalls {
         boundary: WallBoundary,
         solutes: SoluteWall,
     },
+    PlanarPore {
+        height: f64,
+        length: f64,
+        boundary: WallBoundary,
+        solutes: SoluteWall,
+    },
+    CosineChannel {
+        height: f64,
+        amplitude: f64,
+        boundary: WallBoundary,
+        solutes: SoluteWall,
+    },
+    CosineExpansion {
+        height: f64,
+        amplitude: f64,
+        boundary: WallBoundary,
+        solutes: SoluteWall,
+    },
 }
 
 impl From<&WallsConfig> for StoredWalls {
@@ -112,6 +130,39 @@ impl From<&WallsConfig> for StoredWalls {
                 solutes,
             } => StoredWalls::CylinderObstacle {
                 radius,
+                boundary,
+                solutes,
+            },
+            WallsConfig::PlanarPore {
+                height,
+                length,
+                boundary,
+                solutes,
+            } => StoredWalls::PlanarPore {
+                height,
+                length,
+                boundary,
+                solutes,
+            },
+            WallsConfig::CosineChannel {
+                height,
+                amplitude,
+                boundary,
+                solutes,
+            } => StoredWalls::CosineChannel {
+                height,
+                amplitude,
+                boundary,
+                solutes,
+            },
+            WallsConfig::CosineExpansion {
+                height,
+                amplitude,
+                boundary,
+                solutes,
+            } => StoredWalls::CosineExpansion {
+                height,
+                amplitude,
                 boundary,
                 solutes,
             },
@@ -197,6 +248,39 @@ impl From<StoredWalls> for WallsConfig {
                 boundary,
                 solutes,
             },
+            StoredWalls::PlanarPore {
+                height,
+                length,
+                boundary,
+                solutes,
+            } => WallsConfig::PlanarPore {
+                height,
+                length,
+                boundary,
+                solutes,
+            },
+            StoredWalls::CosineChannel {
+                height,
+                amplitude,
+                boundary,
+                solutes,
+            } => WallsConfig::CosineChannel {
+                height,
+                amplitude,
+                boundary,
+                solutes,
+            },
+            StoredWalls::CosineExpansion {
+                height,
+                amplitude,
+                boundary,
+                solutes,
+            } => WallsConfig::CosineExpansion {
+                height,
+                amplitude,
+                boundary,
+                solutes,
+            },
         }
     }
 }
@@ -243,7 +327,7 @@ mod tests {
     }
 
     #[test]
-    fn slits_of_format_3_still_decode_and_z_slits_round_trip() {
+    fn slits_of_format_3_still_decode_and_every_shape_round_trips() {
         let old = Format3Walls::Slit {
             height: Some(9.0),
             bottom_velocity: -0.1,
@@ -278,6 +362,27 @@ mod tests {
                 top_velocity: 0.0,
                 boundary: WallBoundary::NoSlip,
                 solutes: SoluteWall::default(),
+            }),
+            Some(WallsConfig::PlanarPore {
+                height: 6.0,
+                length: 7.5,
+                boundary: WallBoundary::Slip,
+                solutes: SoluteWall::default(),
+            }),
+            Some(WallsConfig::CosineChannel {
+                height: 8.0,
+                amplitude: 1.25,
+                boundary: WallBoundary::NoSlip,
+                solutes: SoluteWall::default(),
+            }),
+            Some(WallsConfig::CosineExpansion {
+                height: 8.0,
+                amplitude: 2.0,
+                boundary: WallBoundary::NoSlip,
+                solutes: SoluteWall {
+                    epsilon: 2.0,
+                    sigma: 0.5,
+                },
             }),
         ] {
             let h = Holder { walls, after: 3 };

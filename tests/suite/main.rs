@@ -48,6 +48,7 @@ mod shear_viscosity;
 mod startup;
 mod thermostat;
 mod walls;
+mod walls_pores;
 mod walls_rules;
 mod walls_flow;
 mod walls_shapes;

@@ -13,8 +13,15 @@ use mpcbox::md::{GpuMd, MdBackend, System};
 use mpcbox::physics::walls::WallShape;
 use mpcbox::{Config, Solvent};
 
-/// The slits (plates normal to y and to z) and the pipe the tests run between.
-const WALLS: [&str; 3] = ["Slit()", "Slit(normal: Z)", "Pipe(radius: 5.5)"];
+/// The slits (plates normal to y and to z), the pipe, a pore and a wavy channel the tests run
+/// between.
+const WALLS: [&str; 5] = [
+    "Slit()",
+    "Slit(normal: Z)",
+    "Pipe(radius: 5.5)",
+    "PlanarPore(height: 8.0, length: 6.0)",
+    "CosineChannel(height: 8.0, amplitude: 1.5)",
+];
 
 /// Chains in a slit (or a pipe) of a 12 × 14 × 12 box, coupled to the fluid (CPU).
 fn chains_between_walls(walls: &str, backend: &str) -> Config {
@@ -59,6 +66,7 @@ fn wall_force_is_minus_the_derivative_of_the_wca_energy() {
         "Slit(solutes: (epsilon: 1.5, sigma: 0.9))",
         "Slit(normal: Z, solutes: (epsilon: 1.5, sigma: 0.9))",
         "Pipe(radius: 5.5)",
+        "PlanarPore(height: 8.0, length: 6.0)",
     ] {
         let cfg = chains_between_walls(walls, "Cpu");
         let w = walls_of(&cfg);
@@ -95,6 +103,10 @@ fn wall_force_is_minus_the_derivative_of_the_wca_energy() {
             }
             mpcbox::physics::walls::Shape::Pipe(p) => ([1.0, p.centre[0], p.centre[1]], 1),
             mpcbox::physics::walls::Shape::Sphere(s) => (s.centre, 1),
+            // in the pore's middle, and at the cosine walls' crest (no slope: the scaled gap
+            // is the distance along y)
+            mpcbox::physics::walls::Shape::PlanarPore(p) => ([p.xc, p.yc, 1.0], 1),
+            mpcbox::physics::walls::Shape::Cosine(c) => ([0.0, c.yc, 1.0], 1),
         };
         assert_eq!(w.force(centre), Ok(None));
         let mut on_wall = centre;
@@ -128,7 +140,7 @@ fn chains_start_between_the_walls_in_a_padded_box() {
     }
 }
 
-/// Chains driven along a slit and along a pipe for 60 collisions (600 MD steps): no bead and
+/// Chains driven along each of `WALLS` for 60 collisions (600 MD steps): no bead and
 /// no fluid particle ever inside a wall, some beads met the wall potential, the solvent held
 /// the temperature.
 #[test]

@@ -76,6 +76,8 @@ fn walls_take_the_momentum_under_every_rule(p: Platform) {
         for walls in [
             "Slit(bottom_velocity: -0.2, top_velocity: 0.1)",
             "Pipe(radius: 4.5, velocity: 0.1)",
+            "PlanarPore(height: 6.0, length: 4.0)",
+            "CosineExpansion(height: 5.0, amplitude: 1.0)",
         ] {
             let cfg = walled(
                 rule,
@@ -121,6 +123,8 @@ fn walls_under_every_rule_follow_the_cpu(p: Platform) {
             ),
             ("Pipe(radius: 9.5)", "0.02, 0.0"),
             ("Slit(normal: Z, top_velocity: -0.1)", "0.02, 0.01"),
+            ("PlanarPore(height: 16.0, length: 5.0)", "0.02, 0.01"),
+            ("CosineChannel(height: 14.0, amplitude: 2.0)", "0.02, 0.0"),
         ] {
             let cfg = walled(
                 rule,

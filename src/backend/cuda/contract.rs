@@ -149,15 +149,21 @@ pub const WALLS_SLIT_Z: u32 = 3;
 pub const WALLS_SPHERE: u32 = 4;
 /// A spherical obstacle: the fluid outside (`Sphere { fluid_inside: false }`).
 pub const WALLS_OBSTACLE: u32 = 5;
+/// A planar pore between two reservoirs (`PlanarPore`).
+pub const WALLS_PORE: u32 = 6;
+/// Cosine walls, a wavy channel or an expansion-contraction (`CosineWalls`).
+pub const WALLS_COSINE: u32 = 7;
 
 /// Every wall-shape code with its CUDA name (the generated header defines them all).
-pub const WALL_CODES: [(&str, u32); 6] = [
+pub const WALL_CODES: [(&str, u32); 8] = [
     ("MPC_WALLS_NONE", WALLS_NONE),
     ("MPC_WALLS_SLIT", WALLS_SLIT),
     ("MPC_WALLS_PIPE", WALLS_PIPE),
     ("MPC_WALLS_SLIT_Z", WALLS_SLIT_Z),
     ("MPC_WALLS_SPHERE", WALLS_SPHERE),
     ("MPC_WALLS_OBSTACLE", WALLS_OBSTACLE),
+    ("MPC_WALLS_PORE", WALLS_PORE),
+    ("MPC_WALLS_COSINE", WALLS_COSINE),
 ];
 
 /// The kernels' code of a wall shape.
@@ -170,6 +176,8 @@ pub fn wall_kind(shape: &Shape) -> u32 {
         Shape::Pipe(_) => WALLS_PIPE,
         Shape::Sphere(s) if s.fluid_inside => WALLS_SPHERE,
         Shape::Sphere(_) => WALLS_OBSTACLE,
+        Shape::PlanarPore(_) => WALLS_PORE,
+        Shape::Cosine(_) => WALLS_COSINE,
     }
 }
 
@@ -264,7 +272,7 @@ mod tests {
     /// Every shape has its own code, and the header defines each.
     #[test]
     fn wall_codes_are_distinct_and_generated() {
-        use crate::physics::walls::{Pipe, Slit, Sphere};
+        use crate::physics::walls::{CosineWalls, Pipe, PlanarPore, Slit, Sphere};
         let sphere = |fluid_inside| {
             Shape::Sphere(Sphere {
                 centre: [5.0; 3],
@@ -282,6 +290,19 @@ mod tests {
                 centre: [5.0, 5.0],
                 radius: 4.0,
                 velocity: 0.0,
+            }),
+            Shape::PlanarPore(PlanarPore {
+                xc: 5.0,
+                yc: 5.0,
+                half_length: 2.0,
+                half_height: 2.0,
+            }),
+            Shape::Cosine(CosineWalls {
+                yc: 5.0,
+                half_height: 2.0,
+                amplitude: 1.0,
+                period: 10.0,
+                expansion: true,
             }),
         ];
         let mut codes: Vec<u32> = shapes.iter().map(wall_kind).collect();

@@ -70,7 +70,9 @@ pub(crate) struct WallParams {
     momentum: u64,
     /// Slit (either normal, told apart by `kind`): bottom, top, u_bottom, u_top, bottom_f32,
     /// top_f32; pipe: yc, zc, radius, u, 0, 0; sphere (inside or outside, told apart by
-    /// `kind`): xc, yc, zc, radius, along_z (1 for a cylinder along z), 0.
+    /// `kind`): xc, yc, zc, radius, along_z (1 for a cylinder along z), 0; planar pore: xc, yc,
+    /// half_length, half_height, 0, 0; cosine walls: yc, half_height, amplitude, period,
+    /// expansion (1 for an expansion-contraction), 0.
     shape: [f64; 6],
 }
 
@@ -114,6 +116,21 @@ impl WallParams {
                     s.centre[2],
                     s.radius,
                     if s.along_z { 1.0 } else { 0.0 },
+                    0.0,
+                ],
+            ),
+            Shape::PlanarPore(p) => (
+                wall_kind(shape),
+                [p.xc, p.yc, p.half_length, p.half_height, 0.0, 0.0],
+            ),
+            Shape::Cosine(c) => (
+                wall_kind(shape),
+                [
+                    c.yc,
+                    c.half_height,
+                    c.amplitude,
+                    c.period,
+                    if c.expansion { 1.0 } else { 0.0 },
                     0.0,
                 ],
             ),

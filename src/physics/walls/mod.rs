@@ -1,7 +1,9 @@
 //! Confined flows: walls with bounce-back and virtual particles.
 //!
 //! * [`shapes`]: the geometries ([`WallShape`]: signed distance, normal, wall velocity, time
-//!   of impact of a straight path; [`Slit`] with plates normal to y or z, [`Pipe`]);
+//!   of impact of a straight path; [`Slit`] with plates normal to y or z, [`Pipe`]), and
+//!   the shapes of files of their own: [`sphere`], [`pore`] (a slit of finite length between
+//!   reservoirs), [`cosine`] (a wavy channel, an expansion-contraction);
 //!   the `walls` config section is [`crate::config::walls`], its form in checkpoints
 //!   [`crate::config::walls_stored`].
 //! * Streaming ([`Physics::stream_walled`]): a particle moves ballistically until its path
@@ -34,7 +36,9 @@
 //!   ever crosses between the top and bottom slab; between plates normal to z, y is periodic
 //!   and the cut cells lie in every slab (each cell still has one owner).
 
+pub mod cosine;
 pub mod geometry;
+pub mod pore;
 pub mod profile;
 pub mod rule_fill;
 pub mod shapes;
@@ -42,7 +46,7 @@ pub mod sphere;
 pub mod theory;
 
 pub use crate::config::walls::{WallBoundary, WallsConfig};
-pub use shapes::{Pipe, Shape, Slit, SlitNormal, Sphere, WallShape};
+pub use shapes::{CosineWalls, Pipe, PlanarPore, Shape, Slit, SlitNormal, Sphere, WallShape};
 
 use super::{wrap_coordinate, CellParams, CellSums, Physics, StepPlan};
 use crate::config::Config;
@@ -84,8 +88,9 @@ impl Walls {
     }
 
     /// Initial position and thermal velocity (before momentum removal) of fluid particle
-    /// `index`: uniform in the fluid region (rejection in the pipe's square), from the
-    /// particle's own Philox stream.
+    /// `index`: uniform in the fluid region (rejection in the pipe's square, in the box about
+    /// an obstacle or a pore, in the band of the cosine walls' reach), from the particle's own
+    /// Philox stream.
     pub fn initial_particle(
         &self,
         seed: u64,
@@ -134,6 +139,31 @@ impl Walls {
                     break p;
                 }
             },
+            Shape::PlanarPore(po) => loop {
+                let mut p = [0.0f32; 3];
+                for (k, c) in p.iter_mut().enumerate() {
+                    *c = wrap_coordinate(s.uniform() * len[k], len[k]);
+                }
+                if po.signed_distance(p.map(|c| c as f64)) > 0.0 {
+                    break p;
+                }
+            },
+            Shape::Cosine(co) => loop {
+                // y in the band the walls reach, x and z in the box
+                let reach = co.half_height + co.amplitude;
+                let mut p = [0.0f32; 3];
+                for (k, c) in p.iter_mut().enumerate() {
+                    let u = s.uniform();
+                    *c = if k == 1 {
+                        (co.yc + (2.0 * u - 1.0) * reach) as f32
+                    } else {
+                        wrap_coordinate(u * len[k], len[k])
+                    };
+                }
+                if co.signed_distance(p.map(|c| c as f64)) > 0.0 {
+                    break p;
+                }
+            },
         };
         let v = [sigma * s.normal(), sigma * s.normal(), sigma * s.normal()];
         (self.shape.keep_inside(p), v)
@@ -142,7 +172,8 @@ impl Walls {
     /// The steady flow vx at stored position `p` of a config with these walls: plane Couette +
     /// Poiseuille flow in a slit (across its normal, y or z), Hagen-Poiseuille flow in a pipe,
     /// with the rule's theory viscosity and the body force along x at M particles per unit
-    /// volume (the initial flow `Steady`); at rest around or in a sphere.
+    /// volume (the initial flow `Steady`); at rest around or in a sphere, in a pore and
+    /// between cosine walls (no closed form).
     pub fn steady_flow(&self, cfg: &Config, p: [f32; 3]) -> f64 {
         let m = cfg.particles_per_cell as f64;
         let (kinetic, collisional) = rule_viscosity(cfg);
@@ -163,7 +194,7 @@ impl Walls {
                 let r = (dy * dy + dz * dz).sqrt();
                 theory::pipe_velocity(r, q.radius, q.velocity, force_density, eta)
             }
-            Shape::Sphere(_) => 0.0,
+            Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) => 0.0,
         }
     }
 
@@ -333,7 +364,8 @@ impl Physics {
     }
 
     /// Bins of the velocity profile: the cells along the slit's normal, Ly otherwise (y layers
-    /// of a periodic box or about a sphere, whole cells of the distance from a pipe's axis).
+    /// of a periodic box, about a sphere, across a pore or cosine walls; whole cells of the
+    /// distance from a pipe's axis).
     pub fn profile_bins(&self) -> usize {
         let axis = match &self.walls {
             Some(Walls {
@@ -341,7 +373,7 @@ impl Physics {
                 ..
             }) => s.axis(),
             Some(Walls {
-                shape: Shape::Pipe(_) | Shape::Sphere(_),
+                shape: Shape::Pipe(_) | Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_),
                 ..
             })
             | None => 1,
@@ -369,7 +401,7 @@ impl Physics {
                 ..
             }) => pos[s.axis()] as f64,
             Some(Walls {
-                shape: Shape::Sphere(_),
+                shape: Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_),
                 ..
             })
             | None => pos[1] as f64,

@@ -8,7 +8,9 @@
 //! that the shifted grid (shift in [−a/2, a/2)) never wraps a fluid particle periodically
 //! across a wall: the box's extra cell layer is the one the shifted grid needs.
 
+pub use super::cosine::CosineWalls;
 pub use super::geometry::{cell_extent_distances, f32_step_away, f32_step_towards, WallShape};
+pub use super::pore::PlanarPore;
 pub use super::sphere::Sphere;
 
 /// The axis a slit's plates are normal to (config `Slit(normal: Z)`; y by default).
@@ -315,6 +317,10 @@ pub enum Shape {
     Pipe(Pipe),
     /// A sphere with the fluid inside or outside ([`super::sphere`]).
     Sphere(Sphere),
+    /// A slit of finite length between two reservoirs ([`super::pore`]).
+    PlanarPore(PlanarPore),
+    /// Cosine walls across y: a wavy channel or an expansion-contraction ([`super::cosine`]).
+    Cosine(CosineWalls),
 }
 
 macro_rules! dispatch {
@@ -323,6 +329,8 @@ macro_rules! dispatch {
             Shape::Slit($s) => $e,
             Shape::Pipe($s) => $e,
             Shape::Sphere($s) => $e,
+            Shape::PlanarPore($s) => $e,
+            Shape::Cosine($s) => $e,
         }
     };
 }

@@ -49,3 +49,41 @@ pub fn pipe_viscosity_from_curvature(c2: f64, force_density: f64) -> f64 {
 pub fn slit_centre_velocity(height: f64, force_density: f64, eta: f64) -> f64 {
     force_density * height * height / (8.0 * eta)
 }
+
+/// Lubrication theory of a channel of slowly varying width w(x) (Reynolds; the local flow
+/// plane Poiseuille flow): the flow rate per unit depth under force density n f along x is
+/// Q = n f / (12 η) · 1/⟨w⁻³⟩, the mean over one period. A wavy channel of constant vertical
+/// width H gives the straight slit's n f H³/(12 η) to first order in its slope.
+pub fn lubrication_flow_rate(mean_inverse_cube_width: f64, force_density: f64, eta: f64) -> f64 {
+    force_density / (12.0 * eta * mean_inverse_cube_width)
+}
+
+/// ⟨w⁻³⟩ over one period of w(x) = H + 2A cos(2πx/L) (a cosine expansion-contraction):
+/// (2H² + (2A)²) / (2 (H² − (2A)²)^(5/2)) (the closed form of ∫ dθ/(2π (H + a cos θ)³),
+/// a = 2A < H).
+pub fn expansion_mean_inverse_cube_width(height: f64, amplitude: f64) -> f64 {
+    let a = 2.0 * amplitude;
+    let (h2, a2) = (height * height, a * a);
+    (2.0 * h2 + a2) / (2.0 * (h2 - a2).powf(2.5))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mean_inverse_cube_width_is_the_quadrature() {
+        let (h, a) = (8.0, 2.5);
+        let n = 100_000;
+        let quad: f64 = (0..n)
+            .map(|i| {
+                let th = std::f64::consts::TAU * (i as f64 + 0.5) / n as f64;
+                (h + 2.0 * a * th.cos()).powi(-3)
+            })
+            .sum::<f64>()
+            / n as f64;
+        let exact = expansion_mean_inverse_cube_width(h, a);
+        assert!((quad / exact - 1.0).abs() < 1e-12, "{quad} vs {exact}");
+        assert!((expansion_mean_inverse_cube_width(h, 0.0) * h.powi(3) - 1.0).abs() < 1e-15);
+    }
+}
