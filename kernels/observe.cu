@@ -11,6 +11,7 @@ __device__ __forceinline__ unsigned int mpc_profile_bins(const MpcParams &p) {
         case MPC_WALLS_PIPE:
         case MPC_WALLS_SPHERE:
         case MPC_WALLS_OBSTACLE:
+        case MPC_WALLS_FIELD:
             return p.cells[1];
         case MPC_WALLS_SLIT_Z:
             return p.cells[2];
@@ -29,6 +30,7 @@ __device__ __forceinline__ unsigned int mpc_profile_bin(const MpcParams &p, floa
         case MPC_WALLS_SLIT:
         case MPC_WALLS_SPHERE:
         case MPC_WALLS_OBSTACLE:
+        case MPC_WALLS_FIELD:
             b = (unsigned int)y;
             break;
         case MPC_WALLS_SLIT_Z:

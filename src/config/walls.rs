@@ -7,12 +7,16 @@
 //! walls: Sphere(radius: 7.5),                             // the fluid in a sphere
 //! walls: SphereObstacle(radius: 3.0),                     // a sphere in the flow
 //! walls: CylinderObstacle(radius: 3.0),                   // a cylinder along z in the flow
+//! walls: DistanceField(file: "pores.npy", spacing: 0.5),   // a geometry given as data
 //! ```
+
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use super::Config;
 use crate::error::ConfigError;
+use crate::physics::walls::field_load::{FieldKind, LoadedField};
 use crate::physics::walls::shapes::{Pipe, Shape, Slit, SlitNormal, Sphere};
 
 /// What a fluid particle that reaches a wall does.
@@ -92,6 +96,25 @@ pub enum WallsConfig {
         #[serde(default)]
         solutes: SoluteWall,
     },
+    /// A geometry given as data: a signed distance (positive in the fluid, in cells) or, with
+    /// `kind: Mask`, a voxel mask (0 fluid, 1 solid) on a periodic grid of `spacing` cells
+    /// spanning the box, from a `.npy` file (`physics::walls::field_load`); the walls at rest.
+    DistanceField {
+        /// The `.npy` file (relative to the working directory).
+        file: PathBuf,
+        /// Grid spacing in cells (nodes · spacing = box edge along each axis).
+        spacing: f64,
+        #[serde(default, skip_serializing_if = "FieldKind::is_distance")]
+        kind: FieldKind,
+        #[serde(default)]
+        boundary: WallBoundary,
+        /// The WCA wall potential the bundled MD engine's solutes feel (`md::walls`).
+        #[serde(default)]
+        solutes: SoluteWall,
+        /// The field as read (not part of the config: read once, shared by clones).
+        #[serde(skip)]
+        loaded: LoadedField,
+    },
 }
 
 /// The fewest cells across a channel (slit height, pipe diameter).
@@ -112,7 +135,8 @@ impl WallsConfig {
             | WallsConfig::Pipe { boundary, .. }
             | WallsConfig::Sphere { boundary, .. }
             | WallsConfig::SphereObstacle { boundary, .. }
-            | WallsConfig::CylinderObstacle { boundary, .. } => *boundary,
+            | WallsConfig::CylinderObstacle { boundary, .. }
+            | WallsConfig::DistanceField { boundary, .. } => *boundary,
         }
     }
 
@@ -128,7 +152,8 @@ impl WallsConfig {
             WallsConfig::Pipe { velocity, .. } => velocity.abs(),
             WallsConfig::Sphere { .. }
             | WallsConfig::SphereObstacle { .. }
-            | WallsConfig::CylinderObstacle { .. } => 0.0,
+            | WallsConfig::CylinderObstacle { .. }
+            | WallsConfig::DistanceField { .. } => 0.0,
         }
     }
 
@@ -139,7 +164,8 @@ impl WallsConfig {
             | WallsConfig::Pipe { solutes, .. }
             | WallsConfig::Sphere { solutes, .. }
             | WallsConfig::SphereObstacle { solutes, .. }
-            | WallsConfig::CylinderObstacle { solutes, .. } => *solutes,
+            | WallsConfig::CylinderObstacle { solutes, .. }
+            | WallsConfig::DistanceField { solutes, .. } => *solutes,
         }
     }
 
@@ -154,6 +180,17 @@ impl WallsConfig {
     pub fn shape(&self, cfg: &Config) -> Shape {
         let len = cfg.cells.map(|c| c as f64);
         let [_, ly, lz] = len;
+        if let WallsConfig::DistanceField {
+            file,
+            spacing,
+            kind,
+            loaded,
+            ..
+        } = self
+        {
+            let field = loaded.get(file, *spacing, *kind, cfg.cells);
+            return Shape::Field(field.unwrap_or_else(|e| panic!("walls: {e}")));
+        }
         match *self {
             WallsConfig::Slit {
                 height,
@@ -185,6 +222,7 @@ impl WallsConfig {
                 fluid_inside: matches!(self, WallsConfig::Sphere { .. }),
                 along_z: matches!(self, WallsConfig::CylinderObstacle { .. }),
             }),
+            WallsConfig::DistanceField { .. } => unreachable!("returned above"),
         }
     }
 
@@ -244,6 +282,15 @@ impl WallsConfig {
             WallsConfig::Sphere { radius, .. } => check_round(cfg, radius, 3, 1.0)?,
             WallsConfig::SphereObstacle { radius, .. } => check_round(cfg, radius, 3, 2.0)?,
             WallsConfig::CylinderObstacle { radius, .. } => check_round(cfg, radius, 2, 2.0)?,
+            WallsConfig::DistanceField {
+                ref file,
+                spacing,
+                kind,
+                ref loaded,
+                ..
+            } => {
+                loaded.get(file, spacing, kind, cfg.cells)?;
+            }
         }
         check_body_force(cfg, self)?;
         check_solute_wall(self.solute_wall())
@@ -378,7 +425,10 @@ fn check_body_force(cfg: &Config, walls: &WallsConfig) -> Result<(), ConfigError
         WallsConfig::Sphere { .. } => (&[0, 1, 2], "body_force: (0.0, 0.0, 0.0) in a sphere"),
         // around an obstacle any direction: the chord's time of impact misses the bent path
         // by at most |a| h² / 2 (kept out of the sphere by keep_inside)
-        WallsConfig::SphereObstacle { .. } | WallsConfig::CylinderObstacle { .. } => (&[], ""),
+        // a geometry from data is kept in the fluid the same way (keep_inside)
+        WallsConfig::SphereObstacle { .. }
+        | WallsConfig::CylinderObstacle { .. }
+        | WallsConfig::DistanceField { .. } => (&[], ""),
     };
     for &k in closed {
         if cfg.body_force[k] != 0.0 {

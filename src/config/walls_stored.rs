@@ -7,7 +7,10 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use std::path::PathBuf;
+
 use super::walls::{SoluteWall, WallBoundary, WallsConfig};
+use crate::physics::walls::field_load::FieldKind;
 use crate::physics::walls::shapes::SlitNormal;
 
 /// [`WallsConfig`] in checkpoint format 3 order; new shapes and options go after the last
@@ -49,10 +52,35 @@ enum StoredWalls {
         boundary: WallBoundary,
         solutes: SoluteWall,
     },
+    /// The file is stored by its path: a resumed run reads it again.
+    DistanceField {
+        file: PathBuf,
+        spacing: f64,
+        kind: FieldKind,
+        boundary: WallBoundary,
+        solutes: SoluteWall,
+    },
 }
 
 impl From<&WallsConfig> for StoredWalls {
     fn from(w: &WallsConfig) -> StoredWalls {
+        if let WallsConfig::DistanceField {
+            file,
+            spacing,
+            kind,
+            boundary,
+            solutes,
+            ..
+        } = w
+        {
+            return StoredWalls::DistanceField {
+                file: file.clone(),
+                spacing: *spacing,
+                kind: *kind,
+                boundary: *boundary,
+                solutes: *solutes,
+            };
+        }
         match *w {
             WallsConfig::Slit {
                 height,
@@ -115,6 +143,7 @@ impl From<&WallsConfig> for StoredWalls {
                 boundary,
                 solutes,
             },
+            WallsConfig::DistanceField { .. } => unreachable!("returned above"),
         }
     }
 }
@@ -196,6 +225,20 @@ impl From<StoredWalls> for WallsConfig {
                 radius,
                 boundary,
                 solutes,
+            },
+            StoredWalls::DistanceField {
+                file,
+                spacing,
+                kind,
+                boundary,
+                solutes,
+            } => WallsConfig::DistanceField {
+                file,
+                spacing,
+                kind,
+                boundary,
+                solutes,
+                loaded: Default::default(),
             },
         }
     }

@@ -149,15 +149,19 @@ pub const WALLS_SLIT_Z: u32 = 3;
 pub const WALLS_SPHERE: u32 = 4;
 /// A spherical obstacle: the fluid outside (`Sphere { fluid_inside: false }`).
 pub const WALLS_OBSTACLE: u32 = 5;
+/// A signed distance given as data on a periodic grid (`DistanceField`); codes need only be
+/// distinct, this one leaves room for more analytic shapes.
+pub const WALLS_FIELD: u32 = 10;
 
 /// Every wall-shape code with its CUDA name (the generated header defines them all).
-pub const WALL_CODES: [(&str, u32); 6] = [
+pub const WALL_CODES: [(&str, u32); 7] = [
     ("MPC_WALLS_NONE", WALLS_NONE),
     ("MPC_WALLS_SLIT", WALLS_SLIT),
     ("MPC_WALLS_PIPE", WALLS_PIPE),
     ("MPC_WALLS_SLIT_Z", WALLS_SLIT_Z),
     ("MPC_WALLS_SPHERE", WALLS_SPHERE),
     ("MPC_WALLS_OBSTACLE", WALLS_OBSTACLE),
+    ("MPC_WALLS_FIELD", WALLS_FIELD),
 ];
 
 /// The kernels' code of a wall shape.
@@ -170,6 +174,7 @@ pub fn wall_kind(shape: &Shape) -> u32 {
         Shape::Pipe(_) => WALLS_PIPE,
         Shape::Sphere(s) if s.fluid_inside => WALLS_SPHERE,
         Shape::Sphere(_) => WALLS_OBSTACLE,
+        Shape::Field(_) => WALLS_FIELD,
     }
 }
 
@@ -283,6 +288,11 @@ mod tests {
                 radius: 4.0,
                 velocity: 0.0,
             }),
+            Shape::Field(crate::physics::walls::field::DistanceField::new(
+                [2, 2, 2],
+                1.0,
+                vec![1.0, -1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+            )),
         ];
         let mut codes: Vec<u32> = shapes.iter().map(wall_kind).collect();
         codes.push(WALLS_NONE);

@@ -9,6 +9,7 @@
 //! across a wall: the box's extra cell layer is the one the shifted grid needs.
 
 pub use super::geometry::{cell_extent_distances, f32_step_away, f32_step_towards, WallShape};
+pub use super::field::DistanceField;
 pub use super::sphere::Sphere;
 
 /// The axis a slit's plates are normal to (config `Slit(normal: Z)`; y by default).
@@ -309,12 +310,14 @@ impl WallShape for Pipe {
 }
 
 /// The shapes a config can name (a tagged union, as `MpcWalls` in `kernels/walls.cuh`).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Shape {
     Slit(Slit),
     Pipe(Pipe),
     /// A sphere with the fluid inside or outside ([`super::sphere`]).
     Sphere(Sphere),
+    /// A signed distance given as data ([`super::field`]).
+    Field(DistanceField),
 }
 
 macro_rules! dispatch {
@@ -323,6 +326,7 @@ macro_rules! dispatch {
             Shape::Slit($s) => $e,
             Shape::Pipe($s) => $e,
             Shape::Sphere($s) => $e,
+            Shape::Field($s) => $e,
         }
     };
 }
