@@ -49,5 +49,6 @@ mod startup;
 mod thermostat;
 mod walls;
 mod walls_rules;
+mod walls_data;
 mod walls_flow;
 mod walls_shapes;
