@@ -322,6 +322,15 @@ mod tests {
                 boundary: WallBoundary::NoSlip,
                 solutes: SoluteWall::default(),
             }),
+            // stored by its path, read again on resume
+            Some(WallsConfig::DistanceField {
+                file: "pores.npy".into(),
+                spacing: 0.5,
+                kind: FieldKind::Mask,
+                boundary: WallBoundary::Slip,
+                solutes: SoluteWall::default(),
+                loaded: Default::default(),
+            }),
         ] {
             let h = Holder { walls, after: 3 };
             let bytes = postcard::to_stdvec(&h).unwrap();
