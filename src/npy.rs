@@ -36,6 +36,17 @@ impl NpyType {
         }
     }
 
+    /// NumPy's name of the type.
+    pub fn name(self) -> &'static str {
+        match self {
+            NpyType::F32 => "float32",
+            NpyType::F64 => "float64",
+            NpyType::U8 => "uint8",
+            NpyType::I8 => "int8",
+            NpyType::Bool => "bool",
+        }
+    }
+
     pub fn is_float(self) -> bool {
         matches!(self, NpyType::F32 | NpyType::F64)
     }

@@ -107,8 +107,8 @@ pub fn load(
         return Err(refuse(
             file,
             format!(
-                "holds {:?} values, but a signed distance is float32 or float64",
-                header.dtype
+                "holds {} values, but a signed distance is float32 or float64",
+                header.dtype.name()
             ),
             "save the distance as floats, or set kind: Mask for a 0/1 voxel mask",
         ));
