@@ -446,3 +446,38 @@ fn the_example_bed_of_spheres_reads() {
     eprintln!("sphere bed: porosity {porosity:.4} (spheres {theory:.4})");
     assert!((porosity - theory).abs() < 0.02, "{porosity} vs {theory}");
 }
+
+/// The MD engine's solutes feel a plane channel given as data as they feel the slit: the WCA
+/// wall force and energy agree at points near either plate (the interpolation is exact for a
+/// linear distance and the normal is the plate's).
+#[test]
+fn solutes_feel_a_data_channel_as_the_slit() {
+    use mpcbox::md::walls::WallPotential;
+    let cells = [8, 16, 8];
+    let dir = tempfile::tempdir().unwrap();
+    let d = sample(cells, |r| (r[1] - 1.0).min(15.0 - r[1]));
+    let file = write_npy(dir.path(), "channel.npy", "<f8", nodes(cells), &d);
+    let slit = WallPotential::from_config(&config(cells, "Slit(height: 14.0)", 0.0, 1)).unwrap();
+    let field =
+        WallPotential::from_config(&config(cells, &field_walls(&file, ""), 0.0, 1)).unwrap();
+    for p in [
+        [1.3, 1.2, 4.1],
+        [7.9, 1.05, 0.2],
+        [3.0, 14.5, 6.6],
+        [0.1, 14.99, 7.9],
+        [4.0, 8.0, 4.0],
+    ] {
+        match (slit.force(p), field.force(p)) {
+            (Ok(Some((fa, ea))), Ok(Some((fb, eb)))) => {
+                for k in 0..3 {
+                    assert!(
+                        (fa[k] - fb[k]).abs() <= 1e-9 * fa[k].abs().max(1.0),
+                        "{p:?}: {fa:?} vs {fb:?}"
+                    );
+                }
+                assert!((ea - eb).abs() <= 1e-9 * ea.abs().max(1.0), "{p:?}");
+            }
+            (a, b) => assert_eq!(a, b, "{p:?}"),
+        }
+    }
+}

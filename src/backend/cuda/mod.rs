@@ -323,6 +323,16 @@ impl CudaBackend {
                     .into(),
             ));
         }
+        let grid = |p: &Physics| match p.walls.as_ref().map(|w| &w.shape) {
+            Some(crate::physics::walls::Shape::Field(f)) => Some(f.values.clone()),
+            _ => None,
+        };
+        if grid(&phys) != grid(&self.phys) {
+            // the uploaded grid is this backend's for its life
+            return Err(MpcError::Device(
+                "set_physics cannot change walls given as data; fix: open a new backend".into(),
+            ));
+        }
         self.flush()?;
         self.phys = phys;
         self.sync_rule_buffers()
