@@ -14,6 +14,7 @@ __device__ __forceinline__ unsigned int mpc_profile_bins(const MpcParams &p) {
         case MPC_WALLS_OBSTACLE:
         case MPC_WALLS_PORE:
         case MPC_WALLS_COSINE:
+        case MPC_WALLS_FIELD:
             return p.cells[1];
         case MPC_WALLS_SLIT_Z:
             return p.cells[2];
@@ -34,6 +35,7 @@ __device__ __forceinline__ unsigned int mpc_profile_bin(const MpcParams &p, floa
         case MPC_WALLS_OBSTACLE:
         case MPC_WALLS_PORE:
         case MPC_WALLS_COSINE:
+        case MPC_WALLS_FIELD:
             b = (unsigned int)y;
             break;
         case MPC_WALLS_SLIT_Z:

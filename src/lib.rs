@@ -18,6 +18,7 @@ pub mod host_pool;
 pub mod knobs;
 pub mod md;
 pub mod memory;
+pub mod npy;
 pub mod output_dir;
 pub mod physics;
 pub mod progress;

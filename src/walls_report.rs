@@ -69,6 +69,8 @@ fn describe(shape: &Shape) -> (&'static str, f64) {
         Shape::PlanarPore(p) => ("planar pore", 2.0 * p.half_height),
         Shape::Cosine(c) if c.expansion => ("cosine expansion", 2.0 * c.half_height),
         Shape::Cosine(c) => ("cosine channel", 2.0 * c.half_height),
+        // no channel size: the grid spacing instead
+        Shape::Field(f) => ("distance field", f.spacing),
     }
 }
 
@@ -78,7 +80,7 @@ fn wall_speeds(shape: &Shape) -> Vec<f64> {
         Shape::Slit(s) => s.velocity.to_vec(),
         Shape::Pipe(p) => vec![p.velocity],
         Shape::Sphere(_) => vec![0.0],
-        Shape::PlanarPore(_) | Shape::Cosine(_) => vec![0.0, 0.0],
+        Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_) => vec![0.0, 0.0],
     }
 }
 
@@ -97,7 +99,7 @@ fn theory_viscosity(solvent: &Solvent) -> f64 {
 
 /// The summary of a run between walls (None without walls or before any sample).
 pub fn summarize(solvent: &Solvent) -> Option<WallsSummary> {
-    let walls = solvent.physics().walls?;
+    let walls = solvent.physics().walls.clone()?;
     let shape = walls.shape;
     let (geometry, channel) = describe(&shape);
     let (density, force_density) = densities(solvent, &shape);
@@ -107,14 +109,14 @@ pub fn summarize(solvent: &Solvent) -> Option<WallsSummary> {
         .then(|| fit_profile(&shape, &stats.profile(), linear))
         .flatten();
     let speeds = wall_speeds(&shape);
-    let at_walls: Vec<f64> = match shape {
+    let at_walls: Vec<f64> = match &shape {
         Shape::Slit(s) => vec![s.bottom, s.top],
         Shape::Pipe(p) => vec![p.radius],
-        Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) => Vec::new(),
+        Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_) => Vec::new(),
     };
-    let centre = match shape {
+    let centre = match &shape {
         Shape::Slit(s) => 0.5 * (s.bottom + s.top),
-        Shape::Pipe(_) | Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) => 0.0,
+        Shape::Pipe(_) | Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_) => 0.0,
     };
     let slip_velocity: Vec<f64> = fit.map_or(Vec::new(), |f| {
         at_walls
@@ -133,14 +135,14 @@ pub fn summarize(solvent: &Solvent) -> Option<WallsSummary> {
         }
         _ => None,
     };
-    let viscosity_from_curvature = match (driven, fit, shape) {
+    let viscosity_from_curvature = match (driven, fit, &shape) {
         (true, Some(f), Shape::Slit(_)) => {
             Some(theory::slit_viscosity_from_curvature(f.c2, force_density))
         }
         (true, Some(f), Shape::Pipe(_)) => {
             Some(theory::pipe_viscosity_from_curvature(f.c2, force_density))
         }
-        (true, Some(_), Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_))
+        (true, Some(_), Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_))
         | (false, _, _)
         | (true, None, _) => None,
     };
@@ -216,7 +218,7 @@ pub type ProfileRow = (f64, f64, f64);
 /// across a slit, r in a pipe), the measured mean vx and the theory profile with the SRD viscosity; and the
 /// name of the coordinate.
 pub fn profile_rows(solvent: &Solvent) -> Option<(&'static str, Vec<ProfileRow>)> {
-    let shape = solvent.physics().walls?.shape;
+    let shape = solvent.physics().walls.clone()?.shape;
     let (_, force_density) = densities(solvent, &shape);
     let eta = theory_viscosity(solvent);
     let prof = solvent.stats().profile();
@@ -225,7 +227,7 @@ pub fn profile_rows(solvent: &Solvent) -> Option<(&'static str, Vec<ProfileRow>)
         .enumerate()
         .filter_map(|(i, &v)| {
             let m = bin_moments(&shape, i)?;
-            let th = match shape {
+            let th = match &shape {
                 Shape::Slit(s) => theory::slit_velocity(
                     m.mean,
                     s.bottom,
@@ -238,15 +240,15 @@ pub fn profile_rows(solvent: &Solvent) -> Option<(&'static str, Vec<ProfileRow>)
                 Shape::Pipe(p) => {
                     theory::pipe_velocity(m.mean, p.radius, p.velocity, force_density, eta)
                 }
-                Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) => return None,
+                Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_) => return None,
             };
             Some((m.mean, v, th))
         })
         .collect();
-    let name = match shape {
+    let name = match &shape {
         Shape::Slit(s) => s.normal.name(),
         Shape::Pipe(_) => "r",
-        Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) => "y",
+        Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_) => "y",
     };
     Some((name, rows))
 }

@@ -10,12 +10,16 @@
 //! walls: PlanarPore(height: 6.0, length: 8.0),            // a pore between two reservoirs
 //! walls: CosineChannel(height: 8.0, amplitude: 1.0),      // a wavy channel
 //! walls: CosineExpansion(height: 8.0, amplitude: 1.0),    // an expansion-contraction
+//! walls: DistanceField(file: "pores.npy", spacing: 0.5),   // a geometry given as data
 //! ```
+
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use super::Config;
 use crate::error::ConfigError;
+use crate::physics::walls::field_load::{FieldKind, LoadedField};
 use crate::physics::walls::shapes::{
     CosineWalls, Pipe, PlanarPore, Shape, Slit, SlitNormal, Sphere,
 };
@@ -133,6 +137,25 @@ pub enum WallsConfig {
         #[serde(default)]
         solutes: SoluteWall,
     },
+    /// A geometry given as data: a signed distance (positive in the fluid, in cells) or, with
+    /// `kind: Mask`, a voxel mask (0 fluid, 1 solid) on a periodic grid of `spacing` cells
+    /// spanning the box, from a `.npy` file (`physics::walls::field_load`); the walls at rest.
+    DistanceField {
+        /// The `.npy` file (relative to the working directory).
+        file: PathBuf,
+        /// Grid spacing in cells (nodes · spacing = box edge along each axis).
+        spacing: f64,
+        #[serde(default, skip_serializing_if = "FieldKind::is_distance")]
+        kind: FieldKind,
+        #[serde(default)]
+        boundary: WallBoundary,
+        /// The WCA wall potential the bundled MD engine's solutes feel (`md::walls`).
+        #[serde(default)]
+        solutes: SoluteWall,
+        /// The field as read (not part of the config: read once, shared by clones).
+        #[serde(skip)]
+        loaded: LoadedField,
+    },
 }
 
 /// The fewest cells across a channel (slit height, pipe diameter).
@@ -156,7 +179,8 @@ impl WallsConfig {
             | WallsConfig::CylinderObstacle { boundary, .. }
             | WallsConfig::PlanarPore { boundary, .. }
             | WallsConfig::CosineChannel { boundary, .. }
-            | WallsConfig::CosineExpansion { boundary, .. } => *boundary,
+            | WallsConfig::CosineExpansion { boundary, .. }
+            | WallsConfig::DistanceField { boundary, .. } => *boundary,
         }
     }
 
@@ -176,7 +200,8 @@ impl WallsConfig {
             | WallsConfig::CylinderObstacle { .. }
             | WallsConfig::PlanarPore { .. }
             | WallsConfig::CosineChannel { .. }
-            | WallsConfig::CosineExpansion { .. } => 0.0,
+            | WallsConfig::CosineExpansion { .. }
+            | WallsConfig::DistanceField { .. } => 0.0,
         }
     }
 
@@ -190,7 +215,8 @@ impl WallsConfig {
             | WallsConfig::CylinderObstacle { solutes, .. }
             | WallsConfig::PlanarPore { solutes, .. }
             | WallsConfig::CosineChannel { solutes, .. }
-            | WallsConfig::CosineExpansion { solutes, .. } => *solutes,
+            | WallsConfig::CosineExpansion { solutes, .. }
+            | WallsConfig::DistanceField { solutes, .. } => *solutes,
         }
     }
 
@@ -205,6 +231,17 @@ impl WallsConfig {
     pub fn shape(&self, cfg: &Config) -> Shape {
         let len = cfg.cells.map(|c| c as f64);
         let [lx, ly, lz] = len;
+        if let WallsConfig::DistanceField {
+            file,
+            spacing,
+            kind,
+            loaded,
+            ..
+        } = self
+        {
+            let field = loaded.get(file, *spacing, *kind, cfg.cells);
+            return Shape::Field(field.unwrap_or_else(|e| panic!("walls: {e}")));
+        }
         match *self {
             WallsConfig::Slit {
                 height,
@@ -254,6 +291,7 @@ impl WallsConfig {
                 period: lx,
                 expansion: matches!(self, WallsConfig::CosineExpansion { .. }),
             }),
+            WallsConfig::DistanceField { .. } => unreachable!("returned above"),
         }
     }
 
@@ -320,6 +358,15 @@ impl WallsConfig {
             WallsConfig::CosineExpansion {
                 height, amplitude, ..
             } => check_cosine(cfg, height, amplitude, true)?,
+            WallsConfig::DistanceField {
+                ref file,
+                spacing,
+                kind,
+                ref loaded,
+                ..
+            } => {
+                loaded.get(file, spacing, kind, cfg.cells)?;
+            }
         }
         check_body_force(cfg, self)?;
         check_solute_wall(self.solute_wall())
@@ -550,12 +597,13 @@ fn check_body_force(cfg: &Config, walls: &WallsConfig) -> Result<(), ConfigError
         // a closed container: a body force would only build up a pressure gradient, and the
         // paths it bends would meet the curved wall away from the straight chord's time
         WallsConfig::Sphere { .. } => (&[0, 1, 2], "body_force: (0.0, 0.0, 0.0) in a sphere"),
-        // around an obstacle or through a pore any direction: the chord's time of impact misses
-        // the bent path by at most |a| h² / 2 (kept out of the solid by keep_inside); between
-        // cosine walls along them (their slope sees the same bend along x)
+        // around an obstacle, through a pore or a geometry from data any direction: the chord's
+        // time of impact misses the bent path by at most |a| h² / 2 (kept out of the solid by
+        // keep_inside); between cosine walls along them (their slope sees the same bend along x)
         WallsConfig::SphereObstacle { .. }
         | WallsConfig::CylinderObstacle { .. }
-        | WallsConfig::PlanarPore { .. } => (&[], ""),
+        | WallsConfig::PlanarPore { .. }
+        | WallsConfig::DistanceField { .. } => (&[], ""),
         WallsConfig::CosineChannel { .. } | WallsConfig::CosineExpansion { .. } => {
             (&[1], "body_force: (fx, 0.0, fz) between cosine walls")
         }

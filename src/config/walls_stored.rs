@@ -7,7 +7,10 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use std::path::PathBuf;
+
 use super::walls::{SoluteWall, WallBoundary, WallsConfig};
+use crate::physics::walls::field_load::FieldKind;
 use crate::physics::walls::shapes::SlitNormal;
 
 /// [`WallsConfig`] in checkpoint format 3 order; new shapes and options go after the last
@@ -67,10 +70,35 @@ enum StoredWalls {
         boundary: WallBoundary,
         solutes: SoluteWall,
     },
+    /// The file is stored by its path: a resumed run reads it again.
+    DistanceField {
+        file: PathBuf,
+        spacing: f64,
+        kind: FieldKind,
+        boundary: WallBoundary,
+        solutes: SoluteWall,
+    },
 }
 
 impl From<&WallsConfig> for StoredWalls {
     fn from(w: &WallsConfig) -> StoredWalls {
+        if let WallsConfig::DistanceField {
+            file,
+            spacing,
+            kind,
+            boundary,
+            solutes,
+            ..
+        } = w
+        {
+            return StoredWalls::DistanceField {
+                file: file.clone(),
+                spacing: *spacing,
+                kind: *kind,
+                boundary: *boundary,
+                solutes: *solutes,
+            };
+        }
         match *w {
             WallsConfig::Slit {
                 height,
@@ -166,6 +194,7 @@ impl From<&WallsConfig> for StoredWalls {
                 boundary,
                 solutes,
             },
+            WallsConfig::DistanceField { .. } => unreachable!("returned above"),
         }
     }
 }
@@ -281,6 +310,20 @@ impl From<StoredWalls> for WallsConfig {
                 boundary,
                 solutes,
             },
+            StoredWalls::DistanceField {
+                file,
+                spacing,
+                kind,
+                boundary,
+                solutes,
+            } => WallsConfig::DistanceField {
+                file,
+                spacing,
+                kind,
+                boundary,
+                solutes,
+                loaded: Default::default(),
+            },
         }
     }
 }
@@ -383,6 +426,15 @@ mod tests {
                     epsilon: 2.0,
                     sigma: 0.5,
                 },
+            }),
+            // stored by its path, read again on resume
+            Some(WallsConfig::DistanceField {
+                file: "pores.npy".into(),
+                spacing: 0.5,
+                kind: FieldKind::Mask,
+                boundary: WallBoundary::Slip,
+                solutes: SoluteWall::default(),
+                loaded: Default::default(),
             }),
         ] {
             let h = Holder { walls, after: 3 };

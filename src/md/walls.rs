@@ -16,7 +16,7 @@ use crate::physics::walls::{Shape, WallShape};
 pub use crate::config::walls::SoluteWall;
 
 /// The walls as the MD engine feels them.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct WallPotential {
     pub shape: Shape,
     pub epsilon: f64,

@@ -519,6 +519,7 @@ impl Solvent {
         fields.solid = self
             .phys
             .walls
+            .as_ref()
             .map(|w| crate::fields::solid_fraction(&w.shape, self.phys.cells));
         Ok(fields)
     }

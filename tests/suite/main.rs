@@ -50,5 +50,6 @@ mod thermostat;
 mod walls;
 mod walls_pores;
 mod walls_rules;
+mod walls_data;
 mod walls_flow;
 mod walls_shapes;

@@ -87,7 +87,7 @@ fn one_slab(md: &Md) -> GpuMd {
         0,
     )
     .unwrap();
-    g.set_walls(md.walls().copied()).unwrap();
+    g.set_walls(md.walls().cloned()).unwrap();
     g
 }
 
@@ -97,7 +97,7 @@ fn slab_engine(md: &Md, places: &[SlabPlace]) -> mpcbox::Result<SlabMd> {
         md.ff.clone(),
         md.thermostat,
         md.settings().clone(),
-        md.walls().copied(),
+        md.walls().cloned(),
         places,
     )
 }
@@ -249,7 +249,7 @@ fn a_bond_longer_than_the_halo_is_refused() {
 fn a_bead_on_a_wall_is_refused_as_on_one_slab() {
     let cfg = chains(10, 10, "Slit(solutes: (epsilon: 1.0, sigma: 1.0))", FENE);
     let mut md = cpu_engine(&cfg, None);
-    let w: WallPotential = *md.walls().unwrap();
+    let w: WallPotential = md.walls().unwrap().clone();
     // move the first chain across y until its bead nearest a wall is just beyond it
     let dist = |p: [f64; 3]| w.shape.signed_distance(p);
     let nearest = (0..10)

@@ -95,7 +95,7 @@ fn wall_force_is_minus_the_derivative_of_the_wca_energy() {
             }
         }
         // nothing beyond the cutoff, an error on the surface
-        let (centre, across) = match w.shape {
+        let (centre, across) = match &w.shape {
             mpcbox::physics::walls::Shape::Slit(s) => {
                 let mut c = [1.0; 3];
                 c[s.axis()] = 0.5 * (s.bottom + s.top);
@@ -107,6 +107,7 @@ fn wall_force_is_minus_the_derivative_of_the_wca_energy() {
             // is the distance along y)
             mpcbox::physics::walls::Shape::PlanarPore(p) => ([p.xc, p.yc, 1.0], 1),
             mpcbox::physics::walls::Shape::Cosine(c) => ([0.0, c.yc, 1.0], 1),
+            mpcbox::physics::walls::Shape::Field(_) => unreachable!("analytic shapes only"),
         };
         assert_eq!(w.force(centre), Ok(None));
         let mut on_wall = centre;
@@ -150,7 +151,7 @@ fn coupled_chains_stay_in_the_channel() {
         let mut solvent = Solvent::new(cfg.clone()).unwrap();
         let mut c = Coupling::new(cfg.md.as_ref().unwrap(), &solvent).unwrap();
         let w = walls_of(&cfg);
-        let shape = solvent.physics().walls.unwrap().shape;
+        let shape = solvent.physics().walls.clone().unwrap().shape;
         let mut touched = 0;
         for step in 0..60 {
             c.step(&mut solvent).unwrap();
@@ -232,7 +233,7 @@ fn gpu_walls_match_cpu() {
             0,
         )
         .unwrap();
-        gpu.set_walls(cpu.walls().copied()).unwrap();
+        gpu.set_walls(cpu.walls().cloned()).unwrap();
         cpu.compute_forces().unwrap();
         let gf = gpu.forces().unwrap();
         let df = rel_diff(cpu.forces(), &by_tag(&cpu.sys, gpu.system().unwrap(), &gf));

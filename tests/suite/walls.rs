@@ -50,7 +50,7 @@ fn with_h(mut cfg: Config, h: f64) -> Config {
 }
 
 fn shape_of(s: &Solvent) -> Shape {
-    s.physics().walls.expect("walls").shape
+    s.physics().walls.clone().expect("walls").shape
 }
 
 /// Every stored position is in the fluid (signed distance ≥ 0) and in the box.
@@ -171,7 +171,7 @@ fn momentum_given_to_the_walls_is_accounted_for(p: Platform) {
         };
         let across = match shape_of(&s) {
             Shape::Slit(sl) => sl.axis(),
-            Shape::Pipe(_) | Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) => 1,
+            Shape::Pipe(_) | Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_) => 1,
         };
         let phys = s.physics().clone();
         let n = s.n_fluid() as f64;
@@ -469,7 +469,7 @@ fn the_initial_fluid_fills_the_channel() {
     let expected = (10.0 * std::f64::consts::PI * 5.5 * 5.5 * 10.0f64).round() as usize;
     assert_eq!(st.len(), expected);
     assert_eq!(cfg.n_fluid() as usize, expected);
-    let shape = phys.walls.unwrap().shape;
+    let shape = phys.walls.clone().unwrap().shape;
     assert_in_fluid(&shape, &phys, &st, "initial pipe");
     // uniform in the cross-section: half the particles within R/√2 of the axis
     let inner = (0..st.len())
@@ -526,7 +526,7 @@ fn solutes_inside_a_wall_are_refused() {
 fn virtual_particles_have_the_wall_velocity_and_the_fluid_temperature() {
     let cfg = walled([8, 10, 8], "Slit(bottom_velocity: 0.3)", ", kT: 2.0");
     let phys = Physics::from_config(&cfg);
-    let walls = phys.walls.unwrap();
+    let walls = phys.walls.clone().unwrap();
     let Shape::Slit(sl) = walls.shape else {
         unreachable!()
     };

@@ -98,7 +98,7 @@ fn no_particle_ever_enters_a_pore_or_a_cosine_wall(p: Platform) {
             let Some(mut s) = p.solvent(&cfg) else {
                 return;
             };
-            let shape = s.physics().walls.expect("walls").shape;
+            let shape = s.physics().walls.clone().expect("walls").shape;
             let n = s.n_fluid();
             for step in 0..600 {
                 s.step().unwrap();
@@ -135,7 +135,7 @@ fn pores_and_cosine_walls_keep_the_momentum_balance(p: Platform) {
             let Some(mut s) = p.solvent(&cfg) else {
                 return;
             };
-            let shape = s.physics().walls.expect("walls").shape;
+            let shape = s.physics().walls.clone().expect("walls").shape;
             let mut pos: Vec<[f64; 3]> = (0..16)
                 .map(|i| [1.0 * i as f64 + 0.3, 1.1 + 0.65 * i as f64, 2.0])
                 .collect();
@@ -223,7 +223,7 @@ fn poiseuille_flow_in_the_middle_of_a_pore(p: Platform) {
     let Some(mut s) = p.solvent(&cfg) else {
         return;
     };
-    let Shape::PlanarPore(pore) = s.physics().walls.expect("walls").shape else {
+    let Shape::PlanarPore(pore) = s.physics().walls.clone().expect("walls").shape else {
         unreachable!()
     };
     let (xc, yb) = (pore.xc, pore.yc - pore.half_height);
@@ -349,7 +349,7 @@ fn flow_rate(p: Platform, walls: &str, f: f64, seed: u64) -> Option<(f64, f64, C
     cfg.output.equilibration_steps = 1000;
     cfg.output.sample_interval = 5;
     let mut s = p.solvent(&cfg)?;
-    let height = match s.physics().walls.expect("walls").shape {
+    let height = match s.physics().walls.clone().expect("walls").shape {
         Shape::Cosine(c) => 2.0 * c.half_height,
         Shape::Slit(sl) => sl.height(),
         other => panic!("{other:?}"),
@@ -366,7 +366,7 @@ fn flow_rate(p: Platform, walls: &str, f: f64, seed: u64) -> Option<(f64, f64, C
     let nb = blocks.len() as f64;
     let mean = blocks.iter().sum::<f64>() / nb;
     let var = blocks.iter().map(|b| (b - mean).powi(2)).sum::<f64>() / (nb - 1.0);
-    let geometry = match s.physics().walls.expect("walls").shape {
+    let geometry = match s.physics().walls.clone().expect("walls").shape {
         Shape::Cosine(c) if c.expansion => "cosine expansion",
         Shape::Cosine(_) => "cosine channel",
         Shape::Slit(_) => "slit",

@@ -88,7 +88,7 @@ fn walls_take_the_momentum_under_every_rule(p: Platform) {
             let Some(mut s) = p.solvent(&cfg) else {
                 return;
             };
-            let shape = s.physics().walls.expect("walls").shape;
+            let shape = s.physics().walls.clone().expect("walls").shape;
             // solutes of other masses across the channel, some in the cells the wall cuts
             let mut pos: Vec<[f64; 3]> = (0..12)
                 .map(|i| [0.5 * i as f64, 0.9 + 0.7 * i as f64, 5.0])

@@ -85,7 +85,7 @@ fn no_particle_ever_enters_a_sphere(p: Platform) {
             let Some(mut s) = p.solvent(&cfg) else {
                 return;
             };
-            let shape = s.physics().walls.expect("walls").shape;
+            let shape = s.physics().walls.clone().expect("walls").shape;
             let n = s.n_fluid();
             for step in 0..40 {
                 s.step().unwrap();
@@ -123,7 +123,7 @@ fn flow_past_spheres_keeps_the_fluid_and_its_momentum(p: Platform) {
         let Some(mut s) = p.solvent(&cfg) else {
             return;
         };
-        let shape = s.physics().walls.expect("walls").shape;
+        let shape = s.physics().walls.clone().expect("walls").shape;
         let n = s.n_fluid();
         let mut pos: Vec<[f64; 3]> = (0..10)
             .map(|i| [0.9 * i as f64, 2.1 + 0.6 * i as f64, 5.0])

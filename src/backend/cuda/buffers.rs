@@ -204,7 +204,14 @@ pub fn footprint(cfg: &Config, method: CellSumMethod) -> Footprint {
     let (bp, bc) = method.bytes_per_particle_and_cell();
     let rule = crate::physics::Rule::from_config(&cfg.collision);
     let rule_bytes = super::rules::rule_bytes_per_cell(rule, method);
-    Footprint::new(cfg.n_fluid(), cfg.n_cells(), bp, bc + rule_bytes)
+    let mut f = Footprint::new(cfg.n_fluid(), cfg.n_cells(), bp, bc + rule_bytes);
+    // walls given as data: the grid's f32 nodes, whole on every GPU
+    if let Some(crate::config::walls::WallsConfig::DistanceField { spacing, .. }) = &cfg.walls {
+        if let Ok(nodes) = crate::physics::walls::field_load::grid_nodes(cfg.cells, *spacing) {
+            f.total_bytes += 4 * nodes.iter().map(|&n| n as u64).product::<u64>();
+        }
+    }
+    f
 }
 
 #[cfg(test)]

@@ -153,9 +153,12 @@ pub const WALLS_OBSTACLE: u32 = 5;
 pub const WALLS_PORE: u32 = 6;
 /// Cosine walls, a wavy channel or an expansion-contraction (`CosineWalls`).
 pub const WALLS_COSINE: u32 = 7;
+/// A signed distance given as data on a periodic grid (`DistanceField`); codes need only be
+/// distinct, this one leaves room for more analytic shapes.
+pub const WALLS_FIELD: u32 = 10;
 
 /// Every wall-shape code with its CUDA name (the generated header defines them all).
-pub const WALL_CODES: [(&str, u32); 8] = [
+pub const WALL_CODES: [(&str, u32); 9] = [
     ("MPC_WALLS_NONE", WALLS_NONE),
     ("MPC_WALLS_SLIT", WALLS_SLIT),
     ("MPC_WALLS_PIPE", WALLS_PIPE),
@@ -164,6 +167,7 @@ pub const WALL_CODES: [(&str, u32); 8] = [
     ("MPC_WALLS_OBSTACLE", WALLS_OBSTACLE),
     ("MPC_WALLS_PORE", WALLS_PORE),
     ("MPC_WALLS_COSINE", WALLS_COSINE),
+    ("MPC_WALLS_FIELD", WALLS_FIELD),
 ];
 
 /// The kernels' code of a wall shape.
@@ -178,6 +182,7 @@ pub fn wall_kind(shape: &Shape) -> u32 {
         Shape::Sphere(_) => WALLS_OBSTACLE,
         Shape::PlanarPore(_) => WALLS_PORE,
         Shape::Cosine(_) => WALLS_COSINE,
+        Shape::Field(_) => WALLS_FIELD,
     }
 }
 
@@ -304,6 +309,11 @@ mod tests {
                 period: 10.0,
                 expansion: true,
             }),
+            Shape::Field(crate::physics::walls::field::DistanceField::new(
+                [2, 2, 2],
+                1.0,
+                vec![1.0, -1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+            )),
         ];
         let mut codes: Vec<u32> = shapes.iter().map(wall_kind).collect();
         codes.push(WALLS_NONE);

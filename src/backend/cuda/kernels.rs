@@ -18,6 +18,9 @@ pub const WALLS_CUH: &str = include_str!("../../../kernels/walls.cuh");
 /// `kernels/wall_shapes.cuh`: the planar pore's and the cosine walls' formulas (mirror of
 /// `src/physics/walls/pore.rs` and `cosine.rs`), which `walls.cuh` dispatches to.
 pub const WALL_SHAPES_CUH: &str = include_str!("../../../kernels/wall_shapes.cuh");
+/// `kernels/wall_field.cuh`: walls given as data, a distance field on a grid (mirror of
+/// `src/physics/walls/field.rs`).
+pub const WALL_FIELD_CUH: &str = include_str!("../../../kernels/wall_field.cuh");
 
 /// The fluid kernels' sources in dependency order: the shared headers (`rng.cuh` and `mpc.cuh`
 /// mirror `src/rng.rs` and `src/physics.rs`; `cell_sums.cuh` and `migrate.cuh` are the device
@@ -27,6 +30,7 @@ pub const WALL_SHAPES_CUH: &str = include_str!("../../../kernels/wall_shapes.cuh
 pub const FLUID_SOURCES: &[(&str, &str)] = &[
     ("rng.cuh", RNG_CUH),
     ("wall_shapes.cuh", WALL_SHAPES_CUH),
+    ("wall_field.cuh", WALL_FIELD_CUH),
     ("walls.cuh", WALLS_CUH),
     ("mpc.cuh", MPC_CUH),
     (
@@ -99,14 +103,15 @@ pub const MD_OBSERVE_CU: &str = include_str!("../../../kernels/md_observe.cu");
 /// (`crate::md::gpu::slabs`).
 pub const MD_SLABS_CU: &str = include_str!("../../../kernels/md_slabs.cu");
 
-/// The translation unit of the MD kernels: rng.cuh, wall_shapes.cuh and walls.cuh (the wall
-/// shapes),
+/// The translation unit of the MD kernels: rng.cuh, wall_shapes.cuh, wall_field.cuh and walls.cuh
+/// (the wall shapes),
 /// md_boundary.cuh, md_items.cuh, md.cu, md_forces.cu, md_walls.cu, md_observe.cu, then
 /// md_slabs.cu.
 pub fn md_source() -> String {
     let sources = translation_unit(&[
         ("rng.cuh", RNG_CUH),
         ("wall_shapes.cuh", WALL_SHAPES_CUH),
+        ("wall_field.cuh", WALL_FIELD_CUH),
         ("walls.cuh", WALLS_CUH),
         ("md_boundary.cuh", MD_BOUNDARY_CUH),
         ("md_items.cuh", MD_ITEMS_CUH),

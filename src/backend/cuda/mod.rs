@@ -150,6 +150,9 @@ pub struct CudaBackend {
     rules: Option<rules::RuleBuffers>,
     /// Flow-field sums (`observe.rs`, `crate::fields`), allocated at the first sample.
     fields: Option<CudaSlice<f64>>,
+    /// A distance field's node values (walls given as data), uploaded once; every slab holds
+    /// the whole grid.
+    wall_grid: Option<CudaSlice<f32>>,
     timer: PhaseTimer,
 }
 
@@ -252,6 +255,21 @@ impl CudaBackend {
             method,
             free,
         )?;
+        let grid_values = phys.walls.as_ref().and_then(|w| match &w.shape {
+            crate::physics::walls::Shape::Field(f) => Some(f.values.clone()),
+            _ => None,
+        });
+        let needed = needed + grid_values.as_ref().map_or(0, |v| 4 * v.len() as u64);
+        if needed > free {
+            return Err(MpcError::OutOfMemory {
+                device: dev.describe(),
+                needed_bytes: needed,
+                available_bytes: free,
+                fix: "use a coarser distance field (walls.spacing), a smaller system or \
+                      device: Cpu"
+                    .into(),
+            });
+        }
         let s = dev.stream.clone();
         let oom = |e: DriverError| MpcError::OutOfMemory {
             device: dev.describe(),
@@ -266,6 +284,10 @@ impl CudaBackend {
             .alloc_zeros::<f64>(observe::REPORT_WORDS * observe::REPORT_COPIES)
             .map_err(oom)?;
         let moments = MomentBuffers::alloc(&s, phys.profile_bins(), &oom)?;
+        let wall_grid = match grid_values {
+            Some(v) => Some(s.clone_htod(&v[..]).map_err(oom)?),
+            None => None,
+        };
         Ok(CudaBackend {
             dev,
             phys,
@@ -286,6 +308,7 @@ impl CudaBackend {
             slab: None,
             rules,
             fields: None,
+            wall_grid,
             timer: PhaseTimer::default(),
         })
     }
@@ -298,6 +321,16 @@ impl CudaBackend {
                 "set_physics cannot change the box or add or remove walls; fix: open a new \
                  backend"
                     .into(),
+            ));
+        }
+        let grid = |p: &Physics| match p.walls.as_ref().map(|w| &w.shape) {
+            Some(crate::physics::walls::Shape::Field(f)) => Some(f.values.clone()),
+            _ => None,
+        };
+        if grid(&phys) != grid(&self.phys) {
+            // the uploaded grid is this backend's for its life
+            return Err(MpcError::Device(
+                "set_physics cannot change walls given as data; fix: open a new backend".into(),
             ));
         }
         self.flush()?;

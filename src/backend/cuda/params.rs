@@ -68,17 +68,21 @@ pub(crate) struct WallParams {
     pad: u32,
     /// Device address of the report's momentum given to each surface (6 doubles).
     momentum: u64,
+    /// Device address of a distance field's node values (f32, C order), 0 for other shapes.
+    grid: u64,
     /// Slit (either normal, told apart by `kind`): bottom, top, u_bottom, u_top, bottom_f32,
     /// top_f32; pipe: yc, zc, radius, u, 0, 0; sphere (inside or outside, told apart by
     /// `kind`): xc, yc, zc, radius, along_z (1 for a cylinder along z), 0; planar pore: xc, yc,
     /// half_length, half_height, 0, 0; cosine walls: yc, half_height, amplitude, period,
-    /// expansion (1 for an expansion-contraction), 0.
+    /// expansion (1 for an expansion-contraction), 0; distance field: spacing, nx, ny, nz,
+    /// slope bound, 0.
     shape: [f64; 6],
 }
 
 impl WallParams {
-    /// The kernels' form of `walls`, adding to the report at device address `momentum`.
-    fn new(walls: Option<&Walls>, momentum: u64) -> WallParams {
+    /// The kernels' form of `walls`, adding to the report at device address `momentum`; a
+    /// distance field's nodes at device address `grid`.
+    fn new(walls: Option<&Walls>, momentum: u64, grid: u64) -> WallParams {
         let Some(w) = walls else {
             return WallParams::default();
         };
@@ -86,13 +90,14 @@ impl WallParams {
             no_slip: w.no_slip as u32,
             fill: w.fill,
             momentum,
+            grid,
             ..WallParams::of_shape(&w.shape)
         }
     }
 
     /// The shape alone (the MD engine's wall potential: no fill, no momentum account).
     pub(crate) fn of_shape(shape: &Shape) -> WallParams {
-        let (kind, shape) = match *shape {
+        let (kind, shape) = match shape {
             Shape::Slit(s) => (
                 wall_kind(shape),
                 [
@@ -134,6 +139,17 @@ impl WallParams {
                     0.0,
                 ],
             ),
+            Shape::Field(f) => (
+                wall_kind(shape),
+                [
+                    f.spacing,
+                    f.nodes[0] as f64,
+                    f.nodes[1] as f64,
+                    f.nodes[2] as f64,
+                    f.slope,
+                    0.0,
+                ],
+            ),
         };
         WallParams {
             kind,
@@ -143,19 +159,21 @@ impl WallParams {
     }
 }
 
-// SAFETY: `#[repr(C)]` plain old data (u32 words, a u64 device address, f64s; 72 bytes, no
-// padding, checked below) with the layout of `struct MpcWalls` in kernels/walls.cuh; the MD
-// engine passes it with a zero address, which its kernel never dereferences.
+// SAFETY: `#[repr(C)]` plain old data (u32 words, two u64 device addresses, f64s; 80 bytes,
+// no padding, checked below) with the layout of `struct MpcWalls` in kernels/walls.cuh; the MD
+// engine passes it with zero addresses, which its kernel never dereferences (it refuses a
+// distance field, whose grid it does not hold). A fluid backend's `grid` points at its upload
+// of the field, which lives as long as the backend.
 unsafe impl DeviceRepr for WallParams {}
 
 // SAFETY: plain old data with the C layout of `MpcParams` (f64, u64 and u32 fields and
-// arrays, no padding between fields: 464 bytes, checked below), which the kernels take by
+// arrays, no padding between fields: 472 bytes, checked below), which the kernels take by
 // value. The one address in it, `walls.momentum`, points into this backend's report buffer,
 // which lives as long as the backend and is only written by its own kernels' atomics.
 unsafe impl DeviceRepr for KernelParams {}
 
-const _: () = assert!(std::mem::size_of::<WallParams>() == 72);
-const _: () = assert!(std::mem::size_of::<KernelParams>() == 464);
+const _: () = assert!(std::mem::size_of::<WallParams>() == 80);
+const _: () = assert!(std::mem::size_of::<KernelParams>() == 472);
 
 impl KernelParams {
     /// The same parameters for `n` solutes (a slab's listed share of them).
@@ -197,7 +215,11 @@ impl CudaBackend {
             n_cells: self.ncells as u32,
             cell_offset: self.slab.as_ref().map_or(0, |sl| sl.cell_offset),
             slab: self.slab.is_some() as u32,
-            walls: WallParams::new(p.walls.as_ref(), self.wall_report_address()),
+            walls: WallParams::new(
+                p.walls.as_ref(),
+                self.wall_report_address(),
+                self.wall_grid_address(),
+            ),
             fix_scale: p.sums.map_or([1.0; CELL_KINDS], |s| s.cell),
             fix_inv: p.sums.map_or([1.0; CELL_KINDS], |s| s.cell_inv),
             global_scale: p.sums.map_or([1.0; GLOBAL_KINDS], |s| s.global),
@@ -205,6 +227,14 @@ impl CudaBackend {
             fixed: p.sums.is_some() as u32,
             fixed_pad: 0,
         }
+    }
+
+    /// Device address of the distance field's nodes (0 without one).
+    fn wall_grid_address(&self) -> u64 {
+        self.wall_grid.as_ref().map_or(0, |g| {
+            let (base, _sync) = g.device_ptr(&self.dev.stream);
+            base
+        })
     }
 
     /// Device address of the report's wall momentum (report words 4..10).

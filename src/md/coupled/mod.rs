@@ -135,7 +135,7 @@ impl Coupling {
             md.ff.clone(),
             md.thermostat,
             md.settings().clone(),
-            md.walls().copied(),
+            md.walls().cloned(),
             &places,
         )?;
         if let Some(st) = state {
@@ -183,7 +183,7 @@ impl Coupling {
             md.settings().clone(),
             solvent.cuda_ordinal().unwrap_or(0),
         )
-        .and_then(|mut g| g.set_walls(md.walls().copied()).map(|_| g));
+        .and_then(|mut g| g.set_walls(md.walls().cloned()).map(|_| g));
         match g {
             Ok(mut g) => {
                 if let Some(st) = state {

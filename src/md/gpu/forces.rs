@@ -138,7 +138,7 @@ impl GpuMd {
 
     /// `md_wall_forces` after the pair and bond forces (between walls only).
     fn launch_wall_forces(&mut self, energy: bool) -> Result<()> {
-        let Some((w, wp)) = self.walls else {
+        let Some((w, wp)) = self.walls.clone() else {
             return Ok(());
         };
         let (n, e) = (self.n as u32, energy as i32);

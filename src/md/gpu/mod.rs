@@ -446,7 +446,24 @@ impl GpuMd {
 
     /// Put the solutes between walls (or take the walls away) and recompute the forces.
     pub fn set_walls(&mut self, walls: Option<WallPotential>) -> Result<()> {
-        self.walls = walls.map(|w| (w, WallParams::of_shape(&w.shape)));
+        if walls
+            .as_ref()
+            .is_some_and(|w| matches!(w.shape, crate::physics::walls::Shape::Field(_)))
+        {
+            // its kernel would need the grid on this GPU as well
+            return Err(crate::MpcError::Config(crate::ConfigError {
+                field: "walls".into(),
+                problem: "solutes between walls given as data (DistanceField) are not run by \
+                          the GPU MD engine"
+                    .into(),
+                fix: "let the solutes run on the CPU MD engine (the coupled run falls back to it)"
+                    .into(),
+            }));
+        }
+        self.walls = walls.map(|w| {
+            let params = WallParams::of_shape(&w.shape);
+            (w, params)
+        });
         self.compute_forces()
     }
 

@@ -37,6 +37,8 @@
 //!   and the cut cells lie in every slab (each cell still has one owner).
 
 pub mod cosine;
+pub mod field;
+pub mod field_load;
 pub mod geometry;
 pub mod pore;
 pub mod profile;
@@ -63,7 +65,7 @@ pub type WallMomentum = [[f64; 3]; 2];
 pub const MAX_BOUNCES: u32 = 32;
 
 /// The walls of a run, as the step uses them.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Walls {
     pub shape: Shape,
     /// No-slip (bounce-back and virtual particles) or slip (specular, no virtual particles).
@@ -99,7 +101,7 @@ impl Walls {
         sigma: f64,
     ) -> ([f32; 3], [f64; 3]) {
         let mut s = CellStream::for_particle(seed, index);
-        let p = match self.shape {
+        let p = match &self.shape {
             Shape::Slit(sl) => {
                 // the draws in the order x, y, z whichever axis the plates close
                 let mut p = [0.0f32; 3];
@@ -164,6 +166,16 @@ impl Walls {
                     break p;
                 }
             },
+            // uniform in the box until in the fluid
+            Shape::Field(f) => loop {
+                let mut p = [0.0f32; 3];
+                for (k, c) in p.iter_mut().enumerate() {
+                    *c = wrap_coordinate(s.uniform() * len[k], len[k]);
+                }
+                if f.signed_distance(p.map(|c| c as f64)) > 0.0 {
+                    break p;
+                }
+            },
         };
         let v = [sigma * s.normal(), sigma * s.normal(), sigma * s.normal()];
         (self.shape.keep_inside(p), v)
@@ -179,7 +191,7 @@ impl Walls {
         let (kinetic, collisional) = rule_viscosity(cfg);
         let eta = kinetic + collisional;
         let force_density = m * cfg.body_force[0];
-        match self.shape {
+        match &self.shape {
             Shape::Slit(s) => theory::slit_velocity(
                 p[s.axis()] as f64,
                 s.bottom,
@@ -194,7 +206,7 @@ impl Walls {
                 let r = (dy * dy + dz * dz).sqrt();
                 theory::pipe_velocity(r, q.radius, q.velocity, force_density, eta)
             }
-            Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) => 0.0,
+            Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_) => 0.0,
         }
     }
 
@@ -373,7 +385,7 @@ impl Physics {
                 ..
             }) => s.axis(),
             Some(Walls {
-                shape: Shape::Pipe(_) | Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_),
+                shape: Shape::Pipe(_) | Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_),
                 ..
             })
             | None => 1,
@@ -401,7 +413,7 @@ impl Physics {
                 ..
             }) => pos[s.axis()] as f64,
             Some(Walls {
-                shape: Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_),
+                shape: Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_),
                 ..
             })
             | None => pos[1] as f64,

@@ -38,7 +38,7 @@ pub fn bin_moments(shape: &Shape, i: usize) -> Option<BinMoments> {
             })
         }
         // the y layers about a sphere, across a pore or cosine walls have no flow model to fit
-        Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) => None,
+        Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_) => None,
     }
 }
 
@@ -109,7 +109,7 @@ fn near_wall(shape: &Shape, i: usize) -> bool {
     match shape {
         Shape::Slit(s) => lo < s.bottom + WALL_LAYER || hi > s.top - WALL_LAYER,
         Shape::Pipe(p) => hi > p.radius - WALL_LAYER,
-        Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) => true,
+        Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_) => true,
     }
 }
 
@@ -150,7 +150,7 @@ pub fn fit_profile(shape: &Shape, profile: &[f64], linear: bool) -> Option<Profi
                 rms_residual: 0.0,
             }
         }
-        Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) => return None,
+        Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_) => return None,
         Shape::Pipe(_) => {
             let rows: Vec<_> = bins
                 .iter()

@@ -187,7 +187,7 @@ mod tests {
         ))
         .expect("valid config");
         let phys = Physics::from_config(&cfg);
-        let walls = phys.walls.expect("walls");
+        let walls = phys.walls.clone().expect("walls");
         let plan = phys.plan(3, false, false);
         let cut: Vec<u32> = (0..phys.n_cells() as u32)
             .filter(|&c| {

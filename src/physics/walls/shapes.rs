@@ -11,6 +11,7 @@
 pub use super::cosine::CosineWalls;
 pub use super::geometry::{cell_extent_distances, f32_step_away, f32_step_towards, WallShape};
 pub use super::pore::PlanarPore;
+pub use super::field::DistanceField;
 pub use super::sphere::Sphere;
 
 /// The axis a slit's plates are normal to (config `Slit(normal: Z)`; y by default).
@@ -311,7 +312,7 @@ impl WallShape for Pipe {
 }
 
 /// The shapes a config can name (a tagged union, as `MpcWalls` in `kernels/walls.cuh`).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Shape {
     Slit(Slit),
     Pipe(Pipe),
@@ -321,6 +322,8 @@ pub enum Shape {
     PlanarPore(PlanarPore),
     /// Cosine walls across y: a wavy channel or an expansion-contraction ([`super::cosine`]).
     Cosine(CosineWalls),
+    /// A signed distance given as data ([`super::field`]).
+    Field(DistanceField),
 }
 
 macro_rules! dispatch {
@@ -331,6 +334,7 @@ macro_rules! dispatch {
             Shape::Sphere($s) => $e,
             Shape::PlanarPore($s) => $e,
             Shape::Cosine($s) => $e,
+            Shape::Field($s) => $e,
         }
     };
 }

@@ -326,7 +326,7 @@ impl SlabMd {
     /// Put the beads between walls (or take them away) and recompute the forces.
     pub fn set_walls(&mut self, walls: Option<WallPotential>) -> Result<()> {
         for g in &mut self.slabs {
-            g.set_walls(walls)?;
+            g.set_walls(walls.clone())?;
         }
         self.sum_reports()?;
         Ok(())

@@ -1,0 +1,507 @@
+//! A wall geometry given as data: a signed distance sampled on a periodic grid spanning the
+//! box (node (i, j, k) at ((i + ½) s, (j + ½) s, (k + ½) s), spacing s), interpolated
+//! trilinearly. The surface is the zero level of the interpolant; every answer of
+//! [`WallShape`] is about that interpolant, so that they agree with each other exactly.
+//! `kernels/walls.cuh` mirrors every function operation by operation. Files are read and
+//! checked by [`super::field_load`].
+
+use std::sync::Arc;
+
+use super::geometry::WallShape;
+use crate::physics::wrap_coordinate;
+
+/// Steps of a path sampled per grid spacing when looking for its impact.
+pub const SAMPLES_PER_SPACING: f64 = 4.0;
+/// Most bisection steps of a time of impact (f64 runs out well before).
+pub const MAX_BISECTIONS: u32 = 200;
+/// Most projections of a stored position back into the fluid.
+pub const MAX_PROJECTIONS: u32 = 8;
+/// Sub-samples per axis of a grid box the surface crosses (the fluid volume).
+const VOLUME_SUBSAMPLES: usize = 8;
+
+/// A signed distance on a periodic grid (positive in the fluid, in cells).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DistanceField {
+    /// Nodes along x, y, z (nodes · spacing = the box edge).
+    pub nodes: [usize; 3],
+    pub spacing: f64,
+    /// The distance at node (i, j, k), index (i ny + j) nz + k (C order).
+    pub values: Arc<[f32]>,
+    /// A bound on |∇d| of the interpolant (the largest node difference per spacing along each
+    /// axis, combined): the distance changes by at most `slope` per cell.
+    pub slope: f64,
+    /// Volume of the region where the interpolant is positive.
+    pub fluid: f64,
+}
+
+/// The 8 node values about a point (index dx·4 + dy·2 + dz) and its fractions within them.
+struct Stencil {
+    v: [f64; 8],
+    f: [f64; 3],
+}
+
+#[inline]
+fn lerp(a: f64, b: f64, t: f64) -> f64 {
+    a + (b - a) * t
+}
+
+/// Trilinear interpolation of the corner values `v` at fractions `f`.
+#[inline]
+fn trilinear(v: &[f64; 8], f: [f64; 3]) -> f64 {
+    let c00 = lerp(v[0], v[4], f[0]);
+    let c10 = lerp(v[2], v[6], f[0]);
+    let c01 = lerp(v[1], v[5], f[0]);
+    let c11 = lerp(v[3], v[7], f[0]);
+    let c0 = lerp(c00, c10, f[1]);
+    let c1 = lerp(c01, c11, f[1]);
+    lerp(c0, c1, f[2])
+}
+
+impl DistanceField {
+    /// The field of `values` (C order) on `nodes` nodes `spacing` apart; its slope bound and
+    /// fluid volume computed once here.
+    pub fn new(nodes: [usize; 3], spacing: f64, values: Vec<f32>) -> DistanceField {
+        assert_eq!(values.len(), nodes[0] * nodes[1] * nodes[2]);
+        let mut field = DistanceField {
+            nodes,
+            spacing,
+            values: values.into(),
+            slope: 0.0,
+            fluid: 0.0,
+        };
+        field.slope = field.slope_bound();
+        field.fluid = field.integrate_fluid();
+        field
+    }
+
+    /// Edges of the box the grid spans.
+    pub fn length(&self) -> [f64; 3] {
+        self.nodes.map(|n| n as f64 * self.spacing)
+    }
+
+    #[inline]
+    fn node(&self, i: usize, j: usize, k: usize) -> f64 {
+        let [_, ny, nz] = self.nodes;
+        self.values[(i * ny + j) * nz + k] as f64
+    }
+
+    /// The lower node index along one axis of `x`, the next one (periodic) and the fraction.
+    #[inline]
+    fn locate(&self, x: f64, n: usize) -> (usize, usize, f64) {
+        let u = x / self.spacing - 0.5;
+        let fl = u.floor();
+        let f = u - fl;
+        let i = (fl as i64).rem_euclid(n as i64) as usize;
+        let j = if i + 1 == n { 0 } else { i + 1 };
+        (i, j, f)
+    }
+
+    #[inline]
+    fn stencil(&self, r: [f64; 3]) -> Stencil {
+        let (i0, i1, fx) = self.locate(r[0], self.nodes[0]);
+        let (j0, j1, fy) = self.locate(r[1], self.nodes[1]);
+        let (k0, k1, fz) = self.locate(r[2], self.nodes[2]);
+        Stencil {
+            v: [
+                self.node(i0, j0, k0),
+                self.node(i0, j0, k1),
+                self.node(i0, j1, k0),
+                self.node(i0, j1, k1),
+                self.node(i1, j0, k0),
+                self.node(i1, j0, k1),
+                self.node(i1, j1, k0),
+                self.node(i1, j1, k1),
+            ],
+            f: [fx, fy, fz],
+        }
+    }
+
+    /// The gradient of the interpolant at `r` (within the grid box holding it).
+    #[inline]
+    pub fn gradient(&self, r: [f64; 3]) -> [f64; 3] {
+        let Stencil { v, f } = self.stencil(r);
+        let s = self.spacing;
+        let gx = lerp(
+            lerp(v[4] - v[0], v[6] - v[2], f[1]),
+            lerp(v[5] - v[1], v[7] - v[3], f[1]),
+            f[2],
+        );
+        let gy = lerp(
+            lerp(v[2] - v[0], v[6] - v[4], f[0]),
+            lerp(v[3] - v[1], v[7] - v[5], f[0]),
+            f[2],
+        );
+        let gz = lerp(
+            lerp(v[1] - v[0], v[5] - v[4], f[0]),
+            lerp(v[3] - v[2], v[7] - v[6], f[0]),
+            f[1],
+        );
+        [gx / s, gy / s, gz / s]
+    }
+
+    /// The largest |difference| of neighbouring nodes per spacing along each axis, combined
+    /// over the axes (the trilinear gradient's components are averages of those differences),
+    /// a hair above for rounding.
+    fn slope_bound(&self) -> f64 {
+        let [nx, ny, nz] = self.nodes;
+        let mut most = [0.0f64; 3];
+        for i in 0..nx {
+            for j in 0..ny {
+                for k in 0..nz {
+                    let d = self.node(i, j, k);
+                    let next = [
+                        self.node((i + 1) % nx, j, k),
+                        self.node(i, (j + 1) % ny, k),
+                        self.node(i, j, (k + 1) % nz),
+                    ];
+                    for a in 0..3 {
+                        most[a] = most[a].max((next[a] - d).abs());
+                    }
+                }
+            }
+        }
+        let s = self.spacing;
+        let sum: f64 = most.iter().map(|m| (m / s) * (m / s)).sum();
+        sum.sqrt() * (1.0 + 1e-9)
+    }
+
+    /// The volume where the interpolant is positive: whole grid boxes whose corners are all
+    /// positive, and sub-samples of the boxes the surface crosses.
+    fn integrate_fluid(&self) -> f64 {
+        let [nx, ny, nz] = self.nodes;
+        let box_volume = self.spacing.powi(3);
+        let m = VOLUME_SUBSAMPLES;
+        let mut total = 0.0;
+        for i in 0..nx {
+            for j in 0..ny {
+                for k in 0..nz {
+                    let centre = [i, j, k].map(|c| (c as f64 + 1.0) * self.spacing);
+                    let Stencil { v, .. } = self.stencil(centre);
+                    if v.iter().all(|&d| d > 0.0) {
+                        total += box_volume;
+                    } else if v.iter().any(|&d| d > 0.0) {
+                        let mut inside = 0usize;
+                        let at = |a: usize| (a as f64 + 0.5) / m as f64;
+                        for a in 0..m {
+                            for b in 0..m {
+                                for c in 0..m {
+                                    if trilinear(&v, [at(a), at(b), at(c)]) > 0.0 {
+                                        inside += 1;
+                                    }
+                                }
+                            }
+                        }
+                        total += box_volume * inside as f64 / (m * m * m) as f64;
+                    }
+                }
+            }
+        }
+        total
+    }
+
+    /// Along one axis of a cell [a, a + 1): the `m`-th of a, the grid planes strictly inside,
+    /// a + 1; None past the last.
+    #[inline]
+    fn partition_coordinate(&self, a: f64, m: u32) -> Option<f64> {
+        if m == 0 {
+            return Some(a);
+        }
+        let s = self.spacing;
+        let first = (a / s - 0.5).floor() + 1.0;
+        let x = (first + (m - 1) as f64 + 0.5) * s;
+        if x < a + 1.0 {
+            return Some(x);
+        }
+        if m == 1 {
+            return Some(a + 1.0);
+        }
+        // the far face follows the last interior plane
+        let previous = (first + (m - 2) as f64 + 0.5) * s;
+        if previous < a + 1.0 {
+            Some(a + 1.0)
+        } else {
+            None
+        }
+    }
+}
+
+impl WallShape for DistanceField {
+    #[inline]
+    fn signed_distance(&self, r: [f64; 3]) -> f64 {
+        let Stencil { v, f } = self.stencil(r);
+        trilinear(&v, f)
+    }
+
+    #[inline]
+    fn normal(&self, r: [f64; 3]) -> [f64; 3] {
+        let g = self.gradient(r);
+        let m = (g[0] * g[0] + g[1] * g[1] + g[2] * g[2]).sqrt();
+        if m > 0.0 {
+            [g[0] / m, g[1] / m, g[2] / m]
+        } else {
+            [0.0, 1.0, 0.0]
+        }
+    }
+
+    #[inline]
+    fn wall_velocity(&self, _r: [f64; 3]) -> [f64; 3] {
+        [0.0; 3]
+    }
+
+    #[inline]
+    fn surface(&self, _r: [f64; 3]) -> usize {
+        0
+    }
+
+    /// A path that cannot fall by its start's distance within `dt` (the slope bound) never
+    /// reaches the surface. Otherwise: at or over the surface and moving out, now; else the
+    /// path is sampled at steps of at most a quarter spacing up to `dt`, and the first sample
+    /// in the wall brackets the impact with the last one before it, which bisection narrows
+    /// until f64 runs out. The impact returned is the fluid end of the bracket.
+    #[inline]
+    fn time_of_impact(&self, r: [f64; 3], v: [f64; 3], dt: f64) -> Option<f64> {
+        let speed = (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt();
+        if speed == 0.0 {
+            return None;
+        }
+        let d0 = self.signed_distance(r);
+        if d0 > self.slope * speed * dt + 1e-9 {
+            return None;
+        }
+        if d0 <= 0.0 {
+            let g = self.gradient(r);
+            if g[0] * v[0] + g[1] * v[1] + g[2] * v[2] < 0.0 {
+                return Some(0.0);
+            }
+        }
+        let at = |t: f64| [r[0] + v[0] * t, r[1] + v[1] * t, r[2] + v[2] * t];
+        let steps = (speed * dt * SAMPLES_PER_SPACING / self.spacing)
+            .ceil()
+            .max(1.0) as u32;
+        let mut lo = 0.0;
+        for k in 1..=steps {
+            let t = if k == steps {
+                dt
+            } else {
+                dt * k as f64 / steps as f64
+            };
+            if self.signed_distance(at(t)) < 0.0 {
+                let mut hi = t;
+                for _ in 0..MAX_BISECTIONS {
+                    let mid = 0.5 * (lo + hi);
+                    if !(mid > lo && mid < hi) {
+                        break;
+                    }
+                    if self.signed_distance(at(mid)) < 0.0 {
+                        hi = mid;
+                    } else {
+                        lo = mid;
+                    }
+                }
+                return Some(lo);
+            }
+            lo = t;
+        }
+        None
+    }
+
+    /// Cut when the interpolant takes both signs on the cell. It is trilinear in each grid
+    /// box, so its extremes over the cell lie at the vertices of the cell's partition by the
+    /// grid planes; a cell whose centre is farther from zero than the slope bound times the
+    /// half diagonal is skipped without looking.
+    #[inline]
+    fn cuts_cell(&self, lo: [f64; 3]) -> bool {
+        let centre = [lo[0] + 0.5, lo[1] + 0.5, lo[2] + 0.5];
+        let dc = self.signed_distance(centre);
+        if dc.abs() > self.slope * 0.75f64.sqrt() {
+            return false;
+        }
+        let (mut neg, mut pos) = (false, false);
+        let mut a = 0;
+        while let Some(x) = self.partition_coordinate(lo[0], a) {
+            let mut b = 0;
+            while let Some(y) = self.partition_coordinate(lo[1], b) {
+                let mut c = 0;
+                while let Some(z) = self.partition_coordinate(lo[2], c) {
+                    let d = self.signed_distance([x, y, z]);
+                    neg |= d < 0.0;
+                    pos |= d > 0.0;
+                    if neg && pos {
+                        return true;
+                    }
+                    c += 1;
+                }
+                b += 1;
+            }
+            a += 1;
+        }
+        false
+    }
+
+    /// A stored position in the wall (rounding, or a body force's bend of a path against the
+    /// straight chord's time of impact) is moved along the normal onto the surface and a few
+    /// f32 steps of the box edge beyond it, wrapped into the box, until it is in the fluid.
+    #[inline]
+    fn keep_inside(&self, p: [f32; 3]) -> [f32; 3] {
+        let len = self.length();
+        let longest = len[0].max(len[1]).max(len[2]);
+        let hair = 4.0 * f32::EPSILON as f64 * longest;
+        let mut q = p;
+        for _ in 0..MAX_PROJECTIONS {
+            let r = q.map(|c| c as f64);
+            let d = self.signed_distance(r);
+            if d >= 0.0 {
+                break;
+            }
+            let n = self.normal(r);
+            let step = hair - d;
+            for k in 0..3 {
+                q[k] = wrap_coordinate(r[k] + n[k] * step, len[k]);
+            }
+        }
+        q
+    }
+
+    fn fluid_volume(&self, _len: [f64; 3]) -> f64 {
+        self.fluid
+    }
+
+    fn closed_axes(&self) -> [bool; 3] {
+        [false; 3]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// d = min(y − 1, 15 − y) on a 8×16×8 box at spacing ½ (the slit of height 14).
+    pub(crate) fn channel() -> DistanceField {
+        let nodes = [16, 32, 16];
+        let mut values = Vec::new();
+        for _ in 0..nodes[0] {
+            for j in 0..nodes[1] {
+                let y = (j as f64 + 0.5) * 0.5;
+                for _ in 0..nodes[2] {
+                    values.push((y - 1.0).min(15.0 - y) as f32);
+                }
+            }
+        }
+        DistanceField::new(nodes, 0.5, values)
+    }
+
+    /// A sphere of radius 3 about the centre of a 10³ box (exact distance at the nodes).
+    fn ball() -> DistanceField {
+        let n = 20;
+        let mut values = Vec::new();
+        for i in 0..n {
+            for j in 0..n {
+                for k in 0..n {
+                    let d = [i, j, k].map(|c| (c as f64 + 0.5) * 0.5 - 5.0);
+                    values.push(((d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt() - 3.0) as f32);
+                }
+            }
+        }
+        DistanceField::new([n; 3], 0.5, values)
+    }
+
+    #[test]
+    fn interpolation_is_exact_for_a_linear_field_and_periodic() {
+        let c = channel();
+        for y in [1.0, 1.3, 4.0, 7.6, 14.2] {
+            let want = (y - 1.0f64).min(15.0 - y);
+            let got = c.signed_distance([3.3, y, 5.1]);
+            assert!((got - want).abs() < 1e-6, "y {y}: {got} vs {want}");
+        }
+        // x and z periodic: any image, and the wrap across the box faces
+        assert_eq!(
+            c.signed_distance([3.3, 4.0, 5.1]),
+            c.signed_distance([3.3 + 8.0, 4.0, 5.1 - 8.0])
+        );
+        // y periodic too: below y = 0 is the top of the box
+        assert!(
+            (c.signed_distance([1.0, -0.1, 1.0]) - c.signed_distance([1.0, 15.9, 1.0])).abs()
+                < 1e-12
+        );
+        assert!((c.fluid_volume([8.0, 16.0, 8.0]) - 8.0 * 14.0 * 8.0).abs() < 1e-9);
+        assert!((c.slope - 1.0).abs() < 1e-6);
+        assert_eq!(c.closed_axes(), [false; 3]);
+    }
+
+    #[test]
+    fn normals_point_into_the_fluid_along_the_gradient() {
+        let c = channel();
+        assert_eq!(c.normal([2.0, 2.3, 1.0]), [0.0, 1.0, 0.0]);
+        assert_eq!(c.normal([2.0, 14.1, 1.0]), [0.0, -1.0, 0.0]);
+        let b = ball();
+        let r = [6.1, 7.3, 4.2];
+        let n = b.normal(r);
+        let d = [1.1, 2.3, -0.8];
+        let len = (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]) as f64;
+        let cos = (n[0] * d[0] + n[1] * d[1] + n[2] * d[2]) / len.sqrt();
+        assert!(cos > 0.99, "{n:?}");
+    }
+
+    #[test]
+    fn time_of_impact_lands_on_the_zero_level() {
+        let c = channel();
+        // from y = 1.5 straight down at speed 1: the plate y = 1 after ½
+        let t = c
+            .time_of_impact([2.0, 1.5, 3.0], [0.0, -1.0, 0.0], 1.0)
+            .unwrap();
+        assert!((t - 0.5).abs() < 1e-12, "{t}");
+        assert_eq!(
+            c.time_of_impact([2.0, 1.5, 3.0], [0.0, -1.0, 0.0], 0.4),
+            None
+        );
+        assert_eq!(
+            c.time_of_impact([2.0, 1.5, 3.0], [0.0, 1.0, 0.0], 1.0),
+            None
+        );
+        // on the surface moving out: now; moving in: never
+        assert_eq!(
+            c.time_of_impact([2.0, 1.0, 3.0], [0.0, -1.0, 0.0], 1.0),
+            Some(0.0)
+        );
+        assert_eq!(
+            c.time_of_impact([2.0, 1.0, 3.0], [0.1, 1.0, 0.0], 1.0),
+            None
+        );
+        let b = ball();
+        for (r, v) in [
+            ([0.5, 1.2, 2.0], [1.0, 0.9, 0.8]),
+            ([5.0, 5.0, 1.0], [0.1, -0.05, 0.7]),
+            ([8.7, 6.2, 4.9], [-0.8, -0.1, 0.2]),
+        ] {
+            let t = b.time_of_impact(r, v, 10.0).unwrap();
+            let hit = [r[0] + v[0] * t, r[1] + v[1] * t, r[2] + v[2] * t];
+            let d = b.signed_distance(hit);
+            assert!((0.0..1e-9).contains(&d), "{hit:?}: {d}");
+            // near the exact sphere too (the interpolation's error, a fraction of a spacing)
+            let e = [hit[0] - 5.0, hit[1] - 5.0, hit[2] - 5.0];
+            let rho = (e[0] * e[0] + e[1] * e[1] + e[2] * e[2]).sqrt();
+            assert!((rho - 3.0).abs() < 0.05, "{rho}");
+        }
+    }
+
+    #[test]
+    fn cut_cells_and_rounding() {
+        let c = channel();
+        assert!(c.cuts_cell([0.0, 0.6, 0.0]));
+        assert!(!c.cuts_cell([0.0, 1.0, 0.0]) && !c.cuts_cell([0.0, 0.0, 0.0]));
+        assert!(c.cuts_cell([3.0, 14.5, 7.5]) && !c.cuts_cell([3.0, 6.5, 2.0]));
+        assert!(c.cuts_cell([-0.5, -1.4, 7.8])); // wrapped: y across the top plate's face
+        let b = ball();
+        assert!(b.cuts_cell([7.5, 4.5, 4.5]) && !b.cuts_cell([4.5, 4.5, 4.5]));
+        assert!(!b.cuts_cell([0.0, 0.0, 0.0]));
+        // a point rounded or pushed into the wall comes back into the fluid
+        for p in [[1.0f32, 0.999_999, 3.0], [1.0, 0.9, 3.0], [2.0, 15.2, 7.9]] {
+            let q = c.keep_inside(p);
+            assert!(c.signed_distance(q.map(|x| x as f64)) >= 0.0, "{q:?}");
+            assert!((q[1] - p[1]).abs() < 0.21, "{q:?}");
+        }
+        let q = b.keep_inside([5.0, 5.0, 7.9]);
+        assert!(b.signed_distance(q.map(|x| x as f64)) >= 0.0);
+        assert_eq!(b.keep_inside([1.0, 2.0, 3.0]), [1.0, 2.0, 3.0]);
+    }
+}
