@@ -7,6 +7,7 @@
 
 use crate::common;
 
+use common::shaped;
 use common::Platform;
 use mpcbox::config::Config;
 use mpcbox::physics::walls::profile::least_squares;
@@ -28,25 +29,6 @@ common::backend_tests!(
     poiseuille_flow_in_the_middle_of_a_pore,
     flow_rate_between_cosine_walls_follows_lubrication_theory,
 );
-
-/// A CPU config of a `cells` box with `walls` (RON), `rule` (collision, thermostat) and further
-/// fields `extra` (RON, each with a leading comma).
-fn shaped(cells: [u32; 3], walls: &str, rule: (&str, &str), extra: &str) -> Config {
-    let (collision, thermostat) = rule;
-    let h = if extra.contains("time_step") {
-        ""
-    } else {
-        ", time_step: 0.1"
-    };
-    let mut cfg = Config::from_ron_str(&format!(
-        "(cells: ({}, {}, {}), particles_per_cell: 10, collision: {collision}, \
-          thermostat: {thermostat}, steps: 100, device: Cpu, walls: {walls}{h}{extra})",
-        cells[0], cells[1], cells[2]
-    ))
-    .expect("test config is valid");
-    cfg.output.observable_interval = 0;
-    cfg
-}
 
 /// SRD with MBS and MPC-AT+a: the plain rule and the one whose virtual particles are placed in
 /// the solid part of a cut cell one by one.

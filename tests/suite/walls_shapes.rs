@@ -7,8 +7,8 @@
 
 use crate::common;
 
+use common::shaped;
 use common::Platform;
-use mpcbox::config::Config;
 use mpcbox::physics::walls::WallShape;
 use mpcbox::walls_report::summarize;
 
@@ -23,25 +23,6 @@ common::backend_tests!(
     a_sphere_brings_a_hot_fluid_back_to_kt,
     the_obstacles_take_the_body_force,
 );
-
-/// A CPU config of a `cells` box with `walls` (RON), `collision` and `thermostat`, and further
-/// fields `extra` (RON, each with a leading comma).
-fn shaped(cells: [u32; 3], walls: &str, rule: (&str, &str), extra: &str) -> Config {
-    let (collision, thermostat) = rule;
-    let h = if extra.contains("time_step") {
-        ""
-    } else {
-        ", time_step: 0.1"
-    };
-    let mut cfg = Config::from_ron_str(&format!(
-        "(cells: ({}, {}, {}), particles_per_cell: 10, collision: {collision}, \
-          thermostat: {thermostat}, steps: 100, device: Cpu, walls: {walls}{h}{extra})",
-        cells[0], cells[1], cells[2]
-    ))
-    .expect("test config is valid");
-    cfg.output.observable_interval = 0;
-    cfg
-}
 
 /// Every collision rule (with MBS where it takes one).
 const RULES: [(&str, &str); 4] = [

@@ -84,3 +84,22 @@ pub fn step_with_balanced_momentum(
     }
     given
 }
+
+/// A CPU config of a `cells` box with `walls` (RON), `rule` (collision, thermostat) and further
+/// fields `extra` (RON, each with a leading comma).
+pub fn shaped(cells: [u32; 3], walls: &str, rule: (&str, &str), extra: &str) -> Config {
+    let (collision, thermostat) = rule;
+    let h = if extra.contains("time_step") {
+        ""
+    } else {
+        ", time_step: 0.1"
+    };
+    let mut cfg = Config::from_ron_str(&format!(
+        "(cells: ({}, {}, {}), particles_per_cell: 10, collision: {collision}, \
+          thermostat: {thermostat}, steps: 100, device: Cpu, walls: {walls}{h}{extra})",
+        cells[0], cells[1], cells[2]
+    ))
+    .expect("test config is valid");
+    cfg.output.observable_interval = 0;
+    cfg
+}
