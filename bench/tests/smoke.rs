@@ -38,7 +38,8 @@ fn cpu_scenarios_record_their_cases_and_the_report_shows_them() {
     );
     bench(
         &rec,
-        &[&["walls", "--device", "cpu", "--sizes", "6"][..], &small].concat(),
+        // 16 cells: every shape fits (the obstacles of radius L/4 need 2 cells at least)
+        &[&["walls", "--device", "cpu", "--sizes", "16"][..], &small].concat(),
     );
     bench(
         &rec,
