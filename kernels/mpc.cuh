@@ -3,7 +3,7 @@
 // velocities. Compiled with --fmad=false so that the arithmetic rounds exactly as in Rust.
 #pragma once
 #ifndef MPCBOX_NVRTC
-#include "walls.cuh"
+#include "wall_stream.cuh"
 #endif
 
 // Run constants plus the plan of one step. Layout mirrors `KernelParams` in

@@ -5,7 +5,7 @@
 // cell, a velocity, a draw) for their extended sums. Compiled in only with MPC_WALLS.
 #pragma once
 #ifndef MPCBOX_NVRTC
-#include "walls.cuh"
+#include "wall_stream.cuh"
 #include "rules.cuh"
 #endif
 

@@ -30,21 +30,27 @@ const SOLID_SAMPLES: usize = 4;
 pub fn solid_fraction(shape: &Shape, cells: [u32; 3]) -> Vec<f64> {
     let [lx, ly, lz] = cells.map(|c| c as usize);
     let mut out = vec![0.0; lx * ly * lz];
-    out.par_chunks_mut(lx * lz).enumerate().for_each(|(iy, layer)| {
-        for iz in 0..lz {
-            for ix in 0..lx {
-                let lo = [ix as f64, iy as f64, iz as f64];
-                layer[iz * lx + ix] = cell_solid_fraction(shape, lo);
+    out.par_chunks_mut(lx * lz)
+        .enumerate()
+        .for_each(|(iy, layer)| {
+            for iz in 0..lz {
+                for ix in 0..lx {
+                    let lo = [ix as f64, iy as f64, iz as f64];
+                    layer[iz * lx + ix] = cell_solid_fraction(shape, lo);
+                }
             }
-        }
-    });
+        });
     out
 }
 
 fn cell_solid_fraction(shape: &Shape, lo: [f64; 3]) -> f64 {
     if !shape.cuts_cell(lo) {
         let centre = lo.map(|c| c + 0.5);
-        return if shape.signed_distance(centre) > 0.0 { 0.0 } else { 1.0 };
+        return if shape.signed_distance(centre) > 0.0 {
+            0.0
+        } else {
+            1.0
+        };
     }
     let k = SOLID_SAMPLES;
     let step = 1.0 / k as f64;

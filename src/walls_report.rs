@@ -116,7 +116,11 @@ pub fn summarize(solvent: &Solvent) -> Option<WallsSummary> {
     };
     let centre = match &shape {
         Shape::Slit(s) => 0.5 * (s.bottom + s.top),
-        Shape::Pipe(_) | Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_) => 0.0,
+        Shape::Pipe(_)
+        | Shape::Sphere(_)
+        | Shape::PlanarPore(_)
+        | Shape::Cosine(_)
+        | Shape::Field(_) => 0.0,
     };
     let slip_velocity: Vec<f64> = fit.map_or(Vec::new(), |f| {
         at_walls
@@ -142,7 +146,11 @@ pub fn summarize(solvent: &Solvent) -> Option<WallsSummary> {
         (true, Some(f), Shape::Pipe(_)) => {
             Some(theory::pipe_viscosity_from_curvature(f.c2, force_density))
         }
-        (true, Some(_), Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_))
+        (
+            true,
+            Some(_),
+            Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_),
+        )
         | (false, _, _)
         | (true, None, _) => None,
     };
@@ -240,7 +248,9 @@ pub fn profile_rows(solvent: &Solvent) -> Option<(&'static str, Vec<ProfileRow>)
                 Shape::Pipe(p) => {
                     theory::pipe_velocity(m.mean, p.radius, p.velocity, force_density, eta)
                 }
-                Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_) => return None,
+                Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_) => {
+                    return None
+                }
             };
             Some((m.mean, v, th))
         })

@@ -13,6 +13,7 @@ mod resume;
 mod sums;
 pub mod tuning;
 pub mod walls;
+mod walls_checks;
 pub mod walls_stored;
 
 pub use tuning::{CellSumMethod, SumArithmetic, TuningConfig};

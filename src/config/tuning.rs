@@ -143,7 +143,10 @@ mod tests {
             let m = CellSumMethod::parse(name).expect(name);
             assert_eq!(CellSumMethod::parse(m.name()), Some(m), "{name}");
         }
-        assert_eq!(CellSumMethod::parse(" Atomics"), Some(CellSumMethod::Atomics));
+        assert_eq!(
+            CellSumMethod::parse(" Atomics"),
+            Some(CellSumMethod::Atomics)
+        );
         assert_eq!(CellSumMethod::parse("linked"), Some(CellSumMethod::List));
         assert_eq!(CellSumMethod::parse("sorted"), None);
         for a in [SumArithmetic::Fixed, SumArithmetic::Float] {
@@ -153,7 +156,8 @@ mod tests {
 
     #[test]
     fn a_pinned_choice_reads_from_ron_and_beats_the_default() {
-        let t: TuningConfig = ron::from_str("(cuda_method: Some(Warp), sums: Some(Float))").unwrap();
+        let t: TuningConfig =
+            ron::from_str("(cuda_method: Some(Warp), sums: Some(Float))").unwrap();
         assert_eq!(t.cuda_method(), CellSumMethod::Warp);
         assert_eq!(t.sums(), SumArithmetic::Float);
         let e = ron::from_str::<TuningConfig>("(cuda_method: Some(Sorted))").unwrap_err();

@@ -151,7 +151,11 @@ for c in range(r.GetOutput().GetNumberOfCells()):
         .arg(&path)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let rows: Vec<[f64; 2]> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -168,7 +172,10 @@ for c in range(r.GetOutput().GetNumberOfCells()):
     assert_eq!(at(0, 0, 0)[1], 0.0);
     let volume: f64 = rows.iter().map(|r| r[1]).sum();
     let sphere = 4.0 / 3.0 * std::f64::consts::PI * 2.7f64.powi(3);
-    assert!((volume / sphere - 1.0).abs() < 0.01, "solid {volume} vs {sphere}");
+    assert!(
+        (volume / sphere - 1.0).abs() < 0.01,
+        "solid {volume} vs {sphere}"
+    );
     for r in &rows {
         if r[1] == 1.0 {
             assert_eq!(r[0], 0.0, "a particle counted inside the sphere");

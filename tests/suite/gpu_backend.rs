@@ -220,7 +220,6 @@ fn gpu_mpc_at_draws_equal_the_cpu_bit_for_bit() {
     }
 }
 
-
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_generates_the_cpu_initial_state_bit_for_bit() {

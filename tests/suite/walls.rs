@@ -171,7 +171,11 @@ fn momentum_given_to_the_walls_is_accounted_for(p: Platform) {
         };
         let across = match shape_of(&s) {
             Shape::Slit(sl) => sl.axis(),
-            Shape::Pipe(_) | Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_) => 1,
+            Shape::Pipe(_)
+            | Shape::Sphere(_)
+            | Shape::PlanarPore(_)
+            | Shape::Cosine(_)
+            | Shape::Field(_) => 1,
         };
         let phys = s.physics().clone();
         let n = s.n_fluid() as f64;

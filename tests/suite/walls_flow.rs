@@ -54,7 +54,9 @@ fn run(p: Platform, cfg: &Config, eq: u64, steps: u64) -> Option<(WallsSummary, 
 /// and η's statistical error).
 fn poiseuille_flow_rate_in_a_slit(p: Platform) {
     let cfg = config([8, 16, 8], "Slit(height: 14.0)", 0.004, 3);
-    let Some((w, px)) = run(p, &cfg, 1000, 4000) else { return };
+    let Some((w, px)) = run(p, &cfg, 1000, 4000) else {
+        return;
+    };
     let flow = w.flow.expect("flow");
     let n = w.density;
     let direct = px / (n * 8.0);
@@ -72,7 +74,10 @@ fn poiseuille_flow_rate_in_a_slit(p: Platform) {
         flow.flow_rate
     );
     assert!((flow.porosity - 14.0 / 16.0).abs() < 1e-12, "{flow:?}");
-    assert!((flow.flow_rate / theory - 1.0).abs() < 0.05, "{p}: {flow:?} vs {theory}");
+    assert!(
+        (flow.flow_rate / theory - 1.0).abs() < 0.05,
+        "{p}: {flow:?} vs {theory}"
+    );
     assert!(w.drag.is_none());
 }
 
@@ -85,7 +90,9 @@ fn poiseuille_flow_rate_in_a_slit(p: Platform) {
 /// acts as a sphere of about its size; the CPU measured 1.85 against 2.02, R_h = 2.86).
 fn drag_on_a_cubic_array_of_spheres(p: Platform) {
     let cfg = config([16, 16, 16], "SphereObstacle(radius: 3.0)", 0.002, 5);
-    let Some((w, px)) = run(p, &cfg, 1000, 4000) else { return };
+    let Some((w, px)) = run(p, &cfg, 1000, 4000) else {
+        return;
+    };
     let flow = w.flow.expect("flow");
     let drag = w.drag.expect("drag");
     let direct = px / (w.density * 16.0);

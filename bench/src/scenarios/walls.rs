@@ -78,10 +78,12 @@ fn porous_sample(l: u32, dir: &Path) -> Res<std::path::PathBuf> {
         for dx in -reach..=reach {
             for dy in -reach..=reach {
                 for dz in -reach..=reach {
-                    let v = [c[0].floor() as i64 + dx, c[1].floor() as i64 + dy, c[2].floor() as i64 + dz];
-                    let d2: f64 = (0..3)
-                        .map(|k| (v[k] as f64 + 0.5 - c[k]).powi(2))
-                        .sum();
+                    let v = [
+                        c[0].floor() as i64 + dx,
+                        c[1].floor() as i64 + dy,
+                        c[2].floor() as i64 + dz,
+                    ];
+                    let d2: f64 = (0..3).map(|k| (v[k] as f64 + 0.5 - c[k]).powi(2)).sum();
                     if d2 >= r * r {
                         continue;
                     }
@@ -118,8 +120,16 @@ fn variants(l: u32, shapes: &[String], dir: &Path) -> Res<Vec<(&'static str, Str
             "sphere" => format!("SphereObstacle(radius: {})", 0.25 * lf),
             "cylinder" => format!("CylinderObstacle(radius: {})", 0.25 * lf),
             "pore" => format!("PlanarPore(height: {}, length: {})", 0.5 * lf, 0.5 * lf),
-            "wavy" => format!("CosineChannel(height: {}, amplitude: {})", 0.5 * lf, lf / 8.0),
-            "expansion" => format!("CosineExpansion(height: {}, amplitude: {})", 0.5 * lf, lf / 8.0),
+            "wavy" => format!(
+                "CosineChannel(height: {}, amplitude: {})",
+                0.5 * lf,
+                lf / 8.0
+            ),
+            "expansion" => format!(
+                "CosineExpansion(height: {}, amplitude: {})",
+                0.5 * lf,
+                lf / 8.0
+            ),
             _ => format!(
                 "DistanceField(file: {:?}, spacing: 1.0, kind: Mask)",
                 porous_sample(l, dir)?

@@ -346,7 +346,10 @@ fn lees_edwards_with_fix_deform_runs_across_a_box_flip() {
     for d in [1, 2] {
         // to the fixed-point moments' rounding (docs/determinism.md), as in every coupled step
         let scale = 10_000.0 * 1.0 + 200.0 * 5.0;
-        assert!((last[d] - first[d]).abs() <= 1e-12 * scale, "momentum {d}: {out}");
+        assert!(
+            (last[d] - first[d]).abs() <= 1e-12 * scale,
+            "momentum {d}: {out}"
+        );
     }
 }
 

@@ -15,6 +15,9 @@ pub const MPC_CUH: &str = include_str!("../../../kernels/mpc.cuh");
 /// `kernels/walls.cuh`: wall shapes, bounce-back and virtual particles (mirror of
 /// `src/physics/walls/`).
 pub const WALLS_CUH: &str = include_str!("../../../kernels/walls.cuh");
+/// `kernels/wall_stream.cuh`: the bounce-back path and the virtual particles of the cut cells
+/// (mirror of `Physics::stream_walled` and `Walls::fill_cell`), on the shapes of `walls.cuh`.
+pub const WALL_STREAM_CUH: &str = include_str!("../../../kernels/wall_stream.cuh");
 /// `kernels/wall_shapes.cuh`: the planar pore's and the cosine walls' formulas (mirror of
 /// `src/physics/walls/pore.rs` and `cosine.rs`), which `walls.cuh` dispatches to.
 pub const WALL_SHAPES_CUH: &str = include_str!("../../../kernels/wall_shapes.cuh");
@@ -32,6 +35,7 @@ pub const FLUID_SOURCES: &[(&str, &str)] = &[
     ("wall_shapes.cuh", WALL_SHAPES_CUH),
     ("wall_field.cuh", WALL_FIELD_CUH),
     ("walls.cuh", WALLS_CUH),
+    ("wall_stream.cuh", WALL_STREAM_CUH),
     ("mpc.cuh", MPC_CUH),
     (
         "cell_sums.cuh",

@@ -385,7 +385,12 @@ impl Physics {
                 ..
             }) => s.axis(),
             Some(Walls {
-                shape: Shape::Pipe(_) | Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_),
+                shape:
+                    Shape::Pipe(_)
+                    | Shape::Sphere(_)
+                    | Shape::PlanarPore(_)
+                    | Shape::Cosine(_)
+                    | Shape::Field(_),
                 ..
             })
             | None => 1,

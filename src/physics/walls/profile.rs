@@ -150,7 +150,9 @@ pub fn fit_profile(shape: &Shape, profile: &[f64], linear: bool) -> Option<Profi
                 rms_residual: 0.0,
             }
         }
-        Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_) => return None,
+        Shape::Sphere(_) | Shape::PlanarPore(_) | Shape::Cosine(_) | Shape::Field(_) => {
+            return None
+        }
         Shape::Pipe(_) => {
             let rows: Vec<_> = bins
                 .iter()

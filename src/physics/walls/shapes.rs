@@ -9,9 +9,9 @@
 //! across a wall: the box's extra cell layer is the one the shifted grid needs.
 
 pub use super::cosine::CosineWalls;
+pub use super::field::DistanceField;
 pub use super::geometry::{cell_extent_distances, f32_step_away, f32_step_towards, WallShape};
 pub use super::pore::PlanarPore;
-pub use super::field::DistanceField;
 pub use super::sphere::Sphere;
 
 /// The axis a slit's plates are normal to (config `Slit(normal: Z)`; y by default).

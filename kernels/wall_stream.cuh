@@ -1,0 +1,134 @@
+// The streaming and the collision's side of the walls (a mirror of src/physics/walls/mod.rs):
+// the bounce-back path of Physics::stream_walled and the virtual particles of Walls::fill_cell,
+// on the shape dispatch of walls.cuh, operation by operation (compiled with --fmad=false). The
+// fluid kernels' unit only (the MD engine's needs the shapes alone).
+
+#pragma once
+#ifndef MPCBOX_NVRTC
+#include "walls.cuh"
+#endif
+
+// walls::advance: r += v t + a t^2 / 2, v += a t.
+__device__ __forceinline__ void mpc_walls_advance(double r[3], double v[3], const double a[3], double t) {
+    double tt = 0.5 * t * t;
+#pragma unroll
+    for (int k = 0; k < 3; ++k) {
+        r[k] = r[k] + v[k] * t + a[k] * tt;
+        v[k] = v[k] + a[k] * t;
+    }
+}
+
+// Position and velocity after a streaming step.
+struct MpcPath {
+    double r[3];
+    double v[3];
+};
+
+// Physics::stream_walled up to the f32 store: r and v over one step h with acceleration a,
+// bouncing off the walls at the exact times of impact; the momentum m (v - v') of each bounce
+// is added to the report (w.momentum), on the grid of 1/grid when grid != 0 (fixed-point sums:
+// mpc_global_term, MPC_GLOBAL_MOMENTUM). The caller wraps the open axes, stores f32 and keeps
+// the position in the fluid. Not inlined, arguments and result by value (as mpc_emigrate): the
+// pass-1 kernels keep their registers and pay for walls only between walls.
+__device__ __noinline__ MpcPath mpc_walls_path(MpcWalls w, double h, double ax, double ay, double az, double mass,
+                                               double r0, double r1, double r2, double v0, double v1, double v2,
+                                               double grid) {
+    MpcPath q = {{r0, r1, r2}, {v0, v1, v2}};
+    double *r = q.r, *v = q.v;
+    const double a[3] = {ax, ay, az};
+    double left = h;
+    for (int bounces = 0;;) {
+        double t = mpc_walls_time_of_impact(w, r, v, left);
+        if (t < 0.0) {
+            break;
+        }
+        mpc_walls_advance(r, v, a, t);
+        double uw[3], nv[3];
+        mpc_walls_velocity(w, r, uw);
+        if (w.no_slip) {
+#pragma unroll
+            for (int k = 0; k < 3; ++k) {
+                nv[k] = 2.0 * uw[k] - v[k];
+            }
+        } else {
+            double n[3];
+            mpc_walls_normal(w, r, n);
+            double d = (v[0] - uw[0]) * n[0] + (v[1] - uw[1]) * n[1] + (v[2] - uw[2]) * n[2];
+#pragma unroll
+            for (int k = 0; k < 3; ++k) {
+                nv[k] = v[k] - 2.0 * d * n[k];
+            }
+        }
+        double *dst = w.momentum + 3 * mpc_walls_surface(w, r);
+#pragma unroll
+        for (int k = 0; k < 3; ++k) {
+            double dp = mass * (v[k] - nv[k]);
+            atomicAdd(dst + k, grid != 0.0 ? rint(dp * grid) * (1.0 / grid) : dp);
+            v[k] = nv[k];
+        }
+        left -= t;
+        bounces += 1;
+        if (bounces == MPC_MAX_BOUNCES) {
+            left = 0.0;
+            break;
+        }
+    }
+    mpc_walls_advance(r, v, a, left);
+    return q;
+}
+
+// Raw cell sums [px, py, pz, mass, mv2, count], and the surface whose virtual particles were
+// added (-1: none).
+struct MpcFill {
+    double s[6];
+    int surface;
+};
+
+// Walls::fill_cell on raw sums s = [px, py, pz, mass, mv2, count] of global cell `cell` of a
+// grid of nx x . x nz cells shifted by (sx, sy, sz): the virtual particles of a cut cell with
+// 1 <= n < M particles. Not inlined, arguments and result by value (the cell kernel pays for
+// it only between walls).
+__device__ __noinline__ MpcFill mpc_walls_fill(MpcWalls w, unsigned long long seed, unsigned long long step,
+                                               unsigned int cell, unsigned int nx, unsigned int nz, double sx,
+                                               double sy, double sz, double mass, double kt,
+                                               unsigned int thermostat, double s0, double s1, double s2,
+                                               double s3, double s4, double s5) {
+    MpcFill f = {{s0, s1, s2, s3, s4, s5}, -1};
+    double *s = f.s;
+    unsigned int n = (unsigned int)s[5];
+    if (!w.no_slip || n == 0u || n >= w.fill) {
+        return f;
+    }
+    unsigned int ix = cell % nx;
+    unsigned int rest = cell / nx;
+    unsigned int iz = rest % nz;
+    unsigned int iy = rest / nz;
+    double lo[3] = {(double)ix - sx, (double)iy - sy, (double)iz - sz};
+    if (!mpc_walls_cuts_cell(w, lo)) {
+        return f;
+    }
+    double centre[3] = {lo[0] + 0.5, lo[1] + 0.5, lo[2] + 0.5};
+    double uw[3];
+    mpc_walls_velocity(w, centre, uw);
+    unsigned int nv = w.fill - n;
+    double mv = (double)nv * mass;
+    double spread = sqrt(mv * kt);
+    MpcCellStream st = mpc_cell_stream(seed, step, cell, MPC_PURPOSE_WALL_FILL);
+    double p0 = mv * uw[0] + spread * mpc_normal(&st);
+    double p1 = mv * uw[1] + spread * mpc_normal(&st);
+    double p2 = mv * uw[2] + spread * mpc_normal(&st);
+    s[0] += p0;
+    s[1] += p1;
+    s[2] += p2;
+    s[3] += mv;
+    s[5] += (double)nv;
+    if (thermostat) {
+        double mv2 = (p0 * p0 + p1 * p1 + p2 * p2) / mv;
+        if (nv >= 2u) {
+            mv2 += 2.0 * kt * mpc_gamma(&st, 1.5 * (double)(nv - 1u));
+        }
+        s[4] += mv2;
+    }
+    f.surface = (int)mpc_walls_surface(w, centre);
+    return f;
+}
