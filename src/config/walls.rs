@@ -17,12 +17,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::walls_checks::{
-    check_body_force, check_cosine, check_pipe, check_pore, check_round, check_slit,
-    check_solute_wall, check_speed, err,
-};
 use super::Config;
-use crate::error::ConfigError;
 use crate::physics::walls::field_load::{FieldKind, LoadedField};
 use crate::physics::walls::shapes::{
     CosineWalls, Pipe, PlanarPore, Shape, Slit, SlitNormal, Sphere,
@@ -289,83 +284,6 @@ impl WallsConfig {
             }),
             WallsConfig::DistanceField { .. } => unreachable!("returned above"),
         }
-    }
-
-    /// Every check of the walls against the rest of the config.
-    pub fn validate(&self, cfg: &Config) -> Result<(), ConfigError> {
-        let z_plates = matches!(
-            self,
-            WallsConfig::Slit {
-                normal: SlitNormal::Z,
-                ..
-            }
-        );
-        if cfg.shear_rate != 0.0 && z_plates {
-            // Lees-Edwards shears along y: no-slip plates normal to z would have to move with
-            // the sheared flow γ̇ (y − Ly/2), which no rigid plate does
-            return err(
-                "walls",
-                format!(
-                    "walls cannot be combined with Lees-Edwards shear (shear_rate = {}): plates \
-                     normal to z would have to move with the sheared flow along y",
-                    cfg.shear_rate
-                ),
-                "set shear_rate: 0.0 and shear the fluid with the moving plates themselves \
-                 (Slit(normal: Z, bottom_velocity: ..., top_velocity: ...): vx varies along z) \
-                 or drive it with body_force along x or y",
-            );
-        }
-        if cfg.shear_rate != 0.0 {
-            return err(
-                "walls",
-                format!(
-                    "walls cannot be combined with Lees-Edwards shear (shear_rate = {})",
-                    cfg.shear_rate
-                ),
-                "set shear_rate: 0.0 and shear the fluid with moving plates \
-                 (Slit(bottom_velocity: ..., top_velocity: ...)) or drive it with body_force",
-            );
-        }
-        match *self {
-            WallsConfig::Slit {
-                height,
-                normal,
-                bottom_velocity,
-                top_velocity,
-                ..
-            } => {
-                check_slit(cfg, height, normal)?;
-                check_speed(cfg, "walls.bottom_velocity", bottom_velocity)?;
-                check_speed(cfg, "walls.top_velocity", top_velocity)?;
-            }
-            WallsConfig::Pipe {
-                radius, velocity, ..
-            } => {
-                check_pipe(cfg, radius)?;
-                check_speed(cfg, "walls.velocity", velocity)?;
-            }
-            WallsConfig::Sphere { radius, .. } => check_round(cfg, radius, 3, 1.0)?,
-            WallsConfig::SphereObstacle { radius, .. } => check_round(cfg, radius, 3, 2.0)?,
-            WallsConfig::CylinderObstacle { radius, .. } => check_round(cfg, radius, 2, 2.0)?,
-            WallsConfig::PlanarPore { height, length, .. } => check_pore(cfg, height, length)?,
-            WallsConfig::CosineChannel {
-                height, amplitude, ..
-            } => check_cosine(cfg, height, amplitude, false)?,
-            WallsConfig::CosineExpansion {
-                height, amplitude, ..
-            } => check_cosine(cfg, height, amplitude, true)?,
-            WallsConfig::DistanceField {
-                ref file,
-                spacing,
-                kind,
-                ref loaded,
-                ..
-            } => {
-                loaded.get(file, spacing, kind, cfg.cells)?;
-            }
-        }
-        check_body_force(cfg, self)?;
-        check_solute_wall(self.solute_wall())
     }
 }
 

@@ -1,4 +1,4 @@
-//! The checks of the `walls` section (`WallsConfig::validate`): each shape's size against the
+//! `WallsConfig::validate`: the checks of the `walls` section: each shape's size against the
 //! box, the wall speeds, the body force's direction and the solutes' wall potential; every error
 //! names the field and the fix.
 
@@ -7,7 +7,86 @@ use super::Config;
 use crate::error::ConfigError;
 use crate::physics::walls::shapes::SlitNormal;
 
-pub(super) fn err(field: &str, problem: String, fix: &str) -> Result<(), ConfigError> {
+impl WallsConfig {
+    /// Every check of the walls against the rest of the config.
+    pub fn validate(&self, cfg: &Config) -> Result<(), ConfigError> {
+        let z_plates = matches!(
+            self,
+            WallsConfig::Slit {
+                normal: SlitNormal::Z,
+                ..
+            }
+        );
+        if cfg.shear_rate != 0.0 && z_plates {
+            // Lees-Edwards shears along y: no-slip plates normal to z would have to move with
+            // the sheared flow γ̇ (y − Ly/2), which no rigid plate does
+            return err(
+                "walls",
+                format!(
+                    "walls cannot be combined with Lees-Edwards shear (shear_rate = {}): plates \
+                     normal to z would have to move with the sheared flow along y",
+                    cfg.shear_rate
+                ),
+                "set shear_rate: 0.0 and shear the fluid with the moving plates themselves \
+                 (Slit(normal: Z, bottom_velocity: ..., top_velocity: ...): vx varies along z) \
+                 or drive it with body_force along x or y",
+            );
+        }
+        if cfg.shear_rate != 0.0 {
+            return err(
+                "walls",
+                format!(
+                    "walls cannot be combined with Lees-Edwards shear (shear_rate = {})",
+                    cfg.shear_rate
+                ),
+                "set shear_rate: 0.0 and shear the fluid with moving plates \
+                 (Slit(bottom_velocity: ..., top_velocity: ...)) or drive it with body_force",
+            );
+        }
+        match *self {
+            WallsConfig::Slit {
+                height,
+                normal,
+                bottom_velocity,
+                top_velocity,
+                ..
+            } => {
+                check_slit(cfg, height, normal)?;
+                check_speed(cfg, "walls.bottom_velocity", bottom_velocity)?;
+                check_speed(cfg, "walls.top_velocity", top_velocity)?;
+            }
+            WallsConfig::Pipe {
+                radius, velocity, ..
+            } => {
+                check_pipe(cfg, radius)?;
+                check_speed(cfg, "walls.velocity", velocity)?;
+            }
+            WallsConfig::Sphere { radius, .. } => check_round(cfg, radius, 3, 1.0)?,
+            WallsConfig::SphereObstacle { radius, .. } => check_round(cfg, radius, 3, 2.0)?,
+            WallsConfig::CylinderObstacle { radius, .. } => check_round(cfg, radius, 2, 2.0)?,
+            WallsConfig::PlanarPore { height, length, .. } => check_pore(cfg, height, length)?,
+            WallsConfig::CosineChannel {
+                height, amplitude, ..
+            } => check_cosine(cfg, height, amplitude, false)?,
+            WallsConfig::CosineExpansion {
+                height, amplitude, ..
+            } => check_cosine(cfg, height, amplitude, true)?,
+            WallsConfig::DistanceField {
+                ref file,
+                spacing,
+                kind,
+                ref loaded,
+                ..
+            } => {
+                loaded.get(file, spacing, kind, cfg.cells)?;
+            }
+        }
+        check_body_force(cfg, self)?;
+        check_solute_wall(self.solute_wall())
+    }
+}
+
+fn err(field: &str, problem: String, fix: &str) -> Result<(), ConfigError> {
     Err(ConfigError {
         field: field.into(),
         problem,
@@ -15,11 +94,7 @@ pub(super) fn err(field: &str, problem: String, fix: &str) -> Result<(), ConfigE
     })
 }
 
-pub(super) fn check_slit(
-    cfg: &Config,
-    height: Option<f64>,
-    normal: SlitNormal,
-) -> Result<(), ConfigError> {
+fn check_slit(cfg: &Config, height: Option<f64>, normal: SlitNormal) -> Result<(), ConfigError> {
     let a = normal.axis();
     let (axis, len) = (normal.name(), cfg.cells[a] as f64);
     let h = height.unwrap_or(len - 1.0);
@@ -52,7 +127,7 @@ pub(super) fn check_slit(
     Ok(())
 }
 
-pub(super) fn check_pipe(cfg: &Config, radius: f64) -> Result<(), ConfigError> {
+fn check_pipe(cfg: &Config, radius: f64) -> Result<(), ConfigError> {
     let room = cfg.cells[1].min(cfg.cells[2]) as f64 - 1.0;
     if !radius.is_finite() || 2.0 * radius < MIN_CHANNEL_CELLS {
         return err(
@@ -80,12 +155,7 @@ pub(super) fn check_pipe(cfg: &Config, radius: f64) -> Result<(), ConfigError> {
 /// 4 cells across, and `room` cells between it and the box faces along its first `axes` axes
 /// (inside: the shifted grid's layer; an obstacle: one cell, so that no step or collision
 /// cell reaches a periodic image of it).
-pub(super) fn check_round(
-    cfg: &Config,
-    radius: f64,
-    axes: usize,
-    room: f64,
-) -> Result<(), ConfigError> {
+fn check_round(cfg: &Config, radius: f64, axes: usize, room: f64) -> Result<(), ConfigError> {
     let short = cfg.cells[..axes].iter().copied().min().unwrap_or(0) as f64;
     let what = if axes == 3 { "sphere" } else { "cylinder" };
     if !radius.is_finite() || 2.0 * radius < MIN_CHANNEL_CELLS {
@@ -115,7 +185,7 @@ pub(super) fn check_round(
 /// A pore at least [`MIN_CHANNEL_CELLS`] high with a plate at least a cell thick across the
 /// periodic y boundary, and at least a cell of reservoir along x: a step's path or a shifted
 /// collision cell then meets no other period's block than the formulas take.
-pub(super) fn check_pore(cfg: &Config, height: f64, length: f64) -> Result<(), ConfigError> {
+fn check_pore(cfg: &Config, height: f64, length: f64) -> Result<(), ConfigError> {
     let (lx, ly) = (cfg.cells[0] as f64, cfg.cells[1] as f64);
     if !height.is_finite() || height < MIN_CHANNEL_CELLS {
         return err(
@@ -160,7 +230,7 @@ pub(super) fn check_pore(cfg: &Config, height: f64, length: f64) -> Result<(), C
 /// Cosine walls: a mean width of at least [`MIN_CHANNEL_CELLS`], a non-negative amplitude,
 /// walls at least a cell apart where an expansion is narrowest, and half a cell between the
 /// walls' farthest reach and the box faces (the shifted grid's layer).
-pub(super) fn check_cosine(
+fn check_cosine(
     cfg: &Config,
     height: f64,
     amplitude: f64,
@@ -210,7 +280,7 @@ pub(super) fn check_cosine(
     Ok(())
 }
 
-pub(super) fn check_speed(cfg: &Config, field: &str, u: f64) -> Result<(), ConfigError> {
+fn check_speed(cfg: &Config, field: &str, u: f64) -> Result<(), ConfigError> {
     if !u.is_finite() {
         return err(
             field,
@@ -234,7 +304,7 @@ pub(super) fn check_speed(cfg: &Config, field: &str, u: f64) -> Result<(), Confi
 /// The time of impact is exact for paths that are straight across the channel: a body force
 /// may only push along the walls (around a spherical obstacle in any direction; in a sphere
 /// in none).
-pub(super) fn check_body_force(cfg: &Config, walls: &WallsConfig) -> Result<(), ConfigError> {
+fn check_body_force(cfg: &Config, walls: &WallsConfig) -> Result<(), ConfigError> {
     let (closed, along): (&[usize], &str) = match walls {
         WallsConfig::Slit {
             normal: SlitNormal::Y,
@@ -275,7 +345,7 @@ pub(super) fn check_body_force(cfg: &Config, walls: &WallsConfig) -> Result<(), 
     Ok(())
 }
 
-pub(super) fn check_solute_wall(w: SoluteWall) -> Result<(), ConfigError> {
+fn check_solute_wall(w: SoluteWall) -> Result<(), ConfigError> {
     for (name, v) in [("epsilon", w.epsilon), ("sigma", w.sigma)] {
         if !(v.is_finite() && v > 0.0) {
             return err(
