@@ -208,6 +208,7 @@ __device__ __forceinline__ void mpc_walls_normal(const MpcWalls &w, const double
             return;
         case MPC_WALLS_COSINE:
             mpc_cosine_normal(w.cosine, r, n);
+            return;
         case MPC_WALLS_FIELD:
             mpc_field_normal(w.field, w.grid, r, n);
             return;

@@ -303,6 +303,52 @@ mod tests {
         assert!(o.contains(&"--gpu-architecture=sm_90".to_string()));
     }
 
+    /// No `case` of a kernel's `switch` runs on into the next one (a merge once left a shape's
+    /// normal falling through into the distance field's, which read a null grid): the last
+    /// statement before every `case`/`default` label (or before the `}` closing its block)
+    /// leaves the switch. A block that ends in a nested block is not judged.
+    #[test]
+    fn no_case_falls_through_in_the_kernels() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+        let leaves = |l: &str| {
+            l.starts_with("return")
+                || l.ends_with("break;")
+                || l.ends_with("continue;")
+                || l.ends_with("__trap();")
+                || (l.contains(" return ") && l.ends_with(';'))
+        };
+        let mut files = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            files += 1;
+            let lines: Vec<&str> = text
+                .lines()
+                .map(|l| l.split("//").next().unwrap_or("").trim())
+                .collect();
+            let before = |i: usize| (0..i).rev().find(|&j| !lines[j].is_empty());
+            for (i, l) in lines.iter().enumerate() {
+                if !(l.starts_with("case ") || l.starts_with("default:")) {
+                    continue;
+                }
+                let Some(j) = before(i) else { continue };
+                let p = lines[j];
+                let ok = if p == "}" {
+                    before(j).is_none_or(|k| lines[k] == "}" || leaves(lines[k]))
+                } else {
+                    p.ends_with(':') || p.ends_with('{') || leaves(p)
+                };
+                assert!(
+                    ok,
+                    "{}:{}: the case before runs on into `{l}` (end it with return or break)",
+                    path.display(),
+                    i + 1
+                );
+            }
+        }
+        assert!(files > 10, "kernels/ read");
+    }
+
     /// Compiles the kernels (fluid, fluid with walls, MD) with NVRTC (no GPU needed).
     #[test]
     #[cfg_attr(
