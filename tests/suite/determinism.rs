@@ -2,7 +2,8 @@
 //! reductions in fixed point): coupled runs under shear (SRD with MBS, MPC-AT+a) and between
 //! walls (a moving plate, MBS; MPC-AT+a around a sphere driven by a body force) give identical `observables.csv`, checkpoint fluid and bead
 //! velocities on the CPU with 1 or 3 threads and 1, 2 or 4 slabs; on one GPU run twice, on
-//! 2, 3 and 4 slabs of one GPU and on two GPUs. The CPU-GPU contract: the fluid and host
+//! 2, 3 and 4 slabs of one GPU and on 2, 3 and 4 GPUs; over 1, 2 and 3 MPI ranks on the CPU and
+//! on GPUs. The CPU-GPU contract: the fluid and host
 //! solutes (no MD engine: the GPU's MD sums its forces in another order than the CPU's) agree
 //! bit for bit. `summary.json` records that the run was deterministic.
 
@@ -103,22 +104,27 @@ fn on(cfg: &Config, device: DeviceChoice, slabs: u32, threads: usize) -> Config 
     c
 }
 
-/// A named set-up: the config of a case on some platform.
-type Setup<'a> = (&'a str, fn(&Config) -> Config);
+/// A named set-up: a case's config on a device with some slabs and CPU threads.
+type Setup = (String, DeviceChoice, u32, usize);
 
-/// Every set-up of `setups` (name, config maker) gives the first one's outcome, bit for bit.
-fn assert_identical(setups: &[Setup<'_>]) {
+fn setup(name: &str, device: DeviceChoice, slabs: u32, threads: usize) -> Setup {
+    (name.to_string(), device, slabs, threads)
+}
+
+/// Every set-up of `setups` gives the first one's outcome, bit for bit.
+fn assert_identical(setups: &[Setup]) {
     for (case, cfg) in cases() {
         let dir = tempfile::tempdir().unwrap();
         let mut first: Option<(&str, Outcome)> = None;
-        for (k, (name, make)) in setups.iter().enumerate() {
-            let out = run(&make(&cfg), &dir.path().join(k.to_string()));
+        for (k, (name, device, slabs, threads)) in setups.iter().enumerate() {
+            let made = on(&cfg, device.clone(), *slabs, *threads);
+            let out = run(&made, &dir.path().join(k.to_string()));
             assert!(
                 out.deterministic,
                 "{case}, {name}: summary says not deterministic"
             );
             match &first {
-                None => first = Some((*name, out)),
+                None => first = Some((name.as_str(), out)),
                 Some((first_name, a)) => {
                     let what = format!("{case}: {name} against {first_name}");
                     assert!(
@@ -139,44 +145,45 @@ fn assert_identical(setups: &[Setup<'_>]) {
 #[test]
 fn cpu_runs_are_identical_for_any_threads_and_slabs() {
     assert_identical(&[
-        ("CPU, 1 thread", |c| on(c, DeviceChoice::Cpu, 0, 1)),
-        ("CPU, 3 threads", |c| on(c, DeviceChoice::Cpu, 0, 3)),
-        ("2 CPU slabs", |c| on(c, DeviceChoice::Cpu, 2, 2)),
-        ("4 CPU slabs, 1 thread", |c| on(c, DeviceChoice::Cpu, 4, 1)),
+        setup("CPU, 1 thread", DeviceChoice::Cpu, 0, 1),
+        setup("CPU, 3 threads", DeviceChoice::Cpu, 0, 3),
+        setup("2 CPU slabs", DeviceChoice::Cpu, 2, 2),
+        setup("4 CPU slabs, 1 thread", DeviceChoice::Cpu, 4, 1),
     ]);
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_runs_are_identical_for_any_slabs_and_twice() {
+    let gpu0 = || DeviceChoice::Cuda(vec![0]);
     assert_identical(&[
-        ("1 GPU", |c| on(c, DeviceChoice::Cuda(vec![0]), 0, 0)),
-        ("1 GPU again", |c| on(c, DeviceChoice::Cuda(vec![0]), 0, 0)),
-        ("2 slabs on 1 GPU", |c| {
-            on(c, DeviceChoice::Cuda(vec![0]), 2, 0)
-        }),
-        ("3 slabs on 1 GPU", |c| {
-            on(c, DeviceChoice::Cuda(vec![0]), 3, 0)
-        }),
-        ("4 slabs on 1 GPU", |c| {
-            on(c, DeviceChoice::Cuda(vec![0]), 4, 0)
-        }),
+        setup("1 GPU", gpu0(), 0, 0),
+        setup("1 GPU again", gpu0(), 0, 0),
+        setup("2 slabs on 1 GPU", gpu0(), 2, 0),
+        setup("3 slabs on 1 GPU", gpu0(), 3, 0),
+        setup("4 slabs on 1 GPU", gpu0(), 4, 0),
     ]);
 }
 
+/// One GPU against every count of GPUs present up to 4 (2, 3, 4), and two slabs on each of
+/// two GPUs: the same bits.
 #[test]
 #[ignore = "needs two or more CUDA GPUs"]
-fn two_gpus_run_as_one() {
-    if common::Platform::multi_gpu().is_none() {
+fn any_number_of_gpus_runs_as_one() {
+    let present = mpcbox::backend::cuda::probe().unwrap_or(0);
+    if present < 2 {
         return;
     }
-    assert_identical(&[
-        ("1 GPU", |c| on(c, DeviceChoice::Cuda(vec![0]), 0, 0)),
-        ("2 GPUs", |c| on(c, DeviceChoice::Cuda(vec![0, 1]), 0, 0)),
-        ("4 slabs on 2 GPUs", |c| {
-            on(c, DeviceChoice::Cuda(vec![0, 1]), 4, 0)
-        }),
-    ]);
+    let gpus = |n: u32| DeviceChoice::Cuda((0..n).collect());
+    let mut setups = vec![
+        setup("1 GPU", gpus(1), 0, 0),
+        setup("2 GPUs", gpus(2), 0, 0),
+        setup("4 slabs on 2 GPUs", gpus(2), 4, 0),
+    ];
+    for n in 3..=present.min(4) as u32 {
+        setups.push(setup(&format!("{n} GPUs"), gpus(n), 0, 0));
+    }
+    assert_identical(&setups);
 }
 
 /// The fluid with host solutes (MPC-AT+a under shear, SRD+MBS between walls), 60 steps: the
@@ -242,11 +249,25 @@ fn the_gpu_follows_the_cpu_bit_for_bit() {
     ignore = "needs OpenMPI and libclang (apt-get install openmpi-bin libopenmpi-dev libclang-dev); runs with MPCBOX_REQUIRE_EXTERNAL=1"
 )]
 fn mpi_ranks_give_the_same_bits() {
+    assert_ranks_give_the_same_bits("CPU", |body| body.to_string());
+}
+
+/// The same with the fluid of every rank on a GPU (packets between the ranks GPU to GPU
+/// through CUDA IPC; the bundled MD on the ranks' CPUs).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_ranks_give_the_same_bits() {
+    assert_ranks_give_the_same_bits("GPU", crate::mpi_gpu::on_gpu);
+}
+
+/// The three configs of `mpi_ranks.rs`, each made by `on` (the platform), on 1, 2 and 3
+/// ranks: the same bits.
+fn assert_ranks_give_the_same_bits(platform: &str, on: fn(&str) -> String) {
     use crate::mpi_ranks::{mpi_mpcbox, run_config, write_config, POLYMER, SHEARED, SLIT};
     let bin = mpi_mpcbox();
     for (name, body) in [("sheared", SHEARED), ("slit", SLIT), ("polymer", POLYMER)] {
         let dir = tempfile::tempdir().unwrap();
-        write_config(dir.path(), "c.ron", body);
+        write_config(dir.path(), "c.ron", &on(body));
         let mut first: Option<(String, Checkpoint)> = None;
         for ranks in 1..=3 {
             let out = format!("r{ranks}");
@@ -257,12 +278,12 @@ fn mpi_ranks_give_the_same_bits() {
             let summary = std::fs::read_to_string(summary).unwrap();
             assert!(
                 summary.contains("\"deterministic\": true"),
-                "{name}: {summary}"
+                "{platform}, {name}: {summary}"
             );
             match &first {
                 None => first = Some((csv, ck)),
                 Some((csv1, ck1)) => {
-                    let what = format!("{name}: {ranks} ranks against 1");
+                    let what = format!("{platform}, {name}: {ranks} ranks against 1");
                     assert!(csv1 == &csv, "{what}: observables.csv differs");
                     assert!(ck1.fluid == ck.fluid, "{what}: the fluid differs");
                     let beads = |c: &Checkpoint| c.md.as_ref().map(|m| m.state.system.vel.clone());

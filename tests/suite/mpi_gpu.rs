@@ -17,7 +17,7 @@ use super::mpi_ranks::{
 use crate::common;
 
 /// A CPU config of `mpi_ranks.rs` with the fluid on GPU 0 (the bundled MD, if any, on the CPU).
-fn on_gpu(body: &str) -> String {
+pub(super) fn on_gpu(body: &str) -> String {
     assert!(body.contains("device: Cpu"), "{body}");
     body.replace("device: Cpu", "device: Cuda([0])")
 }
