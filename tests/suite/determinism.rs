@@ -241,7 +241,8 @@ fn the_gpu_follows_the_cpu_bit_for_bit() {
 }
 
 /// Over MPI ranks (`mpirun -np N mpcbox run`): the sheared fluid with a body force, the slit,
-/// and the coupled polymer solution on 1, 2 and 3 ranks: identical `observables.csv`,
+/// MPC-AT+a through a planar pore, a bed of spheres given as data and the coupled polymer
+/// solution on 1, 2 and 3 ranks: identical `observables.csv`,
 /// checkpoint fluid and bead velocities.
 #[test]
 #[cfg_attr(
@@ -265,7 +266,24 @@ fn gpu_ranks_give_the_same_bits() {
 fn assert_ranks_give_the_same_bits(platform: &str, on: fn(&str) -> String) {
     use crate::mpi_ranks::{mpi_mpcbox, run_config, write_config, POLYMER, SHEARED, SLIT};
     let bin = mpi_mpcbox();
-    for (name, body) in [("sheared", SHEARED), ("slit", SLIT), ("polymer", POLYMER)] {
+    // the slit's run between other walls: MPC-AT+a through a planar pore, and a bed of
+    // spheres given as data (every rank reads the file)
+    let pore = SLIT
+        .replace("Srd(angle_deg: 120.0), thermostat: Mbs", "MpcAt(angular_momentum: true)")
+        .replace("Slit(height: 10.0)", "PlanarPore(height: 6.0, length: 4.0)");
+    let bed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sphere_bed.npy");
+    let data = SLIT.replace("(8, 12, 8)", "(16, 16, 16)").replace(
+        "Slit(height: 10.0)",
+        &format!("DistanceField(file: {bed:?}, spacing: 1.0, kind: Mask)"),
+    );
+    let cases = [
+        ("sheared", SHEARED),
+        ("slit", SLIT),
+        ("polymer", POLYMER),
+        ("MPC-AT+a through a pore", pore.as_str()),
+        ("a bed of spheres given as data", data.as_str()),
+    ];
+    for (name, body) in cases {
         let dir = tempfile::tempdir().unwrap();
         write_config(dir.path(), "c.ron", &on(body));
         let mut first: Option<(String, Checkpoint)> = None;
