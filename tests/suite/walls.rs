@@ -56,14 +56,7 @@ fn shape_of(s: &Solvent) -> Shape {
 /// Every stored position is in the fluid (signed distance ≥ 0) and in the box.
 fn assert_in_fluid(shape: &Shape, phys: &Physics, st: &FluidState, what: &str) {
     st.validate(phys).unwrap_or_else(|e| panic!("{what}: {e}"));
-    for i in 0..st.len() {
-        let p = st.position(i).map(|c| c as f64);
-        let d = shape.signed_distance(p);
-        assert!(
-            d >= 0.0,
-            "{what}: particle {i} at {p:?} is inside the wall ({d:e})"
-        );
-    }
+    common::assert_in_fluid(shape, st, what);
 }
 
 /// The set-ups of the no-particle-in-the-wall check: every shape, both boundaries, moving

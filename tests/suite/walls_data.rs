@@ -295,19 +295,7 @@ fn no_particle_ever_enters_a_porous_medium(p: Platform) {
         let porosity = shape.fluid_volume([12.0; 3]) / 1728.0;
         assert!((0.5..0.65).contains(&porosity), "porosity {porosity}");
         let n = s.n_fluid();
-        for step in 0..300 {
-            s.step().unwrap();
-            let st = s.fluid_state().unwrap();
-            assert_eq!(st.len(), n, "{p}, {collision}");
-            for i in 0..st.len() {
-                let r = st.position(i).map(|c| c as f64);
-                let d = shape.signed_distance(r);
-                assert!(
-                    d >= 0.0,
-                    "{p}, {collision}, step {step}: particle {i} at {r:?} in the solid ({d})"
-                );
-            }
-        }
+        common::assert_never_in_solid(&mut s, 300, &format!("{p}, {collision}"));
         let w = summarize(&s).unwrap();
         eprintln!(
             "{p}: {collision}: porosity {porosity:.3}, {n} particles, superficial velocity {:?}",

@@ -80,21 +80,7 @@ fn no_particle_ever_enters_a_pore_or_a_cosine_wall(p: Platform) {
             let Some(mut s) = p.solvent(&cfg) else {
                 return;
             };
-            let shape = s.physics().walls.clone().expect("walls").shape;
-            let n = s.n_fluid();
-            for step in 0..600 {
-                s.step().unwrap();
-                let st = s.fluid_state().unwrap();
-                assert_eq!(st.len(), n, "{p}, {what}, {}", rule.0);
-                for i in 0..st.len() {
-                    let r = st.position(i).map(|c| c as f64);
-                    assert!(
-                        shape.signed_distance(r) >= 0.0,
-                        "{p}, {what}, {}, step {step}: particle {i} at {r:?} in the solid",
-                        rule.0
-                    );
-                }
-            }
+            common::assert_never_in_solid(&mut s, 600, &format!("{p}, {what}, {}", rule.0));
         }
     }
 }

@@ -7,8 +7,7 @@ use crate::common;
 
 use common::Platform;
 use mpcbox::config::Config;
-use mpcbox::physics::walls::{Shape, WallShape};
-use mpcbox::state::FluidState;
+use mpcbox::physics::walls::WallShape;
 use mpcbox::walls_report::{summarize, WallsSummary};
 use mpcbox::Solvent;
 
@@ -60,15 +59,6 @@ fn walled(rule: usize, cells: [u32; 3], walls: &str, extra: &str) -> Config {
     cfg
 }
 
-/// Every stored position is in the fluid (signed distance ≥ 0).
-fn assert_in_fluid(shape: &Shape, st: &FluidState, what: &str) {
-    for i in 0..st.len() {
-        let p = st.position(i).map(|c| c as f64);
-        let d = shape.signed_distance(p);
-        assert!(d >= 0.0, "{what}: particle {i} at {p:?} is inside the wall");
-    }
-}
-
 /// Under every rule, each step the fluid's momentum (with solutes in the collision) changes by
 /// the body force less what it gave the walls, to rounding; no particle enters a wall.
 fn walls_take_the_momentum_under_every_rule(p: Platform) {
@@ -104,7 +94,7 @@ fn walls_take_the_momentum_under_every_rule(p: Platform) {
                 let wall =
                     common::step_with_balanced_momentum(&mut s, &pos, &mut vel, &mass, &what);
                 given += wall.iter().map(|w| w.abs()).sum::<f64>();
-                assert_in_fluid(&shape, &s.fluid_state().unwrap(), &what);
+                common::assert_in_fluid(&shape, &s.fluid_state().unwrap(), &what);
             }
             assert!(given > 0.0, "{p}, {name}: no wall contact");
         }

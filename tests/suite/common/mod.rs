@@ -11,7 +11,10 @@ pub use md::{dpd_fluid_system, md_settings, MdEngine};
 pub(crate) use platform::backend_tests;
 pub use platform::{GpuVariant, Platform};
 pub use solutes::*;
-pub use walls::{assert_walls_follow_the_cpu, shaped, step_with_balanced_momentum};
+pub use walls::{
+    assert_in_fluid, assert_never_in_solid, assert_walls_follow_the_cpu, shaped,
+    step_with_balanced_momentum,
+};
 
 use mpcbox::config::{Config, DeviceChoice, Thermostat};
 use mpcbox::Solvent;

@@ -2,6 +2,7 @@
 //! the CPU step by step between walls, and the momentum balance of a step with the walls.
 
 use mpcbox::config::Config;
+use mpcbox::physics::walls::{Shape, WallShape};
 use mpcbox::physics::Physics;
 use mpcbox::state::FluidState;
 use mpcbox::Solvent;
@@ -102,4 +103,28 @@ pub fn shaped(cells: [u32; 3], walls: &str, rule: (&str, &str), extra: &str) -> 
     .expect("test config is valid");
     cfg.output.observable_interval = 0;
     cfg
+}
+
+/// Every stored position of `st` is in the fluid of `shape` (signed distance ≥ 0).
+pub fn assert_in_fluid(shape: &Shape, st: &FluidState, what: &str) {
+    for i in 0..st.len() {
+        let p = st.position(i).map(|c| c as f64);
+        let d = shape.signed_distance(p);
+        assert!(
+            d >= 0.0,
+            "{what}: particle {i} at {p:?} is inside the wall ({d:e})"
+        );
+    }
+}
+
+/// `steps` steps of `s`: after each, no particle is inside its walls' solid and none is lost.
+pub fn assert_never_in_solid(s: &mut Solvent, steps: u64, what: &str) {
+    let shape = s.physics().walls.clone().expect("walls").shape;
+    let n = s.n_fluid();
+    for step in 0..steps {
+        s.step().unwrap();
+        let st = s.fluid_state().unwrap();
+        assert_eq!(st.len(), n, "{what}, step {step}: particles");
+        assert_in_fluid(&shape, &st, &format!("{what}, step {step}"));
+    }
 }
