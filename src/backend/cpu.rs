@@ -12,6 +12,7 @@
 //! Reductions are done over fixed-length chunks and added in chunk order, so results are
 //! bitwise identical for any number of threads.
 
+mod collide;
 mod memory;
 mod rules;
 pub(crate) mod slab;
@@ -265,57 +266,26 @@ impl CpuBackend {
     /// Pass 4: collide every particle. Returns the collisional stress sum when measured, over
     /// every particle of the collision: fluid, then solutes.
     fn collide(&mut self, plan: &StepPlan, solutes: Option<&mut SoluteBatch<'_>>) -> f64 {
-        let phys = &self.phys;
-        let nf = self.state.len();
-        let params = &self.params;
-        let ch = REDUCTION_CHUNK;
-        let [px, py, pz] = &self.state.pos;
-        let [vx, vy, vz] = &mut self.state.vel;
-        let parts: Vec<f64> = (
-            vx.par_chunks_mut(ch),
-            vy.par_chunks_mut(ch),
-            vz.par_chunks_mut(ch),
-            self.cell_of[..nf].par_chunks(ch),
-            self.image_of[..nf].par_chunks(ch),
-        )
-            .into_par_iter()
-            .enumerate()
-            .map(|(k, (ux, uy, uz, cell, image))| {
-                let mut coll = 0.0;
-                for i in 0..ux.len() {
-                    let cp = &params[cell[i] as usize];
-                    let v = [ux[i], uy[i], uz[i]];
-                    let w = phys.collide(cp, image[i] as i32, v);
-                    if plan.measure_stress && cp.active {
-                        let g = k * ch + i;
-                        let loc = phys.locate(plan, [px[g] as f64, py[g] as f64, pz[g] as f64]);
-                        let c = phys.mass * (w[0] - v[0]) * loc.y_in_cell;
-                        coll += phys.global_term(GlobalKind::Momentum, c);
-                    }
-                    (ux[i], uy[i], uz[i]) = (w[0], w[1], w[2]);
-                }
-                coll
-            })
-            .collect();
-        let mut total: f64 = parts.iter().sum();
-        if let Some(s) = solutes {
-            // the solutes exchange momentum in the same collision: their share of the flux
-            let mut coll = 0.0;
-            for j in 0..s.len() {
-                let c = self.cell_of[nf + j] as usize;
-                let v = s.vel[j];
-                s.vel[j] = phys.collide(&params[c], self.solute_image[j], v);
-                if plan.measure_stress && params[c].active {
-                    let loc = phys.locate_solute(plan, s.pos[j]);
-                    let c = s.mass[j] * (s.vel[j][0] - v[0]) * loc.y_in_cell;
-                    coll += phys.global_term(GlobalKind::Momentum, c);
-                }
-            }
-            if plan.measure_stress {
-                total += coll;
-            }
-        }
-        total
+        let (c, params) = self.collision(plan);
+        let phys = c.phys;
+        let rule = |cp: &CellParams, image: i32, v: [f64; 3], _: usize| phys.collide(cp, image, v);
+        collide::collide_particles(c, solutes, params, |cp| cp.active, rule)
+    }
+
+    /// What the collision pass of step `plan` works on, and the cells' SRD parameters.
+    fn collision<'a>(
+        &'a mut self,
+        plan: &'a StepPlan,
+    ) -> (collide::Collision<'a>, &'a [CellParams]) {
+        let c = collide::Collision {
+            phys: &self.phys,
+            plan,
+            state: &mut self.state,
+            cell_of: &self.cell_of,
+            image_of: &self.image_of,
+            solute_image: &self.solute_image,
+        };
+        (c, &self.params)
     }
 
     /// Passes 2-5, after streaming and binning: cell lists, cell pass, collision, reorder.

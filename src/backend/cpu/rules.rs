@@ -204,58 +204,16 @@ impl CpuBackend {
         solutes: Option<&mut SoluteBatch<'_>>,
         st: &RuleState,
     ) -> f64 {
-        let phys: &Physics = &self.phys;
-        let nf = self.state.len();
-        let ch = REDUCTION_CHUNK;
-        let [px, py, pz] = &self.state.pos;
-        let [vx, vy, vz] = &mut self.state.vel;
-        let (params, rel, xi) = (&st.params, &st.rel, &st.xi);
-        let parts: Vec<f64> = (
-            vx.par_chunks_mut(ch),
-            vy.par_chunks_mut(ch),
-            vz.par_chunks_mut(ch),
-            self.cell_of[..nf].par_chunks(ch),
-            self.image_of[..nf].par_chunks(ch),
+        let (rel, xi) = (&st.rel, &st.xi);
+        let (c, _) = self.collision(plan);
+        let phys = c.phys;
+        super::collide::collide_particles(
+            c,
+            solutes,
+            &st.params,
+            |cp| cp.active,
+            |cp, image, v, g| phys.rule_collide(cp, image, v, at(rel, g), at(xi, g)),
         )
-            .into_par_iter()
-            .enumerate()
-            .map(|(k, (ux, uy, uz, cell, image))| {
-                let mut coll = 0.0;
-                for i in 0..ux.len() {
-                    let g = k * ch + i;
-                    let cp = &params[cell[i] as usize];
-                    let v = [ux[i], uy[i], uz[i]];
-                    let w = phys.rule_collide(cp, image[i] as i32, v, at(rel, g), at(xi, g));
-                    if plan.measure_stress && cp.active {
-                        let loc = phys.locate(plan, [px[g] as f64, py[g] as f64, pz[g] as f64]);
-                        let c = phys.mass * (w[0] - v[0]) * loc.y_in_cell;
-                        coll += phys.global_term(GlobalKind::Momentum, c);
-                    }
-                    (ux[i], uy[i], uz[i]) = (w[0], w[1], w[2]);
-                }
-                coll
-            })
-            .collect();
-        let mut total: f64 = parts.iter().sum();
-        if let Some(s) = solutes {
-            // the solutes' share of the collisional stress, as in `CpuBackend::collide`
-            let mut coll = 0.0;
-            for j in 0..s.len() {
-                let c = self.cell_of[nf + j] as usize;
-                let (r, x) = (at(rel, nf + j), at(xi, nf + j));
-                let v = s.vel[j];
-                s.vel[j] = phys.rule_collide(&params[c], self.solute_image[j], v, r, x);
-                if plan.measure_stress && params[c].active {
-                    let loc = phys.locate_solute(plan, s.pos[j]);
-                    let c = s.mass[j] * (s.vel[j][0] - v[0]) * loc.y_in_cell;
-                    coll += phys.global_term(GlobalKind::Momentum, c);
-                }
-            }
-            if plan.measure_stress {
-                total += coll;
-            }
-        }
-        total
     }
 }
 
