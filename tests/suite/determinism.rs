@@ -274,7 +274,10 @@ fn assert_ranks_give_the_same_bits(platform: &str, on: fn(&str) -> String) {
             "MpcAt(angular_momentum: true)",
         )
         .replace("Slit(height: 10.0)", "PlanarPore(height: 6.0, length: 4.0)");
-    let bed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sphere_bed.npy");
+    // from the working directory (the repository root), not the build's: the packed test
+    // binary runs on a machine where the build directory does not exist; made absolute since
+    // the ranks run in a temporary directory
+    let bed = std::path::absolute("examples/sphere_bed.npy").unwrap();
     let data = SLIT.replace("(8, 12, 8)", "(16, 16, 16)").replace(
         "Slit(height: 10.0)",
         &format!("DistanceField(file: {bed:?}, spacing: 1.0, kind: Mask)"),
