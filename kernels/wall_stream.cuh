@@ -18,7 +18,8 @@ __device__ __forceinline__ void mpc_walls_advance(double r[3], double v[3], cons
     }
 }
 
-// Whether a particle at r moving at v under acceleration a stays out of reach of the walls over
+// WallShape::clearance and the shortcut of Physics::stream_walled: whether a particle at r moving
+// at v under acceleration a stays out of reach of the walls over
 // a step h: its clearance (a lower bound of its distance to the solid) exceeds how far it can
 // go, |v| h + |a| h^2 / 2, by a margin that covers the rounding of the time of impact and of
 // the f32 store. Such a particle's path (mpc_walls_path) has no impact, so it is the plain
