@@ -45,7 +45,8 @@ pub trait WallShape {
 
 /// How much farther than it can travel in a step a particle must be from the walls for its
 /// streaming to skip the walls' path: far above the rounding of a time of impact (~1e-12) and of
-/// an f32 position (~1e-5 at 256 cells). `MPC_WALLS_REACH_MARGIN` in kernels/walls.cuh.
+/// an f32 position (~1e-5 at 256 cells). The kernels read it as `MPC_WALLS_REACH_MARGIN`
+/// (`backend::cuda::contract`).
 pub const REACH_MARGIN: f64 = 1e-3;
 
 /// The f32 next to `x` (≥ 0) in the direction of `target`.
