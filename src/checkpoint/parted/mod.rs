@@ -158,6 +158,7 @@ pub(super) fn to_bytes(
     Ok(out)
 }
 
+mod chunks;
 mod disk;
 pub(crate) use disk::BUFFERS;
 mod encode;
@@ -167,6 +168,7 @@ mod stream;
 mod tests;
 mod write;
 
+pub(crate) use chunks::{read_section as read_chunked, Chunk, ChunkFetch, Fetched, Kept};
 pub use encode::{BlockSource, BlockStream, FluidView, LocalFluid};
 pub use read::PartedFile;
 pub use stream::Values;
