@@ -269,7 +269,10 @@ fn assert_ranks_give_the_same_bits(platform: &str, on: fn(&str) -> String) {
     // the slit's run between other walls: MPC-AT+a through a planar pore, and a bed of
     // spheres given as data (every rank reads the file)
     let pore = SLIT
-        .replace("Srd(angle_deg: 120.0), thermostat: Mbs", "MpcAt(angular_momentum: true)")
+        .replace(
+            "Srd(angle_deg: 120.0), thermostat: Mbs",
+            "MpcAt(angular_momentum: true)",
+        )
         .replace("Slit(height: 10.0)", "PlanarPore(height: 6.0, length: 4.0)");
     let bed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sphere_bed.npy");
     let data = SLIT.replace("(8, 12, 8)", "(16, 16, 16)").replace(
