@@ -1,5 +1,6 @@
 //! Device memory of one GPU: the footprint per particle and per cell, the refusal of a system
-//! that cannot fit (before anything is allocated), and the fluid, cell and solute buffers.
+//! that cannot fit (before anything is allocated), and the fluid, cell and solute buffers (the
+//! fluid's copied back and forth whole: download, upload).
 
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use super::{CellSumMethod, CudaBackend};
 use crate::config::Config;
 use crate::error::{MpcError, Result};
 use crate::memory::Footprint;
+use crate::state::FluidState;
 
 /// Largest cell count: the cell index takes 30 bits of the packed cell word.
 pub const MAX_CUDA_CELLS: u64 = 1 << 30;
@@ -122,6 +124,38 @@ impl FluidBuffers {
                 },
             })
         }
+    }
+
+    /// The first `n` slots' positions and velocities copied back on `s` (waits for them).
+    pub(super) fn download(&self, s: &Arc<CudaStream>, n: usize) -> Result<FluidState> {
+        let mut st = FluidState::default();
+        for k in 0..3 {
+            let mut p = s.clone_dtoh(&self.pos[k]).map_err(drv("download"))?;
+            p.truncate(n);
+            st.pos[k] = p;
+            let mut v = s.clone_dtoh(&self.vel[k]).map_err(drv("download"))?;
+            v.truncate(n);
+            st.vel[k] = v;
+        }
+        Ok(st)
+    }
+
+    /// `state`'s positions and velocities copied into the first `n` = `state.len()` slots on
+    /// `s`, then waited for.
+    pub(super) fn upload(
+        &mut self,
+        s: &Arc<CudaStream>,
+        state: &FluidState,
+        n: usize,
+    ) -> Result<()> {
+        for k in 0..3 {
+            s.memcpy_htod(&state.pos[k][..], &mut self.pos[k].slice_mut(..n))
+                .map_err(drv("upload"))?;
+            s.memcpy_htod(&state.vel[k][..], &mut self.vel[k].slice_mut(..n))
+                .map_err(drv("upload"))?;
+        }
+        s.synchronize().map_err(drv("upload"))?;
+        Ok(())
     }
 }
 

@@ -26,7 +26,7 @@ impl CudaBackend {
                     grid(self.ncells),
                     p,
                     &mut self.cell.sums,
-                    &mut self.report,
+                    &mut self.obs.report,
                 )
                 .map_err(drv("cell params"))?;
         }

@@ -33,7 +33,7 @@ impl CudaBackend {
                     vz,
                     &self.fluid.cellw,
                     &self.cell.sums,
-                    &mut self.report,
+                    &mut self.obs.report,
                 )
                 .map_err(drv("collide"))?;
         }

@@ -251,7 +251,7 @@ impl CudaBackend {
                 .arg(&mut self.fluid.cellw)
                 .arg(&mut self.cell.sums)
                 .arg(&mut r.ext)
-                .arg(&mut self.report)
+                .arg(&mut self.obs.report)
                 .arg(margs)
                 .launch(grid(self.n))
                 .map_err(drv("rules stream/bin"))?;
@@ -308,7 +308,7 @@ impl CudaBackend {
                 .arg(&r.ext)
                 .arg(&mut *alt)
                 .arg(&mut *ext_alt)
-                .arg(&mut self.report)
+                .arg(&mut self.obs.report)
                 .arg(margs)
                 .launch(grid(self.n))
                 .map_err(drv("rules collide/stream/bin"))?;
@@ -334,7 +334,7 @@ impl CudaBackend {
                 .arg(&code)
                 .arg(&mut self.cell.sums)
                 .arg(&mut r.ext)
-                .arg(&mut self.report)
+                .arg(&mut self.obs.report)
                 .launch(grid(self.ncells))
                 .map_err(drv("rules cell params"))?;
         }
@@ -367,7 +367,7 @@ impl CudaBackend {
                 .arg(&self.fluid.cellw)
                 .arg(&self.cell.sums)
                 .arg(&r.ext)
-                .arg(&mut self.report)
+                .arg(&mut self.obs.report)
                 .launch(grid(self.n))
                 .map_err(drv("rules collide"))?;
         }
@@ -445,7 +445,7 @@ impl CudaBackend {
                     &r.ext,
                     &mut DevPtr::new(s.vel),
                     &owned,
-                    &mut self.report,
+                    &mut self.obs.report,
                 )
                 .map_err(drv("rules solute collide"))?;
         }

@@ -74,7 +74,7 @@ impl CudaBackend {
                 .arg(&mut sb.vel)
                 .arg(&sb.pos)
                 .arg(&sb.mass)
-                .arg(&mut self.report)
+                .arg(&mut self.obs.report)
                 .launch(grid(ns))
                 .map_err(drv("solute collide"))?;
         }
@@ -161,7 +161,7 @@ impl CudaBackend {
                 .arg(&s.vel)
                 .arg(&s.pos)
                 .arg(&s.mass)
-                .arg(&mut self.report)
+                .arg(&mut self.obs.report)
                 .arg(&listed)
                 .launch(grid(slots))
                 .map_err(drv("solute collide"))?;

@@ -16,7 +16,8 @@ impl CudaBackend {
     /// fused method also the pending collision of the previous step). Ends profiling phase 0.
     pub(super) fn fluid_pass(&mut self, p: &KernelParams) -> Result<()> {
         let s = self.dev.stream.clone();
-        s.memset_zeros(&mut self.report).map_err(drv("memset"))?;
+        s.memset_zeros(&mut self.obs.report)
+            .map_err(drv("memset"))?;
         let margs = self.begin_migration()?;
         let pending = self.pending.take();
         match (self.method, pending) {
@@ -96,7 +97,7 @@ impl CudaBackend {
                 .arg(&mut self.fluid.cellw)
                 .arg(&self.cell.sums)
                 .arg(&mut *alt)
-                .arg(&mut self.report)
+                .arg(&mut self.obs.report)
                 .arg(margs)
                 .launch(grid(self.n))
                 .map_err(drv("collide/stream/bin"))?;
@@ -143,7 +144,7 @@ impl CudaBackend {
                 .arg(vz)
                 .arg(&mut self.fluid.cellw)
                 .arg(&mut self.cell.sums)
-                .arg(&mut self.report)
+                .arg(&mut self.obs.report)
                 .arg(margs)
                 .launch(grid(self.n))
                 .map_err(drv("stream/bin"))?;
@@ -188,7 +189,7 @@ impl CudaBackend {
                 &mut self.fluid.cellw,
                 &mut self.cell.counter,
                 &mut *next,
-                &mut self.report,
+                &mut self.obs.report,
             )
             .map_err(drv("stream/bin"))?;
             k.list_sums(
