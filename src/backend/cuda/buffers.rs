@@ -225,6 +225,13 @@ impl CudaBackend {
     }
 }
 
+/// Device bytes per cell of a rule's extended sums (`rules.rs`; two buffers with the fused
+/// methods).
+pub fn rule_bytes_per_cell(rule: crate::physics::Rule, method: CellSumMethod) -> u64 {
+    let buffers = if method.is_fused() { 2 } else { 1 };
+    8 * super::contract::ext_stride(rule) as u64 * buffers
+}
+
 /// The CUDA backend with its default method (`MPCBOX_CUDA_METHOD` unset): positions 3×4 B,
 /// velocities 3×8 B, packed cell word 4 B, reorder scratch 8 B per particle (48 B); per cell
 /// 8 doubles (sums, then collision parameters in place) and a u32 counter (68 B), plus a second
@@ -237,7 +244,7 @@ pub fn footprint_default(cfg: &Config) -> Footprint {
 pub fn footprint(cfg: &Config, method: CellSumMethod) -> Footprint {
     let (bp, bc) = method.bytes_per_particle_and_cell();
     let rule = crate::physics::Rule::from_config(&cfg.collision);
-    let rule_bytes = super::rules::rule_bytes_per_cell(rule, method);
+    let rule_bytes = rule_bytes_per_cell(rule, method);
     let mut f = Footprint::new(cfg.n_fluid(), cfg.n_cells(), bp, bc + rule_bytes);
     // walls given as data: the grid's f32 nodes, whole on every GPU
     if let Some(crate::config::walls::WallsConfig::DistanceField { spacing, .. }) = &cfg.walls {

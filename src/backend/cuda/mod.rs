@@ -54,7 +54,7 @@
 //! | `solutes` | solutes binned into the sums and collided | `solutes.cu` |
 //! | `cells` | pass 3: cell sums to collision parameters | `cells.cu` |
 //! | `collide` | pass 4: the fluid collision, or deferred (fused) | `collide.cu` |
-//! | `rules` | MPC-AT, MPC-AT+a, SRD+a: extended cell sums, their passes | `rules.cu`, `rules.cuh` |
+//! | `rules` | MPC-AT, MPC-AT+a, SRD+a: `RuleBuffers`, extended cell sums and their passes | `rules.cu`, `rules.cuh` |
 //! | `reorder` | particles sorted by cell | `reorder.cu` |
 //! | `host_staging` | host solutes: upload/download streams, pinned staging, events | |
 //! | `device_solutes` | the caller's device arrays: checks, stream order | `device_solutes.cu` |
@@ -89,8 +89,8 @@ mod step;
 mod stream;
 
 pub use buffers::{
-    device_bytes, footprint, footprint_default, BYTES_PER_CELL, BYTES_PER_PARTICLE, MAX_CUDA_CELLS,
-    MAX_CUDA_PARTICLES, RESERVE_BYTES,
+    device_bytes, footprint, footprint_default, rule_bytes_per_cell, BYTES_PER_CELL,
+    BYTES_PER_PARTICLE, MAX_CUDA_CELLS, MAX_CUDA_PARTICLES, RESERVE_BYTES,
 };
 pub use cell_sums::CellSumMethod;
 pub use device::{device_memory, driver_present, nvrtc_present, probe, CudaDevice};
@@ -99,7 +99,6 @@ pub use device_solutes::DeviceSoluteArrays;
 pub use host_staging::SoluteTransfer;
 pub use multi::transfer;
 pub(crate) use params::WallParams;
-pub use rules::rule_bytes_per_cell;
 pub use step::PHASE_NAMES;
 
 use cudarc::driver::{CudaSlice, DriverError};
@@ -327,7 +326,9 @@ impl CudaBackend {
         }
         self.flush()?;
         self.phys = phys;
-        self.sync_rule_buffers()
+        let s = self.dev.stream.clone();
+        let (rule, ncells, method) = (self.phys.rule, self.ncells, self.method);
+        rules::RuleBuffers::sync(&mut self.rules, &s, rule, ncells, method)
     }
 
     pub fn physics(&self) -> &Physics {
@@ -350,6 +351,24 @@ impl CudaBackend {
     /// Wait for all queued work.
     pub fn synchronize(&self) -> Result<()> {
         self.dev.stream.synchronize().map_err(drv("synchronize"))
+    }
+}
+
+impl CudaBackend {
+    /// The collision rule's buffers (None under plain SRD) and what its fluid passes borrow
+    /// beside them.
+    fn rule_pass(&mut self) -> Option<(&mut rules::RuleBuffers, rules::RulePass<'_>)> {
+        let r = self.rules.as_mut()?;
+        let cx = rules::RulePass {
+            dev: &self.dev,
+            method: self.method,
+            fluid: &mut self.fluid,
+            cell: &mut self.cell,
+            report: &mut self.obs.report,
+            n: self.n,
+            ncells: self.ncells,
+        };
+        Some((r, cx))
     }
 }
 

@@ -21,7 +21,10 @@ impl CudaBackend {
         let margs = self.begin_migration()?;
         let pending = self.pending.take();
         match (self.method, pending) {
-            (_, pending) if self.rules.is_some() => self.rules_pass1(pending, p, &margs)?,
+            (_, pending) if self.rules.is_some() => {
+                let (r, cx) = self.rule_pass().expect("a rule's buffers");
+                r.pass1(cx, pending, p, &margs)?
+            }
             (CellSumMethod::Fused | CellSumMethod::FusedShared, Some(pc)) => {
                 self.collide_stream_bin(&pc, p, &margs)?
             }
