@@ -6,6 +6,9 @@
 //! writes `OUT_DIR/momentum.txt` (fluid + solute momentum before and after). Used by
 //! `tests/suite/mpi_ranks.rs`, which compares 2 and 3 ranks with 1. A second argument picks the
 //! fluid's device in the config's spelling (default `Cpu`; `Cuda([0])`: every rank on GPU 0).
+//! With `RANKS_SOLUTES_BAD=R:S`, rank R first hands over a NaN position at step S: every rank
+//! writes the error its step returned to `OUT_DIR/error_<rank>.txt`, then steps again with the
+//! good solutes (nothing changed, so the run ends as one without the bad call).
 
 use std::fmt::Write as _;
 
@@ -67,8 +70,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let fluid = s.observables()?.momentum;
             Ok([0, 1, 2].map(|k| p[k] + fluid[k]))
         };
+    // RANKS_SOLUTES_BAD=R:S: rank R passes a NaN position at step S
+    let bad = std::env::var("RANKS_SOLUTES_BAD").ok().and_then(|s| {
+        let (r, at) = s.split_once(':')?;
+        Some((r.parse::<usize>().ok()?, at.parse::<u64>().ok()?))
+    });
     let before = momentum(&mut solvent, &vel)?;
-    for _ in 0..cfg.steps {
+    for step in 0..cfg.steps {
+        if let Some((bad_rank, at)) = bad.filter(|b| b.1 == step) {
+            let mut wrong = pos.clone();
+            if rank == bad_rank && !wrong.is_empty() {
+                wrong[0][1] = f64::NAN;
+            }
+            let Err(e) = solvent.step_with_solutes(&wrong, &mut vel, &mass) else {
+                return Err(
+                    format!("rank {rank}: the step with a NaN on rank {bad_rank} ran").into(),
+                );
+            };
+            std::fs::create_dir_all(&out)?;
+            std::fs::write(out.join(format!("error_{rank}.txt")), format!("{at} {e}"))?;
+        }
         solvent.step_with_solutes(&pos, &mut vel, &mass)?;
     }
     let after = momentum(&mut solvent, &vel)?;

@@ -133,6 +133,15 @@ pub trait Backend: Send {
         Ok(())
     }
 
+    /// This rank's check of the input of a step (`mine`) agreed with every rank's, where ranks
+    /// hand over their own solutes: all stop at the same step when one was given bad input
+    /// (`ranks::agree_on_input`), instead of the others waiting for it in the step's
+    /// collectives. A backend of one process (or of ranks that all pass the same solutes,
+    /// which fail alike) returns `mine`.
+    fn agree_on_input(&self, mine: Result<()>) -> Result<()> {
+        mine
+    }
+
     /// First half of a coupled step: a backend may start streaming the fluid and uploading the
     /// solutes asynchronously here. The default does nothing; the work happens in
     /// [`Backend::finish_coupled`].

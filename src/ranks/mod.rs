@@ -8,7 +8,7 @@
 //! MPI is initialised once ([`init`], by the program's `main`) with `MPI_THREAD_SERIALIZED`:
 //! the thread that drives the run makes every MPI call, one at a time.
 
-use crate::error::Result;
+use crate::error::{MpcError, Result};
 
 /// What carries packets between the processes that hold a box's slabs and sums over them.
 /// Every process calls each method in the same order (they are collective).
@@ -269,6 +269,39 @@ pub fn measure_ping_pong(bytes: usize, reps: usize) -> Option<f64> {
     }
     let _ = (bytes, reps);
     None
+}
+
+/// Every rank's check of its own input agreed (one collective): Ok on every rank when all
+/// passed; else each rank stops at the same step, the failing ones with their own error (the
+/// rank named in a solute error), the others with an error naming the ranks that failed.
+pub fn agree_on_input(transport: &dyn Transport, mine: Result<()>) -> Result<()> {
+    let me = transport.rank();
+    let mut failed = vec![0.0; transport.ranks()];
+    failed[me] = f64::from(u8::from(mine.is_err()));
+    transport.sum(&mut failed)?;
+    let ranks: Vec<usize> = (0..failed.len()).filter(|&r| failed[r] > 0.0).collect();
+    match mine {
+        Err(MpcError::Solute {
+            field,
+            problem,
+            fix,
+        }) => Err(MpcError::Solute {
+            field,
+            problem: format!("{problem} (on rank {me})"),
+            fix,
+        }),
+        Err(e) => Err(e),
+        Ok(()) if !ranks.is_empty() => Err(MpcError::Solute {
+            field: "solutes".into(),
+            problem: format!(
+                "rank(s) {ranks:?} of {} were handed bad solutes; their errors name the array",
+                failed.len()
+            ),
+            fix: "fix what those ranks pass; every rank stopped at this step and nothing changed"
+                .into(),
+        }),
+        Ok(()) => Ok(()),
+    }
 }
 
 /// The transport between this run's ranks.

@@ -178,7 +178,7 @@ impl Solvent {
 
     /// One MPC step of the plain fluid.
     pub fn step(&mut self) -> Result<StepReport> {
-        self.advance(None)
+        self.advance(None, Ok(()))
     }
 
     /// One MPC step with solutes in the collision: `vel` is updated in place. Bad input is
@@ -189,12 +189,13 @@ impl Solvent {
         vel: &mut [[f64; 3]],
         mass: &[f64],
     ) -> Result<StepReport> {
-        self.check_solutes(pos, vel, mass)?;
-        if pos.is_empty() {
-            return self.advance(None);
+        // over ranks that each pass their own solutes, a bad one stops every rank (in advance)
+        let checked = self.check_solutes(pos, vel, mass);
+        if pos.is_empty() || checked.is_err() {
+            return self.advance(None, checked);
         }
         let mut batch = SoluteBatch { pos, vel, mass };
-        self.advance(Some(&mut batch))
+        self.advance(Some(&mut batch), checked)
     }
 
     /// Over MPI ranks (`mpirun`, the `mpi` feature): `true` when each rank passes its own
@@ -217,7 +218,7 @@ impl Solvent {
             ));
         }
         if solutes.n == 0 && self.fluid_begun.is_none() {
-            return self.advance(None);
+            return self.advance(None, Ok(()));
         }
         self.backend.check_device_solutes(solutes)?;
         let (plan, sample) = self.plan_for(solutes.n)?;
@@ -306,7 +307,7 @@ impl Solvent {
         }
         let n = solutes.first().map_or(0, |s| s.solutes.n);
         if n == 0 && self.fluid_begun.is_none() {
-            return self.advance(None);
+            return self.advance(None, Ok(()));
         }
         let (plan, sample) = self.plan_for(n)?;
         let report = self.backend.step_slab_solutes(&plan, solutes)?;
@@ -382,8 +383,14 @@ impl Solvent {
         (self.phys.plan(step, measure, reorder), sample)
     }
 
-    fn advance(&mut self, solutes: Option<&mut SoluteBatch<'_>>) -> Result<StepReport> {
-        self.refuse_begun()?;
+    /// One step with `solutes` (checked: `checked`), the check agreed over ranks first.
+    fn advance(
+        &mut self,
+        solutes: Option<&mut SoluteBatch<'_>>,
+        checked: Result<()>,
+    ) -> Result<StepReport> {
+        self.backend
+            .agree_on_input(checked.and_then(|()| self.refuse_begun()))?;
         let (plan, sample) = self.next_plan();
         let report = self.backend.step(&plan, solutes)?;
         self.complete(&plan, sample, report)

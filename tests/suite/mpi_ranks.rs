@@ -440,6 +440,45 @@ pub(super) fn compare_routed_solutes(bin: &Path, device: &str, ranks: &[usize]) 
     }
 }
 
+/// A NaN position handed over by rank 1 of 3 at step 5 (`RANKS_SOLUTES_BAD`): every rank's
+/// step fails at that step, rank 1 naming the array and itself, the others naming rank 1, and
+/// nothing changes: stepping again with the good solutes ends the run as a clean run does, bit
+/// for bit.
+#[test]
+#[cfg_attr(
+    not(mpcbox_external),
+    ignore = "needs OpenMPI and libclang (apt-get install openmpi-bin libopenmpi-dev libclang-dev); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+)]
+fn a_bad_solute_on_one_rank_stops_every_rank_and_changes_nothing() {
+    let bin = mpi_mpcbox();
+    let example = bin.with_file_name("examples").join("ranks_solutes");
+    let dir = tempfile::tempdir().unwrap();
+    let (clean, bad) = (dir.path().join("clean"), dir.path().join("bad"));
+    run_ok(&example, 3, dir.path(), &[clean.to_str().unwrap()]);
+    let envs = [("RANKS_SOLUTES_BAD", "1:5")];
+    run_ok_with(&example, 3, dir.path(), &[bad.to_str().unwrap()], &envs);
+    for r in 0..3 {
+        let err = std::fs::read_to_string(bad.join(format!("error_{r}.txt"))).unwrap();
+        assert!(err.starts_with("5 "), "rank {r}: {err}");
+        if r == 1 {
+            assert!(
+                err.contains("positions") && err.contains("on rank 1"),
+                "{err}"
+            );
+        } else {
+            assert!(err.contains("rank(s) [1] of 3"), "rank {r}: {err}");
+        }
+        let read = |d: &Path| std::fs::read_to_string(d.join(format!("solutes_{r}.txt"))).unwrap();
+        assert_eq!(
+            read(&clean),
+            read(&bad),
+            "rank {r}: the solutes after the refused step"
+        );
+    }
+    let momentum = |d: &Path| std::fs::read_to_string(d.join("momentum.txt")).unwrap();
+    assert_eq!(momentum(&clean), momentum(&bad));
+}
+
 /// More ranks than cell layers, ranks given different configs, GPUs a rank lacks and the
 /// bundled MD on every rank's GPU: each stops every rank with an error naming the cause,
 /// non-zero and without a hang.

@@ -312,6 +312,13 @@ impl Backend for SlabbedCpuBackend {
         self.summed(total)
     }
 
+    fn agree_on_input(&self, mine: Result<()>) -> Result<()> {
+        if self.transport.ranks() > 1 && self.solute_mode == SoluteMode::PerRank {
+            return crate::ranks::agree_on_input(&*self.transport, mine);
+        }
+        mine
+    }
+
     fn set_solutes_per_rank(&mut self, on: bool) -> Result<()> {
         self.solute_mode = if on {
             SoluteMode::PerRank

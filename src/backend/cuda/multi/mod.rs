@@ -296,6 +296,13 @@ impl Backend for MultiCudaBackend {
         Ok(())
     }
 
+    fn agree_on_input(&self, mine: Result<()>) -> Result<()> {
+        if self.transport.ranks() > 1 && self.solutes_per_rank {
+            return crate::ranks::agree_on_input(&*self.transport, mine);
+        }
+        mine
+    }
+
     fn cuda_ordinal(&self) -> Option<usize> {
         Some(self.slabs[0].dev.ordinal)
     }
