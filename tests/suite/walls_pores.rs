@@ -12,7 +12,7 @@ use common::Platform;
 use mpcbox::config::Config;
 use mpcbox::physics::walls::profile::least_squares;
 use mpcbox::physics::walls::theory::{expansion_mean_inverse_cube_width, lubrication_flow_rate};
-use mpcbox::physics::walls::{Shape, WallShape};
+use mpcbox::physics::walls::Shape;
 use mpcbox::walls_report::summarize;
 use mpcbox::Solvent;
 
@@ -104,14 +104,10 @@ fn pores_and_cosine_walls_keep_the_momentum_balance(p: Platform) {
                 return;
             };
             let shape = s.physics().walls.clone().expect("walls").shape;
-            let mut pos: Vec<[f64; 3]> = (0..16)
-                .map(|i| [1.0 * i as f64 + 0.3, 1.1 + 0.65 * i as f64, 2.0])
-                .collect();
-            pos.retain(|q| shape.signed_distance(*q) > 0.0);
-            let mass: Vec<f64> = (0..pos.len()).map(|i| 1.0 + i as f64).collect();
-            let mut vel: Vec<[f64; 3]> = (0..pos.len())
-                .map(|i| [0.1 * i as f64, -0.2, 0.3])
-                .collect();
+            let (pos, mut vel, mass) = common::solutes_in_fluid(
+                &shape,
+                (0..16).map(|i| [1.0 * i as f64 + 0.3, 1.1 + 0.65 * i as f64, 2.0]),
+            );
             let mut given = 0.0;
             for step in 0..15 {
                 let what = format!("{p}, {walls}, {}, step {step}", rule.0);

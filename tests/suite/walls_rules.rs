@@ -7,7 +7,6 @@ use crate::common;
 
 use common::Platform;
 use mpcbox::config::Config;
-use mpcbox::physics::walls::WallShape;
 use mpcbox::walls_report::{summarize, WallsSummary};
 use mpcbox::Solvent;
 
@@ -80,14 +79,10 @@ fn walls_take_the_momentum_under_every_rule(p: Platform) {
             };
             let shape = s.physics().walls.clone().expect("walls").shape;
             // solutes of other masses across the channel, some in the cells the wall cuts
-            let mut pos: Vec<[f64; 3]> = (0..12)
-                .map(|i| [0.5 * i as f64, 0.9 + 0.7 * i as f64, 5.0])
-                .collect();
-            pos.retain(|q| shape.signed_distance(*q) > 0.0);
-            let mass: Vec<f64> = (0..pos.len()).map(|i| 1.0 + i as f64).collect();
-            let mut vel: Vec<[f64; 3]> = (0..pos.len())
-                .map(|i| [0.1 * i as f64, -0.2, 0.3])
-                .collect();
+            let (pos, mut vel, mass) = common::solutes_in_fluid(
+                &shape,
+                (0..12).map(|i| [0.5 * i as f64, 0.9 + 0.7 * i as f64, 5.0]),
+            );
             let mut given = 0.0;
             for step in 0..15 {
                 let what = format!("{p}, {name}, {walls}, step {step}");

@@ -9,7 +9,6 @@ use crate::common;
 
 use common::shaped;
 use common::Platform;
-use mpcbox::physics::walls::WallShape;
 use mpcbox::walls_report::summarize;
 
 common::backend_tests!(
@@ -92,14 +91,10 @@ fn flow_past_spheres_keeps_the_fluid_and_its_momentum(p: Platform) {
         };
         let shape = s.physics().walls.clone().expect("walls").shape;
         let n = s.n_fluid();
-        let mut pos: Vec<[f64; 3]> = (0..10)
-            .map(|i| [0.9 * i as f64, 2.1 + 0.6 * i as f64, 5.0])
-            .collect();
-        pos.retain(|q| shape.signed_distance(*q) > 0.0);
-        let mass: Vec<f64> = (0..pos.len()).map(|i| 1.0 + i as f64).collect();
-        let mut vel: Vec<[f64; 3]> = (0..pos.len())
-            .map(|i| [0.1 * i as f64, -0.2, 0.3])
-            .collect();
+        let (pos, mut vel, mass) = common::solutes_in_fluid(
+            &shape,
+            (0..10).map(|i| [0.9 * i as f64, 2.1 + 0.6 * i as f64, 5.0]),
+        );
         let mut given = 0.0;
         for step in 0..15 {
             let what = format!("{p}, {walls}, {}, step {step}", rule.0);

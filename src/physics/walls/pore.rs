@@ -82,6 +82,23 @@ impl PlanarPore {
         dx.abs() < self.half_length && dy.abs() > self.half_height
     }
 
+    /// How far the folded offset (|dx|, |dy|) = (`ax`, `ay`) of a fluid point lies beyond the
+    /// block's x range and short of its plates: the vector to the block's nearest point.
+    #[inline]
+    fn excess_of(&self, ax: f64, ay: f64) -> (f64, f64) {
+        let ex = if ax > self.half_length {
+            ax - self.half_length
+        } else {
+            0.0
+        };
+        let ey = if ay < self.half_height {
+            self.half_height - ay
+        } else {
+            0.0
+        };
+        (ex, ey)
+    }
+
     /// Whether the nearest face of a point of the solid (or of its surface) is a plate (normal
     /// to y) rather than a block end (normal to x).
     #[inline]
@@ -120,16 +137,7 @@ impl WallShape for PlanarPore {
             let to_end = self.half_length - ax;
             return -(if to_plate < to_end { to_plate } else { to_end });
         }
-        let ex = if ax > self.half_length {
-            ax - self.half_length
-        } else {
-            0.0
-        };
-        let ey = if ay < self.half_height {
-            self.half_height - ay
-        } else {
-            0.0
-        };
+        let (ex, ey) = self.excess_of(ax, ay);
         (ex * ex + ey * ey).sqrt()
     }
 
@@ -141,16 +149,7 @@ impl WallShape for PlanarPore {
         let (dx, dy) = self.offset(r);
         let (ax, ay) = (dx.abs(), dy.abs());
         if !self.in_solid(dx, dy) {
-            let ex = if ax > self.half_length {
-                ax - self.half_length
-            } else {
-                0.0
-            };
-            let ey = if ay < self.half_height {
-                self.half_height - ay
-            } else {
-                0.0
-            };
+            let (ex, ey) = self.excess_of(ax, ay);
             let d = (ex * ex + ey * ey).sqrt();
             if d > 0.0 {
                 return [side(dx) * ex / d, -side(dy) * ey / d, 0.0];

@@ -12,7 +12,7 @@ pub(crate) use platform::backend_tests;
 pub use platform::{GpuVariant, Platform};
 pub use solutes::*;
 pub use walls::{
-    assert_in_fluid, assert_never_in_solid, assert_walls_follow_the_cpu, shaped,
+    assert_in_fluid, assert_never_in_solid, assert_walls_follow_the_cpu, shaped, solutes_in_fluid,
     step_with_balanced_momentum,
 };
 

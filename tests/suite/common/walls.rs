@@ -128,3 +128,17 @@ pub fn assert_never_in_solid(s: &mut Solvent, steps: u64, what: &str) {
         assert_in_fluid(&shape, &st, &format!("{what}, step {step}"));
     }
 }
+
+/// Solutes at those of `points` that lie in the fluid of `shape`: masses 1, 2, 3, … and
+/// velocities (0.1 i, −0.2, 0.3), as (positions, velocities, masses).
+pub fn solutes_in_fluid(
+    shape: &Shape,
+    points: impl Iterator<Item = [f64; 3]>,
+) -> (Vec<[f64; 3]>, Vec<[f64; 3]>, Vec<f64>) {
+    let pos: Vec<[f64; 3]> = points.filter(|q| shape.signed_distance(*q) > 0.0).collect();
+    let vel = (0..pos.len())
+        .map(|i| [0.1 * i as f64, -0.2, 0.3])
+        .collect();
+    let mass = (0..pos.len()).map(|i| 1.0 + i as f64).collect();
+    (pos, vel, mass)
+}
