@@ -113,6 +113,15 @@ __device__ __forceinline__ double mpc_flow_velocity(const MpcParams &p, double y
 __device__ __forceinline__ void mpc_stream(const MpcParams &p, float pos[3], double v[3]) {
 #if MPC_WALLS
     if (p.walls.kind != MPC_WALLS_NONE) {
+        double r0[3] = {(double)pos[0], (double)pos[1], (double)pos[2]};
+        if (mpc_walls_out_of_reach(p.walls, p.h, p.accel, r0, v)) {
+            // far from the walls: the path without an impact, whose end is in the fluid
+            mpc_walls_advance(r0, v, p.accel, p.h);
+            pos[0] = mpc_wrap_coordinate(r0[0], p.length[0]);
+            pos[1] = mpc_walls_close_axis(p.walls, 1) ? (float)r0[1] : mpc_wrap_coordinate(r0[1], p.length[1]);
+            pos[2] = mpc_walls_close_axis(p.walls, 2) ? (float)r0[2] : mpc_wrap_coordinate(r0[2], p.length[2]);
+            return;
+        }
         // Physics::stream_walled: bounce-back path, open axes wrapped, kept in the fluid
         MpcPath q = mpc_walls_path(p.walls, p.h, p.accel[0], p.accel[1], p.accel[2], p.mass, (double)pos[0],
                                    (double)pos[1], (double)pos[2], v[0], v[1], v[2],

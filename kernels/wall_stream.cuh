@@ -18,6 +18,47 @@ __device__ __forceinline__ void mpc_walls_advance(double r[3], double v[3], cons
     }
 }
 
+// WallShape::clearance and the shortcut of Physics::stream_walled: whether a particle at r moving
+// at v under acceleration a stays out of reach of the walls over
+// a step h: its clearance (a lower bound of its distance to the solid) exceeds how far it can
+// go, |v| h + |a| h^2 / 2, by a margin that covers the rounding of the time of impact and of
+// the f32 store. Such a particle's path (mpc_walls_path) has no impact, so it is the plain
+// advance over h, and mpc_walls_keep_inside leaves it where it is: the caller skips both calls
+// (the same bits, without two out-of-line calls per particle). The clearance is the signed
+// distance where that is Euclidean (slits, pipe, spheres, cylinders, the pore), the vertical
+// gap over sqrt(1 + L^2) between cosine walls of slope at most L, and the interpolated
+// distance over the field's slope bound; other shapes are never out of reach.
+__device__ __forceinline__ bool mpc_walls_out_of_reach(const MpcWalls &w, double h, const double a[3],
+                                                      const double r[3], const double v[3]) {
+    double clearance;
+    switch (w.kind) {
+        case MPC_WALLS_SLIT:
+        case MPC_WALLS_SLIT_Z:
+        case MPC_WALLS_PIPE:
+        case MPC_WALLS_SPHERE:
+        case MPC_WALLS_OBSTACLE:
+        case MPC_WALLS_PORE:
+            clearance = mpc_walls_signed_distance(w, r);
+            break;
+        case MPC_WALLS_COSINE: {
+            double yb, yt, db, dt;
+            mpc_cosine_walls_at(w.cosine, r[0], &yb, &yt, &db, &dt);
+            double gap = fmin(r[1] - yb, yt - r[1]);
+            double slope = fabs(w.cosine.a) * (MPC_TWO_PI / w.cosine.period);
+            clearance = gap / sqrt(1.0 + slope * slope);
+            break;
+        }
+        case MPC_WALLS_FIELD:
+            clearance = mpc_field_distance(w.field, w.grid, r) / w.field.slope;
+            break;
+        default:
+            return false;
+    }
+    double speed = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+    double accel = sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2]);
+    return clearance > speed * h + 0.5 * accel * h * h + MPC_WALLS_REACH_MARGIN;
+}
+
 // Position and velocity after a streaming step.
 struct MpcPath {
     double r[3];

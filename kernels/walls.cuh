@@ -23,6 +23,8 @@
 // Every shape dispatch is a switch with a case per shape that traps on a code it does not know
 // (default: __trap()), never falls through to another shape's physics.
 #define MPC_MAX_BOUNCES 32
+// MPC_WALLS_REACH_MARGIN (generated from walls::geometry::REACH_MARGIN): how much farther than it
+// can travel in a step a particle must be from the walls to skip the walls' path.
 
 // Plates normal to y (MPC_WALLS_SLIT) or z (MPC_WALLS_SLIT_Z) at bottom and top along that
 // axis, moving along x with u_bottom and u_top; bottom_f32, top_f32: the smallest and largest

@@ -19,6 +19,7 @@ pub use background::{
     WriterSettings, Written,
 };
 pub(crate) use parted::{piece_bytes, write as write_parted, PARTICLE_BYTES};
+pub(crate) use parted::{read_chunked, Chunk, ChunkFetch, Fetched, Kept};
 pub use parted::{BlockSource, BlockStream, FluidView, LocalFluid, PartedFile, Values};
 
 use crate::config::Config;

@@ -1,5 +1,6 @@
 //! Device memory of one GPU: the footprint per particle and per cell, the refusal of a system
-//! that cannot fit (before anything is allocated), and the fluid, cell and solute buffers.
+//! that cannot fit (before anything is allocated), and the fluid, cell and solute buffers (the
+//! fluid's copied back and forth whole: download, upload).
 
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use super::{CellSumMethod, CudaBackend};
 use crate::config::Config;
 use crate::error::{MpcError, Result};
 use crate::memory::Footprint;
+use crate::state::FluidState;
 
 /// Largest cell count: the cell index takes 30 bits of the packed cell word.
 pub const MAX_CUDA_CELLS: u64 = 1 << 30;
@@ -123,6 +125,38 @@ impl FluidBuffers {
             })
         }
     }
+
+    /// The first `n` slots' positions and velocities copied back on `s` (waits for them).
+    pub(super) fn download(&self, s: &Arc<CudaStream>, n: usize) -> Result<FluidState> {
+        let mut st = FluidState::default();
+        for k in 0..3 {
+            let mut p = s.clone_dtoh(&self.pos[k]).map_err(drv("download"))?;
+            p.truncate(n);
+            st.pos[k] = p;
+            let mut v = s.clone_dtoh(&self.vel[k]).map_err(drv("download"))?;
+            v.truncate(n);
+            st.vel[k] = v;
+        }
+        Ok(st)
+    }
+
+    /// `state`'s positions and velocities copied into the first `n` = `state.len()` slots on
+    /// `s`, then waited for.
+    pub(super) fn upload(
+        &mut self,
+        s: &Arc<CudaStream>,
+        state: &FluidState,
+        n: usize,
+    ) -> Result<()> {
+        for k in 0..3 {
+            s.memcpy_htod(&state.pos[k][..], &mut self.pos[k].slice_mut(..n))
+                .map_err(drv("upload"))?;
+            s.memcpy_htod(&state.vel[k][..], &mut self.vel[k].slice_mut(..n))
+                .map_err(drv("upload"))?;
+        }
+        s.synchronize().map_err(drv("upload"))?;
+        Ok(())
+    }
 }
 
 /// Per-cell buffers.
@@ -191,6 +225,13 @@ impl CudaBackend {
     }
 }
 
+/// Device bytes per cell of a rule's extended sums (`rules.rs`; two buffers with the fused
+/// methods).
+pub fn rule_bytes_per_cell(rule: crate::physics::Rule, method: CellSumMethod) -> u64 {
+    let buffers = if method.is_fused() { 2 } else { 1 };
+    8 * super::contract::ext_stride(rule) as u64 * buffers
+}
+
 /// The CUDA backend with its default method (`MPCBOX_CUDA_METHOD` unset): positions 3×4 B,
 /// velocities 3×8 B, packed cell word 4 B, reorder scratch 8 B per particle (48 B); per cell
 /// 8 doubles (sums, then collision parameters in place) and a u32 counter (68 B), plus a second
@@ -203,7 +244,7 @@ pub fn footprint_default(cfg: &Config) -> Footprint {
 pub fn footprint(cfg: &Config, method: CellSumMethod) -> Footprint {
     let (bp, bc) = method.bytes_per_particle_and_cell();
     let rule = crate::physics::Rule::from_config(&cfg.collision);
-    let rule_bytes = super::rules::rule_bytes_per_cell(rule, method);
+    let rule_bytes = rule_bytes_per_cell(rule, method);
     let mut f = Footprint::new(cfg.n_fluid(), cfg.n_cells(), bp, bc + rule_bytes);
     // walls given as data: the grid's f32 nodes, whole on every GPU
     if let Some(crate::config::walls::WallsConfig::DistanceField { spacing, .. }) = &cfg.walls {

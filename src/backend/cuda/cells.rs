@@ -10,8 +10,8 @@ use crate::error::Result;
 impl CudaBackend {
     /// Step 4, one thread per cell: sums to collision parameters.
     pub(super) fn cell_pass(&mut self, p: &KernelParams) -> Result<()> {
-        if self.rules.is_some() {
-            return self.rules_cell_pass(p);
+        if let Some((r, cx)) = self.rule_pass() {
+            return r.cell_pass(cx, p);
         }
         let s = self.dev.stream.clone();
         // SAFETY: the parameters by value, the cell buffer of p.n_cells = self.ncells cells × 8
@@ -26,7 +26,7 @@ impl CudaBackend {
                     grid(self.ncells),
                     p,
                     &mut self.cell.sums,
-                    &mut self.report,
+                    &mut self.obs.report,
                 )
                 .map_err(drv("cell params"))?;
         }

@@ -10,8 +10,8 @@ use crate::physics::StepPlan;
 impl CudaBackend {
     /// Queue the fluid collision with parameters `p` and the cell parameters in `cell.sums`.
     pub(super) fn launch_collide(&mut self, p: &KernelParams) -> Result<()> {
-        if self.rules.is_some() {
-            return self.rules_launch_collide(p);
+        if let Some((r, cx)) = self.rule_pass() {
+            return r.launch_collide(cx, p);
         }
         let s = self.dev.stream.clone();
         let [px, py, pz] = &self.fluid.pos;
@@ -33,7 +33,7 @@ impl CudaBackend {
                     vz,
                     &self.fluid.cellw,
                     &self.cell.sums,
-                    &mut self.report,
+                    &mut self.obs.report,
                 )
                 .map_err(drv("collide"))?;
         }

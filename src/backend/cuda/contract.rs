@@ -259,6 +259,11 @@ pub fn contract_header() -> String {
     for (name, value) in MD_SEND_CODES {
         s.push_str(&format!("#define {name} {value}\n"));
     }
+    // a double: its shortest decimal form, which reads back as the same f64
+    s.push_str(&format!(
+        "#define MPC_WALLS_REACH_MARGIN {:?}\n",
+        crate::physics::walls::geometry::REACH_MARGIN
+    ));
     s
 }
 
@@ -382,5 +387,6 @@ mod tests {
         assert!(header.contains("#define MPC_RECORD_WORDS 5\n"));
         assert!(header.contains("#define MD_FLAG_COUNTS 13\n"));
         assert!(header.contains("#define MD_SEND_COLLIDED 2\n"));
+        assert!(header.contains("#define MPC_WALLS_REACH_MARGIN 0.001\n"));
     }
 }

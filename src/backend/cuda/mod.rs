@@ -47,18 +47,18 @@
 //! | `launch` | typed kernel launches, checked against the sources' signatures | |
 //! | `cell_sums` | [`CellSumMethod`]: how pass 1 forms the cell sums | `cell_sums.cuh` |
 //! | `params` | `KernelParams`, the kernels' by-value parameters of one step | `mpc.cuh` |
-//! | `buffers` | footprint, out-of-memory refusal, fluid / cell / solute buffers | |
+//! | `buffers` | footprint, out-of-memory refusal, fluid / cell / solute buffers, download/upload | |
 //! | `init` | the initial state on the GPU | `init.cu` |
 //! | `step` | one step as a sequence of the passes below; phase profiling | |
 //! | `stream` | pass 1: stream, bin, sum (fused: the previous collision first) | `stream.cu` |
 //! | `solutes` | solutes binned into the sums and collided | `solutes.cu` |
 //! | `cells` | pass 3: cell sums to collision parameters | `cells.cu` |
 //! | `collide` | pass 4: the fluid collision, or deferred (fused) | `collide.cu` |
-//! | `rules` | MPC-AT, MPC-AT+a, SRD+a: extended cell sums, their passes | `rules.cu`, `rules.cuh` |
+//! | `rules` | MPC-AT, MPC-AT+a, SRD+a: `RuleBuffers`, extended cell sums and their passes | `rules.cu`, `rules.cuh` |
 //! | `reorder` | particles sorted by cell | `reorder.cu` |
 //! | `host_staging` | host solutes: upload/download streams, pinned staging, events | |
 //! | `device_solutes` | the caller's device arrays: checks, stream order | `device_solutes.cu` |
-//! | `observe` | report, moments and profile, state download/upload | `observe.cu` |
+//! | `observe` | `Observables`: report, moments and profile, flow-field sums | `observe.cu` |
 //! | `debug` | test entry points (draws, `det_ln`, initial particles) | `debug.cu` |
 //! | `snapshot` | the fluid as a checkpoint's block: live, or copied into spare memory | |
 //! | `multi` | several GPUs: one `CudaBackend` per y slab | `migrate.cu`, `migrate.cuh` |
@@ -89,8 +89,8 @@ mod step;
 mod stream;
 
 pub use buffers::{
-    device_bytes, footprint, footprint_default, BYTES_PER_CELL, BYTES_PER_PARTICLE, MAX_CUDA_CELLS,
-    MAX_CUDA_PARTICLES, RESERVE_BYTES,
+    device_bytes, footprint, footprint_default, rule_bytes_per_cell, BYTES_PER_CELL,
+    BYTES_PER_PARTICLE, MAX_CUDA_CELLS, MAX_CUDA_PARTICLES, RESERVE_BYTES,
 };
 pub use cell_sums::CellSumMethod;
 pub use device::{device_memory, driver_present, nvrtc_present, probe, CudaDevice};
@@ -99,7 +99,6 @@ pub use device_solutes::DeviceSoluteArrays;
 pub use host_staging::SoluteTransfer;
 pub use multi::transfer;
 pub(crate) use params::WallParams;
-pub use rules::rule_bytes_per_cell;
 pub use step::PHASE_NAMES;
 
 use cudarc::driver::{CudaSlice, DriverError};
@@ -112,7 +111,7 @@ use crate::state::FluidState;
 use buffers::{check_fits, CellBuffers, FluidBuffers, SoluteBuffers};
 use device_solutes::DeviceSoluteState;
 use host_staging::CoupledIo;
-use observe::MomentBuffers;
+use observe::Observables;
 use params::KernelParams;
 use step::PhaseTimer;
 
@@ -128,9 +127,8 @@ pub struct CudaBackend {
     ncells: usize,
     fluid: FluidBuffers,
     cell: CellBuffers,
-    /// The step's report: [Σ E_rel, Σ (Nc − 1), kinetic stress sum, collisional stress sum].
-    report: CudaSlice<f64>,
-    moments: MomentBuffers,
+    /// The step's report, the moments' and the flow fields' sums (`observe.rs`).
+    obs: Observables,
     /// Fused method: the parameters of the step whose fluid collision is still pending (its
     /// cell parameters are in `cell.sums`).
     pending: Option<KernelParams>,
@@ -148,8 +146,6 @@ pub struct CudaBackend {
     slab: Option<multi::Slab>,
     /// The extended cell sums of a collision rule beside plain SRD (`rules.rs`).
     rules: Option<rules::RuleBuffers>,
-    /// Flow-field sums (`observe.rs`, `crate::fields`), allocated at the first sample.
-    fields: Option<CudaSlice<f64>>,
     /// A distance field's node values (walls given as data), uploaded once; every slab holds
     /// the whole grid.
     wall_grid: Option<CudaSlice<f32>>,
@@ -280,10 +276,7 @@ impl CudaBackend {
         let fluid = FluidBuffers::alloc(&s, n, method, &oom)?;
         let cell = CellBuffers::alloc(&s, ncells, method, &oom)?;
         let rules = rules::RuleBuffers::alloc(&s, phys.rule, ncells, method, &oom)?;
-        let report = s
-            .alloc_zeros::<f64>(observe::REPORT_WORDS * observe::REPORT_COPIES)
-            .map_err(oom)?;
-        let moments = MomentBuffers::alloc(&s, phys.profile_bins(), &oom)?;
+        let obs = Observables::alloc(&s, phys.profile_bins(), &oom)?;
         let wall_grid = match grid_values {
             Some(v) => Some(s.clone_htod(&v[..]).map_err(oom)?),
             None => None,
@@ -296,8 +289,7 @@ impl CudaBackend {
             ncells,
             fluid,
             cell,
-            report,
-            moments,
+            obs,
             pending: None,
             solutes: None,
             coupled: None,
@@ -307,7 +299,6 @@ impl CudaBackend {
             device_bytes: needed,
             slab: None,
             rules,
-            fields: None,
             wall_grid,
             timer: PhaseTimer::default(),
         })
@@ -335,7 +326,9 @@ impl CudaBackend {
         }
         self.flush()?;
         self.phys = phys;
-        self.sync_rule_buffers()
+        let s = self.dev.stream.clone();
+        let (rule, ncells, method) = (self.phys.rule, self.ncells, self.method);
+        rules::RuleBuffers::sync(&mut self.rules, &s, rule, ncells, method)
     }
 
     pub fn physics(&self) -> &Physics {
@@ -358,6 +351,96 @@ impl CudaBackend {
     /// Wait for all queued work.
     pub fn synchronize(&self) -> Result<()> {
         self.dev.stream.synchronize().map_err(drv("synchronize"))
+    }
+}
+
+impl CudaBackend {
+    /// The collision rule's buffers (None under plain SRD) and what its fluid passes borrow
+    /// beside them.
+    fn rule_pass(&mut self) -> Option<(&mut rules::RuleBuffers, rules::RulePass<'_>)> {
+        let r = self.rules.as_mut()?;
+        let cx = rules::RulePass {
+            dev: &self.dev,
+            method: self.method,
+            fluid: &mut self.fluid,
+            cell: &mut self.cell,
+            report: &mut self.obs.report,
+            n: self.n,
+            ncells: self.ncells,
+        };
+        Some((r, cx))
+    }
+}
+
+/// What comes back: thin delegations to [`Observables`] and to the fluid's buffers, each a
+/// pending collision applied first where the fluid is read.
+impl CudaBackend {
+    /// The report of the last enqueued step (waits for it).
+    pub fn read_report(&self) -> Result<StepReport> {
+        self.obs.read_report(&self.dev.stream)
+    }
+
+    /// The moments' reduction queued on this GPU's stream (a pending collision applied
+    /// first), not waited for ([`Observables::queue_moments`]).
+    pub(super) fn queue_moments(&mut self) -> Result<()> {
+        self.flush()?;
+        let bins = self.phys.profile_bins();
+        let p = self.params(&self.phys.plan(0, false, false), 0);
+        self.obs
+            .queue_moments(&self.dev, &p, bins, &self.fluid, self.n)
+    }
+
+    /// The sums of the last [`CudaBackend::queue_moments`] (waits for them).
+    pub(super) fn read_moments(&mut self) -> Result<FluidMoments> {
+        self.obs.read_moments(&self.dev.stream, self.live())
+    }
+
+    /// Where this GPU's flow-field sums sit ([`observe::field_window`]).
+    pub(in crate::backend::cuda) fn field_window(&self) -> (u32, u32, u32) {
+        let offset = self.slab.as_ref().map(|sl| sl.cell_offset);
+        observe::field_window(self.phys.cells, self.ncells, offset)
+    }
+
+    /// [`crate::backend::Backend::accumulate_fields`]: the pending collision applied, then
+    /// [`Observables::accumulate_fields`] over this GPU's window.
+    pub(super) fn accumulate_field_sums(&mut self) -> Result<()> {
+        self.flush()?;
+        let window = self.field_window();
+        let p = self.params(&self.phys.plan(0, false, false), 0);
+        let cells = self.phys.cells;
+        self.obs
+            .accumulate_fields(&self.dev, &p, window, cells, &self.fluid, self.n)
+    }
+
+    /// This GPU's field sums as they are in its window ([`CudaBackend::field_window`]), then
+    /// zeroed; empty before the first sample.
+    pub(in crate::backend::cuda) fn take_window_field_sums(&mut self) -> Result<Vec<f64>> {
+        self.obs.take_field_sums(&self.dev.stream)
+    }
+
+    /// [`crate::backend::Backend::download`]: the fluid as it is now (a pending collision
+    /// applied first).
+    pub(super) fn download_state(&mut self) -> Result<FluidState> {
+        self.flush()?;
+        self.fluid.download(&self.dev.stream, self.n)
+    }
+
+    /// [`crate::backend::Backend::upload`]: replace the fluid by `state` of the same size.
+    pub(super) fn upload_state(&mut self, state: &FluidState) -> Result<()> {
+        state
+            .validate(&self.phys)
+            .map_err(|e| MpcError::Device(format!("uploaded fluid state: {e}")))?;
+        if state.len() != self.n {
+            return Err(MpcError::Device(format!(
+                "uploaded fluid state has {} particles, the CUDA backend holds {}; fix: upload a \
+                 state of the same size or open a new backend",
+                state.len(),
+                self.n
+            )));
+        }
+        // a pending collision belonged to the state being replaced
+        self.pending = None;
+        self.fluid.upload(&self.dev.stream, state, self.n)
     }
 }
 
@@ -429,8 +512,10 @@ impl Backend for CudaBackend {
         self.finish_coupled_step(plan, solutes)
     }
 
+    /// One kernel over the particles (a pending collision applied first), the sums read back.
     fn moments(&mut self) -> Result<FluidMoments> {
-        self.reduce_moments()
+        self.queue_moments()?;
+        self.read_moments()
     }
 
     fn accumulate_fields(&mut self) -> Result<()> {

@@ -1,17 +1,19 @@
-//! What comes back from the GPU (`kernels/observe.cu`): the step's report, the fluid's moments
-//! and velocity profile reduced on the device, and the whole state for checkpoints and tests
-//! (download, upload).
+//! What comes back from the GPU (`kernels/observe.cu`): [`Observables`], the device state
+//! of what a run observes and its operations: the step's report (every pass adds into it),
+//! the fluid's moments and velocity profile reduced on the device, and the flow-field sums.
+//! Each operation takes what it reads (the device, the kernels' parameters, the fluid's
+//! buffers, the field window) from its caller, `CudaBackend`'s thin delegations in `mod.rs`.
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig};
 
+use super::buffers::FluidBuffers;
 use super::device::OnAllocError;
-use super::device::{drv, grid};
-use super::CudaBackend;
+use super::device::{drv, grid, CudaDevice};
+use super::params::KernelParams;
 use crate::backend::{FluidMoments, StepReport};
 use crate::error::{MpcError, Result};
-use crate::state::FluidState;
 
 pub(super) use super::params::{REPORT_COPIES, REPORT_WALL_OFFSET, REPORT_WORDS};
 
@@ -31,7 +33,7 @@ fn add_copies<const W: usize>(copies: &[f64]) -> [f64; W] {
 }
 
 /// The moments' reduction targets.
-pub(super) struct MomentBuffers {
+struct MomentBuffers {
     /// [Σ m vx, Σ m vy, Σ m vz, Σ ½ m v²], in [`REPORT_COPIES`] copies.
     sums: CudaSlice<f64>,
     /// Σ vx and count per profile bin (`Physics::profile_bins`: y layers of one cell, z
@@ -42,11 +44,7 @@ pub(super) struct MomentBuffers {
 
 impl MomentBuffers {
     /// Zeroed buffers for a profile of `bins` bins.
-    pub(super) fn alloc(
-        s: &Arc<CudaStream>,
-        bins: usize,
-        oom: OnAllocError<'_>,
-    ) -> Result<MomentBuffers> {
+    fn alloc(s: &Arc<CudaStream>, bins: usize, oom: OnAllocError<'_>) -> Result<MomentBuffers> {
         Ok(MomentBuffers {
             sums: s
                 .alloc_zeros::<f64>(MOMENT_WORDS * REPORT_COPIES)
@@ -90,55 +88,100 @@ fn moments_grid(n: usize) -> (LaunchConfig, u32) {
     (cfg, per_block as u32)
 }
 
-impl CudaBackend {
-    /// The report of the last enqueued step (waits for it).
-    pub fn read_report(&self) -> Result<StepReport> {
+/// Where a GPU's flow-field sums sit: (first global y layer of its own cells, layers in the
+/// buffer, halo layers on each side), for a box of `cells` of which the GPU holds `ncells`
+/// from global cell `cell_offset` (None: one GPU, the whole box). One GPU: every layer, no
+/// halo; a slab: its layers and one more on each side (periodic in y).
+pub(super) fn field_window(
+    cells: [u32; 3],
+    ncells: usize,
+    cell_offset: Option<u32>,
+) -> (u32, u32, u32) {
+    let [lx, ly, lz] = cells;
+    match cell_offset {
+        None => (0, ly, 0),
+        Some(offset) => {
+            let layer = lx * lz;
+            let own = ncells as u32 / layer;
+            (offset / layer, (own + 2).min(ly), 1)
+        }
+    }
+}
+
+/// What one GPU observes, on the device: the step's report, the moments' sums and profile,
+/// and the flow-field sums.
+pub(super) struct Observables {
+    /// The step's report: [Σ E_rel, Σ (Nc − 1), kinetic stress sum, collisional stress sum,
+    /// the walls' momentum], in [`REPORT_COPIES`] copies. Every pass of the step adds into it
+    /// (pass 1 zeroes it).
+    pub(super) report: CudaSlice<f64>,
+    moments: MomentBuffers,
+    /// Flow-field sums (`crate::fields`), allocated at the first sample.
+    fields: Option<CudaSlice<f64>>,
+}
+
+impl Observables {
+    /// The zeroed report and moments' buffers (a profile of `bins` bins); the field sums come
+    /// at the first sample.
+    pub(super) fn alloc(
+        s: &Arc<CudaStream>,
+        bins: usize,
+        oom: OnAllocError<'_>,
+    ) -> Result<Observables> {
+        let report = s
+            .alloc_zeros::<f64>(REPORT_WORDS * REPORT_COPIES)
+            .map_err(oom)?;
+        let moments = MomentBuffers::alloc(s, bins, oom)?;
+        Ok(Observables {
+            report,
+            moments,
+            fields: None,
+        })
+    }
+
+    /// The report of the last step enqueued on `s` (waits for it).
+    pub(super) fn read_report(&self, s: &Arc<CudaStream>) -> Result<StepReport> {
         let mut r = [0.0f64; REPORT_WORDS * REPORT_COPIES];
-        self.dev
-            .stream
-            .memcpy_dtoh(&self.report, &mut r)
+        s.memcpy_dtoh(&self.report, &mut r)
             .map_err(drv("report copy"))?;
         Ok(report_from_words(&r))
     }
 
-    /// [`crate::backend::Backend::moments`]: one kernel over the particles (a pending
-    /// collision applied first), the sums read back.
-    pub(super) fn reduce_moments(&mut self) -> Result<FluidMoments> {
-        self.queue_moments()?;
-        self.read_moments()
-    }
-
-    /// The moments' reduction queued on this GPU's stream (a pending collision applied
-    /// first), not waited for: several slabs queue theirs before any is read, so their
-    /// kernels run at once.
-    pub(super) fn queue_moments(&mut self) -> Result<()> {
-        self.flush()?;
-        let s = self.dev.stream.clone();
-        let bins = self.phys.profile_bins();
+    /// The moments' reduction over the `n` particle slots of `fluid` queued on `dev`'s stream
+    /// with parameters `p` (a profile of `bins` = `Physics::profile_bins` bins), not waited
+    /// for: several slabs queue theirs before any is read, so their kernels run at once. The
+    /// caller applied any pending collision first.
+    pub(super) fn queue_moments(
+        &mut self,
+        dev: &CudaDevice,
+        p: &KernelParams,
+        bins: usize,
+        fluid: &FluidBuffers,
+        n: usize,
+    ) -> Result<()> {
+        let s = dev.stream.clone();
         let shared = (bins * 16) as u32;
         let use_shared: u32 = (shared <= 40 * 1024) as u32;
-        let (mut cfg, per_block) = moments_grid(self.n);
+        let (mut cfg, per_block) = moments_grid(n);
         if use_shared == 1 {
             cfg.shared_mem_bytes = shared;
         }
-        let p = self.params(&self.phys.plan(0, false, false), 0);
-        let (f, m) = (&self.fluid, &mut self.moments);
+        let (f, m) = (fluid, &mut self.moments);
         s.memset_zeros(&mut m.sums).map_err(drv("memset"))?;
         s.memset_zeros(&mut m.profile_sum).map_err(drv("memset"))?;
         s.memset_zeros(&mut m.profile_count)
             .map_err(drv("memset"))?;
-        // SAFETY: the particle arrays hold p.n_fluid = self.n slots (each block reads its per_block
+        // SAFETY: the particle arrays hold p.n_fluid = n slots (each block reads its per_block
         // slots, bounded by n_fluid), out MOMENT_WORDS × REPORT_COPIES doubles (block b adds into
         // copy b % REPORT_COPIES), the profiles `bins` = Physics::profile_bins =
         // mpc_profile_bins(p) bins, and the dynamic shared memory (when used) is exactly that many
-        // doubles + u64. All on the main stream, after the flush.
+        // doubles + u64. All on the main stream, after the caller's flush.
         unsafe {
-            self.dev
-                .k
+            dev.k
                 .moments(
                     &s,
                     cfg,
-                    &p,
+                    p,
                     &f.pos[1],
                     &f.pos[2],
                     &f.vel[0],
@@ -156,14 +199,19 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// The sums of the last [`CudaBackend::queue_moments`] (waits for them).
-    pub(super) fn read_moments(&mut self) -> Result<FluidMoments> {
-        let (s, m) = (&self.dev.stream, &self.moments);
+    /// The sums of the last [`Observables::queue_moments`] on `s` (waits for them), of
+    /// `particles` live particles.
+    pub(super) fn read_moments(
+        &self,
+        s: &Arc<CudaStream>,
+        particles: usize,
+    ) -> Result<FluidMoments> {
+        let m = &self.moments;
         let sums = add_copies::<MOMENT_WORDS>(&s.clone_dtoh(&m.sums).map_err(drv("copy"))?);
         let profile_sum = s.clone_dtoh(&m.profile_sum).map_err(drv("copy"))?;
         let profile_count = s.clone_dtoh(&m.profile_count).map_err(drv("copy"))?;
         Ok(FluidMoments {
-            particles: self.live() as u64,
+            particles: particles as u64,
             momentum: [sums[0], sums[1], sums[2]],
             kinetic_energy: sums[3],
             profile_sum,
@@ -171,78 +219,25 @@ impl CudaBackend {
         })
     }
 
-    /// [`crate::backend::Backend::download`]: the fluid as it is now (a pending collision
-    /// applied first).
-    pub(super) fn download_state(&mut self) -> Result<FluidState> {
-        self.flush()?;
-        let s = &self.dev.stream;
-        let n = self.n;
-        let mut st = FluidState::default();
-        for k in 0..3 {
-            let mut p = s.clone_dtoh(&self.fluid.pos[k]).map_err(drv("download"))?;
-            p.truncate(n);
-            st.pos[k] = p;
-            let mut v = s.clone_dtoh(&self.fluid.vel[k]).map_err(drv("download"))?;
-            v.truncate(n);
-            st.vel[k] = v;
-        }
-        Ok(st)
-    }
-
-    /// [`crate::backend::Backend::upload`]: replace the fluid by `state` of the same size.
-    pub(super) fn upload_state(&mut self, state: &FluidState) -> Result<()> {
-        state
-            .validate(&self.phys)
-            .map_err(|e| MpcError::Device(format!("uploaded fluid state: {e}")))?;
-        if state.len() != self.n {
-            return Err(MpcError::Device(format!(
-                "uploaded fluid state has {} particles, the CUDA backend holds {}; fix: upload a \
-                 state of the same size or open a new backend",
-                state.len(),
-                self.n
-            )));
-        }
-        // a pending collision belonged to the state being replaced
-        self.pending = None;
-        let s = &self.dev.stream;
-        let n = self.n;
-        for k in 0..3 {
-            s.memcpy_htod(&state.pos[k][..], &mut self.fluid.pos[k].slice_mut(..n))
-                .map_err(drv("upload"))?;
-            s.memcpy_htod(&state.vel[k][..], &mut self.fluid.vel[k].slice_mut(..n))
-                .map_err(drv("upload"))?;
-        }
-        s.synchronize().map_err(drv("upload"))?;
-        Ok(())
-    }
-}
-
-impl CudaBackend {
-    /// Where this GPU's flow-field sums sit: (first global y layer of its own cells, layers in
-    /// the buffer, halo layers on each side). One GPU: every layer, no halo; a slab: its
-    /// layers and one more on each side (periodic in y).
-    pub(in crate::backend::cuda) fn field_window(&self) -> (u32, u32, u32) {
-        let [lx, ly, lz] = self.phys.cells;
-        match &self.slab {
-            None => (0, ly, 0),
-            Some(sl) => {
-                let layer = lx * lz;
-                let own = self.ncells as u32 / layer;
-                (sl.cell_offset / layer, (own + 2).min(ly), 1)
-            }
-        }
-    }
-
-    /// [`crate::backend::Backend::accumulate_fields`]: the pending collision applied, then one
-    /// kernel over the particles adds into this GPU's field buffer (allocated at first use).
-    pub(super) fn accumulate_field_sums(&mut self) -> Result<()> {
-        self.flush()?;
-        let (first, layers, halo) = self.field_window();
-        let [lx, _, lz] = self.phys.cells;
+    /// One kernel over the `n` particle slots of `fluid` adds into the field buffer (allocated
+    /// at first use) of the window `(first, layers, halo)` ([`field_window`]) of a box of
+    /// `cells`, on `dev`'s stream with parameters `p`. The caller applied any pending
+    /// collision first.
+    pub(super) fn accumulate_fields(
+        &mut self,
+        dev: &CudaDevice,
+        p: &KernelParams,
+        window: (u32, u32, u32),
+        cells: [u32; 3],
+        fluid: &FluidBuffers,
+        n: usize,
+    ) -> Result<()> {
+        let (first, layers, halo) = window;
+        let [lx, _, lz] = cells;
         let len = crate::fields::FIELD_SUMS * (layers * lx * lz) as usize;
-        let s = self.dev.stream.clone();
+        let s = dev.stream.clone();
         if self.fields.is_none() {
-            let what = self.dev.describe();
+            let what = dev.describe();
             self.fields = Some(
                 s.alloc_zeros::<f64>(len)
                     .map_err(|e| MpcError::OutOfMemory {
@@ -255,27 +250,25 @@ impl CudaBackend {
                     })?,
             );
         }
-        let p = self.params(&self.phys.plan(0, false, false), 0);
         let fields = self.fields.as_mut().expect("allocated above");
-        let [px, py, pz] = &self.fluid.pos;
-        let [vx, vy, vz] = &self.fluid.vel;
-        // SAFETY: the particle arrays hold p.n_fluid = self.n slots (free slots skipped by their
-        // cell word), `fields` 5 doubles for each of the layers × lx × lz cells the kernel indexes
+        let [px, py, pz] = &fluid.pos;
+        let [vx, vy, vz] = &fluid.vel;
+        // SAFETY: the particle arrays hold p.n_fluid = n slots (free slots skipped by their cell
+        // word), `fields` 5 doubles for each of the layers × lx × lz cells the kernel indexes
         // (layer offsets reduced modulo Ly and checked against `layers`). Main stream.
         unsafe {
-            self.dev
-                .k
+            dev.k
                 .accumulate_fields(
                     &s,
-                    grid(self.n),
-                    &p,
+                    grid(n),
+                    p,
                     px,
                     py,
                     pz,
                     vx,
                     vy,
                     vz,
-                    &self.fluid.cellw,
+                    &fluid.cellw,
                     fields,
                     &first,
                     &layers,
@@ -286,10 +279,9 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// This GPU's field sums as they are in its window ([`CudaBackend::field_window`]), then
-    /// zeroed; empty before the first sample.
-    pub(in crate::backend::cuda) fn take_window_field_sums(&mut self) -> Result<Vec<f64>> {
-        let s = self.dev.stream.clone();
+    /// The field sums as they are in their window, then zeroed (on `s`); empty before the
+    /// first sample.
+    pub(super) fn take_field_sums(&mut self, s: &Arc<CudaStream>) -> Result<Vec<f64>> {
         let Some(fields) = self.fields.as_mut() else {
             return Ok(Vec::new());
         };

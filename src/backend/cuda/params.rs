@@ -239,7 +239,7 @@ impl CudaBackend {
 
     /// Device address of the report's wall momentum (report words 4..10).
     fn wall_report_address(&self) -> u64 {
-        let (base, _sync) = self.report.device_ptr(&self.dev.stream);
+        let (base, _sync) = self.obs.report.device_ptr(&self.dev.stream);
         base + (REPORT_WALL_OFFSET * std::mem::size_of::<f64>()) as u64
     }
 }

@@ -6,9 +6,11 @@
 //! that pass 1 fills beside the plain sums (staged per warp so that consecutive lanes add
 //! consecutive doubles of a cell), and whose first six doubles the cell pass overwrites with
 //! the +a rules' correction [Δω, C]. The fused method alternates two such buffers with the two
-//! plain cell buffers. Each step of [`CudaBackend`] branches here when `self.rules` is set
-//! (`stream.rs`, `solutes.rs`, `cells.rs`, `collide.rs`, and the arrivals of
-//! `multi/migrate.rs`). The hot passes run kernels compiled for the rule alone
+//! plain cell buffers. [`RuleBuffers`] owns them and runs the rule's passes; each step of
+//! `CudaBackend` calls it when its `rules` field is set (`stream.rs`, `solutes.rs`,
+//! `cells.rs`, `collide.rs`, and the arrivals of `multi/migrate.rs`), lending what the passes
+//! read and write beside the extended sums ([`RulePass`]: the device, the fluid's and the
+//! cells' buffers, the step's report). The hot passes run kernels compiled for the rule alone
 //! ([`RuleKernels`]).
 
 use std::sync::Arc;
@@ -17,13 +19,14 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, PushKernelArg};
 
 use cudarc::driver::CudaFunction;
 
+use super::buffers::{rule_bytes_per_cell, CellBuffers, FluidBuffers};
+use super::cell_sums::CellSumMethod;
 use super::device::OnAllocError;
-use super::device::{drv, grid};
+use super::device::{drv, grid, CudaDevice};
 use super::fluid_kernels::FluidKernels;
 use super::launch::DevPtr;
 use super::params::KernelParams;
 use super::params::MigrationArgs;
-use super::{CellSumMethod, CudaBackend};
 use crate::backend::DeviceSolutes;
 use crate::error::{MpcError, Result};
 use crate::physics::Rule;
@@ -53,7 +56,7 @@ impl RuleKernels {
 
 /// The hot passes of a rule, each with its own kernel per rule.
 #[derive(Clone, Copy)]
-enum RulePass {
+enum HotPass {
     StreamBin,
     CollideStreamBin,
     CellParams,
@@ -61,9 +64,9 @@ enum RulePass {
 }
 
 /// The kernel of `pass` under `rule` (not plain SRD): the rule's own, or the generic one.
-fn rule_kernel(k: &FluidKernels, rule: Rule, pass: RulePass, which: RuleKernels) -> &CudaFunction {
+fn rule_kernel(k: &FluidKernels, rule: Rule, pass: HotPass, which: RuleKernels) -> &CudaFunction {
+    use HotPass as P;
     use Rule as R;
-    use RulePass as P;
     if which == RuleKernels::Generic {
         return match pass {
             P::StreamBin => &k.rules_stream_bin,
@@ -127,12 +130,6 @@ impl RuleBuffers {
     }
 }
 
-/// Device bytes per cell of a rule's extended sums (two buffers with the fused methods).
-pub fn rule_bytes_per_cell(rule: Rule, method: CellSumMethod) -> u64 {
-    let buffers = if method.is_fused() { 2 } else { 1 };
-    8 * ext_stride(rule) as u64 * buffers
-}
-
 /// The footprint `needed` (plain buffers) plus a rule's extended sums for `ncells` cells,
 /// refused before allocation when it does not fit in `free` bytes (beside the reserve).
 pub(super) fn check_rule_fits(
@@ -165,76 +162,98 @@ fn addr(b: &CudaSlice<f64>, s: &Arc<CudaStream>) -> u64 {
     b.device_ptr(s).0
 }
 
-impl CudaBackend {
-    /// Allocate or drop the extended sums when the rule changed (`set_physics`).
-    pub(super) fn sync_rule_buffers(&mut self) -> Result<()> {
-        if self.rules.as_ref().map(|r| r.rule).unwrap_or_default() == self.phys.rule {
+/// What a rule's fluid passes borrow of the backend beside the extended sums: the device (its
+/// main stream and kernels), the cell-sum method, the fluid's and the cells' buffers, the
+/// step's report, the particle slots and cells in use.
+pub(super) struct RulePass<'a> {
+    pub(super) dev: &'a CudaDevice,
+    pub(super) method: CellSumMethod,
+    pub(super) fluid: &'a mut FluidBuffers,
+    pub(super) cell: &'a mut CellBuffers,
+    /// REPORT_WORDS × REPORT_COPIES doubles (`observe::Observables::report`).
+    pub(super) report: &'a mut CudaSlice<f64>,
+    /// Particle slots (`p.n_fluid`).
+    pub(super) n: usize,
+    /// Cells in the cell buffers (`p.n_cells`).
+    pub(super) ncells: usize,
+}
+
+impl RuleBuffers {
+    /// Allocate or drop the extended sums in `slot` when the rule changed to `rule`
+    /// (`set_physics`).
+    pub(super) fn sync(
+        slot: &mut Option<RuleBuffers>,
+        s: &Arc<CudaStream>,
+        rule: Rule,
+        ncells: usize,
+        method: CellSumMethod,
+    ) -> Result<()> {
+        if slot.as_ref().map(|r| r.rule).unwrap_or_default() == rule {
             return Ok(());
         }
-        let s = self.dev.stream.clone();
         let oom =
             |e: cudarc::driver::DriverError| MpcError::Device(format!("CUDA rule buffers: {e:?}"));
-        self.rules = RuleBuffers::alloc(&s, self.phys.rule, self.ncells, self.method, &oom)?;
+        *slot = RuleBuffers::alloc(s, rule, ncells, method, &oom)?;
         Ok(())
     }
 
-    /// The rule's code and extended sums for `mpc_immigrate` (0 and a null address for SRD).
-    pub(super) fn rule_arrival_args(&self) -> (u32, u64) {
-        match &self.rules {
-            Some(r) => (r.rule.code(), addr(&r.ext, &self.dev.stream)),
-            None => (0, 0),
-        }
+    /// The rule's code and extended sums for `mpc_immigrate` (SRD, no buffers: 0 and a null
+    /// address).
+    pub(super) fn arrival_args(&self, s: &Arc<CudaStream>) -> (u32, u64) {
+        (self.rule.code(), addr(&self.ext, s))
     }
 
-    /// Pass 1 under a rule: the fused pass when a collision is pending, else stream, bin and
+    /// Pass 1 under the rule: the fused pass when a collision is pending, else stream, bin and
     /// sum into the zeroed plain and extended buffers. The list method sums plain SRD only.
-    pub(super) fn rules_pass1(
+    pub(super) fn pass1(
         &mut self,
+        cx: RulePass<'_>,
         pending: Option<KernelParams>,
         p: &KernelParams,
         margs: &MigrationArgs,
     ) -> Result<()> {
-        if self.method == CellSumMethod::List {
+        if cx.method == CellSumMethod::List {
             return Err(MpcError::Device(format!(
                 "the list cell-sum method sums plain SRD only, not {}; fix: unset \
                  MPCBOX_CUDA_METHOD or set it to fused",
-                self.phys.rule.name()
+                self.rule.name()
             )));
         }
         match pending {
-            Some(pc) if self.method.is_fused() => self.rules_collide_stream_bin(&pc, p, margs),
-            _ => self.rules_stream_bin(p, margs),
+            Some(pc) if cx.method.is_fused() => self.collide_stream_bin(cx, &pc, p, margs),
+            _ => self.stream_bin(cx, p, margs),
         }
     }
 
-    /// Whether the method aggregates each block's plain sums in shared memory (the `_shared`
+    /// Whether `method` aggregates each block's plain sums in shared memory (the `_shared`
     /// kernels, which take the rule at run time).
-    fn rules_block_aggregation(&self) -> bool {
-        matches!(
-            self.method,
-            CellSumMethod::Shared | CellSumMethod::FusedShared
-        )
+    fn block_aggregation(method: CellSumMethod) -> bool {
+        matches!(method, CellSumMethod::Shared | CellSumMethod::FusedShared)
     }
 
-    fn rules_stream_bin(&mut self, p: &KernelParams, margs: &MigrationArgs) -> Result<()> {
-        let s = self.dev.stream.clone();
-        let k = &self.dev.k;
-        let block = self.rules_block_aggregation();
-        let r = self.rules.as_mut().expect("a rule's buffers");
+    fn stream_bin(
+        &mut self,
+        cx: RulePass<'_>,
+        p: &KernelParams,
+        margs: &MigrationArgs,
+    ) -> Result<()> {
+        let s = cx.dev.stream.clone();
+        let k = &cx.dev.k;
+        let block = RuleBuffers::block_aggregation(cx.method);
         let f = if block {
             &k.rules_stream_bin_shared
         } else {
-            rule_kernel(k, r.rule, RulePass::StreamBin, r.kernels)
+            rule_kernel(k, self.rule, HotPass::StreamBin, self.kernels)
         };
-        let code = r.rule.code();
-        s.memset_zeros(&mut self.cell.sums).map_err(drv("memset"))?;
-        s.memset_zeros(&mut r.ext).map_err(drv("memset"))?;
-        let [px, py, pz] = &mut self.fluid.pos;
-        let [vx, vy, vz] = &mut self.fluid.vel;
+        let code = self.rule.code();
+        s.memset_zeros(&mut cx.cell.sums).map_err(drv("memset"))?;
+        s.memset_zeros(&mut self.ext).map_err(drv("memset"))?;
+        let [px, py, pz] = &mut cx.fluid.pos;
+        let [vx, vy, vz] = &mut cx.fluid.vel;
         // SAFETY: mpc_rules_stream_bin, its _shared twin and the per-rule mpc_rules_stream_bin_*
         // (MpcParams, u32 rule, float *px, *py, *pz, double *vx, *vy, *vz, u32 *cellw, double
         // *cells, double *ext, double *report, MpcMigration): the argument types match; the
-        // particle arrays hold p.n_fluid = self.n slots, cells p.n_cells × 8 doubles, ext
+        // particle arrays hold p.n_fluid = cx.n slots, cells p.n_cells × 8 doubles, ext
         // p.n_cells × ext_stride(rule) doubles (the stride the kernels use for `rule`), report
         // REPORT_WORDS × REPORT_COPIES (per-block copies); `margs` holds this slab's migration
         // buffers (zeros on one GPU, then never dereferenced). One thread per slot.
@@ -248,12 +267,12 @@ impl CudaBackend {
                 .arg(vx)
                 .arg(vy)
                 .arg(vz)
-                .arg(&mut self.fluid.cellw)
-                .arg(&mut self.cell.sums)
-                .arg(&mut r.ext)
-                .arg(&mut self.report)
+                .arg(&mut cx.fluid.cellw)
+                .arg(&mut cx.cell.sums)
+                .arg(&mut self.ext)
+                .arg(&mut *cx.report)
                 .arg(margs)
-                .launch(grid(self.n))
+                .launch(grid(cx.n))
                 .map_err(drv("rules stream/bin"))?;
         }
         Ok(())
@@ -261,37 +280,37 @@ impl CudaBackend {
 
     /// Fused: collide step n (parameters `pc`, cell parameters in the current plain and
     /// extended buffers), then pass 1 of step n+1 into the other two, which become current.
-    fn rules_collide_stream_bin(
+    fn collide_stream_bin(
         &mut self,
+        cx: RulePass<'_>,
         pc: &KernelParams,
         p: &KernelParams,
         margs: &MigrationArgs,
     ) -> Result<()> {
-        let s = self.dev.stream.clone();
-        let k = &self.dev.k;
-        let block = self.rules_block_aggregation();
+        let s = cx.dev.stream.clone();
+        let k = &cx.dev.k;
+        let block = RuleBuffers::block_aggregation(cx.method);
         let missing = || MpcError::Device("fused method without second cell buffers".into());
-        let alt = self.cell.alt.as_mut().ok_or_else(missing)?;
-        let r = self.rules.as_mut().expect("a rule's buffers");
+        let alt = cx.cell.alt.as_mut().ok_or_else(missing)?;
         let f = if block {
             &k.rules_collide_stream_bin_shared
         } else {
-            rule_kernel(k, r.rule, RulePass::CollideStreamBin, r.kernels)
+            rule_kernel(k, self.rule, HotPass::CollideStreamBin, self.kernels)
         };
-        let code = r.rule.code();
-        let ext_alt = r.alt.as_mut().ok_or_else(missing)?;
+        let code = self.rule.code();
+        let ext_alt = self.alt.as_mut().ok_or_else(missing)?;
         s.memset_zeros(alt).map_err(drv("memset"))?;
         s.memset_zeros(ext_alt).map_err(drv("memset"))?;
-        let [px, py, pz] = &mut self.fluid.pos;
-        let [vx, vy, vz] = &mut self.fluid.vel;
+        let [px, py, pz] = &mut cx.fluid.pos;
+        let [vx, vy, vz] = &mut cx.fluid.vel;
         // SAFETY: mpc_rules_collide_stream_bin, its _shared twin and the per-rule
         // mpc_rules_collide_stream_bin_* (MpcParams pc, MpcParams p, u32 rule, float *px, *py,
         // *pz, double *vx, *vy, *vz, u32 *cellw, const double *cells_prev, const double
         // *ext_prev, double *cells_next, double *ext_next, double *report, MpcMigration m): the
-        // argument types match; particle arrays of p.n_fluid = self.n slots; the four cell
+        // argument types match; particle arrays of p.n_fluid = cx.n slots; the four cell
         // buffers are distinct allocations of p.n_cells × 8 (plain) and p.n_cells ×
         // ext_stride(rule) (extended) doubles; report REPORT_WORDS × REPORT_COPIES (per-block
-        // copies); `margs` as in `rules_stream_bin`.
+        // copies); `margs` as in `stream_bin`.
         unsafe {
             s.launch_builder(f)
                 .arg(pc)
@@ -303,55 +322,53 @@ impl CudaBackend {
                 .arg(vx)
                 .arg(vy)
                 .arg(vz)
-                .arg(&mut self.fluid.cellw)
-                .arg(&self.cell.sums)
-                .arg(&r.ext)
+                .arg(&mut cx.fluid.cellw)
+                .arg(&cx.cell.sums)
+                .arg(&self.ext)
                 .arg(&mut *alt)
                 .arg(&mut *ext_alt)
-                .arg(&mut self.report)
+                .arg(&mut *cx.report)
                 .arg(margs)
-                .launch(grid(self.n))
+                .launch(grid(cx.n))
                 .map_err(drv("rules collide/stream/bin"))?;
         }
-        std::mem::swap(&mut self.cell.sums, alt);
-        std::mem::swap(&mut r.ext, ext_alt);
+        std::mem::swap(&mut cx.cell.sums, alt);
+        std::mem::swap(&mut self.ext, ext_alt);
         Ok(())
     }
 
-    /// Pass 3 under a rule: sums to parameters in place, one thread per cell.
-    pub(super) fn rules_cell_pass(&mut self, p: &KernelParams) -> Result<()> {
-        let s = self.dev.stream.clone();
-        let r = self.rules.as_mut().expect("a rule's buffers");
-        let code = r.rule.code();
-        let f = rule_kernel(&self.dev.k, r.rule, RulePass::CellParams, r.kernels);
+    /// Pass 3 under the rule: sums to parameters in place, one thread per cell.
+    pub(super) fn cell_pass(&mut self, cx: RulePass<'_>, p: &KernelParams) -> Result<()> {
+        let s = cx.dev.stream.clone();
+        let code = self.rule.code();
+        let f = rule_kernel(&cx.dev.k, self.rule, HotPass::CellParams, self.kernels);
         // SAFETY: mpc_rules_cell_params and the per-rule mpc_rules_cell_params_* (MpcParams, u32
         // rule, double *cells, double *ext, double *report): the plain cell buffer of p.n_cells
-        // = self.ncells cells × 8 doubles, the extended one × ext_stride(rule) doubles, report
+        // = cx.ncells cells × 8 doubles, the extended one × ext_stride(rule) doubles, report
         // REPORT_WORDS × REPORT_COPIES (per-block copies); threads past n_cells only join the block reductions.
         unsafe {
             s.launch_builder(f)
                 .arg(p)
                 .arg(&code)
-                .arg(&mut self.cell.sums)
-                .arg(&mut r.ext)
-                .arg(&mut self.report)
-                .launch(grid(self.ncells))
+                .arg(&mut cx.cell.sums)
+                .arg(&mut self.ext)
+                .arg(&mut *cx.report)
+                .launch(grid(cx.ncells))
                 .map_err(drv("rules cell params"))?;
         }
         Ok(())
     }
 
-    /// Pass 4 under a rule: the fluid collision with parameters `p`.
-    pub(super) fn rules_launch_collide(&mut self, p: &KernelParams) -> Result<()> {
-        let s = self.dev.stream.clone();
-        let r = self.rules.as_ref().expect("a rule's buffers");
-        let code = r.rule.code();
-        let [px, py, pz] = &self.fluid.pos;
-        let [vx, vy, vz] = &mut self.fluid.vel;
-        let f = rule_kernel(&self.dev.k, r.rule, RulePass::Collide, r.kernels);
+    /// Pass 4 under the rule: the fluid collision with parameters `p`.
+    pub(super) fn launch_collide(&self, cx: RulePass<'_>, p: &KernelParams) -> Result<()> {
+        let s = cx.dev.stream.clone();
+        let code = self.rule.code();
+        let [px, py, pz] = &cx.fluid.pos;
+        let [vx, vy, vz] = &mut cx.fluid.vel;
+        let f = rule_kernel(&cx.dev.k, self.rule, HotPass::Collide, self.kernels);
         // SAFETY: mpc_rules_collide and the per-rule mpc_rules_collide_* (MpcParams, u32 rule,
         // const float *px, *py, *pz, double *vx, *vy, *vz, const u32 *cellw, const double
-        // *cells, const double *ext, double *report): particle arrays of p.n_fluid = self.n
+        // *cells, const double *ext, double *report): particle arrays of p.n_fluid = cx.n
         // slots whose cell words index the parameters the cell pass wrote before on this stream
         // (p.n_cells × 8 and × ext_stride(rule) doubles).
         unsafe {
@@ -364,35 +381,35 @@ impl CudaBackend {
                 .arg(vx)
                 .arg(vy)
                 .arg(vz)
-                .arg(&self.fluid.cellw)
-                .arg(&self.cell.sums)
-                .arg(&r.ext)
-                .arg(&mut self.report)
-                .launch(grid(self.n))
+                .arg(&cx.fluid.cellw)
+                .arg(&cx.cell.sums)
+                .arg(&self.ext)
+                .arg(&mut *cx.report)
+                .launch(grid(cx.n))
                 .map_err(drv("rules collide"))?;
         }
         Ok(())
     }
 
     /// Solutes at device addresses `pos`, `vel`, `mass` (`n` of them; mpcbox's buffers or the
-    /// caller's) binned into the plain and extended sums; cells and images into `cell`,
-    /// `image` (addresses of at least `n` elements).
-    pub(super) fn rules_bin_solutes(
+    /// caller's) binned on `dev` into the plain sums `sums` and the extended ones; cells and
+    /// images into `cell`, `image` (addresses of at least `n` elements).
+    pub(super) fn bin_solutes(
         &mut self,
+        dev: &CudaDevice,
+        sums: &mut CudaSlice<f64>,
         p: &KernelParams,
         s: &DeviceSolutes,
         cell: u64,
         image: u64,
     ) -> Result<()> {
-        let main = self.dev.stream.clone();
-        let r = self.rules.as_mut().expect("a rule's buffers");
-        let code = r.rule.code();
+        let main = dev.stream.clone();
+        let code = self.rule.code();
         // SAFETY: `s` holds 3n, 3n and n doubles readable from this GPU (mpcbox's solute buffers,
         // or the caller's arrays checked before), `cell` and `image` at least n = p.n_solutes
         // elements of this GPU, the cell buffers as in the cell pass; one thread per solute.
         unsafe {
-            self.dev
-                .k
+            dev.k
                 .rules_solute_bin(
                     &main,
                     grid(s.n),
@@ -403,35 +420,38 @@ impl CudaBackend {
                     &DevPtr::new(s.mass),
                     &mut DevPtr::new(cell),
                     &mut DevPtr::new(image),
-                    &mut self.cell.sums,
-                    &mut r.ext,
+                    sums,
+                    &mut self.ext,
                 )
                 .map_err(drv("rules solute bin"))?;
         }
         Ok(())
     }
 
-    /// Collide the solutes binned by [`CudaBackend::rules_bin_solutes`] into `s.vel`; with
-    /// `owned_only` the solutes of other GPUs' cells are left alone, else zeroed.
-    pub(super) fn rules_collide_solutes(
-        &mut self,
+    /// Collide the solutes binned by [`RuleBuffers::bin_solutes`] into `s.vel` with the cell
+    /// parameters in `sums` and the extended buffer, adding into `report`; with `owned_only`
+    /// the solutes of other GPUs' cells are left alone, else zeroed.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn collide_solutes(
+        &self,
+        dev: &CudaDevice,
+        sums: &CudaSlice<f64>,
+        report: &mut CudaSlice<f64>,
         p: &KernelParams,
         s: &DeviceSolutes,
         cell: u64,
         image: u64,
         owned_only: bool,
     ) -> Result<()> {
-        let main = self.dev.stream.clone();
-        let r = self.rules.as_ref().expect("a rule's buffers");
-        let code = r.rule.code();
+        let main = dev.stream.clone();
+        let code = self.rule.code();
         let owned = owned_only as u32;
-        // SAFETY: the arrays of `rules_bin_solutes` (cells and images written by it on this
-        // stream), the cell parameters, the velocities (3n doubles, each written only by the GPU
-        // that owns the solute's cell), and the step's report (REPORT_WORDS × REPORT_COPIES
-        // doubles, zeroed in pass 1 on this stream).
+        // SAFETY: the arrays of `bin_solutes` (cells and images written by it on this stream),
+        // the cell parameters, the velocities (3n doubles, each written only by the GPU that
+        // owns the solute's cell), and the step's report (REPORT_WORDS × REPORT_COPIES doubles,
+        // zeroed in pass 1 on this stream).
         unsafe {
-            self.dev
-                .k
+            dev.k
                 .rules_solute_collide(
                     &main,
                     grid(s.n),
@@ -441,39 +461,14 @@ impl CudaBackend {
                     &DevPtr::new(s.mass),
                     &DevPtr::new(cell),
                     &DevPtr::new(image),
-                    &self.cell.sums,
-                    &r.ext,
+                    sums,
+                    &self.ext,
                     &mut DevPtr::new(s.vel),
                     &owned,
-                    &mut self.report,
+                    report,
                 )
                 .map_err(drv("rules solute collide"))?;
         }
         Ok(())
-    }
-
-    /// mpcbox's own solute buffers as [`DeviceSolutes`] with their cell and image arrays.
-    pub(super) fn own_solutes(&self, ns: usize) -> Result<(DeviceSolutes, u64, u64)> {
-        let st = &self.dev.stream;
-        let sb = self
-            .solutes
-            .as_ref()
-            .ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
-        let solutes = DeviceSolutes {
-            pos: addr(&sb.pos, st),
-            vel: addr(&sb.vel, st),
-            mass: addr(&sb.mass, st),
-            n: ns,
-            stream: 0,
-        };
-        Ok((solutes, sb.cell.device_ptr(st).0, sb.image.device_ptr(st).0))
-    }
-
-    /// The cell and image arrays of device-resident solutes (made by `bin_solutes_from`).
-    pub(super) fn device_solute_indices(&mut self, n: usize) -> Result<(u64, u64)> {
-        self.ensure_device_solute_state(n)?;
-        let st = &self.dev.stream;
-        let d = self.device_solutes.as_ref().expect("made above");
-        Ok((d.cell.device_ptr(st).0, d.image.device_ptr(st).0))
     }
 }

@@ -1,29 +1,33 @@
 //! The fluid on GPUs as a checkpoint's block (`crate::checkpoint::BlockSource`): read from the
-//! live buffers a piece at a time while the run waits, or copied into spare device memory (a
+//! live buffers a chunk at a time while the run waits, or copied into spare device memory (a
 //! device-to-device copy: milliseconds) and read from there by the checkpoint writer's thread,
-//! on a stream of its own, while the run steps on. Either way only a piece is on the host at
-//! once. A block lists every GPU's live particles in slot order, as a download does (a slab's
-//! free slots skipped and its particles' global ids from `ids`; one GPU: every slot, listed by
-//! place), so its bytes are those of a checkpoint written from a download.
+//! on a stream of its own, while the run steps on. Either way each GPU copies through two
+//! slots of pinned staging: the copy of chunk k + 1 is queued on the copying stream while the
+//! host keeps and encodes chunk k (`checkpoint::read_chunked`); the host reads a slot only once
+//! the event recorded behind its copies has completed, and queues the next copy into it only
+//! once it has finished reading it. A block lists every GPU's live particles in slot order, as
+//! a download does (a slab's free slots skipped and its particles' global ids from `ids`; one
+//! GPU: every slot, listed by place), so its bytes are those of a checkpoint written from a
+//! download.
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, PinnedHostSlice};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaSlice, CudaStream, CudaView, DeviceRepr, PinnedHostSlice,
+    ValidAsZeroBits,
+};
 
 use super::buffers::RESERVE_BYTES;
 use super::device::drv;
 use super::CudaBackend;
-use crate::checkpoint::{BlockSource, BlockStream};
-use crate::error::Result;
-
-/// The cell word of a free slot (`MPC_DEAD`).
-const DEAD: u32 = u32::MAX;
+use crate::checkpoint::{read_chunked, BlockSource, BlockStream, Chunk, ChunkFetch, Fetched, Kept};
+use crate::error::{MpcError, Result};
 
 /// One GPU's particle arrays as a block reads them (the first `slots` of each).
 struct PartArrays<'a> {
     pos: [CudaView<'a, f32>; 3],
     vel: [CudaView<'a, f64>; 3],
-    /// Cell words: free slots hold [`DEAD`] (None: every slot is live).
+    /// Cell words: free slots hold `MPC_DEAD` (None: every slot is live).
     cellw: Option<CudaView<'a, u32>>,
     /// Global ids (None: particles are listed by place).
     ids: Option<CudaView<'a, u32>>,
@@ -31,154 +35,213 @@ struct PartArrays<'a> {
     live: u64,
 }
 
-/// Pinned host memory of one GPU's context that a piece of one section is copied into (a
-/// copy records its event on the copying stream, which must be of the memory's context), and
-/// the values kept from it.
-struct Staging {
-    words: PinnedHostSlice<u32>,
-    ids: PinnedHostSlice<u32>,
+/// Pinned host memory of one GPU's context that one chunk of a section is copied into (a
+/// staging slot; the copying stream must be of the memory's context), and the event recorded
+/// on that stream behind the chunk's copies.
+struct Slot {
+    /// Cell words (only for a part with free slots).
+    words: Option<PinnedHostSlice<u32>>,
+    /// Global ids (only for a part that has them).
+    ids: Option<PinnedHostSlice<u32>>,
     f32s: PinnedHostSlice<f32>,
     f64s: PinnedHostSlice<f64>,
-    kept_ids: Vec<u64>,
-    kept_f32: Vec<f32>,
-    kept_f64: Vec<f64>,
-    /// Values per piece.
-    chunk: usize,
+    copied: CudaEvent,
+    /// The chunk queued into the slot and not yet waited for: its section and slot count.
+    queued: Option<(usize, usize)>,
 }
 
-impl Staging {
-    /// Staging of `ctx` for one of `parts` GPUs: together they hold about a piece of
-    /// `piece_bytes` per width of value (so the window bounds them whatever the GPU count).
-    fn new(
-        ctx: &Arc<cudarc::driver::CudaContext>,
-        piece_bytes: usize,
-        parts: usize,
-    ) -> Result<Staging> {
-        let chunk = (piece_bytes / 8 / parts.max(1)).max(4096);
-        // cached host memory (not write-combined: the host reads it)
-        let flags = 0;
-        // SAFETY: uninitialised pinned host memory (this and the next three), read only after
-        // a device-to-host copy into it that the host waited for (`PinnedHostSlice::as_slice`
-        // synchronises on the copy's event), and only as far as the copy wrote.
-        let words = unsafe { ctx.alloc_pinned_with_flags::<u32>(chunk, flags) };
-        // SAFETY: as above.
-        let ids = unsafe { ctx.alloc_pinned_with_flags::<u32>(chunk, flags) };
-        // SAFETY: as above.
-        let f32s = unsafe { ctx.alloc_pinned_with_flags::<f32>(chunk, flags) };
-        // SAFETY: as above.
-        let f64s = unsafe { ctx.alloc_pinned_with_flags::<f64>(chunk, flags) };
-        Ok(Staging {
-            words: words.map_err(drv("pinned staging"))?,
-            ids: ids.map_err(drv("pinned staging"))?,
-            f32s: f32s.map_err(drv("pinned staging"))?,
-            f64s: f64s.map_err(drv("pinned staging"))?,
-            kept_ids: Vec::new(),
-            kept_f32: Vec::new(),
-            kept_f64: Vec::new(),
-            chunk,
+/// `n` values of zeroed pinned host memory of `ctx` (cached, not write-combined: the host
+/// reads it).
+fn pinned<T: DeviceRepr + ValidAsZeroBits + Default + Copy>(
+    ctx: &Arc<CudaContext>,
+    n: usize,
+) -> Result<PinnedHostSlice<T>> {
+    // SAFETY: the memory is uninitialised; it is zeroed here, before any copy into it is
+    // queued, so the host never reads bytes that nothing wrote. Later the host reads it only in
+    // `GpuFetch::wait`, once the event recorded behind the copies into it has completed.
+    let buf = unsafe { ctx.alloc_pinned_with_flags::<T>(n, 0) };
+    let mut buf = buf.map_err(drv("pinned staging"))?;
+    buf.as_mut_slice()
+        .map_err(drv("pinned staging"))?
+        .fill(T::default());
+    Ok(buf)
+}
+
+impl Slot {
+    fn new(ctx: &Arc<CudaContext>, chunk: usize, words: bool, ids: bool) -> Result<Slot> {
+        Ok(Slot {
+            words: words.then(|| pinned(ctx, chunk)).transpose()?,
+            ids: ids.then(|| pinned(ctx, chunk)).transpose()?,
+            f32s: pinned(ctx, chunk)?,
+            f64s: pinned(ctx, chunk)?,
+            copied: ctx.new_event(None).map_err(drv("checkpoint copy"))?,
+            queued: None,
         })
+    }
+
+    /// The chunk queued into the slot, if any, once its copies are complete.
+    fn settle(&mut self) -> Result<Option<(usize, usize)>> {
+        let queued = self.queued.take();
+        if queued.is_some() {
+            self.copied.synchronize().map_err(drv("checkpoint copy"))?;
+        }
+        Ok(queued)
     }
 }
 
-/// `src[lo..hi]` copied into `buf` on `stream`, once the copy is done.
-fn fetch<'b, T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+/// One GPU's two staging slots and the values kept from them (made at its first piece).
+struct Staging {
+    slots: [Slot; 2],
+    kept: Kept,
+    /// Slots of the part per chunk.
+    chunk: usize,
+    /// The stream the copies into the slots are queued on.
+    stream: Arc<CudaStream>,
+}
+
+impl Staging {
+    /// Staging of `part`, copied on `stream`, for one of `parts` GPUs: two slots of
+    /// `piece_bytes / 16 / parts` values (at most 20 bytes a value: word, id, f32, f64), so
+    /// that all GPUs' slots together take at most 2.5 pieces, and the values kept from them
+    /// (16 bytes a value) one more: the window holds them beside the block's pieces, whatever
+    /// the GPU count.
+    fn new(
+        part: &PartArrays<'_>,
+        stream: &Arc<CudaStream>,
+        piece_bytes: usize,
+        parts: usize,
+    ) -> Result<Staging> {
+        let chunk = (piece_bytes / 16 / parts.max(1)).max(1024);
+        let ctx = stream.context();
+        let slot = || Slot::new(ctx, chunk, part.cellw.is_some(), part.ids.is_some());
+        Ok(Staging {
+            slots: [slot()?, slot()?],
+            kept: Kept::default(),
+            chunk,
+            stream: stream.clone(),
+        })
+    }
+
+    /// Section `section` of `part` into `out` through the two slots (the next chunk's copy in
+    /// flight while the host keeps and encodes this one).
+    fn read(
+        &mut self,
+        part: &PartArrays<'_>,
+        section: usize,
+        first_id: u64,
+        out: &mut BlockStream<'_>,
+    ) -> Result<()> {
+        let mut fetch = GpuFetch {
+            part,
+            stream: &self.stream,
+            slots: &mut self.slots,
+            chunk: self.chunk,
+        };
+        read_chunked(&mut fetch, section, first_id, &mut self.kept, out)
+    }
+}
+
+impl Drop for Staging {
+    /// No copy into the slots is in flight when their memory is freed (an error may leave one
+    /// queued): the stream they are queued on is waited for.
+    fn drop(&mut self) {
+        let _ = self.stream.synchronize();
+    }
+}
+
+/// A part's chunks copied on `stream` into two staging slots.
+struct GpuFetch<'s, 'a> {
+    part: &'s PartArrays<'a>,
+    stream: &'s Arc<CudaStream>,
+    slots: &'s mut [Slot; 2],
+    chunk: usize,
+}
+
+/// Queue the copy of `src[lo..hi]` into the start of `buf` on `stream`.
+fn queue_copy<T: DeviceRepr + ValidAsZeroBits>(
     stream: &Arc<CudaStream>,
     src: &CudaView<'_, T>,
     lo: usize,
     hi: usize,
-    buf: &'b mut PinnedHostSlice<T>,
-) -> Result<&'b [T]> {
+    buf: &mut PinnedHostSlice<T>,
+) -> Result<()> {
     // exactly `hi - lo` values: cudarc copies as many as the destination holds, so the whole
-    // staging would read past the source's allocation. cudarc takes a plain slice for pageable
-    // memory and neither waits nor records an event; into pinned memory the copy is truly
-    // asynchronous, so the stream is waited for before the host reads it.
-    let n = hi - lo;
-    let dst = &mut buf.as_mut_slice().map_err(drv("checkpoint copy"))?[..n];
+    // staging would read past the source's allocation. Given a plain slice of pinned memory,
+    // cudarc queues the copy and records no event: the copy may still run when this returns,
+    // so the slot's event is recorded behind it and waited for before the host reads the slot
+    let dst = buf.as_mut_slice().map_err(drv("checkpoint copy"))?;
+    let dst = dst.get_mut(..hi - lo).ok_or_else(too_large)?;
     stream
         .memcpy_dtoh(&src.slice(lo..hi), dst)
-        .map_err(drv("checkpoint copy"))?;
-    stream.synchronize().map_err(drv("checkpoint copy"))?;
-    Ok(&buf.as_slice().map_err(drv("checkpoint copy"))?[..n])
+        .map_err(drv("checkpoint copy"))
 }
 
-/// The values of `vals` whose slot is live (`words` not [`DEAD`]), as `U`, into `kept`: in
-/// parallel runs of slots, joined in order (the host's filtering otherwise bounds the rate).
-fn keep_live<T: Copy + Send + Sync, U: From<T> + Send>(
-    vals: &[T],
-    words: Option<&[u32]>,
-    kept: &mut Vec<U>,
-) {
-    use rayon::prelude::*;
-    const RUN: usize = 1 << 16;
-    kept.clear();
-    match words {
-        Some(w) => {
-            let runs: Vec<Vec<U>> = vals
-                .par_chunks(RUN)
-                .zip(w.par_chunks(RUN))
-                .map(|(v, w)| {
-                    v.iter()
-                        .zip(w)
-                        .filter(|(_, &c)| c != DEAD)
-                        .map(|(&v, _)| U::from(v))
-                        .collect()
-                })
-                .collect();
-            for r in runs {
-                kept.extend(r);
-            }
-        }
-        None => {
-            kept.reserve(vals.len());
-            kept.extend(vals.iter().map(|&v| U::from(v)));
-        }
+fn too_large() -> MpcError {
+    MpcError::Device("a checkpoint chunk larger than its staging (please report it)".into())
+}
+
+/// The first `n` values of `buf` (its copies complete).
+fn first<T: ValidAsZeroBits>(buf: &PinnedHostSlice<T>, n: usize) -> Result<&[T]> {
+    let all = buf.as_slice().map_err(drv("checkpoint copy"))?;
+    all.get(..n).ok_or_else(too_large)
+}
+
+impl ChunkFetch for GpuFetch<'_, '_> {
+    fn slots(&self) -> usize {
+        self.part.slots
     }
-}
 
-/// Section `section` of `part`, a piece at a time, into `out` (see [`BlockSource::section`]).
-fn read_section(
-    part: &PartArrays<'_>,
-    stream: &Arc<CudaStream>,
-    section: usize,
-    first_id: u64,
-    st: &mut Staging,
-    out: &mut BlockStream<'_>,
-) -> Result<()> {
-    let mut listed = 0u64;
-    let mut lo = 0;
-    while lo < part.slots {
-        let hi = (lo + st.chunk).min(part.slots);
-        let words = match &part.cellw {
-            Some(w) => Some(fetch(stream, w, lo, hi, &mut st.words)?),
-            None => None,
-        };
+    fn chunk(&self) -> usize {
+        self.chunk
+    }
+
+    fn queue(&mut self, slot: usize, section: usize, lo: usize, hi: usize) -> Result<()> {
+        let (p, stream) = (self.part, self.stream);
+        let s = self.slots.get_mut(slot).ok_or_else(too_large)?;
+        // a chunk still queued into the slot (an error left it) completes before the next
+        // copy into it
+        s.settle()?;
+        if let (Some(w), Some(buf)) = (&p.cellw, &mut s.words) {
+            queue_copy(stream, w, lo, hi, buf)?;
+        }
         match section {
-            0 => match &part.ids {
-                Some(ids) => {
-                    let v = fetch(stream, ids, lo, hi, &mut st.ids)?;
-                    keep_live(v, words, &mut st.kept_ids);
-                    out.put(&st.kept_ids, u64::to_le_bytes)?;
+            0 => {
+                if let (Some(ids), Some(buf)) = (&p.ids, &mut s.ids) {
+                    queue_copy(stream, ids, lo, hi, buf)?;
                 }
-                None => {
-                    let k = words.map_or(hi - lo, |w| w.iter().filter(|&&c| c != DEAD).count());
-                    out.put_range(first_id + listed, k as u64)?;
-                    listed += k as u64;
-                }
-            },
-            1..=3 => {
-                let v = fetch(stream, &part.pos[section - 1], lo, hi, &mut st.f32s)?;
-                keep_live(v, words, &mut st.kept_f32);
-                out.put(&st.kept_f32, f32::to_le_bytes)?;
             }
-            _ => {
-                let v = fetch(stream, &part.vel[section - 4], lo, hi, &mut st.f64s)?;
-                keep_live(v, words, &mut st.kept_f64);
-                out.put(&st.kept_f64, f64::to_le_bytes)?;
-            }
+            1..=3 => queue_copy(stream, &p.pos[section - 1], lo, hi, &mut s.f32s)?,
+            _ => queue_copy(stream, &p.vel[section - 4], lo, hi, &mut s.f64s)?,
         }
-        lo = hi;
+        // behind the copies: the host reads the slot only once this has completed
+        s.copied.record(stream).map_err(drv("checkpoint copy"))?;
+        s.queued = Some((section, hi - lo));
+        Ok(())
     }
-    Ok(())
+
+    fn wait(&mut self, slot: usize) -> Result<Chunk<'_>> {
+        let p = self.part;
+        let s = self.slots.get_mut(slot).ok_or_else(too_large)?;
+        let Some((section, n)) = s.settle()? else {
+            return Err(MpcError::Device(
+                "a checkpoint chunk waited for before it was queued (please report it)".into(),
+            ));
+        };
+        // the copies into the slot are complete: its first `n` values are the chunk's
+        let words = match (&p.cellw, &s.words) {
+            (Some(_), Some(w)) => Some(first(w, n)?),
+            _ => None,
+        };
+        let values = match section {
+            0 => match (&p.ids, &s.ids) {
+                (Some(_), Some(ids)) => Fetched::Ids(first(ids, n)?),
+                _ => Fetched::Places(n),
+            },
+            1..=3 => Fetched::F32(first(&s.f32s, n)?),
+            _ => Fetched::F64(first(&s.f64s, n)?),
+        };
+        Ok(Chunk { words, values })
+    }
 }
 
 /// The live fluid of one or more GPUs (a process's slabs), read while the run waits.
@@ -283,9 +346,28 @@ impl GpuCopy {
 
 /// Copies of a process's GPUs' particles, read by the checkpoint writer's thread.
 pub(crate) struct DeviceSnapshot {
-    parts: Vec<GpuCopy>,
-    /// Each GPU's staging, made at its first piece.
+    /// Each GPU's staging, made at its first piece (dropped first: the copies into it end
+    /// before the device memory they read is freed).
     staging: Vec<Option<Staging>>,
+    parts: Vec<GpuCopy>,
+}
+
+/// Section `section` of `part`, copied on `stream`, into `out` through its `staging` (made now
+/// at its first piece, for one of `parts` GPUs).
+fn read_part(
+    part: &PartArrays<'_>,
+    stream: &Arc<CudaStream>,
+    staging: &mut Option<Staging>,
+    parts: usize,
+    section: usize,
+    first_id: u64,
+    out: &mut BlockStream<'_>,
+) -> Result<()> {
+    let st = match staging {
+        Some(st) => st,
+        slot => slot.insert(Staging::new(part, stream, out.piece_bytes(), parts)?),
+    };
+    st.read(part, section, first_id, out)
 }
 
 impl BlockSource for DeviceSnapshot {
@@ -300,13 +382,10 @@ impl BlockSource for DeviceSnapshot {
         first_id: u64,
         out: &mut BlockStream<'_>,
     ) -> Result<()> {
-        let p = &self.parts[part];
         let parts = self.parts.len();
-        let st = match &mut self.staging[part] {
-            Some(st) => st,
-            slot => slot.insert(Staging::new(p.stream.context(), out.piece_bytes(), parts)?),
-        };
-        read_section(&p.arrays(), &p.stream, section, first_id, st, out)
+        let p = &self.parts[part];
+        let st = &mut self.staging[part];
+        read_part(&p.arrays(), &p.stream, st, parts, section, first_id, out)
     }
 }
 
@@ -322,13 +401,10 @@ impl BlockSource for LiveSource<'_> {
         first_id: u64,
         out: &mut BlockStream<'_>,
     ) -> Result<()> {
-        let (p, stream) = &self.parts[part];
         let parts = self.parts.len();
-        let st = match &mut self.staging[part] {
-            Some(st) => st,
-            slot => slot.insert(Staging::new(stream.context(), out.piece_bytes(), parts)?),
-        };
-        read_section(p, stream, section, first_id, st, out)
+        let (p, stream) = &self.parts[part];
+        let st = &mut self.staging[part];
+        read_part(p, stream, st, parts, section, first_id, out)
     }
 }
 

@@ -4,7 +4,11 @@
 //! `host_staging.rs` or `multi/solutes.rs`), or device arrays (the caller's, checked by
 //! `device_solutes.rs`, or the home GPU's in a multi-GPU run).
 
-use cudarc::driver::PushKernelArg;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaStream, DevicePtr, PushKernelArg};
+
+use super::buffers::SoluteBuffers;
 
 use super::device::{drv, grid};
 use super::params::KernelParams;
@@ -18,9 +22,9 @@ impl CudaBackend {
         if ns == 0 {
             return Ok(());
         }
-        if self.rules.is_some() {
-            let (own, cell, image) = self.own_solutes(ns)?;
-            return self.rules_bin_solutes(p, &own, cell, image);
+        if let Some(r) = self.rules.as_mut() {
+            let (own, cell, image) = own_solutes(self.solutes.as_ref(), &self.dev.stream, ns)?;
+            return r.bin_solutes(&self.dev, &mut self.cell.sums, p, &own, cell, image);
         }
         let s = self.dev.stream.clone();
         let sb = self
@@ -50,9 +54,10 @@ impl CudaBackend {
 
     /// Step 5, solutes: collide in place on the device.
     pub(super) fn solute_collide(&mut self, p: &KernelParams, ns: usize) -> Result<()> {
-        if self.rules.is_some() {
-            let (own, cell, image) = self.own_solutes(ns)?;
-            return self.rules_collide_solutes(p, &own, cell, image, false);
+        if let Some(r) = self.rules.as_ref() {
+            let (own, cell, image) = own_solutes(self.solutes.as_ref(), &self.dev.stream, ns)?;
+            let (sums, report) = (&self.cell.sums, &mut self.obs.report);
+            return r.collide_solutes(&self.dev, sums, report, p, &own, cell, image, false);
         }
         let s = self.dev.stream.clone();
         let sb = self
@@ -74,7 +79,7 @@ impl CudaBackend {
                 .arg(&mut sb.vel)
                 .arg(&sb.pos)
                 .arg(&sb.mass)
-                .arg(&mut self.report)
+                .arg(&mut self.obs.report)
                 .launch(grid(ns))
                 .map_err(drv("solute collide"))?;
         }
@@ -92,7 +97,8 @@ impl CudaBackend {
     ) -> Result<()> {
         if self.rules.is_some() {
             let (cell, image) = self.device_solute_indices(s.n)?;
-            return self.rules_bin_solutes(p, s, cell, image);
+            let r = self.rules.as_mut().expect("a rule's buffers");
+            return r.bin_solutes(&self.dev, &mut self.cell.sums, p, s, cell, image);
         }
         self.ensure_device_solute_state(s.n)?;
         let (slots, listed) = solute_slots(s, subset);
@@ -135,7 +141,9 @@ impl CudaBackend {
     ) -> Result<()> {
         if self.rules.is_some() {
             let (cell, image) = self.device_solute_indices(s.n)?;
-            return self.rules_collide_solutes(p, s, cell, image, true);
+            let r = self.rules.as_ref().expect("a rule's buffers");
+            let (sums, report) = (&self.cell.sums, &mut self.obs.report);
+            return r.collide_solutes(&self.dev, sums, report, p, s, cell, image, true);
         }
         let (slots, listed) = solute_slots(s, subset);
         let q = p.with_solutes(slots);
@@ -161,13 +169,40 @@ impl CudaBackend {
                 .arg(&s.vel)
                 .arg(&s.pos)
                 .arg(&s.mass)
-                .arg(&mut self.report)
+                .arg(&mut self.obs.report)
                 .arg(&listed)
                 .launch(grid(slots))
                 .map_err(drv("solute collide"))?;
         }
         Ok(())
     }
+
+    /// The cell and image arrays of device-resident solutes (made by `bin_solutes_from`).
+    fn device_solute_indices(&mut self, n: usize) -> Result<(u64, u64)> {
+        self.ensure_device_solute_state(n)?;
+        let st = &self.dev.stream;
+        let d = self.device_solutes.as_ref().expect("made above");
+        Ok((d.cell.device_ptr(st).0, d.image.device_ptr(st).0))
+    }
+}
+
+/// mpcbox's own solute buffers `solutes` (the first `ns`) as [`DeviceSolutes`] with their cell
+/// and image arrays (the rules' solute kernels take addresses).
+fn own_solutes(
+    solutes: Option<&SoluteBuffers>,
+    st: &Arc<CudaStream>,
+    ns: usize,
+) -> Result<(DeviceSolutes, u64, u64)> {
+    let sb = solutes.ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
+    // raw addresses: event tracking is off, the guards do nothing
+    let solutes = DeviceSolutes {
+        pos: sb.pos.device_ptr(st).0,
+        vel: sb.vel.device_ptr(st).0,
+        mass: sb.mass.device_ptr(st).0,
+        n: ns,
+        stream: 0,
+    };
+    Ok((solutes, sb.cell.device_ptr(st).0, sb.image.device_ptr(st).0))
 }
 
 /// The null `subset` argument of the solute kernels: every solute.

@@ -16,11 +16,15 @@ impl CudaBackend {
     /// fused method also the pending collision of the previous step). Ends profiling phase 0.
     pub(super) fn fluid_pass(&mut self, p: &KernelParams) -> Result<()> {
         let s = self.dev.stream.clone();
-        s.memset_zeros(&mut self.report).map_err(drv("memset"))?;
+        s.memset_zeros(&mut self.obs.report)
+            .map_err(drv("memset"))?;
         let margs = self.begin_migration()?;
         let pending = self.pending.take();
         match (self.method, pending) {
-            (_, pending) if self.rules.is_some() => self.rules_pass1(pending, p, &margs)?,
+            (_, pending) if self.rules.is_some() => {
+                let (r, cx) = self.rule_pass().expect("a rule's buffers");
+                r.pass1(cx, pending, p, &margs)?
+            }
             (CellSumMethod::Fused | CellSumMethod::FusedShared, Some(pc)) => {
                 self.collide_stream_bin(&pc, p, &margs)?
             }
@@ -96,7 +100,7 @@ impl CudaBackend {
                 .arg(&mut self.fluid.cellw)
                 .arg(&self.cell.sums)
                 .arg(&mut *alt)
-                .arg(&mut self.report)
+                .arg(&mut self.obs.report)
                 .arg(margs)
                 .launch(grid(self.n))
                 .map_err(drv("collide/stream/bin"))?;
@@ -143,7 +147,7 @@ impl CudaBackend {
                 .arg(vz)
                 .arg(&mut self.fluid.cellw)
                 .arg(&mut self.cell.sums)
-                .arg(&mut self.report)
+                .arg(&mut self.obs.report)
                 .arg(margs)
                 .launch(grid(self.n))
                 .map_err(drv("stream/bin"))?;
@@ -188,7 +192,7 @@ impl CudaBackend {
                 &mut self.fluid.cellw,
                 &mut self.cell.counter,
                 &mut *next,
-                &mut self.report,
+                &mut self.obs.report,
             )
             .map_err(drv("stream/bin"))?;
             k.list_sums(

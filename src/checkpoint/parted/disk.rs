@@ -1,6 +1,7 @@
-//! Pieces of a block to disk on a thread of their own, so that reading and encoding the next
-//! piece overlaps the write of the last: the pieces cross a bounded channel, and the buffers
-//! come back for reuse, so at most `buffers` pieces exist at once (the host memory a block
+//! Pieces of a block checksummed and written on threads of their own, so that reading and
+//! encoding the next piece overlaps the checksum of the last and the write of the one before
+//! ([`SumPipe`] in front of [`DiskPipe`]): the pieces cross bounded channels, and the buffers
+//! come back for reuse, so at most [`BUFFERS`] pieces exist at once (the host memory a block
 //! costs is bounded by them, whatever its size).
 
 use std::fs::File;
@@ -8,20 +9,25 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crossbeam::channel::{bounded, Receiver, Sender};
 
-use super::encode::PieceSink;
+use super::encode::{PieceSink, StreamSum};
 use crate::error::{MpcError, Result};
 
-/// Pieces in flight: one being filled, one queued, one being written.
-pub(crate) const BUFFERS: usize = 3;
+/// Pieces of a block at once: one being filled, one being summed, one queued for the disk, one
+/// being written (the encoder holds one, [`SumPipe`] gives out one more, [`DiskPipe`] two).
+pub(crate) const BUFFERS: usize = 4;
+/// The empty buffers [`DiskPipe`] gives out at first.
+const DISK_SPARES: usize = BUFFERS - 2;
 
 /// A block's pieces written at `base` + their offset in `file` by a thread.
 pub(super) struct DiskPipe {
     to_disk: Option<Sender<(u64, Vec<u8>)>>,
     free: Receiver<Vec<u8>>,
-    thread: Option<JoinHandle<std::io::Result<()>>>,
+    /// The thread; it returns the time it spent writing.
+    thread: Option<JoinHandle<std::io::Result<Duration>>>,
     path: PathBuf,
     /// Bytes handed to the thread.
     pub(super) bytes: u64,
@@ -31,24 +37,27 @@ impl DiskPipe {
     pub(super) fn new(file: Arc<File>, path: &Path, base: u64) -> Result<DiskPipe> {
         let (to_disk, pieces) = bounded::<(u64, Vec<u8>)>(BUFFERS);
         let (give_back, free) = bounded::<Vec<u8>>(BUFFERS);
-        for _ in 0..BUFFERS - 1 {
-            give_back
-                .send(Vec::new())
-                .expect("room for the first buffers");
+        for _ in 0..DISK_SPARES {
+            give_back.send(Vec::new()).map_err(|_| {
+                MpcError::Device("a disk pipe without room (please report it)".into())
+            })?;
         }
         let thread = std::thread::Builder::new()
             .name("mpcbox-disk".into())
-            .spawn(move || -> std::io::Result<()> {
+            .spawn(move || -> std::io::Result<Duration> {
+                let mut writing = Duration::ZERO;
                 // on an error the thread stops: the producer's next send or wait for a buffer
                 // then fails, and `join` names the error
-                for (at, mut piece) in pieces {
+                for (at, piece) in pieces {
+                    let t = Instant::now();
                     file.write_all_at(&piece, base + at)?;
-                    piece.clear();
+                    writing += t.elapsed();
+                    // back whole: the encoder overwrites it without zeroing it again
                     if give_back.send(piece).is_err() {
                         break;
                     }
                 }
-                Ok(())
+                Ok(writing)
             })
             .map_err(|e| MpcError::io(path, e))?;
         Ok(DiskPipe {
@@ -60,11 +69,12 @@ impl DiskPipe {
         })
     }
 
-    /// The thread's outcome once it has stopped.
-    fn join(&mut self) -> Result<()> {
+    /// The thread's outcome once it has stopped: the time it spent writing.
+    fn join(&mut self) -> Result<Duration> {
         self.to_disk = None;
         match self.thread.take().map(|t| t.join()) {
-            None | Some(Ok(Ok(()))) => Ok(()),
+            None => Ok(Duration::ZERO),
+            Some(Ok(Ok(writing))) => Ok(writing),
             Some(Ok(Err(e))) => Err(MpcError::io(&self.path, e)),
             Some(Err(_)) => Err(MpcError::Device(format!(
                 "the thread writing {} stopped on an internal error (please report it)",
@@ -73,8 +83,9 @@ impl DiskPipe {
         }
     }
 
-    /// Wait until every piece is written; the first write error, if any.
-    pub(super) fn finish(mut self) -> Result<()> {
+    /// Wait until every piece is written: the time the thread spent writing, or the first
+    /// write error.
+    pub(super) fn finish(mut self) -> Result<Duration> {
         self.join()
     }
 }
@@ -104,5 +115,200 @@ impl PieceSink for DiskPipe {
 impl Drop for DiskPipe {
     fn drop(&mut self) {
         let _ = self.join();
+    }
+}
+
+/// What the summing thread hands back: the checksum, the sink its pieces went on to and the
+/// time it spent summing.
+type Summed<S> = std::thread::Result<Result<(u64, S, Duration)>>;
+
+/// A block's pieces checksummed by a thread of their own ([`StreamSum`], in order), each then
+/// passed on to `S` (the disk thread) and its buffer returned, while the encoder fills the
+/// next.
+pub(super) struct SumPipe<S> {
+    to_sum: Option<Sender<(u64, Vec<u8>)>>,
+    free: Receiver<Vec<u8>>,
+    thread: Option<JoinHandle<Result<(u64, S, Duration)>>>,
+    /// The sink, back from the thread once every piece went on to it.
+    inner: Option<S>,
+    path: PathBuf,
+    /// The time the encoder waited for the thread to take a piece and give a buffer back.
+    waited: Duration,
+    /// The time the thread spent summing (known once it ended).
+    summing: Duration,
+}
+
+impl<S: PieceSink + Send + 'static> SumPipe<S> {
+    /// Pieces of a block of `total` bytes to `inner`, summed on the way; `path` names the file
+    /// they go to (in errors).
+    pub(super) fn new(mut inner: S, total: u64, path: &Path) -> Result<SumPipe<S>> {
+        let (to_sum, pieces) = bounded::<(u64, Vec<u8>)>(1);
+        let (give_back, free) = bounded::<Vec<u8>>(BUFFERS);
+        give_back.send(Vec::new()).map_err(|_| {
+            MpcError::Device("a checksum pipe without room (please report it)".into())
+        })?;
+        let thread = std::thread::Builder::new()
+            .name("mpcbox-checksum".into())
+            .spawn(move || -> Result<(u64, S, Duration)> {
+                let mut sum = StreamSum::new(total);
+                let mut summing = Duration::ZERO;
+                // on an error the thread stops: the encoder's next send or wait for a buffer
+                // then fails, and `join` returns the error
+                for (at, piece) in pieces {
+                    let t = Instant::now();
+                    sum.update(&piece);
+                    summing += t.elapsed();
+                    let empty = inner.put(at, piece)?;
+                    if give_back.send(empty).is_err() {
+                        break;
+                    }
+                }
+                Ok((sum.finish(), inner, summing))
+            })
+            .map_err(|e| MpcError::io(path, e))?;
+        Ok(SumPipe {
+            to_sum: Some(to_sum),
+            free,
+            thread: Some(thread),
+            inner: None,
+            path: path.to_path_buf(),
+            waited: Duration::ZERO,
+            summing: Duration::ZERO,
+        })
+    }
+
+    /// The thread's outcome once every piece sent is summed and passed on: the checksum.
+    fn join(&mut self) -> Result<u64> {
+        self.to_sum = None;
+        let joined: Option<Summed<S>> = self.thread.take().map(|t| t.join());
+        match joined {
+            Some(Ok(Ok((sum, inner, summing)))) => {
+                self.inner = Some(inner);
+                self.summing = summing;
+                Ok(sum)
+            }
+            Some(Ok(Err(e))) => Err(e),
+            Some(Err(_)) => Err(MpcError::Device(format!(
+                "the thread summing {} stopped on an internal error (please report it)",
+                self.path.display()
+            ))),
+            None => Err(MpcError::Device(format!(
+                "the checksum of {} was asked for twice (please report it)",
+                self.path.display()
+            ))),
+        }
+    }
+
+    /// The sink the pieces went on to, once the checksum was taken ([`PieceSink::checksum`]),
+    /// the time the encoder waited for the thread and the time the thread spent summing.
+    pub(super) fn into_inner(mut self) -> Result<(S, Duration, Duration)> {
+        let inner = self.inner.take().ok_or_else(|| {
+            MpcError::Device(format!(
+                "the pieces of {} were not all summed (please report it)",
+                self.path.display()
+            ))
+        })?;
+        Ok((inner, self.waited, self.summing))
+    }
+}
+
+impl<S: PieceSink + Send + 'static> PieceSink for SumPipe<S> {
+    fn put(&mut self, at: u64, piece: Vec<u8>) -> Result<Vec<u8>> {
+        let t = Instant::now();
+        let sent = self
+            .to_sum
+            .as_ref()
+            .is_some_and(|t| t.send((at, piece)).is_ok());
+        // a closed channel: the thread stopped on an error, which join returns
+        let next = if sent { self.free.recv().ok() } else { None };
+        self.waited += t.elapsed();
+        match next {
+            Some(b) => Ok(b),
+            None => {
+                self.join()?;
+                Err(MpcError::Device(format!(
+                    "the thread summing {} stopped early (please report it)",
+                    self.path.display()
+                )))
+            }
+        }
+    }
+
+    fn sums(&self) -> bool {
+        true
+    }
+
+    fn checksum(&mut self) -> Result<u64> {
+        self.join()
+    }
+}
+
+impl<S> Drop for SumPipe<S> {
+    /// The pieces sent are passed on before the thread ends (dropping the sender ends its loop).
+    fn drop(&mut self) {
+        self.to_sum = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::parted::encode::{stream_block, FluidView};
+    use crate::state::FluidState;
+
+    /// Checksummed on a thread of its own, in pieces that split values and MiB, a block holds
+    /// the bytes, checksum and y range of one summed as it is encoded.
+    #[test]
+    fn a_block_summed_on_its_own_thread_is_the_block_summed_inline() {
+        let cfg = crate::config::Config::from_ron_str(
+            "(cells: (16, 20, 16), particles_per_cell: 9, time_step: 0.1, seed: 3, steps: 1, \
+              collision: Srd(angle_deg: 130.0))",
+        )
+        .unwrap();
+        let st = FluidState::initial(&cfg);
+        let mut inline = Vec::new();
+        let want = stream_block(&mut FluidView::Whole(&st), 0, 32 << 20, &mut inline).unwrap();
+        let total = inline.len() as u64;
+        for piece in [1004, 65_536, 3 << 20] {
+            let mut pipe = SumPipe::new(Vec::new(), total, Path::new("(memory)")).unwrap();
+            let got = stream_block(&mut FluidView::Whole(&st), 0, piece, &mut pipe).unwrap();
+            let (bytes, ..) = pipe.into_inner().unwrap();
+            assert!(bytes == inline, "pieces of {piece}: the bytes differ");
+            assert_eq!(got, want, "pieces of {piece}");
+        }
+    }
+
+    /// A sink that fails at its second piece.
+    struct Full(usize);
+    impl PieceSink for Full {
+        fn put(&mut self, _at: u64, mut piece: Vec<u8>) -> Result<Vec<u8>> {
+            self.0 += 1;
+            if self.0 == 2 {
+                return Err(MpcError::io(
+                    Path::new("/full/ck.mpcbox"),
+                    std::io::Error::other("no space left"),
+                ));
+            }
+            piece.clear();
+            Ok(piece)
+        }
+    }
+
+    /// The sink's error comes back to the encoder, naming the file.
+    #[test]
+    fn an_error_past_the_checksum_thread_names_the_file() {
+        let cfg = crate::config::Config::from_ron_str(
+            "(cells: (8, 8, 8), particles_per_cell: 9, time_step: 0.1, seed: 3, steps: 1, \
+              collision: Srd(angle_deg: 130.0))",
+        )
+        .unwrap();
+        let st = FluidState::initial(&cfg);
+        let total = st.len() as u64 * super::super::PARTICLE_BYTES;
+        let mut pipe = SumPipe::new(Full(0), total, Path::new("/full/ck.mpcbox")).unwrap();
+        let e = stream_block(&mut FluidView::Whole(&st), 0, 4096, &mut pipe).unwrap_err();
+        assert!(e.to_string().contains("/full/ck.mpcbox"), "{e}");
     }
 }

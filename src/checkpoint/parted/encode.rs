@@ -5,14 +5,15 @@
 
 use rayon::prelude::*;
 
-use super::{fnv_words, PARTICLE_BYTES};
+use super::{fnv_fold, fnv_words, FNV_OFFSET, FNV_PRIME, PARTICLE_BYTES};
 use crate::error::Result;
 use crate::state::FluidPart;
 use crate::state::FluidState;
 
 /// The checksum's chunk: [`super::checksum`] hashes each MiB of the block.
 const CHUNK: usize = 1 << 20;
-const PRIME: u64 = 0x0000_0100_0000_01b3;
+/// Values a task encodes (or scans for the y range) at a time.
+const RUN: usize = 1 << 14;
 
 /// The particles a process writes into its block: the whole fluid in index order, or its
 /// slabs' parts with their global ids.
@@ -112,64 +113,123 @@ impl BlockSource for LocalFluid {
     }
 }
 
-/// [`super::checksum`] of a byte stream given in pieces of any length.
+/// [`super::checksum`] of a byte stream given in pieces of any length: the hash of each MiB of
+/// the stream is folded in as it passes (the MiB wholly inside a piece in parallel, those
+/// across pieces word by word), so nothing is copied aside.
 pub(super) struct StreamSum {
+    /// The length and the finished MiB folded together.
     h: u64,
-    carry: Vec<u8>,
+    /// The hash of the MiB in progress and its bytes so far.
+    cur: u64,
+    filled: usize,
+    /// The word in progress (its first `filled % 8` bytes; the rest zeros).
+    word: [u8; 8],
 }
 
 impl StreamSum {
     pub(super) fn new(total: u64) -> StreamSum {
         StreamSum {
             h: fnv_words(&total.to_le_bytes()),
-            carry: Vec::with_capacity(CHUNK),
+            cur: FNV_OFFSET,
+            filled: 0,
+            word: [0; 8],
         }
     }
 
     fn fold(&mut self, chunk: u64) {
-        self.h = (self.h ^ chunk).wrapping_mul(PRIME);
+        self.h = (self.h ^ chunk).wrapping_mul(FNV_PRIME);
+    }
+
+    /// The MiB in progress folded in once complete.
+    fn close_full(&mut self) {
+        if self.filled == CHUNK {
+            let h = std::mem::replace(&mut self.cur, FNV_OFFSET);
+            self.fold(h);
+            self.filled = 0;
+        }
+    }
+
+    /// `bytes` (from a word boundary, within the MiB in progress) into its hash.
+    fn stream(&mut self, bytes: &[u8]) {
+        let (words, tail) = bytes.as_chunks::<8>();
+        let whole = words.len() * 8;
+        self.cur = fnv_fold(self.cur, &bytes[..whole]);
+        self.word = [0; 8];
+        self.word[..tail.len()].copy_from_slice(tail);
+        self.filled += bytes.len();
+        self.close_full();
     }
 
     pub(super) fn update(&mut self, mut bytes: &[u8]) {
-        if !self.carry.is_empty() {
-            let take = (CHUNK - self.carry.len()).min(bytes.len());
-            self.carry.extend_from_slice(&bytes[..take]);
+        // the word in progress first
+        let part = self.filled % 8;
+        if part != 0 {
+            let take = (8 - part).min(bytes.len());
+            self.word[part..part + take].copy_from_slice(&bytes[..take]);
+            self.filled += take;
             bytes = &bytes[take..];
-            if self.carry.len() < CHUNK {
+            if !self.filled.is_multiple_of(8) {
                 return;
             }
-            let h = fnv_words(&self.carry);
-            self.fold(h);
-            self.carry.clear();
+            self.cur = fnv_fold(self.cur, &self.word);
+            self.word = [0; 8];
+            self.close_full();
         }
+        // then the rest of the MiB in progress
+        if self.filled > 0 {
+            let take = (CHUNK - self.filled).min(bytes.len());
+            self.stream(&bytes[..take]);
+            bytes = &bytes[take..];
+        }
+        if bytes.is_empty() {
+            return;
+        }
+        // whole MiB in parallel, then the start of the next
         let full = bytes.len() / CHUNK * CHUNK;
         let hashes: Vec<u64> = bytes[..full].par_chunks(CHUNK).map(fnv_words).collect();
         for h in hashes {
             self.fold(h);
         }
-        self.carry.extend_from_slice(&bytes[full..]);
+        self.stream(&bytes[full..]);
     }
 
     pub(super) fn finish(mut self) -> u64 {
-        if !self.carry.is_empty() {
-            let h = fnv_words(&self.carry);
+        if !self.filled.is_multiple_of(8) {
+            self.cur = fnv_fold(self.cur, &self.word);
+        }
+        if self.filled > 0 {
+            let h = self.cur;
             self.fold(h);
         }
         self.h
     }
 }
 
-/// Where full pieces of a block go: each is handed over with its offset in the block, and an
-/// empty buffer (of any capacity) comes back to fill next.
+/// Where full pieces of a block go: each is handed over with its offset in the block, and a
+/// buffer (of any length and capacity; its bytes are overwritten) comes back to fill next. A
+/// sink that hands back the buffers it got, their length untouched, spares the stream zeroing
+/// them again.
 pub(super) trait PieceSink {
     fn put(&mut self, at: u64, piece: Vec<u8>) -> Result<Vec<u8>>;
+
+    /// Whether the sink takes the pieces' checksum itself (off the encoding thread:
+    /// [`super::disk::SumPipe`]); else the stream takes it as it goes.
+    fn sums(&self) -> bool {
+        false
+    }
+
+    /// The checksum of every piece put, once the last is put (only where [`PieceSink::sums`]).
+    fn checksum(&mut self) -> Result<u64> {
+        Err(crate::error::MpcError::Device(
+            "a checkpoint's pieces went unsummed (please report it)".into(),
+        ))
+    }
 }
 
 /// A block's bytes collected in memory.
 impl PieceSink for Vec<u8> {
-    fn put(&mut self, _at: u64, mut piece: Vec<u8>) -> Result<Vec<u8>> {
+    fn put(&mut self, _at: u64, piece: Vec<u8>) -> Result<Vec<u8>> {
         self.extend_from_slice(&piece);
-        piece.clear();
         Ok(piece)
     }
 }
@@ -186,9 +246,13 @@ pub(crate) struct BlockDone {
 /// taking the checksum and the y range on the way.
 pub struct BlockStream<'s> {
     piece: usize,
+    /// The piece being filled: `piece` bytes long, the first `filled` of them the block's.
     buf: Vec<u8>,
+    filled: usize,
+    /// The place in the block of the piece being filled.
     at: u64,
-    sum: StreamSum,
+    /// None: the sink sums the pieces.
+    sum: Option<StreamSum>,
     section: usize,
     y_range: [f32; 2],
     sink: &'s mut dyn PieceSink,
@@ -202,17 +266,32 @@ fn widen(r: [f32; 2], s: [f32; 2]) -> [f32; 2] {
 
 impl BlockStream<'_> {
     fn flush(&mut self) -> Result<()> {
-        if self.buf.is_empty() {
+        if self.filled == 0 {
             return Ok(());
         }
-        self.sum.update(&self.buf);
-        let len = self.buf.len() as u64;
+        self.buf.truncate(self.filled);
+        if let Some(sum) = &mut self.sum {
+            sum.update(&self.buf);
+        }
         let mut next = self.sink.put(self.at, std::mem::take(&mut self.buf))?;
-        next.clear();
-        next.reserve(self.piece);
+        // only what the buffer lacks of a piece is zeroed (a buffer handed back whole: none)
+        next.resize(self.piece, 0);
         self.buf = next;
-        self.at += len;
+        self.at += self.filled as u64;
+        self.filled = 0;
         Ok(())
+    }
+
+    /// Room in the piece for up to `want` values of `W` bytes (a full piece handed on first):
+    /// the bytes they take from `filled` on.
+    fn room<const W: usize>(&mut self, want: usize) -> Result<&mut [u8]> {
+        if self.piece - self.filled < W {
+            self.flush()?;
+        }
+        let k = ((self.piece - self.filled) / W).min(want);
+        let start = self.filled;
+        self.filled += k * W;
+        Ok(&mut self.buf[start..start + k * W])
     }
 
     /// `xs` as `W`-byte little-endian values (`bytes` of one value), encoded in parallel.
@@ -222,22 +301,27 @@ impl BlockStream<'_> {
         bytes: impl Fn(T) -> [u8; W] + Sync,
     ) -> Result<()> {
         let mut xs = xs;
+        let y = self.section == 2;
         while !xs.is_empty() {
-            if self.piece - self.buf.len() < W {
-                self.flush()?;
-            }
-            let k = ((self.piece - self.buf.len()) / W).min(xs.len());
-            let start = self.buf.len();
-            self.buf.resize(start + k * W, 0);
-            self.buf[start..]
-                .par_chunks_mut(W)
-                .zip(&xs[..k])
-                .for_each(|(b, &x)| b.copy_from_slice(&bytes(x)));
-            if self.section == 2 {
-                let r = self.buf[start..]
-                    .par_chunks(4)
-                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                    .fold(|| EMPTY_RANGE, |r, y| widen(r, [y, y]))
+            let room = self.room::<W>(xs.len())?;
+            let k = room.len() / W;
+            // runs of values per task, each a plain loop (a task per value is the slower)
+            room.par_chunks_mut(RUN * W)
+                .zip(xs[..k].par_chunks(RUN))
+                .for_each(|(b, xs)| {
+                    for (b, &x) in b.as_chunks_mut::<W>().0.iter_mut().zip(xs) {
+                        *b = bytes(x);
+                    }
+                });
+            if y {
+                let r = room
+                    .par_chunks(RUN * 4)
+                    .map(|b| {
+                        b.as_chunks::<4>().0.iter().fold(EMPTY_RANGE, |r, &y| {
+                            let y = f32::from_le_bytes(y);
+                            widen(r, [y, y])
+                        })
+                    })
                     .reduce(|| EMPTY_RANGE, widen);
                 self.y_range = widen(self.y_range, r);
             }
@@ -246,16 +330,21 @@ impl BlockStream<'_> {
         Ok(())
     }
 
-    /// The ids `first..first + n` (particles listed by place).
+    /// The ids `first..first + n` (particles listed by place), encoded in parallel.
     pub fn put_range(&mut self, first: u64, n: u64) -> Result<()> {
-        // a piece's worth at a time: the window bounds these too
-        let step = (self.piece / 8).max(1) as u64;
-        let mut lo = 0;
-        while lo < n {
-            let hi = (lo + step).min(n);
-            let ids: Vec<u64> = (first + lo..first + hi).collect();
-            self.put(&ids, u64::to_le_bytes)?;
-            lo = hi;
+        let mut next = first;
+        let end = first + n;
+        while next < end {
+            let want = usize::try_from(end - next).unwrap_or(usize::MAX);
+            let room = self.room::<8>(want)?;
+            let k = room.len() / 8;
+            room.par_chunks_mut(RUN * 8).enumerate().for_each(|(r, b)| {
+                let from = next + (r * RUN) as u64;
+                for (b, id) in b.as_chunks_mut::<8>().0.iter_mut().zip(from..) {
+                    *b = id.to_le_bytes();
+                }
+            });
+            next += k as u64;
         }
         Ok(())
     }
@@ -282,9 +371,10 @@ pub(super) fn stream_block(
     let piece = piece.max(64);
     let mut s = BlockStream {
         piece,
-        buf: Vec::with_capacity(piece),
+        buf: vec![0; piece],
+        filled: 0,
         at: 0,
-        sum: StreamSum::new(total),
+        sum: (!sink.sums()).then(|| StreamSum::new(total)),
         section: 0,
         y_range: EMPTY_RANGE,
         sink,
@@ -293,14 +383,14 @@ pub(super) fn stream_block(
         s.section = section;
         let mut first = first_id;
         for (part, &n) in counts.iter().enumerate() {
-            let before = s.at + s.buf.len() as u64;
+            let before = s.at + s.filled as u64;
             source.section(part, section, first, &mut s)?;
             let width = [8, 4, 4, 4, 8, 8, 8][section];
-            if s.at + s.buf.len() as u64 - before != width * n {
+            let gave = s.at + s.filled as u64 - before;
+            if gave != width * n {
                 return Err(crate::error::MpcError::Device(format!(
-                    "a checkpoint source gave {} bytes for section {section} of part {part} of \
-                     {n} particles (please report it)",
-                    s.at + s.buf.len() as u64 - before
+                    "a checkpoint source gave {gave} bytes for section {section} of part {part} \
+                     of {n} particles (please report it)"
                 )));
             }
             first += n;
@@ -308,8 +398,12 @@ pub(super) fn stream_block(
     }
     s.flush()?;
     debug_assert_eq!(s.at, total);
+    let checksum = match s.sum.take() {
+        Some(sum) => sum.finish(),
+        None => s.sink.checksum()?,
+    };
     Ok(BlockDone {
-        checksum: s.sum.finish(),
+        checksum,
         y_range: s.y_range,
     })
 }
@@ -332,7 +426,16 @@ mod tests {
         let bytes: Vec<u8> = (0..(3 * CHUNK + CHUNK / 2 + 7) as u64)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
             .collect();
-        for piece in [1, 1000, CHUNK - 3, CHUNK, 2 * CHUNK + 5, bytes.len()] {
+        for piece in [
+            1,
+            3,
+            1000,
+            4097,
+            CHUNK - 3,
+            CHUNK,
+            2 * CHUNK + 5,
+            bytes.len(),
+        ] {
             let mut sum = StreamSum::new(bytes.len() as u64);
             for p in bytes.chunks(piece) {
                 sum.update(p);

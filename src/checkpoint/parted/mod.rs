@@ -52,11 +52,23 @@ struct Meta {
 /// 64-bit FNV-1a over 8-byte words (a short tail padded with zeros): any change of one word
 /// changes the hash, and it runs at memory speed rather than a byte at a time.
 fn fnv_words(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for c in bytes.chunks(8) {
+    fnv_fold(FNV_OFFSET, bytes)
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+/// `h` folded with the 8-byte words of `bytes` as [`fnv_words`] folds them (a short tail padded
+/// with zeros).
+fn fnv_fold(mut h: u64, bytes: &[u8]) -> u64 {
+    let (words, tail) = bytes.as_chunks::<8>();
+    for w in words {
+        h = (h ^ u64::from_le_bytes(*w)).wrapping_mul(FNV_PRIME);
+    }
+    if !tail.is_empty() {
         let mut w = [0u8; 8];
-        w[..c.len()].copy_from_slice(c);
-        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(0x0000_0100_0000_01b3);
+        w[..tail.len()].copy_from_slice(tail);
+        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(FNV_PRIME);
     }
     h
 }
@@ -67,7 +79,7 @@ fn checksum(bytes: &[u8]) -> u64 {
     let parts: Vec<u64> = bytes.par_chunks(1 << 20).map(fnv_words).collect();
     let mut h = fnv_words(&(bytes.len() as u64).to_le_bytes());
     for p in parts {
-        h = (h ^ p).wrapping_mul(0x0000_0100_0000_01b3);
+        h = (h ^ p).wrapping_mul(FNV_PRIME);
     }
     h
 }
@@ -146,6 +158,7 @@ pub(super) fn to_bytes(
     Ok(out)
 }
 
+mod chunks;
 mod disk;
 pub(crate) use disk::BUFFERS;
 mod encode;
@@ -155,6 +168,7 @@ mod stream;
 mod tests;
 mod write;
 
+pub(crate) use chunks::{read_section as read_chunked, Chunk, ChunkFetch, Fetched, Kept};
 pub use encode::{BlockSource, BlockStream, FluidView, LocalFluid};
 pub use read::PartedFile;
 pub use stream::Values;

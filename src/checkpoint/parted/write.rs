@@ -7,16 +7,18 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
-use super::disk::DiskPipe;
+use super::disk::{DiskPipe, SumPipe};
 use super::encode::{stream_block, BlockDone, BlockSource};
 use super::{align, io, meta_and_header, Block, PAGE, PARTICLE_BYTES};
 use crate::checkpoint::CheckpointHead;
 use crate::error::{MpcError, Result};
 use crate::ranks::Transport;
 
-/// Bytes of a piece: an eighth of the host window (the pieces in flight take at most 3/8 of
-/// it), between 64 KiB and 32 MiB.
+/// Bytes of a piece: an eighth of the host window (the `BUFFERS` pieces of a block take half
+/// of it; the GPUs' staging and the values kept from it at most 7/16 more), between 64 KiB and
+/// 32 MiB.
 pub(crate) fn piece_bytes(window: u64) -> usize {
     (window / 8).clamp(64 << 10, 32 << 20) as usize
 }
@@ -121,7 +123,7 @@ pub(crate) fn temporary_prefix(path: &Path) -> String {
 }
 
 /// Stage 2 (this rank alone): stream `source` into this rank's block, in pieces of
-/// [`piece_bytes`]`(window)` written by a thread of their own, and put it on disk.
+/// [`piece_bytes`]`(window)` checksummed and written by a thread each, and put it on disk.
 pub(crate) fn write_block(
     plan: &WritePlan,
     source: &mut dyn BlockSource,
@@ -144,10 +146,27 @@ pub(crate) fn write_block(
         .open(&plan.tmp)
         .map_err(io(&plan.tmp))?;
     let f = Arc::new(f);
-    let mut pipe = DiskPipe::new(f.clone(), &plan.tmp, me.offset)?;
+    let t = Instant::now();
+    let disk = DiskPipe::new(f.clone(), &plan.tmp, me.offset)?;
+    // encoding (this thread), checksum and write (a thread each) overlap
+    let mut pipe = SumPipe::new(disk, me.count * PARTICLE_BYTES, &plan.tmp)?;
     let done = stream_block(source, plan.first_id, piece_bytes(window), &mut pipe)?;
-    pipe.finish()?;
+    let (disk, waited, summing) = pipe.into_inner()?;
+    let writing = disk.finish()?;
+    let written = t.elapsed();
     f.sync_data().map_err(io(&plan.tmp))?;
+    tracing::debug!(
+        "{}: a block of {} bytes streamed in {:.3} s (synced after {:.3} s more); the source \
+         and encoding waited {:.3} s of it for the checksum and disk threads, which summed for \
+         {:.3} s and wrote for {:.3} s",
+        plan.tmp.display(),
+        me.count * PARTICLE_BYTES,
+        written.as_secs_f64(),
+        (t.elapsed() - written).as_secs_f64(),
+        waited.as_secs_f64(),
+        summing.as_secs_f64(),
+        writing.as_secs_f64(),
+    );
     Ok(done)
 }
 

@@ -316,6 +316,14 @@ impl WallShape for CosineWalls {
     fn closed_axes(&self) -> [bool; 3] {
         [false, true, false]
     }
+
+    /// The nearer vertical gap over sqrt(1 + L²), L = amplitude 2π / period the walls' largest
+    /// slope: the distance to a curve of slope at most L is at least that.
+    fn clearance(&self, r: [f64; 3]) -> Option<f64> {
+        let (gb, gt, ..) = self.gaps(r);
+        let slope = self.amplitude.abs() * (TWO_PI / self.period);
+        Some(gb.min(gt) / (1.0 + slope * slope).sqrt())
+    }
 }
 
 #[cfg(test)]

@@ -369,6 +369,12 @@ impl WallShape for DistanceField {
     fn closed_axes(&self) -> [bool; 3] {
         [false; 3]
     }
+
+    /// The interpolated distance over the slope bound (the distance falls by at most `slope`
+    /// per unit length).
+    fn clearance(&self, r: [f64; 3]) -> Option<f64> {
+        Some(self.signed_distance(r) / self.slope)
+    }
 }
 
 #[cfg(test)]

@@ -34,7 +34,20 @@ pub trait WallShape {
 
     /// Axes the walls close (0 x, 1 y, 2 z): no periodic wrapping there.
     fn closed_axes(&self) -> [bool; 3];
+
+    /// A lower bound of the distance from `r` (in the fluid) to the solid, where one is cheap
+    /// (None: not known). A particle whose clearance exceeds its travel in a step by
+    /// [`REACH_MARGIN`] has no impact and stays in the fluid: its streaming skips the path.
+    fn clearance(&self, _r: [f64; 3]) -> Option<f64> {
+        None
+    }
 }
+
+/// How much farther than it can travel in a step a particle must be from the walls for its
+/// streaming to skip the walls' path: far above the rounding of a time of impact (~1e-12) and of
+/// an f32 position (~1e-5 at 256 cells). The kernels read it as `MPC_WALLS_REACH_MARGIN`
+/// (`backend::cuda::contract`).
+pub const REACH_MARGIN: f64 = 1e-3;
 
 /// The f32 next to `x` (≥ 0) in the direction of `target`.
 #[inline]

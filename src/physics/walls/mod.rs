@@ -47,6 +47,9 @@ pub mod shapes;
 pub mod sphere;
 pub mod theory;
 
+#[cfg(test)]
+mod reach_tests;
+
 pub use crate::config::walls::{WallBoundary, WallsConfig};
 pub use shapes::{CosineWalls, Pipe, PlanarPore, Shape, Slit, SlitNormal, Sphere, WallShape};
 
@@ -55,6 +58,7 @@ use crate::config::Config;
 use crate::fixed_sums::GlobalKind;
 use crate::physics::rules::theory::rule_viscosity;
 use crate::rng::CellStream;
+use geometry::REACH_MARGIN;
 
 /// Momentum given by the fluid to each wall surface (slit: bottom, top; pipe: the wall, 0).
 pub type WallMomentum = [[f64; 3]; 2];
@@ -332,6 +336,45 @@ impl Physics {
     ) -> ([f32; 3], [f64; 3]) {
         let shape = &walls.shape;
         let a = self.acceleration;
+        let r = [pos[0] as f64, pos[1] as f64, pos[2] as f64];
+        let norm = |x: [f64; 3]| (x[0] * x[0] + x[1] * x[1] + x[2] * x[2]).sqrt();
+        let reach = norm(vel) * self.h + 0.5 * norm(a) * self.h * self.h + REACH_MARGIN;
+        if shape.clearance(r).is_some_and(|c| c > reach) {
+            // out of reach: the path below without an impact, ending in the fluid (the same
+            // bits, as the GPU's mpc_stream computes them)
+            let (mut r, mut v) = (r, vel);
+            advance(&mut r, &mut v, a, self.h);
+            return (self.stored_position(shape, r), v);
+        }
+        self.stream_walled_path(walls, pos, vel, wall)
+    }
+
+    /// The stored (f32) position of the unwrapped `r` after streaming: the open axes wrapped.
+    #[inline]
+    fn stored_position(&self, shape: &Shape, r: [f64; 3]) -> [f32; 3] {
+        let closed = shape.closed_axes();
+        let mut p = [0.0f32; 3];
+        for k in 0..3 {
+            p[k] = if closed[k] {
+                r[k] as f32
+            } else {
+                wrap_coordinate(r[k], self.length[k])
+            };
+        }
+        p
+    }
+
+    /// [`Physics::stream_walled`] the long way, for every particle: the bounce-back path
+    /// (the exact times of impact) and the stored position kept in the fluid.
+    pub(crate) fn stream_walled_path(
+        &self,
+        walls: &Walls,
+        pos: [f32; 3],
+        vel: [f64; 3],
+        wall: &mut WallMomentum,
+    ) -> ([f32; 3], [f64; 3]) {
+        let shape = &walls.shape;
+        let a = self.acceleration;
         let mut r = [pos[0] as f64, pos[1] as f64, pos[2] as f64];
         let mut v = vel;
         let mut left = self.h;
@@ -363,16 +406,7 @@ impl Physics {
             }
         }
         advance(&mut r, &mut v, a, left);
-        let closed = shape.closed_axes();
-        let mut p = [0.0f32; 3];
-        for k in 0..3 {
-            p[k] = if closed[k] {
-                r[k] as f32
-            } else {
-                wrap_coordinate(r[k], self.length[k])
-            };
-        }
-        (shape.keep_inside(p), v)
+        (shape.keep_inside(self.stored_position(shape, r)), v)
     }
 
     /// Bins of the velocity profile: the cells along the slit's normal, Ly otherwise (y layers

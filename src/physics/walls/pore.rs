@@ -258,6 +258,12 @@ impl WallShape for PlanarPore {
     fn closed_axes(&self) -> [bool; 3] {
         [false; 3]
     }
+
+    /// The signed distance: Euclidean outside the solid (the folded offset's excess over the
+    /// nearest block).
+    fn clearance(&self, r: [f64; 3]) -> Option<f64> {
+        Some(self.signed_distance(r))
+    }
 }
 
 #[cfg(test)]

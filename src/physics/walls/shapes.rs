@@ -191,6 +191,11 @@ impl WallShape for Slit {
         let a = self.axis();
         [false, a == 1, a == 2]
     }
+
+    /// The signed distance: Euclidean.
+    fn clearance(&self, r: [f64; 3]) -> Option<f64> {
+        Some(self.signed_distance(r))
+    }
 }
 
 /// A cylindrical pipe along x: axis at (y, z) = `centre`, radius `radius`, wall moving along x.
@@ -309,6 +314,11 @@ impl WallShape for Pipe {
     fn closed_axes(&self) -> [bool; 3] {
         [false, true, true]
     }
+
+    /// The signed distance: Euclidean.
+    fn clearance(&self, r: [f64; 3]) -> Option<f64> {
+        Some(self.signed_distance(r))
+    }
 }
 
 /// The shapes a config can name (a tagged union, as `MpcWalls` in `kernels/walls.cuh`).
@@ -373,6 +383,10 @@ impl WallShape for Shape {
     }
     fn closed_axes(&self) -> [bool; 3] {
         dispatch!(self, s => s.closed_axes())
+    }
+    #[inline]
+    fn clearance(&self, r: [f64; 3]) -> Option<f64> {
+        dispatch!(self, s => s.clearance(r))
     }
 }
 

@@ -203,6 +203,11 @@ impl WallShape for Sphere {
         let i = self.fluid_inside;
         [i, i, i && !self.along_z]
     }
+
+    /// The signed distance: Euclidean.
+    fn clearance(&self, r: [f64; 3]) -> Option<f64> {
+        Some(self.signed_distance(r))
+    }
 }
 
 #[cfg(test)]

@@ -72,7 +72,11 @@ impl CudaBackend {
             )));
         }
         let p = self.params(plan, ns);
-        let (rule, ext) = self.rule_arrival_args();
+        // the rule's code and extended sums (0 and a null address for SRD)
+        let (rule, ext) = self
+            .rules
+            .as_ref()
+            .map_or((0, 0), |r| r.arrival_args(&self.dev.stream));
         let s = self.dev.stream.clone();
         let sl = self.slab.as_mut().expect("slab mode");
         let labels = sl.args.ids;

@@ -291,7 +291,7 @@ impl crate::backend::cuda::CudaBackend {
     fn queue_tail_copies(&mut self) -> Result<()> {
         let s = self.dev.stream.clone();
         let sl = self.slab.as_mut().expect("slab mode");
-        s.memcpy_dtoh(&self.report, &mut sl.report_host)
+        s.memcpy_dtoh(&self.obs.report, &mut sl.report_host)
             .map_err(drv("report copy"))?;
         s.memcpy_dtoh(&sl.counters, &mut sl.counters_host)
             .map_err(drv("counters"))?;
