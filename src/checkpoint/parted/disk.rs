@@ -46,11 +46,13 @@ impl DiskPipe {
             .name("mpcbox-disk".into())
             .spawn(move || -> std::io::Result<Duration> {
                 let mut writing = Duration::ZERO;
+                let mut flush = Writeback::new(&file);
                 // on an error the thread stops: the producer's next send or wait for a buffer
                 // then fails, and `join` names the error
                 for (at, piece) in pieces {
                     let t = Instant::now();
                     file.write_all_at(&piece, base + at)?;
+                    flush.written(base + at, piece.len() as u64)?;
                     writing += t.elapsed();
                     // back whole: the encoder overwrites it without zeroing it again
                     if give_back.send(piece).is_err() {
@@ -116,6 +118,66 @@ impl Drop for DiskPipe {
     fn drop(&mut self) {
         let _ = self.join();
     }
+}
+
+/// A file's pieces put on disk as they are written: each piece's write-back is started at once
+/// and the one before it waited for and dropped from the page cache. Left to the kernel, a
+/// block of gigabytes piles up as dirty pages, is written back late in small requests and
+/// throttles the writer (measured: 0.7 GB/s on a disk that takes 1.8 GB/s with direct I/O,
+/// and 3.7 s more in the final fsync); streamed, at most two pieces are in flight and the
+/// disk always has one queued. The final fsync still makes the file durable.
+struct Writeback<'a> {
+    file: &'a File,
+    /// The last piece written: offset and length.
+    last: Option<(u64, u64)>,
+}
+
+impl<'a> Writeback<'a> {
+    fn new(file: &'a File) -> Writeback<'a> {
+        Writeback { file, last: None }
+    }
+
+    /// `len` bytes at `at` were just written.
+    fn written(&mut self, at: u64, len: u64) -> std::io::Result<()> {
+        range_to_disk(self.file, at, len, false)?;
+        if let Some((at0, len0)) = self.last.replace((at, len)) {
+            range_to_disk(self.file, at0, len0, true)?;
+        }
+        Ok(())
+    }
+}
+
+/// Start the write-back of `len` bytes of `file` at `at`; with `wait`, wait until they are on
+/// disk and drop them from the page cache. File systems without write-back (tmpfs) accept and
+/// ignore it; elsewhere than Linux it does nothing (the final fsync alone puts the file on disk).
+#[cfg(target_os = "linux")]
+fn range_to_disk(file: &File, at: u64, len: u64, wait: bool) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let flags = if wait {
+        libc::SYNC_FILE_RANGE_WAIT_BEFORE
+            | libc::SYNC_FILE_RANGE_WRITE
+            | libc::SYNC_FILE_RANGE_WAIT_AFTER
+    } else {
+        libc::SYNC_FILE_RANGE_WRITE
+    };
+    let (fd, at, len) = (file.as_raw_fd(), at as libc::off64_t, len as libc::off64_t);
+    // SAFETY: plain system calls on a file descriptor that `file` keeps open for the call;
+    // no memory is passed.
+    let r = unsafe { libc::sync_file_range(fd, at, len, flags) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if wait {
+        // advice only: a failure costs page cache, not data
+        // SAFETY: as above.
+        unsafe { libc::posix_fadvise(fd, at, len, libc::POSIX_FADV_DONTNEED) };
+    }
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn range_to_disk(_: &File, _: u64, _: u64, _: bool) -> std::io::Result<()> {
+    Ok(())
 }
 
 /// What the summing thread hands back: the checksum, the sink its pieces went on to and the

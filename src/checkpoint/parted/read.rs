@@ -36,13 +36,45 @@ impl Store {
         match self {
             Store::File(f, p) => {
                 let mut out = vec![0u8; len as usize];
-                f.read_exact_at(&mut out, offset)
-                    .map_err(|e| MpcError::io(p, e))?;
+                read_in_parallel(f, &mut out, offset).map_err(|e| MpcError::io(p, e))?;
                 Ok(out)
             }
             Store::Memory(b) => Ok(b[offset as usize..(offset + len) as usize].to_vec()),
         }
     }
+}
+
+/// Reads in flight at once for a large read: one sequential read keeps too few requests at the
+/// disk (measured: 0.5-0.9 GB/s buffered from a disk that reads 1.6 GB/s with direct I/O).
+const READERS: usize = 4;
+/// Reads below this size stay whole.
+const SPLIT_FROM: usize = 4 << 20;
+
+/// `out.len()` bytes of `f` at `offset`, large reads cut into [`READERS`] parts read by threads
+/// of their own.
+fn read_in_parallel(f: &File, out: &mut [u8], offset: u64) -> std::io::Result<()> {
+    if out.len() < SPLIT_FROM {
+        return f.read_exact_at(out, offset);
+    }
+    // whole pages per part, so that no two readers share one
+    let part = out.len().div_ceil(READERS).next_multiple_of(PAGE as usize);
+    std::thread::scope(|scope| {
+        let readers: Vec<_> = out
+            .chunks_mut(part)
+            .enumerate()
+            .map(|(i, chunk)| {
+                let at = offset + (i * part) as u64;
+                scope.spawn(move || f.read_exact_at(chunk, at))
+            })
+            .collect();
+        readers
+            .into_iter()
+            .map(|r| {
+                r.join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("a reader thread panicked")))
+            })
+            .collect::<std::io::Result<()>>()
+    })
 }
 
 /// A format-4 checkpoint opened for reading: its head and block table read and checked, its
