@@ -33,13 +33,21 @@ impl Store {
     }
 
     fn read(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.read_into(offset, len, &mut out)?;
+        Ok(out)
+    }
+
+    /// `len` bytes at `offset` into `out` (its memory reused: a fresh buffer per piece costs
+    /// the kernel a page fault and a zeroed page per 4 KiB).
+    fn read_into(&self, offset: u64, len: u64, out: &mut Vec<u8>) -> Result<()> {
+        out.resize(len as usize, 0);
         match self {
-            Store::File(f, p) => {
-                let mut out = vec![0u8; len as usize];
-                read_in_parallel(f, &mut out, offset).map_err(|e| MpcError::io(p, e))?;
-                Ok(out)
+            Store::File(f, p) => read_in_parallel(f, out, offset).map_err(|e| MpcError::io(p, e)),
+            Store::Memory(b) => {
+                out.copy_from_slice(&b[offset as usize..(offset + len) as usize]);
+                Ok(())
             }
-            Store::Memory(b) => Ok(b[offset as usize..(offset + len) as usize].to_vec()),
         }
     }
 }
@@ -67,13 +75,10 @@ fn read_in_parallel(f: &File, out: &mut [u8], offset: u64) -> std::io::Result<()
                 scope.spawn(move || f.read_exact_at(chunk, at))
             })
             .collect();
-        readers
-            .into_iter()
-            .map(|r| {
-                r.join()
-                    .unwrap_or_else(|_| Err(std::io::Error::other("a reader thread panicked")))
-            })
-            .collect::<std::io::Result<()>>()
+        readers.into_iter().try_for_each(|r| {
+            r.join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("a reader thread panicked")))
+        })
     })
 }
 
@@ -159,8 +164,8 @@ impl PartedFile {
     }
 
     /// `len` bytes of the file from `at`.
-    pub(super) fn read_bytes(&self, at: u64, len: u64) -> Result<Vec<u8>> {
-        self.store.read(at, len)
+    pub(super) fn read_bytes_into(&self, at: u64, len: u64, out: &mut Vec<u8>) -> Result<()> {
+        self.store.read_into(at, len, out)
     }
 
     pub(super) fn block_table(&self) -> &[Block] {

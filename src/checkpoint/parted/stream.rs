@@ -45,13 +45,16 @@ impl PartedFile {
     fn read_ahead(
         &self,
         requests: Vec<Request>,
-        each: &mut dyn FnMut(usize, Vec<u8>) -> Result<()>,
+        each: &mut dyn FnMut(usize, &[u8]) -> Result<()>,
     ) -> Result<()> {
         std::thread::scope(|scope| {
             let (tx, rx) = crossbeam::channel::bounded::<Result<Vec<u8>>>(1);
+            // the buffers handled come back to be read into again (three exist at most)
+            let (give_back, free) = crossbeam::channel::bounded::<Vec<u8>>(2);
             scope.spawn(move || {
                 for (at, len) in requests {
-                    let r = self.read_bytes(at, len);
+                    let mut buf = free.try_recv().unwrap_or_default();
+                    let r = self.read_bytes_into(at, len, &mut buf).map(|()| buf);
                     let failed = r.is_err();
                     if tx.send(r).is_err() || failed {
                         break;
@@ -59,7 +62,9 @@ impl PartedFile {
                 }
             });
             for (k, r) in rx.iter().enumerate() {
-                each(k, r?)?;
+                let buf = r?;
+                each(k, &buf)?;
+                let _ = give_back.try_send(buf);
             }
             Ok(())
         })
@@ -124,8 +129,10 @@ impl PartedFile {
             .map(|b| StreamSum::new(b.count * PARTICLE_BYTES))
             .collect();
         let mut counts = vec![0u64; parts];
-        let (mut ids, mut f32s, mut f64s): (Vec<Vec<u64>>, Vec<Vec<f32>>, Vec<Vec<f64>>) =
-            (Vec::new(), Vec::new(), Vec::new());
+        // each part's values of the last piece, their memory reused piece after piece
+        let mut ids: Vec<Vec<u64>> = Vec::new();
+        let mut f32s: Vec<Vec<f32>> = Vec::new();
+        let mut f64s: Vec<Vec<f64>> = Vec::new();
         let mut owners: Vec<u32> = Vec::new();
         for s in 0..7 {
             // each piece of section s, preceded by the y values of its particles (section 2
@@ -160,17 +167,23 @@ impl PartedFile {
                 }
                 let j = plan[piece];
                 piece += 1;
-                sums[j].update(&bytes);
+                sums[j].update(bytes);
                 match s {
                     0 => {
                         let n = self.len() as u64;
-                        let each = split(&bytes, &owners, parts, |c: &[u8; 8]| {
-                            let id = u64::from_le_bytes(*c);
-                            (id < n).then_some(id).ok_or_else(|| {
-                                format!("fluid particle id {id} of a run of {n} (corrupted)")
-                            })
-                        });
-                        ids = each.map_err(|e| self.bad(e))?;
+                        let each = split_into(
+                            bytes,
+                            &owners,
+                            parts,
+                            |c: &[u8; 8]| {
+                                let id = u64::from_le_bytes(*c);
+                                (id < n).then_some(id).ok_or_else(|| {
+                                    format!("fluid particle id {id} of a run of {n} (corrupted)")
+                                })
+                            },
+                            &mut ids,
+                        );
+                        each.map_err(|e| self.bad(e))?;
                         for (part, v) in ids.iter().enumerate() {
                             let first = next[part];
                             next[part] += v.len() as u64;
@@ -181,16 +194,22 @@ impl PartedFile {
                     }
                     1..=3 => {
                         let l = length[s - 1];
-                        let each = split(&bytes, &owners, parts, |c: &[u8; 4]| {
-                            let x = f32::from_le_bytes(*c);
-                            (x >= 0.0 && f64::from(x) < l).then_some(x).ok_or_else(|| {
-                                format!(
-                                    "position component {} = {x} outside the box (corrupted)",
-                                    s - 1
-                                )
-                            })
-                        });
-                        f32s = each.map_err(|e| self.bad(e))?;
+                        let each = split_into(
+                            bytes,
+                            &owners,
+                            parts,
+                            |c: &[u8; 4]| {
+                                let x = f32::from_le_bytes(*c);
+                                (x >= 0.0 && f64::from(x) < l).then_some(x).ok_or_else(|| {
+                                    format!(
+                                        "position component {} = {x} outside the box (corrupted)",
+                                        s - 1
+                                    )
+                                })
+                            },
+                            &mut f32s,
+                        );
+                        each.map_err(|e| self.bad(e))?;
                         for (part, v) in f32s.iter().enumerate() {
                             let first = next[part];
                             next[part] += v.len() as u64;
@@ -200,13 +219,22 @@ impl PartedFile {
                         }
                     }
                     _ => {
-                        let each = split(&bytes, &owners, parts, |c: &[u8; 8]| {
-                            let v = f64::from_le_bytes(*c);
-                            v.is_finite().then_some(v).ok_or_else(|| {
-                                format!("velocity component {} is not finite (corrupted)", s - 4)
-                            })
-                        });
-                        f64s = each.map_err(|e| self.bad(e))?;
+                        let each = split_into(
+                            bytes,
+                            &owners,
+                            parts,
+                            |c: &[u8; 8]| {
+                                let v = f64::from_le_bytes(*c);
+                                v.is_finite().then_some(v).ok_or_else(|| {
+                                    format!(
+                                        "velocity component {} is not finite (corrupted)",
+                                        s - 4
+                                    )
+                                })
+                            },
+                            &mut f64s,
+                        );
+                        each.map_err(|e| self.bad(e))?;
                         for (part, v) in f64s.iter().enumerate() {
                             let first = next[part];
                             next[part] += v.len() as u64;
@@ -234,35 +262,62 @@ impl PartedFile {
 }
 
 /// The values of `bytes` (`W` bytes each, decoded and checked by `decode`) split by their
-/// owners (`owners[i]`: the part of value i; past `parts`: none), each part's in order.
-/// Decoded in parallel runs and joined in order: on one thread the split bounds a resume.
-fn split<T: Send, const W: usize>(
+/// owners (`owners[i]`: the part of value i; past `parts`: none) into `each`, each part's in
+/// order. In parallel runs: counted first, then each run decodes into its own places of the
+/// parts, so nothing is moved twice; `each`'s memory is reused from piece to piece (growing
+/// vectors and fresh ones per piece cost more than the decoding: page faults and copies).
+fn split_into<T: Send + Copy + Default, const W: usize>(
     bytes: &[u8],
     owners: &[u32],
     parts: usize,
     decode: impl Fn(&[u8; W]) -> std::result::Result<T, String> + Sync,
-) -> std::result::Result<Vec<Vec<T>>, String> {
+    each: &mut Vec<Vec<T>>,
+) -> std::result::Result<(), String> {
     const RUN: usize = 1 << 16;
-    let runs: Vec<Vec<Vec<T>>> = bytes
-        .par_chunks(RUN * W)
-        .zip(owners.par_chunks(RUN))
-        .map(|(b, o)| {
-            let mut out: Vec<Vec<T>> = (0..parts).map(|_| Vec::new()).collect();
-            for (c, &w) in b.chunks_exact(W).zip(o) {
-                if let Some(v) = out.get_mut(w as usize) {
-                    v.push(decode(c.try_into().expect("W bytes"))?);
+    let n = (bytes.len() / W).min(owners.len());
+    let (bytes, owners) = (&bytes[..n * W], &owners[..n]);
+    let counts: Vec<Vec<usize>> = owners
+        .par_chunks(RUN)
+        .map(|o| {
+            let mut c = vec![0usize; parts];
+            for &w in o {
+                if let Some(n) = c.get_mut(w as usize) {
+                    *n += 1;
                 }
             }
-            Ok(out)
+            c
         })
-        .collect::<std::result::Result<_, String>>()?;
-    let mut each: Vec<Vec<T>> = (0..parts).map(|_| Vec::new()).collect();
-    for run in runs {
-        for (all, r) in each.iter_mut().zip(run) {
-            all.extend(r);
+        .collect();
+    each.resize_with(parts, Vec::new);
+    for (part, out) in each.iter_mut().enumerate() {
+        out.clear();
+        out.resize(counts.iter().map(|c| c[part]).sum(), T::default());
+    }
+    // each run's places in every part: consecutive, in run order
+    let mut places: Vec<Vec<&mut [T]>> = counts.iter().map(|_| Vec::new()).collect();
+    for (part, out) in each.iter_mut().enumerate() {
+        let mut rest = out.as_mut_slice();
+        for (run, c) in counts.iter().enumerate() {
+            let (mine, after) = rest.split_at_mut(c[part]);
+            places[run].push(mine);
+            rest = after;
         }
     }
-    Ok(each)
+    bytes
+        .par_chunks(RUN * W)
+        .zip(owners.par_chunks(RUN))
+        .zip(places.into_par_iter())
+        .try_for_each(|((b, o), mut places)| {
+            let mut at = vec![0usize; parts];
+            for (c, &w) in b.chunks_exact(W).zip(o) {
+                let w = w as usize;
+                if w < parts {
+                    places[w][at[w]] = decode(c.try_into().expect("W bytes"))?;
+                    at[w] += 1;
+                }
+            }
+            Ok(())
+        })
 }
 
 #[cfg(test)]
