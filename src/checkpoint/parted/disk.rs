@@ -130,20 +130,37 @@ struct Writeback<'a> {
     file: &'a File,
     /// The last piece written: offset and length.
     last: Option<(u64, u64)>,
+    /// Off once the file system refused the call: the kernel then writes back as it will.
+    on: bool,
 }
 
 impl<'a> Writeback<'a> {
     fn new(file: &'a File) -> Writeback<'a> {
-        Writeback { file, last: None }
+        Writeback {
+            file,
+            last: None,
+            on: true,
+        }
     }
 
-    /// `len` bytes at `at` were just written.
+    /// `len` bytes at `at` were just written. A failed write-back (EIO, ENOSPC) is the write's
+    /// error; any other refusal only turns the streaming off (the final fsync still checks).
     fn written(&mut self, at: u64, len: u64) -> std::io::Result<()> {
-        range_to_disk(self.file, at, len, false)?;
-        if let Some((at0, len0)) = self.last.replace((at, len)) {
-            range_to_disk(self.file, at0, len0, true)?;
+        if !self.on {
+            return Ok(());
         }
-        Ok(())
+        let mut r = range_to_disk(self.file, at, len, false);
+        if let (Ok(()), Some((at0, len0))) = (&r, self.last.replace((at, len))) {
+            r = range_to_disk(self.file, at0, len0, true);
+        }
+        match r {
+            Err(e) if !matches!(e.raw_os_error(), Some(libc::EIO | libc::ENOSPC)) => {
+                tracing::debug!("write-back not streamed: {e}");
+                self.on = false;
+                Ok(())
+            }
+            r => r,
+        }
     }
 }
 
@@ -341,6 +358,39 @@ mod tests {
             assert!(bytes == inline, "pieces of {piece}: the bytes differ");
             assert_eq!(got, want, "pieces of {piece}");
         }
+    }
+
+    /// Pieces written through the disk thread, their write-back streamed, land at their
+    /// offsets; a file the kernel cannot stream (a character device) is written all the same.
+    #[test]
+    fn pieces_streamed_to_disk_land_at_their_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("block");
+        let file = Arc::new(File::create(&path).unwrap());
+        let base = 100;
+        let mut pipe = DiskPipe::new(file.clone(), &path, base).unwrap();
+        let mut want = vec![0u8; base as usize];
+        let mut at = 0;
+        for (k, len) in [5000usize, 1 << 20, 3, 70_001].into_iter().enumerate() {
+            let piece: Vec<u8> = (0..len).map(|i| (i * 7 + k) as u8).collect();
+            want.extend_from_slice(&piece);
+            pipe.put(at, piece).unwrap();
+            at += len as u64;
+        }
+        pipe.finish().unwrap();
+        file.sync_all().unwrap();
+        assert!(std::fs::read(&path).unwrap() == want, "the file differs");
+
+        let null = Arc::new(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/null")
+                .unwrap(),
+        );
+        let mut pipe = DiskPipe::new(null, Path::new("/dev/null"), 0).unwrap();
+        pipe.put(0, vec![1; 4096]).unwrap();
+        pipe.put(4096, vec![2; 4096]).unwrap();
+        pipe.finish().unwrap();
     }
 
     /// A sink that fails at its second piece.
