@@ -208,12 +208,17 @@ pub(super) struct SoluteBuffers {
 impl CudaBackend {
     /// Solute buffers for at least `ns` solutes (a power of two, at least 64).
     pub(super) fn ensure_solute_capacity(&mut self, ns: usize) -> Result<()> {
-        if self.solutes.as_ref().is_some_and(|b| b.capacity >= ns) {
+        if self
+            .solutes
+            .buffers
+            .as_ref()
+            .is_some_and(|b| b.capacity >= ns)
+        {
             return Ok(());
         }
         let cap = ns.next_power_of_two().max(64);
         let s = &self.dev.stream;
-        self.solutes = Some(SoluteBuffers {
+        self.solutes.buffers = Some(SoluteBuffers {
             capacity: cap,
             pos: s.alloc_zeros::<f64>(3 * cap).map_err(drv("solute alloc"))?,
             vel: s.alloc_zeros::<f64>(3 * cap).map_err(drv("solute alloc"))?,

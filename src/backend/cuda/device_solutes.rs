@@ -187,11 +187,11 @@ fn order_after(event: &CudaEvent, signaller: sys::CUstream, waiter: sys::CUstrea
 impl CudaBackend {
     /// The cells/images/check buffers for `ns` device-resident solutes, grown on demand.
     pub(super) fn ensure_device_solute_state(&mut self, ns: usize) -> Result<()> {
-        if self.device_solutes.as_ref().is_none_or(|d| d.capacity < ns) {
+        if self.solutes.device.as_ref().is_none_or(|d| d.capacity < ns) {
             let cap = ns.next_power_of_two().max(64);
             let s = &self.dev.stream;
             let ctx = &self.dev.ctx;
-            self.device_solutes = Some(DeviceSoluteState {
+            self.solutes.device = Some(DeviceSoluteState {
                 capacity: cap,
                 cell: s.alloc_zeros::<u32>(cap).map_err(drv("solute alloc"))?,
                 image: s.alloc_zeros::<i32>(cap).map_err(drv("solute alloc"))?,
@@ -240,7 +240,7 @@ impl CudaBackend {
         &mut self,
         s: &DeviceSolutes,
     ) -> Result<()> {
-        if self.in_flight.is_some() {
+        if self.solutes.in_flight.is_some() {
             return Err(MpcError::Device(
                 "a coupled step was begun and not finished; fix: call finish_step first".into(),
             ));
@@ -272,7 +272,7 @@ impl CudaBackend {
         let (slots, listed) = super::solutes::solute_slots(s, subset);
         let main = self.dev.stream.clone();
         self.ensure_device_solute_state(ns)?;
-        let st = self.device_solutes.as_mut().expect("made above");
+        let st = self.solutes.device.as_mut().expect("made above");
         order_after(
             &st.caller_ready,
             s.stream as sys::CUstream,
@@ -307,14 +307,14 @@ impl CudaBackend {
     /// [`crate::backend::Backend::begin_fluid_step`] on this GPU: the fluid pass queued on the
     /// main stream (the caller's streams run on meanwhile).
     pub(super) fn begin_fluid_here(&mut self, plan: &StepPlan, n_solutes: usize) -> Result<bool> {
-        if self.in_flight.is_some() || self.fluid_begun.is_some() {
+        if self.solutes.in_flight.is_some() || self.solutes.fluid_begun.is_some() {
             return Err(MpcError::Device(
                 "a step was begun and not finished; fix: finish it before beginning another".into(),
             ));
         }
         let p = self.params(plan, n_solutes);
         self.fluid_pass(&p)?;
-        self.fluid_begun = Some(p);
+        self.solutes.fluid_begun = Some(p);
         Ok(true)
     }
 
@@ -322,7 +322,7 @@ impl CudaBackend {
     /// ([`CudaBackend::begin_fluid_here`]), or queued now.
     pub(super) fn take_begun_fluid(&mut self, plan: &StepPlan, ns: usize) -> Result<KernelParams> {
         let p = self.params(plan, ns);
-        match self.fluid_begun.take() {
+        match self.solutes.fluid_begun.take() {
             Some(begun) if begun.same_step(&p) => Ok(begun),
             Some(_) => Err(MpcError::Device(
                 "the fluid step begun and the one finished differ (please report it)".into(),
@@ -348,7 +348,8 @@ impl CudaBackend {
         self.cell_pass(&p)?;
         self.collide_owned_solutes(&p, s, None)?;
         let st = self
-            .device_solutes
+            .solutes
+            .device
             .as_ref()
             .expect("made by bin_solutes_from");
         order_after(

@@ -56,11 +56,11 @@ impl SoluteTransfer {
 impl CudaBackend {
     /// Streams and exact-size pinned buffers for `ns` solutes.
     pub(super) fn ensure_coupled_io(&mut self, ns: usize) -> Result<()> {
-        if self.coupled.as_ref().is_some_and(|c| c.n == ns) {
+        if self.solutes.host_io.as_ref().is_some_and(|c| c.n == ns) {
             return Ok(());
         }
         let ctx = self.dev.ctx.clone();
-        let (upload, download) = match self.coupled.take() {
+        let (upload, download) = match self.solutes.host_io.take() {
             Some(c) => (c.upload, c.download),
             None => (
                 ctx.new_stream().map_err(drv("stream"))?,
@@ -80,7 +80,7 @@ impl CudaBackend {
             unsafe { ctx.alloc_pinned_with_flags::<f64>(len.max(1), flags) }
                 .map_err(drv("pinned host memory"))
         };
-        self.coupled = Some(CoupledIo {
+        self.solutes.host_io = Some(CoupledIo {
             upload,
             download,
             n: ns,
@@ -102,7 +102,7 @@ impl CudaBackend {
         vel: &[[f64; 3]],
         mass: &[f64],
     ) -> Result<()> {
-        if self.in_flight.is_some() {
+        if self.solutes.in_flight.is_some() {
             return Err(MpcError::Device(
                 "begin_coupled twice without finish_coupled".into(),
             ));
@@ -123,7 +123,7 @@ impl CudaBackend {
                 SoluteTransfer::Pageable => self.upload_solutes_pageable(pos, vel, mass)?,
             }
         }
-        self.in_flight = Some((p, ns));
+        self.solutes.in_flight = Some((p, ns));
         Ok(())
     }
 
@@ -136,8 +136,16 @@ impl CudaBackend {
         mass: &[f64],
     ) -> Result<()> {
         let ns = pos.len();
-        let io = self.coupled.as_mut().expect("made in begin_coupled_step");
-        let sb = self.solutes.as_mut().expect("made in begin_coupled_step");
+        let io = self
+            .solutes
+            .host_io
+            .as_mut()
+            .expect("made in begin_coupled_step");
+        let sb = self
+            .solutes
+            .buffers
+            .as_mut()
+            .expect("made in begin_coupled_step");
         // The pinned buffers' own events are not recorded while event tracking is off:
         // wait for the previous upload explicitly before refilling them.
         io.upload.synchronize().map_err(drv("upload stream"))?;
@@ -178,8 +186,16 @@ impl CudaBackend {
         mass: &[f64],
     ) -> Result<()> {
         let ns = pos.len();
-        let io = self.coupled.as_ref().expect("made in begin_coupled_step");
-        let sb = self.solutes.as_mut().expect("made in begin_coupled_step");
+        let io = self
+            .solutes
+            .host_io
+            .as_ref()
+            .expect("made in begin_coupled_step");
+        let sb = self
+            .solutes
+            .buffers
+            .as_mut()
+            .expect("made in begin_coupled_step");
         io.upload
             .memcpy_htod(pos.as_flattened(), &mut sb.pos.slice_mut(..3 * ns))
             .map_err(drv("solute upload"))?;
@@ -200,7 +216,7 @@ impl CudaBackend {
         plan: &StepPlan,
         solutes: &mut SoluteBatch<'_>,
     ) -> Result<StepReport> {
-        let Some((p, ns)) = self.in_flight.take() else {
+        let Some((p, ns)) = self.solutes.in_flight.take() else {
             return Err(MpcError::Device(
                 "finish_coupled without begin_coupled".into(),
             ));
@@ -212,7 +228,11 @@ impl CudaBackend {
             )));
         }
         if ns > 0 {
-            let io = self.coupled.as_ref().expect("made in begin_coupled");
+            let io = self
+                .solutes
+                .host_io
+                .as_ref()
+                .expect("made in begin_coupled");
             self.dev.stream.join(&io.upload).map_err(drv("event"))?;
         }
         self.solute_bin(&p, ns)?;
@@ -226,7 +246,11 @@ impl CudaBackend {
         let solutes_done = self.dev.stream.record_event(None).map_err(drv("event"))?;
         self.fluid_collide(plan, &p)?;
         self.reorder_if(plan)?;
-        let io = self.coupled.as_ref().expect("made in begin_coupled");
+        let io = self
+            .solutes
+            .host_io
+            .as_ref()
+            .expect("made in begin_coupled");
         io.download.wait(&solutes_done).map_err(drv("event"))?;
         self.download_solute_velocities_into(solutes.vel.as_flattened_mut())?;
         self.read_report()
@@ -236,8 +260,16 @@ impl CudaBackend {
     /// already waits for the solute collision.
     fn download_solute_velocities_into(&mut self, out: &mut [f64]) -> Result<()> {
         let ns3 = out.len();
-        let io = self.coupled.as_mut().expect("made in begin_coupled");
-        let sb = self.solutes.as_ref().expect("made in begin_coupled");
+        let io = self
+            .solutes
+            .host_io
+            .as_mut()
+            .expect("made in begin_coupled");
+        let sb = self
+            .solutes
+            .buffers
+            .as_ref()
+            .expect("made in begin_coupled");
         match SoluteTransfer::from_env() {
             SoluteTransfer::Pinned => {
                 let down = io.download.clone();

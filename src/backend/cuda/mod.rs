@@ -51,7 +51,7 @@
 //! | `init` | the initial state on the GPU | `init.cu` |
 //! | `step` | one step as a sequence of the passes below; phase profiling | |
 //! | `stream` | pass 1: stream, bin, sum (fused: the previous collision first) | `stream.cu` |
-//! | `solutes` | solutes binned into the sums and collided | `solutes.cu` |
+//! | `solutes` | `SoluteCoupling` (the solutes' buffers, a coupled step's state); solutes binned into the sums and collided | `solutes.cu` |
 //! | `cells` | pass 3: cell sums to collision parameters | `cells.cu` |
 //! | `collide` | pass 4: the fluid collision, or deferred (fused) | `collide.cu` |
 //! | `rules` | MPC-AT, MPC-AT+a, SRD+a: `RuleBuffers`, extended cell sums and their passes | `rules.cu`, `rules.cuh` |
@@ -61,7 +61,7 @@
 //! | `observe` | `Observables`: report, moments and profile, flow-field sums | `observe.cu` |
 //! | `debug` | test entry points (draws, `det_ln`, initial particles) | `debug.cu` |
 //! | `snapshot` | the fluid as a checkpoint's block: live, or copied into spare memory | |
-//! | `multi` | several GPUs: one `CudaBackend` per y slab | `migrate.cu`, `migrate.cuh` |
+//! | `multi` | several GPUs: one `CudaBackend` per y slab, its migration state a `Slab` | `migrate.cu`, `migrate.cuh` |
 
 mod buffers;
 mod cell_sums;
@@ -108,9 +108,7 @@ use crate::config::Config;
 use crate::error::{MpcError, Result};
 use crate::physics::{Physics, StepPlan};
 use crate::state::FluidState;
-use buffers::{check_fits, CellBuffers, FluidBuffers, SoluteBuffers};
-use device_solutes::DeviceSoluteState;
-use host_staging::CoupledIo;
+use buffers::{check_fits, CellBuffers, FluidBuffers};
 use observe::Observables;
 use params::KernelParams;
 use step::PhaseTimer;
@@ -132,15 +130,8 @@ pub struct CudaBackend {
     /// Fused method: the parameters of the step whose fluid collision is still pending (its
     /// cell parameters are in `cell.sums`).
     pending: Option<KernelParams>,
-    solutes: Option<SoluteBuffers>,
-    /// Streams and pinned buffers of the split coupled step (made at its first use).
-    coupled: Option<CoupledIo>,
-    /// A coupled step begun (`begin_coupled`) and not finished: its parameters and solute count.
-    in_flight: Option<(KernelParams, usize)>,
-    /// The fluid's part of a device-solute step queued (`begin_fluid_step`): its parameters.
-    fluid_begun: Option<KernelParams>,
-    /// Device-resident solutes: their cells, images, check buffer and ordering events.
-    device_solutes: Option<DeviceSoluteState>,
+    /// The solutes' buffers and the state of a coupled step (`solutes.rs`).
+    solutes: solutes::SoluteCoupling,
     device_bytes: u64,
     /// Slab mode (one of several GPUs): layers held, migration buffers, particle ids.
     slab: Option<multi::Slab>,
@@ -291,11 +282,7 @@ impl CudaBackend {
             cell,
             obs,
             pending: None,
-            solutes: None,
-            coupled: None,
-            in_flight: None,
-            fluid_begun: None,
-            device_solutes: None,
+            solutes: Default::default(),
             device_bytes: needed,
             slab: None,
             rules,

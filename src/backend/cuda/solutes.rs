@@ -9,12 +9,32 @@ use std::sync::Arc;
 use cudarc::driver::{CudaStream, DevicePtr, PushKernelArg};
 
 use super::buffers::SoluteBuffers;
+use super::device_solutes::DeviceSoluteState;
+use super::host_staging::CoupledIo;
 
 use super::device::{drv, grid};
 use super::params::KernelParams;
 use super::CudaBackend;
 use crate::backend::{DeviceSolutes, SoluteSubset};
 use crate::error::{MpcError, Result};
+
+/// The solutes' side of one GPU's backend: mpcbox's own solute buffers and the state of a
+/// coupled step in progress, host arrays (`host_staging.rs`) or the caller's device arrays
+/// (`device_solutes.rs`).
+#[derive(Default)]
+pub(super) struct SoluteCoupling {
+    /// Solutes uploaded from host arrays (or routed here from another slab), grown on demand.
+    pub(super) buffers: Option<SoluteBuffers>,
+    /// Streams and pinned buffers of the split host-array step (made at its first use).
+    pub(super) host_io: Option<CoupledIo>,
+    /// A coupled step begun (`begin_coupled_step`) and not finished: its parameters and
+    /// solute count.
+    pub(super) in_flight: Option<(KernelParams, usize)>,
+    /// The fluid's part of a device-solute step queued (`begin_fluid_step`): its parameters.
+    pub(super) fluid_begun: Option<KernelParams>,
+    /// The caller's device arrays: their cells, images, check buffer and ordering events.
+    pub(super) device: Option<DeviceSoluteState>,
+}
 
 impl CudaBackend {
     /// Step 3: bin the uploaded solutes and add them to the cell sums.
@@ -23,12 +43,14 @@ impl CudaBackend {
             return Ok(());
         }
         if let Some(r) = self.rules.as_mut() {
-            let (own, cell, image) = own_solutes(self.solutes.as_ref(), &self.dev.stream, ns)?;
+            let (own, cell, image) =
+                own_solutes(self.solutes.buffers.as_ref(), &self.dev.stream, ns)?;
             return r.bin_solutes(&self.dev, &mut self.cell.sums, p, &own, cell, image);
         }
         let s = self.dev.stream.clone();
         let sb = self
             .solutes
+            .buffers
             .as_mut()
             .ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
         // SAFETY: mpc_solute_bin(MpcParams, const double *spos, *svel, *smass, u32 *scell, int
@@ -55,13 +77,15 @@ impl CudaBackend {
     /// Step 5, solutes: collide in place on the device.
     pub(super) fn solute_collide(&mut self, p: &KernelParams, ns: usize) -> Result<()> {
         if let Some(r) = self.rules.as_ref() {
-            let (own, cell, image) = own_solutes(self.solutes.as_ref(), &self.dev.stream, ns)?;
+            let (own, cell, image) =
+                own_solutes(self.solutes.buffers.as_ref(), &self.dev.stream, ns)?;
             let (sums, report) = (&self.cell.sums, &mut self.obs.report);
             return r.collide_solutes(&self.dev, sums, report, p, &own, cell, image, false);
         }
         let s = self.dev.stream.clone();
         let sb = self
             .solutes
+            .buffers
             .as_mut()
             .ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
         // SAFETY: mpc_solute_collide(MpcParams, const u32 *scell, const int *simage, const
@@ -107,7 +131,7 @@ impl CudaBackend {
         }
         let q = p.with_solutes(slots);
         let main = self.dev.stream.clone();
-        let st = self.device_solutes.as_mut().expect("made above");
+        let st = self.solutes.device.as_mut().expect("made above");
         // SAFETY: mpc_solute_bin(MpcParams, const double* spos, const double* svel, const double*
         // smass, unsigned* scell, int* simage, double* cells, const unsigned* subset): the params
         // by value with n_solutes = the slots, the caller's arrays (checked: 3n, 3n, n doubles,
@@ -148,10 +172,10 @@ impl CudaBackend {
         let (slots, listed) = solute_slots(s, subset);
         let q = p.with_solutes(slots);
         let main = self.dev.stream.clone();
-        let st = self
-            .device_solutes
-            .as_ref()
-            .ok_or_else(|| MpcError::Device("solutes collided before they were binned".into()))?;
+        let st =
+            self.solutes.device.as_ref().ok_or_else(|| {
+                MpcError::Device("solutes collided before they were binned".into())
+            })?;
         // SAFETY: mpc_solute_collide_owned(MpcParams, const unsigned* scell, const int* simage,
         // const double* cells, double* svel, const double* spos, const double* smass, double*
         // report, const unsigned* subset): the index arrays written by the bin kernel on this
@@ -181,7 +205,7 @@ impl CudaBackend {
     fn device_solute_indices(&mut self, n: usize) -> Result<(u64, u64)> {
         self.ensure_device_solute_state(n)?;
         let st = &self.dev.stream;
-        let d = self.device_solutes.as_ref().expect("made above");
+        let d = self.solutes.device.as_ref().expect("made above");
         Ok((d.cell.device_ptr(st).0, d.image.device_ptr(st).0))
     }
 }

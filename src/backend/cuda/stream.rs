@@ -18,7 +18,10 @@ impl CudaBackend {
         let s = self.dev.stream.clone();
         s.memset_zeros(&mut self.obs.report)
             .map_err(drv("memset"))?;
-        let margs = self.begin_migration()?;
+        let margs = match self.slab.as_mut() {
+            Some(sl) => sl.begin_pass_one(&self.dev.stream)?,
+            None => Default::default(),
+        };
         let pending = self.pending.take();
         match (self.method, pending) {
             (_, pending) if self.rules.is_some() => {
@@ -45,7 +48,9 @@ impl CudaBackend {
                 _,
             ) => self.stream_bin_sum(p, &margs)?,
         }
-        self.end_migration()?;
+        if let Some(sl) = self.slab.as_mut() {
+            sl.end_pass_one(&self.dev.stream)?;
+        }
         self.phase_end(0)?;
         Ok(())
     }

@@ -4,9 +4,12 @@
 //! packets cross on the copy streams (`transfer.rs`), and `mpc_immigrate` unpacks the arrivals
 //! into free slots (then appends), bins them and adds them to the cell sums.
 
-use cudarc::driver::{CudaEvent, DevicePtr};
+use std::sync::Arc;
+
+use cudarc::driver::{CudaEvent, CudaStream, DevicePtr};
 
 use super::ranks::Arrival;
+use super::slab::Slab;
 use super::transfer::{
     peer_copy_async, stage_to_device_async, stage_to_host_async, upload_pinned_async,
 };
@@ -19,35 +22,35 @@ use crate::backend::cuda::CudaBackend;
 use crate::error::{MpcError, Result};
 use crate::physics::StepPlan;
 
-impl CudaBackend {
-    /// Before pass 1 in slab mode: reset the migration counters (the free-slot stack keeps its
-    /// height). Returns the kernels' migration arguments (zero on one GPU).
-    pub(in crate::backend::cuda) fn begin_migration(&mut self) -> Result<MigrationArgs> {
-        let Some(sl) = self.slab.as_mut() else {
-            return Ok(MigrationArgs::default());
-        };
+impl Slab {
+    /// Before pass 1: reset the migration counters (the free-slot stack keeps its height);
+    /// the kernels' migration arguments.
+    pub(in crate::backend::cuda) fn begin_pass_one(
+        &mut self,
+        stream: &Arc<CudaStream>,
+    ) -> Result<MigrationArgs> {
         // pinned, so the copy is queued without blocking; the previous one finished (the
         // host read the last step's counters after it)
-        let init = sl.counters_init.as_mut_slice().map_err(drv("pinned"))?;
-        init.copy_from_slice(&[0, 0, sl.free_slots as u32, 0]);
-        self.dev
-            .stream
-            .memcpy_htod(&sl.counters_init, &mut sl.counters)
+        let init = self.counters_init.as_mut_slice().map_err(drv("pinned"))?;
+        init.copy_from_slice(&[0, 0, self.free_slots as u32, 0]);
+        stream
+            .memcpy_htod(&self.counters_init, &mut self.counters)
             .map_err(drv("migration counters"))?;
-        Ok(sl.args)
+        Ok(self.args)
     }
 
-    /// After pass 1 in slab mode: queue the counters' copy to the host.
-    pub(in crate::backend::cuda) fn end_migration(&mut self) -> Result<()> {
-        if let Some(sl) = self.slab.as_mut() {
-            self.dev
-                .stream
-                .memcpy_dtoh(&sl.counters, &mut sl.counters_host)
-                .map_err(drv("migration counters"))?;
-        }
-        Ok(())
+    /// After pass 1: queue the counters' copy to the host.
+    pub(in crate::backend::cuda) fn end_pass_one(
+        &mut self,
+        stream: &Arc<CudaStream>,
+    ) -> Result<()> {
+        stream
+            .memcpy_dtoh(&self.counters, &mut self.counters_host)
+            .map_err(drv("migration counters"))
     }
+}
 
+impl CudaBackend {
     /// Slab mode: unpack the particles sent from below (`from[0]`) and above (`from[1]`) into
     /// free slots (the stack holds `top` after pass 1), then append; bin them and add them to
     /// this step's cell sums.
