@@ -87,6 +87,22 @@ fn cpu_scenarios_record_their_cases_and_the_report_shows_them() {
             "1",
         ],
     );
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    bench(
+        &rec,
+        &[
+            "checkpoint",
+            "--sizes",
+            "6",
+            "--parts",
+            "2",
+            "--reference-mib",
+            "16",
+            "--dir",
+            scratch.to_str().unwrap(),
+        ],
+    );
     let files: Vec<_> = std::fs::read_dir(&rec)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -94,7 +110,15 @@ fn cpu_scenarios_record_their_cases_and_the_report_shows_them() {
     assert_eq!(files.len(), 1, "one machine kind, one file: {files:?}");
     let lines = std::fs::read_to_string(&files[0]).unwrap();
     for scenario in [
-        "fluid", "rules", "walls", "sums", "coupling", "md", "md-drift", "polymer",
+        "fluid",
+        "rules",
+        "walls",
+        "sums",
+        "coupling",
+        "md",
+        "md-drift",
+        "polymer",
+        "checkpoint",
     ] {
         let tag = format!("\"scenario\":\"{scenario}\"");
         assert!(

@@ -2,6 +2,7 @@
 //! one row per case. Those that name `cpu` run on the CPU backend at small sizes too, so the
 //! runner itself is tested without a GPU (`bench/tests/smoke.rs`).
 
+mod checkpoint;
 mod coupling;
 mod fluid;
 mod gpu;
@@ -88,6 +89,11 @@ pub const LIST: &[(&str, &str, &str)] = &[
         "cpu, gpu",
     ),
     (
+        "checkpoint",
+        "a checkpoint's write and a resume's read against the disk's direct-I/O rates",
+        "cpu, gpu",
+    ),
+    (
         "ranks",
         "the fluid over MPI ranks against one process (built with --features mpi)",
         "gpus, mpi",
@@ -118,6 +124,8 @@ pub enum Scenario {
     MdCrossover(md_checks::CrossoverArgs),
     /// A polymer solution end to end: the coupled run against its parts.
     Polymer(polymer::Args),
+    /// A checkpoint's write and a resume's read against the disk's direct-I/O rates.
+    Checkpoint(checkpoint::Args),
     /// The fluid over MPI ranks against one process (`mpirun -np R mpcbox-bench ranks`).
     #[cfg(feature = "mpi")]
     Ranks(ranks::Args),
@@ -137,6 +145,7 @@ impl Scenario {
             Scenario::MdDrift(a) => md_checks::drift(a, records),
             Scenario::MdCrossover(a) => md_checks::crossover(a, records),
             Scenario::Polymer(a) => polymer::run(a, records),
+            Scenario::Checkpoint(a) => checkpoint::run(a, records),
             #[cfg(feature = "mpi")]
             Scenario::Ranks(a) => ranks::run(a, records),
         }

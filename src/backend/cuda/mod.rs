@@ -51,7 +51,8 @@
 //! | `init` | the initial state on the GPU | `init.cu` |
 //! | `step` | one step as a sequence of the passes below; phase profiling | |
 //! | `stream` | pass 1: stream, bin, sum (fused: the previous collision first) | `stream.cu` |
-//! | `solutes` | `SoluteCoupling` (the solutes' buffers, a coupled step's state); solutes binned into the sums and collided | `solutes.cu` |
+//! | `solute_state` | `SoluteCoupling`: the solutes' buffers and a coupled step's state | |
+//! | `solutes` | solutes binned into the sums and collided | `solutes.cu` |
 //! | `cells` | pass 3: cell sums to collision parameters | `cells.cu` |
 //! | `collide` | pass 4: the fluid collision, or deferred (fused) | `collide.cu` |
 //! | `rules` | MPC-AT, MPC-AT+a, SRD+a: `RuleBuffers`, extended cell sums and their passes | `rules.cu`, `rules.cuh` |
@@ -84,6 +85,7 @@ mod pieces;
 mod reorder;
 mod rules;
 mod snapshot;
+mod solute_state;
 mod solutes;
 mod step;
 mod stream;
@@ -131,7 +133,7 @@ pub struct CudaBackend {
     /// cell parameters are in `cell.sums`).
     pending: Option<KernelParams>,
     /// The solutes' buffers and the state of a coupled step (`solutes.rs`).
-    solutes: solutes::SoluteCoupling,
+    solutes: solute_state::SoluteCoupling,
     device_bytes: u64,
     /// Slab mode (one of several GPUs): layers held, migration buffers, particle ids.
     slab: Option<multi::Slab>,

@@ -9,32 +9,12 @@ use std::sync::Arc;
 use cudarc::driver::{CudaStream, DevicePtr, PushKernelArg};
 
 use super::buffers::SoluteBuffers;
-use super::device_solutes::DeviceSoluteState;
-use super::host_staging::CoupledIo;
 
 use super::device::{drv, grid};
 use super::params::KernelParams;
 use super::CudaBackend;
 use crate::backend::{DeviceSolutes, SoluteSubset};
 use crate::error::{MpcError, Result};
-
-/// The solutes' side of one GPU's backend: mpcbox's own solute buffers and the state of a
-/// coupled step in progress, host arrays (`host_staging.rs`) or the caller's device arrays
-/// (`device_solutes.rs`).
-#[derive(Default)]
-pub(super) struct SoluteCoupling {
-    /// Solutes uploaded from host arrays (or routed here from another slab), grown on demand.
-    pub(super) buffers: Option<SoluteBuffers>,
-    /// Streams and pinned buffers of the split host-array step (made at its first use).
-    pub(super) host_io: Option<CoupledIo>,
-    /// A coupled step begun (`begin_coupled_step`) and not finished: its parameters and
-    /// solute count.
-    pub(super) in_flight: Option<(KernelParams, usize)>,
-    /// The fluid's part of a device-solute step queued (`begin_fluid_step`): its parameters.
-    pub(super) fluid_begun: Option<KernelParams>,
-    /// The caller's device arrays: their cells, images, check buffer and ordering events.
-    pub(super) device: Option<DeviceSoluteState>,
-}
 
 impl CudaBackend {
     /// Step 3: bin the uploaded solutes and add them to the cell sums.

@@ -123,9 +123,9 @@ impl Drop for DiskPipe {
 /// A file's pieces put on disk as they are written: each piece's write-back is started at once
 /// and the one before it waited for and dropped from the page cache. Left to the kernel, a
 /// block of gigabytes piles up as dirty pages, is written back late in small requests and
-/// throttles the writer (measured: 0.7 GB/s on a disk that takes 1.8 GB/s with direct I/O,
-/// and 3.7 s more in the final fsync); streamed, at most two pieces are in flight and the
-/// disk always has one queued. The final fsync still makes the file durable.
+/// throttles the writer to well below the disk's own rate, and the final fsync waits for the
+/// rest (docs/reliability.md has the figures); streamed, at most two pieces are in flight and
+/// the disk always has one queued. The final fsync still makes the file durable.
 struct Writeback<'a> {
     file: &'a File,
     /// The last piece written: offset and length.

@@ -162,6 +162,7 @@ mod chunks;
 mod disk;
 pub(crate) use disk::BUFFERS;
 mod encode;
+mod file_io;
 mod read;
 mod stream;
 #[cfg(test)]

@@ -2,12 +2,12 @@
 //! asks for.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
 use super::encode::StreamSum;
+use super::file_io::{self, DirectReader};
 use super::{checksum, Block, Meta, HEADER, PAGE, PARTICLE_BYTES};
 
 /// Bytes read at a time (a whole number of every section's values).
@@ -20,30 +20,38 @@ use crate::state::FluidState;
 
 /// Where a checkpoint's bytes are read from.
 enum Store {
-    File(File, PathBuf),
+    /// The file, and a handle on it for direct reads where the file system has them.
+    File(File, PathBuf, Option<DirectReader>),
     Memory(Vec<u8>),
 }
 
 impl Store {
     fn len(&self) -> Result<u64> {
         match self {
-            Store::File(f, p) => Ok(f.metadata().map_err(|e| MpcError::io(p, e))?.len()),
+            Store::File(f, p, _) => Ok(f.metadata().map_err(|e| MpcError::io(p, e))?.len()),
             Store::Memory(b) => Ok(b.len() as u64),
         }
     }
 
     fn read(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
         let mut out = Vec::new();
-        self.read_into(offset, len, &mut out)?;
+        self.read_into(offset, len, Reread::No, &mut out)?;
         Ok(out)
     }
 
     /// `len` bytes at `offset` into `out` (its memory reused: a fresh buffer per piece costs
-    /// the kernel a page fault and a zeroed page per 4 KiB).
-    fn read_into(&self, offset: u64, len: u64, out: &mut Vec<u8>) -> Result<()> {
+    /// the kernel a page fault and a zeroed page per 4 KiB); large reads of bytes not read
+    /// again bypass the page cache.
+    fn read_into(&self, offset: u64, len: u64, again: Reread, out: &mut Vec<u8>) -> Result<()> {
         out.resize(len as usize, 0);
         match self {
-            Store::File(f, p) => read_in_parallel(f, out, offset).map_err(|e| MpcError::io(p, e)),
+            Store::File(f, p, direct) => match direct {
+                Some(d) if again == Reread::No && out.len() >= file_io::SPLIT_FROM => {
+                    d.read(f, out, offset)
+                }
+                _ => file_io::read_buffered(f, out, offset),
+            }
+            .map_err(|e| MpcError::io(p, e)),
             Store::Memory(b) => {
                 out.copy_from_slice(&b[offset as usize..(offset + len) as usize]);
                 Ok(())
@@ -52,34 +60,11 @@ impl Store {
     }
 }
 
-/// Reads in flight at once for a large read: one sequential read keeps too few requests at the
-/// disk (measured: 0.5-0.9 GB/s buffered from a disk that reads 1.6 GB/s with direct I/O).
-const READERS: usize = 4;
-/// Reads below this size stay whole.
-const SPLIT_FROM: usize = 4 << 20;
-
-/// `out.len()` bytes of `f` at `offset`, large reads cut into [`READERS`] parts read by threads
-/// of their own.
-fn read_in_parallel(f: &File, out: &mut [u8], offset: u64) -> std::io::Result<()> {
-    if out.len() < SPLIT_FROM {
-        return f.read_exact_at(out, offset);
-    }
-    // whole pages per part, so that no two readers share one
-    let part = out.len().div_ceil(READERS).next_multiple_of(PAGE as usize);
-    std::thread::scope(|scope| {
-        let readers: Vec<_> = out
-            .chunks_mut(part)
-            .enumerate()
-            .map(|(i, chunk)| {
-                let at = offset + (i * part) as u64;
-                scope.spawn(move || f.read_exact_at(chunk, at))
-            })
-            .collect();
-        readers.into_iter().try_for_each(|r| {
-            r.join()
-                .unwrap_or_else(|_| Err(std::io::Error::other("a reader thread panicked")))
-        })
-    })
+/// Whether the bytes of a read are read again later (then the page cache keeps them).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Reread {
+    Yes,
+    No,
 }
 
 /// A format-4 checkpoint opened for reading: its head and block table read and checked, its
@@ -105,7 +90,7 @@ impl PartedFile {
     pub(in crate::checkpoint) fn open(path: &Path) -> Result<PartedFile> {
         let f = File::open(path).map_err(|e| MpcError::io(path, e))?;
         Self::read(
-            Store::File(f, path.to_path_buf()),
+            Store::File(f, path.to_path_buf(), DirectReader::open(path)),
             path.display().to_string(),
         )
     }
@@ -164,8 +149,14 @@ impl PartedFile {
     }
 
     /// `len` bytes of the file from `at`.
-    pub(super) fn read_bytes_into(&self, at: u64, len: u64, out: &mut Vec<u8>) -> Result<()> {
-        self.store.read_into(at, len, out)
+    pub(super) fn read_bytes_into(
+        &self,
+        at: u64,
+        len: u64,
+        again: Reread,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        self.store.read_into(at, len, again, out)
     }
 
     pub(super) fn block_table(&self) -> &[Block] {

@@ -8,7 +8,7 @@
 use rayon::prelude::*;
 
 use super::encode::StreamSum;
-use super::read::PartedFile;
+use super::read::{PartedFile, Reread};
 use super::{Block, PARTICLE_BYTES};
 use crate::error::Result;
 
@@ -27,8 +27,9 @@ fn section_start(b: &Block, s: usize) -> u64 {
     b.offset + WIDTH[..s].iter().sum::<u64>() * b.count
 }
 
-/// A request for bytes of the file, read ahead by a thread of their own.
-type Request = (u64, u64);
+/// A request for bytes of the file, read ahead by a thread of their own: offset, length and
+/// whether they are read again.
+type Request = (u64, u64, Reread);
 
 impl PartedFile {
     /// The blocks whose y range meets `y_range`.
@@ -52,9 +53,9 @@ impl PartedFile {
             // the buffers handled come back to be read into again (three exist at most)
             let (give_back, free) = crossbeam::channel::bounded::<Vec<u8>>(2);
             scope.spawn(move || {
-                for (at, len) in requests {
+                for (at, len, again) in requests {
                     let mut buf = free.try_recv().unwrap_or_default();
-                    let r = self.read_bytes_into(at, len, &mut buf).map(|()| buf);
+                    let r = self.read_bytes_into(at, len, again, &mut buf).map(|()| buf);
                     let failed = r.is_err();
                     if tx.send(r).is_err() || failed {
                         break;
@@ -89,7 +90,8 @@ impl PartedFile {
         let mut requests = Vec::new();
         for b in self.blocks_meeting(y_range) {
             for (lo, hi) in Self::pieces(b.count, values) {
-                requests.push((section_start(&b, 2) + 4 * lo, 4 * (hi - lo)));
+                // the y values: read again beside every other section
+                requests.push((section_start(&b, 2) + 4 * lo, 4 * (hi - lo), Reread::Yes));
             }
         }
         let mut counts = vec![0u64; parts];
@@ -141,11 +143,13 @@ impl PartedFile {
             let mut plan = Vec::new();
             for (j, b) in blocks.iter().enumerate() {
                 for (lo, hi) in Self::pieces(b.count, values) {
+                    let y = (section_start(b, 2) + 4 * lo, 4 * (hi - lo), Reread::Yes);
                     if s != 2 {
-                        requests.push((section_start(b, 2) + 4 * lo, 4 * (hi - lo)));
+                        requests.push(y);
                     }
                     let w = WIDTH[s];
-                    requests.push((section_start(b, s) + w * lo, w * (hi - lo)));
+                    let again = if s == 2 { Reread::Yes } else { Reread::No };
+                    requests.push((section_start(b, s) + w * lo, w * (hi - lo), again));
                     plan.push(j);
                 }
             }
