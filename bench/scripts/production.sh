@@ -7,7 +7,8 @@
 #   bench/scripts/production.sh [MPCBOX_BINARY] [SCRATCH_DIR]
 #
 # MPCBOX_BINARY defaults to target/release/mpcbox (cargo build --release), SCRATCH_DIR to
-# $OUT or /tmp/mpcbox-production (on the disk to measure: checkpoints go there). Set
+# $OUT or /tmp/mpcbox-production (on the disk to measure: checkpoints go there). RUST_LOG
+# (default info; mpcbox=debug: each block's stages) reaches the runs. Set
 # BIG=1 to add 512³ × 10 (1.34 × 10⁹ particles) and 768³ × 10 (4.5 × 10⁹; four GPUs of 80 GB or larger).
 # Every figure is read from the runs' summary.json (`timing`) and printed as a table.
 set -u
@@ -41,14 +42,14 @@ run() {
   local name=$1 edge=$2 every=$3 steps=$4 device=$5; shift 5
   local out=$D/$name
   rm -rf "$out"
-  env "$@" RUST_LOG=info "$BIN" run "$(config "$out" "$every" "$edge")" --device "$device" \
+  env "$@" RUST_LOG=${RUST_LOG:-info} "$BIN" run "$(config "$out" "$every" "$edge")" --device "$device" \
     --steps "$steps" --overwrite --quiet > "$D/$name.json" 2> "$D/$name.log"
   log "$name: rc=$? ($(grep -c 'checkpoint of step' "$D/$name.log") checkpoints)"
 }
 resume() {
   local name=$1 from=$2 steps=$3 device=$4
   sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null
-  RUST_LOG=info "$BIN" run --resume "$D/$from/checkpoint.mpcbox" --device "$device" \
+  RUST_LOG=${RUST_LOG:-info} "$BIN" run --resume "$D/$from/checkpoint.mpcbox" --device "$device" \
     --steps "$steps" -o "$D/$name" --quiet > "$D/$name.json" 2> "$D/$name.log"
   log "$name: rc=$?"
 }
@@ -65,6 +66,14 @@ run ck-1000 256 1000 3000 all
 run ck-1000-blocking 256 1000 3000 all MPCBOX_CHECKPOINTS=blocking
 resume resume-all ck-1000 3010 all
 resume resume-1gpu ck-1000 3010 cuda:0
+# the checkpoint's write and a resume's read alone, beside the disk's direct-I/O rates
+# (records in $D/records), where mpcbox-bench lies beside the binary
+BENCH=$(dirname "$BIN")/mpcbox-bench
+if [ -x "$BENCH" ]; then
+  sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null
+  "$BENCH" --records "$D/records" checkpoint --sizes 256 --device all --parts "$NGPU" \
+    --dir "$D" 2>&1 | tail -3 | tee -a "$LOG"
+fi
 if [ "${BIG:-0}" = 1 ]; then
   run big-512 512 10 20 all
   run big-768 768 10 20 all

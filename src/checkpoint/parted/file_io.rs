@@ -98,6 +98,11 @@ impl DirectReader {
         });
         if let Ok(mut spare) = self.spare.lock() {
             spare.push(buf);
+            // one per reader at most, the largest kept: the host memory stays bounded
+            if spare.len() > READERS {
+                spare.sort_by_key(|b| std::cmp::Reverse(b.capacity));
+                spare.truncate(READERS);
+            }
         }
         result
     }
