@@ -103,6 +103,10 @@ pub struct CheckpointWriter {
     times: CheckpointTimes,
     /// The step of the last checkpoint known written.
     last_good: Option<u64>,
+    /// Seconds the last background write took.
+    last_background: Option<f64>,
+    /// Whether the writes keep up with the run (`pace.rs`).
+    pace: super::pace::Pace,
 }
 
 /// One checkpoint written in the three stages by one process.
@@ -134,6 +138,8 @@ impl CheckpointWriter {
             finished: Vec::new(),
             times: CheckpointTimes::default(),
             last_good: None,
+            last_background: None,
+            pace: Default::default(),
         }
     }
 
@@ -165,8 +171,17 @@ impl CheckpointWriter {
         }
         if w.background {
             self.times.background_seconds += w.seconds;
+            self.last_background = Some(w.seconds);
         }
         self.finished.push(w);
+    }
+
+    /// At the checkpoint of `step`, which waited `waited` seconds for the write in flight: a
+    /// warning, once per run, when the writes hold the run (they are slower than its steps).
+    pub(crate) fn note_pace(&mut self, step: u64, waited: f64) {
+        if let Some(w) = self.pace.at_checkpoint(step, waited, self.last_background) {
+            tracing::warn!("{w}");
+        }
     }
 
     /// Count `seconds` the stepping thread was held by a checkpoint, over which the resident

@@ -8,6 +8,7 @@
 //! [`Solvent::save_checkpoint`]: crate::solvent::Solvent::save_checkpoint
 
 mod background;
+mod pace;
 mod parted;
 
 use serde::{Deserialize, Serialize};

@@ -151,6 +151,9 @@ impl Solvent {
     ) -> Result<()> {
         let t = Instant::now();
         writer.wait();
+        if background {
+            writer.note_pace(self.step, t.elapsed().as_secs_f64());
+        }
         // what this checkpoint adds to the resident memory: measured from here
         let before = crate::timing::resident_bytes();
         let measured = crate::timing::reset_peak();
