@@ -37,6 +37,7 @@ mod md_slabs;
 mod md_walls;
 mod mpi_gpu;
 mod mpi_ranks;
+mod mpi_solutes;
 mod ownership;
 mod polymer_shear;
 mod reproducibility;

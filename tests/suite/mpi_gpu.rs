@@ -104,7 +104,7 @@ fn the_coupled_polymer_on_two_gpu_ranks_follows_one_process() {
 #[ignore = "needs a CUDA GPU"]
 fn solutes_per_gpu_rank_are_routed_to_their_cells_and_back() {
     let bin = mpi_mpcbox();
-    super::mpi_ranks::compare_routed_solutes(bin, "Cuda([0])", &[2, 3]);
+    super::mpi_solutes::compare_routed_solutes(bin, "Cuda([0])", &[2, 3]);
 }
 
 /// The polymer config on GPU 0 with the bundled MD on the GPU and the fluid cut into `slabs`.

@@ -1,8 +1,8 @@
 //! One box over MPI ranks (`mpirun -np N mpcbox run`, the `mpi` feature): the same fluid on
 //! 1, 2, 3 and 4 ranks to rounding (shear, walls, body force), momentum conserved across
 //! ranks, a checkpoint of 4 ranks resumed on 2 and on 1, the coupled polymer run (bundled MD)
-//! on 2 and 4 ranks against 1, solutes handed over per rank (routed to their cells' ranks and
-//! back), and clear errors from bad rank counts and mismatched configs.
+//! on 2 and 4 ranks against 1, and clear errors from bad rank counts and mismatched configs
+//! (solutes handed over per rank: `mpi_solutes.rs`).
 //!
 //! The test builds `mpcbox` with `--features mpi` into `target/mpi` (its own target directory:
 //! the one of `cargo test` is locked while the tests run) and starts it with OpenMPI's
@@ -84,11 +84,17 @@ pub(super) fn mpirun_with(
         .expect("mpirun starts")
 }
 
-fn run_ok(bin: &Path, ranks: usize, dir: &Path, args: &[&str]) {
+pub(super) fn run_ok(bin: &Path, ranks: usize, dir: &Path, args: &[&str]) {
     run_ok_with(bin, ranks, dir, args, &[]);
 }
 
-fn run_ok_with(bin: &Path, ranks: usize, dir: &Path, args: &[&str], envs: &[(&str, &str)]) {
+pub(super) fn run_ok_with(
+    bin: &Path,
+    ranks: usize,
+    dir: &Path,
+    args: &[&str],
+    envs: &[(&str, &str)],
+) {
     let out = mpirun_with(bin, ranks, dir, args, envs);
     assert!(
         out.status.success(),
@@ -372,111 +378,6 @@ fn the_coupled_polymer_run_on_two_and_four_ranks_follows_one() {
             }
         }
     }
-}
-
-/// Solutes handed over per rank (each rank passes its own, wherever they are: `examples/
-/// ranks_solutes.rs`, 240 solutes dealt by index, some a period or two away in y): on 2 and 3
-/// ranks every solute's velocity after 20 steps equals the 1-rank run's to rounding (1e-9), and
-/// fluid + solute momentum is conserved across the ranks (SRD without thermostat).
-#[test]
-#[cfg_attr(
-    not(mpcbox_external),
-    ignore = "needs OpenMPI and libclang (apt-get install openmpi-bin libopenmpi-dev libclang-dev); runs with MPCBOX_REQUIRE_EXTERNAL=1"
-)]
-fn solutes_handed_over_per_rank_are_routed_to_their_cells_and_back() {
-    let bin = mpi_mpcbox();
-    compare_routed_solutes(bin, "Cpu", &[2, 3]);
-}
-
-/// `examples/ranks_solutes` with the fluid on `device` on 1 rank and on each of `ranks`: fluid
-/// + solute momentum conserved on each, every solute's velocity as on 1 rank to 1e-9.
-pub(super) fn compare_routed_solutes(bin: &Path, device: &str, ranks: &[usize]) {
-    let example = bin.with_file_name("examples").join("ranks_solutes");
-    let dir = tempfile::tempdir().unwrap();
-    let read = |ranks: usize| -> Vec<[f64; 3]> {
-        let out = dir.path().join(format!("s{ranks}"));
-        run_ok(
-            &example,
-            ranks,
-            dir.path(),
-            &[out.to_str().unwrap(), device],
-        );
-        let mut v = vec![[f64::NAN; 3]; 240];
-        for r in 0..ranks {
-            let text = std::fs::read_to_string(out.join(format!("solutes_{r}.txt"))).unwrap();
-            for line in text.lines() {
-                let w: Vec<f64> = line.split(' ').map(|x| x.parse().unwrap()).collect();
-                v[w[0] as usize] = [w[1], w[2], w[3]];
-            }
-        }
-        let p: Vec<Vec<f64>> = std::fs::read_to_string(out.join("momentum.txt"))
-            .unwrap()
-            .lines()
-            .map(|l| l.split(' ').map(|x| x.parse().unwrap()).collect())
-            .collect();
-        for (k, (a, b)) in p[0].iter().zip(&p[1]).enumerate() {
-            assert!(
-                (a - b).abs() < 1e-9,
-                "{device}, {ranks} ranks: momentum {k}: {a} -> {b}"
-            );
-        }
-        v
-    };
-    let one = read(1);
-    assert!(
-        one.iter().all(|v| v.iter().all(|x| x.is_finite())),
-        "{device}: 1 rank"
-    );
-    for &ranks in ranks {
-        let v = read(ranks);
-        for (j, (a, b)) in one.iter().zip(&v).enumerate() {
-            for k in 0..3 {
-                assert!(
-                    (a[k] - b[k]).abs() <= 1e-9,
-                    "{device}, {ranks} ranks, solute {j}: {a:?} vs {b:?}"
-                );
-            }
-        }
-    }
-}
-
-/// A NaN position handed over by rank 1 of 3 at step 5 (`RANKS_SOLUTES_BAD`): every rank's
-/// step fails at that step, rank 1 naming the array and itself, the others naming rank 1, and
-/// nothing changes: stepping again with the good solutes ends the run as a clean run does, bit
-/// for bit.
-#[test]
-#[cfg_attr(
-    not(mpcbox_external),
-    ignore = "needs OpenMPI and libclang (apt-get install openmpi-bin libopenmpi-dev libclang-dev); runs with MPCBOX_REQUIRE_EXTERNAL=1"
-)]
-fn a_bad_solute_on_one_rank_stops_every_rank_and_changes_nothing() {
-    let bin = mpi_mpcbox();
-    let example = bin.with_file_name("examples").join("ranks_solutes");
-    let dir = tempfile::tempdir().unwrap();
-    let (clean, bad) = (dir.path().join("clean"), dir.path().join("bad"));
-    run_ok(&example, 3, dir.path(), &[clean.to_str().unwrap()]);
-    let envs = [("RANKS_SOLUTES_BAD", "1:5")];
-    run_ok_with(&example, 3, dir.path(), &[bad.to_str().unwrap()], &envs);
-    for r in 0..3 {
-        let err = std::fs::read_to_string(bad.join(format!("error_{r}.txt"))).unwrap();
-        assert!(err.starts_with("5 "), "rank {r}: {err}");
-        if r == 1 {
-            assert!(
-                err.contains("positions") && err.contains("on rank 1"),
-                "{err}"
-            );
-        } else {
-            assert!(err.contains("rank(s) [1] of 3"), "rank {r}: {err}");
-        }
-        let read = |d: &Path| std::fs::read_to_string(d.join(format!("solutes_{r}.txt"))).unwrap();
-        assert_eq!(
-            read(&clean),
-            read(&bad),
-            "rank {r}: the solutes after the refused step"
-        );
-    }
-    let momentum = |d: &Path| std::fs::read_to_string(d.join("momentum.txt")).unwrap();
-    assert_eq!(momentum(&clean), momentum(&bad));
 }
 
 /// More ranks than cell layers, ranks given different configs, GPUs a rank lacks and the
