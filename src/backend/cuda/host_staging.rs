@@ -136,16 +136,7 @@ impl CudaBackend {
         mass: &[f64],
     ) -> Result<()> {
         let ns = pos.len();
-        let io = self
-            .solutes
-            .host_io
-            .as_mut()
-            .expect("made in begin_coupled_step");
-        let sb = self
-            .solutes
-            .buffers
-            .as_mut()
-            .expect("made in begin_coupled_step");
+        let (io, sb) = self.solutes.staged()?;
         // The pinned buffers' own events are not recorded while event tracking is off:
         // wait for the previous upload explicitly before refilling them.
         io.upload.synchronize().map_err(drv("upload stream"))?;
@@ -186,16 +177,7 @@ impl CudaBackend {
         mass: &[f64],
     ) -> Result<()> {
         let ns = pos.len();
-        let io = self
-            .solutes
-            .host_io
-            .as_ref()
-            .expect("made in begin_coupled_step");
-        let sb = self
-            .solutes
-            .buffers
-            .as_mut()
-            .expect("made in begin_coupled_step");
+        let (io, sb) = self.solutes.staged()?;
         io.upload
             .memcpy_htod(pos.as_flattened(), &mut sb.pos.slice_mut(..3 * ns))
             .map_err(drv("solute upload"))?;
@@ -260,16 +242,7 @@ impl CudaBackend {
     /// already waits for the solute collision.
     fn download_solute_velocities_into(&mut self, out: &mut [f64]) -> Result<()> {
         let ns3 = out.len();
-        let io = self
-            .solutes
-            .host_io
-            .as_mut()
-            .expect("made in begin_coupled");
-        let sb = self
-            .solutes
-            .buffers
-            .as_ref()
-            .expect("made in begin_coupled");
+        let (io, sb) = self.solutes.staged()?;
         match SoluteTransfer::from_env() {
             SoluteTransfer::Pinned => {
                 let down = io.download.clone();

@@ -5,6 +5,7 @@ use super::buffers::SoluteBuffers;
 use super::device_solutes::DeviceSoluteState;
 use super::host_staging::CoupledIo;
 use super::params::KernelParams;
+use crate::error::{MpcError, Result};
 
 /// The solutes' side of one GPU's backend: mpcbox's own solute buffers and the state of a
 /// coupled step in progress, host arrays (`host_staging.rs`) or the caller's device arrays
@@ -22,4 +23,16 @@ pub(super) struct SoluteCoupling {
     pub(super) fluid_begun: Option<KernelParams>,
     /// The caller's device arrays: their cells, images, check buffer and ordering events.
     pub(super) device: Option<DeviceSoluteState>,
+}
+
+impl SoluteCoupling {
+    /// The host-array step's staging and solute buffers, both made by `begin_coupled_step`.
+    pub(super) fn staged(&mut self) -> Result<(&mut CoupledIo, &mut SoluteBuffers)> {
+        match (self.host_io.as_mut(), self.buffers.as_mut()) {
+            (Some(io), Some(sb)) => Ok((io, sb)),
+            _ => Err(MpcError::Device(
+                "a host-array solute step went on without being begun (please report it)".into(),
+            )),
+        }
+    }
 }
