@@ -65,12 +65,14 @@ __device__ __forceinline__ unsigned int mpc_route_reserve(unsigned int *counter,
 // Solutes a thread takes per tile of the packing (its launch has blockDim * this per tile).
 #define MPC_ROUTE_TILE_ITEMS 4
 
-// Pass 1: counts[k] += the solutes whose cell slab k owns; bad positions recorded. Each block
+// Pass 1, the check: counts[k] += the solutes whose cell slab k owns; bad positions,
+// velocities and masses recorded (the host reads them before the fluid moves). Each block
 // counts in shared memory over a grid-stride range and adds its counts once at the end: one
 // global atomic per slab and block, not per warp (those all hit the same few counters).
-extern "C" __global__ void mpc_route_count(MpcParams p, const double *__restrict__ spos, unsigned int n, double limit,
-                                           const unsigned int *__restrict__ bounds, unsigned int g,
-                                           unsigned int *counts, unsigned int *first_bad) {
+extern "C" __global__ void mpc_route_count(MpcParams p, const double *__restrict__ spos,
+                                           const double *__restrict__ svel, const double *__restrict__ smass,
+                                           unsigned int n, double limit, const unsigned int *__restrict__ bounds,
+                                           unsigned int g, unsigned int *counts, unsigned int *first_bad) {
     __shared__ unsigned int block_counts[MPC_ROUTE_MAX_SLABS];
     for (unsigned int k = threadIdx.x; k < g; k += blockDim.x) {
         block_counts[k] = 0;
@@ -82,6 +84,14 @@ extern "C" __global__ void mpc_route_count(MpcParams p, const double *__restrict
         unsigned int key = MPC_ROUTE_NONE;
         if (i < n) {
             key = mpc_route_owner(p, spos, i, limit, bounds, g, first_bad);
+            double a = svel[3 * i], b = svel[3 * i + 1], c = svel[3 * i + 2];
+            if (!(isfinite(a) && isfinite(b) && isfinite(c))) {
+                mpc_route_bad(first_bad, 2, i);
+            }
+            double m = smass[i];
+            if (!(isfinite(m) && m > 0.0)) {
+                mpc_route_bad(first_bad, 3, i);
+            }
         }
         unsigned int mask = __ballot_sync(0xffffffffu, key != MPC_ROUTE_NONE);
         if (key != MPC_ROUTE_NONE) {
@@ -98,14 +108,14 @@ extern "C" __global__ void mpc_route_count(MpcParams p, const double *__restrict
 
 // Pass 2: every routable solute into its slab's region of the staging (SoA: positions and
 // velocities 3 doubles a slot, masses, and the caller's index); slab k's region starts at the
-// sum of counts[0..k]. Bad velocities and masses are recorded. `cursor` starts at zero. A
+// sum of counts[0..k]; the count pass has checked every value. `cursor` starts at zero. A
 // block takes tiles of blockDim * MPC_ROUTE_TILE_ITEMS solutes: the tile's solutes of each
 // slab get consecutive slots (shared-memory counters, then one global atomic per slab).
 extern "C" __global__ void mpc_route_pack(MpcParams p, const double *__restrict__ spos,
                                           const double *__restrict__ svel, const double *__restrict__ smass,
                                           unsigned int n, double limit, const unsigned int *__restrict__ bounds,
                                           unsigned int g, const unsigned int *__restrict__ counts,
-                                          unsigned int *cursor, unsigned int *first_bad, double *__restrict__ rpos,
+                                          unsigned int *cursor, double *__restrict__ rpos,
                                           double *__restrict__ rvel, double *__restrict__ rmass,
                                           unsigned int *__restrict__ rindex) {
     __shared__ unsigned int start[MPC_ROUTE_MAX_SLABS];
@@ -131,7 +141,7 @@ extern "C" __global__ void mpc_route_pack(MpcParams p, const double *__restrict_
             unsigned int i = first + r * blockDim.x + threadIdx.x;
             key[r] = MPC_ROUTE_NONE;
             if (i < n) {
-                // bad positions were recorded by the count pass
+                // the count pass has checked every position (the guard costs nothing)
                 double x = spos[3 * i], y = spos[3 * i + 1], z = spos[3 * i + 2];
                 if (isfinite(x) && isfinite(y) && isfinite(z) && fabs(x) <= limit && fabs(y) <= limit &&
                     fabs(z) <= limit) {
@@ -155,13 +165,7 @@ extern "C" __global__ void mpc_route_pack(MpcParams p, const double *__restrict_
             unsigned int i = first + r * blockDim.x + threadIdx.x;
             unsigned int slot = start[key[r]] + tile_base[key[r]] + local[r];
             double a = svel[3 * i], b = svel[3 * i + 1], c = svel[3 * i + 2];
-            if (!(isfinite(a) && isfinite(b) && isfinite(c))) {
-                mpc_route_bad(first_bad, 2, i);
-            }
             double m = smass[i];
-            if (!(isfinite(m) && m > 0.0)) {
-                mpc_route_bad(first_bad, 3, i);
-            }
             rpos[3 * slot] = spos[3 * i];
             rpos[3 * slot + 1] = spos[3 * i + 1];
             rpos[3 * slot + 2] = spos[3 * i + 2];

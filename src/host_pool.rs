@@ -73,6 +73,35 @@ pub fn copy(dst: &mut [f64], src: &[f64]) {
     });
 }
 
+/// `dst.copy_from_slice(src)` (equal lengths) with every value tested by `ok` as it passes
+/// (the test costs no extra pass over memory): true when every value passed. On the host
+/// pool for large arrays; everything is copied either way.
+pub fn copy_checked(dst: &mut [f64], src: &[f64], ok: impl Fn(f64) -> bool + Sync) -> bool {
+    assert_eq!(
+        dst.len(),
+        src.len(),
+        "host::copy_checked of unequal lengths"
+    );
+    let chunk = |d: &mut [f64], s: &[f64]| {
+        // `&` and not `&&`: no branch in the loop, so it vectorises
+        let mut good = true;
+        for (d, &v) in d.iter_mut().zip(s) {
+            *d = v;
+            good &= ok(v);
+        }
+        good
+    };
+    if dst.len() < SERIAL_BELOW {
+        return chunk(dst, src);
+    }
+    install(dst.len(), || {
+        dst.par_chunks_mut(CHUNK)
+            .zip(src.par_chunks(CHUNK))
+            .map(|(d, s)| chunk(d, s))
+            .reduce(|| true, |a, b| a & b)
+    })
+}
+
 /// Index of the first element of `items` for which `bad` holds, searched on the host pool for
 /// large inputs; `None` if there is none.
 pub fn find_first<T: Sync>(items: &[T], bad: impl Fn(&T) -> bool + Sync) -> Option<usize> {
@@ -112,6 +141,21 @@ mod tests {
             copy(&mut dst, &src);
             assert_eq!(dst, src, "copy of {n}");
             assert_eq!(find_first_index(n, |i| src[i] < 0.0), None, "none of {n}");
+            let mut checked = vec![0.0; n];
+            assert!(
+                copy_checked(&mut checked, &src, |v| v >= 0.0),
+                "all pass, {n}"
+            );
+            assert_eq!(checked, src, "copy_checked of {n}");
+            if n > 0 {
+                let mut bad = src.clone();
+                bad[n - 1] = f64::NAN;
+                assert!(
+                    !copy_checked(&mut checked, &bad, |v| v >= 0.0),
+                    "NaN fails, {n}"
+                );
+                assert!(checked[n - 1].is_nan(), "copied all the same, {n}");
+            }
             if n > 0 {
                 assert_eq!(
                     find_first_index(n, |i| i + 1 >= n),

@@ -12,8 +12,8 @@ pub mod slabbed;
 mod solutes;
 
 pub use solutes::{
-    check_host_solutes, DeviceSolutes, SlabSolutes, SoluteBatch, SoluteSubset,
-    MAX_SOLUTE_COORDINATE,
+    check_host_solutes, check_solute_masses_fit, DeviceSolutes, SlabSolutes, SoluteBatch,
+    SoluteSubset, MAX_SOLUTE_COORDINATE,
 };
 
 use crate::error::Result;
@@ -124,6 +124,24 @@ pub trait Backend: Send {
     /// interval measured fastest on this kind of backend.
     fn preferred_reorder_interval(&self) -> u64 {
         4
+    }
+
+    /// True when the backend tests host solutes' values (finite, within
+    /// [`MAX_SOLUTE_COORDINATE`], masses > 0 and within the cell sums' cap) as it stages them,
+    /// before anything changes, with the messages of [`check_host_solutes`]: the caller then
+    /// checks the lengths only, and the values are read once instead of twice.
+    fn checks_host_solute_values(&self) -> bool {
+        false
+    }
+
+    /// Time each phase of a step (waiting for the devices after each, so slower) or not;
+    /// resets the timers. A backend without phase timers ignores it.
+    fn time_phases(&mut self, _on: bool) {}
+
+    /// Seconds per named phase since [`Backend::time_phases`] switched timing on (empty for a
+    /// backend without phase timers).
+    fn timed_phases(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
     }
 
     /// Over MPI ranks: each rank hands over its own solutes, wherever they are (routed to the

@@ -86,6 +86,26 @@ pub fn check_host_solutes(
     })
 }
 
+/// Solute masses the fixed-point cell sums hold: each at most `cap` (`None`: f64 sums, no cap).
+pub fn check_solute_masses_fit(mass: &[f64], cap: Option<f64>) -> crate::error::Result<()> {
+    let Some(cap) = cap else { return Ok(()) };
+    let Some(i) = crate::host_pool::find_first(mass, |m| *m > cap) else {
+        return Ok(());
+    };
+    Err(crate::error::MpcError::Solute {
+        field: "masses".into(),
+        problem: format!(
+            "solute {i} has mass {}, beyond the {cap} the fixed-point cell sums hold ({} fluid \
+             masses, or the heaviest md bead)",
+            mass[i],
+            crate::fixed_sums::SOLUTE_MASS_RATIO
+        ),
+        fix: "use lighter solutes, or sum in f64 with MPCBOX_CELL_SUMS=float (runs then agree \
+              only to rounding across thread, slab and GPU counts)"
+            .into(),
+    })
+}
+
 /// Solutes whose arrays live in the memory of the backend's GPU (an MD code running on the same
 /// GPU): nothing crosses PCIe. Pointers are CUDA device addresses (`CUdeviceptr`) in the same
 /// process; layouts as the host API: `pos` and `vel` hold 3n f64 (x0, y0, z0, x1, ...), `mass`

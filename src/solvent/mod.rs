@@ -119,6 +119,18 @@ impl Solvent {
         self.backend.describe()
     }
 
+    /// Time each phase of the following steps (the devices waited for after each phase, so
+    /// the steps are slower), or stop; the timers start again from zero. For benchmarks.
+    pub fn time_phases(&mut self, on: bool) {
+        self.backend.time_phases(on);
+    }
+
+    /// Seconds per named phase since [`Solvent::time_phases`] switched timing on (empty where
+    /// the backend has no phase timers).
+    pub fn timed_phases(&self) -> Vec<(&'static str, f64)> {
+        self.backend.timed_phases()
+    }
+
     /// Steps completed.
     pub fn step_count(&self) -> u64 {
         self.step
@@ -190,7 +202,7 @@ impl Solvent {
         mass: &[f64],
     ) -> Result<StepReport> {
         // over ranks that each pass their own solutes, a bad one stops every rank (in advance)
-        let checked = self.check_solutes(pos, vel, mass);
+        let checked = self.check_host_input(pos, vel, mass);
         if pos.is_empty() || checked.is_err() {
             return self.advance(None, checked);
         }
@@ -336,32 +348,39 @@ impl Solvent {
             );
         }
         crate::backend::check_host_solutes(pos, vel, mass, 0..pos.len())?;
-        use crate::host_pool::find_first;
-        if let Some(s) = &self.phys.sums {
-            let cap = s.max_solute_mass;
-            if let Some(i) = find_first(mass, |m| *m > cap) {
-                return bad(
-                    "masses",
-                    format!(
-                        "solute {i} has mass {}, beyond the {cap} the fixed-point cell sums hold \
-                         ({} fluid masses, or the heaviest md bead)",
-                        mass[i],
-                        crate::fixed_sums::SOLUTE_MASS_RATIO
-                    ),
-                    "use lighter solutes, or sum in f64 with MPCBOX_CELL_SUMS=float (runs then \
-                     agree only to rounding across thread, slab and GPU counts)",
-                );
-            }
+        let cap = self.phys.sums.as_ref().map(|s| s.max_solute_mass);
+        crate::backend::check_solute_masses_fit(mass, cap)?;
+        self.check_solutes_outside_walls(pos)
+    }
+
+    /// The checks of [`Solvent::check_solutes`] a step makes on the host: all of them, or,
+    /// where the backend tests the values as it stages them before anything changes
+    /// (`Backend::checks_host_solute_values`) and there are no walls, the lengths only.
+    fn check_host_input(&self, pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> Result<()> {
+        // with walls the values first: a NaN position is not "inside the wall"
+        let lengths_only = self.backend.checks_host_solute_values()
+            && self.phys.walls.is_none()
+            && vel.len() == pos.len()
+            && mass.len() == pos.len();
+        if lengths_only {
+            return Ok(());
         }
+        self.check_solutes(pos, vel, mass)
+    }
+
+    /// No solute inside a wall (a box without walls has none).
+    fn check_solutes_outside_walls(&self, pos: &[[f64; 3]]) -> Result<()> {
+        use crate::host_pool::find_first;
         if let Some(w) = &self.phys.walls {
             let phys = &self.phys;
             if let Some(i) = find_first(pos, |p| w.solute_in_wall(phys, *p)) {
-                return bad(
-                    "positions",
-                    format!("solute {i} at {:?} is inside the wall", pos[i]),
-                    "keep solutes in the channel (the bundled MD engine's wall potential does; \
-                     across the channel there is no periodic image to wrap into)",
-                );
+                return Err(MpcError::Solute {
+                    field: "positions".into(),
+                    problem: format!("solute {i} at {:?} is inside the wall", pos[i]),
+                    fix: "keep solutes in the channel (the bundled MD engine's wall potential \
+                          does; across the channel there is no periodic image to wrap into)"
+                        .into(),
+                });
             }
         }
         Ok(())
@@ -452,7 +471,7 @@ impl Solvent {
                 "begin_step called twice; fix: call finish_step after each begin_step".into(),
             ));
         }
-        self.check_solutes(pos, vel, mass)?;
+        self.check_host_input(pos, vel, mass)?;
         let (plan, sample) = self.next_plan();
         self.backend.begin_coupled(&plan, pos, vel, mass)?;
         // A backend that copied the solutes (to the GPU) needs nothing kept here.

@@ -177,8 +177,15 @@ fn positions_outside_the_box_are_wrapped_consistently_with_lees_edwards(p: Platf
     }
 }
 
-/// Solute arrays the collision must refuse: (field named, positions, velocities, masses).
-type BadSolutes = (&'static str, Vec<[f64; 3]>, Vec<[f64; 3]>, Vec<f64>);
+/// Solute arrays the collision must refuse: (field named, the solute named if one is,
+/// positions, velocities, masses).
+type BadSolutes = (
+    &'static str,
+    Option<usize>,
+    Vec<[f64; 3]>,
+    Vec<[f64; 3]>,
+    Vec<f64>,
+);
 
 fn bad_solute_cases(pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> Vec<BadSolutes> {
     let (pos, vel, mass) = (pos.to_vec(), vel.to_vec(), mass.to_vec());
@@ -197,35 +204,92 @@ fn bad_solute_cases(pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> Vec<Bad
         m[i] = x;
         m
     };
+    // two bad values: the lower index is named, whichever array it is in
+    let vel_and_later_pos = with_pos(8, 2, f64::INFINITY);
     vec![
-        ("lengths", pos.clone(), vel[..9].to_vec(), mass.clone()),
-        ("lengths", pos.clone(), vel.clone(), mass[..3].to_vec()),
+        (
+            "lengths",
+            None,
+            pos.clone(),
+            vel[..9].to_vec(),
+            mass.clone(),
+        ),
+        (
+            "lengths",
+            None,
+            pos.clone(),
+            vel.clone(),
+            mass[..3].to_vec(),
+        ),
         (
             "positions",
+            Some(3),
             with_pos(3, 1, f64::NAN),
             vel.clone(),
             mass.clone(),
         ),
-        ("positions", with_pos(0, 0, 1e12), vel.clone(), mass.clone()),
+        (
+            "positions",
+            Some(0),
+            with_pos(0, 0, 1e12),
+            vel.clone(),
+            mass.clone(),
+        ),
         (
             "velocities",
+            Some(2),
             pos.clone(),
             with_vel(2, 0, f64::INFINITY),
             mass.clone(),
         ),
-        ("masses", pos.clone(), vel.clone(), with_mass(1, -1.0)),
-        ("masses", pos.clone(), vel.clone(), with_mass(4, 0.0)),
-        ("masses", pos.clone(), vel.clone(), with_mass(5, f64::NAN)),
+        (
+            "velocities",
+            Some(2),
+            vel_and_later_pos,
+            with_vel(2, 1, f64::NAN),
+            mass.clone(),
+        ),
+        (
+            "masses",
+            Some(1),
+            pos.clone(),
+            vel.clone(),
+            with_mass(1, -1.0),
+        ),
+        (
+            "masses",
+            Some(4),
+            pos.clone(),
+            vel.clone(),
+            with_mass(4, 0.0),
+        ),
+        (
+            "masses",
+            Some(5),
+            pos.clone(),
+            vel.clone(),
+            with_mass(5, f64::NAN),
+        ),
+        // beyond the fixed-point cell sums' cap
+        (
+            "masses",
+            Some(6),
+            pos.clone(),
+            vel.clone(),
+            with_mass(6, 1e300),
+        ),
     ]
 }
 
+/// Every bad array is refused naming the array and the first bad solute (on several GPUs the
+/// values are tested as they are staged, with the host check's messages), and nothing changes.
 fn bad_solute_input_is_rejected_and_leaves_the_solvent_untouched(p: Platform) {
     let cfg = common::small_config([6, 6, 6], 10);
     let Some(mut s) = p.solvent(&cfg) else { return };
     s.step().unwrap();
     let before = s.fluid_state().unwrap();
     let (pos, vel, mass) = common::thermal_solutes(10, [6.0; 3], 1.0, 6);
-    for (field, bad_pos, mut v, m) in bad_solute_cases(&pos, &vel, &mass) {
+    for (field, index, bad_pos, mut v, m) in bad_solute_cases(&pos, &vel, &mass) {
         let v_in = v.clone();
         match s.step_with_solutes(&bad_pos, &mut v, &m) {
             Err(MpcError::Solute {
@@ -233,12 +297,18 @@ fn bad_solute_input_is_rejected_and_leaves_the_solvent_untouched(p: Platform) {
                 problem,
                 fix,
             }) => {
-                assert_eq!(f, field, "{problem}");
+                assert_eq!(f, field, "{p}: {problem}");
+                if let Some(i) = index {
+                    assert!(problem.contains(&format!("solute {i} ")), "{p}: {problem}");
+                }
                 assert!(!fix.is_empty());
             }
-            other => panic!("{field}: expected a solute error, got {other:?}"),
+            other => panic!("{p}, {field}: expected a solute error, got {other:?}"),
         }
-        assert_eq!(v, v_in, "velocities changed on error");
+        // bit for bit (a NaN handed over is not equal to itself)
+        let bits =
+            |v: &[[f64; 3]]| -> Vec<u64> { v.iter().flatten().map(|x| x.to_bits()).collect() };
+        assert_eq!(bits(&v), bits(&v_in), "{p}: velocities changed on error");
         assert!(s.begin_step(&bad_pos, &v, &m).is_err());
     }
     assert_eq!(s.step_count(), 1);

@@ -20,6 +20,7 @@ common::backend_tests!(
     routed_steps_conserve_momentum,
     a_begun_step_routes_as_a_plain_one,
     bad_routed_input_changes_nothing,
+    bad_host_input_is_named_as_it_is_staged,
 );
 
 /// One step's solutes (positions and masses; velocities are carried from the CPU run).
@@ -238,4 +239,83 @@ fn bad_routed_input_changes_nothing(p: Platform) {
     let good = DeviceSoluteArrays::upload(0, &pos, &vel, &mass).unwrap();
     s.step_with_device_solutes(&good.solutes()).unwrap();
     assert_eq!(s.step_count(), 2);
+}
+
+/// Host arrays on several slabs are tested as they are staged (one pass over the values,
+/// parallel over pieces for this many): the first bad solute is named as the host check names
+/// it, whichever array it is in and wherever the arrays' later bad values are, and nothing
+/// changes; then the same solutes, made good, step.
+fn bad_host_input_is_named_as_it_is_staged(p: Platform) {
+    let cfg = sheared([8, 8 * p.gpus() as u32, 8]);
+    let Some(mut s) = p.solvent(&cfg) else { return };
+    // past the host pool's serial threshold, so the staging's test runs in parallel chunks
+    let n = 150_000;
+    let (pos, vel, mass) = common::solutes_partly_outside(n, cfg.cells, 8);
+    s.step().unwrap();
+    let before = s.fluid_state().unwrap();
+    let mut late_nan_pos = pos.clone();
+    late_nan_pos[140_000][1] = f64::NAN;
+    let mut inf_vel = vel.clone();
+    inf_vel[149_999][0] = f64::INFINITY;
+    let mut zero_mass = mass.clone();
+    zero_mass[100_000] = 0.0;
+    let mut heavy = mass.clone();
+    heavy[7] = 1e300;
+    for (what, r, v, m, field, index) in [
+        (
+            "NaN position before an infinite velocity",
+            &late_nan_pos,
+            &inf_vel,
+            &mass,
+            "positions",
+            140_000,
+        ),
+        (
+            "zero mass before a NaN position",
+            &late_nan_pos,
+            &vel,
+            &zero_mass,
+            "masses",
+            100_000,
+        ),
+        (
+            "infinite velocity",
+            &pos,
+            &inf_vel,
+            &mass,
+            "velocities",
+            149_999,
+        ),
+        (
+            "mass past the cell sums' cap",
+            &pos,
+            &vel,
+            &heavy,
+            "masses",
+            7,
+        ),
+    ] {
+        let mut out = v.clone();
+        match s.step_with_solutes(r, &mut out, m) {
+            Err(MpcError::Solute {
+                field: f, problem, ..
+            }) => {
+                assert_eq!(f, field, "{p}, {what}: {problem}");
+                assert!(
+                    problem.contains(&format!("solute {index} ")),
+                    "{p}, {what}: {problem}"
+                );
+            }
+            other => panic!("{p}, {what}: expected a solute error, got {other:?}"),
+        }
+        let bits =
+            |v: &[[f64; 3]]| -> Vec<u64> { v.iter().flatten().map(|x| x.to_bits()).collect() };
+        assert_eq!(bits(&out), bits(v), "{p}, {what}: velocities changed");
+    }
+    assert_eq!(s.step_count(), 1, "{p}: no step was counted");
+    assert_eq!(s.fluid_state().unwrap(), before, "{p}: the fluid changed");
+    let mut out = vel.clone();
+    s.step_with_solutes(&pos, &mut out, &mass).unwrap();
+    assert_eq!(s.step_count(), 2);
+    assert!(out != vel, "{p}: the good step collided the solutes");
 }

@@ -42,6 +42,10 @@ pub struct Args {
     /// loop whose steps run meanwhile.
     #[arg(long)]
     overlap: bool,
+    /// After the timed steps, 10 more with each phase waited for and timed (the split is
+    /// recorded beside the rate as "<phase> ms" figures; those steps are slower).
+    #[arg(long)]
+    phases: bool,
     /// Plain steps before timing (past the first reorders).
     #[arg(long, default_value_t = 45)]
     warmup: u64,
@@ -88,7 +92,7 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
         })?;
         for &rho in &a.densities {
             let n = (rho * (l as f64).powi(3)) as usize;
-            let (coupled, check_ms) = coupled_ms_per_step(&a, &mut s, l, n)?;
+            let (coupled, check_ms, phases) = coupled_ms_per_step(&a, &mut s, l, n)?;
             let mut figures = vec![
                 ("plain ms/step", plain),
                 ("coupled ms/step", coupled),
@@ -99,6 +103,10 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
                 figures.push(("PCIe floor ms", floor));
                 figures.push(("extra / floor", (coupled - plain) / floor));
                 figures.push(("host check ms", check_ms));
+            }
+            let phase_names: Vec<String> = phases.iter().map(|(k, _)| format!("{k} ms")).collect();
+            for ((_, ms), name) in phases.iter().zip(&phase_names) {
+                figures.push((name.as_str(), *ms));
             }
             rec.row(
                 &[
@@ -151,8 +159,9 @@ fn ms_per_step(a: &Args, s: &mut Solvent, step: &mut TimedStep<'_>) -> Res<f64> 
 
 /// Milliseconds per coupled step with `n` solutes of mass 10 in the `l`³ box, handed over as
 /// the arguments ask (host arrays in one call or split, or device arrays), and for host
-/// arrays the milliseconds of their validation alone (part of every such step).
-fn coupled_ms_per_step(a: &Args, s: &mut Solvent, l: u32, n: usize) -> Res<(f64, Option<f64>)> {
+/// arrays the milliseconds of their validation alone (part of every such step), and with
+/// `--phases` the milliseconds per step of each phase.
+fn coupled_ms_per_step(a: &Args, s: &mut Solvent, l: u32, n: usize) -> Res<Coupled> {
     let mut r = CellStream::for_particle(99, 0);
     let lf = l as f64;
     let mut pos: Vec<[f64; 3]> = (0..n)
@@ -181,15 +190,17 @@ fn coupled_ms_per_step(a: &Args, s: &mut Solvent, l: u32, n: usize) -> Res<(f64,
             .map_err(err)?;
         let solutes = arrays.solutes();
         let overlap = a.overlap;
-        let ms = ms_per_step(a, s, &mut |s: &mut Solvent| {
+        let mut step = |s: &mut Solvent| {
             let t0 = Instant::now();
             if overlap {
                 s.begin_device_step(solutes.n).map_err(err)?;
             }
             s.step_with_device_solutes(&solutes).map_err(err)?;
             Ok(t0.elapsed().as_secs_f64())
-        })?;
-        Ok((ms, None))
+        };
+        let ms = ms_per_step(a, s, &mut step)?;
+        let phases = timed_phases(a, s, &mut step)?;
+        Ok((ms, None, phases))
     } else {
         let t0 = Instant::now();
         for _ in 0..5 {
@@ -197,7 +208,7 @@ fn coupled_ms_per_step(a: &Args, s: &mut Solvent, l: u32, n: usize) -> Res<(f64,
         }
         let check_ms = t0.elapsed().as_secs_f64() * 1e3 / 5.0;
         let split = a.split;
-        let ms = ms_per_step(a, s, &mut |s: &mut Solvent| {
+        let mut step = |s: &mut Solvent| {
             for (p, v) in pos.iter_mut().zip(&vel) {
                 for k in 0..3 {
                     p[k] += 0.1 * v[k];
@@ -211,7 +222,36 @@ fn coupled_ms_per_step(a: &Args, s: &mut Solvent, l: u32, n: usize) -> Res<(f64,
                 s.step_with_solutes(&pos, &mut vel, &mass).map_err(err)?;
             }
             Ok(t0.elapsed().as_secs_f64())
-        })?;
-        Ok((ms, Some(check_ms)))
+        };
+        let ms = ms_per_step(a, s, &mut step)?;
+        let phases = timed_phases(a, s, &mut step)?;
+        Ok((ms, Some(check_ms), phases))
     }
+}
+
+/// Milliseconds per coupled step, the host check's milliseconds (host arrays), and the
+/// phases' milliseconds per step (`--phases`).
+type Coupled = (f64, Option<f64>, Vec<(&'static str, f64)>);
+
+/// With `--phases`: 10 steps with every phase waited for and timed, in milliseconds per step.
+fn timed_phases(
+    a: &Args,
+    s: &mut Solvent,
+    step: &mut TimedStep<'_>,
+) -> Res<Vec<(&'static str, f64)>> {
+    if !a.phases {
+        return Ok(Vec::new());
+    }
+    const STEPS: u32 = 10;
+    s.time_phases(true);
+    for _ in 0..STEPS {
+        step(s)?;
+    }
+    s.moments().map_err(err)?;
+    let phases = s.timed_phases();
+    s.time_phases(false);
+    Ok(phases
+        .into_iter()
+        .map(|(k, secs)| (k, secs * 1e3 / STEPS as f64))
+        .collect())
 }

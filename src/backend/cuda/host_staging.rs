@@ -148,24 +148,27 @@ impl CudaBackend {
                 staging: &mut io.pos,
                 dst: ptr(&sb.pos),
                 width: 3,
+                bound: pieces::Bound::Any,
             },
             pieces::Up {
                 src: vel.as_flattened(),
                 staging: &mut io.vel,
                 dst: ptr(&sb.vel),
                 width: 3,
+                bound: pieces::Bound::Any,
             },
             pieces::Up {
                 src: mass,
                 staging: &mut io.mass,
                 dst: ptr(&sb.mass),
                 width: 1,
+                bound: pieces::Bound::Any,
             },
         ];
         // SAFETY: the solute buffers hold capacity >= ns solutes and are read next by the
         // binning, which waits for the upload stream (finish_coupled_step); the staging's
-        // previous copies have passed (synchronised above).
-        unsafe { pieces::upload(&up, &mut arrays, ns) }
+        // previous copies have passed (synchronised above). The values were checked before.
+        unsafe { pieces::upload(&up, &mut arrays, ns) }.map(|_| ())
     }
 
     /// Copies straight from the caller's arrays on the upload stream; each returns when done,

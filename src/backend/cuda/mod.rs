@@ -435,6 +435,18 @@ impl CudaBackend {
 
 /// The trait, each method in the module of its work.
 impl Backend for CudaBackend {
+    fn time_phases(&mut self, on: bool) {
+        self.set_profiling(on);
+    }
+
+    fn timed_phases(&self) -> Vec<(&'static str, f64)> {
+        step::PHASE_NAMES
+            .iter()
+            .copied()
+            .zip(self.phase_seconds())
+            .collect()
+    }
+
     fn describe(&self) -> String {
         format!("{} ({} cell sums)", self.dev.describe(), self.method.name())
     }

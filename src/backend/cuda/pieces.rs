@@ -18,27 +18,57 @@ fn pieces(n: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
 }
 
 /// One host array going up: `width` doubles per solute from `src` through `staging` (pinned,
-/// at least as long) into the device buffer at `dst`.
+/// at least as long) into the device buffer at `dst`, each value tested against `bound` as
+/// it is staged.
 pub(super) struct Up<'a> {
     pub(super) src: &'a [f64],
     pub(super) staging: &'a mut PinnedHostSlice<f64>,
     pub(super) dst: u64,
     pub(super) width: usize,
+    pub(super) bound: Bound,
+}
+
+/// What every value of an array going up must be (a NaN fails every bound but `Any`).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Bound {
+    /// Not tested here (checked before).
+    Any,
+    /// |v| ≤ the bound (finite when the bound is f64::MAX).
+    Abs(f64),
+    /// 0 < v ≤ the bound.
+    Positive(f64),
+}
+
+impl Bound {
+    /// `dst` ← `src`, true when every value is within the bound.
+    fn copy(self, dst: &mut [f64], src: &[f64]) -> bool {
+        match self {
+            Bound::Any => {
+                crate::host_pool::copy(dst, src);
+                true
+            }
+            Bound::Abs(h) => crate::host_pool::copy_checked(dst, src, |v| v.abs() <= h),
+            Bound::Positive(h) => crate::host_pool::copy_checked(dst, src, |v| v > 0.0 && v <= h),
+        }
+    }
 }
 
 /// Queue `n` solutes of every array up on `stream`, piece by piece (each piece copied into its
-/// staging on the host, then its copy queued while the host goes on with the next).
+/// staging on the host and tested against its array's bound, then its copy queued while the
+/// host goes on with the next). False when a value failed its bound: the copies are queued
+/// all the same (into the caller's buffers only), and the caller says which value.
 ///
 /// # Safety
 /// Each `dst` must be device memory of `stream`'s context holding `width * n` doubles, not
 /// touched by other work until `stream` has passed the copies; the staging must not be read
 /// by earlier copies still in flight (the caller waited for them).
-pub(super) unsafe fn upload(stream: &CudaStream, arrays: &mut [Up<'_>], n: usize) -> Result<()> {
+pub(super) unsafe fn upload(stream: &CudaStream, arrays: &mut [Up<'_>], n: usize) -> Result<bool> {
+    let mut good = true;
     for r in pieces(n) {
         for a in arrays.iter_mut() {
             let w = a.width * r.start..a.width * r.end;
             let staged = &mut a.staging.as_mut_slice().map_err(drv("pinned"))?[w.clone()];
-            crate::host_pool::copy(staged, &a.src[w.clone()]);
+            good &= a.bound.copy(staged, &a.src[w.clone()]);
             // SAFETY: the piece just staged (pinned, so the copy is asynchronous) into the same
             // piece of the caller's device buffer (its size and lifetime guaranteed above).
             unsafe {
@@ -51,7 +81,7 @@ pub(super) unsafe fn upload(stream: &CudaStream, arrays: &mut [Up<'_>], n: usize
             }
         }
     }
-    Ok(())
+    Ok(good)
 }
 
 /// Queue `width * n` doubles from the device buffer at `src` down into `staging` on `stream`,

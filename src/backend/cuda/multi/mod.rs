@@ -53,7 +53,7 @@ pub mod transfer;
 
 pub(in crate::backend::cuda) use slab::Slab;
 pub use slab::{largest_cube, min_slab_layers, slab_bounds, slab_bytes};
-pub use step::MULTI_PHASE_NAMES;
+pub use step::{MULTI_PHASE_NAMES, SOLUTE_PHASE_NAMES};
 pub use transfer::{measure_transfer, Transfer, TransferRates};
 
 use super::CudaBackend;
@@ -94,6 +94,8 @@ pub struct MultiCudaBackend {
     profiling: bool,
     /// Seconds in [pass 1, exchange (counts, transfers, unpack), cells + collide + reorder].
     phase_seconds: [f64; 3],
+    /// Seconds of the solutes' phases (see [`SOLUTE_PHASE_NAMES`]) since profiling was on.
+    solute_phase_seconds: [f64; 3],
     /// Particles sent between GPUs since profiling was switched on.
     migrated: u64,
     /// Seconds of the exchange spent crossing between ranks: [waiting for the packets' copies
@@ -168,6 +170,7 @@ impl MultiCudaBackend {
     pub fn set_profiling(&mut self, on: bool) {
         self.profiling = on;
         self.phase_seconds = [0.0; 3];
+        self.solute_phase_seconds = [0.0; 3];
         self.migrated = 0;
         self.rank_seconds = [0.0; 4];
     }
@@ -176,6 +179,12 @@ impl MultiCudaBackend {
     /// this process's slabs) since profiling was switched on.
     pub fn phase_seconds(&self) -> ([f64; 3], u64) {
         (self.phase_seconds, self.migrated)
+    }
+
+    /// Seconds per phase of the solutes' routing (see [`SOLUTE_PHASE_NAMES`]) since profiling
+    /// was switched on; zero without routed solutes.
+    pub fn solute_phase_seconds(&self) -> [f64; 3] {
+        self.solute_phase_seconds
     }
 
     /// Seconds of the exchange phase spent crossing between ranks since profiling was
@@ -241,6 +250,22 @@ impl MultiCudaBackend {
 }
 
 impl Backend for MultiCudaBackend {
+    /// In one process host solutes are tested as they are staged (`solute_routes/host.rs`);
+    /// over ranks each rank's check is agreed before the step (`Backend::agree_on_input`).
+    fn checks_host_solute_values(&self) -> bool {
+        self.transport.ranks() == 1
+    }
+
+    fn time_phases(&mut self, on: bool) {
+        self.set_profiling(on);
+    }
+
+    fn timed_phases(&self) -> Vec<(&'static str, f64)> {
+        let names = MULTI_PHASE_NAMES.iter().chain(&SOLUTE_PHASE_NAMES);
+        let secs = self.phase_seconds.iter().chain(&self.solute_phase_seconds);
+        names.copied().zip(secs.copied()).collect()
+    }
+
     fn describe(&self) -> String {
         let ids: Vec<String> = self
             .slabs

@@ -4,14 +4,15 @@
 //!
 //! On the GPU holding the solutes (the *home* of the routing; slab 0's for host arrays), on a
 //! stream of the highest priority so that it runs beside the fluid's long pass 1:
-//! 1. `mpc_route_count` locates every solute on the step's shifted grid (Lees-Edwards images
-//!    included) and counts those of each slab, recording bad positions;
-//! 2. `mpc_route_pack` writes each solute into its slab's region of the staging (positions,
-//!    velocities, masses and the caller's index), recording bad velocities and masses;
-//! 3. the counts and the check come back to the host (the only wait, while pass 1 runs):
-//!    a bad value stops the step before any solute is collided;
-//! 4. each slab on another GPU gets its region by one peer copy per array; a slab on the home
-//!    GPU reads its region in place.
+//! 1. `mpc_route_count` checks every value, locates every solute on the step's shifted grid
+//!    (Lees-Edwards images included) and counts those of each slab;
+//! 2. the counts and the check come back to the host (the only wait): a bad value stops the
+//!    step before the fluid moves (unless the step was begun) and before any solute is
+//!    collided; then pass 1 is queued on every slab;
+//! 3. `mpc_route_pack`, beside pass 1, writes each solute into its slab's region of the
+//!    staging (positions, velocities, masses and the caller's index);
+//! 4. each slab on another GPU gets its region by one peer copy per array (the indices stay
+//!    home); a slab on the home GPU reads its region in place.
 //!
 //! After its collision a slab on the home GPU writes its solutes' velocities straight into the
 //! caller's array (`mpc_route_scatter` by the caller's indices); a slab on another GPU copies
@@ -21,7 +22,7 @@
 //! device arrays: the next step's routing is queued behind the return on the routing stream.
 //!
 //! Stream order, which makes every buffer's reuse safe without host waits:
-//! pack(n) → forward copies(n) → slab binning, collision and scatter(n) → [return copies and
+//! count(n) → pack(n) → forward copies(n) → slab binning, collision and scatter(n) → [return copies and
 //! home scatter(n)] → routing stream (n) → pack(n+1); each arrow is an event or the order of
 //! one stream.
 
@@ -67,11 +68,13 @@ fn strided(n: usize, max_blocks: usize, items: usize) -> cudarc::driver::LaunchC
 pub(super) enum RouteSource<'a> {
     /// The caller's device arrays, on the GPU of slab `home`'s device.
     Device(DeviceSolutes),
-    /// Host arrays (their values checked on the host), uploaded to slab 0's GPU first.
+    /// Host arrays, their values tested as they are staged (masses at most `mass_cap`, the
+    /// fixed-point cell sums' cap, if any), uploaded to slab 0's GPU first.
     Host {
         pos: &'a [[f64; 3]],
         vel: &'a [[f64; 3]],
         mass: &'a [f64],
+        mass_cap: Option<f64>,
     },
 }
 
@@ -82,13 +85,13 @@ struct Region {
     count: usize,
 }
 
-/// The copy of a region on a slab of another GPU.
+/// The copy of a region on a slab of another GPU (the caller's indices stay home, where the
+/// returned velocities are scattered).
 struct RemoteRegion {
     capacity: usize,
     pos: CudaSlice<f64>,
     vel: CudaSlice<f64>,
     mass: CudaSlice<f64>,
-    index: CudaSlice<u32>,
 }
 
 /// What links the home GPU to one slab.
@@ -128,6 +131,9 @@ pub(super) struct SoluteRoutes {
     /// [counts of the slabs, then the four first bad indices], read after the routing.
     readback: PinnedHostSlice<u32>,
     caller_ready: CudaEvent,
+    /// Recorded after the counts' copy to the host (which the host waits for).
+    counted: CudaEvent,
+    /// Recorded after the packing (the forward copies and home's slabs wait for it).
     routed: CudaEvent,
     scattered: CudaEvent,
     links: Vec<SlabLink>,
@@ -205,6 +211,7 @@ impl SoluteRoutes {
             bounds: bounds_dev,
             readback,
             caller_ready: hdev.ctx.new_event(None).map_err(drv("event"))?,
+            counted: hdev.ctx.new_event(None).map_err(drv("event"))?,
             routed: hdev.ctx.new_event(None).map_err(drv("event"))?,
             scattered: hdev.ctx.new_event(None).map_err(drv("event"))?,
             links,
@@ -268,17 +275,22 @@ impl SoluteRoutes {
                 self.stream.wait(&self.caller_ready).map_err(drv("event"))?;
                 Ok(d)
             }
-            RouteSource::Host { pos, vel, mass } => {
+            RouteSource::Host {
+                pos,
+                vel,
+                mass,
+                mass_cap,
+            } => {
                 self.ensure_capacity(pos.len())?;
-                self.upload_host(home, pos, vel, mass)
+                self.upload_host(home, pos, vel, mass, mass_cap)
             }
         }
     }
 
-    /// Route the staged `solutes`: check, locate, count and pack them on the home GPU, wait
-    /// for the counts (a bad value is an error here, before any solute is collided), and queue
-    /// each remote slab's copy of its region.
-    pub(super) fn route(
+    /// Check, locate and count the staged `solutes` on the home GPU and wait for the counts: a
+    /// bad value is an error here, before the fluid moves (when the step was not begun) and
+    /// before any solute is collided. Sets this step's regions.
+    pub(super) fn check_and_count(
         &mut self,
         slabs: &[CudaBackend],
         plan: &StepPlan,
@@ -290,37 +302,17 @@ impl SoluteRoutes {
         let g = slabs.len() as u32;
         let s = self.stream.clone();
         s.memset_zeros(&mut self.counts).map_err(drv("routing"))?;
-        s.memset_zeros(&mut self.cursor).map_err(drv("routing"))?;
         s.memset_zeros(&mut self.first_bad)
             .map_err(drv("routing"))?;
         let p = home.params(plan, n);
         let n32 = n as u32;
-        // SAFETY: mpc_route_count(MpcParams, const double *spos, u32 n, double limit, const u32
-        // *bounds, u32 g, u32 *counts, u32 *first_bad): the step's parameters, positions of n
-        // solutes (3n doubles on this GPU: the caller's, checked by the pointer checks, or the
-        // uploaded copy), the slabs' g + 1 bounds, g counters zeroed above and 4 first-bad
-        // indices; one thread per solute.
+        // SAFETY: mpc_route_count(MpcParams, const double *spos, *svel, *smass, u32 n, double
+        // limit, const u32 *bounds, u32 g, u32 *counts, u32 *first_bad): the step's parameters,
+        // positions, velocities and masses of n solutes (3n, 3n, n doubles on this GPU: the
+        // caller's, checked by the pointer checks, or the uploaded copy), the slabs' g + 1
+        // bounds, g counters and 4 first-bad indices zeroed above; a grid-stride loop.
         unsafe {
             s.launch_builder(&home.dev.k.route_count)
-                .arg(&p)
-                .arg(&solutes.pos)
-                .arg(&n32)
-                .arg(&MAX_SOLUTE_COORDINATE)
-                .arg(&self.bounds)
-                .arg(&g)
-                .arg(&mut self.counts)
-                .arg(&mut self.first_bad)
-                .launch(strided(n, COUNT_BLOCKS, 1))
-                .map_err(drv("solute routing"))?;
-        }
-        // SAFETY: mpc_route_pack(MpcParams, const double *spos, *svel, *smass, u32 n, double
-        // limit, const u32 *bounds, u32 g, const u32 *counts, u32 *cursor, u32 *first_bad,
-        // double *rpos, *rvel, *rmass, u32 *rindex): the arrays above (3n, 3n, n doubles), the
-        // counts of the count pass on this stream, g cursors zeroed above, and the staging of
-        // capacity >= n slots (3 doubles, 3 doubles, 1 double, 1 index each); the regions add
-        // up to at most n slots.
-        unsafe {
-            s.launch_builder(&home.dev.k.route_pack)
                 .arg(&p)
                 .arg(&solutes.pos)
                 .arg(&solutes.vel)
@@ -329,14 +321,9 @@ impl SoluteRoutes {
                 .arg(&MAX_SOLUTE_COORDINATE)
                 .arg(&self.bounds)
                 .arg(&g)
-                .arg(&self.counts)
-                .arg(&mut self.cursor)
+                .arg(&mut self.counts)
                 .arg(&mut self.first_bad)
-                .arg(&mut self.rpos)
-                .arg(&mut self.rvel)
-                .arg(&mut self.rmass)
-                .arg(&mut self.rindex)
-                .launch(strided(n, PACK_BLOCKS, TILE_ITEMS))
+                .launch(strided(n, COUNT_BLOCKS, 1))
                 .map_err(drv("solute routing"))?;
         }
         let gl = g as usize;
@@ -350,8 +337,8 @@ impl SoluteRoutes {
             &mut self.readback.as_mut_slice().map_err(drv("pinned"))?[gl..gl + 4],
         )
         .map_err(drv("routing"))?;
-        self.routed.record(&s).map_err(drv("event"))?;
-        self.routed.synchronize().map_err(drv("solute routing"))?;
+        self.counted.record(&s).map_err(drv("event"))?;
+        self.counted.synchronize().map_err(drv("solute routing"))?;
         let back = self.readback.as_slice().map_err(drv("pinned"))?;
         // recorded as u32::MAX - index (0: none), see `kernels/solute_routes.cu`
         let mut first_bad = [u32::MAX; 4];
@@ -374,6 +361,50 @@ impl SoluteRoutes {
                 "solute routing placed {first} of {n} solutes (please report it)"
             )));
         }
+        Ok(())
+    }
+
+    /// Pack the counted `solutes` into their slabs' regions on the home GPU and queue each
+    /// remote slab's copy of its region; the host does not wait (this runs beside pass 1).
+    pub(super) fn pack_and_send(
+        &mut self,
+        slabs: &[CudaBackend],
+        plan: &StepPlan,
+        solutes: &DeviceSolutes,
+    ) -> Result<()> {
+        let home = &slabs[self.home];
+        home.dev.ctx.bind_to_thread().map_err(drv("bind"))?;
+        let n = solutes.n;
+        let g = slabs.len() as u32;
+        let s = self.stream.clone();
+        s.memset_zeros(&mut self.cursor).map_err(drv("routing"))?;
+        let p = home.params(plan, n);
+        let n32 = n as u32;
+        // SAFETY: mpc_route_pack(MpcParams, const double *spos, *svel, *smass, u32 n, double
+        // limit, const u32 *bounds, u32 g, const u32 *counts, u32 *cursor, double *rpos, *rvel,
+        // *rmass, u32 *rindex): the arrays `check_and_count` read (3n, 3n, n doubles), its
+        // counts on this stream, g cursors zeroed above, and the staging of capacity >= n slots
+        // (3 doubles, 3 doubles, 1 double, 1 index each); the regions add up to n slots.
+        unsafe {
+            s.launch_builder(&home.dev.k.route_pack)
+                .arg(&p)
+                .arg(&solutes.pos)
+                .arg(&solutes.vel)
+                .arg(&solutes.mass)
+                .arg(&n32)
+                .arg(&MAX_SOLUTE_COORDINATE)
+                .arg(&self.bounds)
+                .arg(&g)
+                .arg(&self.counts)
+                .arg(&mut self.cursor)
+                .arg(&mut self.rpos)
+                .arg(&mut self.rvel)
+                .arg(&mut self.rmass)
+                .arg(&mut self.rindex)
+                .launch(strided(n, PACK_BLOCKS, TILE_ITEMS))
+                .map_err(drv("solute routing"))?;
+        }
+        self.routed.record(&s).map_err(drv("event"))?;
         self.send_regions(slabs)
     }
 
@@ -400,7 +431,6 @@ impl SoluteRoutes {
                     pos: alloc(&r.back, 3 * cap)?,
                     vel: alloc(&r.back, 3 * cap)?,
                     mass: alloc(&r.back, cap)?,
-                    index: alloc(&r.back, cap)?,
                 });
                 r.back.synchronize().map_err(drv("solute routing"))?;
             }
@@ -423,11 +453,6 @@ impl SoluteRoutes {
                     addr(&self.rmass, st) + 8 * at,
                     addr(&remote.mass, &r.back),
                     8,
-                ),
-                (
-                    addr(&self.rindex, st) + 4 * at,
-                    addr(&remote.index, &r.back),
-                    4,
                 ),
             ];
             for (src, dst, width) in copies {

@@ -90,7 +90,7 @@ impl MultiCudaBackend {
 
     /// Check device-resident solutes before anything changes: the pointers, on the GPU that
     /// holds them (one of the run's). Their values are checked by the step's routing, before
-    /// the fluid moves unless the step was begun (`Solvent::begin_device_step`).
+    /// the fluid moves unless the step was begun (`Solvent::begin_device_step`), by the count pass.
     pub(super) fn check_device_solutes_multi(&mut self, s: &DeviceSolutes) -> Result<()> {
         let home = self.solutes_home(s)?;
         self.slabs[home].check_solute_pointers(s)
@@ -108,13 +108,23 @@ impl MultiCudaBackend {
         routes.stage(&self.slabs, source)
     }
 
-    /// Route the staged `solutes` to the slabs of their cells (waits for the counts).
-    pub(super) fn route_staged(&mut self, plan: &StepPlan, solutes: &DeviceSolutes) -> Result<()> {
+    /// Check and count the staged `solutes` per slab (the host waits for the counts; a bad
+    /// value is an error here).
+    pub(super) fn count_staged(&mut self, plan: &StepPlan, solutes: &DeviceSolutes) -> Result<()> {
         let routes = self
             .routes
             .as_mut()
             .ok_or_else(|| MpcError::Device("solutes routed before staged".into()))?;
-        routes.route(&self.slabs, plan, solutes)
+        routes.check_and_count(&self.slabs, plan, solutes)
+    }
+
+    /// Pack the counted `solutes` into their slabs' regions and send them (queued only).
+    pub(super) fn pack_staged(&mut self, plan: &StepPlan, solutes: &DeviceSolutes) -> Result<()> {
+        let routes = self
+            .routes
+            .as_mut()
+            .ok_or_else(|| MpcError::Device("solutes packed before counted".into()))?;
+        routes.pack_and_send(&self.slabs, plan, solutes)
     }
 
     /// The routing with its staging on slab `home`'s GPU (made, or remade when the solutes

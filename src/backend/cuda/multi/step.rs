@@ -21,6 +21,11 @@ use crate::physics::StepPlan;
 
 /// Phases timed by [`MultiCudaBackend::set_profiling`].
 pub const MULTI_PHASE_NAMES: [&str; 3] = ["pass 1", "exchange", "cells+collide+reorder"];
+/// The solutes' phases of a routed step, timed apart from [`MULTI_PHASE_NAMES`]'s: checked
+/// and counted (before pass 1), binned on their slabs (after the exchange), and the
+/// velocities returned into the caller's arrays (after the reports).
+pub const SOLUTE_PHASE_NAMES: [&str; 3] =
+    ["solutes counted", "solutes binned", "velocities returned"];
 
 /// The solutes of one multi-GPU step.
 pub(super) enum StepSolutes<'a, 'b> {
@@ -68,27 +73,34 @@ impl MultiCudaBackend {
         };
         let routed = match &solutes {
             StepSolutes::Device(d) if ns > 0 => {
+                // checked and counted before pass 1 (a bad value changes nothing), packed and
+                // sent beside it
                 let home = self.solutes_home(d)?;
                 let target = self.stage_solutes(home, RouteSource::Device(*d))?;
-                self.route_staged(plan, &target)?;
+                self.count_staged(plan, &target)?;
+                self.mark_solutes(0, &mut t)?;
                 if !begun {
                     self.queue_pass_one(plan, ns)?;
                 }
+                self.pack_staged(plan, &target)?;
                 Some(target)
             }
             StepSolutes::Host(b) if ns > 0 => {
-                // checked on the host before the call: uploaded and routed while the fluid
-                // streams
-                if !begun {
-                    self.queue_pass_one(plan, ns)?;
-                }
+                // tested as they are staged (a bad value changes nothing), then the fluid
+                // streams while the copies up finish and the solutes are routed
                 let source = RouteSource::Host {
                     pos: b.pos,
                     vel: &*b.vel,
                     mass: b.mass,
+                    mass_cap: self.phys.sums.as_ref().map(|s| s.max_solute_mass),
                 };
                 let target = self.stage_solutes(0, source)?;
-                self.route_staged(plan, &target)?;
+                if !begun {
+                    self.queue_pass_one(plan, ns)?;
+                }
+                self.count_staged(plan, &target)?;
+                self.mark_solutes(0, &mut t)?;
+                self.pack_staged(plan, &target)?;
                 Some(target)
             }
             _ => {
@@ -109,18 +121,19 @@ impl MultiCudaBackend {
             StepSolutes::PerSlab(d) => Some(d),
             _ => None,
         };
-        self.finish_slabs(plan, ns, per_slab, routed.as_ref())?;
+        self.finish_slabs(plan, ns, per_slab, routed.as_ref(), &mut t)?;
         if let (Some(target), Some(routes)) = (&routed, self.routes.as_mut()) {
             let callers = matches!(solutes, StepSolutes::Device(_));
             routes.return_velocities(&self.slabs, target, callers)?;
         }
         let (report, live) = self.collect_reports()?;
+        self.mark(2, &mut t)?;
         if let (StepSolutes::Host(b), Some(_)) = (solutes, &routed) {
             let routes = self.routes.as_mut().expect("routed");
             routes.download_host(b.vel)?;
         }
         self.check_particle_count(plan, live)?;
-        self.mark(2, &mut t)?;
+        self.mark_solutes(2, &mut t)?;
         Ok(report)
     }
 
@@ -175,6 +188,7 @@ impl MultiCudaBackend {
         ns: usize,
         per_slab: Option<&[SlabSolutes]>,
         routed: Option<&DeviceSolutes>,
+        t: &mut Instant,
     ) -> Result<()> {
         let routes = self.routes.as_ref().zip(routed);
         // each slab's solutes: its routed share (with the caller's indices), or its copy
@@ -183,21 +197,30 @@ impl MultiCudaBackend {
             own.push(match (routes, per_slab) {
                 (Some((r, _)), _) => r
                     .slab_solutes(&self.slabs, k)?
-                    .map(|(d, index)| (d, None, Some(index))),
+                    .map(|(d, index)| (d, None, index)),
                 (None, Some(d)) if ns > 0 => Some((d[k].solutes, d[k].subset, None)),
                 _ => None,
             });
         }
+        // the solutes binned on every slab first (timed apart when profiling), then each
+        // slab's cell pass, collisions and reorder: the order on each GPU is the same
+        for (k, s) in self.slabs.iter_mut().enumerate() {
+            if let Some((d, subset, _)) = own[k] {
+                // a routed share holds d.n solutes; a slab's copy of the engine's, ns
+                let q = s.params(plan, ns).with_solutes(d.n);
+                s.bin_solutes_from(&q, &d, subset)?;
+            }
+        }
+        self.mark_solutes(1, t)?;
+        let routes = self.routes.as_ref().zip(routed);
         for (k, s) in self.slabs.iter_mut().enumerate() {
             let p = s.params(plan, ns);
             match own[k] {
                 Some((d, subset, index)) => {
-                    // a routed share holds d.n solutes; a slab's copy of the engine's, ns
                     let q = p.with_solutes(d.n);
-                    s.bin_solutes_from(&q, &d, subset)?;
                     s.cell_pass(&p)?;
                     s.collide_owned_solutes(&q, &d, subset)?;
-                    if let (Some((r, target)), Some(index)) = (routes, index) {
+                    if let Some((r, target)) = routes {
                         r.scatter_slab(k, s, &d, index, target)?;
                     }
                 }
@@ -266,6 +289,20 @@ impl MultiCudaBackend {
     pub(super) fn synchronize_all(&self) -> Result<()> {
         for s in &self.slabs {
             s.synchronize()?;
+        }
+        Ok(())
+    }
+
+    /// Profiling: wait for every GPU and the solutes' routing and add the time since `t` to
+    /// the solutes' `phase` (see [`SOLUTE_PHASE_NAMES`]).
+    fn mark_solutes(&mut self, phase: usize, t: &mut Instant) -> Result<()> {
+        if self.profiling {
+            if let Some(r) = &self.routes {
+                r.quiesce()?;
+            }
+            self.synchronize_all()?;
+            self.solute_phase_seconds[phase] += t.elapsed().as_secs_f64();
+            *t = Instant::now();
         }
         Ok(())
     }

@@ -7,7 +7,7 @@ use super::{addr, alloc, SoluteRoutes};
 use crate::backend::cuda::device::drv;
 use crate::backend::cuda::pieces;
 use crate::backend::cuda::CudaBackend;
-use crate::backend::DeviceSolutes;
+use crate::backend::{DeviceSolutes, MAX_SOLUTE_COORDINATE};
 use crate::error::{MpcError, Result};
 
 /// Host arrays' way to the home GPU: pinned staging (write-combined going up, cached coming
@@ -27,14 +27,17 @@ pub(super) struct HostArrays {
 
 impl SoluteRoutes {
     /// Host arrays up to the home GPU on the routing stream, piece by piece: each piece copied
-    /// into pinned staging on the host pool, then queued up while the host goes on with the
-    /// next. Returns the device arrays the routing then reads.
+    /// into pinned staging on the host pool and its values tested on the way (finite, within
+    /// the coordinate limit, masses > 0 and at most `mass_cap`), then queued up while the host
+    /// goes on with the next. Returns the device arrays the routing then reads, or the error
+    /// naming the first bad value (only the staging was written).
     pub(in crate::backend::cuda::multi) fn upload_host(
         &mut self,
         home: &CudaBackend,
         pos: &[[f64; 3]],
         vel: &[[f64; 3]],
         mass: &[f64],
+        mass_cap: Option<f64>,
     ) -> Result<DeviceSolutes> {
         let n = pos.len();
         if self.host.as_ref().is_none_or(|h| h.capacity < n) {
@@ -71,24 +74,34 @@ impl SoluteRoutes {
                 staging: &mut h.pos_up,
                 dst: pos_dev,
                 width: 3,
+                bound: pieces::Bound::Abs(MAX_SOLUTE_COORDINATE),
             },
             pieces::Up {
                 src: vel.as_flattened(),
                 staging: &mut h.vel_up,
                 dst: vel_dev,
                 width: 3,
+                bound: pieces::Bound::Abs(f64::MAX),
             },
             pieces::Up {
                 src: mass,
                 staging: &mut h.mass_up,
                 dst: mass_dev,
                 width: 1,
+                bound: pieces::Bound::Positive(mass_cap.unwrap_or(f64::MAX)),
             },
         ];
         // SAFETY: the device buffers hold capacity >= n solutes and are read next by the
         // routing queued after these copies on this stream; the staging's previous copies
         // have passed (the host waited for the previous step's velocities).
-        unsafe { pieces::upload(&s, &mut arrays, n)? };
+        if !unsafe { pieces::upload(&s, &mut arrays, n)? } {
+            // the first bad value named as the host check names it
+            crate::backend::check_host_solutes(pos, vel, mass, 0..n)?;
+            crate::backend::check_solute_masses_fit(mass, mass_cap)?;
+            return Err(MpcError::Device(
+                "a solute value failed the staging's test and no check (please report it)".into(),
+            ));
+        }
         Ok(DeviceSolutes {
             pos: pos_dev,
             vel: vel_dev,

@@ -11,13 +11,15 @@ use crate::backend::DeviceSolutes;
 use crate::error::{MpcError, Result};
 
 impl SoluteRoutes {
-    /// Slab `k`'s solutes this step as device arrays on its GPU with the caller's index of
-    /// each (None when it has none), its main stream ordered after their arrival.
+    /// Slab `k`'s solutes this step as device arrays on its GPU (None when it has none), with
+    /// the caller's index of each on the home GPU (None for a slab on another GPU, whose
+    /// velocities are scattered at home after their return); its main stream ordered after
+    /// their arrival.
     pub(in crate::backend::cuda::multi) fn slab_solutes(
         &self,
         slabs: &[CudaBackend],
         k: usize,
-    ) -> Result<Option<(DeviceSolutes, u64)>> {
+    ) -> Result<Option<(DeviceSolutes, Option<u64>)>> {
         let region = self.regions[k];
         if region.count == 0 {
             return Ok(None);
@@ -35,7 +37,7 @@ impl SoluteRoutes {
                     n: region.count,
                     stream: 0,
                 };
-                (d, addr(&self.rindex, st) + 4 * off)
+                (d, Some(addr(&self.rindex, st) + 4 * off))
             }
             Some(r) => {
                 main.wait(&r.arrived).map_err(drv("event"))?;
@@ -47,7 +49,7 @@ impl SoluteRoutes {
                     n: region.count,
                     stream: 0,
                 };
-                (d, addr(&x.index, &r.back))
+                (d, None)
             }
         };
         Ok(Some(solutes))
@@ -62,11 +64,11 @@ impl SoluteRoutes {
         k: usize,
         slab: &CudaBackend,
         d: &DeviceSolutes,
-        index: u64,
+        index: Option<u64>,
         target: &DeviceSolutes,
     ) -> Result<()> {
         let main = &slab.dev.stream;
-        if self.links[k].remote.is_none() {
+        if let Some(index) = index {
             let count = d.n as u32;
             // SAFETY: mpc_route_scatter(const double *rvel, const u32 *rindex, u32 total,
             // double *svel): this slab's `count` collided velocities and their caller's
@@ -163,12 +165,10 @@ impl SoluteRoutes {
             for b in [&self.rpos, &self.rvel, &self.rmass] {
                 out.push((addr(b, &self.stream), home, there));
             }
-            out.push((addr(&self.rindex, &self.stream), home, there));
             if let Some(x) = &r.region {
                 for b in [&x.pos, &x.vel, &x.mass] {
                     out.push((addr(b, &r.back), there, home));
                 }
-                out.push((addr(&x.index, &r.back), there, home));
             }
         }
         out
