@@ -21,11 +21,18 @@ use crate::physics::StepPlan;
 
 /// Phases timed by [`MultiCudaBackend::set_profiling`].
 pub const MULTI_PHASE_NAMES: [&str; 3] = ["pass 1", "exchange", "cells+collide+reorder"];
-/// The solutes' phases of a routed step, timed apart from [`MULTI_PHASE_NAMES`]'s: checked
-/// and counted (before pass 1), binned on their slabs (after the exchange), and the
-/// velocities returned into the caller's arrays (after the reports).
-pub const SOLUTE_PHASE_NAMES: [&str; 3] =
-    ["solutes counted", "solutes binned", "velocities returned"];
+/// The phases of a step with routed solutes timed apart from [`MULTI_PHASE_NAMES`]'s (whose
+/// "cells+collide+reorder" is then the fluid's collision, reorder and reports only): checked
+/// and counted (before pass 1), binned on their slabs (after the exchange), the cell pass,
+/// collided (and scattered on the home GPU), and the velocities' return into the caller's
+/// arrays (after the reports).
+pub const SOLUTE_PHASE_NAMES: [&str; 5] = [
+    "solutes counted",
+    "solutes binned",
+    "cell pass",
+    "solutes collided",
+    "velocities returned",
+];
 
 /// The solutes of one multi-GPU step.
 pub(super) enum StepSolutes<'a, 'b> {
@@ -78,7 +85,7 @@ impl MultiCudaBackend {
                 let home = self.solutes_home(d)?;
                 let target = self.stage_solutes(home, RouteSource::Device(*d))?;
                 self.count_staged(plan, &target)?;
-                self.mark_solutes(0, &mut t)?;
+                self.mark_solutes_if(true, 0, &mut t)?;
                 if !begun {
                     self.queue_pass_one(plan, ns)?;
                 }
@@ -99,7 +106,7 @@ impl MultiCudaBackend {
                     self.queue_pass_one(plan, ns)?;
                 }
                 self.count_staged(plan, &target)?;
-                self.mark_solutes(0, &mut t)?;
+                self.mark_solutes_if(true, 0, &mut t)?;
                 self.pack_staged(plan, &target)?;
                 Some(target)
             }
@@ -133,7 +140,7 @@ impl MultiCudaBackend {
             routes.download_host(b.vel)?;
         }
         self.check_particle_count(plan, live)?;
-        self.mark_solutes(2, &mut t)?;
+        self.mark_solutes_if(routed.is_some(), 4, &mut t)?;
         Ok(report)
     }
 
@@ -202,8 +209,10 @@ impl MultiCudaBackend {
                 _ => None,
             });
         }
-        // the solutes binned on every slab first (timed apart when profiling), then each
-        // slab's cell pass, collisions and reorder: the order on each GPU is the same
+        // each pass on every slab before the next (the order on each GPU is the same), so that
+        // profiling times the routed solutes' passes apart: binning, the cell pass, the
+        // solutes' collision and return to the caller, then the fluid's collision and reorder
+        let timed = routed.is_some();
         for (k, s) in self.slabs.iter_mut().enumerate() {
             if let Some((d, subset, _)) = own[k] {
                 // a routed share holds d.n solutes; a slab's copy of the engine's, ns
@@ -211,21 +220,25 @@ impl MultiCudaBackend {
                 s.bin_solutes_from(&q, &d, subset)?;
             }
         }
-        self.mark_solutes(1, t)?;
+        self.mark_solutes_if(timed, 1, t)?;
+        for s in self.slabs.iter_mut() {
+            let p = s.params(plan, ns);
+            s.cell_pass(&p)?;
+        }
+        self.mark_solutes_if(timed, 2, t)?;
         let routes = self.routes.as_ref().zip(routed);
         for (k, s) in self.slabs.iter_mut().enumerate() {
-            let p = s.params(plan, ns);
-            match own[k] {
-                Some((d, subset, index)) => {
-                    let q = p.with_solutes(d.n);
-                    s.cell_pass(&p)?;
-                    s.collide_owned_solutes(&q, &d, subset)?;
-                    if let Some((r, target)) = routes {
-                        r.scatter_slab(k, s, &d, index, target)?;
-                    }
+            if let Some((d, subset, index)) = own[k] {
+                let q = s.params(plan, ns).with_solutes(d.n);
+                s.collide_owned_solutes(&q, &d, subset)?;
+                if let Some((r, target)) = routes {
+                    r.scatter_slab(k, s, &d, index, target)?;
                 }
-                None => s.cell_pass(&p)?,
             }
+        }
+        self.mark_solutes_if(timed, 3, t)?;
+        for s in self.slabs.iter_mut() {
+            let p = s.params(plan, ns);
             s.fluid_collide(plan, &p)?;
             s.reorder_if(plan)?;
         }
@@ -295,8 +308,8 @@ impl MultiCudaBackend {
 
     /// Profiling: wait for every GPU and the solutes' routing and add the time since `t` to
     /// the solutes' `phase` (see [`SOLUTE_PHASE_NAMES`]).
-    fn mark_solutes(&mut self, phase: usize, t: &mut Instant) -> Result<()> {
-        if self.profiling {
+    fn mark_solutes_if(&mut self, routed: bool, phase: usize, t: &mut Instant) -> Result<()> {
+        if self.profiling && routed {
             if let Some(r) = &self.routes {
                 r.quiesce()?;
             }

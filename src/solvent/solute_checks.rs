@@ -1,0 +1,68 @@
+//! The checks of solute arrays handed over from the host: lengths, values (finite, within
+//! the coordinate limit, masses > 0 and within the fixed-point sums' cap) and walls, all
+//! before anything changes.
+
+use super::Solvent;
+use crate::error::{MpcError, Result};
+
+impl Solvent {
+    /// Reject solute arrays that the collision cannot take.
+    pub fn check_solutes(&self, pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> Result<()> {
+        let bad = |field: &str, problem: String, fix: &str| {
+            Err(MpcError::Solute {
+                field: field.into(),
+                problem,
+                fix: fix.into(),
+            })
+        };
+        if vel.len() != pos.len() || mass.len() != pos.len() {
+            return bad(
+                "lengths",
+                format!(
+                    "{} positions, {} velocities, {} masses",
+                    pos.len(),
+                    vel.len(),
+                    mass.len()
+                ),
+                "pass one position, one velocity and one mass per solute",
+            );
+        }
+        crate::backend::check_host_solutes(pos, vel, mass, 0..pos.len())?;
+        let cap = self.phys.sums.as_ref().map(|s| s.max_solute_mass);
+        crate::backend::check_solute_masses_fit(mass, cap)?;
+        self.check_solutes_outside_walls(pos)
+    }
+
+    /// The checks of [`Solvent::check_solutes`] a step makes on the host: all of them, or,
+    /// where the backend tests the values as it stages them before anything changes
+    /// (`Backend::checks_host_solute_values`) and there are no walls, the lengths only.
+    pub(super) fn check_host_input(&self, pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> Result<()> {
+        // with walls the values first: a NaN position is not "inside the wall"
+        let lengths_only = self.backend.checks_host_solute_values()
+            && self.phys.walls.is_none()
+            && vel.len() == pos.len()
+            && mass.len() == pos.len();
+        if lengths_only {
+            return Ok(());
+        }
+        self.check_solutes(pos, vel, mass)
+    }
+
+    /// No solute inside a wall (a box without walls has none).
+    fn check_solutes_outside_walls(&self, pos: &[[f64; 3]]) -> Result<()> {
+        use crate::host_pool::find_first;
+        if let Some(w) = &self.phys.walls {
+            let phys = &self.phys;
+            if let Some(i) = find_first(pos, |p| w.solute_in_wall(phys, *p)) {
+                return Err(MpcError::Solute {
+                    field: "positions".into(),
+                    problem: format!("solute {i} at {:?} is inside the wall", pos[i]),
+                    fix: "keep solutes in the channel (the bundled MD engine's wall potential \
+                          does; across the channel there is no periodic image to wrap into)"
+                        .into(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
