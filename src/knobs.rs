@@ -40,6 +40,9 @@ pub const MD_EXCHANGES: &[&str] = &["pull", "copy"];
 /// The values of `MPCBOX_MD_OVERLAP` (`md::coupled::engine::overlap_wanted`).
 pub const MD_OVERLAPS: &[&str] = &["on", "off"];
 
+/// The values of `MPCBOX_SOLUTE_STAGING` (`backend::cuda::pieces::up_staging_flags`).
+pub const SOLUTE_STAGINGS: &[&str] = &["write-combined", "cached"];
+
 /// The values of `MPCBOX_CELL_SUMS` (`fixed_sums::fixed_wanted`).
 pub const CELL_SUMS: &[&str] = &["fixed", "float"];
 
@@ -75,6 +78,12 @@ pub const KNOBS: &[Knob] = &[
         values: Some(&["pinned", "pageable"]),
         number: false,
         effect: "how host solutes cross PCIe in a coupled step (default: pinned staging)",
+    },
+    Knob {
+        variable: "MPCBOX_SOLUTE_STAGING",
+        values: Some(SOLUTE_STAGINGS),
+        number: false,
+        effect: "the pinned host memory host solutes go up through (default: write-combined)",
     },
     Knob {
         variable: "MPCBOX_NVRTC_OPTIONS",

@@ -147,7 +147,11 @@ impl CudaDevice {
         // buffer is used before its allocation, written by two streams at once, or freed
         // while another stream still uses it.
         unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.default_stream();
+        // a stream of its own, not the legacy default stream: a caller handing over device
+        // solutes on the default stream (CuPy's and PyTorch's, C's 0) makes that stream wait
+        // for their velocities, and were it the fluid's main stream the fluid would wait too
+        // (on several GPUs, for every slab's return)
+        let stream = ctx.new_stream().map_err(drv("stream"))?;
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         let compile = if walls {
             kernels::walls_cubin_for

@@ -72,7 +72,7 @@ impl CudaBackend {
             let flags = if host_reads {
                 0
             } else {
-                cudarc::driver::sys::CU_MEMHOSTALLOC_WRITECOMBINED
+                pieces::up_staging_flags()
             };
             // SAFETY: pinned host memory, uninitialised: each buffer is filled on the host
             // (inputs) or by a device-to-host copy that the host waits for (`out`) before it

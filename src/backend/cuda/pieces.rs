@@ -8,6 +8,16 @@ use cudarc::driver::{CudaEvent, CudaStream, PinnedHostSlice};
 use super::device::drv;
 use crate::error::Result;
 
+/// The flags of the pinned host memory that solutes go up through (`MPCBOX_SOLUTE_STAGING`):
+/// write-combined by default, or ordinary cached pages.
+pub(super) fn up_staging_flags() -> u32 {
+    if crate::knobs::knobs().is("MPCBOX_SOLUTE_STAGING", "cached") {
+        0
+    } else {
+        cudarc::driver::sys::CU_MEMHOSTALLOC_WRITECOMBINED
+    }
+}
+
 /// Solutes per piece: large enough that a piece's copies cost far more than their launch,
 /// small enough that the first crosses PCIe early.
 const PIECE: usize = 1 << 19;

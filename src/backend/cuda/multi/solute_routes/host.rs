@@ -44,7 +44,7 @@ impl SoluteRoutes {
             self.quiesce()?;
             let cap = n.next_power_of_two().max(1024);
             let ctx = &home.dev.ctx;
-            let wc = cudarc::driver::sys::CU_MEMHOSTALLOC_WRITECOMBINED;
+            let wc = pieces::up_staging_flags();
             // SAFETY: pinned host memory, uninitialised (these four calls): the `_up` buffers
             // are filled by the host before the copies that read them are queued, `vel_down`
             // is read only after the copy into it that the host waited for.
