@@ -36,7 +36,12 @@ impl Solvent {
     /// The checks of [`Solvent::check_solutes`] a step makes on the host: all of them, or,
     /// where the backend tests the values as it stages them before anything changes
     /// (`Backend::checks_host_solute_values`) and there are no walls, the lengths only.
-    pub(super) fn check_host_input(&self, pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> Result<()> {
+    pub(super) fn check_host_input(
+        &self,
+        pos: &[[f64; 3]],
+        vel: &[[f64; 3]],
+        mass: &[f64],
+    ) -> Result<()> {
         // with walls the values first: a NaN position is not "inside the wall"
         let lengths_only = self.backend.checks_host_solute_values()
             && self.phys.walls.is_none()
