@@ -7,9 +7,8 @@
 #include "mpc.cuh"
 #endif
 
-// The most keys one routing sorts by (shared memory: 3 counters a key in the packing; the
-// host uses slabs as keys where layers would be more).
-#define MPC_ROUTE_MAX_KEYS 4096
+// The most slabs one routing serves (the host refuses more before anything runs).
+#define MPC_ROUTE_MAX_SLABS 64
 #define MPC_ROUTE_NONE 0xffffffffu
 
 // The slab of `bounds` (first layer of each of the g slabs, then Ly) that owns layer iy.
@@ -22,19 +21,6 @@ __device__ __forceinline__ unsigned int mpc_route_slab(const unsigned int *bound
     return k;
 }
 
-// The key a solute in layer iy is sorted by: its layer counted from this process's first
-// (`layered`: each slab's solutes then lie in the order of their layers, so that the binning's
-// atomics and the collision's reads of one stretch of solutes touch a few layers' cells, which
-// stay in L2), or its slab.
-__device__ __forceinline__ unsigned int mpc_route_key(const unsigned int *bounds, unsigned int g,
-                                                      unsigned int layered, unsigned int iy) {
-    if (layered) {
-        unsigned int lo = bounds[0], hi = bounds[g] - 1;
-        return (iy < lo ? lo : iy > hi ? hi : iy) - lo;
-    }
-    return mpc_route_slab(bounds, g, iy);
-}
-
 // Bad values are recorded as first_bad[k] = max of (0xffffffff - index), so that zeroed memory
 // means none and the host reads the lowest bad index as 0xffffffff - first_bad[k]: k = 0 a
 // non-finite position, 1 a coordinate beyond `limit`, 2 a non-finite velocity, 3 a mass that
@@ -43,11 +29,11 @@ __device__ __forceinline__ void mpc_route_bad(unsigned int *first_bad, unsigned 
     atomicMax(first_bad + k, 0xffffffffu - i);
 }
 
-// The key (`mpc_route_key`) of the solute at (x, y, z) on step p's shifted grid, or
+// The slab owning the cell of the solute at (x, y, z) on step p's shifted grid, or
 // MPC_ROUTE_NONE for a bad position (recorded).
 __device__ __forceinline__ unsigned int mpc_route_owner(const MpcParams &p, const double *spos, unsigned int i,
                                                         double limit, const unsigned int *bounds, unsigned int g,
-                                                        unsigned int layered, unsigned int *first_bad) {
+                                                        unsigned int *first_bad) {
     double x = spos[3 * i], y = spos[3 * i + 1], z = spos[3 * i + 2];
     if (!(isfinite(x) && isfinite(y) && isfinite(z))) {
         mpc_route_bad(first_bad, 0, i);
@@ -58,7 +44,7 @@ __device__ __forceinline__ unsigned int mpc_route_owner(const MpcParams &p, cons
         return MPC_ROUTE_NONE;
     }
     MpcLocation loc = mpc_locate_solute(p, x, y, z);
-    return mpc_route_key(bounds, g, layered, loc.cell / (p.cells[0] * p.cells[2]));
+    return mpc_route_slab(bounds, g, loc.cell / (p.cells[0] * p.cells[2]));
 }
 
 // Slots in counter[key] (shared or global memory) for the lanes of this warp that hold `key`
@@ -79,18 +65,16 @@ __device__ __forceinline__ unsigned int mpc_route_reserve(unsigned int *counter,
 // Solutes a thread takes per tile of the packing (its launch has blockDim * this per tile).
 #define MPC_ROUTE_TILE_ITEMS 4
 
-// Pass 1, the check: counts[k] += the solutes of key k (`nkeys` of them; dynamic shared
-// memory of nkeys counters); bad positions,
+// Pass 1, the check: counts[k] += the solutes whose cell slab k owns; bad positions,
 // velocities and masses recorded (the host reads them before the fluid moves). Each block
 // counts in shared memory over a grid-stride range and adds its counts once at the end: one
 // global atomic per slab and block, not per warp (those all hit the same few counters).
 extern "C" __global__ void mpc_route_count(MpcParams p, const double *__restrict__ spos,
                                            const double *__restrict__ svel, const double *__restrict__ smass,
                                            unsigned int n, double limit, const unsigned int *__restrict__ bounds,
-                                           unsigned int g, unsigned int layered, unsigned int nkeys,
-                                           unsigned int *counts, unsigned int *first_bad) {
-    extern __shared__ unsigned int block_counts[];
-    for (unsigned int k = threadIdx.x; k < nkeys; k += blockDim.x) {
+                                           unsigned int g, unsigned int *counts, unsigned int *first_bad) {
+    __shared__ unsigned int block_counts[MPC_ROUTE_MAX_SLABS];
+    for (unsigned int k = threadIdx.x; k < g; k += blockDim.x) {
         block_counts[k] = 0;
     }
     __syncthreads();
@@ -99,7 +83,7 @@ extern "C" __global__ void mpc_route_count(MpcParams p, const double *__restrict
         unsigned int i = base + threadIdx.x;
         unsigned int key = MPC_ROUTE_NONE;
         if (i < n) {
-            key = mpc_route_owner(p, spos, i, limit, bounds, g, layered, first_bad);
+            key = mpc_route_owner(p, spos, i, limit, bounds, g, first_bad);
             double a = svel[3 * i], b = svel[3 * i + 1], c = svel[3 * i + 2];
             if (!(isfinite(a) && isfinite(b) && isfinite(c))) {
                 mpc_route_bad(first_bad, 2, i);
@@ -115,40 +99,38 @@ extern "C" __global__ void mpc_route_count(MpcParams p, const double *__restrict
         }
     }
     __syncthreads();
-    for (unsigned int k = threadIdx.x; k < nkeys; k += blockDim.x) {
+    for (unsigned int k = threadIdx.x; k < g; k += blockDim.x) {
         if (block_counts[k] != 0) {
             atomicAdd(counts + k, block_counts[k]);
         }
     }
 }
 
-// Pass 2: every routable solute into its key's region of the staging (SoA: positions and
-// velocities 3 doubles a slot, masses, and the caller's index); key k's region starts at the
-// sum of counts[0..k] (a slab's keys are consecutive, so its solutes are one region); the count
-// pass has checked every value. Dynamic shared memory: 3 × nkeys counters. `cursor` starts at zero. A
+// Pass 2: every routable solute into its slab's region of the staging (SoA: positions and
+// velocities 3 doubles a slot, masses, and the caller's index); slab k's region starts at the
+// sum of counts[0..k]; the count pass has checked every value. `cursor` starts at zero. A
 // block takes tiles of blockDim * MPC_ROUTE_TILE_ITEMS solutes: the tile's solutes of each
 // slab get consecutive slots (shared-memory counters, then one global atomic per slab).
 extern "C" __global__ void mpc_route_pack(MpcParams p, const double *__restrict__ spos,
                                           const double *__restrict__ svel, const double *__restrict__ smass,
                                           unsigned int n, double limit, const unsigned int *__restrict__ bounds,
-                                          unsigned int g, unsigned int layered, unsigned int nkeys,
-                                          const unsigned int *__restrict__ counts,
+                                          unsigned int g, const unsigned int *__restrict__ counts,
                                           unsigned int *cursor, double *__restrict__ rpos,
                                           double *__restrict__ rvel, double *__restrict__ rmass,
                                           unsigned int *__restrict__ rindex) {
-    extern __shared__ unsigned int route_shared[];
-    unsigned int *start = route_shared, *tile_counts = route_shared + nkeys,
-                 *tile_base = route_shared + 2 * nkeys;
+    __shared__ unsigned int start[MPC_ROUTE_MAX_SLABS];
+    __shared__ unsigned int tile_counts[MPC_ROUTE_MAX_SLABS];
+    __shared__ unsigned int tile_base[MPC_ROUTE_MAX_SLABS];
     if (threadIdx.x == 0) {
         unsigned int s = 0;
-        for (unsigned int k = 0; k < nkeys; ++k) {
+        for (unsigned int k = 0; k < g; ++k) {
             start[k] = s;
             s += counts[k];
         }
     }
     const unsigned int tile = blockDim.x * MPC_ROUTE_TILE_ITEMS;
     for (unsigned int first = blockIdx.x * tile; first < n; first += gridDim.x * tile) {
-        for (unsigned int k = threadIdx.x; k < nkeys; k += blockDim.x) {
+        for (unsigned int k = threadIdx.x; k < g; k += blockDim.x) {
             tile_counts[k] = 0;
         }
         __syncthreads();
@@ -164,14 +146,14 @@ extern "C" __global__ void mpc_route_pack(MpcParams p, const double *__restrict_
                 if (isfinite(x) && isfinite(y) && isfinite(z) && fabs(x) <= limit && fabs(y) <= limit &&
                     fabs(z) <= limit) {
                     MpcLocation loc = mpc_locate_solute(p, x, y, z);
-                    key[r] = mpc_route_key(bounds, g, layered, loc.cell / (p.cells[0] * p.cells[2]));
+                    key[r] = mpc_route_slab(bounds, g, loc.cell / (p.cells[0] * p.cells[2]));
                 }
             }
             unsigned int mask = __ballot_sync(0xffffffffu, key[r] != MPC_ROUTE_NONE);
             local[r] = key[r] != MPC_ROUTE_NONE ? mpc_route_reserve(tile_counts, key[r], mask) : 0;
         }
         __syncthreads();
-        for (unsigned int k = threadIdx.x; k < nkeys; k += blockDim.x) {
+        for (unsigned int k = threadIdx.x; k < g; k += blockDim.x) {
             tile_base[k] = tile_counts[k] != 0 ? atomicAdd(cursor + k, tile_counts[k]) : 0;
         }
         __syncthreads();

@@ -74,14 +74,12 @@ kernel_table! {
     "solute_routes.cu" {
         route_count: "mpc_route_count"(
             p: Val<KernelParams>, spos: In<f64>, svel: In<f64>, smass: In<f64>, n: Val<u32>,
-            limit: Val<f64>, bounds: In<u32>, g: Val<u32>, layered: Val<u32>, nkeys: Val<u32>,
-            counts: Out<u32>, first_bad: Out<u32>,
+            limit: Val<f64>, bounds: In<u32>, g: Val<u32>, counts: Out<u32>, first_bad: Out<u32>,
         ),
         route_pack: "mpc_route_pack"(
             p: Val<KernelParams>, spos: In<f64>, svel: In<f64>, smass: In<f64>, n: Val<u32>,
-            limit: Val<f64>, bounds: In<u32>, g: Val<u32>, layered: Val<u32>, nkeys: Val<u32>,
-            counts: In<u32>, cursor: Out<u32>, rpos: Out<f64>, rvel: Out<f64>, rmass: Out<f64>,
-            rindex: Out<u32>,
+            limit: Val<f64>, bounds: In<u32>, g: Val<u32>, counts: In<u32>, cursor: Out<u32>,
+            rpos: Out<f64>, rvel: Out<f64>, rmass: Out<f64>, rindex: Out<u32>,
         ),
         route_scatter: "mpc_route_scatter"(
             rvel: In<f64>, rindex: In<u32>, total: Val<u32>, svel: Out<f64>,

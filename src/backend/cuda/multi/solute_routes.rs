@@ -42,13 +42,8 @@ use crate::physics::StepPlan;
 use host::HostArrays;
 use returns::{caller_stream_error, record_on_raw};
 
-/// The most slabs one routing serves.
+/// The most slabs one routing serves (`MPC_ROUTE_MAX_SLABS` in `kernels/solute_routes.cu`).
 pub const MAX_ROUTED_SLABS: usize = 64;
-
-/// The most keys the routing sorts solutes by (`MPC_ROUTE_MAX_KEYS` in
-/// `kernels/solute_routes.cu`): each y layer of this process's slabs is a key where there are
-/// at most this many, else each slab.
-const MAX_ROUTE_KEYS: usize = 4096;
 
 /// Solutes one thread of the packing takes per tile (`MPC_ROUTE_TILE_ITEMS`).
 const TILE_ITEMS: usize = 4;
@@ -59,19 +54,13 @@ const PACK_BLOCKS: usize = 2048;
 const ROUTE_THREADS: u32 = 256;
 
 /// The grid of a routing kernel over `n` solutes, `items` per thread per pass, at most
-/// `max_blocks` blocks (the kernels loop over the rest), with `shared` bytes of dynamic shared
-/// memory.
-fn strided(
-    n: usize,
-    max_blocks: usize,
-    items: usize,
-    shared: usize,
-) -> cudarc::driver::LaunchConfig {
+/// `max_blocks` blocks (the kernels loop over the rest).
+fn strided(n: usize, max_blocks: usize, items: usize) -> cudarc::driver::LaunchConfig {
     let per_block = ROUTE_THREADS as usize * items;
     cudarc::driver::LaunchConfig {
         grid_dim: (n.div_ceil(per_block).clamp(1, max_blocks) as u32, 1, 1),
         block_dim: (ROUTE_THREADS, 1, 1),
-        shared_mem_bytes: shared as u32,
+        shared_mem_bytes: 0,
     }
 }
 
@@ -129,12 +118,6 @@ struct RemoteLink {
 pub(super) struct SoluteRoutes {
     /// The slab whose GPU holds the solutes and the staging.
     home: usize,
-    /// Solutes sorted by their y layer (true) or their slab: see `MAX_ROUTE_KEYS`.
-    layered: bool,
-    /// Keys: this process's layers, or its slabs.
-    nkeys: usize,
-    /// Each slab's first key, then the number of keys.
-    slab_keys: Vec<usize>,
     stream: Arc<CudaStream>,
     capacity: usize,
     rpos: CudaSlice<f64>,
@@ -145,7 +128,7 @@ pub(super) struct SoluteRoutes {
     cursor: CudaSlice<u32>,
     first_bad: CudaSlice<u32>,
     bounds: CudaSlice<u32>,
-    /// [counts of the keys, then the four first bad indices], read after the routing.
+    /// [counts of the slabs, then the four first bad indices], read after the routing.
     readback: PinnedHostSlice<u32>,
     caller_ready: CudaEvent,
     /// Recorded after the counts' copy to the host (which the host waits for).
@@ -211,32 +194,19 @@ impl SoluteRoutes {
             });
         }
         let bounds_dev = stream.clone_htod(bounds).map_err(drv("solute routing"))?;
-        let layers = (bounds[g] - bounds[0]) as usize;
-        let layered = layers <= MAX_ROUTE_KEYS;
-        let (nkeys, slab_keys) = if layered {
-            (
-                layers,
-                bounds.iter().map(|&b| (b - bounds[0]) as usize).collect(),
-            )
-        } else {
-            (g, (0..=g).collect())
-        };
         // SAFETY: pinned host memory, uninitialised; read by the host only after the
         // device-to-host copy into it that the host waited for.
-        let readback = unsafe { hdev.ctx.alloc_pinned_with_flags::<u32>(nkeys + 4, 0) }
-            .map_err(drv("pinned"))?;
+        let readback =
+            unsafe { hdev.ctx.alloc_pinned_with_flags::<u32>(g + 4, 0) }.map_err(drv("pinned"))?;
         let routes = SoluteRoutes {
             home,
-            layered,
-            nkeys,
-            slab_keys,
             capacity: 0,
             rpos: alloc(&stream, 0)?,
             rvel: alloc(&stream, 0)?,
             rmass: alloc(&stream, 0)?,
             rindex: alloc(&stream, 0)?,
-            counts: alloc(&stream, nkeys)?,
-            cursor: alloc(&stream, nkeys)?,
+            counts: alloc(&stream, g)?,
+            cursor: alloc(&stream, g)?,
             first_bad: alloc(&stream, 4)?,
             bounds: bounds_dev,
             readback,
@@ -336,13 +306,11 @@ impl SoluteRoutes {
             .map_err(drv("routing"))?;
         let p = home.params(plan, n);
         let n32 = n as u32;
-        let (layered, nkeys) = (self.layered as u32, self.nkeys as u32);
         // SAFETY: mpc_route_count(MpcParams, const double *spos, *svel, *smass, u32 n, double
-        // limit, const u32 *bounds, u32 g, u32 layered, u32 nkeys, u32 *counts, u32
-        // *first_bad): the step's parameters, positions, velocities and masses of n solutes
-        // (3n, 3n, n doubles on this GPU: the caller's, checked by the pointer checks, or the
-        // uploaded copy), the slabs' g + 1 bounds, nkeys counters and 4 first-bad indices
-        // zeroed above, nkeys counters of dynamic shared memory; a grid-stride loop.
+        // limit, const u32 *bounds, u32 g, u32 *counts, u32 *first_bad): the step's parameters,
+        // positions, velocities and masses of n solutes (3n, 3n, n doubles on this GPU: the
+        // caller's, checked by the pointer checks, or the uploaded copy), the slabs' g + 1
+        // bounds, g counters and 4 first-bad indices zeroed above; a grid-stride loop.
         unsafe {
             s.launch_builder(&home.dev.k.route_count)
                 .arg(&p)
@@ -353,14 +321,12 @@ impl SoluteRoutes {
                 .arg(&MAX_SOLUTE_COORDINATE)
                 .arg(&self.bounds)
                 .arg(&g)
-                .arg(&layered)
-                .arg(&nkeys)
                 .arg(&mut self.counts)
                 .arg(&mut self.first_bad)
-                .launch(strided(n, COUNT_BLOCKS, 1, 4 * self.nkeys))
+                .launch(strided(n, COUNT_BLOCKS, 1))
                 .map_err(drv("solute routing"))?;
         }
-        let gl = self.nkeys;
+        let gl = g as usize;
         s.memcpy_dtoh(
             &self.counts,
             &mut self.readback.as_mut_slice().map_err(drv("pinned"))?[..gl],
@@ -382,12 +348,13 @@ impl SoluteRoutes {
             }
         }
         crate::backend::cuda::device_solutes::first_bad_to_error(&first_bad)?;
-        // a slab's keys are consecutive: its region spans theirs
         let mut first = 0;
-        for (r, keys) in self.regions.iter_mut().zip(self.slab_keys.windows(2)) {
-            let count: usize = back[keys[0]..keys[1]].iter().map(|&c| c as usize).sum();
-            *r = Region { first, count };
-            first += count;
+        for (r, &c) in self.regions.iter_mut().zip(&back[..gl]) {
+            *r = Region {
+                first,
+                count: c as usize,
+            };
+            first += c as usize;
         }
         if first != n {
             return Err(MpcError::Device(format!(
@@ -413,13 +380,11 @@ impl SoluteRoutes {
         s.memset_zeros(&mut self.cursor).map_err(drv("routing"))?;
         let p = home.params(plan, n);
         let n32 = n as u32;
-        let (layered, nkeys) = (self.layered as u32, self.nkeys as u32);
         // SAFETY: mpc_route_pack(MpcParams, const double *spos, *svel, *smass, u32 n, double
-        // limit, const u32 *bounds, u32 g, u32 layered, u32 nkeys, const u32 *counts, u32
-        // *cursor, double *rpos, *rvel, *rmass, u32 *rindex): the arrays `check_and_count` read
-        // (3n, 3n, n doubles), its nkeys counts on this stream, nkeys cursors zeroed above, and
-        // the staging of capacity >= n slots (3 doubles, 3 doubles, 1 double, 1 index each);
-        // the regions add up to n slots; 3 × nkeys counters of dynamic shared memory.
+        // limit, const u32 *bounds, u32 g, const u32 *counts, u32 *cursor, double *rpos, *rvel,
+        // *rmass, u32 *rindex): the arrays `check_and_count` read (3n, 3n, n doubles), its
+        // counts on this stream, g cursors zeroed above, and the staging of capacity >= n slots
+        // (3 doubles, 3 doubles, 1 double, 1 index each); the regions add up to n slots.
         unsafe {
             s.launch_builder(&home.dev.k.route_pack)
                 .arg(&p)
@@ -430,15 +395,13 @@ impl SoluteRoutes {
                 .arg(&MAX_SOLUTE_COORDINATE)
                 .arg(&self.bounds)
                 .arg(&g)
-                .arg(&layered)
-                .arg(&nkeys)
                 .arg(&self.counts)
                 .arg(&mut self.cursor)
                 .arg(&mut self.rpos)
                 .arg(&mut self.rvel)
                 .arg(&mut self.rmass)
                 .arg(&mut self.rindex)
-                .launch(strided(n, PACK_BLOCKS, TILE_ITEMS, 12 * self.nkeys))
+                .launch(strided(n, PACK_BLOCKS, TILE_ITEMS))
                 .map_err(drv("solute routing"))?;
         }
         self.routed.record(&s).map_err(drv("event"))?;
@@ -517,16 +480,15 @@ impl SoluteRoutes {
 
 #[cfg(test)]
 mod tests {
-    use super::MAX_ROUTE_KEYS;
+    use super::MAX_ROUTED_SLABS;
 
-    /// The kernels' bound on the keys (their shared counters: 3 × 4 bytes a key within a
-    /// block's 48 KiB) is the one the host keeps to, and the packing's tile is the host's.
+    /// The kernels' bound on the slabs (the size of their shared table of region starts) is
+    /// the one the host checks.
     #[test]
-    fn the_kernels_serve_as_many_keys_as_the_host_uses() {
-        assert!(12 * MAX_ROUTE_KEYS <= 48 * 1024);
+    fn the_kernels_serve_as_many_slabs_as_the_host_allows() {
         let src = include_str!("../../../../kernels/solute_routes.cu");
         for line in [
-            format!("#define MPC_ROUTE_MAX_KEYS {MAX_ROUTE_KEYS}"),
+            format!("#define MPC_ROUTE_MAX_SLABS {MAX_ROUTED_SLABS}"),
             format!("#define MPC_ROUTE_TILE_ITEMS {}", super::TILE_ITEMS),
         ] {
             assert!(
