@@ -33,7 +33,7 @@ impl Solvent {
         self.check_solutes_outside_walls(pos)
     }
 
-    /// The checks of [`Solvent::check_solutes`] a step makes on the host: all of them, or,
+    /// The checks of [`Solvent::check_solutes`] a one-call step makes on the host: all of them, or,
     /// where the backend tests the values as it stages them before anything changes
     /// (`Backend::checks_host_solute_values`) and there are no walls, the lengths only.
     pub(super) fn check_host_input(
