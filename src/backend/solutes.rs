@@ -86,6 +86,19 @@ pub fn check_host_solutes(
     })
 }
 
+/// One position, one velocity and one mass per solute: arrays of `pos`, `vel` and `mass`
+/// entries.
+pub fn check_solute_lengths(pos: usize, vel: usize, mass: usize) -> crate::error::Result<()> {
+    if vel == pos && mass == pos {
+        return Ok(());
+    }
+    Err(crate::error::MpcError::Solute {
+        field: "lengths".into(),
+        problem: format!("{pos} positions, {vel} velocities, {mass} masses"),
+        fix: "pass one position, one velocity and one mass per solute".into(),
+    })
+}
+
 /// Solute masses the fixed-point cell sums hold: each at most `cap` (`None`: f64 sums, no cap).
 pub fn check_solute_masses_fit(mass: &[f64], cap: Option<f64>) -> crate::error::Result<()> {
     let Some(cap) = cap else { return Ok(()) };

@@ -8,25 +8,7 @@ use crate::error::{MpcError, Result};
 impl Solvent {
     /// Reject solute arrays that the collision cannot take.
     pub fn check_solutes(&self, pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> Result<()> {
-        let bad = |field: &str, problem: String, fix: &str| {
-            Err(MpcError::Solute {
-                field: field.into(),
-                problem,
-                fix: fix.into(),
-            })
-        };
-        if vel.len() != pos.len() || mass.len() != pos.len() {
-            return bad(
-                "lengths",
-                format!(
-                    "{} positions, {} velocities, {} masses",
-                    pos.len(),
-                    vel.len(),
-                    mass.len()
-                ),
-                "pass one position, one velocity and one mass per solute",
-            );
-        }
+        crate::backend::check_solute_lengths(pos.len(), vel.len(), mass.len())?;
         crate::backend::check_host_solutes(pos, vel, mass, 0..pos.len())?;
         let cap = self.phys.sums.as_ref().map(|s| s.max_solute_mass);
         crate::backend::check_solute_masses_fit(mass, cap)?;

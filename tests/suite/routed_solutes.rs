@@ -308,9 +308,11 @@ fn bad_host_input_is_named_as_it_is_staged(p: Platform) {
             }
             other => panic!("{p}, {what}: expected a solute error, got {other:?}"),
         }
-        let bits =
-            |v: &[[f64; 3]]| -> Vec<u64> { v.iter().flatten().map(|x| x.to_bits()).collect() };
-        assert_eq!(bits(&out), bits(v), "{p}, {what}: velocities changed");
+        assert_eq!(
+            common::velocity_bits(&out),
+            common::velocity_bits(v),
+            "{p}, {what}: velocities changed"
+        );
     }
     assert_eq!(s.step_count(), 1, "{p}: no step was counted");
     assert_eq!(s.fluid_state().unwrap(), before, "{p}: the fluid changed");

@@ -381,18 +381,7 @@ impl DeviceSoluteArrays {
         vel: &[[f64; 3]],
         mass: &[f64],
     ) -> Result<DeviceSoluteArrays> {
-        if vel.len() != pos.len() || mass.len() != pos.len() {
-            return Err(solute_error(
-                "lengths",
-                format!(
-                    "{} positions, {} velocities, {} masses",
-                    pos.len(),
-                    vel.len(),
-                    mass.len()
-                ),
-                "pass one position, one velocity and one mass per solute",
-            ));
-        }
+        crate::backend::check_solute_lengths(pos.len(), vel.len(), mass.len())?;
         let ctx = CudaContext::new(ordinal).map_err(drv("context"))?;
         let stream = ctx.default_stream();
         Ok(DeviceSoluteArrays {

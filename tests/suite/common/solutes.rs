@@ -113,3 +113,8 @@ pub fn stream_solutes(pos: &mut [[f64; 3]], vel: &[[f64; 3]]) {
         }
     }
 }
+
+/// Velocities as bits: equal exactly when every value is the same (a NaN equals itself here).
+pub fn velocity_bits(v: &[[f64; 3]]) -> Vec<u64> {
+    v.iter().flatten().map(|x| x.to_bits()).collect()
+}

@@ -35,6 +35,7 @@ mod returns;
 
 use super::transfer::peer_copy_async;
 use crate::backend::cuda::device::drv;
+use crate::backend::cuda::params::KernelParams;
 use crate::backend::cuda::CudaBackend;
 use crate::backend::{DeviceSolutes, MAX_SOLUTE_COORDINATE};
 use crate::error::{MpcError, Result};
@@ -287,6 +288,19 @@ impl SoluteRoutes {
         }
     }
 
+    /// The home slab, its context bound, the routing stream and step `plan`'s parameters for
+    /// `n` solutes: what every routing kernel launches with.
+    fn launch_on_home<'s>(
+        &self,
+        slabs: &'s [CudaBackend],
+        plan: &StepPlan,
+        n: usize,
+    ) -> Result<(&'s CudaBackend, Arc<CudaStream>, KernelParams)> {
+        let home = &slabs[self.home];
+        home.dev.ctx.bind_to_thread().map_err(drv("bind"))?;
+        Ok((home, self.stream.clone(), home.params(plan, n)))
+    }
+
     /// Check, locate and count the staged `solutes` on the home GPU and wait for the counts: a
     /// bad value is an error here, before the fluid moves (when the step was not begun) and
     /// before any solute is collided. Sets this step's regions.
@@ -296,16 +310,11 @@ impl SoluteRoutes {
         plan: &StepPlan,
         solutes: &DeviceSolutes,
     ) -> Result<()> {
-        let home = &slabs[self.home];
-        home.dev.ctx.bind_to_thread().map_err(drv("bind"))?;
-        let n = solutes.n;
-        let g = slabs.len() as u32;
-        let s = self.stream.clone();
+        let (home, s, p) = self.launch_on_home(slabs, plan, solutes.n)?;
+        let (n32, g) = (solutes.n as u32, slabs.len() as u32);
         s.memset_zeros(&mut self.counts).map_err(drv("routing"))?;
         s.memset_zeros(&mut self.first_bad)
             .map_err(drv("routing"))?;
-        let p = home.params(plan, n);
-        let n32 = n as u32;
         // SAFETY: mpc_route_count(MpcParams, const double *spos, *svel, *smass, u32 n, double
         // limit, const u32 *bounds, u32 g, u32 *counts, u32 *first_bad): the step's parameters,
         // positions, velocities and masses of n solutes (3n, 3n, n doubles on this GPU: the
@@ -323,7 +332,7 @@ impl SoluteRoutes {
                 .arg(&g)
                 .arg(&mut self.counts)
                 .arg(&mut self.first_bad)
-                .launch(strided(n, COUNT_BLOCKS, 1))
+                .launch(strided(solutes.n, COUNT_BLOCKS, 1))
                 .map_err(drv("solute routing"))?;
         }
         let gl = g as usize;
@@ -356,9 +365,10 @@ impl SoluteRoutes {
             };
             first += c as usize;
         }
-        if first != n {
+        if first != solutes.n {
             return Err(MpcError::Device(format!(
-                "solute routing placed {first} of {n} solutes (please report it)"
+                "solute routing placed {first} of {} solutes (please report it)",
+                solutes.n
             )));
         }
         Ok(())
@@ -372,14 +382,9 @@ impl SoluteRoutes {
         plan: &StepPlan,
         solutes: &DeviceSolutes,
     ) -> Result<()> {
-        let home = &slabs[self.home];
-        home.dev.ctx.bind_to_thread().map_err(drv("bind"))?;
-        let n = solutes.n;
-        let g = slabs.len() as u32;
-        let s = self.stream.clone();
+        let (home, s, p) = self.launch_on_home(slabs, plan, solutes.n)?;
+        let (n32, g) = (solutes.n as u32, slabs.len() as u32);
         s.memset_zeros(&mut self.cursor).map_err(drv("routing"))?;
-        let p = home.params(plan, n);
-        let n32 = n as u32;
         // SAFETY: mpc_route_pack(MpcParams, const double *spos, *svel, *smass, u32 n, double
         // limit, const u32 *bounds, u32 g, const u32 *counts, u32 *cursor, double *rpos, *rvel,
         // *rmass, u32 *rindex): the arrays `check_and_count` read (3n, 3n, n doubles), its
@@ -401,7 +406,7 @@ impl SoluteRoutes {
                 .arg(&mut self.rvel)
                 .arg(&mut self.rmass)
                 .arg(&mut self.rindex)
-                .launch(strided(n, PACK_BLOCKS, TILE_ITEMS))
+                .launch(strided(solutes.n, PACK_BLOCKS, TILE_ITEMS))
                 .map_err(drv("solute routing"))?;
         }
         self.routed.record(&s).map_err(drv("event"))?;

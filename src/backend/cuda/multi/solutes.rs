@@ -12,6 +12,7 @@ use super::solute_routes::{RouteSource, SoluteRoutes};
 use super::step::StepSolutes;
 use super::MultiCudaBackend;
 use crate::backend::cuda::device::drv;
+use crate::backend::cuda::CudaBackend;
 use crate::backend::slabbed::{return_solute_velocities, route_solutes, SoluteMode};
 use crate::backend::{DeviceSolutes, SoluteBatch, StepReport};
 use crate::error::{MpcError, Result};
@@ -111,20 +112,23 @@ impl MultiCudaBackend {
     /// Check and count the staged `solutes` per slab (the host waits for the counts; a bad
     /// value is an error here).
     pub(super) fn count_staged(&mut self, plan: &StepPlan, solutes: &DeviceSolutes) -> Result<()> {
-        let routes = self
-            .routes
-            .as_mut()
-            .ok_or_else(|| MpcError::Device("solutes routed before staged".into()))?;
-        routes.check_and_count(&self.slabs, plan, solutes)
+        let (routes, slabs) = self.staged_routes()?;
+        routes.check_and_count(slabs, plan, solutes)
     }
 
     /// Pack the counted `solutes` into their slabs' regions and send them (queued only).
     pub(super) fn pack_staged(&mut self, plan: &StepPlan, solutes: &DeviceSolutes) -> Result<()> {
+        let (routes, slabs) = self.staged_routes()?;
+        routes.pack_and_send(slabs, plan, solutes)
+    }
+
+    /// The routing that staged this step's solutes, and the slabs.
+    fn staged_routes(&mut self) -> Result<(&mut SoluteRoutes, &[CudaBackend])> {
         let routes = self
             .routes
             .as_mut()
-            .ok_or_else(|| MpcError::Device("solutes packed before counted".into()))?;
-        routes.pack_and_send(&self.slabs, plan, solutes)
+            .ok_or_else(|| MpcError::Device("solutes routed before staged".into()))?;
+        Ok((routes, &self.slabs))
     }
 
     /// The routing with its staging on slab `home`'s GPU (made, or remade when the solutes
