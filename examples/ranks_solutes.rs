@@ -6,13 +6,76 @@
 //! writes `OUT_DIR/momentum.txt` (fluid + solute momentum before and after). Used by
 //! `tests/suite/mpi_ranks.rs`, which compares 2 and 3 ranks with 1. A second argument picks the
 //! fluid's device in the config's spelling (default `Cpu`; `Cuda([0])`: every rank on GPU 0).
+//! A third argument `device` hands the solutes over as device arrays on the rank's GPU (on a
+//! stream of its own, `step_with_device_solutes`) instead of host arrays.
 //! With `RANKS_SOLUTES_BAD=R:S`, rank R first hands over a NaN position at step S: every rank
 //! writes the error its step returned to `OUT_DIR/error_<rank>.txt`, then steps again with the
 //! good solutes (nothing changed, so the run ends as one without the bad call).
 
 use std::fmt::Write as _;
 
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use mpcbox::backend::DeviceSolutes;
 use mpcbox::{Config, Solvent};
+
+/// This rank's solutes as device arrays on its GPU (the first of its slabs'), on a stream of
+/// their own.
+struct GpuSolutes {
+    stream: Arc<CudaStream>,
+    pos: CudaSlice<f64>,
+    vel: CudaSlice<f64>,
+    mass: CudaSlice<f64>,
+}
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+impl GpuSolutes {
+    fn new(s: &Solvent, pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> Res<GpuSolutes> {
+        let me = mpcbox::ranks::rank();
+        let ordinal = match s.slab_places() {
+            Some(places) => places
+                .iter()
+                .find(|p| p.rank == me)
+                .map_or(0, |p| p.ordinal),
+            None => 0,
+        };
+        let stream = CudaContext::new(ordinal)?.new_stream()?;
+        Ok(GpuSolutes {
+            pos: stream.clone_htod(pos.as_flattened())?,
+            vel: stream.clone_htod(vel.as_flattened())?,
+            mass: stream.clone_htod(mass)?,
+            stream,
+        })
+    }
+
+    /// One step with these solutes, or with `wrong` positions instead (a separate array).
+    fn step(&mut self, s: &mut Solvent, wrong: Option<&[[f64; 3]]>) -> mpcbox::Result<()> {
+        let stream = &self.stream;
+        let wrong = match wrong {
+            Some(w) => Some(stream.clone_htod(w.as_flattened()).map_err(device)?),
+            None => None,
+        };
+        let d = DeviceSolutes {
+            pos: wrong.as_ref().unwrap_or(&self.pos).device_ptr(stream).0,
+            vel: self.vel.device_ptr(stream).0,
+            mass: self.mass.device_ptr(stream).0,
+            n: self.mass.len(),
+            stream: stream.cu_stream() as u64,
+        };
+        s.step_with_device_solutes(&d).map(|_| ())
+    }
+
+    fn velocities(&self) -> Res<Vec<[f64; 3]>> {
+        let v = self.stream.clone_dtoh(&self.vel)?;
+        Ok(v.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect())
+    }
+}
+
+fn device(e: cudarc::driver::DriverError) -> mpcbox::MpcError {
+    mpcbox::MpcError::Device(e.to_string())
+}
 
 const SOLUTES: usize = 240;
 
@@ -24,7 +87,7 @@ fn uniform(state: &mut u64) -> f64 {
     (state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Res<()> {
     let _mpi = mpcbox::ranks::init();
     let (rank, ranks) = (mpcbox::ranks::rank(), mpcbox::ranks::size());
     let out = std::path::PathBuf::from(
@@ -33,6 +96,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .ok_or("usage: ranks_solutes OUT_DIR")?,
     );
     let device = std::env::args().nth(2).unwrap_or_else(|| "Cpu".into());
+    let on_gpu = std::env::args().nth(3).as_deref() == Some("device");
     let cfg = Config::from_ron_str(&format!(
         "(cells: (8, 12, 8), particles_per_cell: 5, time_step: 0.1, \
           collision: Srd(angle_deg: 130.0), thermostat: None, seed: 21, steps: 20, \
@@ -57,32 +121,41 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             index.push(j);
         }
     }
-    let momentum =
-        |s: &mut Solvent, vel: &[[f64; 3]]| -> Result<[f64; 3], Box<dyn std::error::Error>> {
-            let mut p = [0.0; 3];
-            for (v, m) in vel.iter().zip(&mass) {
-                for k in 0..3 {
-                    p[k] += m * v[k];
-                }
+    let momentum = |s: &mut Solvent, vel: &[[f64; 3]]| -> Res<[f64; 3]> {
+        let mut p = [0.0; 3];
+        for (v, m) in vel.iter().zip(&mass) {
+            for k in 0..3 {
+                p[k] += m * v[k];
             }
-            let mut p = p.to_vec();
-            mpcbox::ranks::transport().sum(&mut p)?;
-            let fluid = s.observables()?.momentum;
-            Ok([0, 1, 2].map(|k| p[k] + fluid[k]))
-        };
+        }
+        let mut p = p.to_vec();
+        mpcbox::ranks::transport().sum(&mut p)?;
+        let fluid = s.observables()?.momentum;
+        Ok([0, 1, 2].map(|k| p[k] + fluid[k]))
+    };
     // RANKS_SOLUTES_BAD=R:S: rank R passes a NaN position at step S
     let bad = std::env::var("RANKS_SOLUTES_BAD").ok().and_then(|s| {
         let (r, at) = s.split_once(':')?;
         Some((r.parse::<usize>().ok()?, at.parse::<u64>().ok()?))
     });
     let before = momentum(&mut solvent, &vel)?;
+    let mut gpu = match on_gpu {
+        true => Some(GpuSolutes::new(&solvent, &pos, &vel, &mass)?),
+        false => None,
+    };
     for step in 0..cfg.steps {
         if let Some((bad_rank, at)) = bad.filter(|b| b.1 == step) {
             let mut wrong = pos.clone();
             if rank == bad_rank && !wrong.is_empty() {
                 wrong[0][1] = f64::NAN;
             }
-            let Err(e) = solvent.step_with_solutes(&wrong, &mut vel, &mass) else {
+            let refused = match &mut gpu {
+                Some(g) => g.step(&mut solvent, Some(&wrong)),
+                None => solvent
+                    .step_with_solutes(&wrong, &mut vel, &mass)
+                    .map(|_| ()),
+            };
+            let Err(e) = refused else {
                 return Err(
                     format!("rank {rank}: the step with a NaN on rank {bad_rank} ran").into(),
                 );
@@ -90,7 +163,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             std::fs::create_dir_all(&out)?;
             std::fs::write(out.join(format!("error_{rank}.txt")), format!("{at} {e}"))?;
         }
-        solvent.step_with_solutes(&pos, &mut vel, &mass)?;
+        match &mut gpu {
+            Some(g) => g.step(&mut solvent, None)?,
+            None => solvent
+                .step_with_solutes(&pos, &mut vel, &mass)
+                .map(|_| ())?,
+        };
+    }
+    if let Some(g) = &gpu {
+        vel = g.velocities()?;
     }
     let after = momentum(&mut solvent, &vel)?;
     std::fs::create_dir_all(&out)?;

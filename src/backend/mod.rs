@@ -12,8 +12,8 @@ pub mod slabbed;
 mod solutes;
 
 pub use solutes::{
-    check_host_solutes, check_solute_lengths, check_solute_masses_fit, DeviceSolutes, SlabSolutes,
-    SoluteBatch, SoluteSubset, MAX_SOLUTE_COORDINATE,
+    check_host_solutes, check_solute_lengths, check_solute_masses_fit, check_solutes_outside_walls,
+    DeviceSolutes, SlabSolutes, SoluteBatch, SoluteSubset, MAX_SOLUTE_COORDINATE,
 };
 
 use crate::error::Result;

@@ -99,6 +99,24 @@ pub fn check_solute_lengths(pos: usize, vel: usize, mass: usize) -> crate::error
     })
 }
 
+/// No solute inside a wall (a box without walls has none).
+pub fn check_solutes_outside_walls(
+    phys: &crate::physics::Physics,
+    pos: &[[f64; 3]],
+) -> crate::error::Result<()> {
+    let Some(w) = &phys.walls else { return Ok(()) };
+    let Some(i) = crate::host_pool::find_first(pos, |p| w.solute_in_wall(phys, *p)) else {
+        return Ok(());
+    };
+    Err(crate::error::MpcError::Solute {
+        field: "positions".into(),
+        problem: format!("solute {i} at {:?} is inside the wall", pos[i]),
+        fix: "keep solutes in the channel (the bundled MD engine's wall potential does; across \
+              the channel there is no periodic image to wrap into)"
+            .into(),
+    })
+}
+
 /// Solute masses the fixed-point cell sums hold: each at most `cap` (`None`: f64 sums, no cap).
 pub fn check_solute_masses_fit(mass: &[f64], cap: Option<f64>) -> crate::error::Result<()> {
     let Some(cap) = cap else { return Ok(()) };

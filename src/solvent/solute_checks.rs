@@ -3,7 +3,7 @@
 //! before anything changes.
 
 use super::Solvent;
-use crate::error::{MpcError, Result};
+use crate::error::Result;
 
 impl Solvent {
     /// Reject solute arrays that the collision cannot take.
@@ -12,7 +12,7 @@ impl Solvent {
         crate::backend::check_host_solutes(pos, vel, mass, 0..pos.len())?;
         let cap = self.phys.sums.as_ref().map(|s| s.max_solute_mass);
         crate::backend::check_solute_masses_fit(mass, cap)?;
-        self.check_solutes_outside_walls(pos)
+        crate::backend::check_solutes_outside_walls(&self.phys, pos)
     }
 
     /// The checks of [`Solvent::check_solutes`] a one-call step makes on the host: all of them, or,
@@ -33,23 +33,5 @@ impl Solvent {
             return Ok(());
         }
         self.check_solutes(pos, vel, mass)
-    }
-
-    /// No solute inside a wall (a box without walls has none).
-    fn check_solutes_outside_walls(&self, pos: &[[f64; 3]]) -> Result<()> {
-        use crate::host_pool::find_first;
-        if let Some(w) = &self.phys.walls {
-            let phys = &self.phys;
-            if let Some(i) = find_first(pos, |p| w.solute_in_wall(phys, *p)) {
-                return Err(MpcError::Solute {
-                    field: "positions".into(),
-                    problem: format!("solute {i} at {:?} is inside the wall", pos[i]),
-                    fix: "keep solutes in the channel (the bundled MD engine's wall potential \
-                          does; across the channel there is no periodic image to wrap into)"
-                        .into(),
-                });
-            }
-        }
-        Ok(())
     }
 }

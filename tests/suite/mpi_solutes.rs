@@ -19,12 +19,14 @@ use super::mpi_ranks::{mpi_mpcbox, run_ok, run_ok_with};
 )]
 fn solutes_handed_over_per_rank_are_routed_to_their_cells_and_back() {
     let bin = mpi_mpcbox();
-    compare_routed_solutes(bin, "Cpu", &[2, 3]);
+    compare_routed_solutes(bin, &["Cpu"], &[2, 3]);
 }
 
-/// `examples/ranks_solutes` with the fluid on `device` on 1 rank and on each of `ranks`: fluid
-/// + solute momentum conserved on each, every solute's velocity as on 1 rank to 1e-9.
-pub(super) fn compare_routed_solutes(bin: &Path, device: &str, ranks: &[usize]) {
+/// `examples/ranks_solutes` with `how` (the fluid's device, then `device` for device-resident
+/// solutes) on 1 rank and on each of `ranks`: fluid + solute momentum conserved on each, every
+/// solute's velocity as on 1 rank to 1e-9.
+pub(super) fn compare_routed_solutes(bin: &Path, how: &[&str], ranks: &[usize]) {
+    let device = how.join(" ");
     let example = bin.with_file_name("examples").join("ranks_solutes");
     let dir = tempfile::tempdir().unwrap();
     let read = |ranks: usize| -> Vec<[f64; 3]> {
@@ -33,7 +35,7 @@ pub(super) fn compare_routed_solutes(bin: &Path, device: &str, ranks: &[usize]) 
             &example,
             ranks,
             dir.path(),
-            &[out.to_str().unwrap(), device],
+            &[&[out.to_str().unwrap()], how].concat(),
         );
         let mut v = vec![[f64::NAN; 3]; 240];
         for r in 0..ranks {
@@ -84,13 +86,22 @@ pub(super) fn compare_routed_solutes(bin: &Path, device: &str, ranks: &[usize]) 
     ignore = "needs OpenMPI and libclang (apt-get install openmpi-bin libopenmpi-dev libclang-dev); runs with MPCBOX_REQUIRE_EXTERNAL=1"
 )]
 fn a_bad_solute_on_one_rank_stops_every_rank_and_changes_nothing() {
-    let bin = mpi_mpcbox();
+    assert_a_bad_solute_stops_every_rank(mpi_mpcbox(), &[]);
+}
+
+/// `examples/ranks_solutes` on 3 ranks with `how` (its arguments after the output directory),
+/// once clean and once with a NaN position on rank 1 at step 5: every rank's step 5 fails,
+/// rank 1's naming the array and itself, the others' naming rank 1, and the run then ends as
+/// the clean one, bit for bit.
+pub(super) fn assert_a_bad_solute_stops_every_rank(bin: &Path, how: &[&str]) {
     let example = bin.with_file_name("examples").join("ranks_solutes");
     let dir = tempfile::tempdir().unwrap();
     let (clean, bad) = (dir.path().join("clean"), dir.path().join("bad"));
-    run_ok(&example, 3, dir.path(), &[clean.to_str().unwrap()]);
+    let clean_args = [&[clean.to_str().unwrap()], how].concat();
+    run_ok(&example, 3, dir.path(), &clean_args);
     let envs = [("RANKS_SOLUTES_BAD", "1:5")];
-    run_ok_with(&example, 3, dir.path(), &[bad.to_str().unwrap()], &envs);
+    let bad_args = [&[bad.to_str().unwrap()], how].concat();
+    run_ok_with(&example, 3, dir.path(), &bad_args, &envs);
     for r in 0..3 {
         let err = std::fs::read_to_string(bad.join(format!("error_{r}.txt"))).unwrap();
         assert!(err.starts_with("5 "), "rank {r}: {err}");

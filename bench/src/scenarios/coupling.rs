@@ -54,10 +54,17 @@ pub struct Args {
     /// `atom_modify sort`) and as the bundled engine's chains lie.
     #[arg(long, default_value = "random", value_parser = ["random", "cells"])]
     solute_order: String,
+    /// Under `mpirun` (the `mpi` build): each rank hands over its own solutes, those in its
+    /// slabs' layers (an MD code decomposed as the fluid is), instead of every rank all of
+    /// them; rank 0 records.
+    #[arg(long)]
+    per_rank: bool,
 }
 
 pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
     let device = super::device(&a.device)?;
+    let (rank, ranks) = (mpcbox::ranks::rank(), mpcbox::ranks::size());
+    let records = records.filter(|_| rank == 0);
     let mut rec = recorder("coupling", &device, records);
     let mut rates = None;
     if let (Some(g), false) = (super::gpus_of(&device), a.device_resident) {
@@ -78,8 +85,14 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
     } else {
         "host"
     };
+    let mode = match ranks {
+        1 => mode.to_string(),
+        r if a.per_rank => format!("{mode}, {r} ranks, each its slabs' solutes"),
+        r => format!("{mode}, {r} ranks, every rank all solutes"),
+    };
     for &l in &a.sizes {
         let mut s = solvent(l, device.clone())?;
+        s.set_solutes_per_rank(a.per_rank).map_err(err)?;
         // from a fluid sorted by cell, as in a long run (the initial state is random in memory
         // and steps are slower until the first reorder)
         for _ in 0..a.warmup {
@@ -93,6 +106,9 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
         for &rho in &a.densities {
             let n = (rho * (l as f64).powi(3)) as usize;
             let (coupled, check_ms, phases) = coupled_ms_per_step(&a, &mut s, l, n)?;
+            if rank != 0 {
+                continue;
+            }
             let mut figures = vec![
                 ("plain ms/step", plain),
                 ("coupled ms/step", coupled),
@@ -181,6 +197,28 @@ fn coupled_ms_per_step(a: &Args, s: &mut Solvent, l: u32, n: usize) -> Res<Coupl
         pos = order.iter().map(|&i| pos[i]).collect();
         vel = order.iter().map(|&i| vel[i]).collect();
     }
+    if a.per_rank {
+        // this rank's slabs' layers (y), as an MD code decomposed like the fluid holds them
+        let me = mpcbox::ranks::rank();
+        let places = s.slab_places().unwrap_or_default();
+        let mine: Vec<[u32; 2]> = places
+            .iter()
+            .filter(|p| p.rank == me)
+            .map(|p| p.layers)
+            .collect();
+        let keep: Vec<bool> = pos
+            .iter()
+            .map(|p| {
+                let y = p[1] as u32;
+                mine.is_empty() || mine.iter().any(|&[a, b]| (a..b).contains(&y))
+            })
+            .collect();
+        let mut k = keep.iter();
+        pos.retain(|_| *k.next().expect("one per solute"));
+        let mut k = keep.iter();
+        vel.retain(|_| *k.next().expect("one per solute"));
+    }
+    let n = pos.len();
     let mass = vec![10.0; n];
     if a.device_resident {
         let ordinal = s.cuda_ordinal().ok_or(

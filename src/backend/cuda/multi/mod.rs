@@ -86,6 +86,9 @@ pub struct MultiCudaBackend {
     solutes_per_rank: bool,
     /// Solutes from outside routed to the slabs of their cells (made at the first such step).
     routes: Option<SoluteRoutes>,
+    /// Over ranks: the host copy of this rank's device-resident solutes (made at the first
+    /// such step, grown as needed).
+    rank_copy: Option<solutes::RankSoluteCopy>,
     /// First layer of each slab of the box, then Ly.
     bounds: Vec<u32>,
     phys: Physics,
@@ -333,7 +336,11 @@ impl Backend for MultiCudaBackend {
     }
 
     fn check_device_solutes(&mut self, solutes: &DeviceSolutes) -> Result<()> {
-        self.refuse_device_solutes_over_ranks()?;
+        if self.transport.ranks() > 1 {
+            // over ranks the step checks them and agrees with every rank (a rank that stopped
+            // here alone would leave the others waiting in the step's collectives)
+            return Ok(());
+        }
         self.check_device_solutes_multi(solutes)
     }
 
@@ -342,7 +349,9 @@ impl Backend for MultiCudaBackend {
         plan: &StepPlan,
         solutes: &DeviceSolutes,
     ) -> Result<StepReport> {
-        self.refuse_device_solutes_over_ranks()?;
+        if self.transport.ranks() > 1 {
+            return self.step_device_over_ranks(plan, solutes);
+        }
         self.run_step(plan, StepSolutes::Device(*solutes))
     }
 

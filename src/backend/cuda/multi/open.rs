@@ -203,6 +203,7 @@ impl MultiCudaBackend {
             transport,
             solutes_per_rank: false,
             routes: None,
+            rank_copy: None,
             bounds: layout.bounds,
             phys: phys.clone(),
             n_total,

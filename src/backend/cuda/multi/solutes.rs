@@ -5,8 +5,14 @@
 //!
 //! Over MPI ranks host solutes first go to the rank owning their cell
 //! (`backend::slabbed::route_solutes`), that rank routes them to its slabs as above, and their
-//! velocities go back. Device-resident solutes are refused there (they would be on one rank's
-//! GPU).
+//! velocities go back. Device-resident solutes over ranks (each rank's own, on its GPU) are
+//! copied to this rank's pinned host memory, checked (every rank agreeing), routed as host
+//! solutes are, and their velocities copied back into the caller's array
+//! ([`MultiCudaBackend::step_device_over_ranks`]).
+
+use std::sync::Arc;
+
+use cudarc::driver::{result, CudaContext, PinnedHostSlice};
 
 use super::solute_routes::{RouteSource, SoluteRoutes};
 use super::step::StepSolutes;
@@ -14,7 +20,7 @@ use super::MultiCudaBackend;
 use crate::backend::cuda::device::drv;
 use crate::backend::cuda::CudaBackend;
 use crate::backend::slabbed::{return_solute_velocities, route_solutes, SoluteMode};
-use crate::backend::{DeviceSolutes, SoluteBatch, StepReport};
+use crate::backend::{Backend, DeviceSolutes, SoluteBatch, StepReport};
 use crate::error::{MpcError, Result};
 use crate::physics::StepPlan;
 
@@ -47,18 +53,46 @@ impl MultiCudaBackend {
         Ok(report)
     }
 
-    /// Device-resident solutes live on one GPU of one process: over MPI ranks they are
-    /// refused (before anything changes), naming the host arrays as the way.
-    pub(super) fn refuse_device_solutes_over_ranks(&self) -> Result<()> {
-        if self.transport.ranks() > 1 {
-            return Err(MpcError::Device(format!(
-                "device-resident solutes over {} MPI ranks: each rank's GPUs hold only their \
-                 slabs; fix: hand the solutes over as host arrays (mpcbox_step_with_solutes, \
-                 Solvent::step_with_solutes), routed to their cells' ranks",
-                self.transport.ranks()
-            )));
-        }
-        Ok(())
+    /// One step over MPI ranks with this rank's device-resident solutes `s`: copied to the
+    /// host on the caller's stream, checked (pointers, then values; every rank stops at this
+    /// step if one was handed bad solutes, before anything changes), routed to the ranks of
+    /// their cells as host solutes are, and their new velocities copied back into the caller's
+    /// array on its stream (the host waits for the copies).
+    pub(super) fn step_device_over_ranks(
+        &mut self,
+        plan: &StepPlan,
+        s: &DeviceSolutes,
+    ) -> Result<StepReport> {
+        let mine = self.copy_rank_solutes_in(s);
+        self.agree_on_input(mine)?;
+        let mut copy = self.rank_copy.take().expect("made by copy_rank_solutes_in");
+        let stepped = match copy.batch(s.n) {
+            Ok(mut batch) => self.step_over_ranks(plan, Some(&mut batch)),
+            Err(e) => Err(e),
+        };
+        let done = stepped.and_then(|report| copy.copy_velocities_out(s).map(|()| report));
+        self.rank_copy = Some(copy);
+        done
+    }
+
+    /// This rank's device solutes `s` into its pinned host copy, checked: the pointers (device
+    /// memory of one of this rank's GPUs, long enough), then the values as host solutes are.
+    fn copy_rank_solutes_in(&mut self, s: &DeviceSolutes) -> Result<()> {
+        let home = self.solutes_home(s)?;
+        let slab = &mut self.slabs[home];
+        slab.check_solute_pointers(s)?;
+        let ordinal = slab.dev.ordinal;
+        let copy = match self.rank_copy.take() {
+            Some(c) if c.ordinal == ordinal && c.capacity >= s.n => c,
+            _ => RankSoluteCopy::new(&slab.dev.ctx, ordinal, s.n)?,
+        };
+        let copy = self.rank_copy.insert(copy);
+        copy.copy_in(s)?;
+        let batch = copy.batch(s.n)?;
+        crate::backend::check_host_solutes(batch.pos, batch.vel, batch.mass, 0..s.n)?;
+        let cap = self.phys.sums.as_ref().map(|c| c.max_solute_mass);
+        crate::backend::check_solute_masses_fit(batch.mass, cap)?;
+        crate::backend::check_solutes_outside_walls(&self.phys, batch.pos)
     }
 
     /// The slab of this process whose GPU holds device arrays `s` (the first on that GPU):
@@ -144,5 +178,75 @@ impl MultiCudaBackend {
             self.routes = Some(SoluteRoutes::new(&self.slabs, home, bounds)?);
         }
         Ok(())
+    }
+}
+
+/// A rank's device-resident solutes copied to pinned host memory of their GPU, so that they
+/// travel to the ranks of their cells as host solutes do.
+pub(super) struct RankSoluteCopy {
+    ordinal: usize,
+    capacity: usize,
+    pos: PinnedHostSlice<f64>,
+    vel: PinnedHostSlice<f64>,
+    mass: PinnedHostSlice<f64>,
+}
+
+impl RankSoluteCopy {
+    fn new(ctx: &Arc<CudaContext>, ordinal: usize, n: usize) -> Result<RankSoluteCopy> {
+        // room to grow, so that a slowly growing count does not reallocate every step
+        let capacity = n + n / 8 + 1;
+        // SAFETY: pinned host memory, uninitialised: every element read (by `batch`) was first
+        // written by `copy_in`'s copies, which the host waited for.
+        let pin = |len: usize| unsafe { ctx.alloc_pinned::<f64>(len) }.map_err(drv("pinned"));
+        Ok(RankSoluteCopy {
+            ordinal,
+            capacity,
+            pos: pin(3 * capacity)?,
+            vel: pin(3 * capacity)?,
+            mass: pin(capacity)?,
+        })
+    }
+
+    /// The caller's `n` solutes copied here on its stream, after the work queued on it.
+    fn copy_in(&mut self, s: &DeviceSolutes) -> Result<()> {
+        let n = s.n;
+        let stream = s.stream as cudarc::driver::sys::CUstream;
+        let into = |b: &mut PinnedHostSlice<f64>, src: u64, len: usize| -> Result<()> {
+            let dst = &mut b.as_mut_slice().map_err(drv("pinned"))?[..len];
+            // SAFETY: `src` holds `len` doubles of device memory (the pointers were checked);
+            // `dst` is pinned host memory of that length, not read until the stream is
+            // synchronised below.
+            unsafe { result::memcpy_dtoh_async(dst, src, stream) }.map_err(drv("solute copy"))
+        };
+        into(&mut self.pos, s.pos, 3 * n)?;
+        into(&mut self.vel, s.vel, 3 * n)?;
+        into(&mut self.mass, s.mass, n)?;
+        // SAFETY: the caller's stream handle (0: the legacy default stream), valid during the call.
+        unsafe { result::stream::synchronize(stream) }.map_err(drv("solute copy"))
+    }
+
+    /// The new velocities into the caller's array on its stream (the host waits for the copy,
+    /// so the buffer may be refilled next step whatever stream the caller uses then).
+    fn copy_velocities_out(&self, s: &DeviceSolutes) -> Result<()> {
+        let stream = s.stream as cudarc::driver::sys::CUstream;
+        let vel = &self.vel.as_slice().map_err(drv("pinned"))?[..3 * s.n];
+        // SAFETY: `s.vel` holds 3n doubles of device memory (checked); the host buffer lives
+        // until the copy has finished (synchronised below).
+        unsafe {
+            result::memcpy_htod_async(s.vel, vel, stream).map_err(drv("solute copy"))?;
+            result::stream::synchronize(stream).map_err(drv("solute copy"))
+        }
+    }
+
+    /// The first `n` solutes as a batch (velocities written by the collision).
+    fn batch(&mut self, n: usize) -> Result<SoluteBatch<'_>> {
+        let pos = &self.pos.as_slice().map_err(drv("pinned"))?[..3 * n];
+        let mass = &self.mass.as_slice().map_err(drv("pinned"))?[..n];
+        let vel = &mut self.vel.as_mut_slice().map_err(drv("pinned"))?[..3 * n];
+        Ok(SoluteBatch {
+            pos: pos.as_chunks::<3>().0,
+            vel: vel.as_chunks_mut::<3>().0,
+            mass,
+        })
     }
 }
