@@ -86,6 +86,13 @@ pub const KNOBS: &[Knob] = &[
         effect: "the pinned host memory host solutes go up through (default: write-combined)",
     },
     Knob {
+        variable: "MPCBOX_RANK_SOLUTE_SPLIT",
+        values: Some(&["on", "off"]),
+        number: false,
+        effect: "over MPI ranks, split each rank's own device solutes on its GPU (default: on; \
+                 off: all through the host)",
+    },
+    Knob {
         variable: "MPCBOX_NVRTC_OPTIONS",
         values: None,
         number: false,

@@ -104,21 +104,26 @@ fn the_coupled_polymer_on_two_gpu_ranks_follows_one_process() {
 #[ignore = "needs a CUDA GPU"]
 fn solutes_per_gpu_rank_are_routed_to_their_cells_and_back() {
     let bin = mpi_mpcbox();
-    super::mpi_solutes::compare_routed_solutes(bin, &["Cuda([0])"], &[2, 3]);
+    super::mpi_solutes::compare_routed_solutes(bin, &["Cuda([0])"], &[2, 3], &[]);
 }
 
 /// Solutes handed over per rank as device arrays on the rank's GPU (`step_with_device_solutes`
-/// on a stream of the caller's): on 2 and 3 ranks every solute's velocity after 20 steps equals
-/// the one-process run's with device solutes to 1e-9 (only the order of the cell sums differs;
-/// the velocities are copied, not recomputed, on their way), fluid + solute momentum is
-/// conserved across the ranks, and a NaN position on rank 1 of 3 stops every rank at that step,
-/// naming the array and rank 1, with nothing changed.
+/// on a stream of the caller's), split on each rank's GPU (its own stay there, the others
+/// cross the ranks: with the solutes dealt by index most of them) and, as the reference, all
+/// through the host (`MPCBOX_RANK_SOLUTE_SPLIT=off`): on 2 and 3 ranks every solute's velocity
+/// after 20 steps equals the one-process run's with device solutes to 1e-9 (only the order of
+/// the cell sums differs; the velocities are copied, not recomputed, on their way), fluid +
+/// solute momentum is conserved across the ranks, and a NaN position on rank 1 of 3 stops every
+/// rank at that step, naming the array and rank 1, with nothing changed.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn device_solutes_per_gpu_rank_are_routed_to_their_cells_and_back() {
     let bin = mpi_mpcbox();
     let how = ["Cuda([0])", "device"];
-    super::mpi_solutes::compare_routed_solutes(bin, &how, &[2, 3]);
+    for split in ["on", "off"] {
+        let envs = [("MPCBOX_RANK_SOLUTE_SPLIT", split)];
+        super::mpi_solutes::compare_routed_solutes(bin, &how, &[2, 3], &envs);
+    }
     super::mpi_solutes::assert_a_bad_solute_stops_every_rank(bin, &how);
 }
 

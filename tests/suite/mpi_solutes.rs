@@ -19,24 +19,25 @@ use super::mpi_ranks::{mpi_mpcbox, run_ok, run_ok_with};
 )]
 fn solutes_handed_over_per_rank_are_routed_to_their_cells_and_back() {
     let bin = mpi_mpcbox();
-    compare_routed_solutes(bin, &["Cpu"], &[2, 3]);
+    compare_routed_solutes(bin, &["Cpu"], &[2, 3], &[]);
 }
 
 /// `examples/ranks_solutes` with `how` (the fluid's device, then `device` for device-resident
 /// solutes) on 1 rank and on each of `ranks`: fluid + solute momentum conserved on each, every
-/// solute's velocity as on 1 rank to 1e-9.
-pub(super) fn compare_routed_solutes(bin: &Path, how: &[&str], ranks: &[usize]) {
+/// solute's velocity as on 1 rank to 1e-9. `envs` are set for every run.
+pub(super) fn compare_routed_solutes(
+    bin: &Path,
+    how: &[&str],
+    ranks: &[usize],
+    envs: &[(&str, &str)],
+) {
     let device = how.join(" ");
     let example = bin.with_file_name("examples").join("ranks_solutes");
     let dir = tempfile::tempdir().unwrap();
     let read = |ranks: usize| -> Vec<[f64; 3]> {
         let out = dir.path().join(format!("s{ranks}"));
-        run_ok(
-            &example,
-            ranks,
-            dir.path(),
-            &[&[out.to_str().unwrap()], how].concat(),
-        );
+        let args = [&[out.to_str().unwrap()], how].concat();
+        run_ok_with(&example, ranks, dir.path(), &args, envs);
         let mut v = vec![[f64::NAN; 3]; 240];
         for r in 0..ranks {
             let text = std::fs::read_to_string(out.join(format!("solutes_{r}.txt"))).unwrap();

@@ -44,6 +44,7 @@
 mod migrate;
 mod open;
 mod rank_peers;
+mod rank_split;
 mod ranks;
 mod slab;
 mod solute_routes;
@@ -89,6 +90,8 @@ pub struct MultiCudaBackend {
     /// Over ranks: the host copy of this rank's device-resident solutes (made at the first
     /// such step, grown as needed).
     rank_copy: Option<solutes::RankSoluteCopy>,
+    /// Over ranks: the split of this rank's own device solutes on its GPU (`rank_split.rs`).
+    rank_split: Option<rank_split::RankSplit>,
     /// First layer of each slab of the box, then Ly.
     bounds: Vec<u32>,
     phys: Physics,
@@ -349,6 +352,9 @@ impl Backend for MultiCudaBackend {
         plan: &StepPlan,
         solutes: &DeviceSolutes,
     ) -> Result<StepReport> {
+        if self.transport.ranks() > 1 && self.solutes_per_rank && !rank_split::off() {
+            return self.step_device_split(plan, solutes);
+        }
         if self.transport.ranks() > 1 {
             return self.step_device_over_ranks(plan, solutes);
         }

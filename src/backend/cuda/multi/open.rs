@@ -204,6 +204,7 @@ impl MultiCudaBackend {
             solutes_per_rank: false,
             routes: None,
             rank_copy: None,
+            rank_split: None,
             bounds: layout.bounds,
             phys: phys.clone(),
             n_total,

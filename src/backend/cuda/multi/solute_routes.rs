@@ -31,7 +31,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, PinnedHostSlice, PushKernelArg};
 
 mod host;
-mod returns;
+pub(super) mod returns;
 
 use super::transfer::peer_copy_async;
 use crate::backend::cuda::device::drv;

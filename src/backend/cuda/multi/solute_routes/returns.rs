@@ -176,7 +176,10 @@ impl SoluteRoutes {
 }
 
 /// Record `event` on the caller's raw stream handle (a `CUstream`; 0 the legacy default).
-pub(super) fn record_on_raw(event: &CudaEvent, raw: u64) -> std::result::Result<(), DriverError> {
+pub(in crate::backend::cuda::multi) fn record_on_raw(
+    event: &CudaEvent,
+    raw: u64,
+) -> std::result::Result<(), DriverError> {
     // SAFETY: the event is live (owned by the routing) and its context current; the stream is
     // the caller's, whose validity the public API documents (a live stream of the solutes'
     // GPU, or 0).
@@ -184,7 +187,10 @@ pub(super) fn record_on_raw(event: &CudaEvent, raw: u64) -> std::result::Result<
 }
 
 /// Make the caller's raw stream handle wait for `event`, without blocking the host.
-fn wait_on_raw(raw: u64, event: &CudaEvent) -> std::result::Result<(), DriverError> {
+pub(in crate::backend::cuda::multi) fn wait_on_raw(
+    raw: u64,
+    event: &CudaEvent,
+) -> std::result::Result<(), DriverError> {
     // SAFETY: as `record_on_raw`.
     unsafe {
         cudarc::driver::result::stream::wait_event(
@@ -195,7 +201,10 @@ fn wait_on_raw(raw: u64, event: &CudaEvent) -> std::result::Result<(), DriverErr
     }
 }
 
-pub(super) fn caller_stream_error(e: DriverError, ordinal: usize) -> MpcError {
+pub(in crate::backend::cuda::multi) fn caller_stream_error(
+    e: DriverError,
+    ordinal: usize,
+) -> MpcError {
     MpcError::Device(format!(
         "recording an event on the solutes' stream failed ({e:?}); fix: pass a live CUDA \
          stream of cuda:{ordinal} (the GPU holding the solutes), or 0"
