@@ -7,9 +7,11 @@
 //! with their own and send the velocities back (`slabbed::return_solute_velocities`).
 //!
 //! One step, on a stream of this rank's GPU ordered after the caller's:
-//! 1. count (every value checked) and pack into [below | own | above] of the staging; the
-//!    counts, the check and the foreign solutes come down (the host waits);
-//! 2. every rank agrees on the check, then the foreign solutes cross the ranks;
+//! 1. count (every value checked) in [below | own | above]; the counts and the check come
+//!    down (the host waits);
+//! 2. every rank agrees on the check; pass 1 of the fluid is queued (unless begun), and beside
+//!    it the solutes are packed into [below | own | above] of the staging, the foreign ones come
+//!    down and cross the ranks;
 //! 3. those that arrived here are uploaded after this rank's own, and the step routes and
 //!    collides [own | arrived] as one set of device solutes;
 //! 4. the own solutes' velocities are scattered into the caller's array, the arrived ones' go
@@ -90,7 +92,8 @@ impl RankSplit {
     fn new(home: &CudaBackend, bounds: [u32; PARTS + 1]) -> Result<RankSplit> {
         let ctx = &home.dev.ctx;
         ctx.bind_to_thread().map_err(drv("bind"))?;
-        let stream = ctx.new_stream().map_err(drv("stream"))?;
+        // of the highest priority, so that the packing runs beside the fluid's long pass 1
+        let stream = super::solute_routes::priority_stream(ctx)?;
         let zeros = |len: usize| stream.alloc_zeros::<u32>(len).map_err(drv("rank split"));
         // SAFETY: pinned host memory, uninitialised; read only after the device-to-host copy
         // into it that the host waited for.
@@ -157,9 +160,9 @@ impl RankSplit {
         Ok(())
     }
 
-    /// Count, check and pack the caller's `s` into [below | own | above] on step `plan`'s grid,
-    /// and bring the counts, the check and the foreign solutes to the host.
-    fn split(&mut self, home: &CudaBackend, plan: &StepPlan, s: &DeviceSolutes) -> Result<()> {
+    /// Count and check the caller's `s` in [below | own | above] on step `plan`'s grid (the
+    /// host waits for the counts and the check: a bad value is an error here).
+    fn count(&mut self, home: &CudaBackend, plan: &StepPlan, s: &DeviceSolutes) -> Result<()> {
         home.dev.ctx.bind_to_thread().map_err(drv("bind"))?;
         self.ensure_capacity(s.n, 0)?;
         record_on_raw(&self.caller_ready, s.stream)
@@ -193,11 +196,37 @@ impl RankSplit {
                 .launch(grid(s.n))
                 .map_err(drv("rank split"))?;
         }
+        let back = self.readback.as_mut_slice().map_err(drv("pinned"))?;
+        st.memcpy_dtoh(&self.counts, &mut back[..PARTS])
+            .map_err(drv("rank split"))?;
+        st.memcpy_dtoh(&self.first_bad, &mut back[PARTS..])
+            .map_err(drv("rank split"))?;
+        st.synchronize().map_err(drv("rank split"))?;
+        let back = self.readback.as_slice().map_err(drv("pinned"))?;
+        // recorded as u32::MAX - index (0: none), see `kernels/solute_routes.cu`
+        let first_bad: [u32; 4] = std::array::from_fn(|k| {
+            if back[PARTS + k] == 0 {
+                u32::MAX
+            } else {
+                u32::MAX - back[PARTS + k]
+            }
+        });
+        crate::backend::cuda::device_solutes::first_bad_to_error(&first_bad)?;
+        self.parts = std::array::from_fn(|k| back[k] as usize);
+        Ok(())
+    }
+
+    /// Pack the counted `s` into [below | own | above] of the staging and bring the foreign
+    /// solutes to the host.
+    fn pack(&mut self, home: &CudaBackend, plan: &StepPlan, s: &DeviceSolutes) -> Result<()> {
+        home.dev.ctx.bind_to_thread().map_err(drv("bind"))?;
+        let st = self.stream.clone();
+        let p = home.params(plan, s.n);
+        let (n32, g) = (s.n as u32, PARTS as u32);
         // SAFETY: mpc_route_pack(MpcParams, const double *spos, *svel, *smass, u32 n, double
         // limit, const u32 *bounds, u32 g, const u32 *counts, u32 *cursor, double *rpos, *rvel,
-        // *rmass, u32 *rindex): the arrays counted above, their counts and zeroed cursors on
-        // this stream, the staging of capacity >= n. A bad value packs nothing for its solute
-        // (the count left it out), and the step is then refused before the staging is read.
+        // *rmass, u32 *rindex): the arrays `count` counted and checked (every value good),
+        // their counts and zeroed cursors on this stream, the staging of capacity >= n.
         unsafe {
             st.launch_builder(&home.dev.k.route_pack)
                 .arg(&p)
@@ -217,23 +246,6 @@ impl RankSplit {
                 .launch(grid(s.n))
                 .map_err(drv("rank split"))?;
         }
-        let back = self.readback.as_mut_slice().map_err(drv("pinned"))?;
-        st.memcpy_dtoh(&self.counts, &mut back[..PARTS])
-            .map_err(drv("rank split"))?;
-        st.memcpy_dtoh(&self.first_bad, &mut back[PARTS..])
-            .map_err(drv("rank split"))?;
-        st.synchronize().map_err(drv("rank split"))?;
-        let back = self.readback.as_slice().map_err(drv("pinned"))?;
-        // recorded as u32::MAX - index (0: none), see `kernels/solute_routes.cu`
-        let first_bad: [u32; 4] = std::array::from_fn(|k| {
-            if back[PARTS + k] == 0 {
-                u32::MAX
-            } else {
-                u32::MAX - back[PARTS + k]
-            }
-        });
-        crate::backend::cuda::device_solutes::first_bad_to_error(&first_bad)?;
-        self.parts = std::array::from_fn(|k| back[k] as usize);
         self.take_foreign()
     }
 
@@ -412,13 +424,18 @@ impl MultiCudaBackend {
     ) -> Result<StepReport> {
         let mine = self.split_rank_solutes(plan, s);
         self.agree_on_input(mine)?;
+        // the fluid streams while the solutes are packed and the foreign ones cross the ranks
+        if self.fluid_begun.is_none() {
+            self.begin_pass_one(plan, s.n)?;
+        }
         let mut split = self.rank_split.take().expect("made by split_rank_solutes");
         let done = self.step_split(plan, s, &mut split);
         self.rank_split = Some(split);
         done
     }
 
-    /// The pointers checked, then the split (which checks the values) on this rank's GPU.
+    /// The pointers checked, then the split's count (which checks the values) on this rank's
+    /// GPU.
     fn split_rank_solutes(&mut self, plan: &StepPlan, s: &DeviceSolutes) -> Result<()> {
         let home = self.solutes_home(s)?;
         self.slabs[home].check_solute_pointers(s)?;
@@ -435,7 +452,7 @@ impl MultiCudaBackend {
             }
         };
         let split = self.rank_split.insert(split);
-        split.split(&self.slabs[home], plan, s)
+        split.count(&self.slabs[home], plan, s)
     }
 
     fn step_split(
@@ -444,6 +461,8 @@ impl MultiCudaBackend {
         s: &DeviceSolutes,
         split: &mut RankSplit,
     ) -> Result<StepReport> {
+        let home = self.solutes_home(s)?;
+        split.pack(&self.slabs[home], plan, s)?;
         let (phys, bounds, slab_rank) = (&self.phys, &self.bounds, &self.slab_rank);
         let layer = phys.cells[0] * phys.cells[2];
         let rank_of = |p: [f64; 3]| {
@@ -463,7 +482,6 @@ impl MultiCudaBackend {
         let mut arrived = held.batch();
         let merged = split.merge(arrived.as_ref())?;
         let report = self.run_step(plan, super::step::StepSolutes::Device(merged))?;
-        let home = self.solutes_home(s)?;
         split.scatter_own(&self.slabs[home], s, arrived.as_mut())?;
         let transport = &*self.transport;
         return_solute_velocities(transport, SoluteMode::PerRank, &held, Some(&mut foreign))?;

@@ -152,7 +152,7 @@ fn alloc<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
 }
 
 /// A non-blocking stream of the highest priority on `ctx`.
-fn priority_stream(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Arc<CudaStream>> {
+pub(super) fn priority_stream(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Arc<CudaStream>> {
     ctx.bind_to_thread().map_err(drv("bind"))?;
     let (_, highest) =
         cudarc::driver::result::stream::get_priority_range().map_err(drv("stream priorities"))?;
