@@ -13,6 +13,10 @@ common::backend_tests!(
     coupled_steps_with_solutes_follow_the_cpu,
 );
 common::backend_tests!(
+    [gpu multi_gpu slabs]
+    page_locked_solute_arrays_collide_as_pageable_ones,
+);
+common::backend_tests!(
     fluid_plus_solute_momentum_is_conserved_by_each_coupled_step,
     solutes_thermalize_to_kt_with_mbs,
     zero_solutes_is_exactly_the_plain_step,
@@ -124,6 +128,44 @@ fn split_form_equals_one_call_form(p: Platform) {
     assert!(two.step().is_err());
     let mut short = vec![[0.0; 3]; 3];
     assert!(two.finish_step(&mut short).is_err());
+}
+
+/// Host solutes in page-locked memory (`PinnedSoluteArrays`: sent by DMA straight from and
+/// into them) collide as the same solutes in ordinary vectors, in the one-call and the split
+/// form; in the split form the caller overwrites its page-locked positions with NaN as soon as
+/// `begin_step` returns (as an MD loop moves them), and the step still used the values it was
+/// handed.
+fn page_locked_solute_arrays_collide_as_pageable_ones(p: Platform) {
+    let mut cfg = common::small_config([8, 8, 8], 10);
+    cfg.thermostat = Thermostat::Mbs;
+    let Some(cfg) = p.config(&cfg) else { return };
+    let mut pageable = Solvent::new(cfg.clone()).unwrap();
+    let mut locked = Solvent::new(cfg).unwrap();
+    p.check_backend(&locked.backend_description());
+    let (pos, vel0, mass) = common::thermal_solutes(300, [8.0; 3], 3.0, 4);
+    let ordinal = locked.cuda_ordinal().expect("a GPU platform");
+    let mut arrays = mpcbox::backend::cuda::PinnedSoluteArrays::new(ordinal, pos.len()).unwrap();
+    let (lp, lv, lm) = arrays.arrays_mut().unwrap();
+    lp.copy_from_slice(&pos);
+    lv.copy_from_slice(&vel0);
+    lm.copy_from_slice(&mass);
+    let mut v = vel0.clone();
+    for _ in 0..4 {
+        pageable.step_with_solutes(&pos, &mut v, &mass).unwrap();
+        locked.step_with_solutes(lp, lv, lm).unwrap();
+    }
+    p.assert_same_solutes(&v, lv, "one call: solute velocities");
+    for _ in 0..3 {
+        pageable.begin_step(&pos, &v, &mass).unwrap();
+        pageable.finish_step(&mut v).unwrap();
+        lp.copy_from_slice(&pos);
+        locked.begin_step(lp, lv, lm).unwrap();
+        lp.fill([f64::NAN; 3]);
+        locked.finish_step(lv).unwrap();
+    }
+    p.assert_same_solutes(&v, lv, "split form: solute velocities");
+    let fluid = locked.fluid_state().unwrap();
+    p.assert_same_fluid(&pageable.fluid_state().unwrap(), &fluid, "fluid");
 }
 
 fn positions_outside_the_box_are_wrapped_consistently_with_lees_edwards(p: Platform) {

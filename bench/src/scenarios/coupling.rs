@@ -59,6 +59,10 @@ pub struct Args {
     /// them; rank 0 records.
     #[arg(long)]
     per_rank: bool,
+    /// Host arrays in page-locked memory (`PinnedSoluteArrays`, as a caller's pinned or
+    /// registered arrays): they cross PCIe by DMA straight from and into them.
+    #[arg(long)]
+    pinned_host: bool,
 }
 
 pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
@@ -80,8 +84,12 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
         "device-resident, begun"
     } else if a.device_resident {
         "device-resident"
+    } else if a.split && a.pinned_host {
+        "host page-locked, split"
     } else if a.split {
         "host, split"
+    } else if a.pinned_host {
+        "host page-locked"
     } else {
         "host"
     };
@@ -240,24 +248,43 @@ fn coupled_ms_per_step(a: &Args, s: &mut Solvent, l: u32, n: usize) -> Res<Coupl
         let phases = timed_phases(a, s, &mut step)?;
         Ok((ms, None, phases))
     } else {
+        let mut pinned = match a.pinned_host {
+            true => {
+                let ordinal = s
+                    .cuda_ordinal()
+                    .ok_or("--pinned-host: page-locked arrays need a GPU; fix: --device cuda:N")?;
+                Some(mpcbox::backend::cuda::PinnedSoluteArrays::new(ordinal, n).map_err(err)?)
+            }
+            false => None,
+        };
+        let (pos, vel, mass): (&mut [[f64; 3]], &mut [[f64; 3]], &[f64]) = match &mut pinned {
+            Some(p) => {
+                let (pp, pv, pm) = p.arrays_mut().map_err(err)?;
+                pp.copy_from_slice(&pos);
+                pv.copy_from_slice(&vel);
+                pm.copy_from_slice(&mass);
+                (pp, pv, pm)
+            }
+            None => (&mut pos, &mut vel, &mass),
+        };
         let t0 = Instant::now();
         for _ in 0..5 {
-            s.check_solutes(&pos, &vel, &mass).map_err(err)?;
+            s.check_solutes(pos, vel, mass).map_err(err)?;
         }
         let check_ms = t0.elapsed().as_secs_f64() * 1e3 / 5.0;
         let split = a.split;
         let mut step = |s: &mut Solvent| {
-            for (p, v) in pos.iter_mut().zip(&vel) {
+            for (p, v) in pos.iter_mut().zip(vel.iter()) {
                 for k in 0..3 {
                     p[k] += 0.1 * v[k];
                 }
             }
             let t0 = Instant::now();
             if split {
-                s.begin_step(&pos, &vel, &mass).map_err(err)?;
-                s.finish_step(&mut vel).map_err(err)?;
+                s.begin_step(pos, vel, mass).map_err(err)?;
+                s.finish_step(vel).map_err(err)?;
             } else {
-                s.step_with_solutes(&pos, &mut vel, &mass).map_err(err)?;
+                s.step_with_solutes(pos, vel, mass).map_err(err)?;
             }
             Ok(t0.elapsed().as_secs_f64())
         };

@@ -61,6 +61,23 @@ pub(in crate::backend::cuda) fn device_of(addr: u64) -> Option<usize> {
     usize::try_from(ordinal).ok()
 }
 
+/// Whether the host slice `s` is page-locked (pinned or registered with CUDA: `cudaHostAlloc`,
+/// `cudaHostRegister`, PyTorch's `pin_memory`, CuPy's pinned arrays, `mpcbox`'s own), judged
+/// by its first and last byte: such memory is copied to and from a GPU by DMA without staging.
+/// A wrong guess costs speed only: a copy from pageable memory is staged by the driver.
+pub(in crate::backend::cuda) fn page_locked<T>(s: &[T]) -> bool {
+    use sys::CUpointer_attribute as A;
+    let bytes = std::mem::size_of_val(s) as u64;
+    if bytes == 0 {
+        return false;
+    }
+    let first = s.as_ptr() as u64;
+    [first, first + bytes - 1].iter().all(|&a| {
+        pointer_attribute::<u32>(a, A::CU_POINTER_ATTRIBUTE_MEMORY_TYPE)
+            == Some(sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32)
+    })
+}
+
 /// Refuse `addr` unless it is device memory of GPU `ordinal` with `bytes` readable from it.
 fn check_device_pointer(addr: u64, bytes: usize, field: &str, ordinal: usize) -> Result<()> {
     use sys::CUpointer_attribute as A;

@@ -168,7 +168,14 @@ impl CudaBackend {
         // SAFETY: the solute buffers hold capacity >= ns solutes and are read next by the
         // binning, which waits for the upload stream (finish_coupled_step); the staging's
         // previous copies have passed (synchronised above). The values were checked before.
-        unsafe { pieces::upload(&up, &mut arrays, ns) }.map(|_| ())
+        let (_, straight) = unsafe { pieces::upload(&up, &mut arrays, ns) }?;
+        if straight {
+            // the caller may change its arrays once begin_coupled returns (the split form):
+            // the copies out of its page-locked memory must be done by then (the fluid's pass
+            // runs on meanwhile)
+            up.synchronize().map_err(drv("upload stream"))?;
+        }
+        Ok(())
     }
 
     /// Copies straight from the caller's arrays on the upload stream; each returns when done,
@@ -247,6 +254,17 @@ impl CudaBackend {
         let ns3 = out.len();
         let (io, sb) = self.solutes.staged()?;
         match SoluteTransfer::from_env() {
+            SoluteTransfer::Pinned if super::device_solutes::page_locked(out) => {
+                // straight into the caller's page-locked array by DMA, no staging
+                let down = io.download.clone();
+                let src = sb.vel.device_ptr(&down).0;
+                // SAFETY: ns velocities of the solute buffers, written by the collision the
+                // download stream waits for, into the caller's array of as many, which the
+                // host does not return to the caller before the stream has passed the copy.
+                unsafe { cudarc::driver::result::memcpy_dtoh_async(out, src, down.cu_stream()) }
+                    .map_err(drv("solute download"))?;
+                down.synchronize().map_err(drv("solute download"))?;
+            }
             SoluteTransfer::Pinned => {
                 let down = io.download.clone();
                 let src = sb.vel.device_ptr(&down).0;

@@ -82,6 +82,7 @@ pub mod multi;
 mod observe;
 mod params;
 mod pieces;
+mod pinned_solutes;
 mod reorder;
 mod rules;
 mod snapshot;
@@ -101,6 +102,7 @@ pub use device_solutes::DeviceSoluteArrays;
 pub use host_staging::SoluteTransfer;
 pub use multi::transfer;
 pub(crate) use params::WallParams;
+pub use pinned_solutes::PinnedSoluteArrays;
 pub use step::PHASE_NAMES;
 
 use cudarc::driver::{CudaSlice, DriverError};

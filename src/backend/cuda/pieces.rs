@@ -65,17 +65,37 @@ impl Bound {
 
 /// Queue `n` solutes of every array up on `stream`, piece by piece (each piece copied into its
 /// staging on the host and tested against its array's bound, then its copy queued while the
-/// host goes on with the next). False when a value failed its bound: the copies are queued
-/// all the same (into the caller's buffers only), and the caller says which value.
+/// host goes on with the next). An array in page-locked memory that needs no test goes up
+/// straight from the caller's memory by DMA (no staging). False when a value failed its
+/// bound: the copies are queued all the same (into the caller's buffers only), and the caller
+/// says which value. Returns whether any array went up straight (then the caller's memory is
+/// read until `stream` has passed the copies).
 ///
 /// # Safety
 /// Each `dst` must be device memory of `stream`'s context holding `width * n` doubles, not
 /// touched by other work until `stream` has passed the copies; the staging must not be read
 /// by earlier copies still in flight (the caller waited for them).
-pub(super) unsafe fn upload(stream: &CudaStream, arrays: &mut [Up<'_>], n: usize) -> Result<bool> {
+pub(super) unsafe fn upload(
+    stream: &CudaStream,
+    arrays: &mut [Up<'_>],
+    n: usize,
+) -> Result<(bool, bool)> {
     let mut good = true;
+    let direct: Vec<bool> = arrays
+        .iter()
+        .map(|a| matches!(a.bound, Bound::Any) && super::device_solutes::page_locked(a.src))
+        .collect();
+    for (a, _) in arrays.iter().zip(&direct).filter(|(_, &d)| d) {
+        let all = &a.src[..a.width * n];
+        // SAFETY: the caller's page-locked memory (its lifetime covers the call, and the
+        // caller waits for `stream` before it may change it) into the whole device buffer.
+        unsafe {
+            cudarc::driver::result::memcpy_htod_async(a.dst, all, stream.cu_stream())
+                .map_err(drv("solute upload"))?;
+        }
+    }
     for r in pieces(n) {
-        for a in arrays.iter_mut() {
+        for (a, _) in arrays.iter_mut().zip(&direct).filter(|(_, &d)| !d) {
             let w = a.width * r.start..a.width * r.end;
             let staged = &mut a.staging.as_mut_slice().map_err(drv("pinned"))?[w.clone()];
             good &= a.bound.copy(staged, &a.src[w.clone()]);
@@ -91,7 +111,7 @@ pub(super) unsafe fn upload(stream: &CudaStream, arrays: &mut [Up<'_>], n: usize
             }
         }
     }
-    Ok(good)
+    Ok((good, direct.contains(&true)))
 }
 
 /// Queue `width * n` doubles from the device buffer at `src` down into `staging` on `stream`,

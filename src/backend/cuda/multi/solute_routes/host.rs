@@ -93,8 +93,9 @@ impl SoluteRoutes {
         ];
         // SAFETY: the device buffers hold capacity >= n solutes and are read next by the
         // routing queued after these copies on this stream; the staging's previous copies
-        // have passed (the host waited for the previous step's velocities).
-        if !unsafe { pieces::upload(&s, &mut arrays, n)? } {
+        // have passed (the host waited for the previous step's velocities). Every array has a
+        // bound, so none goes up straight from the caller's memory.
+        if !unsafe { pieces::upload(&s, &mut arrays, n)? }.0 {
             // the first bad value named as the host check names it
             crate::backend::check_host_solutes(pos, vel, mass, 0..n)?;
             crate::backend::check_solute_masses_fit(mass, mass_cap)?;

@@ -1,0 +1,58 @@
+//! Solute arrays in page-locked host memory, owned by mpcbox: an MD code that keeps its solutes
+//! (or the copies it hands over) in them has them sent to the GPU and back by DMA straight from
+//! and into its arrays, without the staging copy pageable arrays need (`pieces.rs`). Any
+//! page-locked memory does the same (`cudaHostAlloc`, `cudaHostRegister`, PyTorch's
+//! `pin_memory()`, CuPy's pinned arrays); these are for callers without a CUDA runtime of
+//! their own.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, PinnedHostSlice};
+
+use super::device::drv;
+use crate::error::Result;
+
+/// `n` solutes' positions, velocities and masses in page-locked host memory.
+pub struct PinnedSoluteArrays {
+    n: usize,
+    pos: PinnedHostSlice<f64>,
+    vel: PinnedHostSlice<f64>,
+    mass: PinnedHostSlice<f64>,
+}
+
+impl PinnedSoluteArrays {
+    /// Zeroed arrays for `n` solutes, page-locked through GPU `ordinal`'s context (every GPU of
+    /// the host reaches them: CUDA's unified addressing).
+    pub fn new(ordinal: usize, n: usize) -> Result<PinnedSoluteArrays> {
+        let ctx: Arc<CudaContext> = CudaContext::new(ordinal).map_err(drv("context"))?;
+        let pin = |len: usize| -> Result<PinnedHostSlice<f64>> {
+            // SAFETY: pinned host memory, uninitialised; zeroed below before anything reads it.
+            let mut b = unsafe { ctx.alloc_pinned::<f64>(len.max(1)) }.map_err(drv("pinned"))?;
+            b.as_mut_slice().map_err(drv("pinned"))?.fill(0.0);
+            Ok(b)
+        };
+        Ok(PinnedSoluteArrays {
+            n,
+            pos: pin(3 * n)?,
+            vel: pin(3 * n)?,
+            mass: pin(n)?,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The positions, velocities and masses, to fill and to hand to `step_with_solutes`.
+    pub fn arrays_mut(&mut self) -> Result<(&mut [[f64; 3]], &mut [[f64; 3]], &mut [f64])> {
+        let n = self.n;
+        let pos = &mut self.pos.as_mut_slice().map_err(drv("pinned"))?[..3 * n];
+        let vel = &mut self.vel.as_mut_slice().map_err(drv("pinned"))?[..3 * n];
+        let mass = &mut self.mass.as_mut_slice().map_err(drv("pinned"))?[..n];
+        Ok((pos.as_chunks_mut::<3>().0, vel.as_chunks_mut::<3>().0, mass))
+    }
+}
