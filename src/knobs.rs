@@ -89,7 +89,7 @@ pub const KNOBS: &[Knob] = &[
         variable: "MPCBOX_RANK_SOLUTE_SPLIT",
         values: Some(&["on", "off"]),
         number: false,
-        effect: "over MPI ranks, split each rank's own device solutes on its GPU (default: on; \
+        effect: "over MPI ranks, split each rank's own solutes on its GPU (default: on; \
                  off: all through the host)",
     },
     Knob {

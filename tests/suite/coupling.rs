@@ -166,6 +166,18 @@ fn page_locked_solute_arrays_collide_as_pageable_ones(p: Platform) {
     p.assert_same_solutes(&v, lv, "split form: solute velocities");
     let fluid = locked.fluid_state().unwrap();
     p.assert_same_fluid(&pageable.fluid_state().unwrap(), &fluid, "fluid");
+    // a NaN in page-locked positions (which cross without the host's staging test) is refused
+    // naming the array, and nothing changes
+    lp.copy_from_slice(&pos);
+    lp[7][1] = f64::NAN;
+    let before = lv.to_vec();
+    match locked.step_with_solutes(lp, lv, lm) {
+        Err(MpcError::Solute { field, .. }) => assert_eq!(field, "positions"),
+        other => panic!("a NaN position was not refused: {other:?}"),
+    }
+    assert_eq!(lv, &before[..], "velocities after the refused step");
+    let after = locked.fluid_state().unwrap();
+    assert!(fluid.pos == after.pos && fluid.vel == after.vel, "the fluid after the refused step");
 }
 
 fn positions_outside_the_box_are_wrapped_consistently_with_lees_edwards(p: Platform) {

@@ -97,14 +97,19 @@ fn the_coupled_polymer_on_two_gpu_ranks_follows_one_process() {
     }
 }
 
-/// Solutes handed over per rank with the fluid on GPU ranks (`examples/ranks_solutes.rs` with
-/// `Cuda([0])`): on 2 and 3 ranks every solute's velocity after 20 steps equals the
-/// one-process GPU run's to 1e-9, and fluid + solute momentum is conserved across the ranks.
+/// Solutes handed over per rank as host arrays with the fluid on GPU ranks
+/// (`examples/ranks_solutes.rs` with `Cuda([0])`), uploaded to each rank's GPU and split there
+/// (the default) or routed on the host (`MPCBOX_RANK_SOLUTE_SPLIT=off`): on 2 and 3 ranks
+/// every solute's velocity after 20 steps equals the one-process GPU run's to 1e-9, and fluid
+/// + solute momentum is conserved across the ranks.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn solutes_per_gpu_rank_are_routed_to_their_cells_and_back() {
     let bin = mpi_mpcbox();
-    super::mpi_solutes::compare_routed_solutes(bin, &["Cuda([0])"], &[2, 3], &[]);
+    for split in ["on", "off"] {
+        let envs = [("MPCBOX_RANK_SOLUTE_SPLIT", split)];
+        super::mpi_solutes::compare_routed_solutes(bin, &["Cuda([0])"], &[2, 3], &envs);
+    }
 }
 
 /// Solutes handed over per rank as device arrays on the rank's GPU (`step_with_device_solutes`

@@ -314,7 +314,11 @@ impl Backend for MultiCudaBackend {
         solutes: Option<&mut SoluteBatch<'_>>,
     ) -> Result<StepReport> {
         if self.transport.ranks() > 1 {
-            return self.step_over_ranks(plan, solutes);
+            let split = self.solutes_per_rank && !rank_split::off();
+            return match solutes.filter(|b| !b.is_empty()) {
+                Some(b) if split => self.step_host_split(plan, b),
+                s => self.step_over_ranks(plan, s),
+            };
         }
         match solutes.filter(|b| !b.is_empty()) {
             Some(b) => self.run_step(plan, StepSolutes::Host(b)),

@@ -102,10 +102,17 @@ impl MultiCudaBackend {
                     mass_cap: self.phys.sums.as_ref().map(|s| s.max_solute_mass),
                 };
                 let target = self.stage_solutes(0, source)?;
+                let straight = self.routes.as_ref().is_some_and(|r| r.host_went_straight());
+                if straight {
+                    // page-locked arrays went up untested: counted (and tested) first
+                    self.count_staged(plan, &target)?;
+                }
                 if !begun {
                     self.queue_pass_one(plan, ns)?;
                 }
-                self.count_staged(plan, &target)?;
+                if !straight {
+                    self.count_staged(plan, &target)?;
+                }
                 self.mark_solutes_if(true, 0, &mut t)?;
                 self.pack_staged(plan, &target)?;
                 Some(target)

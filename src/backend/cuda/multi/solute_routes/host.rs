@@ -23,6 +23,10 @@ pub(super) struct HostArrays {
     pub(super) mass: CudaSlice<f64>,
     /// One event per piece coming down (`queue_host_download`).
     pub(super) arrived: Vec<cudarc::driver::CudaEvent>,
+    /// This step's arrays are page-locked: they went up by DMA straight from the caller's
+    /// memory (their values not yet tested: the routing's count tests them before pass 1),
+    /// and the velocities go straight into the caller's array.
+    pub(super) straight: bool,
 }
 
 impl SoluteRoutes {
@@ -62,39 +66,49 @@ impl SoluteRoutes {
                 vel: alloc(&self.stream, 3 * cap)?,
                 mass: alloc(&self.stream, cap)?,
                 arrived: Vec::new(),
+                straight: false,
             });
             self.stream.synchronize().map_err(drv("solute routing"))?;
         }
         let s = self.stream.clone();
         let h = self.host.as_mut().expect("made above");
         let (pos_dev, vel_dev, mass_dev) = (addr(&h.pos, &s), addr(&h.vel, &s), addr(&h.mass, &s));
+        use crate::backend::cuda::device_solutes::page_locked;
+        h.straight = page_locked(pos) && page_locked(vel) && page_locked(mass);
+        if h.straight {
+            // the count on the GPU tests all but the fixed-point sums' cap on the masses
+            crate::backend::check_solute_masses_fit(mass, mass_cap)?;
+        }
+        // page-locked arrays go up untested (`Bound::Any`: straight by DMA)
+        let bound = |b: pieces::Bound| if h.straight { pieces::Bound::Any } else { b };
         let mut arrays = [
             pieces::Up {
                 src: pos.as_flattened(),
                 staging: &mut h.pos_up,
                 dst: pos_dev,
                 width: 3,
-                bound: pieces::Bound::Abs(MAX_SOLUTE_COORDINATE),
+                bound: bound(pieces::Bound::Abs(MAX_SOLUTE_COORDINATE)),
             },
             pieces::Up {
                 src: vel.as_flattened(),
                 staging: &mut h.vel_up,
                 dst: vel_dev,
                 width: 3,
-                bound: pieces::Bound::Abs(f64::MAX),
+                bound: bound(pieces::Bound::Abs(f64::MAX)),
             },
             pieces::Up {
                 src: mass,
                 staging: &mut h.mass_up,
                 dst: mass_dev,
                 width: 1,
-                bound: pieces::Bound::Positive(mass_cap.unwrap_or(f64::MAX)),
+                bound: bound(pieces::Bound::Positive(mass_cap.unwrap_or(f64::MAX))),
             },
         ];
         // SAFETY: the device buffers hold capacity >= n solutes and are read next by the
         // routing queued after these copies on this stream; the staging's previous copies
-        // have passed (the host waited for the previous step's velocities). Every array has a
-        // bound, so none goes up straight from the caller's memory.
+        // have passed (the host waited for the previous step's velocities). Page-locked
+        // arrays are read by the copies until the host waits for the step's velocities,
+        // while the caller's batch is borrowed.
         if !unsafe { pieces::upload(&s, &mut arrays, n)? }.0 {
             // the first bad value named as the host check names it
             crate::backend::check_host_solutes(pos, vel, mass, 0..n)?;
@@ -121,6 +135,10 @@ impl SoluteRoutes {
             .host
             .as_mut()
             .ok_or_else(|| MpcError::Device("host solutes were not uploaded".into()))?;
+        if h.straight {
+            // straight into the caller's array by `download_host`
+            return Ok(());
+        }
         let vel_dev = addr(&h.vel, &s);
         // SAFETY: 3n velocities on this GPU (capacity >= n), written by the return queued
         // before on this stream; the staging is read only through `download_host`.
@@ -137,6 +155,33 @@ impl SoluteRoutes {
             .host
             .as_ref()
             .ok_or_else(|| MpcError::Device("host solutes were not uploaded".into()))?;
-        pieces::take(&h.vel_down, 3, out.as_flattened_mut(), &h.arrived)
+        let out = out.as_flattened_mut();
+        if h.straight && crate::backend::cuda::device_solutes::page_locked(out) {
+            let s = &self.stream;
+            // SAFETY: the 3n velocities the return wrote (queued before on this stream) into
+            // the caller's page-locked array, which the host waits for below.
+            unsafe {
+                cudarc::driver::result::memcpy_dtoh_async(out, addr(&h.vel, s), s.cu_stream())
+            }
+            .map_err(drv("solute download"))?;
+            return s.synchronize().map_err(drv("solute download"));
+        }
+        if h.straight {
+            // velocities into a pageable array after page-locked ones went up (not the
+            // one-call step's case): through the driver's staging
+            let s = &self.stream;
+            s.synchronize().map_err(drv("solute download"))?;
+            let n = out.len();
+            return s
+                .memcpy_dtoh(&h.vel.slice(..n), out)
+                .map_err(drv("solute download"));
+        }
+        pieces::take(&h.vel_down, 3, out, &h.arrived)
+    }
+
+    /// Whether this step's host arrays went up untested, straight from page-locked memory
+    /// (then the routing's count must test them before the fluid moves).
+    pub(in crate::backend::cuda::multi) fn host_went_straight(&self) -> bool {
+        self.host.as_ref().is_some_and(|h| h.straight)
     }
 }
