@@ -571,11 +571,13 @@ impl MultiCudaBackend {
         self.split_at(0)?;
         let mut split = self.rank_split.take().expect("made by split_at");
         let done = (|| {
+            // the values were checked on the host and agreed: the fluid streams at once, while
+            // the solutes go up and are split
+            if self.fluid_begun.is_none() {
+                self.begin_pass_one(plan, b.len())?;
+            }
             let d = split.upload_host(b)?;
             split.count(&self.slabs[0], plan, &d)?;
-            if self.fluid_begun.is_none() {
-                self.begin_pass_one(plan, d.n)?;
-            }
             let report = self.step_split(plan, &d, &mut split)?;
             split.download_host(b.vel)?;
             Ok(report)
