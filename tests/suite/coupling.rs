@@ -177,7 +177,10 @@ fn page_locked_solute_arrays_collide_as_pageable_ones(p: Platform) {
     }
     assert_eq!(lv, &before[..], "velocities after the refused step");
     let after = locked.fluid_state().unwrap();
-    assert!(fluid.pos == after.pos && fluid.vel == after.vel, "the fluid after the refused step");
+    assert!(
+        fluid.pos == after.pos && fluid.vel == after.vel,
+        "the fluid after the refused step"
+    );
 }
 
 fn positions_outside_the_box_are_wrapped_consistently_with_lees_edwards(p: Platform) {

@@ -1,0 +1,167 @@
+//! A rank's own host solutes through the split: uploaded to its GPU beside pass 1 (their values
+//! checked on the host and agreed over the ranks before), split there as device solutes are,
+//! and their velocities copied back into the caller's array.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, PinnedHostSlice};
+
+use super::RankSplit;
+use crate::backend::cuda::device::drv;
+use crate::backend::cuda::multi::MultiCudaBackend;
+use crate::backend::{DeviceSolutes, SoluteBatch, StepReport};
+use crate::error::Result;
+use crate::physics::StepPlan;
+
+/// A rank's own host solutes on its GPU: device arrays the split reads and the collision's
+/// velocities land in, and the pinned staging they go up and down through (unused for
+/// page-locked caller arrays, which go by DMA straight).
+pub(super) struct HostInput {
+    capacity: usize,
+    pos: CudaSlice<f64>,
+    vel: CudaSlice<f64>,
+    mass: CudaSlice<f64>,
+    pos_up: PinnedHostSlice<f64>,
+    vel_up: PinnedHostSlice<f64>,
+    mass_up: PinnedHostSlice<f64>,
+    vel_down: PinnedHostSlice<f64>,
+    arrived: Vec<CudaEvent>,
+}
+
+impl HostInput {
+    fn new(stream: &Arc<CudaStream>, n: usize) -> Result<HostInput> {
+        let capacity = n.next_power_of_two().max(1024);
+        let ctx = stream.context();
+        let dev = |len: usize| stream.alloc_zeros::<f64>(len).map_err(drv("rank split"));
+        let pin = |len: usize, host_reads: bool| {
+            let flags = if host_reads {
+                0
+            } else {
+                crate::backend::cuda::pieces::up_staging_flags()
+            };
+            // SAFETY: pinned host memory, uninitialised: filled on the host before each copy
+            // up, or read only after the copy down into it has completed (`pieces::take`).
+            unsafe { ctx.alloc_pinned_with_flags::<f64>(len, flags) }.map_err(drv("pinned"))
+        };
+        Ok(HostInput {
+            capacity,
+            pos: dev(3 * capacity)?,
+            vel: dev(3 * capacity)?,
+            mass: dev(capacity)?,
+            pos_up: pin(3 * capacity, false)?,
+            vel_up: pin(3 * capacity, false)?,
+            mass_up: pin(capacity, false)?,
+            vel_down: pin(3 * capacity, true)?,
+            arrived: Vec::new(),
+        })
+    }
+}
+
+impl RankSplit {
+    /// This rank's host solutes `b` up to its GPU on the split's stream (their values were
+    /// checked on the host and agreed over the ranks): the device solutes the split takes.
+    fn upload_host(&mut self, b: &SoluteBatch<'_>) -> Result<DeviceSolutes> {
+        use crate::backend::cuda::pieces::{self, Bound, Up};
+        let n = b.len();
+        let st = self.stream.clone();
+        // the previous step's copies out of the staging have passed (the host waited for the
+        // velocities at its end); new buffers only when the count outgrows them
+        if self.host.as_ref().is_none_or(|h| h.capacity < n) {
+            st.synchronize().map_err(drv("rank split"))?;
+            self.host = Some(HostInput::new(&st, n)?);
+        }
+        let h = self.host.as_mut().expect("made above");
+        let (pos, vel, mass) = (
+            h.pos.device_ptr(&st).0,
+            h.vel.device_ptr(&st).0,
+            h.mass.device_ptr(&st).0,
+        );
+        let mut arrays = [
+            Up {
+                src: b.pos.as_flattened(),
+                staging: &mut h.pos_up,
+                dst: pos,
+                width: 3,
+                bound: Bound::Any,
+            },
+            Up {
+                src: b.vel.as_flattened(),
+                staging: &mut h.vel_up,
+                dst: vel,
+                width: 3,
+                bound: Bound::Any,
+            },
+            Up {
+                src: b.mass,
+                staging: &mut h.mass_up,
+                dst: mass,
+                width: 1,
+                bound: Bound::Any,
+            },
+        ];
+        // SAFETY: the device arrays hold capacity >= n solutes, read next by the split's count
+        // on this stream; the staging's previous copies have passed (above); page-locked
+        // caller arrays are read until the stream passes the copies, and the caller's batch
+        // is borrowed until this step returns, after the host waited for the stream.
+        unsafe { pieces::upload(&st, &mut arrays, n) }?;
+        Ok(DeviceSolutes {
+            pos,
+            vel,
+            mass,
+            n,
+            stream: st.cu_stream() as u64,
+        })
+    }
+
+    /// The collided velocities of the uploaded host solutes into `out` (3 per solute), after
+    /// every scatter queued on the split's stream.
+    fn download_host(&mut self, out: &mut [[f64; 3]]) -> Result<()> {
+        use crate::backend::cuda::pieces;
+        let st = self.stream.clone();
+        let h = self.host.as_mut().expect("uploaded this step");
+        let src = h.vel.device_ptr(&st).0;
+        let out = out.as_flattened_mut();
+        if crate::backend::cuda::device_solutes::page_locked(out) {
+            // SAFETY: the uploaded solutes' velocities (3n doubles, written by the scatters
+            // queued before on this stream) straight into the caller's page-locked array,
+            // which the host waits for below.
+            unsafe { cudarc::driver::result::memcpy_dtoh_async(out, src, st.cu_stream()) }
+                .map_err(drv("solute download"))?;
+            return st.synchronize().map_err(drv("solute download"));
+        }
+        let n = out.len() / 3;
+        // SAFETY: as above, into the pinned staging, read only through `take`, which waits
+        // for each piece's event.
+        unsafe { pieces::download(&st, src, &mut h.vel_down, 3, n, &mut h.arrived)? };
+        pieces::take(&h.vel_down, 3, out, &h.arrived)
+    }
+}
+
+impl MultiCudaBackend {
+    /// One step over MPI ranks with this rank's own host solutes `b` (checked on the host and
+    /// agreed over the ranks before): uploaded to its first GPU and split there as device
+    /// solutes are, the velocities copied back into `b`. Collective in the same order as
+    /// `step_over_ranks`: the route, the step, the return.
+    pub(in crate::backend::cuda::multi) fn step_host_split(
+        &mut self,
+        plan: &StepPlan,
+        b: &mut SoluteBatch<'_>,
+    ) -> Result<StepReport> {
+        self.split_at(0)?;
+        let mut split = self.rank_split.take().expect("made by split_at");
+        let done = (|| {
+            // the values were checked on the host and agreed: the fluid streams at once, while
+            // the solutes go up and are split
+            if self.fluid_begun.is_none() {
+                self.begin_pass_one(plan, b.len())?;
+            }
+            let d = split.upload_host(b)?;
+            split.count(&self.slabs[0], plan, &d)?;
+            let report = self.step_split(plan, &d, &mut split)?;
+            split.download_host(b.vel)?;
+            Ok(report)
+        })();
+        self.rank_split = Some(split);
+        done
+    }
+}
