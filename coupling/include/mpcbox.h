@@ -202,6 +202,19 @@ int mpcbox_step_device(struct MpcboxSolvent *solvent,
                        const double *mass,
                        void *stream);
 
+// `bytes` bytes (aligned to 64) for solute arrays: page-locked host memory where a CUDA driver
+// and GPU are usable (the fluid's GPUs then copy the solutes to and from it by DMA, without
+// the staging copy that ordinary memory needs), ordinary memory otherwise. NULL for 0 bytes or
+// when no memory is left. Give it back with `mpcbox_host_free`. Safe to call from any thread.
+void *mpcbox_host_alloc(uintptr_t bytes);
+
+// Give back memory from `mpcbox_host_alloc` (NULL: nothing). A pointer that did not come from
+// it, or was given back already, is ignored.
+//
+// # Safety
+// No copy or other code may still use the memory.
+void mpcbox_host_free(void *ptr);
+
 // Run this process's solvents over the caller's MPI communicator, given in its Fortran form
 // (from C: `MPI_Comm_c2f(MPI_COMM_WORLD)`; from Fortran: the integer handle; from mpi4py:
 // `comm.py2f()`). Call once, after `MPI_Init` and before the first `mpcbox_create_*`; every

@@ -14,13 +14,32 @@
 
 #include "fix.h"
 
+#include "mpcbox.h"
+
 #include <cstdint>
+#include <new>
 #include <string>
 #include <vector>
 
-struct MpcboxSolvent;
-
 namespace LAMMPS_NS {
+
+/* Storage for the arrays handed to mpcbox_step: page-locked where a CUDA GPU is usable, so that
+ * a fluid on GPUs copies them by DMA straight from and into them (mpcbox_host_alloc). */
+template <class T> struct MpcboxHostAllocator {
+  using value_type = T;
+  MpcboxHostAllocator() = default;
+  template <class U> MpcboxHostAllocator(const MpcboxHostAllocator<U> &) {}
+  T *allocate(std::size_t n)
+  {
+    void *p = mpcbox_host_alloc(n * sizeof(T));
+    if (p == nullptr) throw std::bad_alloc();
+    return static_cast<T *>(p);
+  }
+  void deallocate(T *p, std::size_t) { mpcbox_host_free(p); }
+  template <class U> bool operator==(const MpcboxHostAllocator<U> &) const { return true; }
+  template <class U> bool operator!=(const MpcboxHostAllocator<U> &) const { return false; }
+};
+using MpcboxArray = std::vector<double, MpcboxHostAllocator<double>>;
 
 class FixMpcbox : public Fix {
  public:
@@ -61,8 +80,10 @@ class FixMpcbox : public Fix {
 
   // Exchange buffers. Per local group atom: tag, x[3], v[3], mass. Root: every rank's atoms
   // (gathered), the same sorted by tag in MPC units, and velocities back in gathered order.
-  // Per rank: pos, vel, mass hold this rank's group atoms in MPC units.
-  std::vector<double> packed, gathered, pos, vel, mass, vel_back, vel_mine;
+  // Per rank: pos, vel, mass hold this rank's group atoms in MPC units; they are what
+  // mpcbox_step reads and writes, so they live in page-locked memory where a GPU is usable.
+  std::vector<double> packed, gathered, vel_back, vel_mine;
+  MpcboxArray pos, vel, mass;
   std::vector<int> counts, displs, order;
 
   void parse_args(int narg, char **arg);

@@ -16,8 +16,10 @@ use std::path::Path;
 use mpcbox::{Checkpoint, Config, MpcError, Solvent};
 
 mod device;
+mod host_memory;
 mod ranks;
 pub use device::mpcbox_step_device;
+pub use host_memory::{mpcbox_host_alloc, mpcbox_host_free};
 
 /// An mpcbox solvent (opaque).
 pub struct MpcboxSolvent {

@@ -102,7 +102,7 @@ pub use device_solutes::DeviceSoluteArrays;
 pub use host_staging::SoluteTransfer;
 pub use multi::transfer;
 pub(crate) use params::WallParams;
-pub use pinned_solutes::PinnedSoluteArrays;
+pub use pinned_solutes::{alloc_page_locked, free_page_locked, PinnedSoluteArrays};
 pub use step::PHASE_NAMES;
 
 use cudarc::driver::{CudaSlice, DriverError};

@@ -5,7 +5,7 @@
 //! `pin_memory()`, CuPy's pinned arrays); these are for callers without a CUDA runtime of
 //! their own.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::{CudaContext, PinnedHostSlice};
 
@@ -54,5 +54,48 @@ impl PinnedSoluteArrays {
         let vel = &mut self.vel.as_mut_slice().map_err(drv("pinned"))?[..3 * n];
         let mass = &mut self.mass.as_mut_slice().map_err(drv("pinned"))?[..n];
         Ok((pos.as_chunks_mut::<3>().0, vel.as_chunks_mut::<3>().0, mass))
+    }
+}
+
+/// The context page-locked allocations are made in (GPU 0's primary context), or None without a
+/// usable CUDA driver and GPU.
+fn host_alloc_context() -> Option<&'static Arc<CudaContext>> {
+    static CONTEXT: OnceLock<Option<Arc<CudaContext>>> = OnceLock::new();
+    CONTEXT
+        .get_or_init(|| {
+            if !super::device::driver_present() {
+                return None;
+            }
+            CudaContext::new(0).ok()
+        })
+        .as_ref()
+}
+
+/// `bytes` of page-locked host memory from the CUDA driver, reachable by DMA from every GPU of
+/// the process (portable), or None without a usable CUDA driver and GPU, for 0 bytes, or when
+/// the driver refuses (too much locked memory). Free it with [`free_page_locked`].
+pub fn alloc_page_locked(bytes: usize) -> Option<std::ptr::NonNull<u8>> {
+    let ctx = host_alloc_context()?;
+    if bytes == 0 || ctx.bind_to_thread().is_err() {
+        return None;
+    }
+    let flags = cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE;
+    // SAFETY: a context is current on this thread (bound above); the driver returns memory of
+    // `bytes` bytes or an error.
+    let p = unsafe { cudarc::driver::result::malloc_host(bytes, flags) }.ok()?;
+    std::ptr::NonNull::new(p.cast::<u8>())
+}
+
+/// Give back memory from [`alloc_page_locked`].
+///
+/// # Safety
+/// `ptr` must come from [`alloc_page_locked`] and not have been freed, and no copy may still be
+/// reading or writing it.
+pub unsafe fn free_page_locked(ptr: std::ptr::NonNull<u8>) {
+    if let Some(ctx) = host_alloc_context() {
+        if ctx.bind_to_thread().is_ok() {
+            // SAFETY: the caller's promise above; the context that allocated it is current.
+            let _ = unsafe { cudarc::driver::result::free_host(ptr.as_ptr().cast()) };
+        }
     }
 }
