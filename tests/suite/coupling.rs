@@ -155,6 +155,17 @@ fn page_locked_solute_arrays_collide_as_pageable_ones(p: Platform) {
         locked.step_with_solutes(lp, lv, lm).unwrap();
     }
     p.assert_same_solutes(&v, lv, "one call: solute velocities");
+    // the arrays are what the driver calls page-locked, ordinary vectors are not, and so is the
+    // C ABI's memory (`mpcbox_host_alloc`) where a GPU is usable
+    use mpcbox::backend::cuda::{alloc_page_locked, free_page_locked, page_locked};
+    assert!(page_locked(lp) && page_locked(lv) && page_locked(lm));
+    assert!(!page_locked(&pos) && !page_locked(&v));
+    let block = alloc_page_locked(1 << 20).expect("page-locked memory on a GPU machine");
+    // SAFETY: 1 MiB just allocated, aligned for f64 by the driver (page-aligned).
+    let doubles = unsafe { std::slice::from_raw_parts(block.as_ptr().cast::<f64>(), 1 << 17) };
+    assert!(page_locked(doubles));
+    // SAFETY: allocated above, not used after.
+    unsafe { free_page_locked(block) };
     for _ in 0..3 {
         pageable.begin_step(&pos, &v, &mass).unwrap();
         pageable.finish_step(&mut v).unwrap();

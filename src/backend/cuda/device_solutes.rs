@@ -65,7 +65,7 @@ pub(in crate::backend::cuda) fn device_of(addr: u64) -> Option<usize> {
 /// `cudaHostRegister`, PyTorch's `pin_memory`, CuPy's pinned arrays, `mpcbox`'s own), judged
 /// by its first and last byte: such memory is copied to and from a GPU by DMA without staging.
 /// A wrong guess costs speed only: a copy from pageable memory is staged by the driver.
-pub(in crate::backend::cuda) fn page_locked<T>(s: &[T]) -> bool {
+pub fn page_locked<T>(s: &[T]) -> bool {
     use sys::CUpointer_attribute as A;
     let bytes = std::mem::size_of_val(s) as u64;
     if bytes == 0 {

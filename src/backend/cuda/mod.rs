@@ -98,7 +98,7 @@ pub use buffers::{
 pub use cell_sums::CellSumMethod;
 pub use device::{device_memory, driver_present, nvrtc_present, probe, CudaDevice};
 pub(crate) use device::{drv, kernel, load_module};
-pub use device_solutes::DeviceSoluteArrays;
+pub use device_solutes::{page_locked, DeviceSoluteArrays};
 pub use host_staging::SoluteTransfer;
 pub use multi::transfer;
 pub(crate) use params::WallParams;
