@@ -16,6 +16,7 @@
 
 #include "mpcbox.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <new>
 #include <string>
