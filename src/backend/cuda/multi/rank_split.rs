@@ -1,6 +1,7 @@
-//! Over MPI ranks, each rank's own device-resident solutes split on its GPU by the routing
-//! kernels of `kernels/solute_routes.cu` over three pseudo-slabs: the layers below this rank's
-//! slabs, its own layers, and those above. Its own solutes stay on the GPU and are routed to
+//! Over MPI ranks, each rank's own solutes (device arrays, or host arrays uploaded to its GPU
+//! first: `host.rs`) split on its GPU by the routing kernels of `kernels/solute_routes.cu`
+//! over three pseudo-slabs: the layers below this rank's slabs, its own layers, and those
+//! above. Its own solutes stay on the GPU and are routed to
 //! its slabs as one process routes device solutes (`solute_routes.rs`); only the others (for
 //! an MD code decomposed as the fluid is, those near a face) go down to the host and through
 //! the transport to the ranks of their cells (`slabbed::route_solutes`), which collide them
@@ -35,9 +36,9 @@ use crate::backend::{Backend, DeviceSolutes, SoluteBatch, StepReport, MAX_SOLUTE
 use crate::error::Result;
 use crate::physics::StepPlan;
 
-/// Whether the split is switched off (`MPCBOX_RANK_SOLUTE_SPLIT=off`): every device solute
-/// then goes through the host (`MultiCudaBackend::step_device_over_ranks`), the reference the
-/// split is tested against.
+/// Whether the split is switched off (`MPCBOX_RANK_SOLUTE_SPLIT=off`): every solute is then
+/// routed on the host (device arrays copied down first, `MultiCudaBackend::step_device_over_ranks`),
+/// the reference the split is tested against.
 pub(super) fn off() -> bool {
     crate::knobs::knobs().is("MPCBOX_RANK_SOLUTE_SPLIT", "off")
 }
@@ -45,8 +46,7 @@ pub(super) fn off() -> bool {
 /// The pseudo-slabs of the split: below this rank's layers, its own, above.
 const PARTS: usize = 3;
 
-/// A rank's split of its device solutes: the staging on its GPU and the foreign solutes on
-/// the host (made at the first split step; remade when the solutes move to another GPU).
+/// A rank's split of its solutes: the staging on its GPU and the foreign solutes on the host (made at the first split step; remade when the solutes move to another GPU).
 pub(super) struct RankSplit {
     ordinal: usize,
     stream: Arc<CudaStream>,
