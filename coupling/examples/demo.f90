@@ -5,7 +5,9 @@ program demo
   implicit none
   type(c_ptr) :: s
   integer, parameter :: n = 27
-  real(c_double) :: pos(3, n), vel(3, n), mass(n), p0, p1
+  real(c_double) :: pos(3, n), mass(n), p0, p1
+  real(c_double), pointer :: vel(:, :)
+  type(c_ptr) :: vel_memory
   type(mpcbox_observables_t) :: obs
   integer :: i, step
 
@@ -15,6 +17,11 @@ program demo
     print *, "create failed: ", mpcbox_error_message()
     stop 1
   end if
+  ! the velocities in memory from mpcbox (page-locked where a GPU is usable, so that they
+  ! cross PCIe without a staging copy; any Fortran array works as well)
+  vel_memory = mpcbox_host_alloc(int(8 * 3 * n, c_size_t))
+  if (.not. c_associated(vel_memory)) stop 1
+  call c_f_pointer(vel_memory, vel, [3, n])
   do i = 1, n
     pos(:, i) = [modulo(i, 3) * 2.0d0 + 0.5d0, modulo(i / 3, 3) * 2.0d0 + 0.5d0, (i / 9) * 2.0d0 + 0.5d0]
     vel(:, i) = [0.5d0, -0.25d0, 0.0d0]
@@ -36,5 +43,6 @@ program demo
   if (mpcbox_step(s, int(n, c_size_t), pos, vel, mass) == MPCBOX_OK) stop 1
   print *, "negative mass refused: ", mpcbox_error_message()
   call mpcbox_free(s)
+  call mpcbox_host_free(vel_memory)
   print *, "fortran ok"
 end program demo

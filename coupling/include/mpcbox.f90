@@ -47,6 +47,17 @@ module mpcbox
       integer(c_size_t), value :: n
       type(c_ptr), value :: pos, vel, mass, stream
     end function
+    ! Memory for solute arrays: page-locked where a CUDA GPU is usable (a fluid on GPUs then
+    ! copies the arrays by DMA, without a staging copy), ordinary memory otherwise. Map it with
+    ! c_f_pointer; give it back with mpcbox_host_free.
+    type(c_ptr) function mpcbox_host_alloc(bytes) bind(C, name="mpcbox_host_alloc")
+      import :: c_ptr, c_size_t
+      integer(c_size_t), value :: bytes
+    end function
+    subroutine mpcbox_host_free(p) bind(C, name="mpcbox_host_free")
+      import :: c_ptr
+      type(c_ptr), value :: p
+    end subroutine
     integer(c_int) function mpcbox_step_fluid(s, steps) bind(C, name="mpcbox_step_fluid")
       import :: c_ptr, c_int, c_int64_t
       type(c_ptr), value :: s
