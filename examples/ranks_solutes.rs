@@ -8,6 +8,7 @@
 //! fluid's device in the config's spelling (default `Cpu`; `Cuda([0])`: every rank on GPU 0).
 //! A third argument `device` hands the solutes over as device arrays on the rank's GPU (on a
 //! stream of its own, `step_with_device_solutes`) instead of host arrays.
+//! `RANKS_SOLUTES_SLABS=S` cuts the box into S y slabs (several per rank).
 //! With `RANKS_SOLUTES_BAD=R:S`, rank R first hands over a NaN position at step S: every rank
 //! writes the error its step returned to `OUT_DIR/error_<rank>.txt`, then steps again with the
 //! good solutes (nothing changed, so the run ends as one without the bad call).
@@ -97,10 +98,12 @@ fn main() -> Res<()> {
     );
     let device = std::env::args().nth(2).unwrap_or_else(|| "Cpu".into());
     let on_gpu = std::env::args().nth(3).as_deref() == Some("device");
+    // RANKS_SOLUTES_SLABS=S: the box cut into S y slabs (several per rank, or per GPU)
+    let slabs = std::env::var("RANKS_SOLUTES_SLABS").unwrap_or_else(|_| "0".into());
     let cfg = Config::from_ron_str(&format!(
         "(cells: (8, 12, 8), particles_per_cell: 5, time_step: 0.1, \
           collision: Srd(angle_deg: 130.0), thermostat: None, seed: 21, steps: 20, \
-          device: {device}, tuning: (reorder_interval: Some(0)))"
+          device: {device}, tuning: (reorder_interval: Some(0), slabs: {slabs}))"
     ))?;
     let mut solvent = Solvent::new(cfg.clone())?;
     solvent.set_solutes_per_rank(true)?;

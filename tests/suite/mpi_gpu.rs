@@ -118,8 +118,9 @@ fn solutes_per_gpu_rank_are_routed_to_their_cells_and_back() {
 /// through the host (`MPCBOX_RANK_SOLUTE_SPLIT=off`): on 2 and 3 ranks every solute's velocity
 /// after 20 steps equals the one-process run's with device solutes to 1e-9 (only the order of
 /// the cell sums differs; the velocities are copied, not recomputed, on their way), fluid +
-/// solute momentum is conserved across the ranks, and a NaN position on rank 1 of 3 stops every
-/// rank at that step, naming the array and rank 1, with nothing changed.
+/// solute momentum is conserved across the ranks (also with 3 slabs over 2 ranks, one rank
+/// routing its solutes over two slabs), and a NaN position on rank 1 of 3 stops every rank at
+/// that step, naming the array and rank 1, with nothing changed.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn device_solutes_per_gpu_rank_are_routed_to_their_cells_and_back() {
@@ -129,6 +130,10 @@ fn device_solutes_per_gpu_rank_are_routed_to_their_cells_and_back() {
         let envs = [("MPCBOX_RANK_SOLUTE_SPLIT", split)];
         super::mpi_solutes::compare_routed_solutes(bin, &how, &[2, 3], &envs);
     }
+    // 3 slabs: 2 ranks hold 1 and 2 of them (a rank's own solutes routed over its 2 slabs),
+    // against one process of 3 slabs
+    let envs = [("RANKS_SOLUTES_SLABS", "3")];
+    super::mpi_solutes::compare_routed_solutes(bin, &how, &[2], &envs);
     super::mpi_solutes::assert_a_bad_solute_stops_every_rank(bin, &how);
 }
 
