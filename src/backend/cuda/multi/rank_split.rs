@@ -28,11 +28,14 @@ use cudarc::driver::{
 mod host;
 
 use super::solute_routes::returns::{caller_stream_error, record_on_raw, wait_on_raw};
+use super::solute_routes::{
+    first_bad_indices, launch_route_count, launch_route_pack, RouteBuffers,
+};
 use super::MultiCudaBackend;
 use crate::backend::cuda::device::drv;
 use crate::backend::cuda::CudaBackend;
 use crate::backend::slabbed::{return_solute_velocities, route_solutes, SoluteMode};
-use crate::backend::{Backend, DeviceSolutes, SoluteBatch, StepReport, MAX_SOLUTE_COORDINATE};
+use crate::backend::{Backend, DeviceSolutes, SoluteBatch, StepReport};
 use crate::error::Result;
 use crate::physics::StepPlan;
 
@@ -82,14 +85,6 @@ struct Foreign {
     vel: Vec<[f64; 3]>,
     mass: Vec<f64>,
     index: Vec<u32>,
-}
-
-fn grid(n: usize) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (n.div_ceil(256).clamp(1, 1024) as u32, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    }
 }
 
 impl RankSplit {
@@ -165,6 +160,21 @@ impl RankSplit {
         Ok(())
     }
 
+    /// The split's buffers for a pass over the three parts.
+    fn buffers(&mut self) -> RouteBuffers<'_> {
+        RouteBuffers {
+            bounds: &self.bounds,
+            g: PARTS as u32,
+            counts: &mut self.counts,
+            cursor: &mut self.cursor,
+            first_bad: &mut self.first_bad,
+            rpos: &mut self.rpos,
+            rvel: &mut self.rvel,
+            rmass: &mut self.rmass,
+            rindex: &mut self.rindex,
+        }
+    }
+
     /// Count and check the caller's `s` in [below | own | above] on step `plan`'s grid (the
     /// host waits for the counts and the check: a bad value is an error here).
     fn count(&mut self, home: &CudaBackend, plan: &StepPlan, s: &DeviceSolutes) -> Result<()> {
@@ -175,32 +185,16 @@ impl RankSplit {
         let st = self.stream.clone();
         st.wait(&self.caller_ready).map_err(drv("event"))?;
         let p = home.params(plan, s.n);
-        let (n32, g) = (s.n as u32, PARTS as u32);
         st.memset_zeros(&mut self.counts)
             .map_err(drv("rank split"))?;
         st.memset_zeros(&mut self.cursor)
             .map_err(drv("rank split"))?;
         st.memset_zeros(&mut self.first_bad)
             .map_err(drv("rank split"))?;
-        // SAFETY: mpc_route_count(MpcParams, const double *spos, *svel, *smass, u32 n, double
-        // limit, const u32 *bounds, u32 g, u32 *counts, u32 *first_bad): the caller's arrays
-        // of n solutes (3n, 3n, n doubles; the pointers checked), the g + 1 bounds, g counters
-        // and 4 first-bad indices zeroed above; a grid-stride loop.
-        unsafe {
-            st.launch_builder(&home.dev.k.route_count)
-                .arg(&p)
-                .arg(&s.pos)
-                .arg(&s.vel)
-                .arg(&s.mass)
-                .arg(&n32)
-                .arg(&MAX_SOLUTE_COORDINATE)
-                .arg(&self.bounds)
-                .arg(&g)
-                .arg(&mut self.counts)
-                .arg(&mut self.first_bad)
-                .launch(grid(s.n))
-                .map_err(drv("rank split"))?;
-        }
+        // SAFETY: the caller's n solutes (the pointers checked, or this split's upload), after
+        // the caller's work (waited for above); the parts' bounds, counters and first-bad
+        // indices zeroed above.
+        unsafe { launch_route_count(&st, home, &p, s, &mut self.buffers())? };
         let back = self.readback.as_mut_slice().map_err(drv("pinned"))?;
         st.memcpy_dtoh(&self.counts, &mut back[..PARTS])
             .map_err(drv("rank split"))?;
@@ -208,14 +202,7 @@ impl RankSplit {
             .map_err(drv("rank split"))?;
         st.synchronize().map_err(drv("rank split"))?;
         let back = self.readback.as_slice().map_err(drv("pinned"))?;
-        // recorded as u32::MAX - index (0: none), see `kernels/solute_routes.cu`
-        let first_bad: [u32; 4] = std::array::from_fn(|k| {
-            if back[PARTS + k] == 0 {
-                u32::MAX
-            } else {
-                u32::MAX - back[PARTS + k]
-            }
-        });
+        let first_bad = first_bad_indices(&back[PARTS..]);
         crate::backend::cuda::device_solutes::first_bad_to_error(&first_bad)?;
         self.parts = std::array::from_fn(|k| back[k] as usize);
         Ok(())
@@ -227,30 +214,9 @@ impl RankSplit {
         home.dev.ctx.bind_to_thread().map_err(drv("bind"))?;
         let st = self.stream.clone();
         let p = home.params(plan, s.n);
-        let (n32, g) = (s.n as u32, PARTS as u32);
-        // SAFETY: mpc_route_pack(MpcParams, const double *spos, *svel, *smass, u32 n, double
-        // limit, const u32 *bounds, u32 g, const u32 *counts, u32 *cursor, double *rpos, *rvel,
-        // *rmass, u32 *rindex): the arrays `count` counted and checked (every value good),
-        // their counts and zeroed cursors on this stream, the staging of capacity >= n.
-        unsafe {
-            st.launch_builder(&home.dev.k.route_pack)
-                .arg(&p)
-                .arg(&s.pos)
-                .arg(&s.vel)
-                .arg(&s.mass)
-                .arg(&n32)
-                .arg(&MAX_SOLUTE_COORDINATE)
-                .arg(&self.bounds)
-                .arg(&g)
-                .arg(&self.counts)
-                .arg(&mut self.cursor)
-                .arg(&mut self.rpos)
-                .arg(&mut self.rvel)
-                .arg(&mut self.rmass)
-                .arg(&mut self.rindex)
-                .launch(grid(s.n))
-                .map_err(drv("rank split"))?;
-        }
+        // SAFETY: the arrays `count` counted and checked (every value good), their counts and
+        // the cursors zeroed there on this stream, the staging of capacity >= n.
+        unsafe { launch_route_pack(&st, home, &p, s, &mut self.buffers())? };
         self.take_foreign()
     }
 

@@ -163,6 +163,108 @@ fn addr<T>(b: &CudaSlice<T>, s: &CudaStream) -> u64 {
     b.device_ptr(s).0
 }
 
+/// The buffers of one routing pass over `g` parts (slabs, or a rank's pseudo-slabs): the parts'
+/// first layers then Ly, their counters and cursors, the four first-bad indices, and the
+/// staging the packing writes (positions, velocities, masses, caller indices).
+pub(super) struct RouteBuffers<'a> {
+    pub(super) bounds: &'a CudaSlice<u32>,
+    pub(super) g: u32,
+    pub(super) counts: &'a mut CudaSlice<u32>,
+    pub(super) cursor: &'a mut CudaSlice<u32>,
+    pub(super) first_bad: &'a mut CudaSlice<u32>,
+    pub(super) rpos: &'a mut CudaSlice<f64>,
+    pub(super) rvel: &'a mut CudaSlice<f64>,
+    pub(super) rmass: &'a mut CudaSlice<f64>,
+    pub(super) rindex: &'a mut CudaSlice<u32>,
+}
+
+/// Queue `mpc_route_count` over `s` on `stream`: every value tested, every solute located on
+/// the grid of `p` and counted in its part.
+///
+/// # Safety
+/// `s` holds 3n, 3n and n doubles of device memory of `stream`'s GPU (checked pointers, or an
+/// upload), not written until the count has passed; `b.bounds` holds g + 1 layers, `b.counts` g
+/// counters and `b.first_bad` 4 indices, zeroed on this stream before.
+pub(super) unsafe fn launch_route_count(
+    stream: &CudaStream,
+    home: &CudaBackend,
+    p: &KernelParams,
+    s: &DeviceSolutes,
+    b: &mut RouteBuffers<'_>,
+) -> Result<()> {
+    let n32 = s.n as u32;
+    // SAFETY: mpc_route_count(MpcParams, const double *spos, *svel, *smass, u32 n, double
+    // limit, const u32 *bounds, u32 g, u32 *counts, u32 *first_bad) with the buffers the
+    // caller vouches for; a grid-stride loop over any grid.
+    unsafe {
+        stream
+            .launch_builder(&home.dev.k.route_count)
+            .arg(p)
+            .arg(&s.pos)
+            .arg(&s.vel)
+            .arg(&s.mass)
+            .arg(&n32)
+            .arg(&MAX_SOLUTE_COORDINATE)
+            .arg(b.bounds)
+            .arg(&b.g)
+            .arg(&mut *b.counts)
+            .arg(&mut *b.first_bad)
+            .launch(strided(s.n, COUNT_BLOCKS, 1))
+            .map_err(drv("solute routing"))?;
+    }
+    Ok(())
+}
+
+/// Queue `mpc_route_pack` of the counted `s` on `stream`: each solute into its part's region of
+/// the staging (part k's region starts at the sum of the counts before it).
+///
+/// # Safety
+/// As [`launch_route_count`], after it on the same stream (its counts, every value good), with
+/// `b.cursor` zeroed on this stream and a staging of capacity >= n slots.
+pub(super) unsafe fn launch_route_pack(
+    stream: &CudaStream,
+    home: &CudaBackend,
+    p: &KernelParams,
+    s: &DeviceSolutes,
+    b: &mut RouteBuffers<'_>,
+) -> Result<()> {
+    let n32 = s.n as u32;
+    // SAFETY: mpc_route_pack(MpcParams, const double *spos, *svel, *smass, u32 n, double
+    // limit, const u32 *bounds, u32 g, const u32 *counts, u32 *cursor, double *rpos, *rvel,
+    // *rmass, u32 *rindex) with the buffers the caller vouches for; the regions add up to n
+    // slots; a grid-stride loop over tiles.
+    unsafe {
+        stream
+            .launch_builder(&home.dev.k.route_pack)
+            .arg(p)
+            .arg(&s.pos)
+            .arg(&s.vel)
+            .arg(&s.mass)
+            .arg(&n32)
+            .arg(&MAX_SOLUTE_COORDINATE)
+            .arg(b.bounds)
+            .arg(&b.g)
+            .arg(&*b.counts)
+            .arg(&mut *b.cursor)
+            .arg(&mut *b.rpos)
+            .arg(&mut *b.rvel)
+            .arg(&mut *b.rmass)
+            .arg(&mut *b.rindex)
+            .launch(strided(s.n, PACK_BLOCKS, TILE_ITEMS))
+            .map_err(drv("solute routing"))?;
+    }
+    Ok(())
+}
+
+/// The lowest bad index of each kind from the count's four first-bad words (recorded as
+/// u32::MAX - index, 0: none; see `kernels/solute_routes.cu`), u32::MAX where none.
+pub(super) fn first_bad_indices(words: &[u32]) -> [u32; 4] {
+    std::array::from_fn(|k| match words[k] {
+        0 => u32::MAX,
+        v => u32::MAX - v,
+    })
+}
+
 impl SoluteRoutes {
     /// The routing for `slabs` (this process's, cut at `bounds`, first layer of each then Ly)
     /// with its staging on slab `home`'s GPU.
@@ -227,6 +329,21 @@ impl SoluteRoutes {
     /// The slab whose GPU holds the staging.
     pub(super) fn home(&self) -> usize {
         self.home
+    }
+
+    /// This routing's buffers for a pass over its `g` slabs.
+    fn buffers(&mut self, g: u32) -> RouteBuffers<'_> {
+        RouteBuffers {
+            bounds: &self.bounds,
+            g,
+            counts: &mut self.counts,
+            cursor: &mut self.cursor,
+            first_bad: &mut self.first_bad,
+            rpos: &mut self.rpos,
+            rvel: &mut self.rvel,
+            rmass: &mut self.rmass,
+            rindex: &mut self.rindex,
+        }
     }
 
     /// Wait for every copy and kernel of the routing (before buffers are replaced or freed).
@@ -311,30 +428,14 @@ impl SoluteRoutes {
         solutes: &DeviceSolutes,
     ) -> Result<()> {
         let (home, s, p) = self.launch_on_home(slabs, plan, solutes.n)?;
-        let (n32, g) = (solutes.n as u32, slabs.len() as u32);
+        let g = slabs.len() as u32;
         s.memset_zeros(&mut self.counts).map_err(drv("routing"))?;
         s.memset_zeros(&mut self.first_bad)
             .map_err(drv("routing"))?;
-        // SAFETY: mpc_route_count(MpcParams, const double *spos, *svel, *smass, u32 n, double
-        // limit, const u32 *bounds, u32 g, u32 *counts, u32 *first_bad): the step's parameters,
-        // positions, velocities and masses of n solutes (3n, 3n, n doubles on this GPU: the
-        // caller's, checked by the pointer checks, or the uploaded copy), the slabs' g + 1
-        // bounds, g counters and 4 first-bad indices zeroed above; a grid-stride loop.
-        unsafe {
-            s.launch_builder(&home.dev.k.route_count)
-                .arg(&p)
-                .arg(&solutes.pos)
-                .arg(&solutes.vel)
-                .arg(&solutes.mass)
-                .arg(&n32)
-                .arg(&MAX_SOLUTE_COORDINATE)
-                .arg(&self.bounds)
-                .arg(&g)
-                .arg(&mut self.counts)
-                .arg(&mut self.first_bad)
-                .launch(strided(solutes.n, COUNT_BLOCKS, 1))
-                .map_err(drv("solute routing"))?;
-        }
+        // SAFETY: the solutes are the caller's (checked by the pointer checks) or the uploaded
+        // copy, n of them on this GPU; the slabs' g + 1 bounds, g counters and 4 first-bad
+        // indices zeroed above.
+        unsafe { launch_route_count(&s, home, &p, solutes, &mut self.buffers(g))? };
         let gl = g as usize;
         s.memcpy_dtoh(
             &self.counts,
@@ -349,13 +450,7 @@ impl SoluteRoutes {
         self.counted.record(&s).map_err(drv("event"))?;
         self.counted.synchronize().map_err(drv("solute routing"))?;
         let back = self.readback.as_slice().map_err(drv("pinned"))?;
-        // recorded as u32::MAX - index (0: none), see `kernels/solute_routes.cu`
-        let mut first_bad = [u32::MAX; 4];
-        for (f, &v) in first_bad.iter_mut().zip(&back[gl..gl + 4]) {
-            if v != 0 {
-                *f = u32::MAX - v;
-            }
-        }
+        let first_bad = first_bad_indices(&back[gl..gl + 4]);
         crate::backend::cuda::device_solutes::first_bad_to_error(&first_bad)?;
         let mut first = 0;
         for (r, &c) in self.regions.iter_mut().zip(&back[..gl]) {
@@ -383,32 +478,11 @@ impl SoluteRoutes {
         solutes: &DeviceSolutes,
     ) -> Result<()> {
         let (home, s, p) = self.launch_on_home(slabs, plan, solutes.n)?;
-        let (n32, g) = (solutes.n as u32, slabs.len() as u32);
+        let g = slabs.len() as u32;
         s.memset_zeros(&mut self.cursor).map_err(drv("routing"))?;
-        // SAFETY: mpc_route_pack(MpcParams, const double *spos, *svel, *smass, u32 n, double
-        // limit, const u32 *bounds, u32 g, const u32 *counts, u32 *cursor, double *rpos, *rvel,
-        // *rmass, u32 *rindex): the arrays `check_and_count` read (3n, 3n, n doubles), its
-        // counts on this stream, g cursors zeroed above, and the staging of capacity >= n slots
-        // (3 doubles, 3 doubles, 1 double, 1 index each); the regions add up to n slots.
-        unsafe {
-            s.launch_builder(&home.dev.k.route_pack)
-                .arg(&p)
-                .arg(&solutes.pos)
-                .arg(&solutes.vel)
-                .arg(&solutes.mass)
-                .arg(&n32)
-                .arg(&MAX_SOLUTE_COORDINATE)
-                .arg(&self.bounds)
-                .arg(&g)
-                .arg(&self.counts)
-                .arg(&mut self.cursor)
-                .arg(&mut self.rpos)
-                .arg(&mut self.rvel)
-                .arg(&mut self.rmass)
-                .arg(&mut self.rindex)
-                .launch(strided(solutes.n, PACK_BLOCKS, TILE_ITEMS))
-                .map_err(drv("solute routing"))?;
-        }
+        // SAFETY: the arrays `check_and_count` read, its counts on this stream, g cursors
+        // zeroed above, and the staging of capacity >= n slots.
+        unsafe { launch_route_pack(&s, home, &p, solutes, &mut self.buffers(g))? };
         self.routed.record(&s).map_err(drv("event"))?;
         self.send_regions(slabs)
     }
