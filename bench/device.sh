@@ -6,6 +6,9 @@
 #                 the test binaries with GPU tests, and with OpenMPI (mpicc) the MPI builds
 #   here:         bash bench/device.sh pack-mpi
 #                 Debian's OpenMPI runtime as files in .mpi/ (carry it too for MPI runs)
+#   here:         bash bench/device.sh pack-lammps
+#                 LAMMPS with fix mpcbox (lmp_mpcbox, lmp_mpcbox_gather) and its libraries in
+#                 .lmp/ (carry it for the `lammps` scenario: "lammps --lmp lmp_mpcbox --np 4 ...")
 #   on a device:  bash bench/device.sh run JOB... (from the repository root)
 #                 each argument one scenario with its options, e.g. gpu "rules --sizes 256"
 #                 "multi --gpus 1,2"; leading K=V words set the environment
@@ -97,6 +100,7 @@ run() {
   : "${OUT:?run on the device: OUT names the folder that comes back}"
   export MPCBOX_COMMIT; MPCBOX_COMMIT=$(cat .gpu/COMMIT 2>/dev/null || echo unknown)
   [ -f .mpi/env.sh ] && source .mpi/env.sh
+  [ -f .lmp/env.sh ] && source .lmp/env.sh
   export MPCBOX_MPI_BIN=$PWD/.gpu/mpi/mpcbox
   # the command the tests run (the packed test binary's build directory is not here)
   export MPCBOX_BIN=$PWD/.gpu/bin/mpcbox
@@ -155,6 +159,44 @@ ENV
   du -sh .mpi
 }
 
+pack_lammps() {
+  # LAMMPS for a machine that has none: lmp_mpcbox (this host's liblammps with fix mpcbox built
+  # in, `make -C coupling/lammps driver`) and the mpcbox coupling library, with MPI (the fluid
+  # over LAMMPS's ranks) and without (lib-gather/: the fluid on rank 0), and the shared
+  # libraries they need beyond glibc and OpenMPI (.mpi has those) in one archive; .lmp/env.sh
+  # unpacks it there and puts it on the paths. Needs liblammps-dev and mpicxx here.
+  command -v mpicxx >/dev/null && pkg-config --exists liblammps \
+    || { echo "pack-lammps: needs liblammps-dev and mpicxx (apt-get install liblammps-dev)"; return 1; }
+  cargo build --release --quiet -p mpcbox-coupling --features mpi --target-dir target/mpi
+  cargo build --release --quiet -p mpcbox-coupling
+  rm -rf .lmp && mkdir -p .lmp/stage/bin .lmp/stage/lib/ranks .lmp/stage/lib/gather
+  # each executable finds its own coupling library next to it ($ORIGIN), not on the path
+  make -C coupling/lammps --quiet BUILD="$PWD/.lmp/build" MPCBOX_LIB_DIR="$PWD/target/mpi/release" \
+    RPATH='$$ORIGIN/../lib/ranks' driver
+  cp .lmp/build/lmp_mpcbox .lmp/stage/bin/
+  make -C coupling/lammps --quiet BUILD="$PWD/.lmp/build-gather" \
+    MPCBOX_LIB_DIR="$PWD/target/release" RPATH='$$ORIGIN/../lib/gather' driver
+  cp .lmp/build-gather/lmp_mpcbox .lmp/stage/bin/lmp_mpcbox_gather
+  cp target/mpi/release/libmpcbox_coupling.so .lmp/stage/lib/ranks/
+  cp target/release/libmpcbox_coupling.so .lmp/stage/lib/gather/
+  ldd .lmp/build/lmp_mpcbox | awk '/=> \//{print $1, $3}' \
+    | grep -v -E '^(libc|libm|libdl|libpthread|librt|libresolv|libmpi|libopen-rte|libopen-pal|libhwloc|libevent[^ ]*|libmpcbox_coupling)\.so' \
+    | while read -r _ f; do cp -L "$f" .lmp/stage/lib/; done
+  strip .lmp/stage/bin/* .lmp/stage/lib/*/libmpcbox_coupling.so
+  tar -C .lmp/stage -cJf .lmp/lammps.tar.xz . && rm -rf .lmp/stage .lmp/build .lmp/build-gather
+  cat > .lmp/env.sh <<'ENV'
+# lmp_mpcbox and its libraries (bench/device.sh pack-lammps), unpacked once into /tmp/lmp;
+# `source .mpi/env.sh` first (OpenMPI). lmp_mpcbox: the fluid over LAMMPS's ranks;
+# lmp_mpcbox_gather: the coupling library without MPI (the fluid on rank 0, atoms gathered).
+R=/tmp/lmp
+L=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+[ -x $R/bin/lmp_mpcbox ] || { mkdir -p $R && tar -C $R -xJf "$L/lammps.tar.xz"; }
+export PATH=$R/bin:$PATH
+export LD_LIBRARY_PATH=$R/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+ENV
+  du -sh .lmp
+}
+
 take() {
   local from=${1:?take DIR: the folder the records were fetched into}
   mkdir -p bench/records
@@ -168,6 +210,7 @@ take() {
 cmd=${1:-}; shift || true
 case $cmd in
   pack) pack ;;
+  pack-lammps) pack_lammps ;;
   pack-mpi) pack_mpi ;;
   run) run "$@" ;;
   take) take "$@" ;;

@@ -87,10 +87,11 @@ pub const KNOBS: &[Knob] = &[
     },
     Knob {
         variable: "MPCBOX_RANK_SOLUTE_SPLIT",
-        values: Some(&["on", "off"]),
+        values: Some(&["on", "off", "route-twice"]),
         number: false,
         effect: "over MPI ranks, split each rank's own solutes on its GPU (default: on; \
-                 off: all through the host)",
+                 off: all through the host; route-twice: a rank of one slab routes them to \
+                 it again, as before the one-slab shortcut)",
     },
     Knob {
         variable: "MPCBOX_NVRTC_OPTIONS",

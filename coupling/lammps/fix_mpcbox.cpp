@@ -27,7 +27,7 @@ using namespace FixConst;
 
 namespace {
 
-const char *const KEYWORDS = "every, cell, checkpoint";
+const char *const KEYWORDS = "every, cell, checkpoint, timing";
 
 /* A number as a person would write it (no trailing zeros). */
 std::string num(double x)
@@ -66,7 +66,8 @@ Adoption adoption;
 
 FixMpcbox::FixMpcbox(LAMMPS *lmp, int narg, char **arg) :
     Fix(lmp, narg, arg), cell(1.0), solvent(nullptr), per_rank(false), cells{0.0, 0.0, 0.0},
-    time_step(0.0), shear_rate(0.0), kt(0.0), fluid_mass(0.0), observed{}, energy_removed(0.0)
+    time_step(0.0), shear_rate(0.0), kt(0.0), fluid_mass(0.0), observed{}, energy_removed(0.0),
+    timing(false)
 {
   parse_args(narg, arg);
   open_solvent();
@@ -132,14 +133,14 @@ void FixMpcbox::agree(bool ok, const std::string &message)
 void FixMpcbox::parse_args(int narg, char **arg)
 {
   const std::string usage =
-      "usage: fix ID group mpcbox config.ron every N [cell a] [checkpoint file]";
+      "usage: fix ID group mpcbox config.ron every N [cell a] [checkpoint file] [timing yes|no]";
   if (narg < 4) fail("the config file is missing; " + usage);
   config_path = arg[3];
   checkpoint_pattern = default_checkpoint(id);
   nevery = 0;
   for (int i = 4; i < narg; i += 2) {
     const std::string key = arg[i];
-    if (key != "every" && key != "cell" && key != "checkpoint")
+    if (key != "every" && key != "cell" && key != "checkpoint" && key != "timing")
       fail("unknown keyword `" + key + "`; valid keywords: " + KEYWORDS + "; " + usage);
     if (i + 1 >= narg) fail("keyword `" + key + "` needs a value; " + usage);
     const char *value = arg[i + 1];
@@ -154,6 +155,11 @@ void FixMpcbox::parse_args(int narg, char **arg)
         fail(std::string("`cell` must be the MPC cell size in LAMMPS length units, > 0 (got ") +
              value + ")");
       cell = x;
+    } else if (key == "timing") {
+      const std::string yes_no = value;
+      if (yes_no != "yes" && yes_no != "no")
+        fail("`timing` must be yes or no (got " + yes_no + ")");
+      timing = yes_no == "yes";
     } else {
       checkpoint_pattern = value;
     }
@@ -378,6 +384,7 @@ void FixMpcbox::setup(int)
   if (per_rank || comm->me == 0) why = lees_edwards_mismatch(mpcbox_step_count(solvent));
   agree(why.empty(), why);
   refresh_observables();
+  timing_start_run();
 }
 
 /* The fluid's observables in LAMMPS units (measured by every rank together in the per-rank

@@ -1,6 +1,6 @@
 /* fix mpcbox: an MPC-SRD solvent (mpcbox, through its C ABI) for a group of LAMMPS atoms.
  *
- *   fix ID group-ID mpcbox config.ron every N [cell a] [checkpoint file]
+ *   fix ID group-ID mpcbox config.ron every N [cell a] [checkpoint file] [timing yes|no]
  *
  * Every N steps the group's positions, velocities and masses go to mpcbox, which streams the
  * fluid over one collision time h = N·dt, collides the atoms with the fluid of their cells and
@@ -54,6 +54,7 @@ class FixMpcbox : public Fix {
   double compute_vector(int) override;
   void write_restart(FILE *) override;
   void restart(char *) override;
+  void post_run() override;
 
   /* Entries of the global vector (LAMMPS units; see docs/lammps.md). */
   enum { V_STEPS, V_KT, V_KINETIC, V_PX, V_PY, V_PZ, V_STRESS_KIN, V_STRESS_COLL, V_SIZE };
@@ -86,6 +87,17 @@ class FixMpcbox : public Fix {
   std::vector<double> packed, gathered, vel_back, vel_mine;
   MpcboxArray pos, vel, mass;
   std::vector<int> counts, displs, order;
+
+  // `timing yes`: seconds this rank spent in each part of the exchanges of the current run
+  // (fix_mpcbox_timing.cpp); `mark` is where the part now running began.
+  bool timing;
+  struct ExchangeTimes {
+    double pack = 0.0, step = 0.0, unpack = 0.0, mark = 0.0, run_start = 0.0;
+    long exchanges = 0;
+  } times;
+  void timing_start_run();
+  void timing_start_exchange();
+  void timing_lap(double &part);
 
   void parse_args(int narg, char **arg);
   void open_solvent();

@@ -32,19 +32,24 @@ const char RESTART_MAGIC_V1[8] = {'M', 'P', 'C', 'B', 'O', 'X', 'R', '1'};
 
 void FixMpcbox::end_of_step()
 {
+  timing_start_exchange();
   if (per_rank) {
     energy_removed += step_per_rank();
   } else {
+    // timed as: the gather (pack), rank 0's step with its ordering (mpcbox_step), the scatter
     const int mine = gather_group();
+    timing_lap(times.pack);
     std::string why;
     double removed = 0.0;
     if (comm->me == 0) why = step_on_root(static_cast<int>(gathered.size() / PACKED), removed);
     agree(why.empty(), why);
     MPI_Bcast(&removed, 1, MPI_DOUBLE, 0, world);
     energy_removed += removed;
+    timing_lap(times.step);
     scatter_velocities(mine);
   }
   refresh_observables();
+  timing_lap(times.unpack);
 }
 
 /* Per-rank path: one MPC step (every rank together) with this rank's group atoms in MPC units;
@@ -70,8 +75,10 @@ double FixMpcbox::step_per_rank()
     }
     mass.push_back(atom->rmass_flag ? atom->rmass[i] : atom->mass[atom->type[i]]);
   }
+  timing_lap(times.pack);
   if (mpcbox_step(solvent, mass.size(), pos.data(), vel.data(), mass.data()) != 0)
     fail_here(std::string("the MPC step failed: ") + mpcbox_last_error());
+  timing_lap(times.step);
   double twice = 0.0;    // Σ m (v_before² − v_after²), per atom so that the difference is exact
   size_t j = 0;
   for (int i = 0; i < atom->nlocal; i++) {

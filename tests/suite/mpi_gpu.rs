@@ -114,8 +114,9 @@ fn solutes_per_gpu_rank_are_routed_to_their_cells_and_back() {
 
 /// Solutes handed over per rank as device arrays on the rank's GPU (`step_with_device_solutes`
 /// on a stream of the caller's), split on each rank's GPU (its own stay there, the others
-/// cross the ranks: with the solutes dealt by index most of them) and, as the reference, all
-/// through the host (`MPCBOX_RANK_SOLUTE_SPLIT=off`): on 2 and 3 ranks every solute's velocity
+/// cross the ranks: with the solutes dealt by index most of them; a rank of one slab collides
+/// them there as they lie, or with `route-twice` routes them to its slab again) and, as the
+/// reference, all through the host (`MPCBOX_RANK_SOLUTE_SPLIT=off`): on 2 and 3 ranks every solute's velocity
 /// after 20 steps equals the one-process run's with device solutes to 1e-9 (only the order of
 /// the cell sums differs; the velocities are copied, not recomputed, on their way), fluid +
 /// solute momentum is conserved across the ranks (also with 3 slabs over 2 ranks, one rank
@@ -126,7 +127,7 @@ fn solutes_per_gpu_rank_are_routed_to_their_cells_and_back() {
 fn device_solutes_per_gpu_rank_are_routed_to_their_cells_and_back() {
     let bin = mpi_mpcbox();
     let how = ["Cuda([0])", "device"];
-    for split in ["on", "off"] {
+    for split in ["on", "route-twice", "off"] {
         let envs = [("MPCBOX_RANK_SOLUTE_SPLIT", split)];
         super::mpi_solutes::compare_routed_solutes(bin, &how, &[2, 3], &envs);
     }

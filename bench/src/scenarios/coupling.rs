@@ -113,7 +113,8 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
         })?;
         for &rho in &a.densities {
             let n = (rho * (l as f64).powi(3)) as usize;
-            let (coupled, check_ms, phases) = coupled_ms_per_step(&a, &mut s, l, n)?;
+            // `here`: the solutes this rank hands over (all of them in one process)
+            let (coupled, check_ms, phases, here) = coupled_ms_per_step(&a, &mut s, l, n)?;
             if rank != 0 {
                 continue;
             }
@@ -122,8 +123,12 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
                 ("coupled ms/step", coupled),
                 ("coupled / plain", coupled / plain),
             ];
+            if ranks > 1 {
+                figures.push(("solutes on rank 0", here as f64));
+            }
             if let (Some((up, down)), Some(check_ms)) = (rates, check_ms) {
-                let floor = (56.0 * n as f64 / up + 24.0 * n as f64 / down) / 1e6;
+                // over ranks each rank's link carries its own solutes (rank 0's measured)
+                let floor = (56.0 * here as f64 / up + 24.0 * here as f64 / down) / 1e6;
                 figures.push(("PCIe floor ms", floor));
                 figures.push(("extra / floor", (coupled - plain) / floor));
                 figures.push(("host check ms", check_ms));
@@ -246,7 +251,7 @@ fn coupled_ms_per_step(a: &Args, s: &mut Solvent, l: u32, n: usize) -> Res<Coupl
         };
         let ms = ms_per_step(a, s, &mut step)?;
         let phases = timed_phases(a, s, &mut step)?;
-        Ok((ms, None, phases))
+        Ok((ms, None, phases, n))
     } else {
         let mut pinned = match a.pinned_host {
             true => {
@@ -290,13 +295,13 @@ fn coupled_ms_per_step(a: &Args, s: &mut Solvent, l: u32, n: usize) -> Res<Coupl
         };
         let ms = ms_per_step(a, s, &mut step)?;
         let phases = timed_phases(a, s, &mut step)?;
-        Ok((ms, Some(check_ms), phases))
+        Ok((ms, Some(check_ms), phases, n))
     }
 }
 
-/// Milliseconds per coupled step, the host check's milliseconds (host arrays), and the
-/// phases' milliseconds per step (`--phases`).
-type Coupled = (f64, Option<f64>, Vec<(&'static str, f64)>);
+/// Milliseconds per coupled step, the host check's milliseconds (host arrays), the phases'
+/// milliseconds per step (`--phases`), and the solutes this rank handed over.
+type Coupled = (f64, Option<f64>, Vec<(&'static str, f64)>, usize);
 
 /// With `--phases`: 10 steps with every phase waited for and timed, in milliseconds per step.
 fn timed_phases(

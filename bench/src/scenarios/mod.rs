@@ -6,6 +6,7 @@ mod checkpoint;
 mod coupling;
 mod fluid;
 mod gpu;
+mod lammps;
 mod md;
 mod md_checks;
 mod multi;
@@ -89,6 +90,11 @@ pub const LIST: &[(&str, &str, &str)] = &[
         "cpu, gpu",
     ),
     (
+        "lammps",
+        "LAMMPS with fix mpcbox: a collision split into MD, exchange and fluid",
+        "cpu, gpu, mpi",
+    ),
+    (
         "checkpoint",
         "a checkpoint's write and a resume's read against the disk's direct-I/O rates",
         "cpu, gpu",
@@ -124,6 +130,8 @@ pub enum Scenario {
     MdCrossover(md_checks::CrossoverArgs),
     /// A polymer solution end to end: the coupled run against its parts.
     Polymer(polymer::Args),
+    /// LAMMPS with fix mpcbox (lmp_mpcbox): a collision split into MD, exchange and fluid.
+    Lammps(lammps::Args),
     /// A checkpoint's write and a resume's read against the disk's direct-I/O rates.
     Checkpoint(checkpoint::Args),
     /// The fluid over MPI ranks against one process (`mpirun -np R mpcbox-bench ranks`).
@@ -145,6 +153,7 @@ impl Scenario {
             Scenario::MdDrift(a) => md_checks::drift(a, records),
             Scenario::MdCrossover(a) => md_checks::crossover(a, records),
             Scenario::Polymer(a) => polymer::run(a, records),
+            Scenario::Lammps(a) => lammps::run(a, records),
             Scenario::Checkpoint(a) => checkpoint::run(a, records),
             #[cfg(feature = "mpi")]
             Scenario::Ranks(a) => ranks::run(a, records),

@@ -101,7 +101,7 @@ pub struct MultiCudaBackend {
     /// Seconds in [pass 1, exchange (counts, transfers, unpack), cells + collide + reorder].
     phase_seconds: [f64; 3],
     /// Seconds of the solutes' phases (see [`SOLUTE_PHASE_NAMES`]) since profiling was on.
-    solute_phase_seconds: [f64; 5],
+    solute_phase_seconds: [f64; step::SOLUTE_PHASES],
     /// Particles sent between GPUs since profiling was switched on.
     migrated: u64,
     /// Seconds of the exchange spent crossing between ranks: [waiting for the packets' copies
@@ -176,7 +176,7 @@ impl MultiCudaBackend {
     pub fn set_profiling(&mut self, on: bool) {
         self.profiling = on;
         self.phase_seconds = [0.0; 3];
-        self.solute_phase_seconds = [0.0; 5];
+        self.solute_phase_seconds = [0.0; step::SOLUTE_PHASES];
         self.migrated = 0;
         self.rank_seconds = [0.0; 4];
     }
@@ -189,7 +189,7 @@ impl MultiCudaBackend {
 
     /// Seconds per phase of the solutes' routing (see [`SOLUTE_PHASE_NAMES`]) since profiling
     /// was switched on; zero without routed solutes.
-    pub fn solute_phase_seconds(&self) -> [f64; 5] {
+    pub fn solute_phase_seconds(&self) -> [f64; step::SOLUTE_PHASES] {
         self.solute_phase_seconds
     }
 

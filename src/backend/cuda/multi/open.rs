@@ -211,7 +211,7 @@ impl MultiCudaBackend {
             transfer,
             profiling: false,
             phase_seconds: [0.0; 3],
-            solute_phase_seconds: [0.0; 5],
+            solute_phase_seconds: [0.0; super::step::SOLUTE_PHASES],
             migrated: 0,
             rank_seconds: [0.0; 4],
             rank_messages,

@@ -20,6 +20,7 @@
 //!    caller's stream waits for the scatters.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use cudarc::driver::{
     CudaEvent, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice, PushKernelArg,
@@ -31,11 +32,13 @@ use super::solute_routes::returns::{caller_stream_error, record_on_raw, wait_on_
 use super::solute_routes::{
     first_bad_indices, launch_route_count, launch_route_pack, RouteBuffers,
 };
+use super::step::{RANK_SPLIT_COUNTED, RANK_SPLIT_CROSSED, RANK_SPLIT_RETURNED};
 use super::MultiCudaBackend;
 use crate::backend::cuda::device::drv;
 use crate::backend::cuda::CudaBackend;
 use crate::backend::slabbed::{return_solute_velocities, route_solutes, SoluteMode};
-use crate::backend::{Backend, DeviceSolutes, SoluteBatch, StepReport};
+use super::step::StepSolutes;
+use crate::backend::{Backend, DeviceSolutes, SlabSolutes, SoluteBatch, StepReport};
 use crate::error::Result;
 use crate::physics::StepPlan;
 
@@ -44,6 +47,13 @@ use crate::physics::StepPlan;
 /// the reference the split is tested against.
 pub(super) fn off() -> bool {
     crate::knobs::knobs().is("MPCBOX_RANK_SOLUTE_SPLIT", "off")
+}
+
+/// `MPCBOX_RANK_SOLUTE_SPLIT=route-twice`: a rank of one slab routes [own | arrived] to it a
+/// second time, as any device solutes, instead of colliding them there as they lie (the
+/// form before that shortcut: for A/B runs and as a reference in the tests).
+fn route_again() -> bool {
+    crate::knobs::knobs().is("MPCBOX_RANK_SOLUTE_SPLIT", "route-twice")
 }
 
 /// The pseudo-slabs of the split: below this rank's layers, its own, above.
@@ -393,8 +403,10 @@ impl MultiCudaBackend {
         plan: &StepPlan,
         s: &DeviceSolutes,
     ) -> Result<StepReport> {
+        let mut t = Instant::now();
         let mine = self.split_rank_solutes(plan, s);
         self.agree_on_input(mine)?;
+        self.lap_rank_split(RANK_SPLIT_COUNTED, &mut t);
         // the fluid streams while the solutes are packed and the foreign ones cross the ranks
         if self.fluid_begun.is_none() {
             self.begin_pass_one(plan, s.n)?;
@@ -441,6 +453,7 @@ impl MultiCudaBackend {
         s: &DeviceSolutes,
         split: &mut RankSplit,
     ) -> Result<StepReport> {
+        let mut t = Instant::now();
         let home = self.solutes_home(s)?;
         split.pack(&self.slabs[home], plan, s)?;
         let (phys, bounds, slab_rank) = (&self.phys, &self.bounds, &self.slab_rank);
@@ -461,12 +474,35 @@ impl MultiCudaBackend {
         let mut held = route_solutes(&*self.transport, SoluteMode::PerRank, sent, rank_of)?;
         let mut arrived = held.batch();
         let merged = split.merge(arrived.as_ref())?;
-        let report = self.run_step(plan, super::step::StepSolutes::Device(merged))?;
+        self.lap_rank_split(RANK_SPLIT_CROSSED, &mut t);
+        // a rank with one slab on the split's GPU holds [own | arrived] in that slab's cells:
+        // collided there as they lie, not routed a second time
+        let one_slab_here = self.slabs.len() == 1 && self.slabs[0].dev.ordinal == split.ordinal;
+        let report = if one_slab_here && !route_again() {
+            let copy = [SlabSolutes {
+                solutes: merged,
+                subset: None,
+            }];
+            self.run_step(plan, StepSolutes::PerSlab(&copy))?
+        } else {
+            self.run_step(plan, StepSolutes::Device(merged))?
+        };
+        let mut t = Instant::now();
         split.scatter_own(&self.slabs[home], s, arrived.as_mut())?;
         let transport = &*self.transport;
         return_solute_velocities(transport, SoluteMode::PerRank, &held, Some(&mut foreign))?;
         split.scatter_returned(&self.slabs[home], s, &f)?;
         split.foreign = f;
+        self.lap_rank_split(RANK_SPLIT_RETURNED, &mut t);
         Ok(report)
+    }
+
+    /// Profiling: the host's time since `t` (not waiting for the GPUs: the fluid's pass 1
+    /// runs beside these phases) into the solutes' `phase`.
+    fn lap_rank_split(&mut self, phase: usize, t: &mut Instant) {
+        if self.profiling {
+            self.solute_phase_seconds[phase] += t.elapsed().as_secs_f64();
+            *t = Instant::now();
+        }
     }
 }

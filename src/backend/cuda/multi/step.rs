@@ -25,14 +25,26 @@ pub const MULTI_PHASE_NAMES: [&str; 3] = ["pass 1", "exchange", "cells+collide+r
 /// "cells+collide+reorder" is then the fluid's collision, reorder and reports only): checked
 /// and counted (before pass 1), binned on their slabs (after the exchange), the cell pass,
 /// collided (and scattered on the home GPU), and the velocities' return into the caller's
-/// arrays (after the reports).
-pub const SOLUTE_PHASE_NAMES: [&str; 5] = [
+/// arrays (after the reports). Over MPI ranks with device solutes split on each rank's GPU
+/// (`rank_split.rs`) three more, on the host's path around the step (the fluid's pass 1 runs
+/// meanwhile): the split counted and checked with the ranks' agreement, packed with the
+/// foreign solutes across the ranks and the arrivals uploaded, and the velocities scattered
+/// and returned across the ranks.
+pub const SOLUTE_PHASE_NAMES: [&str; SOLUTE_PHASES] = [
     "solutes counted",
     "solutes binned",
     "cell pass",
     "solutes collided",
     "velocities returned",
+    "rank split counted",
+    "rank split crossed",
+    "rank split returned",
 ];
+pub const SOLUTE_PHASES: usize = 8;
+/// [`SOLUTE_PHASE_NAMES`]'s rank-split entries.
+pub(super) const RANK_SPLIT_COUNTED: usize = 5;
+pub(super) const RANK_SPLIT_CROSSED: usize = 6;
+pub(super) const RANK_SPLIT_RETURNED: usize = 7;
 
 /// The solutes of one multi-GPU step.
 pub(super) enum StepSolutes<'a, 'b> {
