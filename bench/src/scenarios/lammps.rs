@@ -116,6 +116,7 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
             ("mpcbox_step ms", coupled.step),
             ("unpack ms", coupled.unpack),
             ("fluid alone ms", alone.step),
+            ("empty exchange ms", alone.exchange),
             ("exchange / fluid alone", coupled.exchange / alone.step),
             ("timed collisions", coupled.exchanges),
         ],
@@ -245,7 +246,7 @@ fn tail(text: &str, n: usize) -> &str {
 fn parse_timing(line: &str) -> Res<Split> {
     let words: Vec<&str> = line.split_whitespace().collect();
     let after = |key: &str| -> Res<f64> {
-        let i = words.iter().position(|w| *w == key).ok_or(format!("no `{key}` in: {line}"))?;
+        let i = words.iter().rposition(|w| *w == key).ok_or(format!("no `{key}` in: {line}"))?;
         words
             .get(i + 1)
             .and_then(|v| v.parse().ok())
