@@ -92,7 +92,7 @@ class FixMpcbox : public Fix {
   // (fix_mpcbox_timing.cpp); `mark` is where the part now running began.
   bool timing;
   struct ExchangeTimes {
-    double pack = 0.0, step = 0.0, unpack = 0.0, mark = 0.0, run_start = 0.0;
+    double pack = 0.0, step = 0.0, unpack = 0.0, observe = 0.0, mark = 0.0, run_start = 0.0;
     long exchanges = 0;
   } times;
   void timing_start_run();
@@ -114,6 +114,7 @@ class FixMpcbox : public Fix {
   int gather_group();
   std::string step_on_root(int total, double &removed);
   void scatter_velocities(int mine);
+  void order_by_tag(int total);
   double step_per_rank();
   void refresh_observables();
   double kt_from_moments(const double momentum[3], double kinetic, double particles) const;

@@ -35,6 +35,7 @@ void FixMpcbox::end_of_step()
   timing_start_exchange();
   if (per_rank) {
     energy_removed += step_per_rank();
+    timing_lap(times.unpack);
   } else {
     // timed as: the gather (pack), rank 0's step with its ordering (mpcbox_step), the scatter
     const int mine = gather_group();
@@ -47,9 +48,10 @@ void FixMpcbox::end_of_step()
     energy_removed += removed;
     timing_lap(times.step);
     scatter_velocities(mine);
+    timing_lap(times.unpack);
   }
   refresh_observables();
-  timing_lap(times.unpack);
+  timing_lap(times.observe);
 }
 
 /* Per-rank path: one MPC step (every rank together) with this rank's group atoms in MPC units;
@@ -64,19 +66,27 @@ double FixMpcbox::step_per_rank()
   agree(mismatch.empty(), mismatch);
   double **x = atom->x, **v = atom->v;
   const int *mask = atom->mask;
-  pos.clear();
-  vel.clear();
-  mass.clear();
-  for (int i = 0; i < atom->nlocal; i++) {
+  const int nlocal = atom->nlocal;
+  // sized for every local atom (page-locked memory: no reallocation once grown), filled by
+  // index; n of them are the group's
+  if (static_cast<int>(mass.size()) < nlocal) {
+    pos.resize(3 * static_cast<size_t>(nlocal));
+    vel.resize(3 * static_cast<size_t>(nlocal));
+    mass.resize(nlocal);
+  }
+  const double lo[3] = {domain->boxlo[0], domain->boxlo[1], domain->boxlo[2]};
+  size_t n = 0;
+  for (int i = 0; i < nlocal; i++) {
     if (!(mask[i] & groupbit)) continue;
     for (int k = 0; k < 3; k++) {
-      pos.push_back((x[i][k] - domain->boxlo[k]) / cell);
-      vel.push_back(v[i][k] / cell);
+      pos[3 * n + k] = (x[i][k] - lo[k]) / cell;
+      vel[3 * n + k] = v[i][k] / cell;
     }
-    mass.push_back(atom->rmass_flag ? atom->rmass[i] : atom->mass[atom->type[i]]);
+    mass[n] = atom->rmass_flag ? atom->rmass[i] : atom->mass[atom->type[i]];
+    n++;
   }
   timing_lap(times.pack);
-  if (mpcbox_step(solvent, mass.size(), pos.data(), vel.data(), mass.data()) != 0)
+  if (mpcbox_step(solvent, n, pos.data(), vel.data(), mass.data()) != 0)
     fail_here(std::string("the MPC step failed: ") + mpcbox_last_error());
   timing_lap(times.step);
   double twice = 0.0;    // Σ m (v_before² − v_after²), per atom so that the difference is exact
@@ -95,6 +105,33 @@ double FixMpcbox::step_per_rank()
   double total = 0.0;
   MPI_Allreduce(&twice, &total, 1, MPI_DOUBLE, MPI_SUM, world);
   return 0.5 * force->mvv2e * total;
+}
+
+/* order[j]: the gathered row of the j-th smallest atom ID. IDs that fill a range without a
+ * gap (the usual case: the whole system, or a group created in one piece) are placed
+ * directly, in O(N); otherwise (gaps, or a repeated ID) they are sorted. */
+void FixMpcbox::order_by_tag(int total)
+{
+  order.resize(total);
+  if (total == 0) return;
+  double lo = gathered[0], hi = gathered[0];
+  for (int j = 1; j < total; j++) {
+    lo = std::min(lo, gathered[j * PACKED]);
+    hi = std::max(hi, gathered[j * PACKED]);
+  }
+  if (hi - lo + 1.0 == static_cast<double>(total)) {
+    std::fill(order.begin(), order.end(), -1);
+    bool dense = true;
+    for (int j = 0; j < total && dense; j++) {
+      int &slot = order[static_cast<int>(gathered[j * PACKED] - lo)];
+      dense = slot < 0;
+      slot = j;
+    }
+    if (dense) return;
+  }
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [this](int a, int b) { return gathered[a * PACKED] < gathered[b * PACKED]; });
 }
 
 /* Pack this rank's group atoms and gather them on rank 0. Returns the local count. The
@@ -134,10 +171,7 @@ std::string FixMpcbox::step_on_root(int total, double &removed)
 {
   const std::string mismatch = lees_edwards_mismatch(mpcbox_step_count(solvent) + 1);
   if (!mismatch.empty()) return mismatch;
-  order.resize(total);
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(),
-            [this](int a, int b) { return gathered[a * PACKED] < gathered[b * PACKED]; });
+  order_by_tag(total);
   pos.resize(3 * total);
   vel.resize(3 * total);
   mass.resize(total);

@@ -45,17 +45,17 @@ void FixMpcbox::post_run()
   if (!timing) return;
   MPI_Barrier(world);
   const double loop = MPI_Wtime() - times.run_start;
-  const double mine[4] = {times.pack, times.step, times.unpack,
-                          times.pack + times.step + times.unpack};
-  double slowest[4] = {0.0, 0.0, 0.0, 0.0};
-  MPI_Allreduce(mine, slowest, 4, MPI_DOUBLE, MPI_MAX, world);
+  const double mine[5] = {times.pack, times.step, times.unpack, times.observe,
+                          times.pack + times.step + times.unpack + times.observe};
+  double slowest[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+  MPI_Allreduce(mine, slowest, 5, MPI_DOUBLE, MPI_MAX, world);
   if (comm->me != 0 || times.exchanges == 0) return;
   const double per = 1e3 / static_cast<double>(times.exchanges);
   char line[512];
   snprintf(line, sizeof(line),
            "fix mpcbox timing: %ld exchanges in %.6g s on %d ranks; per exchange (ms, slowest "
-           "rank): md %.6g pack %.6g mpcbox_step %.6g unpack %.6g exchange %.6g\n",
-           times.exchanges, loop, comm->nprocs, (loop - slowest[3]) * per, slowest[0] * per,
-           slowest[1] * per, slowest[2] * per, slowest[3] * per);
+           "rank): md %.6g pack %.6g mpcbox_step %.6g unpack %.6g observe %.6g exchange %.6g\n",
+           times.exchanges, loop, comm->nprocs, (loop - slowest[4]) * per, slowest[0] * per,
+           slowest[1] * per, slowest[2] * per, slowest[3] * per, slowest[4] * per);
   utils::logmesg(lmp, std::string(line));
 }

@@ -67,6 +67,7 @@ struct Split {
     pack: f64,
     step: f64,
     unpack: f64,
+    observe: f64,
     exchange: f64,
     exchanges: f64,
 }
@@ -115,6 +116,7 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
             ("pack ms", coupled.pack),
             ("mpcbox_step ms", coupled.step),
             ("unpack ms", coupled.unpack),
+            ("observables ms", coupled.observe),
             ("fluid alone ms", alone.step),
             ("empty exchange ms", alone.exchange),
             ("exchange / fluid alone", coupled.exchange / alone.step),
@@ -242,7 +244,7 @@ fn tail(text: &str, n: usize) -> &str {
 }
 
 /// `fix mpcbox timing: N exchanges in T s on R ranks; per exchange (ms, slowest rank): md M
-/// pack P mpcbox_step S unpack U exchange E`.
+/// pack P mpcbox_step S unpack U observe O exchange E`.
 fn parse_timing(line: &str) -> Res<Split> {
     let words: Vec<&str> = line.split_whitespace().collect();
     let after = |key: &str| -> Res<f64> {
@@ -261,6 +263,7 @@ fn parse_timing(line: &str) -> Res<Split> {
         pack: after("pack")?,
         step: after("mpcbox_step")?,
         unpack: after("unpack")?,
+        observe: after("observe")?,
         exchange: after("exchange")?,
         exchanges,
     })
@@ -273,10 +276,12 @@ mod tests {
     #[test]
     fn the_timing_line_the_fix_prints_is_read_back() {
         let line = "fix mpcbox timing: 20 exchanges in 3.5 s on 4 ranks; per exchange (ms, \
-                    slowest rank): md 150.5 pack 1.25 mpcbox_step 4.5 unpack 0.75 exchange 6.5";
+                    slowest rank): md 150.5 pack 1.25 mpcbox_step 4.5 unpack 0.75 observe 0.5 \
+                    exchange 7";
         let s = parse_timing(line).unwrap();
         assert_eq!(s.exchanges, 20.0);
-        assert_eq!((s.md, s.pack, s.step, s.unpack, s.exchange), (150.5, 1.25, 4.5, 0.75, 6.5));
+        let parts = (s.md, s.pack, s.step, s.unpack, s.observe, s.exchange);
+        assert_eq!(parts, (150.5, 1.25, 4.5, 0.75, 0.5, 7.0));
         assert!(parse_timing("fix mpcbox timing: 20 exchanges md x").is_err());
     }
 
