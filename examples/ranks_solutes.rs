@@ -8,7 +8,9 @@
 //! fluid's device in the config's spelling (default `Cpu`; `Cuda([0])`: every rank on GPU 0).
 //! A third argument `device` hands the solutes over as device arrays on the rank's GPU (on a
 //! stream of its own, `step_with_device_solutes`) instead of host arrays.
-//! `RANKS_SOLUTES_SLABS=S` cuts the box into S y slabs (several per rank).
+//! `RANKS_SOLUTES_SLABS=S` cuts the box into S y slabs (several per rank);
+//! `RANKS_SOLUTES_N=N` hands over the first N of the 240 (a few: a rank with one solute
+//! foreign to it, or none at all).
 //! With `RANKS_SOLUTES_BAD=R:S`, rank R first hands over a NaN position at step S: every rank
 //! writes the error its step returned to `OUT_DIR/error_<rank>.txt`, then steps again with the
 //! good solutes (nothing changed, so the run ends as one without the bad call).
@@ -109,6 +111,11 @@ fn main() -> Res<()> {
     solvent.set_solutes_per_rank(true)?;
     let (mut pos, mut vel, mut mass, mut index) = (vec![], vec![], vec![], vec![]);
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    // RANKS_SOLUTES_N=N: only the first N solutes (the same draws)
+    let n: usize = match std::env::var("RANKS_SOLUTES_N") {
+        Ok(v) => v.parse().map_err(|_| format!("RANKS_SOLUTES_N={v}: not a count"))?,
+        Err(_) => SOLUTES,
+    };
     for j in 0..SOLUTES {
         let p = [
             8.0 * uniform(&mut seed),
@@ -117,7 +124,7 @@ fn main() -> Res<()> {
         ];
         let v = [0.0; 3].map(|_: f64| uniform(&mut seed) - 0.5);
         let m = 1.0 + 4.0 * uniform(&mut seed);
-        if j % ranks == rank {
+        if j < n && j % ranks == rank {
             pos.push(p);
             vel.push(v);
             mass.push(m);

@@ -120,7 +120,8 @@ fn solutes_per_gpu_rank_are_routed_to_their_cells_and_back() {
 /// after 20 steps equals the one-process run's with device solutes to 1e-9 (only the order of
 /// the cell sums differs; the velocities are copied, not recomputed, on their way), fluid +
 /// solute momentum is conserved across the ranks (also with 3 slabs over 2 ranks, one rank
-/// routing its solutes over two slabs), and a NaN position on rank 1 of 3 stops every rank at
+/// routing its solutes over two slabs, and with a single solute or a few, one rank holding one
+/// foreign solute and another none, as device and as host arrays), and a NaN position on rank 1 of 3 stops every rank at
 /// that step, naming the array and rank 1, with nothing changed.
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -136,6 +137,10 @@ fn device_solutes_per_gpu_rank_are_routed_to_their_cells_and_back() {
     let envs = [("RANKS_SOLUTES_SLABS", "3")];
     super::mpi_solutes::compare_routed_solutes(bin, &how, &[2], &envs);
     super::mpi_solutes::assert_a_bad_solute_stops_every_rank(bin, &how);
+    // one foreign solute on a rank, none on others (a returned batch of one once overran the
+    // buffer for the returned velocities), as device and as host arrays
+    super::mpi_solutes::assert_few_solutes_are_routed(bin, &how);
+    super::mpi_solutes::assert_few_solutes_are_routed(bin, &["Cuda([0])"]);
 }
 
 /// The polymer config on GPU 0 with the bundled MD on the GPU and the fluid cut into `slabs`.

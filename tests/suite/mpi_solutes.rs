@@ -20,11 +20,22 @@ use super::mpi_ranks::{mpi_mpcbox, run_ok, run_ok_with};
 fn solutes_handed_over_per_rank_are_routed_to_their_cells_and_back() {
     let bin = mpi_mpcbox();
     compare_routed_solutes(bin, &["Cpu"], &[2, 3], &[]);
+    assert_few_solutes_are_routed(bin, &["Cpu"]);
+}
+
+/// A few solutes (`RANKS_SOLUTES_N`): with 1, rank 0 holds one solute of another rank's cells
+/// and the others none; with 5 on 3 ranks, two ranks hold one foreign solute each (the draws
+/// fixed by the example's seed). Each as `compare_routed_solutes` checks.
+pub(super) fn assert_few_solutes_are_routed(bin: &Path, how: &[&str]) {
+    for n in ["1", "5"] {
+        compare_routed_solutes(bin, how, &[2, 3], &[("RANKS_SOLUTES_N", n)]);
+    }
 }
 
 /// `examples/ranks_solutes` with `how` (the fluid's device, then `device` for device-resident
 /// solutes) on 1 rank and on each of `ranks`: fluid + solute momentum conserved on each, every
-/// solute's velocity as on 1 rank to 1e-9. `envs` are set for every run.
+/// solute's velocity as on 1 rank to 1e-9. `envs` are set for every run (`RANKS_SOLUTES_N`
+/// among them: that many solutes, not 240).
 pub(super) fn compare_routed_solutes(
     bin: &Path,
     how: &[&str],
@@ -32,13 +43,17 @@ pub(super) fn compare_routed_solutes(
     envs: &[(&str, &str)],
 ) {
     let device = how.join(" ");
+    let n = envs
+        .iter()
+        .find(|(k, _)| *k == "RANKS_SOLUTES_N")
+        .map_or(240, |(_, v)| v.parse().unwrap());
     let example = bin.with_file_name("examples").join("ranks_solutes");
     let dir = tempfile::tempdir().unwrap();
     let read = |ranks: usize| -> Vec<[f64; 3]> {
         let out = dir.path().join(format!("s{ranks}"));
         let args = [&[out.to_str().unwrap()], how].concat();
         run_ok_with(&example, ranks, dir.path(), &args, envs);
-        let mut v = vec![[f64::NAN; 3]; 240];
+        let mut v = vec![[f64::NAN; 3]; n];
         for r in 0..ranks {
             let text = std::fs::read_to_string(out.join(format!("solutes_{r}.txt"))).unwrap();
             for line in text.lines() {

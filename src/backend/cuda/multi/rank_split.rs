@@ -334,7 +334,7 @@ impl RankSplit {
         let nf = f.index.len();
         let st = self.stream.clone();
         if nf > 0 {
-            if self.back_index.len() < nf {
+            if self.back_index.len() < nf || self.back_vel.len() < 3 * nf {
                 let cap = nf.next_power_of_two();
                 st.synchronize().map_err(drv("rank split"))?;
                 self.back_vel = st.alloc_zeros(3 * cap).map_err(drv("rank split"))?;
