@@ -9,7 +9,7 @@
 #   here:  bash bench/device.sh take DIR                  (the records fetched into DIR)
 #
 # Each line is one bench/device.sh job; run them in parts where a command has a time limit
-# (PART=coupling, PART=ranks, PART=lammps; default all). About 10 minutes in all on 4 × H100.
+# (PART=coupling, PART=ranks, PART=lammps; default all), about 10 minutes in all.
 set -u
 cd "$(dirname "$0")/../.."
 D=cuda:0,1,2,3

@@ -81,7 +81,8 @@ double FixMpcbox::step_per_rank()
   size_t n = 0;
   // LAMMPS keeps x and v as one block of nmax × 3 doubles (x[i] == x[0] + 3 i): read flat, as
   // the compiler cannot see through x[i]; and a cell of one length unit (the usual case)
-  // divides by nothing (x / 1 == x). Together 2.2× faster than x[i][k] / cell.
+  // divides by nothing (x / 1 == x). Twice as fast alone on one core; on several LAMMPS ranks
+  // of a many-core host the packing measured no faster (bound elsewhere; see mpcbox-bench lammps).
   const double *xs = nlocal > 0 ? x[0] : nullptr, *vs = nlocal > 0 ? v[0] : nullptr;
   const bool unit_cell = cell == 1.0;
   for (int i = 0; i < nlocal; i++) {

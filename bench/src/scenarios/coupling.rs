@@ -95,7 +95,13 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
     };
     let mode = match ranks {
         1 => mode.to_string(),
-        r if a.per_rank => format!("{mode}, {r} ranks, each its slabs' solutes"),
+        r if a.per_rank => match std::env::var("MPCBOX_RANK_SOLUTE_SPLIT") {
+            // the split's form is part of the case (`route-twice`, `off`)
+            Ok(split) if split != "on" => {
+                format!("{mode}, {r} ranks, each its slabs' solutes, split {split}")
+            }
+            _ => format!("{mode}, {r} ranks, each its slabs' solutes"),
+        },
         r => format!("{mode}, {r} ranks, every rank all solutes"),
     };
     for &l in &a.sizes {
