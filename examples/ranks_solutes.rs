@@ -113,7 +113,9 @@ fn main() -> Res<()> {
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     // RANKS_SOLUTES_N=N: only the first N solutes (the same draws)
     let n: usize = match std::env::var("RANKS_SOLUTES_N") {
-        Ok(v) => v.parse().map_err(|_| format!("RANKS_SOLUTES_N={v}: not a count"))?,
+        Ok(v) => v
+            .parse()
+            .map_err(|_| format!("RANKS_SOLUTES_N={v}: not a count"))?,
         Err(_) => SOLUTES,
     };
     for j in 0..SOLUTES {

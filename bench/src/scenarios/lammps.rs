@@ -90,9 +90,13 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
     };
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let write = |name: &str, text: String| {
-        std::fs::write(dir.join(name), text).map_err(|e| format!("{}: {e}", dir.join(name).display()))
+        std::fs::write(dir.join(name), text)
+            .map_err(|e| format!("{}: {e}", dir.join(name).display()))
     };
-    write("polymer.data", chains_data(a.cells, a.chains, a.chain_length)?)?;
+    write(
+        "polymer.data",
+        chains_data(a.cells, a.chains, a.chain_length)?,
+    )?;
     write("solvent.ron", solvent_config(a.cells, &device))?;
     write("in.polymer", input_script(&a))?;
     let coupled = lammps_split(&a, &dir, "beads")?;
@@ -106,7 +110,10 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
         &[
             ("cells", cube(a.cells)),
             ("beads", json!(beads)),
-            ("chains", json!(format!("{} × {}", a.chains, a.chain_length))),
+            (
+                "chains",
+                json!(format!("{} × {}", a.chains, a.chain_length)),
+            ),
             ("LAMMPS ranks", json!(a.np)),
             ("fluid device", json!(a.device)),
         ],
@@ -157,7 +164,12 @@ fn chains_data(cells: u32, chains: u32, length: u32) -> Res<String> {
         let x0 = f64::from(slot) * (l / f64::from(per_row)) + 0.25;
         for b in 0..length {
             id += 1;
-            let _ = writeln!(s, "{id} {} 1 {:.4} {y:.4} {z:.4}", c + 1, x0 + 0.97 * f64::from(b));
+            let _ = writeln!(
+                s,
+                "{id} {} 1 {:.4} {y:.4} {z:.4}",
+                c + 1,
+                x0 + 0.97 * f64::from(b)
+            );
         }
     }
     s.push_str("\nBonds\n\n");
@@ -222,9 +234,17 @@ fn lammps_split(a: &Args, dir: &Path, group: &str) -> Res<Split> {
         .args(&words[1..])
         .current_dir(dir)
         .output()
-        .map_err(|e| format!("{}: {e}; fix: --lmp / --mpirun naming executables", words[0]))?;
+        .map_err(|e| {
+            format!(
+                "{}: {e}; fix: --lmp / --mpirun naming executables",
+                words[0]
+            )
+        })?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().filter(|l| l.starts_with("fix mpcbox timing:")).next_back();
+    let line = text
+        .lines()
+        .filter(|l| l.starts_with("fix mpcbox timing:"))
+        .next_back();
     match (out.status.success(), line) {
         (true, Some(line)) => parse_timing(line),
         _ => Err(format!(
@@ -239,7 +259,9 @@ fn lammps_split(a: &Args, dir: &Path, group: &str) -> Res<Split> {
 
 fn tail(text: &str, n: usize) -> &str {
     let start = text.len().saturating_sub(n);
-    let start = (start..=text.len()).find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+    let start = (start..=text.len())
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
     &text[start..]
 }
 
@@ -248,7 +270,10 @@ fn tail(text: &str, n: usize) -> &str {
 fn parse_timing(line: &str) -> Res<Split> {
     let words: Vec<&str> = line.split_whitespace().collect();
     let after = |key: &str| -> Res<f64> {
-        let i = words.iter().rposition(|w| *w == key).ok_or(format!("no `{key}` in: {line}"))?;
+        let i = words
+            .iter()
+            .rposition(|w| *w == key)
+            .ok_or(format!("no `{key}` in: {line}"))?;
         words
             .get(i + 1)
             .and_then(|v| v.parse().ok())
@@ -303,7 +328,8 @@ mod tests {
         for c in 0..20 {
             for b in 1..10 {
                 let (p, q) = (atoms[c * 10 + b - 1], atoms[c * 10 + b]);
-                let d = ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2)).sqrt();
+                let d =
+                    ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2)).sqrt();
                 assert!((d - 0.97).abs() < 1e-3, "bond {c}/{b}: {d}");
             }
         }

@@ -56,10 +56,17 @@ fn lmp_mpcbox_runs_the_example_with_the_fix_built_in_and_times_it() {
         "in.timed",
         &[
             ("include        ${mpcbox}", ""),
-            (FIX_LINE, "fix 2 beads mpcbox solvent.ron every 20 timing yes"),
+            (
+                FIX_LINE,
+                "fix 2 beads mpcbox solvent.ron every 20 timing yes",
+            ),
         ],
     );
-    variant(dir.path(), "in.untimed", &[("include        ${mpcbox}", "")]);
+    variant(
+        dir.path(),
+        "in.untimed",
+        &[("include        ${mpcbox}", "")],
+    );
     let lammps = |script: &str| {
         output_of(
             Command::new(lmp)
@@ -79,7 +86,10 @@ fn lmp_mpcbox_runs_the_example_with_the_fix_built_in_and_times_it() {
         unreachable!()
     };
     assert_eq!((exchanges, ranks), (30.0, 1.0));
-    assert!([md, pack, step, unpack, observe].iter().all(|&x| x >= 0.0), "{t:?}");
+    assert!(
+        [md, pack, step, unpack, observe].iter().all(|&x| x >= 0.0),
+        "{t:?}"
+    );
     assert!(step > 0.0 && loop_s > 0.0, "{t:?}");
     let per_exchange_ms = loop_s * 1e3 / exchanges;
     assert!(
@@ -87,9 +97,15 @@ fn lmp_mpcbox_runs_the_example_with_the_fix_built_in_and_times_it() {
         "md + exchange {} ms against the loop's {per_exchange_ms} ms per exchange",
         md + exchange
     );
-    assert!(exchange <= (pack + step + unpack + observe) * (1.0 + 1e-5), "{t:?}");
+    assert!(
+        exchange <= (pack + step + unpack + observe) * (1.0 + 1e-5),
+        "{t:?}"
+    );
     let (ok, out) = lammps("in.untimed");
     assert!(ok, "lmp_mpcbox failed:\n{out}");
-    assert!(!out.contains("fix mpcbox timing"), "timing printed unasked:\n{out}");
+    assert!(
+        !out.contains("fix mpcbox timing"),
+        "timing printed unasked:\n{out}"
+    );
     assert_momentum_conserved(&thermo(&out));
 }

@@ -413,7 +413,10 @@ const MISTAKES: [Mistake; 7] = [
         ],
     },
     Mistake {
-        edits: &[(FIX_LINE, "fix 2 beads mpcbox solvent.ron every 20 timing maybe")],
+        edits: &[(
+            FIX_LINE,
+            "fix 2 beads mpcbox solvent.ron every 20 timing maybe",
+        )],
         expect: &["`timing` must be yes or no (got maybe)"],
     },
     Mistake {

@@ -32,12 +32,12 @@ use super::solute_routes::returns::{caller_stream_error, record_on_raw, wait_on_
 use super::solute_routes::{
     first_bad_indices, launch_route_count, launch_route_pack, RouteBuffers,
 };
+use super::step::StepSolutes;
 use super::step::{RANK_SPLIT_COUNTED, RANK_SPLIT_CROSSED, RANK_SPLIT_RETURNED};
 use super::MultiCudaBackend;
 use crate::backend::cuda::device::drv;
 use crate::backend::cuda::CudaBackend;
 use crate::backend::slabbed::{return_solute_velocities, route_solutes, SoluteMode};
-use super::step::StepSolutes;
 use crate::backend::{Backend, DeviceSolutes, SlabSolutes, SoluteBatch, StepReport};
 use crate::error::Result;
 use crate::physics::StepPlan;
