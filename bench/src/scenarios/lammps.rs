@@ -16,7 +16,7 @@ use std::process::Command;
 
 use serde_json::json;
 
-use mpcbox::config::DeviceChoice;
+use mpcbox::config::{Config, DeviceChoice};
 
 use super::{cube, recorder};
 use crate::Res;
@@ -97,7 +97,7 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
         "polymer.data",
         chains_data(a.cells, a.chains, a.chain_length)?,
     )?;
-    write("solvent.ron", solvent_config(a.cells, &device))?;
+    write("solvent.ron", solvent_config(a.cells, &device)?)?;
     write("in.polymer", input_script(&a))?;
     let coupled = lammps_split(&a, &dir, "beads")?;
     let alone = lammps_split(&a, &dir, "nobody")?;
@@ -184,17 +184,15 @@ fn chains_data(cells: u32, chains: u32, length: u32) -> Res<String> {
     Ok(s)
 }
 
-fn solvent_config(cells: u32, device: &DeviceChoice) -> String {
-    let device = match device {
-        DeviceChoice::Auto => "Auto".to_string(),
-        DeviceChoice::Cpu => "Cpu".to_string(),
-        DeviceChoice::AllGpus => "AllGpus".to_string(),
-        DeviceChoice::Cuda(ids) => format!("Cuda({ids:?})"),
-    };
-    format!(
+/// The fluid's config as the project writes configs (`Config::to_ron_string`), on `device`.
+fn solvent_config(cells: u32, device: &DeviceChoice) -> Res<String> {
+    let mut cfg = Config::from_ron_str(&format!(
         "(cells: ({cells}, {cells}, {cells}), particles_per_cell: 10, time_step: 0.1, \
-         collision: Srd(angle_deg: 130.0), thermostat: Mbs, seed: 7, steps: 0, device: {device})\n"
-    )
+         collision: Srd(angle_deg: 130.0), thermostat: Mbs, seed: 7, steps: 0)"
+    ))
+    .map_err(|e| e.to_string())?;
+    cfg.device = device.clone();
+    Ok(cfg.to_ron_string())
 }
 
 /// The input: `-var group beads` couples the chains, `-var group nobody` an empty group (the

@@ -48,7 +48,7 @@ impl PinnedSoluteArrays {
     }
 
     /// The positions, velocities and masses, to fill and to hand to `step_with_solutes`.
-    pub fn arrays_mut(&mut self) -> Result<(&mut [[f64; 3]], &mut [[f64; 3]], &mut [f64])> {
+    pub fn arrays_mut(&mut self) -> Result<SoluteArraysMut<'_>> {
         let n = self.n;
         let pos = &mut self.pos.as_mut_slice().map_err(drv("pinned"))?[..3 * n];
         let vel = &mut self.vel.as_mut_slice().map_err(drv("pinned"))?[..3 * n];
@@ -56,6 +56,9 @@ impl PinnedSoluteArrays {
         Ok((pos.as_chunks_mut::<3>().0, vel.as_chunks_mut::<3>().0, mass))
     }
 }
+
+/// Positions, velocities and masses of solutes, writable.
+pub type SoluteArraysMut<'a> = (&'a mut [[f64; 3]], &'a mut [[f64; 3]], &'a mut [f64]);
 
 /// The context page-locked allocations are made in (GPU 0's primary context), or None without a
 /// usable CUDA driver and GPU.
