@@ -9,7 +9,8 @@
 # MPCBOX_BINARY defaults to target/release/mpcbox (cargo build --release), SCRATCH_DIR to
 # $OUT or /tmp/mpcbox-production (on the disk to measure: checkpoints go there). RUST_LOG
 # (default info; mpcbox=debug: each block's stages) reaches the runs. Set
-# BIG=1 to add 512³ × 10 (1.34 × 10⁹ particles) and 768³ × 10 (4.5 × 10⁹; four GPUs of 80 GB or larger).
+# BIG=1 to add 512³ × 10 (1.34 × 10⁹ particles) and 768³ × 10 (4.5 × 10⁹; four GPUs of 80 GB or
+# larger), each with one checkpoint; ONLY=big runs just those.
 # Every figure is read from the runs' summary.json (`timing`) and printed as a table.
 set -u
 BIN=${1:-target/release/mpcbox}
@@ -56,8 +57,13 @@ resume() {
 
 export XDG_CACHE_HOME=$D/cache
 rm -rf "$XDG_CACHE_HOME"
+if [ "${ONLY:-}" != big ]; then
 # a cold start (kernels compiled), then warm ones (kernels read back)
 run cold-1gpu 256 0 10 cuda:0
+# the kernels with the walls' code are another set, compiled cold here too
+RUST_LOG=${RUST_LOG:-info} "$BIN" run examples/poiseuille_slit.ron --device cuda:0 --steps 10 \
+  -o "$D/cold-walls" --overwrite --quiet > "$D/cold-walls.json" 2> "$D/cold-walls.log"
+log "cold-walls: rc=$?"
 run warm-1gpu 256 0 10 cuda:0
 run warm-all 256 0 10 all
 # stepping with checkpoints every 1000 steps, without, and written by the stepping thread
@@ -74,10 +80,20 @@ if [ -x "$BENCH" ]; then
   "$BENCH" --records "$D/records" checkpoint --sizes 256 --device all --parts "$NGPU" \
     --dir "$D" 2>&1 | tail -3 | tee -a "$LOG"
 fi
-if [ "${BIG:-0}" = 1 ]; then
-  run big-512 512 10 20 all
-  run big-768 768 10 20 all
-  resume resume-768 big-768 30 all
+fi
+# the largest boxes, each with one checkpoint (its last) and removed after: a 768³ × 10
+# checkpoint is 199 GB, and a second one (or a resume's) would not fit beside it on most disks
+if [ "${BIG:-0}" = 1 ] || [ "${ONLY:-}" = big ]; then
+  for edge in 512 768; do
+    need=$((edge * edge * edge * 10 * 44 / 1000000000 + 8))
+    free=$(df -BG --output=avail "$D" | tail -1 | tr -dc 0-9)
+    if [ "$free" -lt "$need" ]; then
+      log "big-$edge: skipped, $free GB free on $D and a checkpoint needs $need GB"
+      continue
+    fi
+    run big-$edge $edge 0 20 all
+    rm -rf "$D/big-$edge"
+  done
 fi
 
 python3 - "$D" "$LOG" <<'EOF'

@@ -68,6 +68,11 @@ module mpcbox
       type(c_ptr), value :: s
       type(mpcbox_observables_t), intent(out) :: out
     end function
+    integer(c_int) function mpcbox_last_collision(s, out) bind(C, name="mpcbox_last_collision")
+      import :: c_ptr, c_int, mpcbox_observables_t
+      type(c_ptr), value :: s
+      type(mpcbox_observables_t), intent(out) :: out
+    end function
     integer(c_int) function mpcbox_checkpoint_save(s, path) bind(C, name="mpcbox_checkpoint_save")
       import :: c_ptr, c_int, c_char
       type(c_ptr), value :: s

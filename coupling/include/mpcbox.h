@@ -131,6 +131,16 @@ int mpcbox_finish_step(struct MpcboxSolvent *solvent, uintptr_t n, double *vel_o
 // `solvent` and `out` must be valid.
 int mpcbox_observables(struct MpcboxSolvent *solvent, struct MpcboxObservables *out);
 
+// What the last collision measured, without the sums over every fluid particle that
+// `mpcbox_observables` makes: `step`, `time`, `temperature` and the xy stresses (NaN when
+// the last step did not measure them); `particles` is 0, `momentum` and `kinetic_energy` NaN.
+// Cheap and local: over MPI ranks every rank holds the same values, and need not call it
+// together.
+//
+// # Safety
+// `solvent` and `out` must be valid.
+int mpcbox_last_collision(struct MpcboxSolvent *solvent, struct MpcboxObservables *out);
+
 // The solvent's run constants into `out`.
 //
 // # Safety

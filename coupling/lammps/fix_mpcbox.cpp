@@ -66,7 +66,7 @@ Adoption adoption;
 
 FixMpcbox::FixMpcbox(LAMMPS *lmp, int narg, char **arg) :
     Fix(lmp, narg, arg), cell(1.0), solvent(nullptr), per_rank(false), cells{0.0, 0.0, 0.0},
-    time_step(0.0), shear_rate(0.0), kt(0.0), fluid_mass(0.0), observed{}, energy_removed(0.0),
+    time_step(0.0), shear_rate(0.0), kt(0.0), fluid_mass(0.0), observed{}, moments_stale(false), energy_removed(0.0),
     timing(false)
 {
   parse_args(narg, arg);
@@ -402,8 +402,7 @@ void FixMpcbox::refresh_observables()
       why = std::string("reading the fluid's observables: ") + mpcbox_last_error();
       if (per_rank) fail_here(why);    // a reduction over ranks: the others may wait in it
     } else {
-      const double energy = cell * cell * force->mvv2e;    // m (a/τ)² in LAMMPS energy
-      const double stress = force->mvv2e * force->nktv2p / cell;
+      const double energy = energy_unit(), stress = stress_unit();
       observed[V_STEPS] = static_cast<double>(o.step);
       if (std::isfinite(o.temperature))
         observed[V_KT] = o.temperature * energy;
@@ -425,6 +424,36 @@ void FixMpcbox::refresh_observables()
   }
   agree(why.empty(), why);
   MPI_Bcast(observed, V_SIZE, MPI_DOUBLE, 0, world);
+  moments_stale = false;
+}
+
+/* After an exchange: what the collision measured (kT; the stresses on the fluid's sampled
+ * steps), kept now so that no measurement is lost between reads of the vector; the sums over
+ * the fluid wait for the next read (refresh_observables, which keeps these values where it
+ * finds none newer). Local: over ranks every rank holds the same values. */
+void FixMpcbox::note_collision()
+{
+  moments_stale = true;
+  if (!per_rank && comm->me != 0) return;
+  MpcboxObservables o;
+  if (mpcbox_last_collision(solvent, &o) != 0)
+    fail_here(std::string("reading the fluid's last collision: ") + mpcbox_last_error());
+  const double energy = energy_unit(), stress = stress_unit();
+  observed[V_STEPS] = static_cast<double>(o.step);
+  if (std::isfinite(o.temperature)) observed[V_KT] = o.temperature * energy;
+  const double measured[2] = {o.stress_xy_kinetic, o.stress_xy_collisional};
+  for (int k = 0; k < 2; k++)
+    if (std::isfinite(measured[k])) observed[V_STRESS_KIN + k] = measured[k] * stress;
+}
+
+double FixMpcbox::energy_unit() const
+{
+  return cell * cell * force->mvv2e;
+}
+
+double FixMpcbox::stress_unit() const
+{
+  return force->mvv2e * force->nktv2p / cell;
 }
 
 /* kT (MPC units) from the fluid's kinetic energy about its centre of mass, 3(N − 1) degrees of
@@ -446,7 +475,10 @@ double FixMpcbox::compute_scalar()
   return energy_removed;
 }
 
+/* LAMMPS reads a fix's global values on every rank together (thermo, fix ave/time, variables),
+ * so the sums over the fluid that an exchange left stale can be measured here. */
 double FixMpcbox::compute_vector(int i)
 {
+  if (moments_stale) refresh_observables();
   return (i >= 0 && i < V_SIZE) ? observed[i] : 0.0;
 }

@@ -74,7 +74,10 @@ class FixMpcbox : public Fix {
 
   // The global vector. kT and the stresses hold their last measured values between
   // measurements and across restarts (the restart record keeps them); see refresh_observables.
+  // The fluid's kinetic energy and momentum are sums over every fluid particle: measured when
+  // the vector is read after an exchange (moments_stale), not at every exchange.
   double observed[V_SIZE];
+  bool moments_stale;
 
   // Kinetic energy the exchanges took from the group's atoms, summed over the run (LAMMPS
   // energy units): the global scalar, LAMMPS's ecouple (or pe with fix_modify energy yes).
@@ -87,6 +90,9 @@ class FixMpcbox : public Fix {
   std::vector<double> packed, gathered, vel_back, vel_mine;
   MpcboxArray pos, vel, mass;
   std::vector<int> counts, displs, order;
+  // Per-rank loops, per chunk of local atoms: where its group atoms start, its energy sum.
+  std::vector<size_t> chunk_first;
+  std::vector<double> chunk_twice;
 
   // `timing yes`: seconds this rank spent in each part of the exchanges of the current run
   // (fix_mpcbox_timing.cpp); `mark` is where the part now running began.
@@ -117,6 +123,10 @@ class FixMpcbox : public Fix {
   void order_by_tag(int total);
   double step_per_rank();
   void refresh_observables();
+  void note_collision();
+  // The fluid's units in LAMMPS's: energy m (a/τ)², xy stress.
+  double energy_unit() const;
+  double stress_unit() const;
   double kt_from_moments(const double momentum[3], double kinetic, double particles) const;
 };
 

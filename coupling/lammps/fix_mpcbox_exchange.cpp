@@ -23,6 +23,7 @@ using namespace LAMMPS_NS;
 namespace {
 
 const int PACKED = 8;    // tag, x[3], v[3], mass per atom
+const int CHUNK = 64;    // local atoms per chunk of the per-rank loops (several in a small test)
 // Restart record: magic, fluid step count, then (version 2) the exchanged energy and the
 // global vector, then the checkpoint path. Version 1 records (no energy, no vector) still read.
 const char RESTART_MAGIC[8] = {'M', 'P', 'C', 'B', 'O', 'X', 'R', '2'};
@@ -50,7 +51,7 @@ void FixMpcbox::end_of_step()
     scatter_velocities(mine);
     timing_lap(times.unpack);
   }
-  refresh_observables();
+  note_collision();
   timing_lap(times.observe);
 }
 
@@ -64,7 +65,6 @@ double FixMpcbox::step_per_rank()
   // the step count and the box tilt are the same on every rank, and so is the verdict
   const std::string mismatch = lees_edwards_mismatch(mpcbox_step_count(solvent) + 1);
   agree(mismatch.empty(), mismatch);
-  double **x = atom->x, **v = atom->v;
   const int *mask = atom->mask;
   const int nlocal = atom->nlocal;
   // sized for every local atom (page-locked memory: no reallocation once grown), filled by
@@ -78,40 +78,68 @@ double FixMpcbox::step_per_rank()
   const double *rmass = atom->rmass_flag ? atom->rmass : nullptr;
   const double *type_mass = atom->mass;
   const int *type = atom->type;
-  size_t n = 0;
   // LAMMPS keeps x and v as one block of nmax × 3 doubles (x[i] == x[0] + 3 i): read flat, as
   // the compiler cannot see through x[i]; and a cell of one length unit (the usual case)
-  // divides by nothing (x / 1 == x). Twice as fast alone on one core; on several LAMMPS ranks
-  // of a many-core host the packing measured no faster (bound elsewhere; see mpcbox-bench lammps).
-  const double *xs = nlocal > 0 ? x[0] : nullptr, *vs = nlocal > 0 ? v[0] : nullptr;
+  // divides by nothing (x / 1 == x).
+  const double *xs = nlocal > 0 ? atom->x[0] : nullptr;
+  double *vs = nlocal > 0 ? atom->v[0] : nullptr;
   const bool unit_cell = cell == 1.0;
-  for (int i = 0; i < nlocal; i++) {
-    if (!(mask[i] & groupbit)) continue;
-    for (int k = 0; k < 3; k++) {
-      pos[3 * n + k] = unit_cell ? xs[3 * i + k] - lo[k] : (xs[3 * i + k] - lo[k]) / cell;
-      vel[3 * n + k] = unit_cell ? vs[3 * i + k] : vs[3 * i + k] / cell;
+  // The local atoms go in fixed chunks, CHUNK atoms each, spread over OpenMP's threads
+  // (OMP_NUM_THREADS; LAMMPS makes it 1 when unset): each chunk's group atoms fill the places
+  // after those of the chunks before, and the energy is summed per chunk and then in chunk
+  // order, so that neither depends on the number of threads. One core's memory bandwidth
+  // bounded these loops on a many-core host.
+  const int chunks = (nlocal + CHUNK - 1) / CHUNK;
+  chunk_first.assign(static_cast<size_t>(chunks) + 1, 0);
+#pragma omp parallel for schedule(static)
+  for (int c = 0; c < chunks; c++) {
+    const int hi = std::min(nlocal, (c + 1) * CHUNK);
+    size_t in_group = 0;
+    for (int i = c * CHUNK; i < hi; i++) in_group += (mask[i] & groupbit) != 0;
+    chunk_first[c + 1] = in_group;
+  }
+  for (int c = 0; c < chunks; c++) chunk_first[c + 1] += chunk_first[c];
+  const size_t n = chunk_first[chunks];
+#pragma omp parallel for schedule(static)
+  for (int c = 0; c < chunks; c++) {
+    const int hi = std::min(nlocal, (c + 1) * CHUNK);
+    size_t j = chunk_first[c];
+    for (int i = c * CHUNK; i < hi; i++) {
+      if (!(mask[i] & groupbit)) continue;
+      for (int k = 0; k < 3; k++) {
+        pos[3 * j + k] = unit_cell ? xs[3 * i + k] - lo[k] : (xs[3 * i + k] - lo[k]) / cell;
+        vel[3 * j + k] = unit_cell ? vs[3 * i + k] : vs[3 * i + k] / cell;
+      }
+      mass[j] = rmass ? rmass[i] : type_mass[type[i]];
+      j++;
     }
-    mass[n] = rmass ? rmass[i] : type_mass[type[i]];
-    n++;
   }
   timing_lap(times.pack);
   if (mpcbox_step(solvent, n, pos.data(), vel.data(), mass.data()) != 0)
     fail_here(std::string("the MPC step failed: ") + mpcbox_last_error());
   timing_lap(times.step);
-  double twice = 0.0;    // Σ m (v_before² − v_after²), per atom so that the difference is exact
-  size_t j = 0;
-  double *vw = nlocal > 0 ? v[0] : nullptr;    // flat, as above
-  for (int i = 0; i < nlocal; i++) {
-    if (!(mask[i] & groupbit)) continue;
-    double dv2 = 0.0;
-    for (int k = 0; k < 3; k++) {
-      const double after = vel[3 * j + k] * cell;
-      dv2 += vw[3 * i + k] * vw[3 * i + k] - after * after;
-      vw[3 * i + k] = after;
+  // Σ m (v_before² − v_after²), per atom so that the difference is exact
+  chunk_twice.assign(static_cast<size_t>(chunks), 0.0);
+#pragma omp parallel for schedule(static)
+  for (int c = 0; c < chunks; c++) {
+    const int hi = std::min(nlocal, (c + 1) * CHUNK);
+    size_t j = chunk_first[c];
+    double twice = 0.0;
+    for (int i = c * CHUNK; i < hi; i++) {
+      if (!(mask[i] & groupbit)) continue;
+      double dv2 = 0.0;
+      for (int k = 0; k < 3; k++) {
+        const double after = vel[3 * j + k] * cell;
+        dv2 += vs[3 * i + k] * vs[3 * i + k] - after * after;
+        vs[3 * i + k] = after;
+      }
+      twice += mass[j] * dv2;
+      j++;
     }
-    twice += mass[j] * dv2;
-    j++;
+    chunk_twice[c] = twice;
   }
+  double twice = 0.0;
+  for (int c = 0; c < chunks; c++) twice += chunk_twice[c];
   double total = 0.0;
   MPI_Allreduce(&twice, &total, 1, MPI_DOUBLE, MPI_SUM, world);
   return 0.5 * force->mvv2e * total;
@@ -238,6 +266,7 @@ void FixMpcbox::scatter_velocities(int mine)
  * this on every rank (fp only on rank 0). */
 void FixMpcbox::write_restart(FILE *fp)
 {
+  if (moments_stale) refresh_observables();    // every rank: the record holds the vector
   if (!per_rank && comm->me != 0) return;
   std::string path = checkpoint_pattern;
   const size_t star = path.find('*');

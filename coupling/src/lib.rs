@@ -403,6 +403,43 @@ pub unsafe extern "C" fn mpcbox_observables(
     })
 }
 
+/// What the last collision measured, without the sums over every fluid particle that
+/// `mpcbox_observables` makes: `step`, `time`, `temperature` and the xy stresses (NaN when
+/// the last step did not measure them); `particles` is 0, `momentum` and `kinetic_energy` NaN.
+/// Cheap and local: over MPI ranks every rank holds the same values, and need not call it
+/// together.
+///
+/// # Safety
+/// `solvent` and `out` must be valid.
+#[no_mangle]
+pub unsafe extern "C" fn mpcbox_last_collision(
+    solvent: *mut MpcboxSolvent,
+    out: *mut MpcboxObservables,
+) -> c_int {
+    guard(|| {
+        // SAFETY: as in `mpcbox_observables`.
+        let (s, out) = unsafe {
+            (
+                solvent_mut(solvent)?,
+                out.as_mut().ok_or_else(|| null("out"))?,
+            )
+        };
+        let (temperature, stress) = s.last_collision();
+        let (sk, sc) = stress.unwrap_or((f64::NAN, f64::NAN));
+        *out = MpcboxObservables {
+            step: s.step_count(),
+            time: s.time(),
+            particles: 0,
+            momentum: [f64::NAN; 3],
+            kinetic_energy: f64::NAN,
+            temperature,
+            stress_xy_kinetic: sk,
+            stress_xy_collisional: sc,
+        };
+        Ok(())
+    })
+}
+
 /// The run constants of a solvent (from its config), for codes that check their own units
 /// against the solvent's (e.g. the LAMMPS plugin: MD steps × dt = h, box = cells × a).
 #[repr(C)]

@@ -507,11 +507,7 @@ impl Solvent {
     pub fn observables(&mut self) -> Result<Observables> {
         self.refuse_fluid_begun()?;
         let m = self.backend.moments()?;
-        let temperature = if self.last.relative_dof > 0.0 {
-            self.last.relative_energy / (1.5 * self.last.relative_dof)
-        } else {
-            f64::NAN
-        };
+        let (temperature, stress_xy) = self.last_collision();
         Ok(Observables {
             step: self.step,
             time: self.time(),
@@ -519,13 +515,28 @@ impl Solvent {
             momentum: m.momentum,
             kinetic_energy: m.kinetic_energy,
             temperature,
-            stress_xy: self.last_measured.then(|| self.stress_of(&self.last)),
+            stress_xy,
             wall_force: self
                 .phys
                 .walls
                 .is_some()
                 .then(|| self.last.wall_momentum.map(|w| w.map(|c| c / self.phys.h))),
         })
+    }
+
+    /// What the last collision measured: kT (NaN before the first) and the xy stresses
+    /// (kinetic, collisional) when it sampled them; the part of [`Solvent::observables`] that
+    /// needs no sum over the fluid's particles.
+    pub fn last_collision(&self) -> (f64, Option<(f64, f64)>) {
+        let temperature = if self.last.relative_dof > 0.0 {
+            self.last.relative_energy / (1.5 * self.last.relative_dof)
+        } else {
+            f64::NAN
+        };
+        (
+            temperature,
+            self.last_measured.then(|| self.stress_of(&self.last)),
+        )
     }
 
     pub fn fluid_state(&mut self) -> Result<FluidState> {

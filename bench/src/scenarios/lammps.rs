@@ -50,6 +50,10 @@ pub struct Args {
     /// Untimed collisions first (kernel compilation, first reorders).
     #[arg(long, default_value_t = 5)]
     warmup: u64,
+    /// OpenMP threads per LAMMPS rank (OMP_NUM_THREADS: the fix's exchange loops; LAMMPS's
+    /// own styles stay on one); 0: the host's cores over the ranks, at most 16.
+    #[arg(long, default_value_t = 0)]
+    omp_threads: u32,
     /// The fluid's device (the config's `device`; over ranks, each rank takes its GPU).
     #[arg(long, default_value = "auto")]
     device: String,
@@ -115,6 +119,7 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
                 json!(format!("{} × {}", a.chains, a.chain_length)),
             ),
             ("LAMMPS ranks", json!(a.np)),
+            ("threads per rank", json!(omp_threads(&a))),
             ("fluid device", json!(a.device)),
         ],
         &[
@@ -217,12 +222,22 @@ fn input_script(a: &Args) -> String {
     )
 }
 
+/// `--omp-threads`, 0 made the host's cores over the ranks (at most 16).
+fn omp_threads(a: &Args) -> u32 {
+    if a.omp_threads > 0 {
+        return a.omp_threads;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    (cores / a.np.max(1)).clamp(1, 16)
+}
+
 /// Runs the input with the fix on `group`; the split of the timed run.
 fn lammps_split(a: &Args, dir: &Path, group: &str) -> Res<Split> {
     let mut words: Vec<String> = Vec::new();
     if a.np > 1 {
         words.extend(a.mpirun.split_whitespace().map(str::to_string));
-        words.extend(["-np".to_string(), a.np.to_string()]);
+        words.extend(["-x", "OMP_NUM_THREADS", "-np"].map(str::to_string));
+        words.push(a.np.to_string());
     }
     words.push(a.lmp.clone());
     for w in ["-in", "in.polymer", "-log", "none", "-var", "group", group] {
@@ -230,6 +245,7 @@ fn lammps_split(a: &Args, dir: &Path, group: &str) -> Res<Split> {
     }
     let out = Command::new(&words[0])
         .args(&words[1..])
+        .env("OMP_NUM_THREADS", omp_threads(a).to_string())
         .current_dir(dir)
         .output()
         .map_err(|e| {

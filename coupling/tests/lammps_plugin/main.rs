@@ -140,13 +140,25 @@ fn lmp_args<'a>(
 /// `mpirun -np ranks lmp` (also for one rank) with the plugin of [`mpi_plugin_loader`]; a run
 /// that hangs is killed after 120 s and fails.
 fn lammps_mpi(ranks: u32, dir: &Path, script: &str, steps: u64) -> (bool, String) {
+    lammps_mpi_threads(ranks, 1, dir, script, steps)
+}
+
+/// [`lammps_mpi`] with `threads` OpenMP threads per rank (the fix's exchange loops).
+fn lammps_mpi_threads(
+    ranks: u32,
+    threads: u32,
+    dir: &Path,
+    script: &str,
+    steps: u64,
+) -> (bool, String) {
     let (loader, lib) = mpi_plugin_loader();
     let mut cmd = Command::new("timeout");
     // the MPI build of the library first: `cargo test` puts its own (without MPI) on
     // LD_LIBRARY_PATH, which the loader searches before the plugin's run path
     cmd.env("LD_LIBRARY_PATH", lib)
+        .env("OMP_NUM_THREADS", threads.to_string())
         .args(["120", "mpirun", "--oversubscribe", "--allow-run-as-root"])
-        .args(["-np", &ranks.to_string(), "lmp"]);
+        .args(["-x", "OMP_NUM_THREADS", "-np", &ranks.to_string(), "lmp"]);
     output_of(lmp_args(&mut cmd, dir, script, steps, loader))
 }
 

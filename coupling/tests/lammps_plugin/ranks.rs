@@ -114,17 +114,19 @@ fn mpi_library_runs_the_fluid_per_rank() {
     );
     // per rank count: the thermo rows and the final beads
     type Rows = Vec<HashMap<String, f64>>;
-    let runs: Vec<(Rows, Rows)> = [1, 2]
+    // the last: 2 ranks again, the fix's loops on 3 OpenMP threads each
+    let runs: Vec<(Rows, Rows)> = [(1, 1), (2, 1), (2, 3)]
         .into_iter()
-        .map(|ranks| {
+        .map(|(ranks, threads)| {
             let np = format!("in.ranks{ranks}");
             let script = std::fs::read_to_string(dir.path().join("in.ranks")).unwrap();
             let script = script.replace("${np}", &ranks.to_string());
             std::fs::write(dir.path().join(&np), script).unwrap();
-            let (ok, out) = lammps_mpi(ranks, dir.path(), &np, 200);
+            let (ok, out) = lammps_mpi_threads(ranks, threads, dir.path(), &np, 200);
             assert!(ok, "mpirun -np {ranks} lmp failed:\n{out}");
             assert!(
-                out.contains(&format!(" on {ranks} procs for 200 steps")),
+                // LAMMPS counts threads as procs
+                out.contains(&format!(" on {} procs for 200 steps", ranks * threads)),
                 "{out}"
             );
             let path = if ranks == 1 {
@@ -148,6 +150,8 @@ fn mpi_library_runs_the_fluid_per_rank() {
         .collect();
     assert_same_to_rounding(&runs[0].0, &runs[1].0, "thermo, 2 ranks vs 1");
     assert_same_to_rounding(&runs[0].1, &runs[1].1, "final beads, 2 ranks vs 1");
+    // the exchange loops fill and sum per fixed chunk: the thread count changes no bit
+    assert_eq!(runs[1], runs[2], "2 ranks on 3 threads each vs 1 thread");
     assert!(
         runs[1].0.last().unwrap()["f_2"] != 0.0,
         "no energy exchanged"

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig};
 
 use super::fluid_kernels::FluidKernels;
-use super::kernels;
+use super::kernel_units::KernelModules;
 use crate::error::{MpcError, Result};
 
 /// Threads per block of the per-particle and per-cell kernels.
@@ -95,7 +95,8 @@ pub fn device_memory(ordinal: usize) -> Result<(u64, u64)> {
 pub struct CudaDevice {
     pub(super) ctx: Arc<CudaContext>,
     pub(super) stream: Arc<CudaStream>,
-    _module: Arc<CudaModule>,
+    /// The modules the kernels of `k` live in (loaded as long as the device is open).
+    _modules: KernelModules,
     pub(super) k: FluidKernels,
     pub(super) name: String,
     pub(super) ordinal: usize,
@@ -153,17 +154,16 @@ impl CudaDevice {
         // (on several GPUs, for every slab's return)
         let stream = ctx.new_stream().map_err(drv("stream"))?;
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
-        let compile = if walls {
-            kernels::walls_cubin_for
-        } else {
-            kernels::cubin_for
-        };
-        let module = load_module(&ctx, compile)?;
-        let k = FluidKernels::load(&module)?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(drv("compute capability"))?;
+        let units = super::kernel_units::fluid_units(major, minor, walls)?;
+        let modules = KernelModules::load(&ctx, &units)?;
+        let k = FluidKernels::load(|name| modules.function(name))?;
         Ok(CudaDevice {
             ctx,
             stream,
-            _module: module,
+            _modules: modules,
             k,
             name,
             ordinal,
@@ -249,7 +249,7 @@ pub(super) type OnAllocError<'a> = &'a dyn Fn(cudarc::driver::DriverError) -> Mp
 #[cfg(test)]
 mod tests {
     use super::super::fluid_kernels::{kernel_names, kernels_by_file};
-    use super::*;
+    use super::super::kernels;
 
     /// The entry points a source text defines: `extern "C" __global__ void [BOUNDS] name(`,
     /// where BOUNDS is an optional launch-bounds macro.

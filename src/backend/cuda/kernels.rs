@@ -169,11 +169,6 @@ fn c_chars_to_string(v: &[std::ffi::c_char]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// Compile the kernels to a cubin for compute capability `major.minor`.
-pub fn compile_cubin(major: i32, minor: i32) -> Result<Vec<u8>, String> {
-    compile_source_cubin(full_source(), c"mpcbox_kernels.cu", major, minor)
-}
-
 /// Compile one translation unit `source` to a cubin with [`compile_options`].
 pub fn compile_source_cubin(
     source: String,
@@ -257,23 +252,12 @@ fn cached_cubin(
     Ok(c)
 }
 
-/// The fluid kernels' cubin for an architecture (compiled once per process).
-pub fn cubin_for(major: i32, minor: i32) -> Result<Vec<u8>, String> {
-    cached_cubin(c"mpcbox_kernels.cu", full_source, major, minor)
-}
-
 /// The fluid kernels with the walls' code (`MPC_WALLS` set): the same kernels, whose streaming
 /// bounces off walls and whose cell pass adds virtual particles when `MpcParams.walls` names
 /// a shape. Runs without walls use [`full_source`], where that code (and the registers it
 /// needs) is left out.
 pub fn walls_source() -> String {
     format!("#define MPC_WALLS 1\n{}", full_source())
-}
-
-/// [`walls_source`]'s cubin for an architecture (compiled once per process, for runs with
-/// walls).
-pub fn walls_cubin_for(major: i32, minor: i32) -> Result<Vec<u8>, String> {
-    cached_cubin(c"mpcbox_kernels_walls.cu", walls_source, major, minor)
 }
 
 /// The MD engine's cubin for an architecture (compiled once per process).
@@ -357,11 +341,22 @@ mod tests {
     )]
     fn kernels_compile_with_nvrtc_when_available() {
         require_nvrtc_for_tests();
-        let cubin = compile_cubin(9, 0).expect("kernels compile");
-        assert!(cubin.len() > 1000);
-        let walls = compile_source_cubin(walls_source(), c"walls.cu", 9, 0)
-            .expect("kernels with walls compile");
-        assert!(walls.len() > cubin.len());
+        let names: Vec<&'static str> = super::super::fluid_kernels::FluidKernels::signatures()
+            .into_iter()
+            .map(|(_, name, _)| name)
+            .collect();
+        // as a run compiles them: one unit per kernel (kernel_units), no cache
+        let units = |source: String| {
+            let compiled =
+                super::super::kernel_units::compile_units("test.cu", &source, &names, (9, 0), None)
+                    .expect("kernels compile");
+            assert_eq!(compiled.units.len(), names.len());
+            assert!(compiled.units.iter().all(|(_, c)| c.len() > 1000));
+            compiled.units.iter().map(|(_, c)| c.len()).sum::<usize>()
+        };
+        let plain = units(full_source());
+        let walls = units(walls_source());
+        assert!(walls > plain, "the walls' code is in the walls' kernels");
         let md = compile_source_cubin(md_source(), c"md.cu", 9, 0).expect("MD kernels compile");
         assert!(md.len() > 1000);
     }

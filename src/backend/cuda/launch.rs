@@ -169,12 +169,12 @@ macro_rules! kernel_table {
 
         #[allow(dead_code)]
         impl $table {
-            /// Every kernel of the table, looked up in `module` (a missing one fails here, when
-            /// the device opens, not in the middle of a run).
+            /// Every kernel of the table, each looked up by name with `function` (a missing
+            /// one fails here, when the device opens, not in the middle of a run).
             pub(crate) fn load(
-                module: &std::sync::Arc<cudarc::driver::CudaModule>,
+                function: impl Fn(&str) -> $crate::error::Result<cudarc::driver::CudaFunction>,
             ) -> $crate::error::Result<$table> {
-                Ok($table { $($($field: $crate::backend::cuda::kernel(module, $name)?,)*)* })
+                Ok($table { $($($field: function($name)?,)*)* })
             }
 
             /// Each kernel's file, entry point and parameter types in CUDA spelling.

@@ -76,6 +76,7 @@ mod fluid_kernels;
 mod host_staging;
 mod init;
 pub mod kernel_cache;
+pub mod kernel_units;
 pub mod kernels;
 pub(crate) mod launch;
 pub mod multi;

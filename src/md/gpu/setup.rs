@@ -144,7 +144,7 @@ impl MdKernels {
     /// Compile (or take from the cache) `kernels/md.cu` for `dev` and look up every kernel.
     fn compile(dev: &CudaDevice) -> Result<(Arc<CudaModule>, MdKernels)> {
         let module = crate::backend::cuda::load_module(dev.context(), kernels::md_cubin_for)?;
-        let k = MdKernels::load(&module)?;
+        let k = MdKernels::load(|name| crate::backend::cuda::kernel(&module, name))?;
         Ok((module, k))
     }
 }

@@ -1,0 +1,327 @@
+//! The fluid kernels compiled as one program per kernel, all at once on the host's cores.
+//!
+//! One translation unit of every fluid kernel takes NVRTC tens of seconds on a cold start
+//! (the rule kernels instantiate every rule's templates, more so with the walls' code), and
+//! NVRTC compiles one program on one thread. Each unit here is the same source with every other
+//! kernel turned into an unused `static __device__` function, which NVRTC parses but does not
+//! generate: the kernel's code is the one the whole source gives (same instructions, other
+//! labels), and the cold start takes about as long as the largest kernel. Each unit's cubin is
+//! kept in the kernel cache on its own; every GPU of the process loads every unit's module.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
+
+use super::fluid_kernels::FluidKernels;
+use super::kernels;
+use crate::error::{MpcError, Result};
+
+/// What marks a kernel in the sources (every one is `extern "C"`, see `launch::cuda_signatures`).
+const KERNEL: &str = "extern \"C\" __global__ void";
+
+/// `source` with every kernel but those `keep` names turned into an unused `static __device__`
+/// function (its `__launch_bounds__` or bounds macro dropped: only kernels may carry one).
+pub fn only_kernels(source: &str, keep: impl Fn(&str) -> bool) -> String {
+    let mut out = String::with_capacity(source.len());
+    let mut rest = source;
+    while let Some(at) = rest.find(KERNEL) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + KERNEL.len()..];
+        let Some((name, name_at)) = kernel_name(after) else {
+            // not a definition we can read: left as it is (NVRTC then compiles it)
+            out.push_str(KERNEL);
+            rest = after;
+            continue;
+        };
+        if keep(name) {
+            out.push_str(KERNEL);
+            out.push_str(&after[..name_at]);
+        } else {
+            out.push_str("static __device__ void ");
+        }
+        rest = &after[name_at..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The kernel's name after the `extern "C" __global__ void` marker and where it starts: the
+/// word before the parameter list, past a `__launch_bounds__(...)`.
+fn kernel_name(text: &str) -> Option<(&str, usize)> {
+    let mut from = 0;
+    loop {
+        let open = from + text[from..].find('(')?;
+        let before = &text[from..open];
+        let word = before.split_whitespace().last()?;
+        if word == "__launch_bounds__" {
+            from = open + closing(&text[open..])? + 1;
+            continue;
+        }
+        let valid = word.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        return valid.then(|| (word, open - word.len()));
+    }
+}
+
+/// The index of the parenthesis closing the one `s` starts with.
+fn closing(s: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The compiled units of one kernel set: each unit's kernels and cubin.
+pub struct CompiledUnits {
+    pub units: Vec<(Vec<&'static str>, Vec<u8>)>,
+}
+
+/// How many programs NVRTC compiles at once: the host's cores, at most 16 (each program
+/// holds a few hundred MB while it compiles).
+fn compile_threads(units: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cores.min(16).min(units).max(1)
+}
+
+/// Compile (or read back from the kernel cache in `cache`) one unit per kernel of `source`,
+/// on several threads. `label` names the set in the cache and the start-up timing.
+pub fn compile_units(
+    label: &str,
+    source: &str,
+    kernel_names: &[&'static str],
+    (major, minor): (i32, i32),
+    cache: Option<&std::path::Path>,
+) -> std::result::Result<CompiledUnits, String> {
+    let t0 = std::time::Instant::now();
+    let options = kernels::compile_options(major, minor);
+    let next = AtomicUsize::new(0);
+    let compiled = AtomicUsize::new(0);
+    type Cubin = std::result::Result<Vec<u8>, String>;
+    let results: Mutex<Vec<Option<Cubin>>> = Mutex::new(vec![None; kernel_names.len()]);
+    let threads = compile_threads(kernel_names.len());
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&name) = kernel_names.get(i) else {
+                    break;
+                };
+                let unit_source = only_kernels(source, |k| k == name);
+                let unit_label = format!("{}-{name}", label.trim_end_matches(".cu"));
+                let r = super::kernel_cache::cached_in(
+                    cache,
+                    &unit_label,
+                    &unit_source,
+                    &options,
+                    || {
+                        let file = std::ffi::CString::new(format!("{unit_label}.cu"))
+                            .map_err(|e| e.to_string())?;
+                        kernels::compile_source_cubin(unit_source.clone(), &file, major, minor)
+                    },
+                )
+                .map(|(cubin, kept)| {
+                    if !kept {
+                        compiled.fetch_add(1, Ordering::Relaxed);
+                    }
+                    cubin
+                });
+                results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(r);
+            });
+        }
+    });
+    let results = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    let mut units = Vec::with_capacity(kernel_names.len());
+    for (&name, r) in kernel_names.iter().zip(results) {
+        let cubin = r.unwrap_or_else(|| Err(format!("kernel {name} was not compiled")))?;
+        units.push((vec![name], cubin));
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    let fresh = compiled.load(Ordering::Relaxed);
+    let how = if fresh > 0 { "compiled" } else { "read back" };
+    crate::timing::record(format!("kernels {label} {how}"), seconds);
+    tracing::info!(
+        "{how} {label} for sm_{major}{minor} in {seconds:.2} s ({} kernels, {fresh} compiled, \
+         {threads} threads, {} bytes)",
+        units.len(),
+        units.iter().map(|(_, c)| c.len()).sum::<usize>()
+    );
+    Ok(CompiledUnits { units })
+}
+
+/// The fluid kernels (with the walls' code or not) for an architecture, compiled once per
+/// process.
+pub fn fluid_units(major: i32, minor: i32, walls: bool) -> Result<Arc<CompiledUnits>> {
+    type Store = Mutex<HashMap<(bool, i32, i32), Arc<CompiledUnits>>>;
+    static STORE: OnceLock<Store> = OnceLock::new();
+    let store = STORE.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut map = store.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(u) = map.get(&(walls, major, minor)) {
+        return Ok(u.clone());
+    }
+    let (label, source) = if walls {
+        ("mpcbox_kernels_walls.cu", kernels::walls_source())
+    } else {
+        ("mpcbox_kernels.cu", kernels::full_source())
+    };
+    let names: Vec<&'static str> = FluidKernels::signatures()
+        .into_iter()
+        .map(|(_, name, _)| name)
+        .collect();
+    let cache = super::kernel_cache::directory();
+    let units = compile_units(label, &source, &names, (major, minor), cache.as_deref())
+        .map_err(MpcError::Device)?;
+    let units = Arc::new(units);
+    map.insert((walls, major, minor), units.clone());
+    Ok(units)
+}
+
+/// Every unit's module loaded on one GPU, and which module holds each kernel.
+pub struct KernelModules {
+    modules: Vec<Arc<CudaModule>>,
+    by_kernel: HashMap<&'static str, usize>,
+}
+
+impl KernelModules {
+    /// Load every unit of `units` into `ctx`.
+    pub fn load(ctx: &Arc<CudaContext>, units: &CompiledUnits) -> Result<KernelModules> {
+        let mut modules = Vec::with_capacity(units.units.len());
+        let mut by_kernel = HashMap::new();
+        for (names, cubin) in &units.units {
+            let module = ctx
+                .load_module(cudarc::nvrtc::Ptx::from_binary(cubin.clone()))
+                .map_err(|source| MpcError::Driver {
+                    what: "module load".into(),
+                    source,
+                })?;
+            for &name in names {
+                by_kernel.insert(name, modules.len());
+            }
+            modules.push(module);
+        }
+        Ok(KernelModules { modules, by_kernel })
+    }
+
+    /// The kernel `name`, from the module of its unit.
+    pub fn function(&self, name: &str) -> Result<CudaFunction> {
+        let module = self
+            .by_kernel
+            .get(name)
+            .and_then(|&i| self.modules.get(i))
+            .ok_or_else(|| MpcError::Device(format!("CUDA kernel {name}: in no compiled unit")))?;
+        module
+            .load_function(name)
+            .map_err(|e| MpcError::Device(format!("CUDA kernel {name}: {e:?}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SOURCE: &str = "#define BOUNDS __launch_bounds__(256, 4)\n\
+        __device__ float twice(float x) { return 2.0f * x; }\n\
+        extern \"C\" __global__ void BOUNDS first(float *x) { x[0] = twice(x[0]); }\n\
+        extern \"C\" __global__ void __launch_bounds__(128) second(float *x) { __shared__ float s[4]; s[0] = x[0]; x[1] = s[0]; }\n\
+        extern \"C\" __global__ void third(const float *x, float *y) { y[0] = x[0]; }\n";
+
+    /// Only the kept kernel stays a kernel, with its bounds; the others become plain device
+    /// functions without theirs; everything else is untouched.
+    #[test]
+    fn only_the_kept_kernel_stays_a_kernel() {
+        let unit = only_kernels(SOURCE, |k| k == "second");
+        assert!(
+            unit.contains("extern \"C\" __global__ void __launch_bounds__(128) second(float *x)")
+        );
+        assert!(unit.contains("static __device__ void first(float *x)"));
+        assert!(unit.contains("static __device__ void third(const float *x, float *y)"));
+        assert_eq!(unit.matches(KERNEL).count(), 1);
+        assert!(unit.contains("__device__ float twice(float x)"));
+        assert!(unit.starts_with("#define BOUNDS __launch_bounds__(256, 4)\n"));
+        let all = only_kernels(SOURCE, |_| true);
+        assert_eq!(all, SOURCE);
+    }
+
+    /// Every kernel of the fluid's table is a kernel of the sources that the rewrite finds
+    /// (a kernel it could not read would stay in every unit and be compiled 60 times).
+    #[test]
+    fn every_fluid_kernel_is_found_by_the_rewrite() {
+        let source = kernels::full_source();
+        let none = only_kernels(&source, |_| false);
+        assert_eq!(
+            none.matches(KERNEL).count(),
+            0,
+            "a kernel the rewrite cannot read"
+        );
+        for (file, name, _) in FluidKernels::signatures() {
+            let unit = only_kernels(&source, |k| k == name);
+            assert_eq!(unit.matches(KERNEL).count(), 1, "{file}: {name}");
+            assert!(unit.contains(&format!("{name}(")), "{name}");
+        }
+    }
+
+    /// The units compile, each to a cubin holding just its kernel, and give the kernel the
+    /// same PTX as the whole source (labels, debug lines and comments aside).
+    #[test]
+    #[cfg_attr(
+        not(mpcbox_external),
+        ignore = "needs NVRTC (pip install nvidia-cuda-nvrtc, its nvidia/cu13/lib on LD_LIBRARY_PATH); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+    )]
+    fn a_unit_gives_its_kernel_the_code_of_the_whole_source() {
+        kernels::require_nvrtc_for_tests();
+        let mut opts = kernels::compile_options(9, 0);
+        opts[0] = "--gpu-architecture=compute_90".into();
+        let ptx = |source: String| {
+            cudarc::nvrtc::compile_ptx_with_opts(
+                source,
+                cudarc::nvrtc::CompileOptions {
+                    options: opts.clone(),
+                    ..Default::default()
+                },
+            )
+            .expect("compiles to PTX")
+            .to_src()
+        };
+        let entry = |ptx: &str, name: &str| -> Vec<String> {
+            let at = ptx
+                .find(&format!(".entry {name}("))
+                .expect("the kernel's entry");
+            let end = at + ptx[at..].find("\n}\n").expect("the entry's end");
+            ptx[at..end]
+                .lines()
+                .map(str::trim)
+                .filter(|l| {
+                    !l.is_empty()
+                        && !l.starts_with(".loc")
+                        && !l.starts_with("//")
+                        && !l.starts_with(".shared")
+                })
+                .map(|l| {
+                    let l = l.split("//").next().unwrap_or("").trim_end();
+                    // branch labels are numbered per module
+                    l.split_whitespace()
+                        .map(|w| if w.contains("$L__") { "L" } else { w })
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect()
+        };
+        let source = kernels::full_source();
+        let whole = ptx(source.clone());
+        for name in ["mpc_stream_bin_warp", "mpc_rules_solute_collide"] {
+            let unit = ptx(only_kernels(&source, |k| k == name));
+            assert_eq!(unit.matches(".entry ").count(), 1, "{name}: one kernel");
+            assert_eq!(entry(&unit, name), entry(&whole, name), "{name}");
+        }
+    }
+}
