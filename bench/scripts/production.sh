@@ -10,7 +10,7 @@
 # $OUT or /tmp/mpcbox-production (on the disk to measure: checkpoints go there). RUST_LOG
 # (default info; mpcbox=debug: each block's stages) reaches the runs. Set
 # BIG=1 to add 512³ × 10 (1.34 × 10⁹ particles) and 768³ × 10 (4.5 × 10⁹; four GPUs of 80 GB or
-# larger), each with one checkpoint; ONLY=big runs just those.
+# larger), each with one checkpoint; ONLY=big runs just those (BIG_EDGES="768": that one).
 # Every figure is read from the runs' summary.json (`timing`) and printed as a table.
 set -u
 BIN=${1:-target/release/mpcbox}
@@ -84,7 +84,7 @@ fi
 # the largest boxes, each with one checkpoint (its last) and removed after: a 768³ × 10
 # checkpoint is 199 GB, and a second one (or a resume's) would not fit beside it on most disks
 if [ "${BIG:-0}" = 1 ] || [ "${ONLY:-}" = big ]; then
-  for edge in 512 768; do
+  for edge in ${BIG_EDGES:-512 768}; do
     need=$((edge * edge * edge * 10 * 44 / 1000000000 + 8))
     free=$(df -BG --output=avail "$D" | tail -1 | tr -dc 0-9)
     if [ "$free" -lt "$need" ]; then

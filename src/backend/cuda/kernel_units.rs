@@ -174,10 +174,15 @@ pub fn fluid_units(major: i32, minor: i32, walls: bool) -> Result<Arc<CompiledUn
     } else {
         ("mpcbox_kernels.cu", kernels::full_source())
     };
-    let names: Vec<&'static str> = FluidKernels::signatures()
-        .into_iter()
-        .map(|(_, name, _)| name)
-        .collect();
+    // the longest compilations first (the rule kernels instantiate every rule's templates,
+    // the streaming kernels carry the walls' paths), so that none starts last on a busy host
+    let mut kernels = FluidKernels::signatures();
+    kernels.sort_by_key(|(file, _, _)| match *file {
+        "rules.cu" => 0,
+        "stream.cu" => 1,
+        _ => 2,
+    });
+    let names: Vec<&'static str> = kernels.into_iter().map(|(_, name, _)| name).collect();
     let cache = super::kernel_cache::directory();
     let units = compile_units(label, &source, &names, (major, minor), cache.as_deref())
         .map_err(MpcError::Device)?;
