@@ -51,8 +51,10 @@ pub struct Args {
     #[arg(long, default_value_t = 5)]
     warmup: u64,
     /// OpenMP threads per LAMMPS rank (OMP_NUM_THREADS: the fix's exchange loops; LAMMPS's
-    /// own styles stay on one); 0: the host's cores over the ranks, at most 16.
-    #[arg(long, default_value_t = 0)]
+    /// own styles stay on one). They wait passively (OMP_WAIT_POLICY=passive unless set):
+    /// spinning threads of 4 ranks slowed the fluid's own host threads. 0: the host's cores
+    /// over the ranks, at most 16.
+    #[arg(long, default_value_t = 4)]
     omp_threads: u32,
     /// The fluid's device (the config's `device`; over ranks, each rank takes its GPU).
     #[arg(long, default_value = "auto")]
@@ -236,7 +238,7 @@ fn lammps_split(a: &Args, dir: &Path, group: &str) -> Res<Split> {
     let mut words: Vec<String> = Vec::new();
     if a.np > 1 {
         words.extend(a.mpirun.split_whitespace().map(str::to_string));
-        words.extend(["-x", "OMP_NUM_THREADS", "-np"].map(str::to_string));
+        words.extend(["-x", "OMP_NUM_THREADS", "-x", "OMP_WAIT_POLICY", "-np"].map(str::to_string));
         words.push(a.np.to_string());
     }
     words.push(a.lmp.clone());
@@ -246,6 +248,10 @@ fn lammps_split(a: &Args, dir: &Path, group: &str) -> Res<Split> {
     let out = Command::new(&words[0])
         .args(&words[1..])
         .env("OMP_NUM_THREADS", omp_threads(a).to_string())
+        .env(
+            "OMP_WAIT_POLICY",
+            std::env::var("OMP_WAIT_POLICY").unwrap_or_else(|_| "passive".into()),
+        )
         .current_dir(dir)
         .output()
         .map_err(|e| {
