@@ -101,6 +101,12 @@ pub const KNOBS: &[Knob] = &[
                  agreement with the CPU)",
     },
     Knob {
+        variable: "MPCBOX_COMPILE_THREADS",
+        values: None,
+        number: true,
+        effect: "NVRTC programs compiled at once on a cold start (default: min(cores, 16))",
+    },
+    Knob {
         variable: "MPCBOX_HOST_THREADS",
         values: None,
         number: true,

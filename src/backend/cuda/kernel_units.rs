@@ -87,11 +87,14 @@ pub struct CompiledUnits {
     pub units: Vec<(Vec<&'static str>, Vec<u8>)>,
 }
 
-/// How many programs NVRTC compiles at once: the host's cores, at most 16 (each program
-/// holds a few hundred MB while it compiles).
+/// How many programs NVRTC compiles at once: `MPCBOX_COMPILE_THREADS`, else the host's cores,
+/// at most 16 (each program holds a few hundred MB while it compiles).
 fn compile_threads(units: usize) -> usize {
+    let asked = crate::knobs::knobs()
+        .get("MPCBOX_COMPILE_THREADS")
+        .and_then(|v| v.parse::<usize>().ok());
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    cores.min(16).min(units).max(1)
+    asked.unwrap_or(cores.min(16)).min(units).max(1)
 }
 
 /// Compile (or read back from the kernel cache in `cache`) one unit per kernel of `source`,
