@@ -595,3 +595,60 @@ pub unsafe extern "C" fn mpcbox_restore(solvent: *mut MpcboxSolvent, path: *cons
 pub extern "C" fn mpcbox_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `mpcbox_last_collision` gives what `mpcbox_observables` gives of the last collision
+    /// (kT; the stresses of a sheared, sampled step) without the sums over the fluid, and
+    /// refuses a NULL output.
+    #[test]
+    fn last_collision_matches_the_observables_of_the_same_step() {
+        let ron = std::ffi::CString::new(
+            "(cells: (6, 6, 6), particles_per_cell: 5, time_step: 0.1, \
+             collision: Srd(angle_deg: 130.0), shear_rate: 0.05, seed: 3, steps: 0, \
+             output: (sample_interval: 1), device: Cpu)",
+        )
+        .unwrap();
+        // SAFETY: a NUL-terminated config; the solvent is freed at the end, once.
+        let s = unsafe { mpcbox_create_from_ron(ron.as_ptr()) };
+        assert!(!s.is_null());
+        let pos = [1.5, 2.5, 3.5, 4.0, 0.5, 5.5];
+        let mut vel = [0.1, 0.0, -0.2, 0.0, 0.3, 0.1];
+        let mass = [5.0, 5.0];
+        let (mut last, mut all) = (MpcboxObservables::default(), MpcboxObservables::default());
+        for _ in 0..3 {
+            // SAFETY: a live solvent and arrays of 6, 6 and 2 doubles for n = 2; the outputs
+            // are writable MpcboxObservables.
+            unsafe {
+                assert_eq!(
+                    mpcbox_step(s, 2, pos.as_ptr(), vel.as_mut_ptr(), mass.as_ptr()),
+                    0
+                );
+                assert_eq!(mpcbox_last_collision(s, &mut last), 0);
+                assert_eq!(mpcbox_observables(s, &mut all), 0);
+            }
+            assert_eq!(last.step, all.step);
+            assert_eq!(last.time, all.time);
+            assert!(last.temperature.is_finite());
+            assert_eq!(last.temperature.to_bits(), all.temperature.to_bits());
+            assert!(last.stress_xy_kinetic.is_finite(), "sampled under shear");
+            assert_eq!(
+                last.stress_xy_kinetic.to_bits(),
+                all.stress_xy_kinetic.to_bits()
+            );
+            assert_eq!(
+                last.stress_xy_collisional.to_bits(),
+                all.stress_xy_collisional.to_bits()
+            );
+            assert_eq!(last.particles, 0);
+            assert!(last.kinetic_energy.is_nan() && last.momentum.iter().all(|p| p.is_nan()));
+        }
+        assert_eq!(last.step, 3);
+        // SAFETY: a live solvent; NULL output is what is tested (refused, nothing written).
+        assert_ne!(unsafe { mpcbox_last_collision(s, std::ptr::null_mut()) }, 0);
+        // SAFETY: made above, freed once.
+        unsafe { mpcbox_free(s) };
+    }
+}
