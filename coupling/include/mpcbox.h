@@ -31,20 +31,6 @@ typedef enum MpcboxStatus {
 // An mpcbox solvent (opaque).
 typedef struct MpcboxSolvent MpcboxSolvent;
 
-// Fluid observables (reductions on the device).
-typedef struct MpcboxObservables {
-  uint64_t step;
-  double time;
-  uint64_t particles;
-  double momentum[3];
-  double kinetic_energy;
-  // kT from velocities relative to the cell velocity, before the last collision.
-  double temperature;
-  // xy stress of the last step (kinetic, collisional); NaN when not measured.
-  double stress_xy_kinetic;
-  double stress_xy_collisional;
-} MpcboxObservables;
-
 // The run constants of a solvent (from its config), for codes that check their own units
 // against the solvent's (e.g. the LAMMPS plugin: MD steps × dt = h, box = cells × a).
 typedef struct MpcboxParameters {
@@ -61,6 +47,20 @@ typedef struct MpcboxParameters {
   // Mean number of fluid particles per cell.
   uint32_t particles_per_cell;
 } MpcboxParameters;
+
+// Fluid observables (reductions on the device).
+typedef struct MpcboxObservables {
+  uint64_t step;
+  double time;
+  uint64_t particles;
+  double momentum[3];
+  double kinetic_energy;
+  // kT from velocities relative to the cell velocity, before the last collision.
+  double temperature;
+  // xy stress of the last step (kinetic, collisional); NaN when not measured.
+  double stress_xy_kinetic;
+  double stress_xy_collisional;
+} MpcboxObservables;
 
 #ifdef __cplusplus
 extern "C" {
@@ -124,22 +124,6 @@ int mpcbox_begin_step(struct MpcboxSolvent *solvent,
 // # Safety
 // `vel_out` must hold `3n` doubles, n as given to `mpcbox_begin_step`.
 int mpcbox_finish_step(struct MpcboxSolvent *solvent, uintptr_t n, double *vel_out);
-
-// Fluid observables now. Over MPI ranks every rank calls it (the sums are over all ranks).
-//
-// # Safety
-// `solvent` and `out` must be valid.
-int mpcbox_observables(struct MpcboxSolvent *solvent, struct MpcboxObservables *out);
-
-// What the last collision measured, without the sums over every fluid particle that
-// `mpcbox_observables` makes: `step`, `time`, `temperature` and the xy stresses (NaN when
-// the last step did not measure them); `particles` is 0, `momentum` and `kinetic_energy` NaN.
-// Cheap and local: over MPI ranks every rank holds the same values, and need not call it
-// together.
-//
-// # Safety
-// `solvent` and `out` must be valid.
-int mpcbox_last_collision(struct MpcboxSolvent *solvent, struct MpcboxObservables *out);
 
 // The solvent's run constants into `out`.
 //
@@ -224,6 +208,22 @@ void *mpcbox_host_alloc(uintptr_t bytes);
 // # Safety
 // No copy or other code may still use the memory.
 void mpcbox_host_free(void *ptr);
+
+// Fluid observables now. Over MPI ranks every rank calls it (the sums are over all ranks).
+//
+// # Safety
+// `solvent` and `out` must be valid.
+int mpcbox_observables(struct MpcboxSolvent *solvent, struct MpcboxObservables *out);
+
+// What the last collision measured, without the sums over every fluid particle that
+// `mpcbox_observables` makes: `step`, `time`, `temperature` and the xy stresses (NaN when
+// the last step did not measure them); `particles` is 0, `momentum` and `kinetic_energy` NaN.
+// Cheap and local: over MPI ranks every rank holds the same values, and need not call it
+// together.
+//
+// # Safety
+// `solvent` and `out` must be valid.
+int mpcbox_last_collision(struct MpcboxSolvent *solvent, struct MpcboxObservables *out);
 
 // Run this process's solvents over the caller's MPI communicator, given in its Fortran form
 // (from C: `MPI_Comm_c2f(MPI_COMM_WORLD)`; from Fortran: the integer handle; from mpi4py:

@@ -17,9 +17,11 @@ use mpcbox::{Checkpoint, Config, MpcError, Solvent};
 
 mod device;
 mod host_memory;
+mod observables;
 mod ranks;
 pub use device::mpcbox_step_device;
 pub use host_memory::{mpcbox_host_alloc, mpcbox_host_free};
+pub use observables::{mpcbox_last_collision, mpcbox_observables, MpcboxObservables};
 
 /// An mpcbox solvent (opaque).
 pub struct MpcboxSolvent {
@@ -46,22 +48,6 @@ pub enum MpcboxStatus {
     /// The dynamics became unstable (a non-finite energy, a torn bond); the message says at
     /// which step and what usually causes it.
     Unstable = 7,
-}
-
-/// Fluid observables (reductions on the device).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct MpcboxObservables {
-    pub step: u64,
-    pub time: f64,
-    pub particles: u64,
-    pub momentum: [f64; 3],
-    pub kinetic_energy: f64,
-    /// kT from velocities relative to the cell velocity, before the last collision.
-    pub temperature: f64,
-    /// xy stress of the last step (kinetic, collisional); NaN when not measured.
-    pub stress_xy_kinetic: f64,
-    pub stress_xy_collisional: f64,
 }
 
 thread_local! {
@@ -369,77 +355,6 @@ pub unsafe extern "C" fn mpcbox_finish_step(
     })
 }
 
-/// Fluid observables now. Over MPI ranks every rank calls it (the sums are over all ranks).
-///
-/// # Safety
-/// `solvent` and `out` must be valid.
-#[no_mangle]
-pub unsafe extern "C" fn mpcbox_observables(
-    solvent: *mut MpcboxSolvent,
-    out: *mut MpcboxObservables,
-) -> c_int {
-    guard(|| {
-        // SAFETY: the caller promises a live solvent and a writable `MpcboxObservables` at
-        // `out`; NULL is refused.
-        let (s, out) = unsafe {
-            (
-                solvent_mut(solvent)?,
-                out.as_mut().ok_or_else(|| null("out"))?,
-            )
-        };
-        let o = s.observables().map_err(mpc)?;
-        let (sk, sc) = o.stress_xy.unwrap_or((f64::NAN, f64::NAN));
-        *out = MpcboxObservables {
-            step: o.step,
-            time: o.time,
-            particles: o.particles,
-            momentum: o.momentum,
-            kinetic_energy: o.kinetic_energy,
-            temperature: o.temperature,
-            stress_xy_kinetic: sk,
-            stress_xy_collisional: sc,
-        };
-        Ok(())
-    })
-}
-
-/// What the last collision measured, without the sums over every fluid particle that
-/// `mpcbox_observables` makes: `step`, `time`, `temperature` and the xy stresses (NaN when
-/// the last step did not measure them); `particles` is 0, `momentum` and `kinetic_energy` NaN.
-/// Cheap and local: over MPI ranks every rank holds the same values, and need not call it
-/// together.
-///
-/// # Safety
-/// `solvent` and `out` must be valid.
-#[no_mangle]
-pub unsafe extern "C" fn mpcbox_last_collision(
-    solvent: *mut MpcboxSolvent,
-    out: *mut MpcboxObservables,
-) -> c_int {
-    guard(|| {
-        // SAFETY: as in `mpcbox_observables`.
-        let (s, out) = unsafe {
-            (
-                solvent_mut(solvent)?,
-                out.as_mut().ok_or_else(|| null("out"))?,
-            )
-        };
-        let (temperature, stress) = s.last_collision();
-        let (sk, sc) = stress.unwrap_or((f64::NAN, f64::NAN));
-        *out = MpcboxObservables {
-            step: s.step_count(),
-            time: s.time(),
-            particles: 0,
-            momentum: [f64::NAN; 3],
-            kinetic_energy: f64::NAN,
-            temperature,
-            stress_xy_kinetic: sk,
-            stress_xy_collisional: sc,
-        };
-        Ok(())
-    })
-}
-
 /// The run constants of a solvent (from its config), for codes that check their own units
 /// against the solvent's (e.g. the LAMMPS plugin: MD steps × dt = h, box = cells × a).
 #[repr(C)]
@@ -594,61 +509,4 @@ pub unsafe extern "C" fn mpcbox_restore(solvent: *mut MpcboxSolvent, path: *cons
 #[no_mangle]
 pub extern "C" fn mpcbox_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `mpcbox_last_collision` gives what `mpcbox_observables` gives of the last collision
-    /// (kT; the stresses of a sheared, sampled step) without the sums over the fluid, and
-    /// refuses a NULL output.
-    #[test]
-    fn last_collision_matches_the_observables_of_the_same_step() {
-        let ron = std::ffi::CString::new(
-            "(cells: (6, 6, 6), particles_per_cell: 5, time_step: 0.1, \
-             collision: Srd(angle_deg: 130.0), shear_rate: 0.05, seed: 3, steps: 0, \
-             output: (sample_interval: 1), device: Cpu)",
-        )
-        .unwrap();
-        // SAFETY: a NUL-terminated config; the solvent is freed at the end, once.
-        let s = unsafe { mpcbox_create_from_ron(ron.as_ptr()) };
-        assert!(!s.is_null());
-        let pos = [1.5, 2.5, 3.5, 4.0, 0.5, 5.5];
-        let mut vel = [0.1, 0.0, -0.2, 0.0, 0.3, 0.1];
-        let mass = [5.0, 5.0];
-        let (mut last, mut all) = (MpcboxObservables::default(), MpcboxObservables::default());
-        for _ in 0..3 {
-            // SAFETY: a live solvent and arrays of 6, 6 and 2 doubles for n = 2; the outputs
-            // are writable MpcboxObservables.
-            unsafe {
-                assert_eq!(
-                    mpcbox_step(s, 2, pos.as_ptr(), vel.as_mut_ptr(), mass.as_ptr()),
-                    0
-                );
-                assert_eq!(mpcbox_last_collision(s, &mut last), 0);
-                assert_eq!(mpcbox_observables(s, &mut all), 0);
-            }
-            assert_eq!(last.step, all.step);
-            assert_eq!(last.time, all.time);
-            assert!(last.temperature.is_finite());
-            assert_eq!(last.temperature.to_bits(), all.temperature.to_bits());
-            assert!(last.stress_xy_kinetic.is_finite(), "sampled under shear");
-            assert_eq!(
-                last.stress_xy_kinetic.to_bits(),
-                all.stress_xy_kinetic.to_bits()
-            );
-            assert_eq!(
-                last.stress_xy_collisional.to_bits(),
-                all.stress_xy_collisional.to_bits()
-            );
-            assert_eq!(last.particles, 0);
-            assert!(last.kinetic_energy.is_nan() && last.momentum.iter().all(|p| p.is_nan()));
-        }
-        assert_eq!(last.step, 3);
-        // SAFETY: a live solvent; NULL output is what is tested (refused, nothing written).
-        assert_ne!(unsafe { mpcbox_last_collision(s, std::ptr::null_mut()) }, 0);
-        // SAFETY: made above, freed once.
-        unsafe { mpcbox_free(s) };
-    }
 }
