@@ -66,8 +66,8 @@ Adoption adoption;
 
 FixMpcbox::FixMpcbox(LAMMPS *lmp, int narg, char **arg) :
     Fix(lmp, narg, arg), cell(1.0), solvent(nullptr), per_rank(false), cells{0.0, 0.0, 0.0},
-    time_step(0.0), shear_rate(0.0), kt(0.0), fluid_mass(0.0), observed{}, moments_stale(false), energy_removed(0.0),
-    timing(false)
+    time_step(0.0), shear_rate(0.0), kt(0.0), fluid_mass(0.0), observed{}, moments_stale(false),
+    energy_removed(0.0), timing(false)
 {
   parse_args(narg, arg);
   open_solvent();
