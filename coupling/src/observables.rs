@@ -21,14 +21,15 @@ pub struct MpcboxObservables {
     pub stress_xy_collisional: f64,
 }
 
-/// Fluid observables now. Over MPI ranks every rank calls it (the sums are over all ranks).
+/// `out` written with what `measure` makes of the solvent, behind the C ABI's checks (NULL
+/// refused, errors and panics turned into a status and `mpcbox_last_error`).
 ///
 /// # Safety
-/// `solvent` and `out` must be valid.
-#[no_mangle]
-pub unsafe extern "C" fn mpcbox_observables(
+/// `solvent` and `out` must be NULL or valid.
+unsafe fn write_observables(
     solvent: *mut MpcboxSolvent,
     out: *mut MpcboxObservables,
+    measure: impl FnOnce(&mut mpcbox::Solvent) -> mpcbox::Result<MpcboxObservables>,
 ) -> c_int {
     guard(|| {
         // SAFETY: the caller promises a live solvent and a writable `MpcboxObservables` at
@@ -39,20 +40,42 @@ pub unsafe extern "C" fn mpcbox_observables(
                 out.as_mut().ok_or_else(|| null("out"))?,
             )
         };
-        let o = s.observables().map_err(mpc)?;
-        let (sk, sc) = o.stress_xy.unwrap_or((f64::NAN, f64::NAN));
-        *out = MpcboxObservables {
-            step: o.step,
-            time: o.time,
-            particles: o.particles,
-            momentum: o.momentum,
-            kinetic_energy: o.kinetic_energy,
-            temperature: o.temperature,
-            stress_xy_kinetic: sk,
-            stress_xy_collisional: sc,
-        };
+        *out = measure(s).map_err(mpc)?;
         Ok(())
     })
+}
+
+/// The xy stresses (kinetic, collisional), NaN where not measured.
+fn stresses(stress: Option<(f64, f64)>) -> (f64, f64) {
+    stress.unwrap_or((f64::NAN, f64::NAN))
+}
+
+/// Fluid observables now. Over MPI ranks every rank calls it (the sums are over all ranks).
+///
+/// # Safety
+/// `solvent` and `out` must be valid.
+#[no_mangle]
+pub unsafe extern "C" fn mpcbox_observables(
+    solvent: *mut MpcboxSolvent,
+    out: *mut MpcboxObservables,
+) -> c_int {
+    // SAFETY: the caller's promise, passed on.
+    unsafe {
+        write_observables(solvent, out, |s| {
+            let o = s.observables()?;
+            let (sk, sc) = stresses(o.stress_xy);
+            Ok(MpcboxObservables {
+                step: o.step,
+                time: o.time,
+                particles: o.particles,
+                momentum: o.momentum,
+                kinetic_energy: o.kinetic_energy,
+                temperature: o.temperature,
+                stress_xy_kinetic: sk,
+                stress_xy_collisional: sc,
+            })
+        })
+    }
 }
 
 /// What the last collision measured, without the sums over every fluid particle that
@@ -68,28 +91,23 @@ pub unsafe extern "C" fn mpcbox_last_collision(
     solvent: *mut MpcboxSolvent,
     out: *mut MpcboxObservables,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: as in `mpcbox_observables`.
-        let (s, out) = unsafe {
-            (
-                solvent_mut(solvent)?,
-                out.as_mut().ok_or_else(|| null("out"))?,
-            )
-        };
-        let (temperature, stress) = s.last_collision();
-        let (sk, sc) = stress.unwrap_or((f64::NAN, f64::NAN));
-        *out = MpcboxObservables {
-            step: s.step_count(),
-            time: s.time(),
-            particles: 0,
-            momentum: [f64::NAN; 3],
-            kinetic_energy: f64::NAN,
-            temperature,
-            stress_xy_kinetic: sk,
-            stress_xy_collisional: sc,
-        };
-        Ok(())
-    })
+    // SAFETY: the caller's promise, passed on.
+    unsafe {
+        write_observables(solvent, out, |s| {
+            let (temperature, stress) = s.last_collision();
+            let (sk, sc) = stresses(stress);
+            Ok(MpcboxObservables {
+                step: s.step_count(),
+                time: s.time(),
+                particles: 0,
+                momentum: [f64::NAN; 3],
+                kinetic_energy: f64::NAN,
+                temperature,
+                stress_xy_kinetic: sk,
+                stress_xy_collisional: sc,
+            })
+        })
+    }
 }
 
 #[cfg(test)]
