@@ -193,6 +193,13 @@ pub const KNOBS: &[Knob] = &[
                  into host memory",
     },
     Knob {
+        variable: "MPCBOX_CHECKPOINT_WRITES",
+        values: Some(&["direct", "buffered"]),
+        number: false,
+        effect: "how a checkpoint's pieces reach the disk: direct I/O, a request per piece \
+                 (default, where the file system has it), or through the page cache",
+    },
+    Knob {
         variable: "MPCBOX_CHECKPOINT_WINDOW",
         values: None,
         number: true,

@@ -8,7 +8,9 @@
 #
 # MPCBOX_BINARY defaults to target/release/mpcbox (cargo build --release), SCRATCH_DIR to
 # $OUT or /tmp/mpcbox-production (on the disk to measure: checkpoints go there). RUST_LOG
-# (default info; mpcbox=debug: each block's stages) reaches the runs. Set
+# (default info; mpcbox=debug: each block's stages) reaches the runs. CK_STEPS (default 10000)
+# is the length of the run with a checkpoint every 1000 steps. Set
+# ONLY=checkpoints to run just the checkpointed run, the resumes and the checkpoint bench;
 # BIG=1 to add 512³ × 10 (1.34 × 10⁹ particles) and 768³ × 10 (4.5 × 10⁹; four GPUs of 80 GB or
 # larger), each with one checkpoint; ONLY=big runs just those (BIG_EDGES="768": that one).
 # Every figure is read from the runs' summary.json (`timing`) and printed as a table.
@@ -55,9 +57,11 @@ resume() {
   log "$name: rc=$?"
 }
 
+CK_STEPS=${CK_STEPS:-10000}
 export XDG_CACHE_HOME=$D/cache
 rm -rf "$XDG_CACHE_HOME"
 if [ "${ONLY:-}" != big ]; then
+if [ "${ONLY:-}" != checkpoints ]; then
 # a cold start (kernels compiled), then warm ones (kernels read back)
 run cold-1gpu 256 0 10 cuda:0
 # the kernels with the walls' code are another set, compiled cold here too
@@ -66,12 +70,14 @@ RUST_LOG=${RUST_LOG:-info} "$BIN" run examples/poiseuille_slit.ron --device cuda
 log "cold-walls: rc=$?"
 run warm-1gpu 256 0 10 cuda:0
 run warm-all 256 0 10 all
-# stepping with checkpoints every 1000 steps, without, and written by the stepping thread
+# stepping with checkpoints every 1000 steps (CK_STEPS long: a production run's steady state
+# and its last write), without, and written by the stepping thread
 run ck-none 256 0 3000 all
-run ck-1000 256 1000 3000 all
-run ck-1000-blocking 256 1000 3000 all MPCBOX_CHECKPOINTS=blocking
-resume resume-all ck-1000 3010 all
-resume resume-1gpu ck-1000 3010 cuda:0
+fi
+run ck-1000 256 1000 "$CK_STEPS" all
+[ "${ONLY:-}" != checkpoints ] && run ck-1000-blocking 256 1000 3000 all MPCBOX_CHECKPOINTS=blocking
+resume resume-all ck-1000 $((CK_STEPS + 10)) all
+resume resume-1gpu ck-1000 $((CK_STEPS + 10)) cuda:0
 # the checkpoint's write and a resume's read alone, beside the disk's direct-I/O rates
 # (records in $D/records), where mpcbox-bench lies beside the binary
 BENCH=$(dirname "$BIN")/mpcbox-bench
@@ -110,23 +116,28 @@ for name in sorted(os.listdir(d)):
     t = s.get("timing", {})
     c = t.get("checkpoints", {})
     phases = {p["name"]: p["seconds"] for p in t.get("startup_phases", [])}
-    read = [v for k, v in phases.items() if k.startswith("read the checkpoint")]
+    # a resume's read: the count of each slab's particles (the y values) and the read proper
+    read = [sum(v for k, v in phases.items()
+                if k in ("read the checkpoint", "count the checkpoint's particles"))]
+    read = read if read[0] > 0 else []
     n = s["fluid_particles"]
     steps = s["steps_this_run"]
     step_rate = n * steps / max(t.get("stepping_seconds", 0), 1e-9)
     bg = c.get("background_seconds", 0)
     rows.append((name[:-5], n, t.get("startup_seconds"), step_rate, s["particle_steps_per_second"],
-                 c.get("written", 0), c.get("longest_blocking_seconds", 0),
+                 c.get("written", 0), c.get("blocking_seconds", 0),
+                 c.get("longest_blocking_seconds", 0),
                  c.get("bytes", 0) / bg / 1e9 if bg else None,
                  n * 44 / read[0] / 1e9 if read else None,
                  (t.get("peak_host_memory_bytes") or 0) / 2**30))
 out = ["", "| run | particles | start-up s | stepping G p-s/s | run loop G p-s/s | checkpoints | "
-       "longest blocking s | background GB/s | resume read GB/s | peak host GiB |",
-       "|---|---|---|---|---|---|---|---|---|---|"]
+       "held s, all | longest held s | background GB/s | resume read GB/s | peak host GiB |",
+       "|---|---|---|---|---|---|---|---|---|---|---|"]
 f = lambda x, fmt: "–" if x is None else fmt.format(x)
 for r in rows:
     out.append(f"| {r[0]} | {r[1]:.3e} | {f(r[2], '{:.2f}')} | {r[3]/1e9:.2f} | {r[4]/1e9:.2f} | "
-               f"{r[5]} | {r[6]:.3f} | {f(r[7], '{:.2f}')} | {f(r[8], '{:.2f}')} | {r[9]:.1f} |")
+               f"{r[5]} | {r[6]:.2f} | {r[7]:.3f} | {f(r[8], '{:.2f}')} | {f(r[9], '{:.2f}')} | "
+               f"{r[10]:.1f} |")
 print("\n".join(out))
 open(logf, "a").write("\n".join(out) + "\n")
 EOF

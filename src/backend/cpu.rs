@@ -486,9 +486,7 @@ impl Backend for CpuBackend {
         &mut self,
         host_bytes: u64,
     ) -> Result<Option<Box<dyn crate::checkpoint::BlockSource + Send>>> {
-        let copy =
-            self.state.len() as u64 * 36 + 4 * crate::checkpoint::piece_bytes(host_bytes) as u64;
-        if copy > host_bytes {
+        if !crate::checkpoint::copy_fits(self.state.len() as u64 * 36, host_bytes) {
             return Ok(None);
         }
         Ok(Some(Box::new(crate::checkpoint::LocalFluid::Whole(

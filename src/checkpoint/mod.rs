@@ -21,7 +21,7 @@ pub use background::{
 };
 pub(crate) use parted::{piece_bytes, write as write_parted, PARTICLE_BYTES};
 pub(crate) use parted::{read_chunked, Chunk, ChunkFetch, Fetched, Kept};
-pub use parted::{BlockSource, BlockStream, FluidView, LocalFluid, PartedFile, Values};
+pub use parted::{BlockSource, BlockStream, FluidView, LocalFluid, PartMap, PartedFile, Values};
 
 use crate::config::Config;
 use crate::error::{MpcError, Result};

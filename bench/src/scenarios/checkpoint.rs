@@ -1,9 +1,9 @@
 //! `checkpoint`: a checkpoint's write and a resume's read against the disk's own rates. A
 //! fluid of L³ × M particles on `--device` is written to `--dir` (`Solvent::save_checkpoint`:
 //! the streamed writer, window by window, checksummed, synced); then, with the page cache
-//! dropped where the process may (root), the file's fluid is streamed into `--parts` parts on
-//! the host (`PartedFile::stream_parts`, the path a multi-GPU resume takes, the values
-//! discarded: the host's share of a resume), and a whole resume is timed
+//! dropped where the process may (root), the file's fluid is counted and streamed into
+//! `--parts` parts on the host (`PartedFile::count_parts`, `stream_parts`: the path a
+//! multi-GPU resume takes, the values discarded: the host's share of a resume), and a whole resume is timed
 //! (`Solvent::from_checkpoint_file` on the same device). Beside them, the disk's sequential
 //! rates with direct I/O (1 GiB written and read back; absent where the file system has no
 //! direct I/O, e.g. tmpfs).
@@ -91,19 +91,39 @@ fn measure(
         let parts = a.parts.max(1);
         let part_of = |y: f32| Some(((y / ly) * parts as f32) as usize);
         let all = [f32::NEG_INFINITY, f32::INFINITY];
+        let _ = mpcbox::timing::take_phases();
         let t = Instant::now();
         let mut values = 0usize;
+        // as a multi-GPU resume reads it: the parts' particles counted (the map of parts kept),
+        // then every section streamed into them
+        let (_, map) = parted
+            .count_parts(parts, all, part_of, window)
+            .map_err(err)?;
         parted
-            .stream_parts(parts, all, part_of, window, &mut |_, _, _, v| {
-                values += match v {
-                    Values::Ids(v) => v.len(),
-                    Values::F32(v) => v.len(),
-                    Values::F64(v) => v.len(),
-                };
-                Ok(())
-            })
+            .stream_parts(
+                parts,
+                all,
+                part_of,
+                window,
+                map.as_ref(),
+                &mut |_, _, _, v| {
+                    values += match v {
+                        Values::Ids(v) => v.len(),
+                        Values::F32(v) => v.len(),
+                        Values::F64(v) => v.len(),
+                    };
+                    Ok(())
+                },
+            )
             .map_err(err)?;
         let stream = t.elapsed().as_secs_f64();
+        // where the read's time went (the reader's reads, the values' handling)
+        for p in mpcbox::timing::take_phases() {
+            eprintln!(
+                "read into parts, {}: {:.2} s of {stream:.2} s",
+                p.name, p.seconds
+            );
+        }
         if values != 7 * cfg.n_fluid() as usize {
             return Err(format!(
                 "checkpoint: the read gave {values} values of {} (please report it)",

@@ -1,13 +1,15 @@
 //! One GPU: whether CUDA can be used here at all (driver and NVRTC libraries, device count), the
 //! context and its stream, and the fluid kernels loaded once per device into a store of
-//! handles ([`FluidKernels`], one field per kernel, declared once with its name).
+//! handles ([`FluidKernels`], one field per kernel, declared once with its name); the rules'
+//! kernels ([`RuleKernels`]) only once a rule beside SRD asks for them.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig};
 
 use super::fluid_kernels::FluidKernels;
-use super::kernel_units::KernelModules;
+use super::kernel_units::{kernel_units, KernelModules, KernelSet};
+use super::rule_kernels::RuleKernels;
 use crate::error::{MpcError, Result};
 
 /// Threads per block of the per-particle and per-cell kernels.
@@ -98,6 +100,9 @@ pub struct CudaDevice {
     /// The modules the kernels of `k` live in (loaded as long as the device is open).
     _modules: KernelModules,
     pub(super) k: FluidKernels,
+    /// The rules' kernels and their modules, compiled and loaded the first time a rule beside
+    /// SRD asks for them ([`CudaDevice::rule_kernels`]).
+    rules: OnceLock<(KernelModules, RuleKernels)>,
     pub(super) name: String,
     pub(super) ordinal: usize,
     /// The kernels were compiled with the walls' code (`MPC_WALLS`, `kernels/walls.cuh`).
@@ -157,7 +162,7 @@ impl CudaDevice {
         let (major, minor) = ctx
             .compute_capability()
             .map_err(drv("compute capability"))?;
-        let units = super::kernel_units::fluid_units(major, minor, walls)?;
+        let units = kernel_units(KernelSet::Fluid, major, minor, walls)?;
         let modules = KernelModules::load(&ctx, &units)?;
         let k = FluidKernels::load(|name| modules.function(name))?;
         Ok(CudaDevice {
@@ -165,10 +170,33 @@ impl CudaDevice {
             stream,
             _modules: modules,
             k,
+            rules: OnceLock::new(),
             name,
             ordinal,
             walls,
         })
+    }
+
+    /// The rules' kernels (SRD+a, MPC-AT, MPC-AT+a), compiled (once per process) and loaded on
+    /// this GPU the first time they are asked for: a plain SRD run never compiles them.
+    pub(super) fn rule_kernels(&self) -> Result<&RuleKernels> {
+        if let Some((_, k)) = self.rules.get() {
+            return Ok(k);
+        }
+        let (major, minor) = self
+            .ctx
+            .compute_capability()
+            .map_err(drv("compute capability"))?;
+        let units = kernel_units(KernelSet::Rules, major, minor, self.walls)?;
+        let modules = KernelModules::load(&self.ctx, &units)?;
+        let k = RuleKernels::load(|name| modules.function(name))?;
+        // a device is used by one thread at a time; were the cell filled meanwhile, the
+        // kernels loaded first stay and these are dropped
+        let _ = self.rules.set((modules, k));
+        self.rules
+            .get()
+            .map(|(_, k)| k)
+            .ok_or_else(|| MpcError::Device("the rule kernels did not load".into()))
     }
 
     pub fn describe(&self) -> String {

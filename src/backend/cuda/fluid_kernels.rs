@@ -1,5 +1,5 @@
-//! The fluid's kernel table: every kernel of `kernels/*.cu` (but the MD engine's) with its
-//! parameters, grouped by the kernels file that defines it. `launch::kernel_table!` turns it
+//! The fluid's kernel table: every kernel of `kernels/*.cu` (but the MD engine's and the rules'
+//! beside SRD, which `rule_kernels` lists) with its parameters, grouped by the kernels file that defines it. `launch::kernel_table!` turns it
 //! into `FluidKernels` (loaded once per device by `device`), one typed launcher per kernel,
 //! and the list `tests` compare with the sources' signatures.
 
@@ -94,104 +94,6 @@ kernel_table! {
             vy: Out<f64>, vz: Out<f64>, cellw: In<u32>, cells: In<f64>, report: Out<f64>,
         ),
     }
-    "rules.cu" {
-        rules_stream_bin: "mpc_rules_stream_bin"(
-            p: Val<KernelParams>, rule: Val<u32>, px: Out<f32>, py: Out<f32>, pz: Out<f32>,
-            vx: Out<f64>, vy: Out<f64>, vz: Out<f64>, cellw: Out<u32>, cells: Out<f64>,
-            ext: Out<f64>, report: Out<f64>, m: Val<MigrationArgs>,
-        ),
-        rules_stream_bin_shared: "mpc_rules_stream_bin_shared"(
-            p: Val<KernelParams>, rule: Val<u32>, px: Out<f32>, py: Out<f32>, pz: Out<f32>,
-            vx: Out<f64>, vy: Out<f64>, vz: Out<f64>, cellw: Out<u32>, cells: Out<f64>,
-            ext: Out<f64>, report: Out<f64>, m: Val<MigrationArgs>,
-        ),
-        rules_collide_stream_bin: "mpc_rules_collide_stream_bin"(
-            pc: Val<KernelParams>, p: Val<KernelParams>, rule: Val<u32>, px: Out<f32>,
-            py: Out<f32>, pz: Out<f32>, vx: Out<f64>, vy: Out<f64>, vz: Out<f64>, cellw: Out<u32>,
-            cells_prev: In<f64>, ext_prev: In<f64>, cells_next: Out<f64>, ext_next: Out<f64>,
-            report: Out<f64>, m: Val<MigrationArgs>,
-        ),
-        rules_collide_stream_bin_shared: "mpc_rules_collide_stream_bin_shared"(
-            pc: Val<KernelParams>, p: Val<KernelParams>, rule: Val<u32>, px: Out<f32>,
-            py: Out<f32>, pz: Out<f32>, vx: Out<f64>, vy: Out<f64>, vz: Out<f64>, cellw: Out<u32>,
-            cells_prev: In<f64>, ext_prev: In<f64>, cells_next: Out<f64>, ext_next: Out<f64>,
-            report: Out<f64>, m: Val<MigrationArgs>,
-        ),
-        rules_cell_params: "mpc_rules_cell_params"(
-            p: Val<KernelParams>, rule: Val<u32>, cells: Out<f64>, ext: Out<f64>, report: Out<f64>,
-        ),
-        rules_collide: "mpc_rules_collide"(
-            p: Val<KernelParams>, rule: Val<u32>, px: In<f32>, py: In<f32>, pz: In<f32>,
-            vx: Out<f64>, vy: Out<f64>, vz: Out<f64>, cellw: In<u32>, cells: In<f64>, ext: In<f64>,
-            report: Out<f64>,
-        ),
-        rules_solute_bin: "mpc_rules_solute_bin"(
-            p: Val<KernelParams>, rule: Val<u32>, spos: In<f64>, svel: In<f64>, smass: In<f64>,
-            scell: Out<u32>, simage: Out<i32>, cells: Out<f64>, ext: Out<f64>,
-        ),
-        rules_solute_collide: "mpc_rules_solute_collide"(
-            p: Val<KernelParams>, rule: Val<u32>, spos: In<f64>, smass: In<f64>, scell: In<u32>,
-            simage: In<i32>, cells: In<f64>, ext: In<f64>, svel: Out<f64>, owned_only: Val<u32>,
-            report: Out<f64>,
-        ),
-        rules_stream_bin_srd_a: "mpc_rules_stream_bin_srd_a"(
-            p: Val<KernelParams>, rule: Val<u32>, px: Out<f32>, py: Out<f32>, pz: Out<f32>,
-            vx: Out<f64>, vy: Out<f64>, vz: Out<f64>, cellw: Out<u32>, cells: Out<f64>,
-            ext: Out<f64>, report: Out<f64>, m: Val<MigrationArgs>,
-        ),
-        rules_stream_bin_at: "mpc_rules_stream_bin_at"(
-            p: Val<KernelParams>, rule: Val<u32>, px: Out<f32>, py: Out<f32>, pz: Out<f32>,
-            vx: Out<f64>, vy: Out<f64>, vz: Out<f64>, cellw: Out<u32>, cells: Out<f64>,
-            ext: Out<f64>, report: Out<f64>, m: Val<MigrationArgs>,
-        ),
-        rules_stream_bin_at_a: "mpc_rules_stream_bin_at_a"(
-            p: Val<KernelParams>, rule: Val<u32>, px: Out<f32>, py: Out<f32>, pz: Out<f32>,
-            vx: Out<f64>, vy: Out<f64>, vz: Out<f64>, cellw: Out<u32>, cells: Out<f64>,
-            ext: Out<f64>, report: Out<f64>, m: Val<MigrationArgs>,
-        ),
-        rules_collide_stream_bin_srd_a: "mpc_rules_collide_stream_bin_srd_a"(
-            pc: Val<KernelParams>, p: Val<KernelParams>, rule: Val<u32>, px: Out<f32>,
-            py: Out<f32>, pz: Out<f32>, vx: Out<f64>, vy: Out<f64>, vz: Out<f64>, cellw: Out<u32>,
-            cells_prev: In<f64>, ext_prev: In<f64>, cells_next: Out<f64>, ext_next: Out<f64>,
-            report: Out<f64>, m: Val<MigrationArgs>,
-        ),
-        rules_collide_stream_bin_at: "mpc_rules_collide_stream_bin_at"(
-            pc: Val<KernelParams>, p: Val<KernelParams>, rule: Val<u32>, px: Out<f32>,
-            py: Out<f32>, pz: Out<f32>, vx: Out<f64>, vy: Out<f64>, vz: Out<f64>, cellw: Out<u32>,
-            cells_prev: In<f64>, ext_prev: In<f64>, cells_next: Out<f64>, ext_next: Out<f64>,
-            report: Out<f64>, m: Val<MigrationArgs>,
-        ),
-        rules_collide_stream_bin_at_a: "mpc_rules_collide_stream_bin_at_a"(
-            pc: Val<KernelParams>, p: Val<KernelParams>, rule: Val<u32>, px: Out<f32>,
-            py: Out<f32>, pz: Out<f32>, vx: Out<f64>, vy: Out<f64>, vz: Out<f64>, cellw: Out<u32>,
-            cells_prev: In<f64>, ext_prev: In<f64>, cells_next: Out<f64>, ext_next: Out<f64>,
-            report: Out<f64>, m: Val<MigrationArgs>,
-        ),
-        rules_cell_params_srd_a: "mpc_rules_cell_params_srd_a"(
-            p: Val<KernelParams>, rule: Val<u32>, cells: Out<f64>, ext: Out<f64>, report: Out<f64>,
-        ),
-        rules_cell_params_at: "mpc_rules_cell_params_at"(
-            p: Val<KernelParams>, rule: Val<u32>, cells: Out<f64>, ext: Out<f64>, report: Out<f64>,
-        ),
-        rules_cell_params_at_a: "mpc_rules_cell_params_at_a"(
-            p: Val<KernelParams>, rule: Val<u32>, cells: Out<f64>, ext: Out<f64>, report: Out<f64>,
-        ),
-        rules_collide_srd_a: "mpc_rules_collide_srd_a"(
-            p: Val<KernelParams>, rule: Val<u32>, px: In<f32>, py: In<f32>, pz: In<f32>,
-            vx: Out<f64>, vy: Out<f64>, vz: Out<f64>, cellw: In<u32>, cells: In<f64>, ext: In<f64>,
-            report: Out<f64>,
-        ),
-        rules_collide_at: "mpc_rules_collide_at"(
-            p: Val<KernelParams>, rule: Val<u32>, px: In<f32>, py: In<f32>, pz: In<f32>,
-            vx: Out<f64>, vy: Out<f64>, vz: Out<f64>, cellw: In<u32>, cells: In<f64>, ext: In<f64>,
-            report: Out<f64>,
-        ),
-        rules_collide_at_a: "mpc_rules_collide_at_a"(
-            p: Val<KernelParams>, rule: Val<u32>, px: In<f32>, py: In<f32>, pz: In<f32>,
-            vx: Out<f64>, vy: Out<f64>, vz: Out<f64>, cellw: In<u32>, cells: In<f64>, ext: In<f64>,
-            report: Out<f64>,
-        ),
-    }
     "migrate.cu" {
         immigrate: "mpc_immigrate"(
             p: Val<KernelParams>, recv: In<u64>, count: Val<u32>, first: Val<u32>, fill: Val<u32>,
@@ -278,20 +180,25 @@ kernel_table! {
     }
 }
 
+/// Every kernel of both tables (the fluid's and the rules'): file, entry point, parameters.
+#[cfg(test)]
+fn all_signatures() -> Vec<(&'static str, &'static str, Vec<String>)> {
+    let mut all = FluidKernels::signatures();
+    all.extend(super::rule_kernels::RuleKernels::signatures());
+    all
+}
+
 /// Every kernel entry point the backend loads (checked against the sources in tests).
 #[cfg(test)]
 pub(super) fn kernel_names() -> Vec<&'static str> {
-    FluidKernels::signatures()
-        .into_iter()
-        .map(|(_, n, _)| n)
-        .collect()
+    all_signatures().into_iter().map(|(_, n, _)| n).collect()
 }
 
 /// Each kernels file with the entry points the table lists for it.
 #[cfg(test)]
 pub(super) fn kernels_by_file() -> Vec<(&'static str, Vec<&'static str>)> {
     let mut out: Vec<(&str, Vec<&str>)> = Vec::new();
-    for (file, name, _) in FluidKernels::signatures() {
+    for (file, name, _) in all_signatures() {
         match out.iter_mut().find(|(f, _)| *f == file) {
             Some((_, names)) => names.push(name),
             None => out.push((file, vec![name])),
@@ -304,15 +211,15 @@ pub(super) fn kernels_by_file() -> Vec<(&'static str, Vec<&'static str>)> {
 mod tests {
     use super::*;
 
-    /// Every fluid kernel's parameters in the table (what its typed launcher takes) are those
+    /// Every fluid kernel's parameters in the tables (what its typed launcher takes) are those
     /// its CUDA source declares, type for type.
     #[test]
     fn the_kernel_table_matches_the_kernels_signatures() {
         let sources = super::super::launch::cuda_signatures(&super::super::kernels::full_source());
-        let problems = super::super::launch::check_table(&FluidKernels::signatures(), &sources);
+        let problems = super::super::launch::check_table(&all_signatures(), &sources);
         assert!(
             problems.is_empty(),
-            "the fluid kernel table (device.rs) and kernels/ disagree:\n{}\nfix: declare the \
+            "the kernel tables (fluid_kernels.rs, rule_kernels.rs) and kernels/ disagree:\n{}\nfix: declare the \
              kernel's parameters in the table as the source does",
             problems.join("\n")
         );

@@ -16,6 +16,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 
 use super::fluid_kernels::FluidKernels;
 use super::kernels;
+use super::rule_kernels::RuleKernels;
 use crate::error::{MpcError, Result};
 
 /// What marks a kernel in the sources (every one is `extern "C"`, see `launch::cuda_signatures`).
@@ -162,35 +163,59 @@ pub fn compile_units(
     Ok(CompiledUnits { units })
 }
 
-/// The fluid kernels (with the walls' code or not) for an architecture, compiled once per
+/// The two sets of kernels a device loads: the fluid's (every run) and the rules' beside SRD
+/// (only a run whose rule needs them: their units are the longest to compile).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KernelSet {
+    Fluid,
+    Rules,
+}
+
+impl KernelSet {
+    /// The set's kernels, the longest compilations first (the streaming kernels carry the
+    /// walls' paths), so that none starts last on a busy host.
+    fn kernel_names(self) -> Vec<&'static str> {
+        let mut kernels = match self {
+            KernelSet::Fluid => FluidKernels::signatures(),
+            KernelSet::Rules => RuleKernels::signatures(),
+        };
+        kernels.sort_by_key(|(file, _, _)| match *file {
+            "rules.cu" => 0,
+            "stream.cu" => 1,
+            _ => 2,
+        });
+        kernels.into_iter().map(|(_, name, _)| name).collect()
+    }
+}
+
+/// The kernels of `set` (with the walls' code or not) for an architecture, compiled once per
 /// process.
-pub fn fluid_units(major: i32, minor: i32, walls: bool) -> Result<Arc<CompiledUnits>> {
-    type Store = Mutex<HashMap<(bool, i32, i32), Arc<CompiledUnits>>>;
+pub fn kernel_units(
+    set: KernelSet,
+    major: i32,
+    minor: i32,
+    walls: bool,
+) -> Result<Arc<CompiledUnits>> {
+    type Store = Mutex<HashMap<(KernelSet, bool, i32, i32), Arc<CompiledUnits>>>;
     static STORE: OnceLock<Store> = OnceLock::new();
     let store = STORE.get_or_init(|| Mutex::new(HashMap::new()));
+    // held while compiling: a second GPU asking for the same set waits for it, not compiles it
     let mut map = store.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(u) = map.get(&(walls, major, minor)) {
+    if let Some(u) = map.get(&(set, walls, major, minor)) {
         return Ok(u.clone());
     }
-    let (label, source) = if walls {
-        ("mpcbox_kernels_walls.cu", kernels::walls_source())
-    } else {
-        ("mpcbox_kernels.cu", kernels::full_source())
+    let (label, source) = match (set, walls) {
+        (KernelSet::Fluid, false) => ("mpcbox_kernels.cu", kernels::full_source()),
+        (KernelSet::Fluid, true) => ("mpcbox_kernels_walls.cu", kernels::walls_source()),
+        (KernelSet::Rules, false) => ("mpcbox_rules.cu", kernels::full_source()),
+        (KernelSet::Rules, true) => ("mpcbox_rules_walls.cu", kernels::walls_source()),
     };
-    // the longest compilations first (the rule kernels instantiate every rule's templates,
-    // the streaming kernels carry the walls' paths), so that none starts last on a busy host
-    let mut kernels = FluidKernels::signatures();
-    kernels.sort_by_key(|(file, _, _)| match *file {
-        "rules.cu" => 0,
-        "stream.cu" => 1,
-        _ => 2,
-    });
-    let names: Vec<&'static str> = kernels.into_iter().map(|(_, name, _)| name).collect();
+    let names = set.kernel_names();
     let cache = super::kernel_cache::directory();
     let units = compile_units(label, &source, &names, (major, minor), cache.as_deref())
         .map_err(MpcError::Device)?;
     let units = Arc::new(units);
-    map.insert((walls, major, minor), units.clone());
+    map.insert((set, walls, major, minor), units.clone());
     Ok(units)
 }
 
@@ -260,7 +285,7 @@ mod tests {
         assert_eq!(all, SOURCE);
     }
 
-    /// Every kernel of the fluid's table is a kernel of the sources that the rewrite finds
+    /// Every kernel of the fluid's and the rules' tables is a kernel of the sources that the rewrite finds
     /// (a kernel it could not read would stay in every unit and be compiled 60 times).
     #[test]
     fn every_fluid_kernel_is_found_by_the_rewrite() {
@@ -271,7 +296,9 @@ mod tests {
             0,
             "a kernel the rewrite cannot read"
         );
-        for (file, name, _) in FluidKernels::signatures() {
+        let mut tables = FluidKernels::signatures();
+        tables.extend(RuleKernels::signatures());
+        for (file, name, _) in tables {
             let unit = only_kernels(&source, |k| k == name);
             assert_eq!(unit.matches(KERNEL).count(), 1, "{file}: {name}");
             assert!(unit.contains(&format!("{name}(")), "{name}");

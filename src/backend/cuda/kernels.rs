@@ -341,10 +341,8 @@ mod tests {
     )]
     fn kernels_compile_with_nvrtc_when_available() {
         require_nvrtc_for_tests();
-        let names: Vec<&'static str> = super::super::fluid_kernels::FluidKernels::signatures()
-            .into_iter()
-            .map(|(_, name, _)| name)
-            .collect();
+        // the fluid's and the rules' tables
+        let names = super::super::fluid_kernels::kernel_names();
         // as a run compiles them: one unit per kernel (kernel_units), no cache
         let units = |source: String| {
             let compiled =

@@ -42,7 +42,8 @@
 //! | `device` | CUDA checks, context and stream, the kernel table (loaded once per GPU) | |
 //! | `kernels` | the kernel sources in dependency order, NVRTC (cached per process) | |
 //! | `kernel_cache` | compiled kernels kept on disk between runs | |
-//! | `fluid_kernels` | the fluid's kernel table: every kernel with its parameters | all |
+//! | `fluid_kernels` | the fluid's kernel table: every kernel with its parameters | all but `rules.cu` |
+//! | `rule_kernels` | the rules' kernel table, loaded only for a run whose rule needs it | `rules.cu` |
 //! | `contract` | what Rust and CUDA agree on, generated as the header of every unit | |
 //! | `launch` | typed kernel launches, checked against the sources' signatures | |
 //! | `cell_sums` | [`CellSumMethod`]: how pass 1 forms the cell sums | `cell_sums.cuh` |
@@ -62,6 +63,7 @@
 //! | `observe` | `Observables`: report, moments and profile, flow-field sums | `observe.cu` |
 //! | `debug` | test entry points (draws, `det_ln`, initial particles) | `debug.cu` |
 //! | `snapshot` | the fluid as a checkpoint's block: live, or copied into spare memory | |
+//! | `upload_slots` | host values up to a GPU through two pinned slots (a resume's pieces) | |
 //! | `multi` | several GPUs: one `CudaBackend` per y slab, its migration state a `Slab` | `migrate.cu`, `migrate.cuh` |
 
 mod buffers;
@@ -85,12 +87,14 @@ mod params;
 mod pieces;
 mod pinned_solutes;
 mod reorder;
+mod rule_kernels;
 mod rules;
 mod snapshot;
 mod solute_state;
 mod solutes;
 mod step;
 mod stream;
+mod upload_slots;
 
 pub use buffers::{
     device_bytes, footprint, footprint_default, rule_bytes_per_cell, BYTES_PER_CELL,
@@ -271,7 +275,7 @@ impl CudaBackend {
         };
         let fluid = FluidBuffers::alloc(&s, n, method, &oom)?;
         let cell = CellBuffers::alloc(&s, ncells, method, &oom)?;
-        let rules = rules::RuleBuffers::alloc(&s, phys.rule, ncells, method, &oom)?;
+        let rules = rules::RuleBuffers::alloc(&dev, phys.rule, ncells, method, &oom)?;
         let obs = Observables::alloc(&s, phys.profile_bins(), &oom)?;
         let wall_grid = match grid_values {
             Some(v) => Some(s.clone_htod(&v[..]).map_err(oom)?),
@@ -318,9 +322,8 @@ impl CudaBackend {
         }
         self.flush()?;
         self.phys = phys;
-        let s = self.dev.stream.clone();
         let (rule, ncells, method) = (self.phys.rule, self.ncells, self.method);
-        rules::RuleBuffers::sync(&mut self.rules, &s, rule, ncells, method)
+        rules::RuleBuffers::sync(&mut self.rules, &self.dev, rule, ncells, method)
     }
 
     pub fn physics(&self) -> &Physics {

@@ -23,10 +23,10 @@ use super::buffers::{rule_bytes_per_cell, CellBuffers, FluidBuffers};
 use super::cell_sums::CellSumMethod;
 use super::device::OnAllocError;
 use super::device::{drv, grid, CudaDevice};
-use super::fluid_kernels::FluidKernels;
 use super::launch::DevPtr;
 use super::params::KernelParams;
 use super::params::MigrationArgs;
+use super::rule_kernels::RuleKernels;
 use crate::backend::DeviceSolutes;
 use crate::error::{MpcError, Result};
 use crate::physics::Rule;
@@ -38,18 +38,18 @@ pub use super::contract::ext_stride;
 /// they hold only its registers) or the first version's, which take the rule at run time
 /// (`generic`). Both compute the same numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RuleKernels {
+pub enum RuleKernelChoice {
     PerRule,
     Generic,
 }
 
-impl RuleKernels {
+impl RuleKernelChoice {
     /// The choice of `MPCBOX_RULES_KERNELS` (`per-rule` or `generic`), else per rule.
-    pub fn from_env() -> RuleKernels {
+    pub fn from_env() -> RuleKernelChoice {
         if crate::knobs::knobs().is("MPCBOX_RULES_KERNELS", "generic") {
-            RuleKernels::Generic
+            RuleKernelChoice::Generic
         } else {
-            RuleKernels::PerRule
+            RuleKernelChoice::PerRule
         }
     }
 }
@@ -64,10 +64,15 @@ enum HotPass {
 }
 
 /// The kernel of `pass` under `rule` (not plain SRD): the rule's own, or the generic one.
-fn rule_kernel(k: &FluidKernels, rule: Rule, pass: HotPass, which: RuleKernels) -> &CudaFunction {
+fn rule_kernel(
+    k: &RuleKernels,
+    rule: Rule,
+    pass: HotPass,
+    which: RuleKernelChoice,
+) -> &CudaFunction {
     use HotPass as P;
     use Rule as R;
-    if which == RuleKernels::Generic {
+    if which == RuleKernelChoice::Generic {
         return match pass {
             P::StreamBin => &k.rules_stream_bin,
             P::CollideStreamBin => &k.rules_collide_stream_bin,
@@ -97,7 +102,7 @@ fn rule_kernel(k: &FluidKernels, rule: Rule, pass: HotPass, which: RuleKernels) 
 pub(super) struct RuleBuffers {
     rule: Rule,
     /// Which kernels run the hot passes.
-    kernels: RuleKernels,
+    kernels: RuleKernelChoice,
     /// `ext_stride(rule)` doubles per cell: the sums, then (+a) [Δω, C] in place.
     pub(super) ext: CudaSlice<f64>,
     /// Fused methods: the other buffer (swapped with `ext` as `cell.alt` with `cell.sums`).
@@ -105,9 +110,10 @@ pub(super) struct RuleBuffers {
 }
 
 impl RuleBuffers {
-    /// Buffers for `ncells` cells under `rule`; None for plain SRD (nothing extra).
+    /// Buffers for `ncells` cells under `rule` on `dev`, its rule kernels compiled and loaded
+    /// there first (at start-up, not at the first step); None for plain SRD (nothing extra).
     pub(super) fn alloc(
-        s: &Arc<CudaStream>,
+        dev: &CudaDevice,
         rule: Rule,
         ncells: usize,
         method: CellSumMethod,
@@ -116,10 +122,12 @@ impl RuleBuffers {
         if rule.is_plain_srd() {
             return Ok(None);
         }
+        dev.rule_kernels()?;
+        let s = &dev.stream;
         let len = ext_stride(rule) * ncells.max(1);
         Ok(Some(RuleBuffers {
             rule,
-            kernels: RuleKernels::from_env(),
+            kernels: RuleKernelChoice::from_env(),
             ext: s.alloc_zeros::<f64>(len).map_err(oom)?,
             alt: if method.is_fused() {
                 Some(s.alloc_zeros::<f64>(len).map_err(oom)?)
@@ -183,7 +191,7 @@ impl RuleBuffers {
     /// (`set_physics`).
     pub(super) fn sync(
         slot: &mut Option<RuleBuffers>,
-        s: &Arc<CudaStream>,
+        dev: &CudaDevice,
         rule: Rule,
         ncells: usize,
         method: CellSumMethod,
@@ -193,7 +201,7 @@ impl RuleBuffers {
         }
         let oom =
             |e: cudarc::driver::DriverError| MpcError::Device(format!("CUDA rule buffers: {e:?}"));
-        *slot = RuleBuffers::alloc(s, rule, ncells, method, &oom)?;
+        *slot = RuleBuffers::alloc(dev, rule, ncells, method, &oom)?;
         Ok(())
     }
 
@@ -238,7 +246,7 @@ impl RuleBuffers {
         margs: &MigrationArgs,
     ) -> Result<()> {
         let s = cx.dev.stream.clone();
-        let k = &cx.dev.k;
+        let k = cx.dev.rule_kernels()?;
         let block = RuleBuffers::block_aggregation(cx.method);
         let f = if block {
             &k.rules_stream_bin_shared
@@ -288,7 +296,7 @@ impl RuleBuffers {
         margs: &MigrationArgs,
     ) -> Result<()> {
         let s = cx.dev.stream.clone();
-        let k = &cx.dev.k;
+        let k = cx.dev.rule_kernels()?;
         let block = RuleBuffers::block_aggregation(cx.method);
         let missing = || MpcError::Device("fused method without second cell buffers".into());
         let alt = cx.cell.alt.as_mut().ok_or_else(missing)?;
@@ -341,7 +349,12 @@ impl RuleBuffers {
     pub(super) fn cell_pass(&mut self, cx: RulePass<'_>, p: &KernelParams) -> Result<()> {
         let s = cx.dev.stream.clone();
         let code = self.rule.code();
-        let f = rule_kernel(&cx.dev.k, self.rule, HotPass::CellParams, self.kernels);
+        let f = rule_kernel(
+            cx.dev.rule_kernels()?,
+            self.rule,
+            HotPass::CellParams,
+            self.kernels,
+        );
         // SAFETY: mpc_rules_cell_params and the per-rule mpc_rules_cell_params_* (MpcParams, u32
         // rule, double *cells, double *ext, double *report): the plain cell buffer of p.n_cells
         // = cx.ncells cells × 8 doubles, the extended one × ext_stride(rule) doubles, report
@@ -365,7 +378,12 @@ impl RuleBuffers {
         let code = self.rule.code();
         let [px, py, pz] = &cx.fluid.pos;
         let [vx, vy, vz] = &mut cx.fluid.vel;
-        let f = rule_kernel(&cx.dev.k, self.rule, HotPass::Collide, self.kernels);
+        let f = rule_kernel(
+            cx.dev.rule_kernels()?,
+            self.rule,
+            HotPass::Collide,
+            self.kernels,
+        );
         // SAFETY: mpc_rules_collide and the per-rule mpc_rules_collide_* (MpcParams, u32 rule,
         // const float *px, *py, *pz, double *vx, *vy, *vz, const u32 *cellw, const double
         // *cells, const double *ext, double *report): particle arrays of p.n_fluid = cx.n
@@ -409,7 +427,7 @@ impl RuleBuffers {
         // or the caller's arrays checked before), `cell` and `image` at least n = p.n_solutes
         // elements of this GPU, the cell buffers as in the cell pass; one thread per solute.
         unsafe {
-            dev.k
+            dev.rule_kernels()?
                 .rules_solute_bin(
                     &main,
                     grid(s.n),
@@ -451,7 +469,7 @@ impl RuleBuffers {
         // owns the solute's cell), and the step's report (REPORT_WORDS × REPORT_COPIES doubles,
         // zeroed in pass 1 on this stream).
         unsafe {
-            dev.k
+            dev.rule_kernels()?
                 .rules_solute_collide(
                     &main,
                     grid(s.n),

@@ -514,10 +514,20 @@ impl CudaBackend {
         let mut be = CudaBackend::allocate(dev, phys.clone(), n, method)?;
         let window = crate::checkpoint::WriterSettings::from_knobs().window_bytes();
         let all = [f32::NEG_INFINITY, f32::INFINITY];
+        let mut slots = super::upload_slots::UploadSlots::new(&be.dev.ctx)?;
         let counts = phase("read the checkpoint", || {
-            file.stream_parts(1, all, |_| Some(0), window, &mut |_, s, at, v| {
-                be.put_values(s, at as usize, v)
-            })
+            // one GPU keeps every particle
+            let map = crate::checkpoint::PartMap::one();
+            let counts = file.stream_parts(
+                1,
+                all,
+                |_| Some(0),
+                window,
+                Some(&map),
+                &mut |_, s, at, v| be.put_values(&mut slots, s, at as usize, v),
+            )?;
+            slots.finish()?;
+            Ok::<_, crate::error::MpcError>(counts)
         })?;
         if counts != [n as u64] {
             return Err(crate::error::MpcError::Device(format!(
@@ -531,9 +541,10 @@ impl CudaBackend {
 
     /// A piece of a checkpoint's section `section` (see `PartedFile::stream_parts`) into slots
     /// `at..` (ids into the labels of a slab that has them; a single GPU lists its particles
-    /// by place).
+    /// by place), through the pinned `staging` (the copies complete once it is finished).
     pub(in crate::backend::cuda) fn put_values(
         &mut self,
+        staging: &mut super::upload_slots::UploadSlots,
         section: usize,
         at: usize,
         values: crate::checkpoint::Values<'_>,
@@ -556,15 +567,22 @@ impl CudaBackend {
                 self.dev.describe()
             )));
         }
+        use super::upload_slots::bytes_of;
+        use cudarc::driver::DevicePtr;
         match values {
-            Values::Ids(ids) if self.slab.is_some() => self.upload_labels(at, ids),
+            Values::Ids(ids) if self.slab.is_some() => self.upload_labels(staging, at, ids),
             Values::Ids(_) => Ok(()),
-            Values::F32(x) => s
-                .memcpy_htod(x, &mut self.fluid.pos[section - 1].slice_mut(at..at + len))
-                .map_err(drv("upload")),
-            Values::F64(v) => s
-                .memcpy_htod(v, &mut self.fluid.vel[section - 4].slice_mut(at..at + len))
-                .map_err(drv("upload")),
+            Values::F32(x) => {
+                let dst = self.fluid.pos[section - 1].device_ptr(&s).0 + 4 * at as u64;
+                // SAFETY: slots at..at + len of this GPU's position buffer (checked above),
+                // which nothing else uses while a checkpoint is read into it.
+                unsafe { staging.put(&s, bytes_of(x), dst) }
+            }
+            Values::F64(v) => {
+                let dst = self.fluid.vel[section - 4].device_ptr(&s).0 + 8 * at as u64;
+                // SAFETY: as above, in the velocity buffer.
+                unsafe { staging.put(&s, bytes_of(v), dst) }
+            }
         }
     }
 }

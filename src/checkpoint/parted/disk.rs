@@ -14,22 +14,46 @@ use std::time::{Duration, Instant};
 use crossbeam::channel::{bounded, Receiver, Sender};
 
 use super::encode::{PieceSink, StreamSum};
+use super::file_io::DirectWriter;
 use crate::error::{MpcError, Result};
 
-/// Pieces of a block at once: one being filled, one being summed, one queued for the disk, one
-/// being written (the encoder holds one, [`SumPipe`] gives out one more, [`DiskPipe`] two).
-pub(crate) const BUFFERS: usize = 4;
+/// Pieces of a block at once: one being filled, one being summed, one queued for the disk, two
+/// being written (the encoder holds one, [`SumPipe`] gives out one more, [`DiskPipe`] three).
+pub(crate) const BUFFERS: usize = 5;
 /// The empty buffers [`DiskPipe`] gives out at first.
 const DISK_SPARES: usize = BUFFERS - 2;
+/// Threads writing pieces with direct I/O at once: while one copies its piece into its aligned
+/// buffer, the other's request keeps the disk busy.
+const DIRECT_WRITERS: usize = 2;
 
-/// A block's pieces written at `base` + their offset in `file` by a thread.
+/// How the disk thread writes a block's pieces (`MPCBOX_CHECKPOINT_WRITES`): with direct I/O,
+/// each piece one request from an aligned copy (the default, where the file system has it),
+/// or through the page cache with its write-back streamed ([`Writeback`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WriteMode {
+    Direct,
+    Buffered,
+}
+
+impl WriteMode {
+    fn from_knobs() -> WriteMode {
+        if crate::knobs::knobs().is("MPCBOX_CHECKPOINT_WRITES", "buffered") {
+            WriteMode::Buffered
+        } else {
+            WriteMode::Direct
+        }
+    }
+}
+
+/// A block's pieces written at `base` + their offset in `file` by a thread ([`DIRECT_WRITERS`]
+/// threads taking pieces in turn with direct I/O).
 pub(super) struct DiskPipe {
     to_disk: Option<Sender<(u64, Vec<u8>)>>,
     free: Receiver<Vec<u8>>,
-    /// The thread; it returns the time it spent writing.
-    thread: Option<JoinHandle<std::io::Result<Duration>>>,
+    /// The threads; each returns the time it spent writing.
+    threads: Vec<JoinHandle<std::io::Result<Duration>>>,
     path: PathBuf,
-    /// Bytes handed to the thread.
+    /// Bytes handed to the threads.
     pub(super) bytes: u64,
 }
 
@@ -42,46 +66,80 @@ impl DiskPipe {
                 MpcError::Device("a disk pipe without room (please report it)".into())
             })?;
         }
-        let thread = std::thread::Builder::new()
-            .name("mpcbox-disk".into())
-            .spawn(move || -> std::io::Result<Duration> {
-                let mut writing = Duration::ZERO;
-                let mut flush = Writeback::new(&file);
-                // on an error the thread stops: the producer's next send or wait for a buffer
-                // then fails, and `join` names the error
-                for (at, piece) in pieces {
-                    let t = Instant::now();
-                    file.write_all_at(&piece, base + at)?;
-                    flush.written(base + at, piece.len() as u64)?;
-                    writing += t.elapsed();
-                    // back whole: the encoder overwrites it without zeroing it again
-                    if give_back.send(piece).is_err() {
-                        break;
+        let direct = WriteMode::from_knobs() == WriteMode::Direct;
+        // through the page cache one thread writes, so that each piece's write-back follows
+        // the one before it ([`Writeback`])
+        let writers = if direct { DIRECT_WRITERS } else { 1 };
+        let mut threads = Vec::with_capacity(writers);
+        for _ in 0..writers {
+            let (file, pieces, give_back) = (file.clone(), pieces.clone(), give_back.clone());
+            let mut direct = direct.then(|| DirectWriter::open(path)).flatten();
+            let thread = std::thread::Builder::new()
+                .name("mpcbox-disk".into())
+                .spawn(move || -> std::io::Result<Duration> {
+                    let mut writing = Duration::ZERO;
+                    let mut flush = Writeback::new(&file);
+                    // on an error the thread stops: the producer's next send or wait for a
+                    // buffer then fails, and `join` names the error
+                    for (at, piece) in pieces {
+                        let t = Instant::now();
+                        let wrote = direct.as_mut().map(|d| d.write(&piece, base + at));
+                        match wrote {
+                            Some(Ok(())) => {}
+                            Some(Err(e)) if !matches!(e.raw_os_error(), Some(libc::EINVAL)) => {
+                                return Err(e)
+                            }
+                            // not direct, or refused (an unaligned piece, an odd file system):
+                            // this piece and the rest through the page cache
+                            _ => {
+                                direct = None;
+                                file.write_all_at(&piece, base + at)?;
+                                flush.written(base + at, piece.len() as u64)?;
+                            }
+                        }
+                        writing += t.elapsed();
+                        // back whole: the encoder overwrites it without zeroing it again
+                        if give_back.send(piece).is_err() {
+                            break;
+                        }
                     }
-                }
-                Ok(writing)
-            })
-            .map_err(|e| MpcError::io(path, e))?;
+                    Ok(writing)
+                })
+                .map_err(|e| MpcError::io(path, e))?;
+            threads.push(thread);
+        }
         Ok(DiskPipe {
             to_disk: Some(to_disk),
             free,
-            thread: Some(thread),
+            threads,
             path: path.to_path_buf(),
             bytes: 0,
         })
     }
 
-    /// The thread's outcome once it has stopped: the time it spent writing.
+    /// The threads' outcome once they have stopped: the longest time one spent writing, or
+    /// the first error.
     fn join(&mut self) -> Result<Duration> {
         self.to_disk = None;
-        match self.thread.take().map(|t| t.join()) {
-            None => Ok(Duration::ZERO),
-            Some(Ok(Ok(writing))) => Ok(writing),
-            Some(Ok(Err(e))) => Err(MpcError::io(&self.path, e)),
-            Some(Err(_)) => Err(MpcError::Device(format!(
-                "the thread writing {} stopped on an internal error (please report it)",
-                self.path.display()
-            ))),
+        let mut longest = Duration::ZERO;
+        let mut first_error = None;
+        for t in self.threads.drain(..) {
+            match t.join() {
+                Ok(Ok(writing)) => longest = longest.max(writing),
+                Ok(Err(e)) => {
+                    first_error.get_or_insert(MpcError::io(&self.path, e));
+                }
+                Err(_) => {
+                    first_error.get_or_insert(MpcError::Device(format!(
+                        "the thread writing {} stopped on an internal error (please report it)",
+                        self.path.display()
+                    )));
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(longest),
         }
     }
 

@@ -1,5 +1,6 @@
-//! How a checkpoint's bytes come off the disk: large reads cut into parts read in parallel,
-//! and, for bytes read once, with direct I/O. Buffered, the kernel reads a large file ahead in
+//! How a checkpoint's bytes come off the disk and go onto it: large reads cut into parts read
+//! in parallel, and, for bytes read once, with direct I/O; pieces written with direct I/O from
+//! an aligned copy ([`DirectWriter`]). Buffered, the kernel reads a large file ahead in
 //! small requests and a single stream stays well below the disk's own rate; direct requests
 //! of megabytes keep it busy (docs/reliability.md has the figures). Values read again (the y
 //! section, beside every other one) stay buffered so the page cache serves them.
@@ -120,7 +121,49 @@ impl DirectReader {
     }
 }
 
-/// Page-aligned host memory for direct reads (a `Vec<u8>` has no alignment to give).
+/// A second handle on a file being written, opened for direct I/O, and the page-aligned
+/// buffer each piece is copied into: written this way, a piece goes to the disk in one request
+/// of its own size, without the page cache's copy and write-back (whose requests, on some
+/// disks, stay well below the disk's sequential rate).
+pub(super) struct DirectWriter {
+    file: File,
+    buf: Option<AlignedBuffer>,
+}
+
+impl DirectWriter {
+    /// None where the file system has no direct I/O (tmpfs): writes then stay buffered.
+    pub(super) fn open(path: &Path) -> Option<DirectWriter> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path)
+            .ok()?;
+        Some(DirectWriter { file, buf: None })
+    }
+
+    /// `bytes` at the page-aligned `offset`, the last page padded with zeros. The padding is
+    /// the caller's to own: a block's pages end at the next block's (or the meta's) first page.
+    pub(super) fn write(&mut self, bytes: &[u8], offset: u64) -> std::io::Result<()> {
+        if !offset.is_multiple_of(PAGE) {
+            // as the kernel refuses an unaligned direct write: the caller writes it buffered
+            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let span = bytes.len().next_multiple_of(PAGE as usize);
+        if self.buf.as_ref().is_none_or(|b| b.capacity < span) {
+            self.buf = None;
+            self.buf = Some(AlignedBuffer::new(span)?);
+        }
+        let buf = self
+            .buf
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("no buffer"))?;
+        buf.fill(bytes, span);
+        buf.write_at(&self.file, offset, span)
+    }
+}
+
+/// Page-aligned host memory for direct reads and writes (a `Vec<u8>` has no alignment to
+/// give).
 struct AlignedBuffer {
     ptr: NonNull<u8>,
     capacity: usize,
@@ -187,6 +230,50 @@ impl AlignedBuffer {
         // SAFETY: the caller passes the count `read_at` returned: those bytes were written by
         // the kernel, so they are initialised; n <= capacity.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), n.min(self.capacity)) }
+    }
+}
+
+impl AlignedBuffer {
+    /// `bytes` copied to the start, zeros after them up to `span` (within the capacity).
+    fn fill(&mut self, bytes: &[u8], span: usize) {
+        let span = span.min(self.capacity);
+        let n = bytes.len().min(span);
+        // SAFETY: `span` bytes from the start lie within this buffer's allocation, which no
+        // other reference points into while `out` lives.
+        let out = unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), span) };
+        out[..n].copy_from_slice(&bytes[..n]);
+        out[n..].fill(0);
+    }
+
+    /// The first `span` bytes (filled by [`AlignedBuffer::fill`]) written directly into `file`
+    /// at the page-aligned `offset`.
+    fn write_at(&self, file: &File, offset: u64, span: usize) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let span = span.min(self.capacity);
+        let mut done = 0;
+        while done < span {
+            // SAFETY: the source lies within this buffer's `capacity` bytes (done < span <=
+            // capacity), initialised by `fill`; the kernel reads at most `span - done` bytes.
+            let n = unsafe {
+                libc::pwrite(
+                    file.as_raw_fd(),
+                    self.ptr.as_ptr().add(done).cast(),
+                    span - done,
+                    (offset + done as u64) as libc::off_t,
+                )
+            };
+            match n {
+                0 => return Err(std::io::ErrorKind::WriteZero.into()),
+                n if n < 0 => {
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+                n => done += n as usize,
+            }
+        }
+        Ok(())
     }
 }
 

@@ -164,6 +164,7 @@ pub(crate) use disk::BUFFERS;
 mod encode;
 mod file_io;
 mod read;
+mod split;
 mod stream;
 #[cfg(test)]
 mod tests;
@@ -172,5 +173,6 @@ mod write;
 pub(crate) use chunks::{read_section as read_chunked, Chunk, ChunkFetch, Fetched, Kept};
 pub use encode::{BlockSource, BlockStream, FluidView, LocalFluid};
 pub use read::PartedFile;
+pub use split::PartMap;
 pub use stream::Values;
 pub(crate) use write::{finish, piece_bytes, plan, temporary_prefix, write, write_block};

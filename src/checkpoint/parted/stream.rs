@@ -5,10 +5,13 @@
 //! step with the y values of the same particles (the y sections are small and stay in the
 //! page cache), and the kept values go to their parts in file order.
 
+use std::time::{Duration, Instant};
+
 use rayon::prelude::*;
 
 use super::encode::StreamSum;
 use super::read::{PartedFile, Reread};
+use super::split::{split_into, Owners, PartMap, MOST_PARTS, NONE};
 use super::{Block, PARTICLE_BYTES};
 use crate::error::Result;
 
@@ -27,6 +30,37 @@ fn section_start(b: &Block, s: usize) -> u64 {
     b.offset + WIDTH[..s].iter().sum::<u64>() * b.count
 }
 
+/// Where a read's time went: the reader thread in its reads, the handler in splitting the
+/// values and handing them over.
+#[derive(Default)]
+struct ReadTimes {
+    reading: Duration,
+    handling: Duration,
+    /// Of the handling: the blocks' checksums, and the values handed to the sink.
+    summing: Duration,
+    handing: Duration,
+}
+
+impl ReadTimes {
+    /// Recorded as phases of the start-up (`crate::timing`), beside the read's own.
+    fn record(&self, what: &str) {
+        let parts = [
+            ("reads", self.reading),
+            ("values handled", self.handling),
+            ("of which checksums", self.summing),
+            ("of which handed over", self.handing),
+        ];
+        for (name, t) in parts {
+            if !t.is_zero() {
+                crate::timing::record(format!("{what}: {name}"), t.as_secs_f64());
+            }
+        }
+    }
+}
+
+/// Reader threads for the bytes read once (beside the one for the bytes read again).
+const DIRECT_LANES: usize = 2;
+
 /// A request for bytes of the file, read ahead by a thread of their own: offset, length and
 /// whether they are read again.
 type Request = (u64, u64, Reread);
@@ -41,34 +75,77 @@ impl PartedFile {
             .collect()
     }
 
-    /// `requests` read in order by a thread while `each` handles the bytes read before: at
-    /// most three pieces are on the host at once.
+    /// `requests` handed in order to `each` (with their place in the list) while reader
+    /// threads read the ones after: the bytes read again (the y values, from the page cache)
+    /// by one, those read once by [`DIRECT_LANES`] others taking turns, so that the disk always
+    /// has a read queued while the page cache, the handler and the other lane work. Each lane
+    /// holds at most two pieces beside the one being handled. Adds the longest lane's time in
+    /// reads and the handler's time in `each` to `times`.
     fn read_ahead(
         &self,
         requests: Vec<Request>,
+        times: &mut ReadTimes,
         each: &mut dyn FnMut(usize, &[u8]) -> Result<()>,
     ) -> Result<()> {
-        std::thread::scope(|scope| {
-            let (tx, rx) = crossbeam::channel::bounded::<Result<Vec<u8>>>(1);
-            // the buffers handled come back to be read into again (three exist at most)
-            let (give_back, free) = crossbeam::channel::bounded::<Vec<u8>>(2);
-            scope.spawn(move || {
-                for (at, len, again) in requests {
-                    let mut buf = free.try_recv().unwrap_or_default();
-                    let r = self.read_bytes_into(at, len, again, &mut buf).map(|()| buf);
-                    let failed = r.is_err();
-                    if tx.send(r).is_err() || failed {
-                        break;
-                    }
+        let mut turn = 0;
+        let lane_of: Vec<usize> = requests
+            .iter()
+            .map(|&(_, _, again)| match again {
+                Reread::Yes => 0,
+                Reread::No => {
+                    turn += 1;
+                    1 + turn % DIRECT_LANES
                 }
-            });
-            for (k, r) in rx.iter().enumerate() {
-                let buf = r?;
+            })
+            .collect();
+        let reading = std::thread::scope(|scope| {
+            let mut lanes = Vec::with_capacity(1 + DIRECT_LANES);
+            for lane in 0..=DIRECT_LANES {
+                let mine: Vec<Request> = requests
+                    .iter()
+                    .zip(&lane_of)
+                    .filter(|&(_, &l)| l == lane)
+                    .map(|(&r, _)| r)
+                    .collect();
+                let (tx, rx) = crossbeam::channel::bounded::<Result<Vec<u8>>>(1);
+                // the buffers handled come back to be read into again
+                let (give_back, free) = crossbeam::channel::bounded::<Vec<u8>>(2);
+                let reader = scope.spawn(move || {
+                    let mut reading = Duration::ZERO;
+                    for (at, len, again) in mine {
+                        let mut buf = free.try_recv().unwrap_or_default();
+                        let t = Instant::now();
+                        let r = self.read_bytes_into(at, len, again, &mut buf).map(|()| buf);
+                        reading += t.elapsed();
+                        let failed = r.is_err();
+                        // a closed channel: the handler stopped (on an error it returns)
+                        if tx.send(r).is_err() || failed {
+                            break;
+                        }
+                    }
+                    reading
+                });
+                lanes.push((rx, give_back, reader));
+            }
+            for (k, &lane) in lane_of.iter().enumerate() {
+                let (rx, give_back, _) = &lanes[lane];
+                let buf = rx.recv().map_err(|_| {
+                    self.bad("a reader thread stopped early (please report it)".into())
+                })??;
+                let t = Instant::now();
                 each(k, &buf)?;
+                times.handling += t.elapsed();
                 let _ = give_back.try_send(buf);
             }
-            Ok(())
-        })
+            let mut longest = Duration::ZERO;
+            for (rx, give_back, reader) in lanes {
+                drop((rx, give_back));
+                longest = longest.max(reader.join().unwrap_or_default());
+            }
+            Ok::<_, crate::error::MpcError>(longest)
+        })?;
+        times.reading += reading;
+        Ok(())
     }
 
     /// Pieces of `values` values over `[0, count)`.
@@ -78,40 +155,96 @@ impl PartedFile {
     }
 
     /// Particles of each of `parts` parts, particle i going to `part_of(its y)` (None, or an
-    /// index past `parts`: kept by none), from the y sections of the blocks meeting `y_range`.
+    /// index past `parts`: kept by none), from the y sections of the blocks meeting `y_range`;
+    /// and, where a byte per particle fits the `window` and tells the parts apart, the part of
+    /// every particle, so that [`PartedFile::stream_parts`] need not read the y values again.
     pub fn count_parts(
         &self,
         parts: usize,
         y_range: [f32; 2],
         part_of: impl Fn(f32) -> Option<usize> + Sync,
         window: u64,
-    ) -> Result<Vec<u64>> {
+    ) -> Result<(Vec<u64>, Option<PartMap>)> {
         let values = crate::checkpoint::piece_bytes(window) as u64 / 8;
+        let blocks = self.blocks_meeting(y_range);
+        let total: u64 = blocks.iter().map(|b| b.count).sum();
+        let mut map = (parts < MOST_PARTS && total <= window)
+            .then(|| PartMap::for_blocks(blocks.iter().map(|b| b.count)));
+        // without a map, the y values are read again beside every other section
+        let again = if map.is_some() {
+            Reread::No
+        } else {
+            Reread::Yes
+        };
         let mut requests = Vec::new();
-        for b in self.blocks_meeting(y_range) {
+        let mut plan = Vec::new();
+        for (j, b) in blocks.iter().enumerate() {
             for (lo, hi) in Self::pieces(b.count, values) {
-                // the y values: read again beside every other section
-                requests.push((section_start(&b, 2) + 4 * lo, 4 * (hi - lo), Reread::Yes));
+                requests.push((section_start(b, 2) + 4 * lo, 4 * (hi - lo), again));
+                plan.push((j, lo as usize));
             }
         }
         let mut counts = vec![0u64; parts];
-        self.read_ahead(requests, &mut |_, bytes| {
-            for c in bytes.chunks_exact(4) {
-                if let Some(k) = part_of(f32::from_le_bytes(c.try_into().unwrap())) {
-                    if k < parts {
-                        counts[k] += 1;
+        let mut owners: Vec<u8> = Vec::new();
+        let mut times = ReadTimes::default();
+        let part_byte = |c: &[u8]| {
+            part_of(f32::from_le_bytes(c.try_into().unwrap()))
+                .filter(|&p| p < parts)
+                .map_or(NONE, |p| p as u8)
+        };
+        self.read_ahead(requests, &mut times, &mut |k, bytes| {
+            // runs of values counted in parallel, then added
+            let count = |run: &[u8]| {
+                let mut c = vec![0u64; parts];
+                for v in run.chunks_exact(4) {
+                    if let Some(k) = part_of(f32::from_le_bytes(v.try_into().unwrap())) {
+                        if let Some(n) = c.get_mut(k) {
+                            *n += 1;
+                        }
                     }
+                }
+                c
+            };
+            let runs: Vec<Vec<u64>> = match map.as_mut() {
+                Some(map) => {
+                    // each run's part bytes and counts in one pass
+                    owners.resize(bytes.len() / 4, NONE);
+                    let runs = owners
+                        .par_chunks_mut(1 << 16)
+                        .zip(bytes.par_chunks(4 << 16))
+                        .map(|(o, b)| {
+                            let mut c = vec![0u64; parts];
+                            for (o, v) in o.iter_mut().zip(b.chunks_exact(4)) {
+                                *o = part_byte(v);
+                                if let Some(n) = c.get_mut(*o as usize) {
+                                    *n += 1;
+                                }
+                            }
+                            c
+                        })
+                        .collect();
+                    let (j, lo) = plan[k];
+                    map.fill(j, lo, &owners);
+                    runs
+                }
+                None => bytes.par_chunks(4 << 16).map(count).collect(),
+            };
+            for run in runs {
+                for (total, n) in counts.iter_mut().zip(run) {
+                    *total += n;
                 }
             }
             Ok(())
         })?;
-        Ok(counts)
+        times.record("count the checkpoint's particles");
+        Ok((counts, map))
     }
 
     /// The values of the particles that `parts` parts keep (as [`PartedFile::count_parts`]
     /// assigns them), section by section, each part's in file order: `sink(part, section,
     /// first, values)` gets the values of a piece, `first` the place within the part of its
-    /// first particle. At most a few pieces of `window` are on the host at once. Every value
+    /// first particle. With `map` (the count's, or [`PartMap::one`]) the y values are not read
+    /// again. At most a few pieces of `window` are on the host at once. Every value
     /// is checked (ids below the run's count, positions inside the box, velocities finite) and
     /// every block read against its checksum once its last section is in. Returns the
     /// particles of each part.
@@ -121,6 +254,7 @@ impl PartedFile {
         y_range: [f32; 2],
         part_of: impl Fn(f32) -> Option<usize> + Sync,
         window: u64,
+        map: Option<&PartMap>,
         sink: &mut dyn FnMut(usize, usize, u64, Values<'_>) -> Result<()>,
     ) -> Result<Vec<u64>> {
         let blocks = self.blocks_meeting(y_range);
@@ -136,122 +270,146 @@ impl PartedFile {
         let mut f32s: Vec<Vec<f32>> = Vec::new();
         let mut f64s: Vec<Vec<f64>> = Vec::new();
         let mut owners: Vec<u32> = Vec::new();
+        let mut times = ReadTimes::default();
+        // every section's pieces in file order; without a map each (but section 2's own)
+        // preceded by the y values of its particles, read again from the page cache; one
+        // read-ahead for all
+        let mut requests = Vec::new();
+        // per request: its section, its block, whether it is the y values ahead of a piece,
+        // and the piece's particles in its block
+        let mut plan: Vec<(usize, usize, bool, usize, usize)> = Vec::new();
         for s in 0..7 {
-            // each piece of section s, preceded by the y values of its particles (section 2
-            // itself: once)
-            let mut requests = Vec::new();
-            let mut plan = Vec::new();
             for (j, b) in blocks.iter().enumerate() {
                 for (lo, hi) in Self::pieces(b.count, values) {
-                    let y = (section_start(b, 2) + 4 * lo, 4 * (hi - lo), Reread::Yes);
-                    if s != 2 {
-                        requests.push(y);
+                    let piece = (lo as usize, hi as usize);
+                    if s != 2 && map.is_none() {
+                        requests.push((section_start(b, 2) + 4 * lo, 4 * (hi - lo), Reread::Yes));
+                        plan.push((s, j, true, piece.0, piece.1));
                     }
                     let w = WIDTH[s];
-                    let again = if s == 2 { Reread::Yes } else { Reread::No };
+                    let again = match (s, map) {
+                        (2, None) => Reread::Yes,
+                        _ => Reread::No,
+                    };
                     requests.push((section_start(b, s) + w * lo, w * (hi - lo), again));
-                    plan.push(j);
+                    plan.push((s, j, false, piece.0, piece.1));
                 }
             }
-            let mut next = counts.iter().map(|_| 0u64).collect::<Vec<_>>();
-            let mut piece = 0;
-            self.read_ahead(requests, &mut |k, bytes| {
-                let is_y = s == 2 || k % 2 == 0;
-                if is_y {
-                    owners.clear();
-                    owners.par_extend(bytes.par_chunks_exact(4).map(|c| {
-                        let y = f32::from_le_bytes(c.try_into().unwrap());
-                        part_of(y)
-                            .filter(|&p| p < parts)
-                            .map_or(u32::MAX, |p| p as u32)
-                    }));
-                    if s != 2 {
-                        return Ok(());
-                    }
-                }
-                let j = plan[piece];
-                piece += 1;
-                sums[j].update(bytes);
-                match s {
-                    0 => {
-                        let n = self.len() as u64;
-                        let each = split_into(
-                            bytes,
-                            &owners,
-                            parts,
-                            |c: &[u8; 8]| {
-                                let id = u64::from_le_bytes(*c);
-                                (id < n).then_some(id).ok_or_else(|| {
-                                    format!("fluid particle id {id} of a run of {n} (corrupted)")
-                                })
-                            },
-                            &mut ids,
-                        );
-                        each.map_err(|e| self.bad(e))?;
-                        for (part, v) in ids.iter().enumerate() {
-                            let first = next[part];
-                            next[part] += v.len() as u64;
-                            if !v.is_empty() {
-                                sink(part, s, first, Values::Ids(v))?;
-                            }
-                        }
-                    }
-                    1..=3 => {
-                        let l = length[s - 1];
-                        let each = split_into(
-                            bytes,
-                            &owners,
-                            parts,
-                            |c: &[u8; 4]| {
-                                let x = f32::from_le_bytes(*c);
-                                (x >= 0.0 && f64::from(x) < l).then_some(x).ok_or_else(|| {
-                                    format!(
-                                        "position component {} = {x} outside the box (corrupted)",
-                                        s - 1
-                                    )
-                                })
-                            },
-                            &mut f32s,
-                        );
-                        each.map_err(|e| self.bad(e))?;
-                        for (part, v) in f32s.iter().enumerate() {
-                            let first = next[part];
-                            next[part] += v.len() as u64;
-                            if !v.is_empty() {
-                                sink(part, s, first, Values::F32(v))?;
-                            }
-                        }
-                    }
-                    _ => {
-                        let each = split_into(
-                            bytes,
-                            &owners,
-                            parts,
-                            |c: &[u8; 8]| {
-                                let v = f64::from_le_bytes(*c);
-                                v.is_finite().then_some(v).ok_or_else(|| {
-                                    format!(
-                                        "velocity component {} is not finite (corrupted)",
-                                        s - 4
-                                    )
-                                })
-                            },
-                            &mut f64s,
-                        );
-                        each.map_err(|e| self.bad(e))?;
-                        for (part, v) in f64s.iter().enumerate() {
-                            let first = next[part];
-                            next[part] += v.len() as u64;
-                            if !v.is_empty() {
-                                sink(part, s, first, Values::F64(v))?;
-                            }
-                        }
-                    }
-                }
-                Ok(())
-            })?;
-            counts = next;
         }
+        let mut next = vec![0u64; parts];
+        let mut section = 0;
+        let (mut summing, mut handing) = (Duration::ZERO, Duration::ZERO);
+        self.read_ahead(requests, &mut times, &mut |k, bytes| {
+            let (s, j, ahead, lo, hi) = plan[k];
+            if s != section {
+                // a section done: every one keeps the same particles
+                counts = std::mem::replace(&mut next, vec![0u64; parts]);
+                section = s;
+            }
+            if ahead || (s == 2 && map.is_none()) {
+                owners.clear();
+                owners.par_extend(bytes.par_chunks_exact(4).map(|c| {
+                    let y = f32::from_le_bytes(c.try_into().unwrap());
+                    part_of(y)
+                        .filter(|&p| p < parts)
+                        .map_or(u32::MAX, |p| p as u32)
+                }));
+                if ahead {
+                    return Ok(());
+                }
+            }
+            let t = Instant::now();
+            sums[j].update(bytes);
+            summing += t.elapsed();
+            let owned = || match map {
+                Some(m) => m.owners(j, lo, hi),
+                None => Owners::Words(&owners),
+            };
+            match s {
+                0 => {
+                    let n = self.len() as u64;
+                    let each = split_into(
+                        bytes,
+                        owned(),
+                        parts,
+                        |c: &[u8; 8]| {
+                            let id = u64::from_le_bytes(*c);
+                            (id < n).then_some(id).ok_or_else(|| {
+                                format!("fluid particle id {id} of a run of {n} (corrupted)")
+                            })
+                        },
+                        &mut ids,
+                    );
+                    each.map_err(|e| self.bad(e))?;
+                    for (part, v) in ids.iter().enumerate() {
+                        let first = next[part];
+                        next[part] += v.len() as u64;
+                        if !v.is_empty() {
+                            let t = Instant::now();
+                            sink(part, s, first, Values::Ids(v))?;
+                            handing += t.elapsed();
+                        }
+                    }
+                }
+                1..=3 => {
+                    let l = length[s - 1];
+                    let each = split_into(
+                        bytes,
+                        owned(),
+                        parts,
+                        |c: &[u8; 4]| {
+                            let x = f32::from_le_bytes(*c);
+                            (x >= 0.0 && f64::from(x) < l).then_some(x).ok_or_else(|| {
+                                format!(
+                                    "position component {} = {x} outside the box (corrupted)",
+                                    s - 1
+                                )
+                            })
+                        },
+                        &mut f32s,
+                    );
+                    each.map_err(|e| self.bad(e))?;
+                    for (part, v) in f32s.iter().enumerate() {
+                        let first = next[part];
+                        next[part] += v.len() as u64;
+                        if !v.is_empty() {
+                            let t = Instant::now();
+                            sink(part, s, first, Values::F32(v))?;
+                            handing += t.elapsed();
+                        }
+                    }
+                }
+                _ => {
+                    let each = split_into(
+                        bytes,
+                        owned(),
+                        parts,
+                        |c: &[u8; 8]| {
+                            let v = f64::from_le_bytes(*c);
+                            v.is_finite().then_some(v).ok_or_else(|| {
+                                format!("velocity component {} is not finite (corrupted)", s - 4)
+                            })
+                        },
+                        &mut f64s,
+                    );
+                    each.map_err(|e| self.bad(e))?;
+                    for (part, v) in f64s.iter().enumerate() {
+                        let first = next[part];
+                        next[part] += v.len() as u64;
+                        if !v.is_empty() {
+                            let t = Instant::now();
+                            sink(part, s, first, Values::F64(v))?;
+                            handing += t.elapsed();
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        counts = next;
+        times.summing = summing;
+        times.handing = handing;
+        times.record("read the checkpoint");
         for (b, sum) in blocks.iter().zip(sums) {
             if sum.finish() != b.checksum {
                 return Err(self.bad(format!(
@@ -265,65 +423,6 @@ impl PartedFile {
     }
 }
 
-/// The values of `bytes` (`W` bytes each, decoded and checked by `decode`) split by their
-/// owners (`owners[i]`: the part of value i; past `parts`: none) into `each`, each part's in
-/// order. In parallel runs: counted first, then each run decodes into its own places of the
-/// parts, so nothing is moved twice; `each`'s memory is reused from piece to piece (growing
-/// vectors and fresh ones per piece cost more than the decoding: page faults and copies).
-fn split_into<T: Send + Copy + Default, const W: usize>(
-    bytes: &[u8],
-    owners: &[u32],
-    parts: usize,
-    decode: impl Fn(&[u8; W]) -> std::result::Result<T, String> + Sync,
-    each: &mut Vec<Vec<T>>,
-) -> std::result::Result<(), String> {
-    const RUN: usize = 1 << 16;
-    let n = (bytes.len() / W).min(owners.len());
-    let (bytes, owners) = (&bytes[..n * W], &owners[..n]);
-    let counts: Vec<Vec<usize>> = owners
-        .par_chunks(RUN)
-        .map(|o| {
-            let mut c = vec![0usize; parts];
-            for &w in o {
-                if let Some(n) = c.get_mut(w as usize) {
-                    *n += 1;
-                }
-            }
-            c
-        })
-        .collect();
-    each.resize_with(parts, Vec::new);
-    for (part, out) in each.iter_mut().enumerate() {
-        out.clear();
-        out.resize(counts.iter().map(|c| c[part]).sum(), T::default());
-    }
-    // each run's places in every part: consecutive, in run order
-    let mut places: Vec<Vec<&mut [T]>> = counts.iter().map(|_| Vec::new()).collect();
-    for (part, out) in each.iter_mut().enumerate() {
-        let mut rest = out.as_mut_slice();
-        for (run, c) in counts.iter().enumerate() {
-            let (mine, after) = rest.split_at_mut(c[part]);
-            places[run].push(mine);
-            rest = after;
-        }
-    }
-    bytes
-        .par_chunks(RUN * W)
-        .zip(owners.par_chunks(RUN))
-        .zip(places.into_par_iter())
-        .try_for_each(|((b, o), mut places)| {
-            let mut at = vec![0usize; parts];
-            for (c, &w) in b.chunks_exact(W).zip(o) {
-                let w = w as usize;
-                if w < parts {
-                    places[w][at[w]] = decode(c.try_into().expect("W bytes"))?;
-                    at[w] += 1;
-                }
-            }
-            Ok(())
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,9 +432,10 @@ mod tests {
     use crate::fluid_parts::FluidSource;
     use crate::state::FluidState;
 
-    /// Streamed in small pieces into two parts (and one kept by none), the values put at
-    /// their places rebuild each part in file order; sorted by id they are the parts that
-    /// `fluid_parts` reads; the counts agree; a damaged block is caught.
+    /// Streamed in small pieces into two parts (and one kept by none), with the count's map of
+    /// parts and with the y values read again, the values put at their places rebuild each
+    /// part in file order; sorted by id they are the parts that `fluid_parts` reads; the
+    /// counts agree; one part takes every particle; a damaged block is caught either way.
     #[test]
     fn streamed_parts_hold_the_parts_read_whole() {
         let config = Config::from_ron_str(
@@ -375,55 +475,85 @@ mod tests {
         let bytes = to_bytes(&head, n, &[FluidView::Parts(&pa), FluidView::Parts(&pb)]).unwrap();
         let file = PartedFile::from_bytes(bytes.clone(), "streamed").unwrap();
         let expected = FluidSource::State(&fluid).parts(2, all, part_of).unwrap();
-        let counts = file.count_parts(2, all, part_of, 1 << 20).unwrap();
-        let mut got: Vec<(FluidState, Vec<u64>)> = counts
-            .iter()
-            .map(|&c| {
-                let c = c as usize;
-                let z = FluidState {
-                    pos: [vec![0.0; c], vec![0.0; c], vec![0.0; c]],
-                    vel: [vec![0.0; c], vec![0.0; c], vec![0.0; c]],
-                };
-                (z, vec![0; c])
-            })
-            .collect();
-        // a window of 64 KiB: pieces of 8 Ki values, several per block
-        let streamed = file
-            .stream_parts(2, all, part_of, 64 << 10, &mut |p, s, first, v| {
-                let f = first as usize;
-                let (st, ids) = &mut got[p];
-                match v {
-                    Values::Ids(x) => ids[f..f + x.len()].copy_from_slice(x),
-                    Values::F32(x) => st.pos[s - 1][f..f + x.len()].copy_from_slice(x),
-                    Values::F64(x) => st.vel[s - 4][f..f + x.len()].copy_from_slice(x),
+        let (counts, map) = file.count_parts(2, all, part_of, 1 << 20).unwrap();
+        assert!(map.is_some(), "a byte per particle fits a MiB");
+        // a window too small for the map: the y values are read again beside each section
+        let (counts_small, none) = file.count_parts(2, all, part_of, 64).unwrap();
+        assert!(none.is_none());
+        assert_eq!(counts_small, counts);
+        for map in [map.as_ref(), None] {
+            let mut got: Vec<(FluidState, Vec<u64>)> = counts
+                .iter()
+                .map(|&c| {
+                    let c = c as usize;
+                    let z = FluidState {
+                        pos: [vec![0.0; c], vec![0.0; c], vec![0.0; c]],
+                        vel: [vec![0.0; c], vec![0.0; c], vec![0.0; c]],
+                    };
+                    (z, vec![0; c])
+                })
+                .collect();
+            // a window of 64 KiB: pieces of 6.5 Ki values, several per block
+            let streamed = file
+                .stream_parts(2, all, part_of, 64 << 10, map, &mut |p, s, first, v| {
+                    let f = first as usize;
+                    let (st, ids) = &mut got[p];
+                    match v {
+                        Values::Ids(x) => ids[f..f + x.len()].copy_from_slice(x),
+                        Values::F32(x) => st.pos[s - 1][f..f + x.len()].copy_from_slice(x),
+                        Values::F64(x) => st.vel[s - 4][f..f + x.len()].copy_from_slice(x),
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            assert_eq!(streamed, counts);
+            for (k, (st, ids)) in got.iter().enumerate() {
+                assert_eq!(ids.len(), expected[k].1.len());
+                let mut order: Vec<usize> = (0..ids.len()).collect();
+                order.sort_by_key(|&i| ids[i]);
+                let sorted: Vec<u64> = order.iter().map(|&i| ids[i]).collect();
+                assert_eq!(sorted, expected[k].1);
+                for c in 0..3 {
+                    let p: Vec<f32> = order.iter().map(|&i| st.pos[c][i]).collect();
+                    let v: Vec<f64> = order.iter().map(|&i| st.vel[c][i]).collect();
+                    assert_eq!(
+                        (p, v),
+                        (expected[k].0.pos[c].clone(), expected[k].0.vel[c].clone())
+                    );
                 }
-                Ok(())
-            })
-            .unwrap();
-        assert_eq!(streamed, counts);
-        for (k, (st, ids)) in got.iter().enumerate() {
-            assert_eq!(ids.len(), expected[k].1.len());
-            let mut order: Vec<usize> = (0..ids.len()).collect();
-            order.sort_by_key(|&i| ids[i]);
-            let sorted: Vec<u64> = order.iter().map(|&i| ids[i]).collect();
-            assert_eq!(sorted, expected[k].1);
-            for c in 0..3 {
-                let p: Vec<f32> = order.iter().map(|&i| st.pos[c][i]).collect();
-                let v: Vec<f64> = order.iter().map(|&i| st.vel[c][i]).collect();
-                assert_eq!(
-                    (p, v),
-                    (expected[k].0.pos[c].clone(), expected[k].0.vel[c].clone())
-                );
             }
         }
+        // one part taking everything ([`PartMap::one`]): every particle, in file order
+        let mut one = 0u64;
+        let whole = file
+            .stream_parts(
+                1,
+                all,
+                |_| Some(0),
+                64 << 10,
+                Some(&PartMap::one()),
+                &mut |_, s, _, v| {
+                    if s == 0 {
+                        let Values::Ids(x) = v else {
+                            panic!("ids first")
+                        };
+                        one += x.len() as u64;
+                    }
+                    Ok(())
+                },
+            )
+            .unwrap();
+        assert_eq!((whole, one), (vec![n], n));
         // the lowest byte of the first particle's x: still inside the box
         let mut damaged = bytes;
         damaged[super::super::PAGE as usize + 8 * a.len()] ^= 1;
         let file = PartedFile::from_bytes(damaged, "damaged").unwrap();
-        let err = file
-            .stream_parts(2, all, part_of, 64 << 10, &mut |_, _, _, _| Ok(()))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("checksum mismatch"), "{err}");
+        for map in [map.as_ref(), None] {
+            let err = file
+                .stream_parts(2, all, part_of, 64 << 10, map, &mut |_, _, _, _| Ok(()))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("checksum mismatch"), "{err}");
+        }
     }
 }

@@ -16,11 +16,12 @@ use crate::checkpoint::CheckpointHead;
 use crate::error::{MpcError, Result};
 use crate::ranks::Transport;
 
-/// Bytes of a piece: an eighth of the host window (the `BUFFERS` pieces of a block take half
-/// of it; the GPUs' staging and the values kept from it at most 7/16 more), between 64 KiB and
-/// 32 MiB.
+/// Bytes of a piece: a tenth of the host window (the `BUFFERS` pieces of a block take half
+/// of it; the GPUs' staging and the values kept from it at most 35/100 more), between 64 KiB
+/// and 32 MiB.
 pub(crate) fn piece_bytes(window: u64) -> usize {
-    (window / 8).clamp(64 << 10, 32 << 20) as usize
+    // whole pages: every piece of a block starts on a page (direct writes need it)
+    ((window / 10).clamp(64 << 10, 32 << 20) / PAGE * PAGE) as usize
 }
 
 /// The failures of one collective stage summed over the ranks: Ok on every rank when none
@@ -228,11 +229,24 @@ pub(crate) fn finish(
             .open(&tmp)
             .map_err(io(&tmp))?;
         use std::os::unix::fs::FileExt;
+        // the checkpoint replaced stays open here, so that the rename only unlinks its name;
+        // its blocks are freed when a thread of its own closes it (on ext4, freeing a file of
+        // gigabytes takes about a second, which would hold the next checkpoint)
+        let replaced = File::open(&path).ok();
         f.write_all_at(&meta, at)
             .and_then(|_| f.write_all_at(&header, 0))
             .and_then(|_| f.sync_all())
             .and_then(|_| std::fs::rename(&tmp, &path))
             .map_err(io(&path))?;
+        if let Some(old) = replaced {
+            let closing = std::thread::Builder::new()
+                .name("mpcbox-free".into())
+                .spawn(move || drop(old));
+            // no thread to spare: closed here
+            if let Err(e) = closing {
+                tracing::debug!("the replaced checkpoint closed in place: {e}");
+            }
+        }
         if let Ok(d) = File::open(&dir) {
             let _ = d.sync_all();
         }

@@ -125,16 +125,19 @@ impl MultiCudaBackend {
             each_at_once(ordinals.to_vec(), |_, ord| CudaDevice::open_for(ord, phys))
         })?;
         let mut draws: Vec<InitialCount> = Vec::new();
+        // the slab of each stored particle, kept from the count for the read
+        let mut part_map = None;
         let counts: Vec<usize> = match &fill {
             Fill::Parts(parts) => parts.iter().map(|(st, _)| st.len()).collect(),
-            Fill::Stored(f) => phase("count the checkpoint's particles", || {
-                let y_range = crate::fluid_parts::slabs_y_range(&layout.bounds, mine.clone());
-                let part_of = slab_part_of(&layout.bounds, mine.clone());
-                f.count_parts(mine.len(), y_range, part_of, window)
-            })?
-            .into_iter()
-            .map(|c| c as usize)
-            .collect(),
+            Fill::Stored(f) => {
+                let (counts, map) = phase("count the checkpoint's particles", || {
+                    let y_range = crate::fluid_parts::slabs_y_range(&layout.bounds, mine.clone());
+                    let part_of = slab_part_of(&layout.bounds, mine.clone());
+                    f.count_parts(mine.len(), y_range, part_of, window)
+                })?;
+                part_map = map;
+                counts.into_iter().map(|c| c as usize).collect()
+            }
             Fill::Draw => {
                 draws = phase("count the initial particles", || {
                     devices
@@ -164,7 +167,8 @@ impl MultiCudaBackend {
             })
             .map(drop)?,
             Fill::Stored(f) => phase("read the checkpoint", || {
-                read_slabs(&mut slabs, f, &layout.bounds, mine.clone(), window)
+                let map = part_map.as_ref();
+                read_slabs(&mut slabs, f, &layout.bounds, mine.clone(), window, map)
             })?,
             Fill::Draw => phase("draw the fluid on the GPUs", || {
                 draw_slabs(&mut slabs, cfg, &draws)
@@ -222,19 +226,33 @@ impl MultiCudaBackend {
 }
 
 /// Slabs `mine` of the box (this process's `slabs`) filled from the checkpoint `f`, a window at
-/// a time: each piece of each section goes straight to its slab's GPU.
+/// a time: each piece of each section goes straight to its slab's GPU (each particle's slab
+/// from `map`, the count's, where it kept one).
 fn read_slabs(
     slabs: &mut [CudaBackend],
     f: &PartedFile,
     bounds: &[u32],
     mine: std::ops::Range<usize>,
     window: u64,
+    map: Option<&crate::checkpoint::PartMap>,
 ) -> Result<()> {
     let y_range = crate::fluid_parts::slabs_y_range(bounds, mine.clone());
     let part_of = slab_part_of(bounds, mine.clone());
-    let counts = f.stream_parts(slabs.len(), y_range, part_of, window, &mut |j, s, at, v| {
-        slabs[j].put_values(s, at as usize, v)
-    })?;
+    let mut staging = slabs
+        .iter()
+        .map(|s| super::super::upload_slots::UploadSlots::new(&s.dev.ctx))
+        .collect::<Result<Vec<_>>>()?;
+    let counts = f.stream_parts(
+        slabs.len(),
+        y_range,
+        part_of,
+        window,
+        map,
+        &mut |j, s, at, v| slabs[j].put_values(&mut staging[j], s, at as usize, v),
+    )?;
+    for slots in &staging {
+        slots.finish()?;
+    }
     for (s, n) in slabs.iter_mut().zip(counts) {
         s.set_slab_particles(n as usize)?;
     }

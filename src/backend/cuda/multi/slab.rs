@@ -352,13 +352,21 @@ impl CudaBackend {
         self.check_slots(n)?;
         let s = self.dev.stream.clone();
         if n > 0 {
+            use crate::backend::cuda::upload_slots::{bytes_of, UploadSlots};
+            let mut staging = UploadSlots::new(&self.dev.ctx)?;
             for k in 0..3 {
-                s.memcpy_htod(&part.pos[k][..], &mut self.fluid.pos[k].slice_mut(..n))
-                    .map_err(drv("upload"))?;
-                s.memcpy_htod(&part.vel[k][..], &mut self.fluid.vel[k].slice_mut(..n))
-                    .map_err(drv("upload"))?;
+                let pos = self.fluid.pos[k].device_ptr(&s).0;
+                let vel = self.fluid.vel[k].device_ptr(&s).0;
+                // SAFETY: the first n slots of this slab's buffers (n within its slots, checked
+                // above), which nothing else uses while the slab is filled; the staging's
+                // copies complete before it is dropped.
+                unsafe {
+                    staging.put(&s, bytes_of(&part.pos[k][..n]), pos)?;
+                    staging.put(&s, bytes_of(&part.vel[k][..n]), vel)?;
+                }
             }
-            self.upload_labels(0, ids)?;
+            self.upload_labels(&mut staging, 0, ids)?;
+            staging.finish()?;
         }
         self.set_slab_particles(n)
     }
@@ -379,23 +387,38 @@ impl CudaBackend {
     /// Slab mode: `ids` as the labels of slots `first..` (nothing without labels).
     pub(in crate::backend::cuda) fn upload_labels(
         &mut self,
+        staging: &mut crate::backend::cuda::upload_slots::UploadSlots,
         first: usize,
         ids: &[u64],
     ) -> Result<()> {
+        use rayon::prelude::*;
         let s = self.dev.stream.clone();
         let sl = self.slab.as_mut().expect("slab mode");
         let Some(labels) = sl.ids.as_mut() else {
             return Ok(());
         };
-        let narrow: Vec<u32> = ids
-            .iter()
-            .map(|&i| u32::try_from(i))
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|_| {
-                MpcError::Device("a particle id past the 32-bit labels (please report it)".into())
-            })?;
-        s.memcpy_htod(&narrow[..], &mut labels.slice_mut(first..first + ids.len()))
-            .map_err(drv("upload"))
+        if first + ids.len() > labels.len() {
+            return Err(MpcError::Device(
+                "a checkpoint holds more labels than the slab's slots (corrupted?)".into(),
+            ));
+        }
+        // narrowed into the staging's reused memory (no fresh pages per piece)
+        if ids.par_iter().any(|&i| i > u64::from(u32::MAX)) {
+            return Err(MpcError::Device(
+                "a particle id past the 32-bit labels (please report it)".into(),
+            ));
+        }
+        let mut narrow = std::mem::take(&mut staging.scratch);
+        narrow.clear();
+        narrow.par_extend(ids.par_iter().map(|&i| i as u32));
+        let dst = labels.device_ptr(&s).0 + 4 * first as u64;
+        let bytes = crate::backend::cuda::upload_slots::bytes_of(&narrow);
+        // SAFETY: labels first..first + ids.len() of this slab (checked above), which nothing
+        // else uses while a checkpoint is read into it; the staging copies `narrow` before
+        // returning.
+        let put = unsafe { staging.put(&s, bytes, dst) };
+        staging.scratch = narrow;
+        put
     }
 
     /// Slab mode: the first `n` slots hold this slab's particles (an upload, a stream from a
