@@ -34,37 +34,9 @@
 //! ## Modules
 //!
 //! Each step of the algorithm is a module that launches the kernels of the `kernels/` file of
-//! the same name (`stream.rs` → `kernels/stream.cu`, ...; the kernel store in `device.rs`
-//! lists them by file):
-//!
-//! | module | role | kernels |
-//! |---|---|---|
-//! | `device` | CUDA checks, context and stream, the kernel table (loaded once per GPU) | |
-//! | `kernels` | the kernel sources in dependency order, NVRTC (cached per process) | |
-//! | `kernel_cache` | compiled kernels kept on disk between runs | |
-//! | `fluid_kernels` | the fluid's kernel table: every kernel with its parameters | all but `rules.cu` |
-//! | `rule_kernels` | the rules' kernel table, loaded only for a run whose rule needs it | `rules.cu` |
-//! | `contract` | what Rust and CUDA agree on, generated as the header of every unit | |
-//! | `launch` | typed kernel launches, checked against the sources' signatures | |
-//! | `cell_sums` | [`CellSumMethod`]: how pass 1 forms the cell sums | `cell_sums.cuh` |
-//! | `params` | `KernelParams`, the kernels' by-value parameters of one step | `mpc.cuh` |
-//! | `buffers` | footprint, out-of-memory refusal, fluid / cell / solute buffers, download/upload | |
-//! | `init` | the initial state on the GPU | `init.cu` |
-//! | `step` | one step as a sequence of the passes below; phase profiling | |
-//! | `stream` | pass 1: stream, bin, sum (fused: the previous collision first) | `stream.cu` |
-//! | `solute_state` | `SoluteCoupling`: the solutes' buffers and a coupled step's state | |
-//! | `solutes` | solutes binned into the sums and collided | `solutes.cu` |
-//! | `cells` | pass 3: cell sums to collision parameters | `cells.cu` |
-//! | `collide` | pass 4: the fluid collision, or deferred (fused) | `collide.cu` |
-//! | `rules` | MPC-AT, MPC-AT+a, SRD+a: `RuleBuffers`, extended cell sums and their passes | `rules.cu`, `rules.cuh` |
-//! | `reorder` | particles sorted by cell | `reorder.cu` |
-//! | `host_staging` | host solutes: upload/download streams, pinned staging, events | |
-//! | `device_solutes` | the caller's device arrays: checks, stream order | `device_solutes.cu` |
-//! | `observe` | `Observables`: report, moments and profile, flow-field sums | `observe.cu` |
-//! | `debug` | test entry points (draws, `det_ln`, initial particles) | `debug.cu` |
-//! | `snapshot` | the fluid as a checkpoint's block: live, or copied into spare memory | |
-//! | `upload_slots` | host values up to a GPU through two pinned slots (a resume's pieces) | |
-//! | `multi` | several GPUs: one `CudaBackend` per y slab, its migration state a `Slab` | `migrate.cu`, `migrate.cuh` |
+//! the same name (`stream.rs` → `kernels/stream.cu`, ...; the kernel tables in
+//! `fluid_kernels.rs` and `rule_kernels.rs` list them by file). ARCHITECTURE.md's
+//! `backend::cuda` table gives each module's role.
 
 mod buffers;
 mod cell_sums;

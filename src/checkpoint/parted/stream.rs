@@ -341,15 +341,7 @@ impl PartedFile {
                         &mut ids,
                     );
                     each.map_err(|e| self.bad(e))?;
-                    for (part, v) in ids.iter().enumerate() {
-                        let first = next[part];
-                        next[part] += v.len() as u64;
-                        if !v.is_empty() {
-                            let t = Instant::now();
-                            sink(part, s, first, Values::Ids(v))?;
-                            handing += t.elapsed();
-                        }
-                    }
+                    hand_over(&ids, &mut next, s, |v| Values::Ids(v), sink, &mut handing)?;
                 }
                 1..=3 => {
                     let l = length[s - 1];
@@ -369,15 +361,7 @@ impl PartedFile {
                         &mut f32s,
                     );
                     each.map_err(|e| self.bad(e))?;
-                    for (part, v) in f32s.iter().enumerate() {
-                        let first = next[part];
-                        next[part] += v.len() as u64;
-                        if !v.is_empty() {
-                            let t = Instant::now();
-                            sink(part, s, first, Values::F32(v))?;
-                            handing += t.elapsed();
-                        }
-                    }
+                    hand_over(&f32s, &mut next, s, |v| Values::F32(v), sink, &mut handing)?;
                 }
                 _ => {
                     let each = split_into(
@@ -393,15 +377,7 @@ impl PartedFile {
                         &mut f64s,
                     );
                     each.map_err(|e| self.bad(e))?;
-                    for (part, v) in f64s.iter().enumerate() {
-                        let first = next[part];
-                        next[part] += v.len() as u64;
-                        if !v.is_empty() {
-                            let t = Instant::now();
-                            sink(part, s, first, Values::F64(v))?;
-                            handing += t.elapsed();
-                        }
-                    }
+                    hand_over(&f64s, &mut next, s, |v| Values::F64(v), sink, &mut handing)?;
                 }
             }
             Ok(())
@@ -421,6 +397,29 @@ impl PartedFile {
         }
         Ok(counts)
     }
+}
+
+/// Each part's values of a piece (`each`, of section `section`) handed to `sink` at their
+/// places in the part (`next`: the values each part had before, advanced), the time spent in
+/// `sink` added to `handing`.
+fn hand_over<T>(
+    each: &[Vec<T>],
+    next: &mut [u64],
+    section: usize,
+    values: impl for<'a> Fn(&'a [T]) -> Values<'a>,
+    sink: &mut dyn FnMut(usize, usize, u64, Values<'_>) -> Result<()>,
+    handing: &mut Duration,
+) -> Result<()> {
+    for (part, v) in each.iter().enumerate() {
+        let first = next[part];
+        next[part] += v.len() as u64;
+        if !v.is_empty() {
+            let t = Instant::now();
+            sink(part, section, first, values(v))?;
+            *handing += t.elapsed();
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
