@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::device::drv;
-use super::{CellSumMethod, CudaBackend};
+use super::CellSumMethod;
 use crate::config::Config;
 use crate::error::{MpcError, Result};
 use crate::memory::Footprint;
@@ -190,43 +190,6 @@ impl CellBuffers {
             counter: s.alloc_zeros::<u32>(ncells + 1).map_err(oom)?,
             scan_partial: s.alloc_zeros::<u32>(SCAN_CHUNKS).map_err(oom)?,
         })
-    }
-}
-
-/// Solute buffers, grown on demand.
-pub(super) struct SoluteBuffers {
-    pub(super) capacity: usize,
-    pub(super) pos: CudaSlice<f64>,
-    pub(super) vel: CudaSlice<f64>,
-    pub(super) mass: CudaSlice<f64>,
-    /// Cell of each solute (not packed: a solute's image may span many periods).
-    pub(super) cell: CudaSlice<u32>,
-    /// Lees-Edwards image of each solute (`Physics::locate_solute`).
-    pub(super) image: CudaSlice<i32>,
-}
-
-impl CudaBackend {
-    /// Solute buffers for at least `ns` solutes (a power of two, at least 64).
-    pub(super) fn ensure_solute_capacity(&mut self, ns: usize) -> Result<()> {
-        if self
-            .solutes
-            .buffers
-            .as_ref()
-            .is_some_and(|b| b.capacity >= ns)
-        {
-            return Ok(());
-        }
-        let cap = ns.next_power_of_two().max(64);
-        let s = &self.dev.stream;
-        self.solutes.buffers = Some(SoluteBuffers {
-            capacity: cap,
-            pos: s.alloc_zeros::<f64>(3 * cap).map_err(drv("solute alloc"))?,
-            vel: s.alloc_zeros::<f64>(3 * cap).map_err(drv("solute alloc"))?,
-            mass: s.alloc_zeros::<f64>(cap).map_err(drv("solute alloc"))?,
-            cell: s.alloc_zeros::<u32>(cap).map_err(drv("solute alloc"))?,
-            image: s.alloc_zeros::<i32>(cap).map_err(drv("solute alloc"))?,
-        });
-        Ok(())
     }
 }
 

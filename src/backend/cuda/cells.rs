@@ -4,14 +4,14 @@
 
 use super::device::{drv, grid};
 use super::params::KernelParams;
-use super::CudaBackend;
+use super::{CudaBackend, Features};
 use crate::error::Result;
 
 impl CudaBackend {
     /// Step 4, one thread per cell: sums to collision parameters.
     pub(super) fn cell_pass(&mut self, p: &KernelParams) -> Result<()> {
-        if let Some((r, cx)) = self.rule_pass() {
-            return r.cell_pass(cx, p);
+        if let (fluid, Features { rules: Some(r), .. }) = self.parts() {
+            return r.cell_pass(fluid, p);
         }
         let s = self.dev.stream.clone();
         // SAFETY: the parameters by value, the cell buffer of p.n_cells = self.ncells cells × 8

@@ -3,15 +3,15 @@
 
 use super::device::{drv, grid};
 use super::params::KernelParams;
-use super::CudaBackend;
+use super::{CudaBackend, Features};
 use crate::error::Result;
 use crate::physics::StepPlan;
 
 impl CudaBackend {
     /// Queue the fluid collision with parameters `p` and the cell parameters in `cell.sums`.
     pub(super) fn launch_collide(&mut self, p: &KernelParams) -> Result<()> {
-        if let Some((r, cx)) = self.rule_pass() {
-            return r.launch_collide(cx, p);
+        if let (fluid, Features { rules: Some(r), .. }) = self.parts() {
+            return r.launch_collide(fluid, p);
         }
         let s = self.dev.stream.clone();
         let [px, py, pz] = &self.fluid.pos;

@@ -1,9 +1,10 @@
 //! Device-resident solutes: a coupled step whose solute arrays already live in this GPU's memory
 //! (the bundled GPU MD engine, CuPy/PyTorch arrays, a C code's device buffers). The solutes are
-//! checked (driver pointer attributes, then `kernels/device_solutes.cu` over the values),
-//! binned, summed into the cells and collided in place on the GPU (`solutes.rs`); the only host
-//! traffic is the check's four indices and the step's report, as in a fluid-only step. The
-//! step is ordered with the caller's stream by events, without blocking the host.
+//! checked here (driver pointer attributes, then `kernels/device_solutes.cu` over the values,
+//! passes of [`SoluteCoupling`]), binned, summed into the cells and collided in place on the
+//! GPU (`solutes.rs`), in the order of `step.rs`; the only host traffic is the check's four
+//! indices and the step's report, as in a fluid-only step. The step is ordered with the
+//! caller's stream by events, without blocking the host.
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -11,25 +12,11 @@ use std::sync::Arc;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, PushKernelArg};
 
-use super::device::{drv, grid};
-use super::params::KernelParams;
-use super::CudaBackend;
+use super::device::{drv, grid, CudaDevice};
+use super::solute_coupling::{DeviceSoluteState, SoluteCoupling};
 use crate::backend::MAX_SOLUTE_COORDINATE;
-use crate::backend::{DeviceSolutes, SlabSolutes, SoluteSubset, StepReport};
+use crate::backend::{DeviceSolutes, SlabSolutes, SoluteSubset};
 use crate::error::{MpcError, Result};
-use crate::physics::StepPlan;
-
-/// What a device-resident coupled step keeps between steps: the solutes' cells and images (the
-/// arrays themselves are the caller's), the check's result buffer and the events that order the
-/// step with the caller's stream.
-pub(super) struct DeviceSoluteState {
-    capacity: usize,
-    pub(super) cell: CudaSlice<u32>,
-    pub(super) image: CudaSlice<i32>,
-    first_bad: CudaSlice<u32>,
-    caller_ready: CudaEvent,
-    velocities_done: CudaEvent,
-}
 
 fn solute_error(field: &str, problem: String, fix: &str) -> MpcError {
     MpcError::Solute {
@@ -201,39 +188,41 @@ fn order_after(event: &CudaEvent, signaller: sys::CUstream, waiter: sys::CUstrea
     Ok(())
 }
 
-impl CudaBackend {
+impl SoluteCoupling {
     /// The cells/images/check buffers for `ns` device-resident solutes, grown on demand.
-    pub(super) fn ensure_device_solute_state(&mut self, ns: usize) -> Result<()> {
-        if self.solutes.device.as_ref().is_none_or(|d| d.capacity < ns) {
+    pub(super) fn device_state(
+        &mut self,
+        dev: &CudaDevice,
+        ns: usize,
+    ) -> Result<&mut DeviceSoluteState> {
+        if self.device.as_ref().is_none_or(|d| d.capacity < ns) {
             let cap = ns.next_power_of_two().max(64);
-            let s = &self.dev.stream;
-            let ctx = &self.dev.ctx;
-            self.solutes.device = Some(DeviceSoluteState {
+            let s = &dev.stream;
+            self.device = Some(DeviceSoluteState {
                 capacity: cap,
                 cell: s.alloc_zeros::<u32>(cap).map_err(drv("solute alloc"))?,
                 image: s.alloc_zeros::<i32>(cap).map_err(drv("solute alloc"))?,
                 first_bad: s.alloc_zeros::<u32>(4).map_err(drv("solute alloc"))?,
-                caller_ready: ctx.new_event(None).map_err(drv("event"))?,
-                velocities_done: ctx.new_event(None).map_err(drv("event"))?,
+                caller_ready: dev.ctx.new_event(None).map_err(drv("event"))?,
+                velocities_done: dev.ctx.new_event(None).map_err(drv("event"))?,
             });
         }
-        Ok(())
+        Ok(self.device.as_mut().expect("made above"))
     }
 
-    /// [`crate::backend::Backend::check_device_solutes`] on this GPU: pointer checks, then one
+    /// [`crate::backend::Backend::check_device_solutes`] on `dev`: pointer checks, then one
     /// kernel over the values (after the caller's queued work), whose four indices come back.
-    pub(super) fn check_device_solutes_here(&mut self, s: &DeviceSolutes) -> Result<()> {
-        self.check_solute_pointers(s)?;
-        let first_bad = self.first_bad_solutes(s, None)?;
+    pub(super) fn check_device(&mut self, dev: &CudaDevice, s: &DeviceSolutes) -> Result<()> {
+        self.check_pointers(dev, s)?;
+        let first_bad = self.first_bad(dev, s, None)?;
         first_bad_to_error(&first_bad)
     }
 
-    /// [`CudaBackend::check_device_solutes_here`] for one slab's copy: the pointers as there,
-    /// the subset's array too, and the values of the listed solutes only (the slab bins no
-    /// other).
-    pub(super) fn check_slab_solutes_here(&mut self, slab: &SlabSolutes) -> Result<()> {
+    /// [`SoluteCoupling::check_device`] for one slab's copy: the pointers as there, the
+    /// subset's array too, and the values of the listed solutes only (the slab bins no other).
+    pub(super) fn check_slab(&mut self, dev: &CudaDevice, slab: &SlabSolutes) -> Result<()> {
         let Some(subset) = slab.subset else {
-            return self.check_device_solutes_here(&slab.solutes);
+            return self.check_device(dev, &slab.solutes);
         };
         let s = &slab.solutes;
         if subset.len > s.n {
@@ -243,21 +232,22 @@ impl CudaBackend {
                 "list each solute at most once (please report it)",
             ));
         }
-        self.check_solute_pointers(s)?;
+        self.check_pointers(dev, s)?;
         if subset.len > 0 {
-            check_device_pointer(subset.index, 4 * subset.len, "subset", self.dev.ordinal)?;
+            check_device_pointer(subset.index, 4 * subset.len, "subset", dev.ordinal)?;
         }
-        let first_bad = self.first_bad_solutes(s, Some(subset))?;
+        let first_bad = self.first_bad(dev, s, Some(subset))?;
         first_bad_to_error(&first_bad)
     }
 
-    /// No step in flight, a count the kernels can index, and arrays of this GPU of the sizes
-    /// the count needs (this GPU's context bound).
-    pub(in crate::backend::cuda) fn check_solute_pointers(
-        &mut self,
+    /// No step in flight, a count the kernels can index, and arrays of `dev` of the sizes the
+    /// count needs (`dev`'s context bound).
+    pub(in crate::backend::cuda) fn check_pointers(
+        &self,
+        dev: &CudaDevice,
         s: &DeviceSolutes,
     ) -> Result<()> {
-        if self.solutes.in_flight.is_some() {
+        if self.in_flight.is_some() {
             return Err(MpcError::Device(
                 "a coupled step was begun and not finished; fix: call finish_step first".into(),
             ));
@@ -270,8 +260,8 @@ impl CudaBackend {
                 "pass at most 1.4e9 solutes per step",
             ));
         }
-        self.dev.ctx.bind_to_thread().map_err(drv("bind"))?;
-        let ordinal = self.dev.ordinal;
+        dev.ctx.bind_to_thread().map_err(drv("bind"))?;
+        let ordinal = dev.ordinal;
         check_device_pointer(s.pos, 24 * ns, "positions", ordinal)?;
         check_device_pointer(s.vel, 24 * ns, "velocities", ordinal)?;
         check_device_pointer(s.mass, 8 * ns, "masses", ordinal)
@@ -280,16 +270,16 @@ impl CudaBackend {
     /// The first index of each kind of bad value in `s` (u32::MAX where none), from
     /// `mpc_check_solutes` on the main stream, ordered after the caller's queued work: over
     /// every solute, or over those `subset` lists.
-    fn first_bad_solutes(
+    fn first_bad(
         &mut self,
+        dev: &CudaDevice,
         s: &DeviceSolutes,
         subset: Option<SoluteSubset>,
     ) -> Result<[u32; 4]> {
         let ns = s.n;
         let (slots, listed) = super::solutes::solute_slots(s, subset);
-        let main = self.dev.stream.clone();
-        self.ensure_device_solute_state(ns)?;
-        let st = self.solutes.device.as_mut().expect("made above");
+        let main = dev.stream.clone();
+        let st = self.device_state(dev, ns)?;
         order_after(
             &st.caller_ready,
             s.stream as sys::CUstream,
@@ -304,7 +294,7 @@ impl CudaBackend {
         // and the subset (checked to hold that many u32 on this GPU; the slab's MD engine
         // lists indices < n) or null for all n; one thread per slot.
         unsafe {
-            main.launch_builder(&self.dev.k.check_solutes)
+            main.launch_builder(&dev.k.check_solutes)
                 .arg(&s.pos)
                 .arg(&s.vel)
                 .arg(&s.mass)
@@ -321,62 +311,17 @@ impl CudaBackend {
         Ok(first)
     }
 
-    /// [`crate::backend::Backend::begin_fluid_step`] on this GPU: the fluid pass queued on the
-    /// main stream (the caller's streams run on meanwhile).
-    pub(super) fn begin_fluid_here(&mut self, plan: &StepPlan, n_solutes: usize) -> Result<bool> {
-        if self.solutes.in_flight.is_some() || self.solutes.fluid_begun.is_some() {
-            return Err(MpcError::Device(
-                "a step was begun and not finished; fix: finish it before beginning another".into(),
-            ));
-        }
-        let p = self.params(plan, n_solutes);
-        self.fluid_pass(&p)?;
-        self.solutes.fluid_begun = Some(p);
-        Ok(true)
-    }
-
-    /// The parameters of step `plan` with its fluid pass queued: the one begun for it
-    /// ([`CudaBackend::begin_fluid_here`]), or queued now.
-    pub(super) fn take_begun_fluid(&mut self, plan: &StepPlan, ns: usize) -> Result<KernelParams> {
-        let p = self.params(plan, ns);
-        match self.solutes.fluid_begun.take() {
-            Some(begun) if begun.same_step(&p) => Ok(begun),
-            Some(_) => Err(MpcError::Device(
-                "the fluid step begun and the one finished differ (please report it)".into(),
-            )),
-            None => {
-                self.fluid_pass(&p)?;
-                Ok(p)
-            }
-        }
-    }
-
-    /// [`crate::backend::Backend::step_device_solutes`] on this GPU, for solutes checked by
-    /// [`CudaBackend::check_device_solutes_here`]: the fluid streams, the solutes are binned and
-    /// summed from the caller's arrays, the cells collide, and the solute velocities are
-    /// overwritten in place; the caller's stream is ordered after that update.
-    pub(super) fn step_device_solutes_here(
-        &mut self,
-        plan: &StepPlan,
-        s: &DeviceSolutes,
-    ) -> Result<StepReport> {
-        let p = self.take_begun_fluid(plan, s.n)?;
-        self.bin_solutes_from(&p, s, None)?;
-        self.cell_pass(&p)?;
-        self.collide_owned_solutes(&p, s, None)?;
-        let st = self
-            .solutes
-            .device
-            .as_ref()
-            .expect("made by bin_solutes_from");
+    /// After the collision of the caller's device solutes (queued on `dev`'s main stream):
+    /// order the caller's stream after it, without blocking the host.
+    pub(super) fn release_to_caller(&self, dev: &CudaDevice, s: &DeviceSolutes) -> Result<()> {
+        let st = self.device.as_ref().ok_or_else(|| {
+            MpcError::Device("device solutes released before they were binned".into())
+        })?;
         order_after(
             &st.velocities_done,
-            self.dev.stream.cu_stream(),
+            dev.stream.cu_stream(),
             s.stream as sys::CUstream,
-        )?;
-        self.fluid_collide(plan, &p)?;
-        self.reorder_if(plan)?;
-        self.read_report()
+        )
     }
 }
 

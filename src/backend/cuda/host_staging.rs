@@ -1,35 +1,18 @@
-//! The coupled step with host solutes on one GPU, split in two: `begin_coupled` queues pass 1
-//! and sends the solutes up on an upload stream (pinned staging filled on the host pool) while
-//! the fluid streams; `finish_coupled` bins and collides the solutes as soon as they are up,
-//! then sends their velocities down on a download stream while the fluid collides. The
-//! streams are ordered with explicit events and synchronisations (cudarc's per-buffer event
-//! tracking is off).
+//! Host solutes' transfers on one GPU, passes of [`SoluteCoupling`]: the coupled step is split
+//! in two (`step.rs`): `begin_coupled` queues pass 1 and sends the solutes up on an upload
+//! stream (pinned staging filled on the host pool) while the fluid streams; `finish_coupled`
+//! bins and collides the solutes as soon as they are up, then sends their velocities down on
+//! a download stream while the fluid collides. The streams are ordered with explicit events
+//! and synchronisations (cudarc's per-buffer event tracking is off).
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, PinnedHostSlice};
+use cudarc::driver::{CudaContext, CudaStream, DevicePtr};
 
 use super::device::drv;
 use super::pieces;
-use super::CudaBackend;
-use crate::backend::{SoluteBatch, StepReport};
-use crate::error::{MpcError, Result};
-use crate::physics::StepPlan;
-
-/// The split coupled step's transfer machinery: its own non-blocking streams, so the solute
-/// upload overlaps the fluid streaming and the download overlaps the fluid collision, and
-/// pinned host buffers of exactly the solute count (a copy from pageable memory would block).
-pub(super) struct CoupledIo {
-    upload: Arc<CudaStream>,
-    download: Arc<CudaStream>,
-    n: usize,
-    pub(super) pos: PinnedHostSlice<f64>,
-    pub(super) vel: PinnedHostSlice<f64>,
-    pub(super) mass: PinnedHostSlice<f64>,
-    pub(super) out: PinnedHostSlice<f64>,
-    /// One event per piece of the velocities coming down (`pieces::download`).
-    arrived: Vec<cudarc::driver::CudaEvent>,
-}
+use super::solute_coupling::{CoupledIo, SoluteCoupling};
+use crate::error::Result;
 
 /// How solutes cross PCIe in a coupled step (`MPCBOX_CUDA_SOLUTE_IO=pinned|pageable`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,14 +36,13 @@ impl SoluteTransfer {
     }
 }
 
-impl CudaBackend {
+impl SoluteCoupling {
     /// Streams and exact-size pinned buffers for `ns` solutes.
-    pub(super) fn ensure_coupled_io(&mut self, ns: usize) -> Result<()> {
-        if self.solutes.host_io.as_ref().is_some_and(|c| c.n == ns) {
+    pub(super) fn ensure_host_io(&mut self, ctx: &Arc<CudaContext>, ns: usize) -> Result<()> {
+        if self.host_io.as_ref().is_some_and(|c| c.n == ns) {
             return Ok(());
         }
-        let ctx = self.dev.ctx.clone();
-        let (upload, download) = match self.solutes.host_io.take() {
+        let (upload, download) = match self.host_io.take() {
             Some(c) => (c.upload, c.download),
             None => (
                 ctx.new_stream().map_err(drv("stream"))?,
@@ -80,7 +62,7 @@ impl CudaBackend {
             unsafe { ctx.alloc_pinned_with_flags::<f64>(len.max(1), flags) }
                 .map_err(drv("pinned host memory"))
         };
-        self.solutes.host_io = Some(CoupledIo {
+        self.host_io = Some(CoupledIo {
             upload,
             download,
             n: ns,
@@ -93,50 +75,30 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// [`crate::backend::Backend::begin_coupled`]: send the solutes up on the upload stream
-    /// while the fluid streams on the main stream; see [`SoluteTransfer`] for the two ways.
-    pub(super) fn begin_coupled_step(
-        &mut self,
-        plan: &StepPlan,
-        pos: &[[f64; 3]],
-        vel: &[[f64; 3]],
-        mass: &[f64],
-    ) -> Result<()> {
-        if self.solutes.in_flight.is_some() {
-            return Err(MpcError::Device(
-                "begin_coupled twice without finish_coupled".into(),
-            ));
-        }
-        let ns = pos.len();
-        let p = self.params(plan, ns);
-        if ns > 0 {
-            self.ensure_solute_capacity(ns)?;
-            self.ensure_coupled_io(ns)?;
-        }
-        // fluid kernels first (asynchronous): the GPU streams the fluid while the host feeds
-        // the copy engine. The previous step's solute kernels are finished (finish_coupled read
-        // the report), so the device buffers may be overwritten.
-        self.fluid_pass(&p)?;
-        if ns > 0 {
-            match SoluteTransfer::from_env() {
-                SoluteTransfer::Pinned => self.upload_solutes_pinned(pos, vel, mass)?,
-                SoluteTransfer::Pageable => self.upload_solutes_pageable(pos, vel, mass)?,
-            }
-        }
-        self.solutes.in_flight = Some((p, ns));
-        Ok(())
+    /// `main` waits for the solutes' upload that `begin_coupled_step` queued.
+    pub(super) fn main_waits_for_upload(&mut self, main: &Arc<CudaStream>) -> Result<()> {
+        let (io, _) = self.staged()?;
+        main.join(&io.upload).map_err(drv("event"))
+    }
+
+    /// The download stream waits for what `main` has queued so far (the solutes' collision),
+    /// without blocking the host.
+    pub(super) fn download_waits_for(&mut self, main: &Arc<CudaStream>) -> Result<()> {
+        let done = main.record_event(None).map_err(drv("event"))?;
+        let (io, _) = self.staged()?;
+        io.download.wait(&done).map_err(drv("event"))
     }
 
     /// Host copies into the pinned staging (bounded host pool) and asynchronous copies up on
     /// the upload stream, piece by piece (`pieces.rs`).
-    fn upload_solutes_pinned(
+    pub(super) fn upload_pinned(
         &mut self,
         pos: &[[f64; 3]],
         vel: &[[f64; 3]],
         mass: &[f64],
     ) -> Result<()> {
         let ns = pos.len();
-        let (io, sb) = self.solutes.staged()?;
+        let (io, sb) = self.staged()?;
         // The pinned buffers' own events are not recorded while event tracking is off:
         // wait for the previous upload explicitly before refilling them.
         io.upload.synchronize().map_err(drv("upload stream"))?;
@@ -180,14 +142,14 @@ impl CudaBackend {
 
     /// Copies straight from the caller's arrays on the upload stream; each returns when done,
     /// while the fluid kernels run on.
-    fn upload_solutes_pageable(
+    pub(super) fn upload_pageable(
         &mut self,
         pos: &[[f64; 3]],
         vel: &[[f64; 3]],
         mass: &[f64],
     ) -> Result<()> {
         let ns = pos.len();
-        let (io, sb) = self.solutes.staged()?;
+        let (io, sb) = self.staged()?;
         io.upload
             .memcpy_htod(pos.as_flattened(), &mut sb.pos.slice_mut(..3 * ns))
             .map_err(drv("solute upload"))?;
@@ -200,59 +162,11 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// [`crate::backend::Backend::finish_coupled`]: bin and collide the solutes as soon as
-    /// they are up; their velocities go down on the download stream while the fluid collides
-    /// on the main stream.
-    pub(super) fn finish_coupled_step(
-        &mut self,
-        plan: &StepPlan,
-        solutes: &mut SoluteBatch<'_>,
-    ) -> Result<StepReport> {
-        let Some((p, ns)) = self.solutes.in_flight.take() else {
-            return Err(MpcError::Device(
-                "finish_coupled without begin_coupled".into(),
-            ));
-        };
-        if ns != solutes.vel.len() {
-            return Err(MpcError::Device(format!(
-                "finish_coupled for {} solutes, begun with {ns}",
-                solutes.vel.len()
-            )));
-        }
-        if ns > 0 {
-            let io = self
-                .solutes
-                .host_io
-                .as_ref()
-                .expect("made in begin_coupled");
-            self.dev.stream.join(&io.upload).map_err(drv("event"))?;
-        }
-        self.solute_bin(&p, ns)?;
-        self.cell_pass(&p)?;
-        if ns == 0 {
-            self.fluid_collide(plan, &p)?;
-            self.reorder_if(plan)?;
-            return self.read_report();
-        }
-        self.solute_collide(&p, ns)?;
-        let solutes_done = self.dev.stream.record_event(None).map_err(drv("event"))?;
-        self.fluid_collide(plan, &p)?;
-        self.reorder_if(plan)?;
-        let io = self
-            .solutes
-            .host_io
-            .as_ref()
-            .expect("made in begin_coupled");
-        io.download.wait(&solutes_done).map_err(drv("event"))?;
-        self.download_solute_velocities_into(solutes.vel.as_flattened_mut())?;
-        self.read_report()
-    }
-
     /// The collided solute velocities into `out` (3 per solute) on the download stream, which
     /// already waits for the solute collision.
-    fn download_solute_velocities_into(&mut self, out: &mut [f64]) -> Result<()> {
+    pub(super) fn download_velocities_into(&mut self, out: &mut [f64]) -> Result<()> {
         let ns3 = out.len();
-        let (io, sb) = self.solutes.staged()?;
+        let (io, sb) = self.staged()?;
         match SoluteTransfer::from_env() {
             SoluteTransfer::Pinned if super::device_solutes::page_locked(out) => {
                 // straight into the caller's page-locked array by DMA, no staging

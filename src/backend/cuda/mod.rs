@@ -47,6 +47,7 @@ mod debug;
 mod device;
 mod device_solutes;
 mod fluid_kernels;
+mod fluid_view;
 mod host_staging;
 mod init;
 pub mod kernel_cache;
@@ -62,7 +63,7 @@ mod reorder;
 mod rule_kernels;
 mod rules;
 mod snapshot;
-mod solute_state;
+mod solute_coupling;
 mod solutes;
 mod step;
 mod stream;
@@ -90,6 +91,7 @@ use crate::error::{MpcError, Result};
 use crate::physics::{Physics, StepPlan};
 use crate::state::FluidState;
 use buffers::{check_fits, CellBuffers, FluidBuffers};
+use fluid_view::FluidView;
 use observe::Observables;
 use params::KernelParams;
 use step::PhaseTimer;
@@ -112,7 +114,7 @@ pub struct CudaBackend {
     /// cell parameters are in `cell.sums`).
     pending: Option<KernelParams>,
     /// The solutes' buffers and the state of a coupled step (`solutes.rs`).
-    solutes: solute_state::SoluteCoupling,
+    solutes: solute_coupling::SoluteCoupling,
     device_bytes: u64,
     /// Slab mode (one of several GPUs): layers held, migration buffers, particle ids.
     slab: Option<multi::Slab>,
@@ -321,12 +323,19 @@ impl CudaBackend {
     }
 }
 
+/// The backend's optional features beside the fluid, borrowed together with a [`FluidView`].
+pub(in crate::backend::cuda) struct Features<'a> {
+    pub(in crate::backend::cuda) solutes: &'a mut solute_coupling::SoluteCoupling,
+    /// A collision rule beside plain SRD (None under SRD).
+    pub(in crate::backend::cuda) rules: Option<&'a mut rules::RuleBuffers>,
+    /// Slab mode (one of several GPUs): layers, migration buffers, labels.
+    pub(in crate::backend::cuda) slab: Option<&'a mut multi::Slab>,
+}
+
 impl CudaBackend {
-    /// The collision rule's buffers (None under plain SRD) and what its fluid passes borrow
-    /// beside them.
-    fn rule_pass(&mut self) -> Option<(&mut rules::RuleBuffers, rules::RulePass<'_>)> {
-        let r = self.rules.as_mut()?;
-        let cx = rules::RulePass {
+    /// The fluid and the features, borrowed apart so that a feature's pass can write both.
+    pub(in crate::backend::cuda) fn parts(&mut self) -> (FluidView<'_>, Features<'_>) {
+        let view = FluidView {
             dev: &self.dev,
             method: self.method,
             fluid: &mut self.fluid,
@@ -335,7 +344,12 @@ impl CudaBackend {
             n: self.n,
             ncells: self.ncells,
         };
-        Some((r, cx))
+        let features = Features {
+            solutes: &mut self.solutes,
+            rules: self.rules.as_mut(),
+            slab: self.slab.as_mut(),
+        };
+        (view, features)
     }
 }
 
@@ -452,7 +466,7 @@ impl Backend for CudaBackend {
     }
 
     fn check_device_solutes(&mut self, solutes: &DeviceSolutes) -> Result<()> {
-        self.check_device_solutes_here(solutes)
+        self.solutes.check_device(&self.dev, solutes)
     }
 
     fn step_device_solutes(

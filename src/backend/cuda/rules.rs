@@ -9,7 +9,7 @@
 //! plain cell buffers. [`RuleBuffers`] owns them and runs the rule's passes; each step of
 //! `CudaBackend` calls it when its `rules` field is set (`stream.rs`, `solutes.rs`,
 //! `cells.rs`, `collide.rs`, and the arrivals of `multi/migrate.rs`), lending what the passes
-//! read and write beside the extended sums ([`RulePass`]: the device, the fluid's and the
+//! read and write beside the extended sums ([`FluidView`]: the device, the fluid's and the
 //! cells' buffers, the step's report). The hot passes run kernels compiled for the rule alone
 //! ([`RuleKernels`]).
 
@@ -19,10 +19,11 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, PushKernelArg};
 
 use cudarc::driver::CudaFunction;
 
-use super::buffers::{rule_bytes_per_cell, CellBuffers, FluidBuffers};
+use super::buffers::rule_bytes_per_cell;
 use super::cell_sums::CellSumMethod;
 use super::device::OnAllocError;
 use super::device::{drv, grid, CudaDevice};
+use super::fluid_view::FluidView;
 use super::launch::DevPtr;
 use super::params::KernelParams;
 use super::params::MigrationArgs;
@@ -170,22 +171,6 @@ fn addr(b: &CudaSlice<f64>, s: &Arc<CudaStream>) -> u64 {
     b.device_ptr(s).0
 }
 
-/// What a rule's fluid passes borrow of the backend beside the extended sums: the device (its
-/// main stream and kernels), the cell-sum method, the fluid's and the cells' buffers, the
-/// step's report, the particle slots and cells in use.
-pub(super) struct RulePass<'a> {
-    pub(super) dev: &'a CudaDevice,
-    pub(super) method: CellSumMethod,
-    pub(super) fluid: &'a mut FluidBuffers,
-    pub(super) cell: &'a mut CellBuffers,
-    /// REPORT_WORDS × REPORT_COPIES doubles (`observe::Observables::report`).
-    pub(super) report: &'a mut CudaSlice<f64>,
-    /// Particle slots (`p.n_fluid`).
-    pub(super) n: usize,
-    /// Cells in the cell buffers (`p.n_cells`).
-    pub(super) ncells: usize,
-}
-
 impl RuleBuffers {
     /// Allocate or drop the extended sums in `slot` when the rule changed to `rule`
     /// (`set_physics`).
@@ -215,7 +200,7 @@ impl RuleBuffers {
     /// sum into the zeroed plain and extended buffers. The list method sums plain SRD only.
     pub(super) fn pass1(
         &mut self,
-        cx: RulePass<'_>,
+        cx: FluidView<'_>,
         pending: Option<KernelParams>,
         p: &KernelParams,
         margs: &MigrationArgs,
@@ -241,7 +226,7 @@ impl RuleBuffers {
 
     fn stream_bin(
         &mut self,
-        cx: RulePass<'_>,
+        cx: FluidView<'_>,
         p: &KernelParams,
         margs: &MigrationArgs,
     ) -> Result<()> {
@@ -290,7 +275,7 @@ impl RuleBuffers {
     /// extended buffers), then pass 1 of step n+1 into the other two, which become current.
     fn collide_stream_bin(
         &mut self,
-        cx: RulePass<'_>,
+        cx: FluidView<'_>,
         pc: &KernelParams,
         p: &KernelParams,
         margs: &MigrationArgs,
@@ -346,7 +331,7 @@ impl RuleBuffers {
     }
 
     /// Pass 3 under the rule: sums to parameters in place, one thread per cell.
-    pub(super) fn cell_pass(&mut self, cx: RulePass<'_>, p: &KernelParams) -> Result<()> {
+    pub(super) fn cell_pass(&mut self, cx: FluidView<'_>, p: &KernelParams) -> Result<()> {
         let s = cx.dev.stream.clone();
         let code = self.rule.code();
         let f = rule_kernel(
@@ -373,7 +358,7 @@ impl RuleBuffers {
     }
 
     /// Pass 4 under the rule: the fluid collision with parameters `p`.
-    pub(super) fn launch_collide(&self, cx: RulePass<'_>, p: &KernelParams) -> Result<()> {
+    pub(super) fn launch_collide(&self, cx: FluidView<'_>, p: &KernelParams) -> Result<()> {
         let s = cx.dev.stream.clone();
         let code = self.rule.code();
         let [px, py, pz] = &cx.fluid.pos;

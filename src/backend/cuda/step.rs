@@ -1,16 +1,27 @@
-//! One step on one GPU as a sequence of launches on the main stream, each pass in the module
-//! of its kernels: pass 1 `stream.rs` (stream, bin, sum; the fused methods apply the previous
-//! collision here), solutes `solutes.rs`, pass 3 `cells.rs` (collision parameters), pass 4
-//! `collide.rs` (or deferred), `reorder.rs`. Coupled steps run the same sequence with the
-//! solute transfers of `host_staging.rs` or the caller's arrays (`device_solutes.rs`) around it;
-//! several GPUs run it per slab with a migration after pass 1 (`multi/step.rs`). Profiling
-//! synchronises and times each pass.
+//! The step pipeline of one GPU: every kind of step as the list of its passes, in order, on the
+//! main stream. Each pass lives in the module of its kernels or in its feature's type: pass 1
+//! `stream.rs` (stream, bin, sum; the fused methods apply the previous collision here, a slab
+//! packs its emigrants), the solutes [`SoluteCoupling`] (`solutes.rs`; host arrays' transfers
+//! `host_staging.rs`, device arrays' checks `device_solutes.rs`), pass 3 `cells.rs` (collision
+//! parameters), pass 4 `collide.rs` (or deferred), `reorder.rs`. Three pipelines:
+//! - the fluid alone ([`CudaBackend::enqueue_step`]);
+//! - host solutes, split in two so that the transfers overlap the fluid's passes
+//!   ([`CudaBackend::begin_coupled_step`], [`CudaBackend::finish_coupled_step`]);
+//! - the caller's device solutes ([`CudaBackend::begin_fluid_here`],
+//!   [`CudaBackend::step_device_solutes_here`]).
+//!
+//! Several GPUs run the same passes per slab with the migration between pass 1 and the rest
+//! (`multi/step.rs`). Profiling synchronises and times each pass.
+//!
+//! [`SoluteCoupling`]: super::solute_coupling::SoluteCoupling
 
 use std::time::Instant;
 
+use super::host_staging::SoluteTransfer;
+use super::params::KernelParams;
 use super::CudaBackend;
-use crate::backend::{SoluteBatch, StepReport};
-use crate::error::Result;
+use crate::backend::{DeviceSolutes, SoluteBatch, StepReport};
+use crate::error::{MpcError, Result};
 use crate::physics::StepPlan;
 
 /// Phases timed by [`CudaBackend::set_profiling`].
@@ -32,6 +43,7 @@ pub(super) struct PhaseTimer {
     mark: Option<Instant>,
 }
 
+/// The fluid alone.
 impl CudaBackend {
     /// Queue one step of the fluid alone without reading anything back (the benchmark uses
     /// this directly). Coupled steps go through `begin_coupled` / `finish_coupled`.
@@ -51,7 +63,7 @@ impl CudaBackend {
     }
 
     /// [`crate::backend::Backend::step`]: a fluid-only step, or a coupled one split into
-    /// `begin_coupled` and `finish_coupled` (`host_staging.rs`).
+    /// `begin_coupled` and `finish_coupled`.
     pub(super) fn run_step(
         &mut self,
         plan: &StepPlan,
@@ -68,7 +80,138 @@ impl CudaBackend {
             }
         }
     }
+}
 
+/// Host solutes: pass 1 while they go up, the rest while their velocities come down.
+impl CudaBackend {
+    /// [`crate::backend::Backend::begin_coupled`]: the fluid's pass 1, and the solutes sent up
+    /// on the upload stream meanwhile; see [`SoluteTransfer`] for the two ways.
+    pub(super) fn begin_coupled_step(
+        &mut self,
+        plan: &StepPlan,
+        pos: &[[f64; 3]],
+        vel: &[[f64; 3]],
+        mass: &[f64],
+    ) -> Result<()> {
+        if self.solutes.in_flight.is_some() {
+            return Err(MpcError::Device(
+                "begin_coupled twice without finish_coupled".into(),
+            ));
+        }
+        let ns = pos.len();
+        let p = self.params(plan, ns);
+        if ns > 0 {
+            self.solutes.ensure_capacity(&self.dev.stream, ns)?;
+            self.solutes.ensure_host_io(&self.dev.ctx, ns)?;
+        }
+        // fluid kernels first (asynchronous): the GPU streams the fluid while the host feeds
+        // the copy engine. The previous step's solute kernels are finished (finish_coupled read
+        // the report), so the device buffers may be overwritten.
+        self.fluid_pass(&p)?;
+        if ns > 0 {
+            match SoluteTransfer::from_env() {
+                SoluteTransfer::Pinned => self.solutes.upload_pinned(pos, vel, mass)?,
+                SoluteTransfer::Pageable => self.solutes.upload_pageable(pos, vel, mass)?,
+            }
+        }
+        self.solutes.in_flight = Some((p, ns));
+        Ok(())
+    }
+
+    /// [`crate::backend::Backend::finish_coupled`]: the solutes binned and collided as soon as
+    /// they are up; their velocities go down on the download stream while the fluid collides
+    /// on the main stream.
+    pub(super) fn finish_coupled_step(
+        &mut self,
+        plan: &StepPlan,
+        solutes: &mut SoluteBatch<'_>,
+    ) -> Result<StepReport> {
+        let Some((p, ns)) = self.solutes.in_flight.take() else {
+            return Err(MpcError::Device(
+                "finish_coupled without begin_coupled".into(),
+            ));
+        };
+        if ns != solutes.vel.len() {
+            return Err(MpcError::Device(format!(
+                "finish_coupled for {} solutes, begun with {ns}",
+                solutes.vel.len()
+            )));
+        }
+        if ns > 0 {
+            self.solutes.main_waits_for_upload(&self.dev.stream)?;
+        }
+        let (fluid, f) = self.parts();
+        f.solutes.bin_own(fluid, f.rules, &p, ns)?;
+        self.cell_pass(&p)?;
+        if ns == 0 {
+            self.fluid_collide(plan, &p)?;
+            self.reorder_if(plan)?;
+            return self.read_report();
+        }
+        let (fluid, f) = self.parts();
+        f.solutes.collide_own(fluid, f.rules, &p, ns)?;
+        self.solutes.download_waits_for(&self.dev.stream)?;
+        self.fluid_collide(plan, &p)?;
+        self.reorder_if(plan)?;
+        self.solutes
+            .download_velocities_into(solutes.vel.as_flattened_mut())?;
+        self.read_report()
+    }
+}
+
+/// The caller's device solutes: checked before (`check_device_solutes`), read and written in
+/// place, ordered with the caller's stream by events.
+impl CudaBackend {
+    /// [`crate::backend::Backend::begin_fluid_step`] on this GPU: the fluid pass queued on the
+    /// main stream (the caller's streams run on meanwhile).
+    pub(super) fn begin_fluid_here(&mut self, plan: &StepPlan, n_solutes: usize) -> Result<bool> {
+        self.solutes.check_idle()?;
+        let p = self.params(plan, n_solutes);
+        self.fluid_pass(&p)?;
+        self.solutes.fluid_begun = Some(p);
+        Ok(true)
+    }
+
+    /// The parameters of step `plan` with its fluid pass queued: the one begun for it
+    /// ([`CudaBackend::begin_fluid_here`]), or queued now.
+    pub(super) fn take_begun_fluid(&mut self, plan: &StepPlan, ns: usize) -> Result<KernelParams> {
+        let p = self.params(plan, ns);
+        match self.solutes.fluid_begun.take() {
+            Some(begun) if begun.same_step(&p) => Ok(begun),
+            Some(_) => Err(MpcError::Device(
+                "the fluid step begun and the one finished differ (please report it)".into(),
+            )),
+            None => {
+                self.fluid_pass(&p)?;
+                Ok(p)
+            }
+        }
+    }
+
+    /// [`crate::backend::Backend::step_device_solutes`] on this GPU, for solutes checked by
+    /// `check_device_solutes`: the fluid streams, the solutes are binned and summed from the
+    /// caller's arrays, the cells collide, and the solute velocities are overwritten in place;
+    /// the caller's stream is ordered after that update.
+    pub(super) fn step_device_solutes_here(
+        &mut self,
+        plan: &StepPlan,
+        s: &DeviceSolutes,
+    ) -> Result<StepReport> {
+        let p = self.take_begun_fluid(plan, s.n)?;
+        let (fluid, f) = self.parts();
+        f.solutes.bin_from(fluid, f.rules, &p, s, None)?;
+        self.cell_pass(&p)?;
+        let (fluid, f) = self.parts();
+        f.solutes.collide_owned(fluid, f.rules, &p, s, None)?;
+        self.solutes.release_to_caller(&self.dev, s)?;
+        self.fluid_collide(plan, &p)?;
+        self.reorder_if(plan)?;
+        self.read_report()
+    }
+}
+
+/// Profiling.
+impl CudaBackend {
     /// Time every phase (synchronising after each; slower) or not; resets the timers.
     pub fn set_profiling(&mut self, on: bool) {
         self.timer.on = on;

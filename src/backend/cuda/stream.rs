@@ -25,8 +25,9 @@ impl CudaBackend {
         let pending = self.pending.take();
         match (self.method, pending) {
             (_, pending) if self.rules.is_some() => {
-                let (r, cx) = self.rule_pass().expect("a rule's buffers");
-                r.pass1(cx, pending, p, &margs)?
+                let (fluid, features) = self.parts();
+                let r = features.rules.expect("a rule's buffers");
+                r.pass1(fluid, pending, p, &margs)?
             }
             (CellSumMethod::Fused | CellSumMethod::FusedShared, Some(pc)) => {
                 self.collide_stream_bin(&pc, p, &margs)?

@@ -16,9 +16,10 @@ use super::transfer::{
 use super::{MultiCudaBackend, Transfer};
 use crate::backend::cuda::contract::MPC_RECORD_WORDS;
 use crate::backend::cuda::device::{drv, grid};
+use crate::backend::cuda::fluid_view::FluidView;
 use crate::backend::cuda::launch::DevPtr;
+use crate::backend::cuda::params::KernelParams;
 use crate::backend::cuda::params::MigrationArgs;
-use crate::backend::cuda::CudaBackend;
 use crate::error::{MpcError, Result};
 use crate::physics::StepPlan;
 
@@ -50,47 +51,43 @@ impl Slab {
     }
 }
 
-impl CudaBackend {
-    /// Slab mode: unpack the particles sent from below (`from[0]`) and above (`from[1]`) into
-    /// free slots (the stack holds `top` after pass 1), then append; bin them and add them to
-    /// this step's cell sums.
-    pub(super) fn immigrate(
+impl Slab {
+    /// Unpack the particles sent from below (`from[0]`) and above (`from[1]`) into free slots
+    /// (the stack holds `top` after pass 1), then append; bin them and add them to this step's
+    /// cell sums (and to a rule's extended sums, `rule`: its code and their address, 0 and
+    /// null under SRD). Returns the particle slots in use after.
+    pub(in crate::backend::cuda) fn immigrate(
         &mut self,
-        plan: &StepPlan,
-        ns: usize,
+        fluid: FluidView<'_>,
+        p: &KernelParams,
+        rule: (u32, u64),
         from: [usize; 2],
         top: usize,
-    ) -> Result<()> {
+    ) -> Result<usize> {
         let total = from[0] + from[1];
         let fill = total.min(top);
-        let n_old = self.n;
+        let n_old = fluid.n;
         let n_new = n_old + total - fill;
-        let sl = self.slab.as_ref().expect("slab mode");
-        if n_new > sl.capacity {
+        let dev = fluid.dev;
+        if n_new > self.capacity {
             return Err(MpcError::Device(format!(
                 "{}: {n_new} particle slots needed, {} allocated (the slab gained too many \
                  particles); fix: fewer GPUs or a smaller box",
-                self.dev.describe(),
-                sl.capacity
+                dev.describe(),
+                self.capacity
             )));
         }
-        let p = self.params(plan, ns);
-        // the rule's code and extended sums (0 and a null address for SRD)
-        let (rule, ext) = self
-            .rules
-            .as_ref()
-            .map_or((0, 0), |r| r.arrival_args(&self.dev.stream));
-        let s = self.dev.stream.clone();
-        let sl = self.slab.as_mut().expect("slab mode");
-        let labels = sl.args.ids;
+        let (rule, ext) = rule;
+        let s = dev.stream.clone();
+        let labels = self.args.ids;
         let mut first = 0u32;
         for (side, &count) in from.iter().enumerate() {
             if count == 0 {
                 continue;
             }
             let (cu, fu, tu, nu) = (count as u32, fill as u32, top as u32, n_old as u32);
-            let [px, py, pz] = &mut self.fluid.pos;
-            let [vx, vy, vz] = &mut self.fluid.vel;
+            let [px, py, pz] = &mut fluid.fluid.pos;
+            let [vx, vy, vz] = &mut fluid.fluid.vel;
             // SAFETY: ext holds the rule's extended sums, p.n_cells × its stride doubles, or is
             // null with rule 0, then never dereferenced; ids the slab's labels, capacity slots,
             // or null without labels, then never written; recv holds `count` records, copied
@@ -98,13 +95,12 @@ impl CudaBackend {
             // slots from the stack (below `top`) or n_old.. n_new, within the capacity checked
             // above, which every per-particle array holds; one thread per arrival.
             unsafe {
-                self.dev
-                    .k
+                dev.k
                     .immigrate(
                         &s,
                         grid(count),
-                        &p,
-                        &sl.recv[side],
+                        p,
+                        &self.recv[side],
                         &cu,
                         &first,
                         &fu,
@@ -116,11 +112,11 @@ impl CudaBackend {
                         vx,
                         vy,
                         vz,
-                        &mut self.fluid.cellw,
+                        &mut fluid.fluid.cellw,
                         &mut DevPtr::<u32>::new(labels),
-                        &sl.holes,
-                        &mut self.cell.sums,
-                        &mut sl.counters,
+                        &self.holes,
+                        &mut fluid.cell.sums,
+                        &mut self.counters,
                         &rule,
                         &mut DevPtr::<f64>::new(ext),
                     )
@@ -128,9 +124,8 @@ impl CudaBackend {
             }
             first += count as u32;
         }
-        sl.free_slots = top - fill;
-        self.n = n_new;
-        Ok(())
+        self.free_slots = top - fill;
+        Ok(n_new)
     }
 }
 
@@ -203,7 +198,14 @@ impl MultiCudaBackend {
                 };
             }
             self.migrated += (from[0] + from[1]) as u64;
-            self.slabs[j].immigrate(plan, ns, from, top)?;
+            let be = &mut self.slabs[j];
+            let p = be.params(plan, ns);
+            let (fluid, f) = be.parts();
+            let slab = f.slab.expect("slab mode");
+            let rule = f
+                .rules
+                .map_or((0, 0), |r| r.arrival_args(&fluid.dev.stream));
+            be.n = slab.immigrate(fluid, &p, rule, from, top)?;
         }
         Ok(())
     }

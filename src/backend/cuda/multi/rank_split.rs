@@ -441,7 +441,8 @@ impl MultiCudaBackend {
     /// GPU.
     fn split_rank_solutes(&mut self, plan: &StepPlan, s: &DeviceSolutes) -> Result<()> {
         let home = self.solutes_home(s)?;
-        self.slabs[home].check_solute_pointers(s)?;
+        let slab = &self.slabs[home];
+        slab.solutes.check_pointers(&slab.dev, s)?;
         self.split_at(home)?;
         let split = self.rank_split.as_mut().expect("made by split_at");
         split.count(&self.slabs[home], plan, s)

@@ -80,7 +80,7 @@ impl MultiCudaBackend {
     fn copy_rank_solutes_in(&mut self, s: &DeviceSolutes) -> Result<()> {
         let home = self.solutes_home(s)?;
         let slab = &mut self.slabs[home];
-        slab.check_solute_pointers(s)?;
+        slab.solutes.check_pointers(&slab.dev, s)?;
         let ordinal = slab.dev.ordinal;
         let copy = match self.rank_copy.take() {
             Some(c) if c.ordinal == ordinal && c.capacity >= s.n => c,
@@ -128,7 +128,8 @@ impl MultiCudaBackend {
     /// the fluid moves unless the step was begun (`Solvent::begin_device_step`), by the count pass.
     pub(super) fn check_device_solutes_multi(&mut self, s: &DeviceSolutes) -> Result<()> {
         let home = self.solutes_home(s)?;
-        self.slabs[home].check_solute_pointers(s)
+        let slab = &self.slabs[home];
+        slab.solutes.check_pointers(&slab.dev, s)
     }
 
     /// This step's solutes staged for the routing from slab `home`'s GPU (`solute_routes.rs`):

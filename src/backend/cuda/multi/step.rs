@@ -201,7 +201,7 @@ impl MultiCudaBackend {
             )));
         }
         for (s, d) in self.slabs.iter_mut().zip(solutes) {
-            s.check_slab_solutes_here(d)?;
+            s.solutes.check_slab(&s.dev, d)?;
         }
         self.run_step(plan, StepSolutes::PerSlab(solutes))
     }
@@ -236,7 +236,8 @@ impl MultiCudaBackend {
             if let Some((d, subset, _)) = own[k] {
                 // a routed share holds d.n solutes; a slab's copy of the engine's, ns
                 let q = s.params(plan, ns).with_solutes(d.n);
-                s.bin_solutes_from(&q, &d, subset)?;
+                let (fluid, f) = s.parts();
+                f.solutes.bin_from(fluid, f.rules, &q, &d, subset)?;
             }
         }
         self.mark_solutes_if(timed, 1, t)?;
@@ -249,7 +250,8 @@ impl MultiCudaBackend {
         for (k, s) in self.slabs.iter_mut().enumerate() {
             if let Some((d, subset, index)) = own[k] {
                 let q = s.params(plan, ns).with_solutes(d.n);
-                s.collide_owned_solutes(&q, &d, subset)?;
+                let (fluid, f) = s.parts();
+                f.solutes.collide_owned(fluid, f.rules, &q, &d, subset)?;
                 if let Some((r, target)) = routes {
                     r.scatter_slab(k, s, &d, index, target)?;
                 }
