@@ -11,7 +11,9 @@
 #                 .lmp/ (carry it for the `lammps` scenario: "lammps --lmp lmp_mpcbox --np 4 ...")
 #   on a device:  bash bench/device.sh run JOB... (from the repository root)
 #                 each argument one scenario with its options, e.g. gpu "rules --sizes 256"
-#                 "multi --gpus 1,2"; leading K=V words set the environment
+#                 "multi --gpus 1,2", "production --cells 256" (the packed mpcbox beside
+#                 the runner on examples/, its files in the system's temporary folder, not in
+#                 $OUT); leading K=V words set the environment
 #                 ("MPCBOX_CUDA_METHOD=warp gpu"); "np=2 [-x K=V]... ranks --gpus 0,1" runs it
 #                 under mpirun -np 2; "tests" (or "tests=md_slabs::") runs the ignored GPU
 #                 tests (TESTS_DEADLINE=560 TESTS_FIRST="walls" TESTS_SKIP="..." to split them
@@ -214,5 +216,5 @@ case $cmd in
   pack-mpi) pack_mpi ;;
   run) run "$@" ;;
   take) take "$@" ;;
-  *) sed -n '2,20p' "$0"; exit 2 ;;
+  *) sed -n '2,23p' "$0"; exit 2 ;;
 esac

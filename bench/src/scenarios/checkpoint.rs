@@ -159,7 +159,7 @@ fn measure(
 }
 
 /// Sync, then drop the clean pages of the page cache (root only): whether it was dropped.
-fn drop_page_cache() -> bool {
+pub(super) fn drop_page_cache() -> bool {
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
     std::fs::write("/proc/sys/vm/drop_caches", "1").is_ok()
@@ -167,7 +167,7 @@ fn drop_page_cache() -> bool {
 
 /// The disk's sequential rate under `dir` with direct I/O, GB/s: `total` bytes (a multiple of
 /// 16 MiB) written in 16 MiB requests (`write`) or read back.
-fn disk_rate(dir: &Path, total: usize, write: bool) -> Res<f64> {
+pub(super) fn disk_rate(dir: &Path, total: usize, write: bool) -> Res<f64> {
     const CHUNK: usize = 16 << 20;
     let total = total.next_multiple_of(CHUNK);
     let path = dir.join("direct.bin");

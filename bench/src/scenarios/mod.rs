@@ -12,6 +12,7 @@ mod md_checks;
 mod multi;
 mod polymer;
 mod polymer_parts;
+mod production;
 #[cfg(feature = "mpi")]
 mod ranks;
 mod rules;
@@ -100,6 +101,11 @@ pub const LIST: &[(&str, &str, &str)] = &[
         "cpu, gpu",
     ),
     (
+        "production",
+        "the mpcbox command's runs: start-up, stepping with checkpoints, resumes, beside the disk",
+        "cpu, gpus",
+    ),
+    (
         "ranks",
         "the fluid over MPI ranks against one process (built with --features mpi)",
         "gpus, mpi",
@@ -134,6 +140,9 @@ pub enum Scenario {
     Lammps(lammps::Args),
     /// A checkpoint's write and a resume's read against the disk's direct-I/O rates.
     Checkpoint(checkpoint::Args),
+    /// Production runs of the `mpcbox` command: start-up, stepping with and without
+    /// checkpoints, resumes, the largest boxes, beside the disk's direct-I/O rates.
+    Production(production::Args),
     /// The fluid over MPI ranks against one process (`mpirun -np R mpcbox-bench ranks`).
     #[cfg(feature = "mpi")]
     Ranks(ranks::Args),
@@ -155,6 +164,7 @@ impl Scenario {
             Scenario::Polymer(a) => polymer::run(a, records),
             Scenario::Lammps(a) => lammps::run(a, records),
             Scenario::Checkpoint(a) => checkpoint::run(a, records),
+            Scenario::Production(a) => production::run(a, records),
             #[cfg(feature = "mpi")]
             Scenario::Ranks(a) => ranks::run(a, records),
         }
