@@ -107,13 +107,16 @@ pub struct CheckpointWriter {
     last_background: Option<f64>,
     /// Whether the writes keep up with the run (`pace.rs`).
     pace: super::pace::Pace,
+    /// The checkpoints written, whose spares (`parted::Recycle`) go when the writer does.
+    paths: Vec<PathBuf>,
 }
 
 /// One checkpoint written in the three stages by one process.
 fn write_alone(job: &mut Job) -> Written {
     let t = Instant::now();
     let count: u64 = job.source.counts().iter().sum();
-    let result = parted::plan(&job.path, job.n_fluid, count, &Alone).and_then(|plan| {
+    let recycle = parted::Recycle::KeepSpare;
+    let result = parted::plan(&job.path, job.n_fluid, count, &Alone, recycle).and_then(|plan| {
         let written = parted::write_block(&plan, &mut *job.source, job.window);
         parted::finish(plan, &job.head, written, &Alone)
     });
@@ -140,6 +143,7 @@ impl CheckpointWriter {
             last_good: None,
             last_background: None,
             pace: Default::default(),
+            paths: Vec::new(),
         }
     }
 
@@ -197,7 +201,14 @@ impl CheckpointWriter {
 
     /// A checkpoint the stepping thread wrote itself.
     pub(crate) fn record_blocking(&mut self, w: Written) {
+        self.keep_path(&w.path);
         self.record(w);
+    }
+
+    fn keep_path(&mut self, path: &Path) {
+        if !self.paths.iter().any(|p| p == path) {
+            self.paths.push(path.to_path_buf());
+        }
     }
 
     /// Wait for the write in flight, if any.
@@ -278,6 +289,7 @@ impl CheckpointWriter {
             self.done = Some(done);
             self.thread = Some(thread);
         }
+        self.keep_path(path);
         let job = Box::new(Job {
             step,
             path: path.to_path_buf(),
@@ -301,12 +313,16 @@ impl CheckpointWriter {
 
 impl Drop for CheckpointWriter {
     /// A write in flight is finished, never cut off (a run that stops on an error still leaves
-    /// its last checkpoint complete).
+    /// its last checkpoint complete); the spares go.
     fn drop(&mut self) {
         self.wait();
         self.jobs = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        // the run is done with the replaced checkpoints kept for its next writes
+        for p in &self.paths {
+            parted::remove_spare(p);
         }
     }
 }

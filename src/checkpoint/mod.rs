@@ -19,7 +19,7 @@ pub use background::{
     copy_fits, remove_stale_temporaries, CheckpointMode, CheckpointTimes, CheckpointWriter,
     WriterSettings, Written,
 };
-pub(crate) use parted::{piece_bytes, write as write_parted, PARTICLE_BYTES};
+pub(crate) use parted::{piece_bytes, write as write_parted, Recycle, PARTICLE_BYTES};
 pub(crate) use parted::{read_chunked, Chunk, ChunkFetch, Fetched, Kept};
 pub use parted::{BlockSource, BlockStream, FluidView, LocalFluid, PartMap, PartedFile, Values};
 

@@ -101,7 +101,8 @@ impl Solvent {
         let n = self.n_fluid() as u64;
         let transport = crate::ranks::transport();
         let mut source = self.backend.fluid_source()?;
-        crate::checkpoint::write_parted(path, &head, n, &mut *source, window, &*transport)
+        let free = crate::checkpoint::Recycle::Free;
+        crate::checkpoint::write_parted(path, &head, n, &mut *source, window, &*transport, free)
     }
 
     fn checkpoint_head(&self, md: Option<MdCheckpoint>) -> CheckpointHead {
@@ -179,6 +180,7 @@ impl Solvent {
                     &mut *source,
                     window,
                     &*transport,
+                    crate::checkpoint::Recycle::KeepSpare,
                 );
                 writer.record_blocking(Written {
                     step: self.step,

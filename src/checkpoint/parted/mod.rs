@@ -175,4 +175,6 @@ pub use encode::{BlockSource, BlockStream, FluidView, LocalFluid};
 pub use read::PartedFile;
 pub use split::PartMap;
 pub use stream::Values;
-pub(crate) use write::{finish, piece_bytes, plan, temporary_prefix, write, write_block};
+pub(crate) use write::{
+    finish, piece_bytes, plan, remove_spare, temporary_prefix, write, write_block, Recycle,
+};

@@ -1,5 +1,6 @@
 //! The format-4 file written and read back: whole, by layers, damaged.
 
+use super::write::spare_path;
 use super::*;
 use crate::config::Config;
 use crate::fluid_parts::FluidSource;
@@ -93,7 +94,8 @@ fn a_written_file_reads_back_and_damage_is_named() {
     let path = dir.path().join("ck.mpcbox");
     let mut whole = LocalFluid::Whole(fluid.clone());
     let n = fluid.len() as u64;
-    write(&path, &head, n, &mut whole, 1 << 20, &crate::ranks::Alone).unwrap();
+    let alone = &crate::ranks::Alone;
+    write(&path, &head, n, &mut whole, 1 << 20, alone, Recycle::Free).unwrap();
     let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(names.len(), 1, "a temporary file was left behind");
     let file = PartedFile::open(&path).unwrap();
@@ -125,6 +127,7 @@ fn a_written_file_reads_back_and_damage_is_named() {
         &mut whole,
         1 << 20,
         &crate::ranks::Alone,
+        Recycle::Free,
     )
     .unwrap_err();
     assert!(err.to_string().contains("the ranks hold"), "{err}");
@@ -161,4 +164,77 @@ fn the_run_id_follows_the_meta_and_files_without_it_still_read() {
     let file = PartedFile::from_bytes(old, "before run ids").unwrap();
     assert_eq!(file.head.run_id, None);
     assert_eq!(file.whole_fluid().unwrap(), fluid);
+}
+
+/// A run's writer keeps the checkpoint it replaces as the spare and writes the next one over
+/// it in place: the same file (inode), the same bytes as a new file even where the spare held
+/// other bytes (the padding zeroed, the tail cut), the replaced checkpoint the next spare;
+/// the spare removed when the run is done, and a checkpoint written on its own keeps none.
+#[test]
+fn a_run_writer_overwrites_the_replaced_checkpoint_in_place() {
+    use std::os::unix::fs::MetadataExt;
+    let (head, fluid) = setup();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ck.mpcbox");
+    let spare = spare_path(&path);
+    let n = fluid.len() as u64;
+    let at_step = |step: u64| CheckpointHead {
+        step,
+        ..head.clone()
+    };
+    let write_step = |step: u64, recycle: Recycle| {
+        let mut whole = LocalFluid::Whole(fluid.clone());
+        let alone = &crate::ranks::Alone;
+        write(
+            &path,
+            &at_step(step),
+            n,
+            &mut whole,
+            1 << 20,
+            alone,
+            recycle,
+        )
+        .unwrap();
+    };
+    let inode = |p: &Path| std::fs::metadata(p).unwrap().ino();
+    write_step(1, Recycle::KeepSpare);
+    assert!(!spare.exists(), "a first checkpoint replaces nothing");
+    let first = inode(&path);
+    write_step(2, Recycle::KeepSpare);
+    assert_eq!(inode(&spare), first, "the replaced checkpoint is the spare");
+    let second = inode(&path);
+    // the spare's bytes all stale, and longer than a checkpoint
+    let len = std::fs::metadata(&spare).unwrap().len() as usize;
+    std::fs::write(&spare, vec![0xa5u8; 2 * len]).unwrap();
+    let stale = inode(&spare);
+    write_step(3, Recycle::KeepSpare);
+    assert_eq!(inode(&path), stale, "written over the spare in place");
+    assert_eq!(
+        inode(&spare),
+        second,
+        "the checkpoint replaced is the next spare"
+    );
+    let whole = LocalFluid::Whole(fluid.clone());
+    let fresh = to_bytes(&at_step(3), n, &[whole.view()]).unwrap();
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        fresh,
+        "a recycled file's bytes"
+    );
+    let file = PartedFile::open(&path).unwrap();
+    assert_eq!(
+        (file.head.step, file.whole_fluid().unwrap()),
+        (3, fluid.clone())
+    );
+    // the run is done
+    remove_spare(&path);
+    assert!(!spare.exists());
+    write_step(4, Recycle::Free);
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(
+        names.len(),
+        1,
+        "a checkpoint written on its own keeps no spare"
+    );
+    assert_eq!(PartedFile::open(&path).unwrap().head.step, 4);
 }
