@@ -91,6 +91,22 @@ pub struct Timing {
     pub peak_host_memory_bytes: Option<u64>,
     /// Resident host memory when the first step began.
     pub host_memory_at_first_step_bytes: Option<u64>,
+    /// A resume: the host memory its read of the checkpoint's fluid took (None: a fresh run,
+    /// or a fluid read whole).
+    pub fluid_read: Option<FluidRead>,
+}
+
+/// What reading a checkpoint's fluid into the backend took of host memory
+/// (`timing.fluid_read`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FluidRead {
+    /// The window it was read in (`MPCBOX_CHECKPOINT_WINDOW`, or the default).
+    pub window_bytes: u64,
+    /// The most the resident host memory grew while the fluid was read, beyond the buffers
+    /// the backend keeps (allocated before; on the CPU the fluid itself): the pieces in
+    /// flight and, over several parts, the map of each particle's part (None where the
+    /// system does not say).
+    pub peak_host_memory_growth_bytes: Option<u64>,
 }
 
 /// One named phase of the start-up.

@@ -143,6 +143,7 @@ pub fn run_job_steps(
         startup_seconds: crate::timing::since_process_start(),
         startup_phases: crate::timing::take_phases(),
         host_memory_at_first_step_bytes: crate::timing::resident_bytes(),
+        fluid_read: crate::timing::take_fluid_read(),
         ..Timing::default()
     };
     if root {
@@ -302,6 +303,15 @@ fn report_startup(t: &Timing) {
         Some(s) => tracing::info!("start-up took {s:.2} s ({})", phases.join(", ")),
         None if !phases.is_empty() => tracing::info!("start-up: {}", phases.join(", ")),
         None => {}
+    }
+    if let Some(r) = &t.fluid_read {
+        tracing::info!(
+            "the checkpoint's fluid was read in a window of {}, growing the host memory by {} \
+             beyond the backend's buffers",
+            human_bytes(r.window_bytes),
+            r.peak_host_memory_growth_bytes
+                .map_or("(not measured)".into(), human_bytes)
+        );
     }
 }
 

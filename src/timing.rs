@@ -1,16 +1,18 @@
 //! Where a run's time goes before its first step: the code that takes a start-up phase
 //! (kernel compilation, opening GPUs, drawing or reading the fluid) records it here by name,
 //! and `run` reports the phases in its progress lines and `summary.json` (`timing`). Also the
-//! process's resident memory, now and at its peak, from `/proc/self/status`.
+//! process's resident memory, now and at its peak, from `/proc/self/status`, and how much a
+//! checkpoint's fluid grew it while it was read (a resume).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
-use crate::report::Phase;
+use crate::report::{FluidRead, Phase};
 
 static START: OnceLock<Instant> = OnceLock::new();
 static PHASES: Mutex<Vec<Phase>> = Mutex::new(Vec::new());
+static FLUID_READ: Mutex<Option<FluidRead>> = Mutex::new(None);
 
 /// Mark the start of the process (`mpcbox run` calls it first): start-up is measured from here.
 pub fn mark_process_start() {
@@ -82,4 +84,39 @@ pub fn reset_peak() -> bool {
         FOLDED.fetch_max(p, Ordering::Relaxed);
     }
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// `f`'s result and the most the resident memory grew while it ran: the peak since a
+/// [`reset_peak`] at its start less the resident memory then (None where the system does not
+/// say).
+pub fn growth_over<T>(f: impl FnOnce() -> T) -> (T, Option<u64>) {
+    let before = resident_bytes();
+    let measured = reset_peak();
+    let out = f();
+    let growth = match (measured, before, peak_since_reset()) {
+        (true, Some(b), Some(p)) => Some(p.saturating_sub(b)),
+        _ => None,
+    };
+    (out, growth)
+}
+
+/// A read of a checkpoint's fluid in a window of `window_bytes` that grew the resident memory
+/// by `growth` bytes beyond the buffers the backend keeps; of several reads (the count, then
+/// the read) the largest growth is kept.
+pub fn record_fluid_read(window_bytes: u64, growth: Option<u64>) {
+    if let Ok(mut r) = FLUID_READ.lock() {
+        let most = r
+            .as_ref()
+            .and_then(|r| r.peak_host_memory_growth_bytes)
+            .max(growth);
+        *r = Some(FluidRead {
+            window_bytes,
+            peak_host_memory_growth_bytes: most,
+        });
+    }
+}
+
+/// The reads of a checkpoint's fluid recorded so far, if any (then forgotten).
+pub fn take_fluid_read() -> Option<FluidRead> {
+    FLUID_READ.lock().ok().and_then(|mut r| r.take())
 }

@@ -14,6 +14,7 @@
 
 mod collide;
 mod memory;
+mod resume;
 mod rules;
 pub(crate) mod slab;
 

@@ -60,6 +60,14 @@ pub fn open_from(
             )?));
         }
         let st = match state {
+            // a checkpoint file streamed into the backend's buffers, a window at a time
+            Some(FluidSource::Stored(f)) => {
+                let window = crate::checkpoint::WriterSettings::from_knobs().window_bytes();
+                let threads = cfg.tuning.cpu_threads;
+                return Ok(Box::new(phase("read the fluid", || {
+                    cpu::CpuBackend::from_stored(phys.clone(), f, threads, window)
+                })?));
+            }
             Some(s) => phase("read the fluid", || s.whole())?.into_owned(),
             None => phase("draw the fluid on the host", || FluidState::initial(cfg)),
         };

@@ -156,8 +156,21 @@ impl Solvent {
             writer.note_pace(self.step, t.elapsed().as_secs_f64());
         }
         // what this checkpoint adds to the resident memory: measured from here
-        let before = crate::timing::resident_bytes();
-        let measured = crate::timing::reset_peak();
+        let (done, growth) =
+            crate::timing::growth_over(|| self.checkpoint_now(writer, path, md, background));
+        done?;
+        writer.held(t.elapsed().as_secs_f64(), growth);
+        Ok(())
+    }
+
+    /// The copy or the write of [`Solvent::checkpoint_through`], after the write in flight.
+    fn checkpoint_now(
+        &mut self,
+        writer: &mut CheckpointWriter,
+        path: &Path,
+        md: Option<MdCheckpoint>,
+        background: bool,
+    ) -> Result<()> {
         let window = writer.settings().window_bytes();
         let background = background && crate::ranks::size() == 1;
         let snapshot = match background {
@@ -192,11 +205,6 @@ impl Solvent {
                 });
             }
         }
-        let growth = match (measured, before, crate::timing::peak_since_reset()) {
-            (true, Some(b), Some(p)) => Some(p.saturating_sub(b)),
-            _ => None,
-        };
-        writer.held(t.elapsed().as_secs_f64(), growth);
         Ok(())
     }
 

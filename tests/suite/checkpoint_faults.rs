@@ -2,7 +2,8 @@
 //! random moments of a write never leaves a torn or missing checkpoint, SIGTERM during a write
 //! finishes it and then stops, a checkpoint that cannot be written (a file-size limit in place
 //! of a full disk) is reported while the previous one stays and the run goes on, and the host
-//! memory a checkpoint takes stays within its window (`MPCBOX_CHECKPOINT_WINDOW`). CPU backend.
+//! memory a checkpoint takes, and a resume's read of one, stays within its window
+//! (`MPCBOX_CHECKPOINT_WINDOW`). CPU backend.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -223,4 +224,87 @@ fn a_checkpoint_holds_at_most_its_window_of_host_memory() {
     // a window that holds a copy takes one: the measure sees it
     let large = run("large", "4096");
     assert!(large >= 36 * n, "{} MiB with a copy", large >> 20);
+}
+
+/// `summary.json` of the run in `out`.
+fn summary(out: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
+/// The rows of `out`'s observables.csv past step `after`.
+fn rows_after(out: &Path, after: u64) -> Vec<String> {
+    std::fs::read_to_string(out.join("observables.csv"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.split(',').next().and_then(|s| s.parse::<u64>().ok()) > Some(after))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A resume streams the checkpoint into the CPU backend's buffers a piece at a time: beyond
+/// the fluid the backend keeps, its read holds at most 10.5 pieces of a sixteenth of the
+/// window (reader lanes, aligned direct-read buffers, the split of a piece;
+/// `checkpoint/parted/stream.rs`), within the window whatever the box, where reading the
+/// fluid whole held it once more and its ids beside. A window that holds whole sections reads
+/// them whole: the measure sees them. Either way the resumed run continues the uninterrupted
+/// one bit for bit.
+#[test]
+fn a_resume_reads_its_checkpoint_within_its_window_and_continues_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    // 2.6 M particles: a block of 115 MB, the fluid 94 MB
+    let n = 64u64 * 64 * 64 * 10;
+    let run = |out: &Path, args: &[&str], window: &str| {
+        let o = mpcbox()
+            .args(args)
+            .args(["--quiet", "--output", out.to_str().unwrap()])
+            .env("MPCBOX_CHECKPOINT_WINDOW", window)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+    };
+    // the uninterrupted run, and one stopped at step 2 with its checkpoint
+    let (whole, half) = (dir.path().join("whole"), dir.path().join("half"));
+    let c = config(dir.path(), 64, &whole, 4, 2);
+    let c = c.to_str().unwrap();
+    run(&whole, &["run", c], "8");
+    run(&half, &["run", c, "--steps", "2"], "8");
+    let ck = half.join("checkpoint.mpcbox");
+    let ck = ck.to_str().unwrap();
+    let want = mpcbox::Checkpoint::load(&whole.join("checkpoint.mpcbox")).unwrap();
+    assert_eq!(want.step, 4);
+    let resume = |name: &str, window: &str| {
+        let out = dir.path().join(name);
+        run(&out, &["run", "--resume", ck, "--steps", "4"], window);
+        // the same steps, observables and fluid as the run never stopped
+        let s = summary(&out);
+        assert_eq!(
+            (s["steps"].as_u64(), s["steps_this_run"].as_u64()),
+            (Some(4), Some(2))
+        );
+        assert_eq!(rows_after(&out, 2), rows_after(&whole, 2), "{name}");
+        assert_eq!(rows_after(&out, 2).len(), 2, "{name}");
+        let got = mpcbox::Checkpoint::load(&out.join("checkpoint.mpcbox")).unwrap();
+        assert_eq!(got.step, 4, "{name}");
+        assert!(got.fluid == want.fluid, "{name}: the resumed fluid differs");
+        let read = &s["timing"]["fluid_read"];
+        assert_eq!(
+            read["window_bytes"].as_u64(),
+            Some(window.parse::<u64>().unwrap() << 20)
+        );
+        read["peak_host_memory_growth_bytes"]
+            .as_u64()
+            .expect("measured")
+    };
+    let window = 8u64 << 20;
+    let small = resume("small", "8");
+    // 10.5 pieces of window / 16, and the reader threads' stacks
+    let (bound, constant) = (window * 21 / 32, 2u64 << 20);
+    assert!(
+        small <= bound + constant && small < window,
+        "the resume of {n} particles in a window of 8 MiB grew the host memory by {:.2} MiB",
+        small as f64 / (1u64 << 20) as f64
+    );
+    // pieces of whole sections: the split alone holds 20 bytes per particle
+    let large = resume("large", "4096");
+    assert!(large >= 16 * n, "{} MiB in whole sections", large >> 20);
 }

@@ -79,7 +79,7 @@ pub struct PartedFile {
 }
 
 impl PartedFile {
-    pub(super) fn bad(&self, problem: String) -> MpcError {
+    pub(crate) fn bad(&self, problem: String) -> MpcError {
         MpcError::Checkpoint {
             path: self.origin.clone(),
             problem,

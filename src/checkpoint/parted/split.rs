@@ -1,6 +1,7 @@
 //! A file's values split by the part that keeps each particle (`stream.rs`): the part of each
 //! particle, found once from the y values when a resume counts its slabs' particles
-//! ([`PartMap`]), and the split of a piece's values by it ([`split_into`]).
+//! ([`PartMap`]), and the split of a piece's values by it ([`split_into`]) into one buffer
+//! ([`Split`]).
 
 use rayon::prelude::*;
 
@@ -56,6 +57,14 @@ impl PartMap {
         }
     }
 
+    /// Host bytes the map holds (a byte per particle of the blocks read, or none).
+    pub(super) fn bytes(&self) -> u64 {
+        match &self.kind {
+            Kind::One => 0,
+            Kind::Bytes(b) => b.iter().map(|b| b.capacity() as u64).sum(),
+        }
+    }
+
     /// The owners of block `block`'s particles `lo..hi`.
     pub(super) fn owners(&self, block: usize, lo: usize, hi: usize) -> Owners<'_> {
         match &self.kind {
@@ -102,9 +111,40 @@ impl Owner for u32 {
 /// Values per parallel task.
 const RUN: usize = 1 << 16;
 
+/// A piece's values split by part: part k's in file order, one after another in one buffer
+/// (its memory reused from piece to piece), so the split holds the piece's values once
+/// whatever the number of parts.
+pub(super) struct Split<T> {
+    values: Vec<T>,
+    /// Where each part's values end.
+    ends: Vec<usize>,
+}
+
+impl<T> Default for Split<T> {
+    fn default() -> Self {
+        Split {
+            values: Vec::new(),
+            ends: Vec::new(),
+        }
+    }
+}
+
+impl<T> Split<T> {
+    /// The parts.
+    pub(super) fn parts(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Part `k`'s values.
+    pub(super) fn part(&self, k: usize) -> &[T] {
+        let lo = k.checked_sub(1).map_or(0, |j| self.ends[j]);
+        &self.values[lo..self.ends[k]]
+    }
+}
+
 /// The values of `bytes` (`W` bytes each, decoded and checked by `decode`) split by `owners`
-/// into `each` (`parts` vectors), each part's in order. In parallel runs: counted first, then
-/// each run decodes into its own places of the parts, so nothing is moved twice; `each`'s
+/// into `out` (`parts` parts), each part's in order. In parallel runs: counted first, then
+/// each run decodes into its own places of the parts, so nothing is moved twice; `out`'s
 /// memory is reused from piece to piece (growing vectors and fresh ones per piece cost more
 /// than the decoding: page faults and copies).
 pub(super) fn split_into<T: Send + Copy + Default, const W: usize>(
@@ -112,12 +152,12 @@ pub(super) fn split_into<T: Send + Copy + Default, const W: usize>(
     owners: Owners<'_>,
     parts: usize,
     decode: impl Fn(&[u8; W]) -> std::result::Result<T, String> + Sync,
-    each: &mut Vec<Vec<T>>,
+    out: &mut Split<T>,
 ) -> std::result::Result<(), String> {
     match owners {
-        Owners::AllFirst => all_first(bytes, parts, decode, each),
-        Owners::Bytes(o) => split_by(bytes, o, parts, decode, each),
-        Owners::Words(o) => split_by(bytes, o, parts, decode, each),
+        Owners::AllFirst => all_first(bytes, parts, decode, out),
+        Owners::Bytes(o) => split_by(bytes, o, parts, decode, out),
+        Owners::Words(o) => split_by(bytes, o, parts, decode, out),
     }
 }
 
@@ -126,16 +166,15 @@ fn all_first<T: Send + Copy + Default, const W: usize>(
     bytes: &[u8],
     parts: usize,
     decode: impl Fn(&[u8; W]) -> std::result::Result<T, String> + Sync,
-    each: &mut Vec<Vec<T>>,
+    out: &mut Split<T>,
 ) -> std::result::Result<(), String> {
-    each.resize_with(parts.max(1), Vec::new);
-    for out in each.iter_mut() {
-        out.clear();
-    }
     let n = bytes.len() / W;
-    let out = &mut each[0];
-    out.resize(n, T::default());
-    out.par_chunks_mut(RUN)
+    out.ends.clear();
+    out.ends.resize(parts.max(1), n);
+    out.values.clear();
+    out.values.resize(n, T::default());
+    out.values
+        .par_chunks_mut(RUN)
         .zip(bytes[..n * W].par_chunks(RUN * W))
         .try_for_each(|(out, b)| {
             for (o, c) in out.iter_mut().zip(b.chunks_exact(W)) {
@@ -150,7 +189,7 @@ fn split_by<T: Send + Copy + Default, const W: usize, O: Owner>(
     owners: &[O],
     parts: usize,
     decode: impl Fn(&[u8; W]) -> std::result::Result<T, String> + Sync,
-    each: &mut Vec<Vec<T>>,
+    out: &mut Split<T>,
 ) -> std::result::Result<(), String> {
     let n = (bytes.len() / W).min(owners.len());
     let (bytes, owners) = (&bytes[..n * W], &owners[..n]);
@@ -166,19 +205,26 @@ fn split_by<T: Send + Copy + Default, const W: usize, O: Owner>(
             c
         })
         .collect();
-    each.resize_with(parts, Vec::new);
-    for (part, out) in each.iter_mut().enumerate() {
-        out.clear();
-        out.resize(counts.iter().map(|c| c[part]).sum(), T::default());
-    }
+    let totals: Vec<usize> = (0..parts)
+        .map(|part| counts.iter().map(|c| c[part]).sum())
+        .collect();
+    out.ends.clear();
+    out.ends.extend(totals.iter().scan(0, |end, &t| {
+        *end += t;
+        Some(*end)
+    }));
+    out.values.clear();
+    out.values.resize(totals.iter().sum(), T::default());
     // each run's places in every part: consecutive, in run order
     let mut places: Vec<Vec<&mut [T]>> = counts.iter().map(|_| Vec::new()).collect();
-    for (part, out) in each.iter_mut().enumerate() {
-        let mut rest = out.as_mut_slice();
+    let mut rest = out.values.as_mut_slice();
+    for (part, &total) in totals.iter().enumerate() {
+        let (mut mine, after) = rest.split_at_mut(total);
+        rest = after;
         for (run, c) in counts.iter().enumerate() {
-            let (mine, after) = rest.split_at_mut(c[part]);
-            places[run].push(mine);
-            rest = after;
+            let (first, others) = mine.split_at_mut(c[part]);
+            places[run].push(first);
+            mine = others;
         }
     }
     bytes

@@ -1,9 +1,20 @@
 //! Reading a format-4 file's fluid into a process's parts a window at a time, for a backend
-//! that puts each piece straight into its (device) memory: a resume never holds more than a
-//! few pieces on the host, whatever the box. A block lists its particles section by section,
-//! so a particle's part (by its y) is known only from the y section: each section is read in
-//! step with the y values of the same particles (the y sections are small and stay in the
-//! page cache), and the kept values go to their parts in file order.
+//! that puts each piece straight into its memory (a GPU's, or the CPU backend's own): a resume
+//! never holds more than a few pieces on the host, whatever the box. A block lists its
+//! particles section by section, so a particle's part (by its y) is known only from the y
+//! section: the count notes each particle's part where that fits ([`PartMap`]), else each
+//! section is read in step with the y values of the same particles (the y sections are small
+//! and stay in the page cache), and the kept values go to their parts in file order.
+//!
+//! The host memory of a read, in pieces of [`read_piece`] bytes (a piece of an 8-byte
+//! section; one of a 4-byte section is half that): each reader lane holds at most three
+//! buffers (one read into, one queued, one handled), the two lanes of bytes read once six
+//! pieces, the lane of y values read again 1.5; direct reads of pieces from 4 MiB land in
+//! aligned buffers first, two pieces for both lanes; the split of a piece by part holds its
+//! ids, one f32 and one f64 section, 2.5 pieces, and the parts of a piece without a map 0.5.
+//! At most [`READ_PIECES`] pieces (10.5 with a map or one part), a sixteenth of the window
+//! each: 0.8 of it; the map (a byte per particle read) is kept only where it fits beside
+//! them. What the backend's sink adds is its own (a GPU's labels, half a piece).
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +22,7 @@ use rayon::prelude::*;
 
 use super::encode::StreamSum;
 use super::read::{PartedFile, Reread};
-use super::split::{split_into, Owners, PartMap, MOST_PARTS, NONE};
+use super::split::{split_into, Owners, PartMap, Split, MOST_PARTS, NONE};
 use super::{Block, PARTICLE_BYTES};
 use crate::error::Result;
 
@@ -56,6 +67,15 @@ impl ReadTimes {
             }
         }
     }
+}
+
+/// The most pieces a read holds at once (see the module's text).
+const READ_PIECES: u64 = 13;
+
+/// Bytes of a read's piece of an 8-byte section: a sixteenth of the host window, so that the
+/// [`READ_PIECES`] take at most 0.8 of it, between 64 KiB and 32 MiB.
+fn read_piece(window: u64) -> u64 {
+    (window / 16).clamp(64 << 10, 32 << 20)
 }
 
 /// Reader threads for the bytes read once (beside the one for the bytes read again).
@@ -158,6 +178,7 @@ impl PartedFile {
     /// index past `parts`: kept by none), from the y sections of the blocks meeting `y_range`;
     /// and, where a byte per particle fits the `window` and tells the parts apart, the part of
     /// every particle, so that [`PartedFile::stream_parts`] need not read the y values again.
+    /// The host memory it grew (the map included) is recorded (`timing::record_fluid_read`).
     pub fn count_parts(
         &self,
         parts: usize,
@@ -165,10 +186,24 @@ impl PartedFile {
         part_of: impl Fn(f32) -> Option<usize> + Sync,
         window: u64,
     ) -> Result<(Vec<u64>, Option<PartMap>)> {
-        let values = crate::checkpoint::piece_bytes(window) as u64 / 8;
+        let (out, growth) =
+            crate::timing::growth_over(|| self.count_within(parts, y_range, part_of, window));
+        crate::timing::record_fluid_read(window, growth);
+        out
+    }
+
+    fn count_within(
+        &self,
+        parts: usize,
+        y_range: [f32; 2],
+        part_of: impl Fn(f32) -> Option<usize> + Sync,
+        window: u64,
+    ) -> Result<(Vec<u64>, Option<PartMap>)> {
+        let values = read_piece(window) / 8;
         let blocks = self.blocks_meeting(y_range);
         let total: u64 = blocks.iter().map(|b| b.count).sum();
-        let mut map = (parts < MOST_PARTS && total <= window)
+        let fits = total + READ_PIECES * read_piece(window) <= window;
+        let mut map = (parts < MOST_PARTS && fits)
             .then(|| PartMap::for_blocks(blocks.iter().map(|b| b.count)));
         // without a map, the y values are read again beside every other section
         let again = if map.is_some() {
@@ -247,7 +282,8 @@ impl PartedFile {
     /// again. At most a few pieces of `window` are on the host at once. Every value
     /// is checked (ids below the run's count, positions inside the box, velocities finite) and
     /// every block read against its checksum once its last section is in. Returns the
-    /// particles of each part.
+    /// particles of each part. The host memory it grew, with the map's, is recorded
+    /// (`timing::record_fluid_read`): what `sink` writes into should be resident before.
     pub fn stream_parts(
         &self,
         parts: usize,
@@ -257,8 +293,25 @@ impl PartedFile {
         map: Option<&PartMap>,
         sink: &mut dyn FnMut(usize, usize, u64, Values<'_>) -> Result<()>,
     ) -> Result<Vec<u64>> {
+        let (out, growth) = crate::timing::growth_over(|| {
+            self.stream_within(parts, y_range, part_of, window, map, sink)
+        });
+        let held = map.map_or(0, PartMap::bytes);
+        crate::timing::record_fluid_read(window, growth.map(|g| g + held));
+        out
+    }
+
+    fn stream_within(
+        &self,
+        parts: usize,
+        y_range: [f32; 2],
+        part_of: impl Fn(f32) -> Option<usize> + Sync,
+        window: u64,
+        map: Option<&PartMap>,
+        sink: &mut dyn FnMut(usize, usize, u64, Values<'_>) -> Result<()>,
+    ) -> Result<Vec<u64>> {
         let blocks = self.blocks_meeting(y_range);
-        let values = crate::checkpoint::piece_bytes(window) as u64 / 8;
+        let values = read_piece(window) / 8;
         let length = crate::physics::Physics::from_config(&self.head.config).length;
         let mut sums: Vec<StreamSum> = blocks
             .iter()
@@ -266,9 +319,9 @@ impl PartedFile {
             .collect();
         let mut counts = vec![0u64; parts];
         // each part's values of the last piece, their memory reused piece after piece
-        let mut ids: Vec<Vec<u64>> = Vec::new();
-        let mut f32s: Vec<Vec<f32>> = Vec::new();
-        let mut f64s: Vec<Vec<f64>> = Vec::new();
+        let mut ids: Split<u64> = Split::default();
+        let mut f32s: Split<f32> = Split::default();
+        let mut f64s: Split<f64> = Split::default();
         let mut owners: Vec<u32> = Vec::new();
         let mut times = ReadTimes::default();
         // every section's pieces in file order; without a map each (but section 2's own)
@@ -278,7 +331,7 @@ impl PartedFile {
         // per request: its section, its block, whether it is the y values ahead of a piece,
         // and the piece's particles in its block
         let mut plan: Vec<(usize, usize, bool, usize, usize)> = Vec::new();
-        for s in 0..7 {
+        for (s, &w) in WIDTH.iter().enumerate() {
             for (j, b) in blocks.iter().enumerate() {
                 for (lo, hi) in Self::pieces(b.count, values) {
                     let piece = (lo as usize, hi as usize);
@@ -286,7 +339,6 @@ impl PartedFile {
                         requests.push((section_start(b, 2) + 4 * lo, 4 * (hi - lo), Reread::Yes));
                         plan.push((s, j, true, piece.0, piece.1));
                     }
-                    let w = WIDTH[s];
                     let again = match (s, map) {
                         (2, None) => Reread::Yes,
                         _ => Reread::No,
@@ -403,16 +455,17 @@ impl PartedFile {
 /// places in the part (`next`: the values each part had before, advanced), the time spent in
 /// `sink` added to `handing`.
 fn hand_over<T>(
-    each: &[Vec<T>],
+    each: &Split<T>,
     next: &mut [u64],
     section: usize,
     values: impl for<'a> Fn(&'a [T]) -> Values<'a>,
     sink: &mut dyn FnMut(usize, usize, u64, Values<'_>) -> Result<()>,
     handing: &mut Duration,
 ) -> Result<()> {
-    for (part, v) in each.iter().enumerate() {
-        let first = next[part];
-        next[part] += v.len() as u64;
+    for (part, next) in next.iter_mut().enumerate().take(each.parts()) {
+        let v = each.part(part);
+        let first = *next;
+        *next += v.len() as u64;
         if !v.is_empty() {
             let t = Instant::now();
             sink(part, section, first, values(v))?;
@@ -420,139 +473,4 @@ fn hand_over<T>(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::checkpoint::parted::{to_bytes, FluidView};
-    use crate::checkpoint::CheckpointHead;
-    use crate::config::Config;
-    use crate::fluid_parts::FluidSource;
-    use crate::state::FluidState;
-
-    /// Streamed in small pieces into two parts (and one kept by none), with the count's map of
-    /// parts and with the y values read again, the values put at their places rebuild each
-    /// part in file order; sorted by id they are the parts that `fluid_parts` reads; the
-    /// counts agree; one part takes every particle; a damaged block is caught either way.
-    #[test]
-    fn streamed_parts_hold_the_parts_read_whole() {
-        let config = Config::from_ron_str(
-            "(cells: (6, 12, 5), particles_per_cell: 7, time_step: 0.1, seed: 21, steps: 9, \
-              collision: Srd(angle_deg: 130.0))",
-        )
-        .unwrap();
-        let fluid = FluidState::initial(&config);
-        let phys = crate::physics::Physics::from_config(&config);
-        let head = CheckpointHead {
-            config,
-            step: 1,
-            stats: crate::stats::RunStats::new(phys.profile_bins()),
-            md: None,
-            run_id: Some("streamed".into()),
-        };
-        let all = [f32::NEG_INFINITY, f32::INFINITY];
-        let part_of = |y: f32| match y.floor() as u32 {
-            0..=3 => None,
-            4..=7 => Some(0),
-            _ => Some(1),
-        };
-        // two writers, the second's particles in reverse order
-        let mut ids: Vec<u64> = (0..fluid.len() as u64).collect();
-        let (a, b) = ids.split_at_mut(fluid.len() / 2);
-        b.reverse();
-        let cut = |ids: &[u64]| {
-            let mut st = FluidState::default();
-            for k in 0..3 {
-                st.pos[k] = ids.iter().map(|&i| fluid.pos[k][i as usize]).collect();
-                st.vel[k] = ids.iter().map(|&i| fluid.vel[k][i as usize]).collect();
-            }
-            vec![(st, ids.to_vec())]
-        };
-        let (pa, pb) = (cut(a), cut(b));
-        let n = fluid.len() as u64;
-        let bytes = to_bytes(&head, n, &[FluidView::Parts(&pa), FluidView::Parts(&pb)]).unwrap();
-        let file = PartedFile::from_bytes(bytes.clone(), "streamed").unwrap();
-        let expected = FluidSource::State(&fluid).parts(2, all, part_of).unwrap();
-        let (counts, map) = file.count_parts(2, all, part_of, 1 << 20).unwrap();
-        assert!(map.is_some(), "a byte per particle fits a MiB");
-        // a window too small for the map: the y values are read again beside each section
-        let (counts_small, none) = file.count_parts(2, all, part_of, 64).unwrap();
-        assert!(none.is_none());
-        assert_eq!(counts_small, counts);
-        for map in [map.as_ref(), None] {
-            let mut got: Vec<(FluidState, Vec<u64>)> = counts
-                .iter()
-                .map(|&c| {
-                    let c = c as usize;
-                    let z = FluidState {
-                        pos: [vec![0.0; c], vec![0.0; c], vec![0.0; c]],
-                        vel: [vec![0.0; c], vec![0.0; c], vec![0.0; c]],
-                    };
-                    (z, vec![0; c])
-                })
-                .collect();
-            // a window of 64 KiB: pieces of 6.5 Ki values, several per block
-            let streamed = file
-                .stream_parts(2, all, part_of, 64 << 10, map, &mut |p, s, first, v| {
-                    let f = first as usize;
-                    let (st, ids) = &mut got[p];
-                    match v {
-                        Values::Ids(x) => ids[f..f + x.len()].copy_from_slice(x),
-                        Values::F32(x) => st.pos[s - 1][f..f + x.len()].copy_from_slice(x),
-                        Values::F64(x) => st.vel[s - 4][f..f + x.len()].copy_from_slice(x),
-                    }
-                    Ok(())
-                })
-                .unwrap();
-            assert_eq!(streamed, counts);
-            for (k, (st, ids)) in got.iter().enumerate() {
-                assert_eq!(ids.len(), expected[k].1.len());
-                let mut order: Vec<usize> = (0..ids.len()).collect();
-                order.sort_by_key(|&i| ids[i]);
-                let sorted: Vec<u64> = order.iter().map(|&i| ids[i]).collect();
-                assert_eq!(sorted, expected[k].1);
-                for c in 0..3 {
-                    let p: Vec<f32> = order.iter().map(|&i| st.pos[c][i]).collect();
-                    let v: Vec<f64> = order.iter().map(|&i| st.vel[c][i]).collect();
-                    assert_eq!(
-                        (p, v),
-                        (expected[k].0.pos[c].clone(), expected[k].0.vel[c].clone())
-                    );
-                }
-            }
-        }
-        // one part taking everything ([`PartMap::one`]): every particle, in file order
-        let mut one = 0u64;
-        let whole = file
-            .stream_parts(
-                1,
-                all,
-                |_| Some(0),
-                64 << 10,
-                Some(&PartMap::one()),
-                &mut |_, s, _, v| {
-                    if s == 0 {
-                        let Values::Ids(x) = v else {
-                            panic!("ids first")
-                        };
-                        one += x.len() as u64;
-                    }
-                    Ok(())
-                },
-            )
-            .unwrap();
-        assert_eq!((whole, one), (vec![n], n));
-        // the lowest byte of the first particle's x: still inside the box
-        let mut damaged = bytes;
-        damaged[super::super::PAGE as usize + 8 * a.len()] ^= 1;
-        let file = PartedFile::from_bytes(damaged, "damaged").unwrap();
-        for map in [map.as_ref(), None] {
-            let err = file
-                .stream_parts(2, all, part_of, 64 << 10, map, &mut |_, _, _, _| Ok(()))
-                .unwrap_err()
-                .to_string();
-            assert!(err.contains("checksum mismatch"), "{err}");
-        }
-    }
 }

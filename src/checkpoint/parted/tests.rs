@@ -1,4 +1,5 @@
-//! The format-4 file written and read back: whole, by layers, damaged.
+//! The format-4 file written and read back: whole, by layers, damaged, and streamed into
+//! parts a piece at a time.
 
 use super::write::spare_path;
 use super::*;
@@ -237,4 +238,132 @@ fn a_run_writer_overwrites_the_replaced_checkpoint_in_place() {
         "a checkpoint written on its own keeps no spare"
     );
     assert_eq!(PartedFile::open(&path).unwrap().head.step, 4);
+}
+
+/// Streamed in small pieces into two parts (and one kept by none), with the count's map of
+/// parts and with the y values read again, the values put at their places rebuild each
+/// part in file order; sorted by id they are the parts that `fluid_parts` reads; the
+/// counts agree; one part takes every particle; a damaged block is caught either way.
+#[test]
+fn streamed_parts_hold_the_parts_read_whole() {
+    let config = Config::from_ron_str(
+        "(cells: (16, 24, 10), particles_per_cell: 7, time_step: 0.1, seed: 21, steps: 9, \
+          collision: Srd(angle_deg: 130.0))",
+    )
+    .unwrap();
+    let fluid = FluidState::initial(&config);
+    let phys = crate::physics::Physics::from_config(&config);
+    let head = CheckpointHead {
+        config,
+        step: 1,
+        stats: crate::stats::RunStats::new(phys.profile_bins()),
+        md: None,
+        run_id: Some("streamed".into()),
+    };
+    let all = [f32::NEG_INFINITY, f32::INFINITY];
+    let part_of = |y: f32| match y.floor() as u32 {
+        0..=3 => None,
+        4..=7 => Some(0),
+        _ => Some(1),
+    };
+    // two writers, the second's particles in reverse order
+    let mut ids: Vec<u64> = (0..fluid.len() as u64).collect();
+    let (a, b) = ids.split_at_mut(fluid.len() / 2);
+    b.reverse();
+    let cut = |ids: &[u64]| {
+        let mut st = FluidState::default();
+        for k in 0..3 {
+            st.pos[k] = ids.iter().map(|&i| fluid.pos[k][i as usize]).collect();
+            st.vel[k] = ids.iter().map(|&i| fluid.vel[k][i as usize]).collect();
+        }
+        vec![(st, ids.to_vec())]
+    };
+    let (pa, pb) = (cut(a), cut(b));
+    let n = fluid.len() as u64;
+    let bytes = to_bytes(&head, n, &[FluidView::Parts(&pa), FluidView::Parts(&pb)]).unwrap();
+    let file = PartedFile::from_bytes(bytes.clone(), "streamed").unwrap();
+    let expected = FluidSource::State(&fluid).parts(2, all, part_of).unwrap();
+    let (counts, map) = file.count_parts(2, all, part_of, 1 << 20).unwrap();
+    assert!(
+        map.is_some(),
+        "a byte per particle fits a MiB beside the pieces"
+    );
+    // a window too small for the map: the y values are read again beside each section
+    let (counts_small, none) = file.count_parts(2, all, part_of, 64).unwrap();
+    assert!(none.is_none());
+    assert_eq!(counts_small, counts);
+    for map in [map.as_ref(), None] {
+        let mut got: Vec<(FluidState, Vec<u64>)> = counts
+            .iter()
+            .map(|&c| {
+                let c = c as usize;
+                let z = FluidState {
+                    pos: [vec![0.0; c], vec![0.0; c], vec![0.0; c]],
+                    vel: [vec![0.0; c], vec![0.0; c], vec![0.0; c]],
+                };
+                (z, vec![0; c])
+            })
+            .collect();
+        // a window of 64 KiB: pieces of 8 Ki values, two per block
+        let streamed = file
+            .stream_parts(2, all, part_of, 64 << 10, map, &mut |p, s, first, v| {
+                let f = first as usize;
+                let (st, ids) = &mut got[p];
+                match v {
+                    Values::Ids(x) => ids[f..f + x.len()].copy_from_slice(x),
+                    Values::F32(x) => st.pos[s - 1][f..f + x.len()].copy_from_slice(x),
+                    Values::F64(x) => st.vel[s - 4][f..f + x.len()].copy_from_slice(x),
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(streamed, counts);
+        for (k, (st, ids)) in got.iter().enumerate() {
+            assert_eq!(ids.len(), expected[k].1.len());
+            let mut order: Vec<usize> = (0..ids.len()).collect();
+            order.sort_by_key(|&i| ids[i]);
+            let sorted: Vec<u64> = order.iter().map(|&i| ids[i]).collect();
+            assert_eq!(sorted, expected[k].1);
+            for c in 0..3 {
+                let p: Vec<f32> = order.iter().map(|&i| st.pos[c][i]).collect();
+                let v: Vec<f64> = order.iter().map(|&i| st.vel[c][i]).collect();
+                assert_eq!(
+                    (p, v),
+                    (expected[k].0.pos[c].clone(), expected[k].0.vel[c].clone())
+                );
+            }
+        }
+    }
+    // one part taking everything ([`PartMap::one`]): every particle, in file order
+    let mut one = 0u64;
+    let whole = file
+        .stream_parts(
+            1,
+            all,
+            |_| Some(0),
+            64 << 10,
+            Some(&PartMap::one()),
+            &mut |_, s, _, v| {
+                if s == 0 {
+                    let Values::Ids(x) = v else {
+                        panic!("ids first")
+                    };
+                    one += x.len() as u64;
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+    assert_eq!((whole, one), (vec![n], n));
+    // the lowest byte of the first particle's x: still inside the box
+    let mut damaged = bytes;
+    damaged[PAGE as usize + 8 * a.len()] ^= 1;
+    let file = PartedFile::from_bytes(damaged, "damaged").unwrap();
+    for map in [map.as_ref(), None] {
+        let err = file
+            .stream_parts(2, all, part_of, 64 << 10, map, &mut |_, _, _, _| Ok(()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("checksum mismatch"), "{err}");
+    }
 }
