@@ -261,10 +261,7 @@ fn lammps_split(a: &Args, dir: &Path, group: &str) -> Res<Split> {
             )
         })?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .filter(|l| l.starts_with("fix mpcbox timing:"))
-        .next_back();
+    let line = text.lines().rfind(|l| l.starts_with("fix mpcbox timing:"));
     match (out.status.success(), line) {
         (true, Some(line)) => parse_timing(line),
         _ => Err(format!(

@@ -142,8 +142,7 @@ fn variants(l: u32, shapes: &[String], dir: &Path) -> Res<Vec<(&'static str, Str
             return Err(format!(
                 "--shapes: unknown shape {s:?}; fix: name some of {} (or all)",
                 SHAPES.join(", ")
-            )
-            .into());
+            ));
         }
     }
     Ok(out)

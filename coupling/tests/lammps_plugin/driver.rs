@@ -30,8 +30,7 @@ fn driver() -> &'static PathBuf {
 fn timing_line(out: &str) -> Vec<f64> {
     let line = out
         .lines()
-        .filter(|l| l.starts_with("fix mpcbox timing:"))
-        .last()
+        .rfind(|l| l.starts_with("fix mpcbox timing:"))
         .unwrap_or_else(|| panic!("no timing line in:\n{out}"));
     line.split_whitespace()
         .filter_map(|w| w.trim_end_matches(';').parse().ok())

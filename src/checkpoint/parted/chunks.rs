@@ -360,9 +360,12 @@ mod tests {
     /// downloaded particles byte for byte, its checksum and y range too: slabs with free slots and
     /// ids, slabs listed by place, one GPU without free slots; chunks of one slot to more than a
     /// part, pieces that split values.
+    /// A layout's name and its parts' arguments of `part`: (slots, skip, free slots, ids).
+    type Layout = (&'static str, Vec<(usize, usize, bool, bool)>);
+
     #[test]
     fn chunks_read_double_buffered_give_the_downloads_block() {
-        let layouts: [(&str, Vec<(usize, usize, bool, bool)>); 4] = [
+        let layouts: [Layout; 4] = [
             (
                 "slabs with ids",
                 vec![(1500, 0, true, true), (977, 1500, true, true)],

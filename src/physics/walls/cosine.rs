@@ -15,8 +15,8 @@
 
 use super::geometry::{f32_step_towards, WallShape};
 
-/// 2π.
-pub const TWO_PI: f64 = 6.283185307179586;
+/// 2π (the kernels' `MPC_TWO_PI` is the same double).
+pub const TWO_PI: f64 = std::f64::consts::TAU;
 
 /// The gap of an impact point: the root search stops there (cells).
 pub const CONTACT_TOLERANCE: f64 = 1e-12;
@@ -185,7 +185,8 @@ impl CosineWalls {
                 return None;
             };
             t += s;
-            if !(t <= dt) {
+            // past the step, or not a number: no impact
+            if t.partial_cmp(&dt).is_none_or(|o| o.is_gt()) {
                 return None;
             }
             g = self.gap_along(wall, r, v, t);

@@ -443,7 +443,7 @@ mod tests {
         let r = [6.1, 7.3, 4.2];
         let n = b.normal(r);
         let d = [1.1, 2.3, -0.8];
-        let len = (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]) as f64;
+        let len: f64 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
         let cos = (n[0] * d[0] + n[1] * d[1] + n[2] * d[2]) / len.sqrt();
         assert!(cos > 0.99, "{n:?}");
     }

@@ -317,7 +317,7 @@ mod tests {
         let n = nodes.iter().product::<usize>();
         let solid: Vec<bool> = (0..n).map(|i| (i * 37 + 11) % 13 == 0).collect();
         let got = squared_distance_to(&solid, nodes);
-        for i in 0..n {
+        for (i, &got_i) in got.iter().enumerate().take(n) {
             let a = node_of(i, nodes);
             let mut best = FAR;
             for j in (0..n).filter(|&j| solid[j]) {
@@ -330,7 +330,7 @@ mod tests {
                 }
                 best = best.min(d2);
             }
-            assert_eq!(got[i], best, "voxel {a:?}");
+            assert_eq!(got_i, best, "voxel {a:?}");
         }
     }
 

@@ -118,7 +118,7 @@ impl PlanarPore {
             if let Some((y0, y1)) = slab(dy, v[1], lo, hi) {
                 let enter = if x0 > y0 { x0 } else { y0 };
                 let exit = if x1 < y1 { x1 } else { y1 };
-                if enter <= exit && exit >= 0.0 && best.map_or(true, |(b, _)| enter < b) {
+                if enter <= exit && exit >= 0.0 && best.is_none_or(|(b, _)| enter < b) {
                     best = Some((enter, exit));
                 }
             }
@@ -200,7 +200,7 @@ impl WallShape for PlanarPore {
                 } else {
                     continue;
                 };
-                if first.map_or(true, |f| t < f) {
+                if first.is_none_or(|f| t < f) {
                     first = Some(t);
                 }
             }
