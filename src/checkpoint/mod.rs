@@ -19,8 +19,9 @@ pub use background::{
     copy_fits, remove_stale_temporaries, CheckpointMode, CheckpointTimes, CheckpointWriter,
     WriterSettings, Written,
 };
+pub use parted::PARTICLE_BYTES;
 pub(crate) use parted::{read_chunked, Chunk, ChunkFetch, Fetched, Kept};
-pub(crate) use parted::{write as write_parted, Recycle, PARTICLE_BYTES};
+pub(crate) use parted::{write as write_parted, Recycle};
 pub use parted::{BlockSource, BlockStream, FluidView, LocalFluid, PartMap, PartedFile, Values};
 
 use crate::config::Config;

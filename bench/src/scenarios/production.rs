@@ -20,10 +20,6 @@ use super::{err, gpus_of, recorder};
 use crate::record::Recorder;
 use crate::Res;
 
-/// A checkpoint's bytes per fluid particle: its position (3 × f32), velocity (3 × f64) and
-/// label (u32); a box needs this much room on the disk, and 8 GB more.
-const CHECKPOINT_BYTES_PER_PARTICLE: f64 = 44.0;
-
 #[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
 enum Only {
     /// The checkpointed run and the resumes.
@@ -229,7 +225,9 @@ impl Runs {
                 .particles_per_cell as f64;
             for &edge in &a.big_edges {
                 let name = format!("big-{edge}");
-                let need = (edge as f64).powi(3) * m * CHECKPOINT_BYTES_PER_PARTICLE / 1e9 + 8.0;
+                // the checkpoint's bytes, and 8 GB more
+                let bytes = mpcbox::checkpoint::PARTICLE_BYTES as f64;
+                let need = (edge as f64).powi(3) * m * bytes / 1e9 + 8.0;
                 let free = free_gb(&self.scratch)?;
                 if free < need {
                     println!(

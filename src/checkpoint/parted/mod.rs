@@ -29,8 +29,8 @@ pub(super) const VERSION: u32 = 4;
 const HEADER: usize = 40;
 /// Blocks and the meta start on pages of this size.
 const PAGE: u64 = 4096;
-/// Bytes per particle in a block.
-pub(crate) const PARTICLE_BYTES: u64 = 44;
+/// Bytes per particle in a block: its id (u64), position (3 × f32) and velocity (3 × f64).
+pub const PARTICLE_BYTES: u64 = 44;
 
 /// One writer's particles in the file.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

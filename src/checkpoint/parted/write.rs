@@ -270,15 +270,16 @@ pub(crate) fn finish(
         if !root {
             return Ok(());
         }
-        let blocks_placed = blocks.clone();
+        // a recycled file's padding is zeroed where a new file has nothing written
+        let padding = recycled.then(|| blocks.clone());
         let (meta, header) = meta_and_header(&path, head, n_fluid, blocks, at)?;
         let f = std::fs::OpenOptions::new()
             .write(true)
             .open(&tmp)
             .map_err(io(&tmp))?;
         use std::os::unix::fs::FileExt;
-        if recycled {
-            zero_padding(&f, &blocks_placed, at).map_err(io(&tmp))?;
+        if let Some(blocks) = &padding {
+            zero_padding(&f, blocks, at).map_err(io(&tmp))?;
         }
         f.write_all_at(&meta, at)
             .and_then(|_| f.write_all_at(&header, 0))
