@@ -92,6 +92,13 @@ pub fn device_memory(ordinal: usize) -> Result<(u64, u64)> {
     Ok((free as u64, total as u64))
 }
 
+/// The wall shape a run of `phys` needs its kernels compiled for (`CudaDevice::walls`).
+pub(super) fn wall_kernels_for(phys: &crate::physics::Physics) -> Option<u32> {
+    phys.walls
+        .as_ref()
+        .map(|w| super::contract::wall_kind(&w.shape))
+}
+
 /// A CUDA context and the compiled kernels on one GPU; shared by the backend and the debug
 /// entry points used by the tests.
 pub struct CudaDevice {
@@ -105,24 +112,25 @@ pub struct CudaDevice {
     rules: OnceLock<(KernelModules, RuleKernels)>,
     pub(super) name: String,
     pub(super) ordinal: usize,
-    /// The kernels were compiled with the walls' code (`MPC_WALLS`, `kernels/walls.cuh`).
-    pub(super) walls: bool,
+    /// The wall shape (its kernel code, `contract::wall_kind`) the kernels were compiled for
+    /// (`MPC_WALLS_SHAPE`, `kernels/walls.cuh`), or `None`: kernels without the walls' code.
+    pub(super) walls: Option<u32>,
 }
 
 impl CudaDevice {
     /// Open GPU `ordinal`: context, stream, kernels (compiled once per process).
     pub fn open(ordinal: usize) -> Result<CudaDevice> {
-        CudaDevice::open_variant(ordinal, false)
+        CudaDevice::open_variant(ordinal, None)
     }
 
-    /// Open GPU `ordinal` with the kernels a run of `phys` needs: those with the walls' code
-    /// when it has walls (a second compilation, kept apart so that the kernels of a run
-    /// without walls are exactly those without the walls' code and registers).
+    /// Open GPU `ordinal` with the kernels a run of `phys` needs: with walls, those compiled
+    /// for its wall shape alone (one compilation per shape, so that neither a run without
+    /// walls nor one shape's run carries another shape's code and registers).
     pub fn open_for(ordinal: usize, phys: &crate::physics::Physics) -> Result<CudaDevice> {
-        CudaDevice::open_variant(ordinal, phys.walls.is_some())
+        CudaDevice::open_variant(ordinal, wall_kernels_for(phys))
     }
 
-    fn open_variant(ordinal: usize, walls: bool) -> Result<CudaDevice> {
+    fn open_variant(ordinal: usize, walls: Option<u32>) -> Result<CudaDevice> {
         probe().map_err(|e| MpcError::Device(format!("CUDA unavailable: {e}")))?;
         let opened = std::panic::catch_unwind(|| CudaDevice::open_checked(ordinal, walls));
         match opened {
@@ -136,7 +144,7 @@ impl CudaDevice {
     }
 
     /// `open` once the libraries are known to load (may panic inside cudarc on an old driver).
-    fn open_checked(ordinal: usize, walls: bool) -> Result<CudaDevice> {
+    fn open_checked(ordinal: usize, walls: Option<u32>) -> Result<CudaDevice> {
         let count = CudaContext::device_count().map_err(drv("device count"))?;
         if ordinal >= count as usize {
             return Err(MpcError::Device(format!(

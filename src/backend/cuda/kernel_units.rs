@@ -188,15 +188,15 @@ impl KernelSet {
     }
 }
 
-/// The kernels of `set` (with the walls' code or not) for an architecture, compiled once per
-/// process.
+/// The kernels of `set` (without the walls' code, or with that of the wall shape `walls`, its
+/// kernel code) for an architecture, compiled once per process.
 pub fn kernel_units(
     set: KernelSet,
     major: i32,
     minor: i32,
-    walls: bool,
+    walls: Option<u32>,
 ) -> Result<Arc<CompiledUnits>> {
-    type Store = Mutex<HashMap<(KernelSet, bool, i32, i32), Arc<CompiledUnits>>>;
+    type Store = Mutex<HashMap<(KernelSet, Option<u32>, i32, i32), Arc<CompiledUnits>>>;
     static STORE: OnceLock<Store> = OnceLock::new();
     let store = STORE.get_or_init(|| Mutex::new(HashMap::new()));
     // held while compiling: a second GPU asking for the same set waits for it, not compiles it
@@ -204,15 +204,20 @@ pub fn kernel_units(
     if let Some(u) = map.get(&(set, walls, major, minor)) {
         return Ok(u.clone());
     }
-    let (label, source) = match (set, walls) {
-        (KernelSet::Fluid, false) => ("mpcbox_kernels.cu", kernels::full_source()),
-        (KernelSet::Fluid, true) => ("mpcbox_kernels_walls.cu", kernels::walls_source()),
-        (KernelSet::Rules, false) => ("mpcbox_rules.cu", kernels::full_source()),
-        (KernelSet::Rules, true) => ("mpcbox_rules_walls.cu", kernels::walls_source()),
+    let set_label = match set {
+        KernelSet::Fluid => "mpcbox_kernels",
+        KernelSet::Rules => "mpcbox_rules",
+    };
+    let (label, source) = match walls {
+        None => (format!("{set_label}.cu"), kernels::full_source()),
+        Some(shape) => (
+            format!("{set_label}_walls{shape}.cu"),
+            kernels::walls_source(shape),
+        ),
     };
     let names = set.kernel_names();
     let cache = super::kernel_cache::directory();
-    let units = compile_units(label, &source, &names, (major, minor), cache.as_deref())
+    let units = compile_units(&label, &source, &names, (major, minor), cache.as_deref())
         .map_err(MpcError::Device)?;
     let units = Arc::new(units);
     map.insert((set, walls, major, minor), units.clone());

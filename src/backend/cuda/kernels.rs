@@ -252,12 +252,17 @@ fn cached_cubin(
     Ok(c)
 }
 
-/// The fluid kernels with the walls' code (`MPC_WALLS` set): the same kernels, whose streaming
-/// bounces off walls and whose cell pass adds virtual particles when `MpcParams.walls` names
-/// a shape. Runs without walls use [`full_source`], where that code (and the registers it
-/// needs) is left out.
-pub fn walls_source() -> String {
-    format!("#define MPC_WALLS 1\n{}", full_source())
+/// The fluid kernels with the walls' code for one wall shape (`MPC_WALLS` set, and
+/// `MPC_WALLS_SHAPE` to the shape's code, `contract::wall_kind`): the same kernels, whose
+/// streaming bounces off that shape and whose cell pass adds virtual particles. Only that
+/// shape's code is generated: with every shape's, the streaming kernels spilled some 200 bytes
+/// of registers per thread. Runs without walls use [`full_source`], where the walls' code is
+/// left out.
+pub fn walls_source(shape: u32) -> String {
+    format!(
+        "#define MPC_WALLS 1\n#define MPC_WALLS_SHAPE {shape}u\n{}",
+        full_source()
+    )
 }
 
 /// The MD engine's cubin for an architecture (compiled once per process).
@@ -353,8 +358,13 @@ mod tests {
             compiled.units.iter().map(|(_, c)| c.len()).sum::<usize>()
         };
         let plain = units(full_source());
-        let walls = units(walls_source());
-        assert!(walls > plain, "the walls' code is in the walls' kernels");
+        for &(name, code) in &super::super::contract::WALL_CODES[1..] {
+            let walls = units(walls_source(code));
+            assert!(
+                walls > plain,
+                "{name}: the walls' code is in the walls' kernels"
+            );
+        }
         let md = compile_source_cubin(md_source(), c"md.cu", 9, 0).expect("MD kernels compile");
         assert!(md.len() > 1000);
     }
@@ -405,7 +415,13 @@ mod ptx_tests {
         require_nvrtc_for_tests();
         let mut opts = compile_options(9, 0);
         opts[0] = "--gpu-architecture=compute_90".into();
-        for (source, walls) in [(full_source(), false), (walls_source(), true)] {
+        let cosine = super::super::contract::WALLS_COSINE;
+        let sources = [(full_source(), None), (walls_source(cosine), Some(cosine))];
+        let slit = super::super::contract::WALLS_SLIT;
+        for (source, walls) in sources
+            .into_iter()
+            .chain([(walls_source(slit), Some(slit))])
+        {
             let ptx = cudarc::nvrtc::compile_ptx_with_opts(
                 source,
                 cudarc::nvrtc::CompileOptions {
@@ -418,8 +434,14 @@ mod ptx_tests {
             assert!(ptx.contains("mpc_collide"));
             assert_eq!(
                 ptx.contains("mpc_walls_path"),
-                walls,
+                walls.is_some(),
                 "walls code only with MPC_WALLS"
+            );
+            // kernels compiled for one shape carry no other shape's code
+            assert_eq!(
+                ptx.contains("mpc_cosine_first_contact"),
+                walls == Some(cosine),
+                "the cosine walls' code only in their kernels ({walls:?})"
             );
             assert!(!ptx.contains("fma.rn.f64"), "PTX contains f64 FMA");
             assert!(!ptx.contains("fma.rn.f32"), "PTX contains f32 FMA");

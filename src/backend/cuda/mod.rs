@@ -208,10 +208,10 @@ impl CudaBackend {
         ncells: usize,
         method: CellSumMethod,
     ) -> Result<CudaBackend> {
-        if phys.walls.is_some() && !dev.walls {
+        if device::wall_kernels_for(&phys) != dev.walls {
             return Err(MpcError::Device(
-                "the GPU's kernels were compiled without walls; fix: open the device with \
-                 CudaDevice::open_for(ordinal, &physics)"
+                "the GPU's kernels were compiled for other walls than the run's; fix: open the \
+                 device with CudaDevice::open_for(ordinal, &physics)"
                     .into(),
             ));
         }
