@@ -14,7 +14,8 @@ use std::path::Path;
 
 use serde_json::json;
 
-use mpcbox::config::Config;
+use mpcbox::backend::cuda::{CudaBackend, PHASE_NAMES};
+use mpcbox::config::{Config, DeviceChoice};
 use mpcbox::physics::Physics;
 
 use super::{cube, err, recorder, seconds_per_step};
@@ -45,6 +46,10 @@ pub struct Args {
     /// wavy, expansion, porous (or all).
     #[arg(long, value_delimiter = ',', default_value = "all")]
     shapes: Vec<String>,
+    /// One GPU only: a second row per variant with the milliseconds per step of each phase
+    /// (every phase waited for), to see where walls cost.
+    #[arg(long)]
+    phases: bool,
 }
 
 /// Every shape `--shapes` may name.
@@ -184,8 +189,25 @@ fn measure(
             cfg.device = device.clone();
             cfg.validate().map_err(err)?;
             let phys = Physics::from_config(&cfg);
-            let mut be = mpcbox::backend::factory::open(&cfg, &phys, None).map_err(err)?;
-            let dt = seconds_per_step(be.as_mut(), &phys, a.warmup, a.steps, 0)?;
+            let (dt, phases) = if a.phases {
+                let ordinal = match &cfg.device {
+                    DeviceChoice::Cuda(ids) if ids.len() == 1 => ids[0] as usize,
+                    _ => return Err("--phases: name one GPU, e.g. --device cuda:0".into()),
+                };
+                let method = cfg.tuning.cuda_method();
+                let mut be = CudaBackend::open(&cfg, &phys, None, ordinal, method).map_err(err)?;
+                let dt = seconds_per_step(&mut be, &phys, a.warmup, a.steps, 0)?;
+                (
+                    dt,
+                    Some(phase_ms(&mut be, &phys, a.warmup + a.steps, a.steps)?),
+                )
+            } else {
+                let mut be = mpcbox::backend::factory::open(&cfg, &phys, None).map_err(err)?;
+                (
+                    seconds_per_step(be.as_mut(), &phys, a.warmup, a.steps, 0)?,
+                    None,
+                )
+            };
             let n = cfg.n_fluid() as f64;
             // the box without walls: its time per step and per particle-step
             let (base, base_per_particle) = *reference.get_or_insert((dt, dt / n));
@@ -204,7 +226,37 @@ fn measure(
                     ("Gparticle-steps/s", n / dt / 1e9),
                 ],
             )?;
+            if let Some(ms) = phases {
+                let figures: Vec<(&str, f64)> = PHASE_NAMES.iter().copied().zip(ms).collect();
+                rec.row(
+                    &[
+                        ("cells", cube(l)),
+                        ("walls", json!(name)),
+                        ("collision", json!(a.collision)),
+                        ("split", json!("ms/step per phase")),
+                    ],
+                    &figures,
+                )?;
+            }
         }
     }
     Ok(())
+}
+
+/// Milliseconds per step of each phase (`PHASE_NAMES`) over `steps` steps from `first`, every
+/// phase waited for.
+fn phase_ms(be: &mut CudaBackend, phys: &Physics, first: u64, steps: u64) -> Res<Vec<f64>> {
+    be.set_profiling(true);
+    for s in first..first + steps {
+        be.enqueue_step(&phys.plan(s, false, (s + 1).is_multiple_of(20)))
+            .map_err(err)?;
+    }
+    be.synchronize().map_err(err)?;
+    let ms = be
+        .phase_seconds()
+        .iter()
+        .map(|s| s * 1e3 / steps.max(1) as f64)
+        .collect();
+    be.set_profiling(false);
+    Ok(ms)
 }
