@@ -21,6 +21,35 @@ pub struct MpcboxObservables {
     pub stress_xy_collisional: f64,
 }
 
+impl From<&mpcbox::Observables> for MpcboxObservables {
+    /// Every field of the solvent's observables, destructured whole: a field added there does
+    /// not compile here until the C struct says what becomes of it.
+    fn from(o: &mpcbox::Observables) -> MpcboxObservables {
+        let mpcbox::Observables {
+            step,
+            time,
+            particles,
+            momentum,
+            kinetic_energy,
+            temperature,
+            stress_xy,
+            // between walls: in summary.json and the Rust API, not in the C struct
+            wall_force: _,
+        } = *o;
+        let (stress_xy_kinetic, stress_xy_collisional) = stresses(stress_xy);
+        MpcboxObservables {
+            step,
+            time,
+            particles,
+            momentum,
+            kinetic_energy,
+            temperature,
+            stress_xy_kinetic,
+            stress_xy_collisional,
+        }
+    }
+}
+
 /// `out` written with what `measure` makes of the solvent, behind the C ABI's checks (NULL
 /// refused, errors and panics turned into a status and `mpcbox_last_error`).
 ///
@@ -62,18 +91,7 @@ pub unsafe extern "C" fn mpcbox_observables(
     // SAFETY: the caller's promise, passed on.
     unsafe {
         write_observables(solvent, out, |s| {
-            let o = s.observables()?;
-            let (sk, sc) = stresses(o.stress_xy);
-            Ok(MpcboxObservables {
-                step: o.step,
-                time: o.time,
-                particles: o.particles,
-                momentum: o.momentum,
-                kinetic_energy: o.kinetic_energy,
-                temperature: o.temperature,
-                stress_xy_kinetic: sk,
-                stress_xy_collisional: sc,
-            })
+            Ok(MpcboxObservables::from(&s.observables()?))
         })
     }
 }

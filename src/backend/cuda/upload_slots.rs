@@ -25,10 +25,22 @@ pub(super) struct UploadSlots {
     pub(super) scratch: Vec<u32>,
 }
 
-/// The bytes of plain numbers (`f32`, `f64`, `u32`), as the GPU holds them.
-pub(super) fn bytes_of<T: cudarc::driver::DeviceRepr>(values: &[T]) -> &[u8] {
-    // SAFETY: the numbers this is called with have no padding and any byte is a valid u8; the
-    // length in bytes covers exactly the values' memory, borrowed for as long as `values`.
+/// Plain numbers: no padding, every byte initialised (what [`bytes_of`] may view as bytes).
+/// Sealed: implemented here for the numbers the uploads carry, and nowhere else.
+pub(super) trait PlainNumber: Copy + sealed::Sealed {}
+mod sealed {
+    pub trait Sealed {}
+}
+macro_rules! plain_numbers {
+    ($($t:ty),*) => {$(impl sealed::Sealed for $t {} impl PlainNumber for $t {})*};
+}
+plain_numbers!(f32, f64, u32, u64);
+
+/// The bytes of plain numbers (`f32`, `f64`, `u32`, `u64`), as the GPU holds them.
+pub(super) fn bytes_of<T: PlainNumber>(values: &[T]) -> &[u8] {
+    // SAFETY: `PlainNumber` is implemented only for primitive numbers, which have no padding
+    // and no uninitialised bytes, and any byte is a valid u8; the length in bytes covers
+    // exactly the values' memory, borrowed for as long as `values`.
     unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), std::mem::size_of_val(values)) }
 }
 
