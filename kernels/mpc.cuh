@@ -109,6 +109,28 @@ __device__ __forceinline__ double mpc_flow_velocity(const MpcParams &p, double y
     return p.shear_rate * (y - 0.5 * p.length[1]);
 }
 
+// The end of Physics::stream_walled: f32 position and velocity.
+struct MpcStreamed {
+    double v[3];
+    float r[3];
+};
+
+// Physics::stream_walled: the bounce-back path (mpc_walls_path), the open axes wrapped (box
+// lengths lx, ly, lz), the position kept in the fluid. Not inlined, arguments and result by
+// value: the pass-1 kernels make this one call, only near the walls. Values live across a call
+// must survive everything the callee clobbers, so position and velocity come back as its
+// result rather than being held (spilled) across separate path and keep_inside calls.
+__device__ __noinline__ MpcStreamed mpc_stream_walled(MpcWalls w, double h, double ax, double ay, double az,
+                                                      double mass, double grid, double lx, double ly, double lz,
+                                                      float x, float y, float z, double v0, double v1, double v2) {
+    MpcPath q = mpc_walls_path(w, h, ax, ay, az, mass, (double)x, (double)y, (double)z, v0, v1, v2, grid);
+    float wx = mpc_wrap_coordinate(q.r[0], lx);
+    float wy = mpc_walls_close_axis(w, 1) ? (float)q.r[1] : mpc_wrap_coordinate(q.r[1], ly);
+    float wz = mpc_walls_close_axis(w, 2) ? (float)q.r[2] : mpc_wrap_coordinate(q.r[2], lz);
+    MpcPos3f kept = mpc_walls_keep_inside(w, wx, wy, wz);
+    return {{q.v[0], q.v[1], q.v[2]}, {kept.x, kept.y, kept.z}};
+}
+
 // Physics::stream: returns the new position in pos and velocity in v.
 __device__ __forceinline__ void mpc_stream(const MpcParams &p, float pos[3], double v[3]) {
 #if MPC_WALLS
@@ -122,20 +144,14 @@ __device__ __forceinline__ void mpc_stream(const MpcParams &p, float pos[3], dou
             pos[2] = mpc_walls_close_axis(p.walls, 2) ? (float)r0[2] : mpc_wrap_coordinate(r0[2], p.length[2]);
             return;
         }
-        // Physics::stream_walled: bounce-back path, open axes wrapped, kept in the fluid
-        MpcPath q = mpc_walls_path(p.walls, p.h, p.accel[0], p.accel[1], p.accel[2], p.mass, (double)pos[0],
-                                   (double)pos[1], (double)pos[2], v[0], v[1], v[2],
-                                   p.fixed ? p.global_scale[MPC_GLOBAL_MOMENTUM] : 0.0);
-        v[0] = q.v[0];
-        v[1] = q.v[1];
-        v[2] = q.v[2];
-        float x = mpc_wrap_coordinate(q.r[0], p.length[0]);
-        float y = mpc_walls_close_axis(p.walls, 1) ? (float)q.r[1] : mpc_wrap_coordinate(q.r[1], p.length[1]);
-        float z = mpc_walls_close_axis(p.walls, 2) ? (float)q.r[2] : mpc_wrap_coordinate(q.r[2], p.length[2]);
-        MpcPos3f kept = mpc_walls_keep_inside(p.walls, x, y, z);
-        pos[0] = kept.x;
-        pos[1] = kept.y;
-        pos[2] = kept.z;
+        MpcStreamed q = mpc_stream_walled(p.walls, p.h, p.accel[0], p.accel[1], p.accel[2], p.mass,
+                                          p.fixed ? p.global_scale[MPC_GLOBAL_MOMENTUM] : 0.0, p.length[0],
+                                          p.length[1], p.length[2], pos[0], pos[1], pos[2], v[0], v[1], v[2]);
+#pragma unroll
+        for (int k = 0; k < 3; ++k) {
+            v[k] = q.v[k];
+            pos[k] = q.r[k];
+        }
         return;
     }
 #endif

@@ -24,6 +24,9 @@ __device__ __forceinline__ MpcLocation mpc_stream_store_bin(const MpcParams &p, 
         *kin = mpc_kinetic_stress(p, (double)pos[1], v);
     }
     mpc_stream(p, pos, v);
+    // i opaque from here: the stores' addresses are computed anew, not kept (12 registers)
+    // across the streaming, which spilled them where the walls' code needs the registers
+    asm("" : "+r"(i));
     px[i] = pos[0];
     py[i] = pos[1];
     pz[i] = pos[2];

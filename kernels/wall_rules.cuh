@@ -35,31 +35,34 @@ __device__ __forceinline__ void mpc_walls_virtual_position(const MpcWalls &w, co
     r[2] = r[2] - d * n[2];
 }
 
-// Walls::fill_rule_cell for the +a rules: the M - n virtual particles of global cell gc one
-// by one into the plain sums s = [px, py, pz, mass, mv2, count] and the extended sums e.
-// Returns the surface they move with, or -1 for a cell that gets none.
+// Walls::fill_rule_cell for the +a rules: the M - n virtual particles of global cell gc of a
+// grid of nx x . x nz cells shifted by (sx, sy, sz) one by one into the plain sums s = [px, py,
+// pz, mass, mv2, count] and the extended sums e. Returns the surface they move with, or -1 for
+// a cell that gets none. Not inlined, the run constants by value (a reference to the kernel's
+// MpcParams would copy it all to the stack of every thread).
 template <unsigned int RULE>
-__device__ __noinline__ int mpc_walls_fill_angular(const MpcParams &p, unsigned int gc, double *s, double *e) {
-    const MpcWalls &w = p.walls;
+__device__ __noinline__ int mpc_walls_fill_angular(MpcWalls w, unsigned long long seed, unsigned long long step,
+                                                   unsigned int gc, unsigned int nx, unsigned int nz, double sx,
+                                                   double sy, double sz, double mass, double kt, double *s,
+                                                   double *e) {
     unsigned int n = (unsigned int)s[5];
     if (!w.no_slip || n == 0u || n >= w.fill) {
         return -1;
     }
-    unsigned int nx = p.cells[0], nz = p.cells[2];
     unsigned int ix = gc % nx;
     unsigned int rest = gc / nx;
     unsigned int iz = rest % nz;
     unsigned int iy = rest / nz;
-    double lo[3] = {(double)ix - p.shift[0], (double)iy - p.shift[1], (double)iz - p.shift[2]};
+    double lo[3] = {(double)ix - sx, (double)iy - sy, (double)iz - sz};
     if (!mpc_walls_cuts_cell(w, lo)) {
         return -1;
     }
     double centre[3] = {lo[0] + 0.5, lo[1] + 0.5, lo[2] + 0.5};
     double uw[3];
     mpc_walls_velocity(w, centre, uw);
-    double sigma = sqrt(p.kt / p.mass);
-    double m = p.mass;
-    MpcCellStream st = mpc_cell_stream(p.seed, p.step, gc, MPC_PURPOSE_WALL_FILL);
+    double sigma = sqrt(kt / mass);
+    double m = mass;
+    MpcCellStream st = mpc_cell_stream(seed, step, gc, MPC_PURPOSE_WALL_FILL);
     for (unsigned int j = n; j < w.fill; ++j) {
         double r[3];
         mpc_walls_virtual_position(w, lo, &st, r);
@@ -97,10 +100,60 @@ __device__ __noinline__ int mpc_walls_fill_angular(const MpcParams &p, unsigned 
     return (int)mpc_walls_surface(w, centre);
 }
 
+// The +a rules' fill of the sums s, e (registers in the caller): a copy on the stack passed to
+// mpc_walls_fill_angular only for a cell its first test lets through (0 < n < M, no-slip).
+template <unsigned int RULE>
+__device__ __forceinline__ int mpc_walls_fill_angular_sums(const MpcParams &p, unsigned int gc, double s[6],
+                                                           double e[MPC_RULE_SUMS_MAX]) {
+    unsigned int n = (unsigned int)s[5];
+    if (!p.walls.no_slip || n == 0u || n >= p.walls.fill) {
+        return -1;
+    }
+    double fs[6], fe[MPC_RULE_SUMS_MAX];
+#pragma unroll
+    for (int k = 0; k < 6; ++k) {
+        fs[k] = s[k];
+    }
+#pragma unroll
+    for (int k = 0; k < MPC_RULE_SUMS_MAX; ++k) {
+        fe[k] = e[k];
+    }
+    int surface = mpc_walls_fill_angular<RULE>(p.walls, p.seed, p.step, gc, p.cells[0], p.cells[2], p.shift[0],
+                                               p.shift[1], p.shift[2], p.mass, p.kt, fs, fe);
+#pragma unroll
+    for (int k = 0; k < 6; ++k) {
+        s[k] = fs[k];
+    }
+#pragma unroll
+    for (int k = 0; k < MPC_RULE_SUMS_MAX; ++k) {
+        e[k] = fe[k];
+    }
+    return surface;
+}
+
+// The virtual particles' Σ m ξ of MPC-AT: three more normals of the fill's stream, after its
+// three (MBS, which would draw more, is refused with MPC-AT), times sqrt(nv m kT) for nv
+// virtual particles. Not inlined, arguments and result by value (cut cells only).
+struct MpcFillXi {
+    double x[3];
+};
+__device__ __noinline__ MpcFillXi mpc_walls_fill_at_xi(unsigned long long seed, unsigned long long step,
+                                                       unsigned int gc, unsigned int nv, double mass, double kt) {
+    MpcCellStream st = mpc_cell_stream(seed, step, gc, MPC_PURPOSE_WALL_FILL);
+    mpc_normal(&st);
+    mpc_normal(&st);
+    mpc_normal(&st);
+    double spread = sqrt((double)nv * mass * kt);
+    MpcFillXi xi;
+    for (int k = 0; k < 3; ++k) {
+        xi.x[k] = spread * mpc_normal(&st);
+    }
+    return xi;
+}
+
 // Walls::fill_rule_cell for MPC-AT: walls.cuh's Gaussian fill of the plain sums, then the
-// virtual particles' Σ m ξ (three more normals of the same stream, after the fill's three:
-// MBS, which would draw more, is refused with MPC-AT). Returns the surface or -1.
-__device__ __noinline__ int mpc_walls_fill_at(const MpcParams &p, unsigned int gc, double *s, double *e) {
+// virtual particles' Σ m ξ into the extended sums. Returns the surface or -1.
+__device__ __forceinline__ int mpc_walls_fill_at(const MpcParams &p, unsigned int gc, double s[6], double *e) {
     unsigned int n = (unsigned int)s[5];
     MpcFill f = mpc_walls_fill(p.walls, p.seed, p.step, gc, p.cells[0], p.cells[2], p.shift[0], p.shift[1],
                                p.shift[2], p.mass, p.kt, p.thermostat, s[0], s[1], s[2], s[3], s[4], s[5]);
@@ -111,14 +164,11 @@ __device__ __noinline__ int mpc_walls_fill_at(const MpcParams &p, unsigned int g
     for (int k = 0; k < 6; ++k) {
         s[k] = f.s[k];
     }
-    MpcCellStream st = mpc_cell_stream(p.seed, p.step, gc, MPC_PURPOSE_WALL_FILL);
-    mpc_normal(&st);
-    mpc_normal(&st);
-    mpc_normal(&st);
-    double spread = sqrt((double)(p.walls.fill - n) * p.mass * p.kt);
+    MpcFillXi xi = mpc_walls_fill_at_xi(p.seed, p.step, gc, p.walls.fill - n, p.mass, p.kt);
     const int d = mpc_rule_draw_momentum(MPC_RULE_AT);
+#pragma unroll
     for (int k = 0; k < 3; ++k) {
-        e[d + k] += spread * mpc_normal(&st);
+        e[d + k] += xi.x[k];
     }
     return f.surface;
 }
@@ -187,7 +237,7 @@ __device__ __forceinline__ void mpc_rules_walled_cell_params(const MpcParams &p,
     switch (RULE) {
         case MPC_RULE_SRD_A:
         case MPC_RULE_AT_A:
-            surface = mpc_walls_fill_angular<RULE>(p, gc, s, e);
+            surface = mpc_walls_fill_angular_sums<RULE>(p, gc, s, e);
             break;
         case MPC_RULE_AT:
             surface = mpc_walls_fill_at(p, gc, s, e);

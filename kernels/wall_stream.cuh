@@ -23,8 +23,8 @@ __device__ __forceinline__ void mpc_walls_advance(double r[3], double v[3], cons
 // a step h: its clearance (a lower bound of its distance to the solid) exceeds how far it can
 // go, |v| h + |a| h^2 / 2, by a margin that covers the rounding of the time of impact and of
 // the f32 store. Such a particle's path (mpc_walls_path) has no impact, so it is the plain
-// advance over h, and mpc_walls_keep_inside leaves it where it is: the caller skips both calls
-// (the same bits, without two out-of-line calls per particle). The clearance is the signed
+// advance over h, and mpc_walls_keep_inside leaves it where it is: the caller skips both
+// (the same bits, without an out-of-line call per particle). The clearance is the signed
 // distance where that is Euclidean (slits, pipe, spheres, cylinders, the pore), the vertical
 // gap over sqrt(1 + L^2) between cosine walls of slope at most L, and the interpolated
 // distance over the field's slope bound; other shapes are never out of reach.
@@ -68,12 +68,11 @@ struct MpcPath {
 // Physics::stream_walled up to the f32 store: r and v over one step h with acceleration a,
 // bouncing off the walls at the exact times of impact; the momentum m (v - v') of each bounce
 // is added to the report (w.momentum), on the grid of 1/grid when grid != 0 (fixed-point sums:
-// mpc_global_term, MPC_GLOBAL_MOMENTUM). The caller wraps the open axes, stores f32 and keeps
-// the position in the fluid. Not inlined, arguments and result by value (as mpc_emigrate): the
-// pass-1 kernels keep their registers and pay for walls only between walls.
-__device__ __noinline__ MpcPath mpc_walls_path(MpcWalls w, double h, double ax, double ay, double az, double mass,
-                                               double r0, double r1, double r2, double v0, double v1, double v2,
-                                               double grid) {
+// mpc_global_term, MPC_GLOBAL_MOMENTUM). The caller (mpc_stream_walled, out of line) wraps the
+// open axes, stores f32 and keeps the position in the fluid.
+__device__ __forceinline__ MpcPath mpc_walls_path(const MpcWalls &w, double h, double ax, double ay, double az,
+                                                  double mass, double r0, double r1, double r2, double v0, double v1,
+                                                  double v2, double grid) {
     MpcPath q = {{r0, r1, r2}, {v0, v1, v2}};
     double *r = q.r, *v = q.v;
     const double a[3] = {ax, ay, az};

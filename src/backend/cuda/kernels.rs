@@ -433,7 +433,7 @@ mod ptx_tests {
             .to_src();
             assert!(ptx.contains("mpc_collide"));
             assert_eq!(
-                ptx.contains("mpc_walls_path"),
+                ptx.contains("mpc_stream_walled"),
                 walls.is_some(),
                 "walls code only with MPC_WALLS"
             );
