@@ -24,9 +24,12 @@ __device__ __forceinline__ MpcLocation mpc_stream_store_bin(const MpcParams &p, 
         *kin = mpc_kinetic_stress(p, (double)pos[1], v);
     }
     mpc_stream(p, pos, v);
+#if MPC_WALLS
     // i opaque from here: the stores' addresses are computed anew, not kept (12 registers)
-    // across the streaming, which spilled them where the walls' code needs the registers
+    // across the streaming, which spilled them where the walls' code needs the registers (the
+    // kernels without walls are left as they were)
     asm("" : "+r"(i));
+#endif
     px[i] = pos[0];
     py[i] = pos[1];
     pz[i] = pos[2];
