@@ -364,4 +364,60 @@ mod tests {
             assert_eq!(entry(&unit, name), entry(&whole, name), "{name}");
         }
     }
+
+    /// `ptxas`'s spill stores (bytes) of `kernel` compiled as a run compiles its unit.
+    fn spill_stores(source: &str, kernel: &str) -> u64 {
+        use cudarc::nvrtc::result;
+        let unit = std::ffi::CString::new(only_kernels(source, |k| k == kernel)).unwrap();
+        let prog = result::create_program(&unit, Some(c"spills.cu")).unwrap();
+        let mut options = kernels::compile_options(9, 0);
+        options.push("--ptxas-options=-v".into());
+        // SAFETY: `prog` was created above and is destroyed after its last use below;
+        // `options` outlives the call.
+        let log = unsafe {
+            result::compile_program(prog, &options).expect("the unit compiles");
+            let log = result::get_program_log(prog).unwrap();
+            let _ = result::destroy_program(prog);
+            log
+        };
+        let log: String = log.iter().map(|&c| c as u8 as char).collect();
+        let properties = format!("Function properties for {kernel}");
+        let line = log
+            .lines()
+            .skip_while(|l| !l.contains(&properties))
+            .find(|l| l.contains("spill stores"))
+            .unwrap_or_else(|| panic!("no ptxas report for {kernel}:\n{log}"));
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at = words.iter().position(|&w| w == "spill").unwrap();
+        words[at - 2].parse().unwrap()
+    }
+
+    /// Kernels compiled for one wall shape: the streaming kernels of the plates, the pipe and
+    /// the spheres and cylinders spill nothing. With every shape's code in them they spilled
+    /// ~200 bytes per thread and walls cost 1.3-1.5× per particle instead of 1.1× (docs/walls.md).
+    #[test]
+    #[cfg_attr(
+        not(mpcbox_external),
+        ignore = "needs NVRTC (pip install nvidia-cuda-nvrtc, its nvidia/cu13/lib on LD_LIBRARY_PATH); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+    )]
+    fn the_streaming_kernels_of_a_shape_do_not_spill() {
+        use super::super::contract::{WALLS_OBSTACLE, WALLS_PIPE, WALLS_SLIT, WALLS_SPHERE};
+        kernels::require_nvrtc_for_tests();
+        let pass1 = ["mpc_collide_stream_bin", "mpc_stream_bin_warp"];
+        for shape in [WALLS_SLIT, WALLS_PIPE, WALLS_SPHERE, WALLS_OBSTACLE] {
+            let source = kernels::walls_source(shape);
+            for kernel in pass1 {
+                let spilled = spill_stores(&source, kernel);
+                assert_eq!(
+                    spilled, 0,
+                    "{kernel} for wall shape {shape}: {spilled} bytes spilled"
+                );
+            }
+        }
+        let rules = ["mpc_rules_collide_stream_bin_at", "mpc_rules_stream_bin_at"];
+        let slit = kernels::walls_source(WALLS_SLIT);
+        for kernel in rules {
+            assert_eq!(spill_stores(&slit, kernel), 0, "{kernel} between plates");
+        }
+    }
 }
