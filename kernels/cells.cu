@@ -42,7 +42,7 @@ extern "C" __global__ void mpc_cell_params(MpcParams p, double *cells, double *r
         }
         double out[8];
 #if MPC_WALLS
-        if (MPC_WALLS_KIND(p.walls) != MPC_WALLS_NONE) {
+        if (MPC_WALL_KIND(p.walls) != MPC_WALLS_NONE) {
             mpc_walled_cell_params(p, c + p.cell_offset, s, out);
         } else {
             mpc_cell_params(p, c + p.cell_offset, s, out);  // draws keyed by the global cell

@@ -134,7 +134,7 @@ __device__ __noinline__ MpcStreamed mpc_stream_walled(MpcWalls w, double h, doub
 // Physics::stream: returns the new position in pos and velocity in v.
 __device__ __forceinline__ void mpc_stream(const MpcParams &p, float pos[3], double v[3]) {
 #if MPC_WALLS
-    if (MPC_WALLS_KIND(p.walls) != MPC_WALLS_NONE) {
+    if (MPC_WALL_KIND(p.walls) != MPC_WALLS_NONE) {
         double r0[3] = {(double)pos[0], (double)pos[1], (double)pos[2]};
         if (mpc_walls_out_of_reach(p.walls, p.h, p.accel, r0, v)) {
             // far from the walls: the path without an impact, whose end is in the fluid

@@ -6,7 +6,7 @@
 // Physics::profile_bins: the cells along a slit's normal, Ly otherwise (y layers about a sphere,
 // across a pore or cosine walls).
 __device__ __forceinline__ unsigned int mpc_profile_bins(const MpcParams &p) {
-    switch (MPC_WALLS_KIND(p.walls)) {
+    switch (MPC_WALL_KIND(p.walls)) {
         case MPC_WALLS_NONE:
         case MPC_WALLS_SLIT:
         case MPC_WALLS_PIPE:
@@ -28,7 +28,7 @@ __device__ __forceinline__ unsigned int mpc_profile_bins(const MpcParams &p) {
 // pipe the distance from the axis in whole cells.
 __device__ __forceinline__ unsigned int mpc_profile_bin(const MpcParams &p, float y, float z) {
     unsigned int b;
-    switch (MPC_WALLS_KIND(p.walls)) {
+    switch (MPC_WALL_KIND(p.walls)) {
         case MPC_WALLS_NONE:
         case MPC_WALLS_SLIT:
         case MPC_WALLS_SPHERE:

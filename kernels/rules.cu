@@ -211,7 +211,7 @@ __device__ __forceinline__ void mpc_rules_cell(const MpcParams &p, unsigned int 
     double out[8], ap[MPC_RULE_PARAMS];
     // draws keyed by the global cell
 #if MPC_WALLS
-    if (MPC_WALLS_KIND(p.walls) != MPC_WALLS_NONE) {
+    if (MPC_WALL_KIND(p.walls) != MPC_WALLS_NONE) {
         mpc_rules_walled_cell_params<RULE>(p, c + p.cell_offset, s, e, out, ap);
     } else {
         mpc_rule_cell_params<RULE>(p, c + p.cell_offset, s, e, out, ap);

@@ -31,7 +31,7 @@ __device__ __forceinline__ void mpc_walls_advance(double r[3], double v[3], cons
 __device__ __forceinline__ bool mpc_walls_out_of_reach(const MpcWalls &w, double h, const double a[3],
                                                       const double r[3], const double v[3]) {
     double clearance;
-    switch (MPC_WALLS_KIND(w)) {
+    switch (MPC_WALL_KIND(w)) {
         case MPC_WALLS_SLIT:
         case MPC_WALLS_SLIT_Z:
         case MPC_WALLS_PIPE:

@@ -20,9 +20,9 @@
 // (MPC_WALLS_SHAPE, kernels.rs walls_source), so that only that shape's code is generated and
 // the streaming kernels keep their registers; else read from the parameters.
 #ifdef MPC_WALLS_SHAPE
-#define MPC_WALLS_KIND(w) ((void)(w), (unsigned int)(MPC_WALLS_SHAPE))
+#define MPC_WALL_KIND(w) ((void)(w), (unsigned int)(MPC_WALLS_SHAPE))
 #else
-#define MPC_WALLS_KIND(w) ((w).kind)
+#define MPC_WALL_KIND(w) ((w).kind)
 #endif
 
 // MPC_WALLS_NONE, _SLIT, _PIPE, _SLIT_Z, _SPHERE, _OBSTACLE, _PORE, _COSINE, _FIELD: the header generated
@@ -74,7 +74,7 @@ struct MpcWalls {
 
 // Slit::axis for the two slit codes only (callers are in their cases): 1 y, 2 z. Components
 // are picked by a select, not r[axis], so that the arrays stay in registers.
-__device__ __forceinline__ bool mpc_slit_normal_is_z(const MpcWalls &w) { return MPC_WALLS_KIND(w) == MPC_WALLS_SLIT_Z; }
+__device__ __forceinline__ bool mpc_slit_normal_is_z(const MpcWalls &w) { return MPC_WALL_KIND(w) == MPC_WALLS_SLIT_Z; }
 __device__ __forceinline__ double mpc_slit_coordinate(const MpcWalls &w, const double r[3]) {
     return mpc_slit_normal_is_z(w) ? r[2] : r[1];
 }
@@ -85,7 +85,7 @@ __device__ __forceinline__ bool mpc_slit_lower(const MpcWallSlit &s, double x) {
 }
 
 // Sphere::in_fluid etc.: the sign of the fluid side (+1 inside the sphere, -1 outside).
-__device__ __forceinline__ bool mpc_sphere_fluid_inside(const MpcWalls &w) { return MPC_WALLS_KIND(w) == MPC_WALLS_SPHERE; }
+__device__ __forceinline__ bool mpc_sphere_fluid_inside(const MpcWalls &w) { return MPC_WALL_KIND(w) == MPC_WALLS_SPHERE; }
 
 // Sphere::offset and Sphere::excess.
 __device__ __forceinline__ void mpc_sphere_offset(const MpcWallSphere &s, const double r[3], double d[3]) {
@@ -100,7 +100,7 @@ __device__ __forceinline__ double mpc_sphere_excess(const MpcWallSphere &s, cons
 // WallShape::closed_axes for y (axis 1) and z (axis 2): no periodic wrapping there (x is
 // wrapped for every shape: a sphere with the fluid inside keeps it within the box).
 __device__ __forceinline__ bool mpc_walls_close_axis(const MpcWalls &w, int axis) {
-    switch (MPC_WALLS_KIND(w)) {
+    switch (MPC_WALL_KIND(w)) {
         case MPC_WALLS_SLIT:
             return axis == 1;
         case MPC_WALLS_SLIT_Z:
@@ -123,7 +123,7 @@ __device__ __forceinline__ bool mpc_walls_close_axis(const MpcWalls &w, int axis
 
 // WallShape::surface.
 __device__ __forceinline__ unsigned int mpc_walls_surface(const MpcWalls &w, const double r[3]) {
-    switch (MPC_WALLS_KIND(w)) {
+    switch (MPC_WALL_KIND(w)) {
         case MPC_WALLS_SLIT:
         case MPC_WALLS_SLIT_Z:
             return mpc_slit_lower(w.slit, mpc_slit_coordinate(w, r)) ? 0u : 1u;
@@ -149,7 +149,7 @@ __device__ __forceinline__ unsigned int mpc_walls_surface(const MpcWalls &w, con
 
 // WallShape::wall_velocity.
 __device__ __forceinline__ void mpc_walls_velocity(const MpcWalls &w, const double r[3], double u[3]) {
-    switch (MPC_WALLS_KIND(w)) {
+    switch (MPC_WALL_KIND(w)) {
         case MPC_WALLS_SLIT:
         case MPC_WALLS_SLIT_Z:
             u[0] = mpc_walls_surface(w, r) == 0u ? w.slit.u_bottom : w.slit.u_top;
@@ -174,7 +174,7 @@ __device__ __forceinline__ void mpc_walls_velocity(const MpcWalls &w, const doub
 // WallShape::normal (into the fluid).
 __device__ __forceinline__ void mpc_walls_normal(const MpcWalls &w, const double r[3], double n[3]) {
     n[0] = 0.0;
-    switch (MPC_WALLS_KIND(w)) {
+    switch (MPC_WALL_KIND(w)) {
         case MPC_WALLS_SLIT:
         case MPC_WALLS_SLIT_Z: {
             double s = mpc_slit_lower(w.slit, mpc_slit_coordinate(w, r)) ? 1.0 : -1.0;
@@ -229,7 +229,7 @@ __device__ __forceinline__ void mpc_walls_normal(const MpcWalls &w, const double
 
 // WallShape::signed_distance (> 0 in the fluid).
 __device__ __forceinline__ double mpc_walls_signed_distance(const MpcWalls &w, const double r[3]) {
-    switch (MPC_WALLS_KIND(w)) {
+    switch (MPC_WALL_KIND(w)) {
         case MPC_WALLS_SLIT:
         case MPC_WALLS_SLIT_Z: {
             double x = mpc_slit_coordinate(w, r);
@@ -265,7 +265,7 @@ __device__ __forceinline__ double mpc_walls_signed_distance(const MpcWalls &w, c
 __device__ __forceinline__ double mpc_walls_time_of_impact(const MpcWalls &w, const double r[3], const double v[3],
                                                            double dt) {
     double t;
-    switch (MPC_WALLS_KIND(w)) {
+    switch (MPC_WALL_KIND(w)) {
         case MPC_WALLS_SLIT:
         case MPC_WALLS_SLIT_Z: {
             double x = mpc_slit_coordinate(w, r);
@@ -349,7 +349,7 @@ __device__ __forceinline__ double mpc_walls_time_of_impact(const MpcWalls &w, co
 
 // WallShape::cuts_cell for the cell [lo, lo + 1).
 __device__ __forceinline__ bool mpc_walls_cuts_cell(const MpcWalls &w, const double lo[3]) {
-    switch (MPC_WALLS_KIND(w)) {
+    switch (MPC_WALL_KIND(w)) {
         case MPC_WALLS_SLIT:
         case MPC_WALLS_SLIT_Z: {
             double l = mpc_slit_coordinate(w, lo);
@@ -415,7 +415,7 @@ struct MpcPos3f {
 // inlined, arguments and result by value: the pass-1 kernels pay for it only between walls.
 __device__ __noinline__ MpcPos3f mpc_walls_keep_inside(MpcWalls w, float x, float y, float z) {
     MpcPos3f q = {x, y, z};
-    switch (MPC_WALLS_KIND(w)) {
+    switch (MPC_WALL_KIND(w)) {
         case MPC_WALLS_SLIT:
         case MPC_WALLS_SLIT_Z: {
             float lo = (float)w.slit.bottom_f32, hi = (float)w.slit.top_f32;
