@@ -100,6 +100,19 @@ __device__ __noinline__ int mpc_walls_fill_angular(MpcWalls w, unsigned long lon
     return (int)mpc_walls_surface(w, centre);
 }
 
+// The plain sums s (6) and the extended sums e of a cell copied from src_s, src_e.
+__device__ __forceinline__ void mpc_copy_sums(double s[6], double e[MPC_RULE_SUMS_MAX], const double *src_s,
+                                              const double *src_e) {
+#pragma unroll
+    for (int k = 0; k < 6; ++k) {
+        s[k] = src_s[k];
+    }
+#pragma unroll
+    for (int k = 0; k < MPC_RULE_SUMS_MAX; ++k) {
+        e[k] = src_e[k];
+    }
+}
+
 // The +a rules' fill of the sums s, e (registers in the caller): a copy on the stack passed to
 // mpc_walls_fill_angular only for a cell its first test lets through (0 < n < M, no-slip).
 template <unsigned int RULE>
@@ -110,24 +123,10 @@ __device__ __forceinline__ int mpc_walls_fill_angular_sums(const MpcParams &p, u
         return -1;
     }
     double fs[6], fe[MPC_RULE_SUMS_MAX];
-#pragma unroll
-    for (int k = 0; k < 6; ++k) {
-        fs[k] = s[k];
-    }
-#pragma unroll
-    for (int k = 0; k < MPC_RULE_SUMS_MAX; ++k) {
-        fe[k] = e[k];
-    }
+    mpc_copy_sums(fs, fe, s, e);
     int surface = mpc_walls_fill_angular<RULE>(p.walls, p.seed, p.step, gc, p.cells[0], p.cells[2], p.shift[0],
                                                p.shift[1], p.shift[2], p.mass, p.kt, fs, fe);
-#pragma unroll
-    for (int k = 0; k < 6; ++k) {
-        s[k] = fs[k];
-    }
-#pragma unroll
-    for (int k = 0; k < MPC_RULE_SUMS_MAX; ++k) {
-        e[k] = fe[k];
-    }
+    mpc_copy_sums(s, e, fs, fe);
     return surface;
 }
 
@@ -225,14 +224,7 @@ __device__ __forceinline__ void mpc_rules_walled_cell_params(const MpcParams &p,
                                                              const double *real_e, double cp[8],
                                                              double ap[MPC_RULE_PARAMS]) {
     double s[6], e[MPC_RULE_SUMS_MAX];
-#pragma unroll
-    for (int k = 0; k < 6; ++k) {
-        s[k] = real[k];
-    }
-#pragma unroll
-    for (int k = 0; k < MPC_RULE_SUMS_MAX; ++k) {
-        e[k] = real_e[k];
-    }
+    mpc_copy_sums(s, e, real, real_e);
     int surface;
     switch (RULE) {
         case MPC_RULE_SRD_A:
