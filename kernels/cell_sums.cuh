@@ -113,6 +113,21 @@ __device__ __forceinline__ void mpc_read_cell_sums(const MpcParams &p, const dou
     s[5] = fluid + mpc_sum_value(p, MPC_FIX_COUNT, e.x);  // fluid + solute count
 }
 
+// Whether local cell c is one the walls may cut (bit c of `listed`, null without such walls):
+// its parameters are mpc_cut_cell_params's.
+__device__ __forceinline__ bool mpc_cell_is_listed(const unsigned int *listed, unsigned int c) {
+    return listed != nullptr && ((__ldg(listed + (c >> 5)) >> (c & 31u)) & 1u) != 0u;
+}
+
+// Sums -> collision parameters of one cell, in place.
+__device__ __forceinline__ void mpc_store_cell_params(double *o, const double out[8]) {
+    double2 *o2 = (double2 *)o;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        o2[k] = make_double2(out[2 * k], out[2 * k + 1]);
+    }
+}
+
 __device__ __forceinline__ void mpc_add_to_cell(const MpcParams &p, double *cells, unsigned int cell, double m,
                                                 double v0, double v1, double v2) {
     double *c = cells + (size_t)cell * MPC_CELL_STRIDE;

@@ -27,9 +27,12 @@ __device__ __forceinline__ void mpc_walled_cell_params(const MpcParams &p, unsig
 }
 #endif
 
-// Pass 3, one thread per cell: sums -> collision parameters, in place.
-// report[0] += relative energy, report[1] += (Nc - 1) over cells with Nc >= 2.
-extern "C" __global__ void mpc_cell_params(MpcParams p, double *cells, double *report) {
+// Pass 3, one thread per cell: sums -> collision parameters, in place, for every cell but the
+// listed ones (no-slip walls: those a wall may cut, whose fill mpc_cut_cell_params runs after
+// this pass; the fill is not called here, so this pass keeps the registers of the box's).
+// report[0] += relative energy, report[1] += (Nc - 1) over cells with Nc >= 2 (every cell: the
+// real particles' sums, before any fill).
+extern "C" __global__ void mpc_cell_params(MpcParams p, double *cells, double *report, const unsigned int *listed) {
     unsigned int c = blockIdx.x * blockDim.x + threadIdx.x;
     double e_rel = 0.0, dof = 0.0;
     if (c < p.n_cells) {
@@ -40,22 +43,32 @@ extern "C" __global__ void mpc_cell_params(MpcParams p, double *cells, double *r
             e_rel = mpc_global_term(p, MPC_GLOBAL_ENERGY, mpc_relative_energy(s));
             dof = s[5] - 1.0;
         }
-        double out[8];
-#if MPC_WALLS
-        if (MPC_WALL_KIND(p.walls) != MPC_WALLS_NONE) {
-            mpc_walled_cell_params(p, c + p.cell_offset, s, out);
-        } else {
+        if (!mpc_cell_is_listed(listed, c)) {
+            double out[8];
             mpc_cell_params(p, c + p.cell_offset, s, out);  // draws keyed by the global cell
-        }
-#else
-        mpc_cell_params(p, c + p.cell_offset, s, out);  // draws keyed by the global cell
-#endif
-        double2 *o2 = (double2 *)o;
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            o2[k] = make_double2(out[2 * k], out[2 * k + 1]);
+            mpc_store_cell_params(o, out);
         }
     }
     mpc_block_add(e_rel, report + 0, MPC_REPORT_WORDS);
     mpc_block_add(dof, report + 1, MPC_REPORT_WORDS);
+}
+
+// Pass 3 between no-slip walls, after mpc_cell_params: one thread per listed local cell
+// (`list`, `count` of them: Walls::cells_walls_may_cut), its sums filled with the virtual
+// particles where the shifted grid's cell is cut, then its parameters, in place. Empty in a
+// unit without walls.
+extern "C" __global__ void mpc_cut_cell_params(MpcParams p, double *cells, const unsigned int *list,
+                                               unsigned int count) {
+#if MPC_WALLS
+    unsigned int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < count) {
+        unsigned int c = list[k];
+        double *o = cells + (size_t)c * MPC_CELL_STRIDE;
+        double s[6];
+        mpc_read_cell_sums(p, o, s);
+        double out[8];
+        mpc_walled_cell_params(p, c + p.cell_offset, s, out);
+        mpc_store_cell_params(o, out);
+    }
+#endif
 }

@@ -37,8 +37,9 @@
         const double *__restrict__ ext_prev, double *cells_next, double *ext_next, double *report, MpcMigration m
 #define MPC_RULES_FUSED_ARGS \
     pc, p, rule, px, py, pz, vx, vy, vz, cellw, cells_prev, ext_prev, cells_next, ext_next, report, m
-#define MPC_RULES_CELL_PARAMS MpcParams p, unsigned int rule, double *cells, double *ext, double *report
-#define MPC_RULES_CELL_ARGS p, rule, cells, ext, report
+#define MPC_RULES_CELL_PARAMS \
+    MpcParams p, unsigned int rule, double *cells, double *ext, double *report, const unsigned int *listed
+#define MPC_RULES_CELL_ARGS p, rule, cells, ext, report, listed
 #define MPC_RULES_COLLIDE_PARAMS                                                                                \
     MpcParams p, unsigned int rule, const float *__restrict__ px, const float *__restrict__ py,                 \
         const float *__restrict__ pz, double *__restrict__ vx, double *__restrict__ vy,                         \
@@ -196,8 +197,10 @@ extern "C" __global__ void MPC_RULES_BOUNDS mpc_rules_collide_stream_bin_at_a(MP
     mpc_rules_collide_stream_bin_rule<MPC_RULE_AT_A, false>(MPC_RULES_FUSED_ARGS);
 }
 
-// Cell c under RULE: plain sums s and extended sums in ext to the parameters, in place.
-template <unsigned int RULE>
+// Cell c under RULE: plain sums s and extended sums in ext to the parameters, in place; WALLED:
+// with the walls' virtual particles where the shifted grid's cell is cut (the cells
+// mpc_rules_cut_cell_params takes; the rest skip the fill and its registers).
+template <unsigned int RULE, bool WALLED>
 __device__ __forceinline__ void mpc_rules_cell(const MpcParams &p, unsigned int c, const double s[6], double *o,
                                                double *ext) {
     double2 *x = (double2 *)(ext + (size_t)c * mpc_rule_stride(RULE));
@@ -211,7 +214,7 @@ __device__ __forceinline__ void mpc_rules_cell(const MpcParams &p, unsigned int 
     double out[8], ap[MPC_RULE_PARAMS];
     // draws keyed by the global cell
 #if MPC_WALLS
-    if (MPC_WALL_KIND(p.walls) != MPC_WALLS_NONE) {
+    if (WALLED) {
         mpc_rules_walled_cell_params<RULE>(p, c + p.cell_offset, s, e, out, ap);
     } else {
         mpc_rule_cell_params<RULE>(p, c + p.cell_offset, s, e, out, ap);
@@ -219,11 +222,7 @@ __device__ __forceinline__ void mpc_rules_cell(const MpcParams &p, unsigned int 
 #else
     mpc_rule_cell_params<RULE>(p, c + p.cell_offset, s, e, out, ap);
 #endif
-    double2 *o2 = (double2 *)o;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-        o2[k] = make_double2(out[2 * k], out[2 * k + 1]);
-    }
+    mpc_store_cell_params(o, out);
     if (mpc_rule_angular(RULE)) {
 #pragma unroll
         for (int k = 0; k < MPC_RULE_PARAMS / 2; ++k) {
@@ -232,7 +231,8 @@ __device__ __forceinline__ void mpc_rules_cell(const MpcParams &p, unsigned int 
     }
 }
 
-// Pass 3 under RULE, one thread per cell (as mpc_cell_params): report[0] += relative energy,
+// Pass 3 under RULE, one thread per cell (as mpc_cell_params: every cell but the listed ones,
+// whose parameters mpc_rules_cut_cell_params makes after it): report[0] += relative energy,
 // report[1] += (Nc - 1) over cells with Nc >= 2.
 template <unsigned int RULE>
 __device__ __forceinline__ void mpc_rules_cell_params_rule(MPC_RULES_CELL_PARAMS) {
@@ -246,10 +246,46 @@ __device__ __forceinline__ void mpc_rules_cell_params_rule(MPC_RULES_CELL_PARAMS
             e_rel = mpc_global_term(p, MPC_GLOBAL_ENERGY, mpc_relative_energy(s));
             dof = s[5] - 1.0;
         }
-        mpc_rules_cell<RULE>(p, c, s, o, ext);
+        if (!mpc_cell_is_listed(listed, c)) {
+            mpc_rules_cell<RULE, false>(p, c, s, o, ext);
+        }
     }
     mpc_block_add(e_rel, report + 0, MPC_REPORT_WORDS);
     mpc_block_add(dof, report + 1, MPC_REPORT_WORDS);
+}
+
+// Pass 3 between no-slip walls under RULE, after the cell pass: one thread per listed local
+// cell (as mpc_cut_cell_params). Empty in a unit without walls.
+template <unsigned int RULE>
+__device__ __forceinline__ void mpc_rules_cut_cell_params_rule(const MpcParams &p, double *cells, double *ext,
+                                                               const unsigned int *list, unsigned int count) {
+#if MPC_WALLS
+    unsigned int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < count) {
+        unsigned int c = list[k];
+        double *o = cells + (size_t)c * MPC_CELL_STRIDE;
+        double s[6];
+        mpc_read_cell_sums(p, o, s);
+        mpc_rules_cell<RULE, true>(p, c, s, o, ext);
+    }
+#endif
+}
+
+extern "C" __global__ void mpc_rules_cut_cell_params(MpcParams p, unsigned int rule, double *cells, double *ext,
+                                                     const unsigned int *list, unsigned int count) {
+    switch (rule) {  // uniform over the grid
+        case MPC_RULE_SRD_A:
+            mpc_rules_cut_cell_params_rule<MPC_RULE_SRD_A>(p, cells, ext, list, count);
+            break;
+        case MPC_RULE_AT:
+            mpc_rules_cut_cell_params_rule<MPC_RULE_AT>(p, cells, ext, list, count);
+            break;
+        case MPC_RULE_AT_A:
+            mpc_rules_cut_cell_params_rule<MPC_RULE_AT_A>(p, cells, ext, list, count);
+            break;
+        default:  // a code no kernel knows: stop rather than run another rule
+            __trap();
+    }
 }
 
 extern "C" __global__ void mpc_rules_cell_params(MPC_RULES_CELL_PARAMS) {

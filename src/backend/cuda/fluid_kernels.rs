@@ -86,7 +86,12 @@ kernel_table! {
         ),
     }
     "cells.cu" {
-        cell_params: "mpc_cell_params"(p: Val<KernelParams>, cells: Out<f64>, report: Out<f64>),
+        cell_params: "mpc_cell_params"(
+            p: Val<KernelParams>, cells: Out<f64>, report: Out<f64>, listed: In<u32>,
+        ),
+        cut_cell_params: "mpc_cut_cell_params"(
+            p: Val<KernelParams>, cells: Out<f64>, list: In<u32>, count: Val<u32>,
+        ),
     }
     "collide.cu" {
         collide: "mpc_collide"(

@@ -365,8 +365,9 @@ mod tests {
         }
     }
 
-    /// `ptxas`'s spill stores (bytes) of `kernel` compiled as a run compiles its unit.
-    fn spill_stores(source: &str, kernel: &str) -> u64 {
+    /// `ptxas`'s report of `kernel` compiled as a run compiles its unit: (registers, bytes of
+    /// spill stores).
+    fn ptxas_report(source: &str, kernel: &str) -> (u64, u64) {
         use cudarc::nvrtc::result;
         let unit = std::ffi::CString::new(only_kernels(source, |k| k == kernel)).unwrap();
         let prog = result::create_program(&unit, Some(c"spills.cu")).unwrap();
@@ -382,14 +383,54 @@ mod tests {
         };
         let log: String = log.iter().map(|&c| c as u8 as char).collect();
         let properties = format!("Function properties for {kernel}");
-        let line = log
-            .lines()
-            .skip_while(|l| !l.contains(&properties))
-            .find(|l| l.contains("spill stores"))
-            .unwrap_or_else(|| panic!("no ptxas report for {kernel}:\n{log}"));
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let at = words.iter().position(|&w| w == "spill").unwrap();
-        words[at - 2].parse().unwrap()
+        let mut lines = log.lines().skip_while(|l| !l.contains(&properties));
+        // "N bytes spill stores", "Used N registers": the number `back` words before `word`
+        let mut number = |word: &str, back: usize| -> u64 {
+            let line = lines
+                .find(|l| l.split_whitespace().any(|w| w == word))
+                .unwrap_or_else(|| panic!("no `{word}` in the ptxas report of {kernel}:\n{log}"));
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let at = words.iter().position(|&w| w == word).unwrap();
+            words[at - back].parse().unwrap()
+        };
+        let spilled = number("spill", 2);
+        let registers = number("registers,", 1);
+        (registers, spilled)
+    }
+
+    fn spill_stores(source: &str, kernel: &str) -> u64 {
+        ptxas_report(source, kernel).1
+    }
+
+    /// Between walls the cell pass over every cell keeps the registers it has in a periodic
+    /// box, under SRD and under MPC-AT: the virtual particles' fill, whose registers would be
+    /// the pass's, runs in a kernel of its own over the cells a wall may cut (`cells.rs`). With
+    /// the fill in the pass it took ~100 registers against 64 and cost twice the box's.
+    #[test]
+    #[cfg_attr(
+        not(mpcbox_external),
+        ignore = "needs NVRTC (pip install nvidia-cuda-nvrtc, its nvidia/cu13/lib on LD_LIBRARY_PATH); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+    )]
+    fn the_cell_pass_between_walls_keeps_the_box_registers() {
+        use super::super::contract::{WALLS_NONE, WALL_CODES};
+        kernels::require_nvrtc_for_tests();
+        let passes = ["mpc_cell_params", "mpc_rules_cell_params_at"];
+        let box_source = kernels::full_source();
+        let in_box = passes.map(|k| ptxas_report(&box_source, k).0);
+        for (name, code) in WALL_CODES {
+            if code == WALLS_NONE {
+                continue;
+            }
+            let source = kernels::walls_source(code);
+            for (kernel, box_registers) in passes.iter().zip(in_box) {
+                let (registers, spilled) = ptxas_report(&source, kernel);
+                assert!(
+                    registers <= box_registers && spilled == 0,
+                    "{kernel} for {name}: {registers} registers (box: {box_registers}), \
+                     {spilled} bytes spilled"
+                );
+            }
+        }
     }
 
     /// Kernels compiled for one wall shape: the streaming kernels of the plates, the pipe and

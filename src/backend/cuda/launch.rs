@@ -68,6 +68,11 @@ impl<T> DevPtr<T> {
         }
     }
 
+    /// The address (for a launch built by hand).
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+
     /// No array: the kernel's documented meaning of null (e.g. "every solute").
     #[allow(dead_code)] // for the launch sites still to be converted (solutes.rs)
     pub fn null() -> DevPtr<T> {

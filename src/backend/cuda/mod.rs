@@ -123,6 +123,8 @@ pub struct CudaBackend {
     /// A distance field's node values (walls given as data), uploaded once; every slab holds
     /// the whole grid.
     wall_grid: Option<CudaSlice<f32>>,
+    /// The cells a no-slip wall may cut (`cells.rs`), made at the first cell pass.
+    cut_cells: Option<cells::CutCells>,
     timer: PhaseTimer,
 }
 
@@ -229,7 +231,9 @@ impl CudaBackend {
             crate::physics::walls::Shape::Field(f) => Some(f.values.clone()),
             _ => None,
         });
-        let needed = needed + grid_values.as_ref().map_or(0, |v| 4 * v.len() as u64);
+        let needed = needed
+            + grid_values.as_ref().map_or(0, |v| 4 * v.len() as u64)
+            + cells::cut_cells_bytes(&phys, ncells);
         if needed > free {
             return Err(MpcError::OutOfMemory {
                 device: dev.describe(),
@@ -270,6 +274,7 @@ impl CudaBackend {
             slab: None,
             rules,
             wall_grid,
+            cut_cells: None,
             timer: PhaseTimer::default(),
         })
     }
@@ -296,6 +301,7 @@ impl CudaBackend {
         }
         self.flush()?;
         self.phys = phys;
+        self.cut_cells = None; // the walls may have moved
         let (rule, ncells, method) = (self.phys.rule, self.ncells, self.method);
         rules::RuleBuffers::sync(&mut self.rules, &self.dev, rule, ncells, method)
     }

@@ -35,6 +35,11 @@ kernel_table! {
         ),
         rules_cell_params: "mpc_rules_cell_params"(
             p: Val<KernelParams>, rule: Val<u32>, cells: Out<f64>, ext: Out<f64>, report: Out<f64>,
+            listed: In<u32>,
+        ),
+        rules_cut_cell_params: "mpc_rules_cut_cell_params"(
+            p: Val<KernelParams>, rule: Val<u32>, cells: Out<f64>, ext: Out<f64>, list: In<u32>,
+            count: Val<u32>,
         ),
         rules_collide: "mpc_rules_collide"(
             p: Val<KernelParams>, rule: Val<u32>, px: In<f32>, py: In<f32>, pz: In<f32>,
@@ -85,12 +90,15 @@ kernel_table! {
         ),
         rules_cell_params_srd_a: "mpc_rules_cell_params_srd_a"(
             p: Val<KernelParams>, rule: Val<u32>, cells: Out<f64>, ext: Out<f64>, report: Out<f64>,
+            listed: In<u32>,
         ),
         rules_cell_params_at: "mpc_rules_cell_params_at"(
             p: Val<KernelParams>, rule: Val<u32>, cells: Out<f64>, ext: Out<f64>, report: Out<f64>,
+            listed: In<u32>,
         ),
         rules_cell_params_at_a: "mpc_rules_cell_params_at_a"(
             p: Val<KernelParams>, rule: Val<u32>, cells: Out<f64>, ext: Out<f64>, report: Out<f64>,
+            listed: In<u32>,
         ),
         rules_collide_srd_a: "mpc_rules_collide_srd_a"(
             p: Val<KernelParams>, rule: Val<u32>, px: In<f32>, py: In<f32>, pz: In<f32>,

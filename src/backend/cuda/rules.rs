@@ -21,6 +21,7 @@ use cudarc::driver::CudaFunction;
 
 use super::buffers::rule_bytes_per_cell;
 use super::cell_sums::CellSumMethod;
+use super::cells::CutCellArgs;
 use super::device::OnAllocError;
 use super::device::{drv, grid, CudaDevice};
 use super::fluid_view::FluidView;
@@ -330,20 +331,25 @@ impl RuleBuffers {
         Ok(())
     }
 
-    /// Pass 3 under the rule: sums to parameters in place, one thread per cell.
-    pub(super) fn cell_pass(&mut self, cx: FluidView<'_>, p: &KernelParams) -> Result<()> {
+    /// Pass 3 under the rule: sums to parameters in place, one thread per cell (then,
+    /// between no-slip walls, one thread per cut cell: `cells.rs`).
+    pub(super) fn cell_pass(
+        &mut self,
+        cx: FluidView<'_>,
+        p: &KernelParams,
+        cut: CutCellArgs,
+    ) -> Result<()> {
         let s = cx.dev.stream.clone();
         let code = self.rule.code();
-        let f = rule_kernel(
-            cx.dev.rule_kernels()?,
-            self.rule,
-            HotPass::CellParams,
-            self.kernels,
-        );
+        let kernels = cx.dev.rule_kernels()?;
+        let f = rule_kernel(kernels, self.rule, HotPass::CellParams, self.kernels);
+        let listed = cut.mask.addr();
         // SAFETY: mpc_rules_cell_params and the per-rule mpc_rules_cell_params_* (MpcParams, u32
-        // rule, double *cells, double *ext, double *report): the plain cell buffer of p.n_cells
-        // = cx.ncells cells × 8 doubles, the extended one × ext_stride(rule) doubles, report
-        // REPORT_WORDS × REPORT_COPIES (per-block copies); threads past n_cells only join the block reductions.
+        // rule, double *cells, double *ext, double *report, const u32 *listed): the plain cell
+        // buffer of p.n_cells = cx.ncells cells × 8 doubles, the extended one × ext_stride(rule)
+        // doubles, report REPORT_WORDS × REPORT_COPIES (per-block copies); threads past n_cells
+        // only join the block reductions. `listed` is null or a bit per cell (cells.rs), freed
+        // in this stream's order.
         unsafe {
             s.launch_builder(f)
                 .arg(p)
@@ -351,8 +357,27 @@ impl RuleBuffers {
                 .arg(&mut cx.cell.sums)
                 .arg(&mut self.ext)
                 .arg(&mut *cx.report)
+                .arg(&listed)
                 .launch(grid(cx.ncells))
                 .map_err(drv("rules cell params"))?;
+        }
+        if cut.count > 0 {
+            // SAFETY: after the pass above on this stream; `count` distinct local cells < ncells
+            // (cells.rs), one thread each, the same buffers.
+            unsafe {
+                kernels
+                    .rules_cut_cell_params(
+                        &s,
+                        grid(cut.count as usize),
+                        p,
+                        &code,
+                        &mut cx.cell.sums,
+                        &mut self.ext,
+                        &cut.list,
+                        &cut.count,
+                    )
+                    .map_err(drv("rules cut cell params"))?;
+            }
         }
         Ok(())
     }

@@ -37,6 +37,7 @@
 //!   and the cut cells lie in every slab (each cell still has one owner).
 
 pub mod cosine;
+pub mod cut_cells;
 pub mod field;
 pub mod field_load;
 pub mod geometry;

@@ -10,7 +10,7 @@ use crate::state::FluidState;
 
 /// Every shape of the walls benchmark in a 16³ box, a body force along x (and y where the
 /// walls leave y open to it).
-const SHAPES: [&str; 9] = [
+pub(super) const SHAPES: [&str; 9] = [
     "Slit(bottom_velocity: -0.1, top_velocity: 0.2)",
     "Slit(normal: Z, boundary: Slip)",
     "Pipe(radius: 7.5, velocity: 0.1)",
