@@ -19,7 +19,7 @@ __device__ __forceinline__ void mpc_walled_cell_params(const MpcParams &p, unsig
         double mean[3] = {real[0] * inv, real[1] * inv, real[2] * inv};
         double w[3];
         mpc_collide(p, out, 0, mean, w);
-        double *dst = p.walls.momentum + 3 * f.surface;
+        double *dst = mpc_walls_momentum_of_block(p.walls.momentum) + 3 * f.surface;
         for (int k = 0; k < 3; ++k) {
             atomicAdd(dst + k, mpc_global_term(p, MPC_GLOBAL_MOMENTUM, -(real[3] * w[k] - real[k])));
         }

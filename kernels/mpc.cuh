@@ -3,6 +3,7 @@
 // velocities. Compiled with --fmad=false so that the arithmetic rounds exactly as in Rust.
 #pragma once
 #ifndef MPCBOX_NVRTC
+#include "report.cuh"
 #include "wall_stream.cuh"
 #endif
 
@@ -48,11 +49,6 @@ struct MpcParams {
 // Doubles per cell in the cell buffer: raw sums during binning (layout in cell_sums.cuh),
 // overwritten in place by the parameters [ux, uy, uz, ax, ay, az, scale, active].
 #define MPC_CELL_STRIDE 8
-// The step report (src/backend/cuda/params.rs REPORT_WORDS, REPORT_COPIES): its words, and
-// the copies the per-block sums spread over (block b adds into copy b % MPC_SPREAD, the host adds
-// the copies): hundreds of thousands of blocks adding into one address serialise on it.
-#define MPC_REPORT_WORDS 10
-#define MPC_SPREAD 32
 // The cell index takes the low 30 bits of a particle's cell word, the LE image + 1 the top 2.
 #define MPC_CELL_MASK 0x3fffffffu
 #define MPC_IMAGE_SHIFT 30

@@ -242,7 +242,7 @@ __device__ __forceinline__ void mpc_rules_walled_cell_params(const MpcParams &p,
     if (surface >= 0) {
         double gained[3];
         mpc_rules_collision_exchange<RULE>(p, cp, ap, real, real_e, gained);
-        double *dst = p.walls.momentum + 3 * surface;
+        double *dst = mpc_walls_momentum_of_block(p.walls.momentum) + 3 * surface;
         for (int k = 0; k < 3; ++k) {
             atomicAdd(dst + k, mpc_global_term(p, MPC_GLOBAL_MOMENTUM, -gained[k]));
         }

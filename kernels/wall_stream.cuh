@@ -6,6 +6,7 @@
 #pragma once
 #ifndef MPCBOX_NVRTC
 #include "walls.cuh"
+#include "report.cuh"
 #endif
 
 // walls::advance: r += v t + a t^2 / 2, v += a t.
@@ -99,7 +100,7 @@ __device__ __forceinline__ MpcPath mpc_walls_path(const MpcWalls &w, double h, d
                 nv[k] = v[k] - 2.0 * d * n[k];
             }
         }
-        double *dst = w.momentum + 3 * mpc_walls_surface(w, r);
+        double *dst = mpc_walls_momentum_of_block(w.momentum) + 3 * mpc_walls_surface(w, r);
 #pragma unroll
         for (int k = 0; k < 3; ++k) {
             double dp = mass * (v[k] - nv[k]);

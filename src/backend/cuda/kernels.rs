@@ -35,6 +35,7 @@ pub const FLUID_SOURCES: &[(&str, &str)] = &[
     ("wall_shapes.cuh", WALL_SHAPES_CUH),
     ("wall_field.cuh", WALL_FIELD_CUH),
     ("walls.cuh", WALLS_CUH),
+    ("report.cuh", include_str!("../../../kernels/report.cuh")),
     ("wall_stream.cuh", WALL_STREAM_CUH),
     ("mpc.cuh", MPC_CUH),
     (
