@@ -119,6 +119,20 @@ __device__ __forceinline__ bool mpc_cell_is_listed(const unsigned int *listed, u
     return listed != nullptr && ((__ldg(listed + (c >> 5)) >> (c & 31u)) & 1u) != 0u;
 }
 
+// The cut-cell passes' thread k: its listed local cell c (`list`, `count` of them:
+// Walls::cells_walls_may_cut) and that cell's sums; false past the list.
+__device__ __forceinline__ bool mpc_listed_cell_sums(const MpcParams &p, const double *cells,
+                                                     const unsigned int *list, unsigned int count,
+                                                     unsigned int *c, double s[6]) {
+    unsigned int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= count) {
+        return false;
+    }
+    *c = list[k];
+    mpc_read_cell_sums(p, cells + (size_t)*c * MPC_CELL_STRIDE, s);
+    return true;
+}
+
 // Sums -> collision parameters of one cell, in place.
 __device__ __forceinline__ void mpc_store_cell_params(double *o, const double out[8]) {
     double2 *o2 = (double2 *)o;

@@ -60,15 +60,12 @@ extern "C" __global__ void mpc_cell_params(MpcParams p, double *cells, double *r
 extern "C" __global__ void mpc_cut_cell_params(MpcParams p, double *cells, const unsigned int *list,
                                                unsigned int count) {
 #if MPC_WALLS
-    unsigned int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k < count) {
-        unsigned int c = list[k];
-        double *o = cells + (size_t)c * MPC_CELL_STRIDE;
-        double s[6];
-        mpc_read_cell_sums(p, o, s);
+    unsigned int c;
+    double s[6];
+    if (mpc_listed_cell_sums(p, cells, list, count, &c, s)) {
         double out[8];
         mpc_walled_cell_params(p, c + p.cell_offset, s, out);
-        mpc_store_cell_params(o, out);
+        mpc_store_cell_params(cells + (size_t)c * MPC_CELL_STRIDE, out);
     }
 #endif
 }

@@ -260,13 +260,10 @@ template <unsigned int RULE>
 __device__ __forceinline__ void mpc_rules_cut_cell_params_rule(const MpcParams &p, double *cells, double *ext,
                                                                const unsigned int *list, unsigned int count) {
 #if MPC_WALLS
-    unsigned int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k < count) {
-        unsigned int c = list[k];
-        double *o = cells + (size_t)c * MPC_CELL_STRIDE;
-        double s[6];
-        mpc_read_cell_sums(p, o, s);
-        mpc_rules_cell<RULE, true>(p, c, s, o, ext);
+    unsigned int c;
+    double s[6];
+    if (mpc_listed_cell_sums(p, cells, list, count, &c, s)) {
+        mpc_rules_cell<RULE, true>(p, c, s, cells + (size_t)c * MPC_CELL_STRIDE, ext);
     }
 #endif
 }
