@@ -132,7 +132,7 @@ __device__ __forceinline__ void mpc_stream(const MpcParams &p, float pos[3], dou
 #if MPC_WALLS
     if (MPC_WALL_KIND(p.walls) != MPC_WALLS_NONE) {
         double r0[3] = {(double)pos[0], (double)pos[1], (double)pos[2]};
-        if (mpc_walls_out_of_reach(p.walls, p.h, p.accel, r0, v)) {
+        if (mpc_walls_out_of_reach(p.walls, p.cells, p.h, p.accel, r0, v)) {
             // far from the walls: the path without an impact, whose end is in the fluid
             mpc_walls_advance(r0, v, p.accel, p.h);
             pos[0] = mpc_wrap_coordinate(r0[0], p.length[0]);

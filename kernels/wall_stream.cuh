@@ -19,18 +19,33 @@ __device__ __forceinline__ void mpc_walls_advance(double r[3], double v[3], cons
     }
 }
 
+// Walls::cell_clearances: the stored lower bound of the clearance over the unit cell that
+// holds r, in a box of n cells (0, so the full path, outside the box or without the table).
+__device__ __forceinline__ double mpc_walls_cell_clearance(const MpcWalls &w, const unsigned int n[3],
+                                                           const double r[3]) {
+    if (w.clearance == nullptr || !(r[0] >= 0.0 && r[1] >= 0.0 && r[2] >= 0.0)) {
+        return 0.0;
+    }
+    unsigned int ix = (unsigned int)r[0], iy = (unsigned int)r[1], iz = (unsigned int)r[2];
+    if (ix >= n[0] || iy >= n[1] || iz >= n[2]) {
+        return 0.0;
+    }
+    unsigned char q = __ldg(w.clearance + ix + (size_t)n[0] * (iz + (size_t)n[2] * iy));
+    return (double)q * (1.0 / MPC_WALLS_CLEARANCE_STEPS);
+}
+
 // WallShape::clearance and the shortcut of Physics::stream_walled: whether a particle at r moving
-// at v under acceleration a stays out of reach of the walls over
-// a step h: its clearance (a lower bound of its distance to the solid) exceeds how far it can
-// go, |v| h + |a| h^2 / 2, by a margin that covers the rounding of the time of impact and of
-// the f32 store. Such a particle's path (mpc_walls_path) has no impact, so it is the plain
-// advance over h, and mpc_walls_keep_inside leaves it where it is: the caller skips both
-// (the same bits, without an out-of-line call per particle). The clearance is the signed
-// distance where that is Euclidean (slits, pipe, spheres, cylinders, the pore), the vertical
-// gap over sqrt(1 + L^2) between cosine walls of slope at most L, and the interpolated
-// distance over the field's slope bound; other shapes are never out of reach.
-__device__ __forceinline__ bool mpc_walls_out_of_reach(const MpcWalls &w, double h, const double a[3],
-                                                      const double r[3], const double v[3]) {
+// at v under acceleration a stays out of reach of the walls over a step h in a box of n cells:
+// its clearance (a lower bound of its distance to the solid) exceeds how far it can go,
+// |v| h + |a| h^2 / 2, by a margin that covers the rounding of the time of impact and of the
+// f32 store. Such a particle's path (mpc_walls_path) has no impact, so it is the plain advance
+// over h, and mpc_walls_keep_inside leaves it where it is: the caller skips both (the same
+// bits, without an out-of-line call per particle). The clearance is the signed distance where
+// that is Euclidean and cheap (slits, pipe, spheres, cylinders); for the pore, the cosine walls
+// and a distance field, whose formulas would not fit the streaming kernels' registers, the
+// bound stored for the particle's cell (a particle it does not clear takes the full path).
+__device__ __forceinline__ bool mpc_walls_out_of_reach(const MpcWalls &w, const unsigned int n[3], double h,
+                                                      const double a[3], const double r[3], const double v[3]) {
     double clearance;
     switch (MPC_WALL_KIND(w)) {
         case MPC_WALLS_SLIT:
@@ -38,19 +53,12 @@ __device__ __forceinline__ bool mpc_walls_out_of_reach(const MpcWalls &w, double
         case MPC_WALLS_PIPE:
         case MPC_WALLS_SPHERE:
         case MPC_WALLS_OBSTACLE:
-        case MPC_WALLS_PORE:
             clearance = mpc_walls_signed_distance(w, r);
             break;
-        case MPC_WALLS_COSINE: {
-            double yb, yt, db, dt;
-            mpc_cosine_walls_at(w.cosine, r[0], &yb, &yt, &db, &dt);
-            double gap = fmin(r[1] - yb, yt - r[1]);
-            double slope = fabs(w.cosine.a) * (MPC_TWO_PI / w.cosine.period);
-            clearance = gap / sqrt(1.0 + slope * slope);
-            break;
-        }
+        case MPC_WALLS_PORE:
+        case MPC_WALLS_COSINE:
         case MPC_WALLS_FIELD:
-            clearance = mpc_field_distance(w.field, w.grid, r) / w.field.slope;
+            clearance = mpc_walls_cell_clearance(w, n, r);
             break;
         default:
             return false;

@@ -53,7 +53,7 @@ struct MpcWallSphere {
     double xc, yc, zc, r, along_z, unused;
 };
 
-// Mirrors `WallParams` in src/backend/cuda/params.rs (#[repr(C)], 80 bytes).
+// Mirrors `WallParams` in src/backend/cuda/params.rs (#[repr(C)], 88 bytes).
 struct MpcWalls {
     unsigned int kind;  // MPC_WALLS_*
     unsigned int no_slip;
@@ -61,6 +61,9 @@ struct MpcWalls {
     unsigned int pad;
     double *momentum;   // the step report's momentum given to each surface, [2][3]
     const float *grid;  // a distance field's node values (MPC_WALLS_FIELD), else null
+    // Walls::cell_clearances: a byte per global cell, q with q / MPC_WALLS_CLEARANCE_STEPS a
+    // lower bound of the clearance over the cell (the pore, the cosine walls, a field), else null
+    const unsigned char *clearance;
     union {
         double raw[6];
         MpcWallSlit slit;

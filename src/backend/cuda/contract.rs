@@ -264,6 +264,10 @@ pub fn contract_header() -> String {
         "#define MPC_WALLS_REACH_MARGIN {:?}\n",
         crate::physics::walls::geometry::REACH_MARGIN
     ));
+    s.push_str(&format!(
+        "#define MPC_WALLS_CLEARANCE_STEPS {:?}\n",
+        crate::physics::walls::cell_clearance::CLEARANCE_STEPS
+    ));
     s
 }
 

@@ -68,6 +68,7 @@ mod solutes;
 mod step;
 mod stream;
 mod upload_slots;
+mod wall_data;
 
 pub use buffers::{
     device_bytes, footprint, footprint_default, rule_bytes_per_cell, BYTES_PER_CELL,
@@ -83,7 +84,7 @@ pub(crate) use params::WallParams;
 pub use pinned_solutes::{alloc_page_locked, free_page_locked, PinnedSoluteArrays};
 pub use step::PHASE_NAMES;
 
-use cudarc::driver::{CudaSlice, DriverError};
+use cudarc::driver::DriverError;
 
 use super::{Backend, DeviceSolutes, FluidMoments, SoluteBatch, StepReport};
 use crate::config::Config;
@@ -120,9 +121,8 @@ pub struct CudaBackend {
     slab: Option<multi::Slab>,
     /// The extended cell sums of a collision rule beside plain SRD (`rules.rs`).
     rules: Option<rules::RuleBuffers>,
-    /// A distance field's node values (walls given as data), uploaded once; every slab holds
-    /// the whole grid.
-    wall_grid: Option<CudaSlice<f32>>,
+    /// The walls' data (a distance field's nodes, the clearance per cell), uploaded once.
+    walls: wall_data::WallData,
     /// The cells a no-slip wall may cut (`cells.rs`), made at the first cell pass.
     cut_cells: Option<cells::CutCells>,
     timer: PhaseTimer,
@@ -227,13 +227,8 @@ impl CudaBackend {
             method,
             free,
         )?;
-        let grid_values = phys.walls.as_ref().and_then(|w| match &w.shape {
-            crate::physics::walls::Shape::Field(f) => Some(f.values.clone()),
-            _ => None,
-        });
-        let needed = needed
-            + grid_values.as_ref().map_or(0, |v| 4 * v.len() as u64)
-            + cells::cut_cells_bytes(&phys, ncells);
+        let wall_data = wall_data::WallDataOnHost::of(&phys);
+        let needed = needed + wall_data.bytes() + cells::cut_cells_bytes(&phys, ncells);
         if needed > free {
             return Err(MpcError::OutOfMemory {
                 device: dev.describe(),
@@ -255,10 +250,7 @@ impl CudaBackend {
         let cell = CellBuffers::alloc(&s, ncells, method, &oom)?;
         let rules = rules::RuleBuffers::alloc(&dev, phys.rule, ncells, method, &oom)?;
         let obs = Observables::alloc(&s, phys.profile_bins(), &oom)?;
-        let wall_grid = match grid_values {
-            Some(v) => Some(s.clone_htod(&v[..]).map_err(oom)?),
-            None => None,
-        };
+        let walls = wall_data.upload(&s, oom)?;
         Ok(CudaBackend {
             dev,
             phys,
@@ -273,7 +265,7 @@ impl CudaBackend {
             device_bytes: needed,
             slab: None,
             rules,
-            wall_grid,
+            walls,
             cut_cells: None,
             timer: PhaseTimer::default(),
         })
@@ -300,8 +292,14 @@ impl CudaBackend {
             ));
         }
         self.flush()?;
+        if phys.walls != self.phys.walls {
+            // the walls may have moved: their clearance and cut cells with them
+            let s = self.dev.stream.clone();
+            let upload = |e| MpcError::Device(format!("upload of the walls' data: {e:?}"));
+            self.walls = wall_data::WallDataOnHost::of(&phys).upload(&s, upload)?;
+            self.cut_cells = None;
+        }
         self.phys = phys;
-        self.cut_cells = None; // the walls may have moved
         let (rule, ncells, method) = (self.phys.rule, self.ncells, self.method);
         rules::RuleBuffers::sync(&mut self.rules, &self.dev, rule, ncells, method)
     }

@@ -70,6 +70,9 @@ pub(crate) struct WallParams {
     momentum: u64,
     /// Device address of a distance field's node values (f32, C order), 0 for other shapes.
     grid: u64,
+    /// Device address of the clearance per cell (`Walls::cell_clearances`, a byte per global
+    /// cell), 0 where the kernels compute each particle's own.
+    clearance: u64,
     /// Slit (either normal, told apart by `kind`): bottom, top, u_bottom, u_top, bottom_f32,
     /// top_f32; pipe: yc, zc, radius, u, 0, 0; sphere (inside or outside, told apart by
     /// `kind`): xc, yc, zc, radius, along_z (1 for a cylinder along z), 0; planar pore: xc, yc,
@@ -82,7 +85,7 @@ pub(crate) struct WallParams {
 impl WallParams {
     /// The kernels' form of `walls`, adding to the report at device address `momentum`; a
     /// distance field's nodes at device address `grid`.
-    fn new(walls: Option<&Walls>, momentum: u64, grid: u64) -> WallParams {
+    fn new(walls: Option<&Walls>, momentum: u64, grid: u64, clearance: u64) -> WallParams {
         let Some(w) = walls else {
             return WallParams::default();
         };
@@ -91,6 +94,7 @@ impl WallParams {
             fill: w.fill,
             momentum,
             grid,
+            clearance,
             ..WallParams::of_shape(&w.shape)
         }
     }
@@ -159,21 +163,22 @@ impl WallParams {
     }
 }
 
-// SAFETY: `#[repr(C)]` plain old data (u32 words, two u64 device addresses, f64s; 80 bytes,
+// SAFETY: `#[repr(C)]` plain old data (u32 words, three u64 device addresses, f64s; 88 bytes,
 // no padding, checked below) with the layout of `struct MpcWalls` in kernels/walls.cuh; the MD
 // engine passes it with zero addresses, which its kernel never dereferences (it refuses a
-// distance field, whose grid it does not hold). A fluid backend's `grid` points at its upload
-// of the field, which lives as long as the backend.
+// distance field, whose grid it does not hold). A fluid backend's `grid` and `clearance` point
+// at its uploads (`wall_data.rs`), which live as long as the backend or until set_physics
+// replaces them after a flush, in this stream's order.
 unsafe impl DeviceRepr for WallParams {}
 
 // SAFETY: plain old data with the C layout of `MpcParams` (f64, u64 and u32 fields and
-// arrays, no padding between fields: 472 bytes, checked below), which the kernels take by
+// arrays, no padding between fields: 480 bytes, checked below), which the kernels take by
 // value. The one address in it, `walls.momentum`, points into this backend's report buffer,
 // which lives as long as the backend and is only written by its own kernels' atomics.
 unsafe impl DeviceRepr for KernelParams {}
 
-const _: () = assert!(std::mem::size_of::<WallParams>() == 80);
-const _: () = assert!(std::mem::size_of::<KernelParams>() == 472);
+const _: () = assert!(std::mem::size_of::<WallParams>() == 88);
+const _: () = assert!(std::mem::size_of::<KernelParams>() == 480);
 
 impl KernelParams {
     /// The same parameters for `n` solutes (a slab's listed share of them).
@@ -218,7 +223,8 @@ impl CudaBackend {
             walls: WallParams::new(
                 p.walls.as_ref(),
                 self.wall_report_address(),
-                self.wall_grid_address(),
+                self.walls.grid_address(&self.dev.stream),
+                self.walls.clearance_address(&self.dev.stream),
             ),
             fix_scale: p.sums.map_or([1.0; CELL_KINDS], |s| s.cell),
             fix_inv: p.sums.map_or([1.0; CELL_KINDS], |s| s.cell_inv),
@@ -227,14 +233,6 @@ impl CudaBackend {
             fixed: p.sums.is_some() as u32,
             fixed_pad: 0,
         }
-    }
-
-    /// Device address of the distance field's nodes (0 without one).
-    fn wall_grid_address(&self) -> u64 {
-        self.wall_grid.as_ref().map_or(0, |g| {
-            let (base, _sync) = g.device_ptr(&self.dev.stream);
-            base
-        })
     }
 
     /// Device address of the report's wall momentum (report words 4..10).

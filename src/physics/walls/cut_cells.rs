@@ -100,32 +100,8 @@ impl Walls {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::Config;
-    use crate::physics::Physics;
-
-    use super::super::reach_tests::SHAPES;
+    use super::super::reach_tests::walled;
     use super::super::{WallShape, Walls};
-
-    /// Every shape of the walls benchmark (no-slip, the slip slit made no-slip) and a sphere
-    /// holding the fluid, in a 16³ box.
-    fn walled() -> Vec<(String, Physics, Walls)> {
-        let no_slip = SHAPES.map(|s| s.replace("boundary: Slip", "boundary: NoSlip"));
-        no_slip
-            .iter()
-            .map(String::as_str)
-            .chain(["Sphere(radius: 6.2)"])
-            .map(|walls| {
-                let cfg = Config::from_ron_str(&format!(
-                    "(cells: (16, 16, 16), particles_per_cell: 10, time_step: 0.1, seed: 3, \
-                      steps: 1, collision: Srd(angle_deg: 130.0), walls: {walls})"
-                ))
-                .unwrap_or_else(|e| panic!("{walls}: {e}"));
-                let phys = Physics::from_config(&cfg);
-                let w = phys.walls.clone().unwrap();
-                (walls.to_string(), phys, w)
-            })
-            .collect()
-    }
 
     /// Every cell that the fill tests as cut, under many grid shifts and the extreme ones, is
     /// listed; and the list is a shell about the surface (not every cell), so the plain pass

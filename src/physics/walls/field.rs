@@ -375,6 +375,26 @@ impl WallShape for DistanceField {
     fn clearance(&self, r: [f64; 3]) -> Option<f64> {
         Some(self.signed_distance(r) / self.slope)
     }
+
+    /// Exact: the interpolant is trilinear in each grid box, so its least value over the cell
+    /// is at a vertex of the cell's partition by the grid planes (as in `cuts_cell`).
+    fn cell_clearance(&self, lo: [f64; 3]) -> Option<f64> {
+        let mut least = f64::INFINITY;
+        let mut a = 0;
+        while let Some(x) = self.partition_coordinate(lo[0], a) {
+            let mut b = 0;
+            while let Some(y) = self.partition_coordinate(lo[1], b) {
+                let mut c = 0;
+                while let Some(z) = self.partition_coordinate(lo[2], c) {
+                    least = least.min(self.signed_distance([x, y, z]));
+                    c += 1;
+                }
+                b += 1;
+            }
+            a += 1;
+        }
+        Some(least / self.slope)
+    }
 }
 
 #[cfg(test)]

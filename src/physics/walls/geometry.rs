@@ -41,7 +41,20 @@ pub trait WallShape {
     fn clearance(&self, _r: [f64; 3]) -> Option<f64> {
         None
     }
+
+    /// A lower bound of [`WallShape::clearance`] over the unit cell `[lo, lo + 1)` (None where
+    /// the shape has no clearance). By default the clearance at the centre less the half
+    /// diagonal: every shape's clearance changes by at most the distance moved (a distance,
+    /// or a gap or an interpolant over a bound of its slope). The GPUs keep it per cell, so
+    /// that a particle far from the walls skips its own clearance.
+    fn cell_clearance(&self, lo: [f64; 3]) -> Option<f64> {
+        let centre = lo.map(|x| x + 0.5);
+        self.clearance(centre).map(|c| c - HALF_DIAGONAL)
+    }
 }
+
+/// Half the diagonal of a unit cell: the farthest a point of the cell is from its centre.
+pub const HALF_DIAGONAL: f64 = 0.866_025_403_784_438_6;
 
 /// How much farther than it can travel in a step a particle must be from the walls for its
 /// streaming to skip the walls' path: far above the rounding of a time of impact (~1e-12) and of

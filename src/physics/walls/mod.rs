@@ -36,6 +36,7 @@
 //!   ever crosses between the top and bottom slab; between plates normal to z, y is periodic
 //!   and the cut cells lie in every slab (each cell still has one owner).
 
+pub mod cell_clearance;
 pub mod cosine;
 pub mod cut_cells;
 pub mod field;

@@ -3,14 +3,14 @@
 //! included), some made four times as fast, stream to the same position, velocity and wall
 //! momentum with it as along the full path, and most bulk particles take it.
 
-use super::{WallMomentum, WallShape};
+use super::{WallMomentum, WallShape, Walls};
 use crate::config::Config;
 use crate::physics::Physics;
 use crate::state::FluidState;
 
 /// Every shape of the walls benchmark in a 16³ box, a body force along x (and y where the
 /// walls leave y open to it).
-pub(super) const SHAPES: [&str; 9] = [
+const SHAPES: [&str; 9] = [
     "Slit(bottom_velocity: -0.1, top_velocity: 0.2)",
     "Slit(normal: Z, boundary: Slip)",
     "Pipe(radius: 7.5, velocity: 0.1)",
@@ -58,4 +58,25 @@ fn the_out_of_reach_shortcut_changes_no_bit() {
             st.len()
         );
     }
+}
+
+/// Every shape of the walls benchmark (no-slip, the slip slit made no-slip) and a sphere
+/// holding the fluid, in a 16³ box.
+pub(super) fn walled() -> Vec<(String, Physics, Walls)> {
+    let no_slip = SHAPES.map(|s| s.replace("boundary: Slip", "boundary: NoSlip"));
+    no_slip
+        .iter()
+        .map(String::as_str)
+        .chain(["Sphere(radius: 6.2)"])
+        .map(|walls| {
+            let cfg = Config::from_ron_str(&format!(
+                "(cells: (16, 16, 16), particles_per_cell: 10, time_step: 0.1, seed: 3, \
+                  steps: 1, collision: Srd(angle_deg: 130.0), walls: {walls})"
+            ))
+            .unwrap_or_else(|e| panic!("{walls}: {e}"));
+            let phys = Physics::from_config(&cfg);
+            let w = phys.walls.clone().unwrap();
+            (walls.to_string(), phys, w)
+        })
+        .collect()
 }

@@ -388,6 +388,11 @@ impl WallShape for Shape {
     fn clearance(&self, r: [f64; 3]) -> Option<f64> {
         dispatch!(self, s => s.clearance(r))
     }
+
+    #[inline]
+    fn cell_clearance(&self, lo: [f64; 3]) -> Option<f64> {
+        dispatch!(self, s => s.cell_clearance(lo))
+    }
 }
 
 #[cfg(test)]
