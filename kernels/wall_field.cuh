@@ -25,26 +25,39 @@ __device__ __forceinline__ void mpc_field_locate(double x, double s, double n, l
     double fl = floor(u);
     *f = u - fl;
     long long nn = (long long)n;
-    long long k = (long long)fl % nn;
+    long long k = (long long)fl;
+    // the point lies in the box or a step outside it, so one wrap is the floored modulo; the
+    // 64-bit remainder (dozens of instructions, three per read) only for a point further out
     if (k < 0) {
         k += nn;
+    } else if (k >= nn) {
+        k -= nn;
+    }
+    if (k < 0 || k >= nn) {
+        k = (long long)fl % nn;
+        if (k < 0) {
+            k += nn;
+        }
     }
     *i = k;
     *j = k + 1 == nn ? 0 : k + 1;
 }
 
 // DistanceField::stencil: the 8 node values about r (index dx*4 + dy*2 + dz), fractions f.
+// On a GPU the nodes lie in the cells' order (x fastest, then z, then y: WallDataOnHost), so
+// the threads of a warp, whose particles lie in neighbouring cells along x, read neighbouring
+// nodes.
 __device__ __forceinline__ void mpc_field_stencil(const MpcWallField &w, const float *grid, const double r[3],
                                                   double v[8], double f[3]) {
     long long i[2], j[2], k[2];
     mpc_field_locate(r[0], w.spacing, w.nx, &i[0], &i[1], &f[0]);
     mpc_field_locate(r[1], w.spacing, w.ny, &j[0], &j[1], &f[1]);
     mpc_field_locate(r[2], w.spacing, w.nz, &k[0], &k[1], &f[2]);
-    long long ny = (long long)w.ny, nz = (long long)w.nz;
+    long long nx = (long long)w.nx, nz = (long long)w.nz;
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
         long long a = i[c >> 2], b = j[(c >> 1) & 1], d = k[c & 1];
-        v[c] = (double)grid[(a * ny + b) * nz + d];
+        v[c] = (double)__ldg(grid + a + nx * (d + nz * b));
     }
 }
 

@@ -41,11 +41,15 @@ __device__ __forceinline__ double mpc_walls_cell_clearance(const MpcWalls &w, co
 // f32 store. Such a particle's path (mpc_walls_path) has no impact, so it is the plain advance
 // over h, and mpc_walls_keep_inside leaves it where it is: the caller skips both (the same
 // bits, without an out-of-line call per particle). The clearance is the signed distance where
-// that is Euclidean and cheap (slits, pipe, spheres, cylinders); for the pore, the cosine walls
-// and a distance field, whose formulas would not fit the streaming kernels' registers, the
-// bound stored for the particle's cell (a particle it does not clear takes the full path).
+// that is Euclidean (slits, pipe, spheres, cylinders, the pore), the vertical gap over
+// sqrt(1 + L^2) between cosine walls of slope at most L, and for a distance field first the
+// bound stored for the particle's cell (a byte read in the cells' order clears the bulk), then
+// the interpolated distance over the field's slope bound; other shapes are never out of reach.
 __device__ __forceinline__ bool mpc_walls_out_of_reach(const MpcWalls &w, const unsigned int n[3], double h,
                                                       const double a[3], const double r[3], const double v[3]) {
+    double speed = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+    double accel = sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2]);
+    double reach = speed * h + 0.5 * accel * h * h + MPC_WALLS_REACH_MARGIN;
     double clearance;
     switch (MPC_WALL_KIND(w)) {
         case MPC_WALLS_SLIT:
@@ -53,19 +57,27 @@ __device__ __forceinline__ bool mpc_walls_out_of_reach(const MpcWalls &w, const 
         case MPC_WALLS_PIPE:
         case MPC_WALLS_SPHERE:
         case MPC_WALLS_OBSTACLE:
+        case MPC_WALLS_PORE:
             clearance = mpc_walls_signed_distance(w, r);
             break;
-        case MPC_WALLS_PORE:
-        case MPC_WALLS_COSINE:
+        case MPC_WALLS_COSINE: {
+            double yb, yt, db, dt;
+            mpc_cosine_walls_at(w.cosine, r[0], &yb, &yt, &db, &dt);
+            double gap = fmin(r[1] - yb, yt - r[1]);
+            double slope = fabs(w.cosine.a) * (MPC_TWO_PI / w.cosine.period);
+            clearance = gap / sqrt(1.0 + slope * slope);
+            break;
+        }
         case MPC_WALLS_FIELD:
-            clearance = mpc_walls_cell_clearance(w, n, r);
+            if (mpc_walls_cell_clearance(w, n, r) > reach) {
+                return true;
+            }
+            clearance = mpc_field_distance(w.field, w.grid, r) / w.field.slope;
             break;
         default:
             return false;
     }
-    double speed = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
-    double accel = sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2]);
-    return clearance > speed * h + 0.5 * accel * h * h + MPC_WALLS_REACH_MARGIN;
+    return clearance > reach;
 }
 
 // Position and velocity after a streaming step.

@@ -187,13 +187,17 @@ pub fn gpus_of(device: &DeviceChoice) -> Option<Vec<usize>> {
     }
 }
 
-/// A recorder for `scenario` on `device`, with the run's hardware reference measured: the
-/// device copy of its first GPU, or the host memory copy on the CPU.
+/// A recorder for `scenario` on `device`, with the run's hardware references measured: the
+/// device copy of its first GPU and, on several GPUs, the peer copy from GPU 0 to GPU 1; or the
+/// host memory copy on the CPU.
 pub fn recorder(scenario: &str, device: &DeviceChoice, records: Option<&Path>) -> Recorder {
     let gpus = gpus_of(device).unwrap_or_default();
     let mut rec = Recorder::new(scenario, Machine::detect(device, gpus.len()), records);
     if rec.machine().gpus_used > 0 {
         rec.reference("device copy GB/s", machine::device_copy_gbps(gpus[0]));
+        if rec.machine().gpus_used > 1 {
+            rec.reference("peer copy GB/s", machine::peer_copy_gbps());
+        }
     } else {
         rec.reference("host copy GB/s", machine::host_copy_gbps());
     }

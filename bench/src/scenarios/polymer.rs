@@ -116,9 +116,6 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
     let cfg = config(&a, device.clone())?;
     let md_cfg = cfg.md.clone().ok_or("the config has no md section")?;
     let mut rec = recorder("polymer", &device, records);
-    if rec.machine().gpus_used > 1 {
-        rec.reference("peer copy GB/s", crate::machine::peer_copy_gbps());
-    }
     let (fluid_s, fluid_desc) = match a.only_coupled {
         true => (f64::NAN, "not timed alone".to_string()),
         false => time_fluid_alone(&a, &cfg)?,
