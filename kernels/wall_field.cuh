@@ -12,9 +12,10 @@ struct MpcWallField {
     double spacing, nx, ny, nz, slope, unused;
 };
 
-// field::SAMPLES_PER_SPACING, MAX_BISECTIONS, MAX_PROJECTIONS.
+// field::SAMPLES_PER_SPACING, MAX_ROOT_STEPS, ROOT_TOLERANCE, MAX_PROJECTIONS.
 #define MPC_FIELD_SAMPLES_PER_SPACING 4.0
-#define MPC_FIELD_MAX_BISECTIONS 200
+#define MPC_FIELD_MAX_ROOT_STEPS 100
+#define MPC_FIELD_ROOT_TOLERANCE 1e-12
 #define MPC_FIELD_MAX_PROJECTIONS 8
 
 // DistanceField::locate: the lower node index along one axis, the next one (periodic) and the
@@ -114,6 +115,44 @@ __device__ __forceinline__ void mpc_field_normal(const MpcWallField &w, const fl
     }
 }
 
+// DistanceField::last_time_in_fluid: the Illinois root search of the impact in [lo, hi].
+__device__ __forceinline__ double mpc_field_last_time_in_fluid(const MpcWallField &w, const float *grid,
+                                                               const double r[3], const double v[3], double dt,
+                                                               double lo, double d_lo, double hi, double d_hi) {
+    double tolerance = MPC_FIELD_ROOT_TOLERANCE * dt;
+    int moved = 0;
+    for (int k = 0; k < MPC_FIELD_MAX_ROOT_STEPS; ++k) {
+        if (!(hi - lo > tolerance)) {
+            break;
+        }
+        double t = d_lo > 0.0 ? (lo * d_hi - hi * d_lo) / (d_hi - d_lo) : 0.5 * (lo + hi);
+        if (!(t > lo && t < hi)) {
+            t = 0.5 * (lo + hi);
+            if (!(t > lo && t < hi)) {
+                break;
+            }
+        }
+        double q[3] = {r[0] + v[0] * t, r[1] + v[1] * t, r[2] + v[2] * t};
+        double d = mpc_field_distance(w, grid, q);
+        if (d < 0.0) {
+            hi = t;
+            d_hi = d;
+            if (moved == -1) {
+                d_lo *= 0.5;
+            }
+            moved = -1;
+        } else {
+            lo = t;
+            d_lo = d;
+            if (moved == 1) {
+                d_hi *= 0.5;
+            }
+            moved = 1;
+        }
+    }
+    return lo;
+}
+
 // WallShape::time_of_impact: t in [0, dt], or -1 for none.
 __device__ __forceinline__ double mpc_field_time_of_impact(const MpcWallField &w, const float *grid,
                                                            const double r[3], const double v[3], double dt) {
@@ -134,27 +173,16 @@ __device__ __forceinline__ double mpc_field_time_of_impact(const MpcWallField &w
     }
     double steps_f = ceil(speed * dt * MPC_FIELD_SAMPLES_PER_SPACING / w.spacing);
     unsigned int steps = (unsigned int)(steps_f > 1.0 ? steps_f : 1.0);
-    double lo = 0.0;
+    double lo = 0.0, d_lo = d0;
     for (unsigned int k = 1; k <= steps; ++k) {
         double t = k == steps ? dt : dt * (double)k / (double)steps;
         double p[3] = {r[0] + v[0] * t, r[1] + v[1] * t, r[2] + v[2] * t};
-        if (mpc_field_distance(w, grid, p) < 0.0) {
-            double hi = t;
-            for (int b = 0; b < MPC_FIELD_MAX_BISECTIONS; ++b) {
-                double mid = 0.5 * (lo + hi);
-                if (!(mid > lo && mid < hi)) {
-                    break;
-                }
-                double q[3] = {r[0] + v[0] * mid, r[1] + v[1] * mid, r[2] + v[2] * mid};
-                if (mpc_field_distance(w, grid, q) < 0.0) {
-                    hi = mid;
-                } else {
-                    lo = mid;
-                }
-            }
-            return lo;
+        double d = mpc_field_distance(w, grid, p);
+        if (d < 0.0) {
+            return mpc_field_last_time_in_fluid(w, grid, r, v, dt, lo, d_lo, t, d);
         }
         lo = t;
+        d_lo = d;
     }
     return -1.0;
 }
