@@ -214,10 +214,12 @@ pub fn footprint(cfg: &Config, method: CellSumMethod) -> Footprint {
     let rule = crate::physics::Rule::from_config(&cfg.collision);
     let rule_bytes = rule_bytes_per_cell(rule, method);
     let mut f = Footprint::new(cfg.n_fluid(), cfg.n_cells(), bp, bc + rule_bytes);
-    // walls given as data: the grid's f32 nodes, whole on every GPU
+    // walls given as data: the grid's f32 nodes and a byte of clearance per cell of the box,
+    // whole on every GPU (backend::cuda::wall_data)
     if let Some(crate::config::walls::WallsConfig::DistanceField { spacing, .. }) = &cfg.walls {
         if let Ok(nodes) = crate::physics::walls::field_load::grid_nodes(cfg.cells, *spacing) {
             f.total_bytes += 4 * nodes.iter().map(|&n| n as u64).product::<u64>();
+            f.total_bytes += cfg.n_cells();
         }
     }
     f
