@@ -68,7 +68,8 @@ pub(crate) struct WallParams {
     pad: u32,
     /// Device address of the report's momentum given to each surface (6 doubles).
     momentum: u64,
-    /// Device address of a distance field's node values (f32, C order), 0 for other shapes.
+    /// Device address of a distance field's node values (f32, in the cells' order:
+    /// `wall_data`), 0 for other shapes.
     grid: u64,
     /// Device address of the clearance per cell (`Walls::cell_clearances`, a byte per global
     /// cell), 0 where the kernels compute each particle's own.

@@ -6,30 +6,53 @@
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DriverError};
 use rayon::prelude::*;
 
+use std::sync::{Arc, Mutex};
+
 use crate::error::{MpcError, Result};
-use crate::physics::walls::Shape;
+use crate::physics::walls::{Shape, Walls};
 use crate::physics::Physics;
 
-/// The walls' data of a run, on the host before the upload.
+/// The walls' data of a run, on the host before the upload (shared: every slab of a run
+/// uploads the same).
 pub(super) struct WallDataOnHost {
     /// A distance field's node values in the cells' order ([`nodes_in_cell_order`]).
-    grid: Option<Vec<f32>>,
-    clearance: Option<Vec<u8>>,
+    grid: Option<Arc<[f32]>>,
+    clearance: Option<Arc<[u8]>>,
 }
 
+/// The last run's walls, box and data: the slabs of a run (one backend each, on one or several
+/// GPUs) open with the same walls, and the data is made once for them all (kept until walls of
+/// another box or shape replace it).
+type LastMade = (Walls, [u32; 3], Arc<WallDataOnHost>);
+static LAST_MADE: Mutex<Option<LastMade>> = Mutex::new(None);
+
 impl WallDataOnHost {
-    /// What `phys`'s walls put on a GPU.
-    pub(super) fn of(phys: &Physics) -> WallDataOnHost {
-        let walls = phys.walls.as_ref();
-        WallDataOnHost {
-            grid: walls.and_then(|w| match &w.shape {
-                Shape::Field(f) => Some(nodes_in_cell_order(&f.values, f.nodes)),
-                _ => None,
-            }),
-            clearance: crate::timing::phase("the walls' clearance per cell", || {
-                walls.and_then(|w| w.cell_clearances(phys.cells))
-            }),
+    /// What `phys`'s walls put on a GPU: made once per walls and box, then shared.
+    pub(super) fn of(phys: &Physics) -> Arc<WallDataOnHost> {
+        let Some(walls) = phys.walls.as_ref() else {
+            return Arc::new(WallDataOnHost {
+                grid: None,
+                clearance: None,
+            });
+        };
+        // held while the data is made, so that slabs opening at once wait and share it
+        let mut last = LAST_MADE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((w, cells, data)) = last.as_ref() {
+            if w == walls && *cells == phys.cells {
+                return data.clone();
+            }
         }
+        let data = Arc::new(WallDataOnHost {
+            grid: match &walls.shape {
+                Shape::Field(f) => Some(nodes_in_cell_order(&f.values, f.nodes).into()),
+                _ => None,
+            },
+            clearance: crate::timing::phase("the walls' clearance per cell", || {
+                walls.cell_clearances(phys.cells).map(Into::into)
+            }),
+        });
+        *last = Some((walls.clone(), phys.cells, data.clone()));
+        data
     }
 
     /// Device bytes of the upload.
@@ -100,6 +123,39 @@ fn nodes_in_cell_order(values: &[f32], nodes: [usize; 3]) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::nodes_in_cell_order;
+
+    /// The slabs of a run share one making of the data; other walls make their own, and a run
+    /// without walls has none.
+    #[test]
+    fn the_slabs_of_a_run_share_one_making() {
+        use super::WallDataOnHost;
+        use crate::config::Config;
+        use crate::physics::Physics;
+        let physics = |walls: &str| {
+            let cfg = Config::from_ron_str(&format!(
+                "(cells: (16, 16, 16), particles_per_cell: 10, time_step: 0.1, seed: 3, \
+                  steps: 1, collision: Srd(angle_deg: 130.0){walls})"
+            ))
+            .unwrap();
+            Physics::from_config(&cfg)
+        };
+        let field = physics(
+            ", walls: DistanceField(file: \"examples/sphere_bed.npy\", spacing: 1.0, kind: Mask)",
+        );
+        let first = WallDataOnHost::of(&field);
+        assert!(first.grid.is_some() && first.clearance.is_some());
+        assert!(std::sync::Arc::ptr_eq(
+            &first,
+            &WallDataOnHost::of(&field.clone())
+        ));
+        let slit = WallDataOnHost::of(&physics(", walls: Slit()"));
+        assert!(slit.grid.is_none() && slit.clearance.is_none());
+        let again = WallDataOnHost::of(&field);
+        assert!(!std::sync::Arc::ptr_eq(&first, &again));
+        assert_eq!(first.grid, again.grid);
+        assert_eq!(first.clearance, again.clearance);
+        assert_eq!(WallDataOnHost::of(&physics("")).bytes(), 0);
+    }
 
     /// Node (i, j, k) moves from (i·ny + j)·nz + k to i + nx·(k + nz·j), on a box of three
     /// different edges.
