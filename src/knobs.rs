@@ -171,6 +171,13 @@ pub const KNOBS: &[Knob] = &[
                  that path on small ones)",
     },
     Knob {
+        variable: "MPCBOX_SLAB_CUT",
+        values: Some(&["work", "even"]),
+        number: false,
+        effect: "how a box between walls is cut into y slabs: by each layer's fluid and cells \
+                 (default) or into even layers (as without walls; for A/B runs)",
+    },
+    Knob {
         variable: "MPCBOX_OUTPUT",
         values: Some(&["background", "blocking"]),
         number: false,

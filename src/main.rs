@@ -468,9 +468,9 @@ fn check(path: &Path) -> Result<(), MpcError> {
     };
     if let Some(g) = gpus.filter(|&g| g > 1) {
         let phys = mpcbox::physics::Physics::from_config(&cfg);
-        let bounds = mpcbox::backend::cuda::multi::slab_bounds(cfg.cells[1], g);
+        let need = mpcbox::backend::min_slab_layers(&phys);
+        let bounds = mpcbox::backend::slab_bounds_for(&phys, g, need);
         let layers: Vec<u32> = bounds.windows(2).map(|w| w[1] - w[0]).collect();
-        let need = mpcbox::backend::cuda::multi::min_slab_layers(&phys);
         println!(
             "  {g} GPUs: y slabs of {layers:?} layers (at least {need} needed), about {} per GPU \
              plus 10% slack for arriving particles",

@@ -8,8 +8,11 @@
 pub mod cpu;
 pub mod cuda;
 pub mod factory;
+pub mod slab_cut;
 pub mod slabbed;
 mod solutes;
+
+pub use slab_cut::{min_slab_layers, slab_bounds, slab_bounds_for};
 
 pub use solutes::{
     check_host_solutes, check_solute_lengths, check_solute_masses_fit, check_solutes_outside_walls,
@@ -251,13 +254,6 @@ pub trait Backend: Send {
     ) -> Result<StepReport> {
         self.step(plan, Some(solutes))
     }
-}
-
-/// The first layer of each of `g` slabs of `ly` layers (as even as possible), then `ly`.
-pub fn slab_bounds(ly: u32, g: usize) -> Vec<u32> {
-    (0..=g)
-        .map(|k| (k as u64 * ly as u64 / g as u64) as u32)
-        .collect()
 }
 
 /// The GPU of each y slab: `slabs` (0: one per GPU; at least one per GPU) over `gpus` in

@@ -5,7 +5,9 @@
 //! radius (L − 1)/2, a spherical obstacle and a cylinder across the flow of radius L/4, a
 //! planar pore L/2 high and L/2 long, a wavy channel and an expansion-contraction L/2 high
 //! with amplitude L/8, and a porous medium given as data (a 0/1 voxel mask of overlapping
-//! random spheres at 40% solid, written to a temporary `.npy`). A shape holds fewer particles
+//! random spheres at 40% solid, written to a temporary `.npy`), and a porous bed under an open
+//! channel (the same sample with its upper half in y cleared: not symmetric in y, so an even
+//! cut into y slabs would leave one GPU the open half). A shape holds fewer particles
 //! than the box (the pipe π/4): the cost per particle-step over the box's (`× per particle`)
 //! is the comparable figure. On a GPU the
 //! default (fused) cell-sum method unless MPCBOX_CUDA_METHOD says otherwise.
@@ -43,7 +45,7 @@ pub struct Args {
     #[arg(long, default_value = "Srd(angle_deg: 130.0)")]
     collision: String,
     /// The shapes measured beside the box without walls: slit, pipe, sphere, cylinder, pore,
-    /// wavy, expansion, porous (or all).
+    /// wavy, expansion, porous, bed (or all).
     #[arg(long, value_delimiter = ',', default_value = "all")]
     shapes: Vec<String>,
     /// One GPU only: a second row per variant with the milliseconds per step of each phase
@@ -53,7 +55,7 @@ pub struct Args {
 }
 
 /// Every shape `--shapes` may name.
-const SHAPES: [&str; 8] = [
+const SHAPES: [&str; 9] = [
     "slit",
     "pipe",
     "sphere",
@@ -62,6 +64,7 @@ const SHAPES: [&str; 8] = [
     "wavy",
     "expansion",
     "porous",
+    "bed",
 ];
 
 /// The fraction of the porous sample's volume that is solid.
@@ -69,8 +72,9 @@ const POROUS_SOLID: f64 = 0.4;
 
 /// A 0/1 voxel mask (one voxel per cell) of an edge-`l` periodic box: overlapping spheres of
 /// radius l/16 at random places until `POROUS_SOLID` of the voxels are solid (a fixed seed:
-/// every run measures the same sample), as an `.npy` file in `dir`.
-fn porous_sample(l: u32, dir: &Path) -> Res<std::path::PathBuf> {
+/// every run measures the same sample), as an `.npy` file in `dir`. `bed`: the upper half in y
+/// cleared, a porous bed under an open channel (flow over a bed; not symmetric in y).
+fn porous_sample(l: u32, dir: &Path, bed: bool) -> Res<std::path::PathBuf> {
     let n = l as usize;
     let r = (l as f64 / 16.0).max(1.5);
     let mut solid = vec![0.0f64; n * n * n];
@@ -102,7 +106,15 @@ fn porous_sample(l: u32, dir: &Path) -> Res<std::path::PathBuf> {
             }
         }
     }
-    let path = dir.join(format!("porous_{l}.npy"));
+    if bed {
+        for (i, v) in solid.iter_mut().enumerate() {
+            if (i / n) % n >= n / 2 {
+                *v = 0.0;
+            }
+        }
+    }
+    let name = if bed { "bed" } else { "porous" };
+    let path = dir.join(format!("{name}_{l}.npy"));
     let bytes = mpcbox::npy::write_bytes("|u1", &[n, n, n], &solid);
     std::fs::write(&path, bytes).map_err(err)?;
     Ok(path)
@@ -137,7 +149,7 @@ fn variants(l: u32, shapes: &[String], dir: &Path) -> Res<Vec<(&'static str, Str
             ),
             _ => format!(
                 "DistanceField(file: {:?}, spacing: 1.0, kind: Mask)",
-                porous_sample(l, dir)?
+                porous_sample(l, dir, name == "bed")?
             ),
         };
         out.push((name, format!(", walls: {walls}{force}")));

@@ -22,7 +22,7 @@ pub(crate) use solutes::{return_solute_velocities, route_solutes};
 
 use super::cpu::slab::PACKET_WORDS;
 use super::cpu::{worker_pool, CpuBackend};
-use super::{slab_bounds, Backend, FluidMoments, SoluteBatch, StepReport};
+use super::{slab_bounds_for, Backend, FluidMoments, SoluteBatch, StepReport};
 use crate::error::{ConfigError, MpcError, Result};
 use crate::fluid_parts::FluidSource;
 use crate::physics::{Physics, StepPlan, WallMomentum};
@@ -77,7 +77,7 @@ impl SlabbedCpuBackend {
                 .validate(&phys)
                 .map_err(|e| MpcError::Device(format!("initial fluid state: {e}")))?;
         }
-        let bounds = slab_bounds(ly as u32, slabs);
+        let bounds = slab_bounds_for(&phys, slabs, super::min_slab_layers(&phys));
         let slab_rank = slab_ranks(slabs, ranks);
         let first = slab_rank.partition_point(|&r| r < me);
         let count = slab_rank.iter().filter(|&&r| r == me).count();

@@ -57,15 +57,7 @@ pub(in crate::backend::cuda) struct Slab {
     pub(super) staging: Option<[PinnedHostSlice<u64>; 2]>,
 }
 
-pub use crate::backend::slab_bounds;
-
-/// The fewest layers a slab may have: a particle must never cross a whole neighbour slab in
-/// one step (streaming by up to 12 thermal speeds, body force, and one cell of grid shift).
-pub fn min_slab_layers(phys: &Physics) -> u32 {
-    let sigma = (phys.kt / phys.mass).sqrt();
-    let reach = 12.0 * sigma * phys.h + 0.5 * phys.acceleration[1].abs() * phys.h * phys.h;
-    (reach.ceil() as u32 + 2).max(3)
-}
+pub use crate::backend::{min_slab_layers, slab_bounds};
 
 /// The slab that owns global layer `iy`.
 pub(super) fn owner(bounds: &[u32], iy: u32) -> usize {
@@ -90,7 +82,7 @@ impl SlabLayout {
         let layer = (phys.cells[0] * phys.cells[2]) as usize;
         let density = n_fluid as f64 / phys.n_cells().max(1) as f64;
         SlabLayout {
-            bounds: slab_bounds(phys.cells[1], g),
+            bounds: crate::backend::slab_bounds_for(phys, g, min_slab_layers(phys)),
             layer,
             layer_particles: (density * layer as f64).ceil() as usize,
             labels: labels_wanted(n_fluid as u64),
