@@ -178,6 +178,20 @@ pub const KNOBS: &[Knob] = &[
                  (default) or into even layers (as without walls; for A/B runs)",
     },
     Knob {
+        variable: "MPCBOX_SLAB_CELL_WORK",
+        values: None,
+        number: true,
+        effect: "the work cut's weight of a layer's cells, in percent of a full fluid layer's \
+                 (default 10; for calibration runs)",
+    },
+    Knob {
+        variable: "MPCBOX_SLAB_SURFACE_WORK",
+        values: None,
+        number: true,
+        effect: "the work cut's weight of a distance field's surface band, in percent of a \
+                 full fluid layer's per unit of its volume (default 800; for calibration runs)",
+    },
+    Knob {
         variable: "MPCBOX_OUTPUT",
         values: Some(&["background", "blocking"]),
         number: false,

@@ -60,16 +60,27 @@ pub fn slab_bounds_for(phys: &Physics, g: usize, min_layers: u32) -> Vec<u32> {
         None => slab_bounds(ly, g),
         Some(walls) => {
             let surface = match walls.shape {
-                crate::physics::walls::Shape::Field(_) => FIELD_SURFACE_WORK,
+                crate::physics::walls::Shape::Field(_) => {
+                    weight("MPCBOX_SLAB_SURFACE_WORK", FIELD_SURFACE_WORK)
+                }
                 _ => SHAPE_SURFACE_WORK,
             };
+            let cells = weight("MPCBOX_SLAB_CELL_WORK", CELL_WORK);
             let work: Vec<f64> = shares_per_layer(&walls.shape, phys.cells)
                 .into_iter()
-                .map(|s| s.fluid + CELL_WORK + surface * s.near_surface)
+                .map(|s| s.fluid + cells + surface * s.near_surface)
                 .collect();
             balanced_bounds(&work, g, min_layers.min(ly / g as u32).max(1))
         }
     }
+}
+
+/// A weight of the work cut: its knob's percent when set (calibration runs), else `default`.
+fn weight(knob: &str, default: f64) -> f64 {
+    let percent = crate::knobs::knobs()
+        .get(knob)
+        .and_then(|v| v.parse::<u32>().ok());
+    percent.map_or(default, |p| f64::from(p) / 100.0)
 }
 
 /// What a y layer holds, as shares of its volume.
