@@ -6,9 +6,9 @@
 //! pass and the memsets run over solid cells too) and its surface (particles near a wall search
 //! for their impact, cut cells are filled with virtual particles): a pipe's middle layers hold
 //! 1.5 times the fluid of its outer ones, a cosine channel's outer quarters hold none, and a
-//! porous bed's layers cost 1.6 times an open layer's. Equal layers then leave the step as slow
-//! as the fullest slab's (measured on 4 GPUs: every shape's step took 0.90-1.08× the box's,
-//! whatever its fluid), so the layers are shared by their work instead.
+//! porous bed's layers cost more than an open layer's. Equal layers then leave the step as slow
+//! as the fullest slab's, whatever the fluid of the others (docs/walls.md has the measurements),
+//! so the layers are shared by their work instead.
 //! The bounds depend only on the config: every rank computes the same ones, a resume on another
 //! GPU count cuts the same box again, and since the sums are exact in any order (fixed point), the
 //! cut never changes the results.
@@ -22,10 +22,10 @@ pub const CELL_WORK: f64 = 0.1;
 
 /// The extra work of the band within a cell of a wall surface, per unit of its volume, as a
 /// share of a full fluid layer's: a distance field's (a root search over trilinear reads for
-/// every particle that may hit, up to 27 field reads per cut cell), fitted to one GPU's cost of
-/// the porous sample (2.15-2.69× the box's per particle, its band 11.5% of the volume) and to
-/// a porous bed's two slabs on 2 × H200. The analytic shapes' (closed-form impacts) is lost in
-/// the noise: the cosine channel's 1.11× per particle on one H100 is its solid cells' work.
+/// every particle that may hit, up to 27 field reads per cut cell), fitted to the measured cost
+/// of the walls bench's porous sample on one GPU (its band is about a ninth of the volume) and
+/// of its porous bed on two (docs/walls.md). The analytic shapes' (closed-form impacts) is lost
+/// in the noise: a cosine channel's cost per particle on one GPU is its solid cells' work.
 pub const FIELD_SURFACE_WORK: f64 = 8.0;
 pub const SHAPE_SURFACE_WORK: f64 = 0.0;
 
