@@ -469,7 +469,7 @@ fn check(path: &Path) -> Result<(), MpcError> {
     if let Some(g) = gpus.filter(|&g| g > 1) {
         let phys = mpcbox::physics::Physics::from_config(&cfg);
         let need = mpcbox::backend::min_slab_layers(&phys);
-        let bounds = mpcbox::backend::slab_bounds_for(&phys, g, need);
+        let bounds = mpcbox::backend::slab_bounds_for(&phys, g);
         let layers: Vec<u32> = bounds.windows(2).map(|w| w[1] - w[0]).collect();
         println!(
             "  {g} GPUs: y slabs of {layers:?} layers (at least {need} needed), about {} per GPU \

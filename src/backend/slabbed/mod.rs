@@ -77,7 +77,7 @@ impl SlabbedCpuBackend {
                 .validate(&phys)
                 .map_err(|e| MpcError::Device(format!("initial fluid state: {e}")))?;
         }
-        let bounds = slab_bounds_for(&phys, slabs, super::min_slab_layers(&phys));
+        let bounds = slab_bounds_for(&phys, slabs);
         let slab_rank = slab_ranks(slabs, ranks);
         let first = slab_rank.partition_point(|&r| r < me);
         let count = slab_rank.iter().filter(|&&r| r == me).count();

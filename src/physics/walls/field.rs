@@ -105,6 +105,8 @@ impl DistanceField {
         // the same end moves twice)
         let mut moved = 0;
         for _ in 0..MAX_ROOT_STEPS {
+            // negated so that a NaN width stops the search too, as wall_field.cuh's mirror does
+            #[allow(clippy::neg_cmp_op_on_partial_ord)]
             if !(hi - lo > tolerance) {
                 break;
             }

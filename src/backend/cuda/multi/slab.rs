@@ -82,7 +82,7 @@ impl SlabLayout {
         let layer = (phys.cells[0] * phys.cells[2]) as usize;
         let density = n_fluid as f64 / phys.n_cells().max(1) as f64;
         SlabLayout {
-            bounds: crate::backend::slab_bounds_for(phys, g, min_slab_layers(phys)),
+            bounds: crate::backend::slab_bounds_for(phys, g),
             layer,
             layer_particles: (density * layer as f64).ceil() as usize,
             labels: labels_wanted(n_fluid as u64),
