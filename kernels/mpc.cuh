@@ -71,7 +71,11 @@ __device__ __forceinline__ unsigned int mpc_local_cell(const MpcParams &p, unsig
     return c < p.n_cells ? c : MPC_DEAD;
 }
 
+// physics::wrap_f64: a coordinate already in [0, l) as it is (no division: the common case).
 __device__ __forceinline__ double mpc_wrap_f64(double x, double l) {
+    if (x >= 0.0 && x < l) {
+        return x;
+    }
     double r = x - l * floor(x / l);
     if (r < 0.0) {
         r += l;

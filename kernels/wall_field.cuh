@@ -7,9 +7,9 @@
 // whose MpcWalls holds an MpcWallField.
 #pragma once
 
-// DistanceField::{spacing, nodes, slope}: nx, ny, nz as exact doubles.
+// DistanceField::{spacing, nodes, slope, inv_spacing}: nx, ny, nz as exact doubles.
 struct MpcWallField {
-    double spacing, nx, ny, nz, slope, unused;
+    double spacing, nx, ny, nz, slope, inv_spacing;
 };
 
 // field::SAMPLES_PER_SPACING, MAX_ROOT_STEPS, ROOT_TOLERANCE, MAX_PROJECTIONS.
@@ -18,48 +18,60 @@ struct MpcWallField {
 #define MPC_FIELD_ROOT_TOLERANCE 1e-12
 #define MPC_FIELD_MAX_PROJECTIONS 8
 
-// DistanceField::locate: the lower node index along one axis, the next one (periodic) and the
-// fraction.
-__device__ __forceinline__ void mpc_field_locate(double x, double s, double n, long long *i, long long *j,
-                                                 double *f) {
-    double u = x / s - 0.5;
+// One axis of a point located on the grid: the lower node, the next one (periodic), the fraction.
+struct MpcFieldAxis {
+    unsigned int i, j;
+    double f;
+};
+
+// DistanceField::locate: x on an axis of n nodes (as an exact double), 1 / spacing `inv`.
+__device__ __forceinline__ MpcFieldAxis mpc_field_locate(double x, double inv, double n) {
+    double u = x * inv - 0.5;
     double fl = floor(u);
-    *f = u - fl;
-    long long nn = (long long)n;
-    long long k = (long long)fl;
-    // the point lies in the box or a step outside it, so one wrap is the floored modulo; the
-    // 64-bit remainder (dozens of instructions, three per read) only for a point further out
-    if (k < 0) {
-        k += nn;
-    } else if (k >= nn) {
-        k -= nn;
+    double k = fl;
+    // the point lies in the box or a step outside it, so one wrap is the floored modulo; a
+    // point further out takes it in f64, exact for these integers (a 64-bit integer remainder
+    // is dozens of instructions)
+    if (k < 0.0) {
+        k += n;
+    } else if (k >= n) {
+        k -= n;
     }
-    if (k < 0 || k >= nn) {
-        k = (long long)fl % nn;
-        if (k < 0) {
-            k += nn;
-        }
+    if (k < 0.0 || k >= n) {
+        k = fl - n * floor(fl / n);
+        k = k < 0.0 ? k + n : (k >= n ? k - n : k);
     }
-    *i = k;
-    *j = k + 1 == nn ? 0 : k + 1;
+    unsigned int i = (unsigned int)k;
+    return {i, i + 1u == (unsigned int)n ? 0u : i + 1u, u - fl};
 }
 
-// DistanceField::stencil: the 8 node values about r (index dx*4 + dy*2 + dz), fractions f.
-// On a GPU the nodes lie in the cells' order (x fastest, then z, then y: WallDataOnHost), so
-// the threads of a warp, whose particles lie in neighbouring cells along x, read neighbouring
-// nodes.
-__device__ __forceinline__ void mpc_field_stencil(const MpcWallField &w, const float *grid, const double r[3],
-                                                  double v[8], double f[3]) {
-    long long i[2], j[2], k[2];
-    mpc_field_locate(r[0], w.spacing, w.nx, &i[0], &i[1], &f[0]);
-    mpc_field_locate(r[1], w.spacing, w.ny, &j[0], &j[1], &f[1]);
-    mpc_field_locate(r[2], w.spacing, w.nz, &k[0], &k[1], &f[2]);
-    long long nx = (long long)w.nx, nz = (long long)w.nz;
+// The node value at (a, b, d) of a grid of nx x . x nz nodes in the cells' order (x fastest,
+// then z, then y).
+__device__ __forceinline__ double mpc_field_node(const float *grid, size_t nx, size_t nz, unsigned int a,
+                                                 unsigned int b, unsigned int d) {
+    return (double)__ldg(grid + a + nx * (d + nz * (size_t)b));
+}
+
+// DistanceField::stencil of a point located as (x, y, z): the 8 node values (index
+// dx*4 + dy*2 + dz) and the fractions. On a GPU the nodes lie in the cells' order, so the
+// threads of a warp, whose particles lie in neighbouring cells along x, read neighbouring nodes.
+__device__ __forceinline__ void mpc_field_stencil_at(const float *grid, size_t nx, size_t nz, MpcFieldAxis x,
+                                                     MpcFieldAxis y, MpcFieldAxis z, double v[8], double f[3]) {
+    f[0] = x.f;
+    f[1] = y.f;
+    f[2] = z.f;
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
-        long long a = i[c >> 2], b = j[(c >> 1) & 1], d = k[c & 1];
-        v[c] = (double)__ldg(grid + a + nx * (d + nz * b));
+        v[c] = mpc_field_node(grid, nx, nz, (c & 4) ? x.j : x.i, (c & 2) ? y.j : y.i, (c & 1) ? z.j : z.i);
     }
+}
+
+// DistanceField::stencil: the 8 node values about r, fractions f.
+__device__ __forceinline__ void mpc_field_stencil(const MpcWallField &w, const float *grid, const double r[3],
+                                                  double v[8], double f[3]) {
+    mpc_field_stencil_at(grid, (size_t)w.nx, (size_t)w.nz, mpc_field_locate(r[0], w.inv_spacing, w.nx),
+                         mpc_field_locate(r[1], w.inv_spacing, w.ny), mpc_field_locate(r[2], w.inv_spacing, w.nz),
+                         v, f);
 }
 
 __device__ __forceinline__ double mpc_field_lerp(double a, double b, double t) { return a + (b - a) * t; }
@@ -75,11 +87,30 @@ __device__ __forceinline__ double mpc_field_trilinear(const double v[8], const d
     return mpc_field_lerp(c0, c1, f[2]);
 }
 
+// MPC_FIELD_CALLS=1: the interpolated distance as one out-of-line function, called by the
+// reach test, the root search and the projections (one copy of its code in the kernel,
+// against one per use inlined; for A/B runs through MPCBOX_NVRTC_OPTIONS).
+#ifndef MPC_FIELD_CALLS
+#define MPC_FIELD_CALLS 0
+#endif
+#if MPC_FIELD_CALLS
+#define MPC_FIELD_VALUE_FN __device__ __noinline__
+#else
+#define MPC_FIELD_VALUE_FN __device__ __forceinline__
+#endif
+
+// The interpolant at (x, y, z) of the field of nx x ny x nz nodes, 1 / spacing `inv`.
+MPC_FIELD_VALUE_FN double mpc_field_value(const float *grid, double inv, double nx, double ny, double nz, double x,
+                                          double y, double z) {
+    double v[8], f[3];
+    mpc_field_stencil_at(grid, (size_t)nx, (size_t)nz, mpc_field_locate(x, inv, nx), mpc_field_locate(y, inv, ny),
+                         mpc_field_locate(z, inv, nz), v, f);
+    return mpc_field_trilinear(v, f);
+}
+
 // WallShape::signed_distance.
 __device__ __forceinline__ double mpc_field_distance(const MpcWallField &w, const float *grid, const double r[3]) {
-    double v[8], f[3];
-    mpc_field_stencil(w, grid, r, v, f);
-    return mpc_field_trilinear(v, f);
+    return mpc_field_value(grid, w.inv_spacing, w.nx, w.ny, w.nz, r[0], r[1], r[2]);
 }
 
 // DistanceField::gradient.
@@ -189,12 +220,13 @@ __device__ __forceinline__ double mpc_field_time_of_impact(const MpcWallField &w
 
 // DistanceField::partition_coordinate: the m-th of a, the grid planes inside (a, a + 1),
 // a + 1; false past the last.
-__device__ __forceinline__ bool mpc_field_partition(double s, double a, unsigned int m, double *out) {
+__device__ __forceinline__ bool mpc_field_partition(const MpcWallField &w, double a, unsigned int m, double *out) {
     if (m == 0u) {
         *out = a;
         return true;
     }
-    double first = floor(a / s - 0.5) + 1.0;
+    double s = w.spacing;
+    double first = floor(a * w.inv_spacing - 0.5) + 1.0;
     double x = (first + (double)(m - 1u) + 0.5) * s;
     if (x < a + 1.0) {
         *out = x;
@@ -212,18 +244,65 @@ __device__ __forceinline__ bool mpc_field_partition(double s, double a, unsigned
     return false;
 }
 
-// WallShape::cuts_cell for [lo, lo + 1).
+// The partition points of a cell's edges held at once (a spacing of at least a quarter cell):
+// each axis's points located once, not once per vertex (0: every vertex located in turn, for
+// A/B runs through MPCBOX_NVRTC_OPTIONS).
+#ifndef MPC_FIELD_EDGE_POINTS
+#define MPC_FIELD_EDGE_POINTS 6
+#endif
+#define MPC_FIELD_EDGE_SLOTS (MPC_FIELD_EDGE_POINTS > 0 ? MPC_FIELD_EDGE_POINTS : 1)
+
+// One axis of [lo, lo + 1)'s partition located: the count, or 0 when it has more points than
+// MPC_FIELD_EDGE_POINTS.
+__device__ __forceinline__ unsigned int mpc_field_edge(const MpcWallField &w, double lo, double n,
+                                                       MpcFieldAxis out[MPC_FIELD_EDGE_SLOTS]) {
+    double p;
+    unsigned int m = 0;
+    for (; mpc_field_partition(w, lo, m, &p); ++m) {
+        if (m == MPC_FIELD_EDGE_POINTS) {
+            return 0u;
+        }
+        out[m] = mpc_field_locate(p, w.inv_spacing, n);
+    }
+    return m;
+}
+
+// WallShape::cuts_cell for [lo, lo + 1): the interpolant's sign at the vertices of the cell's
+// partition by the grid planes (within each grid box it is trilinear, so its extremes over the
+// cell lie there), the same values in the same order as the CPU's.
 __device__ __forceinline__ bool mpc_field_cuts_cell(const MpcWallField &w, const float *grid, const double lo[3]) {
     double centre[3] = {lo[0] + 0.5, lo[1] + 0.5, lo[2] + 0.5};
     double dc = mpc_field_distance(w, grid, centre);
     if (fabs(dc) > w.slope * sqrt(0.75)) {
         return false;
     }
+    MpcFieldAxis ax[MPC_FIELD_EDGE_SLOTS], ay[MPC_FIELD_EDGE_SLOTS], az[MPC_FIELD_EDGE_SLOTS];
+    unsigned int nx = mpc_field_edge(w, lo[0], w.nx, ax);
+    unsigned int ny = mpc_field_edge(w, lo[1], w.ny, ay);
+    unsigned int nz = mpc_field_edge(w, lo[2], w.nz, az);
     bool neg = false, pos = false;
+    if (nx != 0u && ny != 0u && nz != 0u) {
+        for (unsigned int a = 0; a < nx; ++a) {
+            for (unsigned int b = 0; b < ny; ++b) {
+                for (unsigned int c = 0; c < nz; ++c) {
+                    double v[8], f[3];
+                    mpc_field_stencil_at(grid, (size_t)w.nx, (size_t)w.nz, ax[a], ay[b], az[c], v, f);
+                    double d = mpc_field_trilinear(v, f);
+                    neg = neg || d < 0.0;
+                    pos = pos || d > 0.0;
+                    if (neg && pos) {
+                        return true;
+                    }
+                }
+            }
+        }
+        return false;
+    }
+    // a finer grid: every vertex located in turn
     double p[3];
-    for (unsigned int a = 0; mpc_field_partition(w.spacing, lo[0], a, &p[0]); ++a) {
-        for (unsigned int b = 0; mpc_field_partition(w.spacing, lo[1], b, &p[1]); ++b) {
-            for (unsigned int c = 0; mpc_field_partition(w.spacing, lo[2], c, &p[2]); ++c) {
+    for (unsigned int a = 0; mpc_field_partition(w, lo[0], a, &p[0]); ++a) {
+        for (unsigned int b = 0; mpc_field_partition(w, lo[1], b, &p[1]); ++b) {
+            for (unsigned int c = 0; mpc_field_partition(w, lo[2], c, &p[2]); ++c) {
                 double d = mpc_field_distance(w, grid, p);
                 neg = neg || d < 0.0;
                 pos = pos || d > 0.0;
@@ -238,12 +317,15 @@ __device__ __forceinline__ bool mpc_field_cuts_cell(const MpcWallField &w, const
 
 // physics::wrap_coordinate (mpc.cuh has its twin, included after this file).
 __device__ __forceinline__ float mpc_field_wrap(double x, double l) {
-    double r = x - l * floor(x / l);
-    if (r < 0.0) {
-        r += l;
-    }
-    if (r >= l) {
-        r -= l;
+    double r = x;
+    if (!(x >= 0.0 && x < l)) {
+        r = x - l * floor(x / l);
+        if (r < 0.0) {
+            r += l;
+        }
+        if (r >= l) {
+            r -= l;
+        }
     }
     float f = (float)r;
     return f >= (float)l ? 0.0f : f;

@@ -386,6 +386,10 @@ impl Physics {
 /// `x` wrapped into [0, l) in f64.
 #[inline]
 pub fn wrap_f64(x: f64, l: f64) -> f64 {
+    // already inside: as it is (the common case; no division on the GPU's twin)
+    if (0.0..l).contains(&x) {
+        return x;
+    }
     let mut r = x - l * (x / l).floor();
     if r < 0.0 {
         r += l;

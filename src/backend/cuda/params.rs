@@ -152,7 +152,7 @@ impl WallParams {
                     f.nodes[1] as f64,
                     f.nodes[2] as f64,
                     f.slope,
-                    0.0,
+                    f.inv_spacing,
                 ],
             ),
         };
