@@ -87,11 +87,13 @@ __device__ __forceinline__ double mpc_field_trilinear(const double v[8], const d
     return mpc_field_lerp(c0, c1, f[2]);
 }
 
-// MPC_FIELD_CALLS=1: the interpolated distance as one out-of-line function, called by the
-// reach test, the root search and the projections (one copy of its code in the kernel,
-// against one per use inlined; for A/B runs through MPCBOX_NVRTC_OPTIONS).
+// The interpolated distance is one out-of-line function, called by the reach test, the root
+// search, the cut-cell test and the projections: one copy of its code in a kernel instead of
+// one per use. Inlined, the streaming kernel's code was so large that its warps waited for
+// instructions (docs/walls.md: pass 1 of the porous sample took a tenth longer).
+// MPC_FIELD_CALLS=0 inlines it, for A/B runs through MPCBOX_NVRTC_OPTIONS.
 #ifndef MPC_FIELD_CALLS
-#define MPC_FIELD_CALLS 0
+#define MPC_FIELD_CALLS 1
 #endif
 #if MPC_FIELD_CALLS
 #define MPC_FIELD_VALUE_FN __device__ __noinline__
