@@ -1,7 +1,8 @@
 // Walls given as data (a mirror of src/physics/walls/field.rs): a signed distance on a
 // periodic grid of nx x ny x nz nodes `spacing` apart (node (i, j, k) at ((i + 1/2) s, ...),
-// f32 values in C order at `grid`), interpolated trilinearly; its gradient, the time of impact
-// of a straight path (samples of at most a quarter spacing, then bisection), cut cells (the
+// f32 values at `grid` in the cells' order), interpolated trilinearly; its gradient, the time
+// of impact of a straight path (samples of at most a quarter spacing, then Illinois regula
+// falsi), cut cells (the
 // vertices of the cell's partition by the grid planes) and f32 positions projected back into
 // the fluid, operation by operation (compiled with --fmad=false). Included before walls.cuh,
 // whose MpcWalls holds an MpcWallField.
