@@ -46,37 +46,41 @@ __global__ void bin_now(unsigned int n, const double *__restrict__ pos, const do
     red6(cells, c, mass[t], vel[3 * t], vel[3 * t + 1], vel[3 * t + 2], false);
 }
 
-// every load first
+// solute t's values, all loaded at once, tested as mpc_check_solutes tests them
+struct Solute {
+    double x, y, z, a, b, c, m;
+};
+__device__ __forceinline__ Solute load_and_check(unsigned int t, const double *__restrict__ pos,
+                                                 const double *__restrict__ vel, const double *__restrict__ mass,
+                                                 unsigned int *bad) {
+    Solute s = {pos[3 * t], pos[3 * t + 1], pos[3 * t + 2], vel[3 * t], vel[3 * t + 1], vel[3 * t + 2], mass[t]};
+    if (!(isfinite(s.x) && isfinite(s.y) && isfinite(s.z) && isfinite(s.a) && isfinite(s.b) && isfinite(s.c) &&
+          s.m > 0.0)) {
+        atomicMin(bad, t);
+    }
+    return s;
+}
+
+// every load first, the check fused
 template <bool ONE_SECTOR, bool ATOMICS>
 __global__ void bin_loads_first(unsigned int n, const double *__restrict__ pos, const double *__restrict__ vel,
                                 const double *__restrict__ mass, unsigned int *scell, int *simage, double *cells,
                                 const unsigned int *dead, unsigned int *bad) {
     unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n) return;
-    double x = pos[3 * t], y = pos[3 * t + 1], z = pos[3 * t + 2];
-    double a = vel[3 * t], b = vel[3 * t + 1], cz = vel[3 * t + 2];
-    double m = mass[t];
-    if (!(isfinite(x) && isfinite(y) && isfinite(z) && isfinite(a) && isfinite(b) && isfinite(cz) && m > 0.0)) {
-        atomicMin(bad, t);
-    }
-    unsigned int c = cell_of(x, y, z);
+    Solute s = load_and_check(t, pos, vel, mass, bad);
+    unsigned int c = cell_of(s.x, s.y, s.z);
     if (c == *dead) c = DEAD;
     scell[t] = c;
     simage[t] = 0;
     if (c == DEAD || !ATOMICS) return;
-    red6(cells, c, m, a, b, cz, ONE_SECTOR);
+    red6(cells, c, s.m, s.a, s.b, s.c, ONE_SECTOR);
 }
 
 __global__ void check_only(unsigned int n, const double *__restrict__ pos, const double *__restrict__ vel,
                            const double *__restrict__ mass, unsigned int *bad) {
     unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= n) return;
-    double x = pos[3 * t], y = pos[3 * t + 1], z = pos[3 * t + 2];
-    double a = vel[3 * t], b = vel[3 * t + 1], cz = vel[3 * t + 2];
-    double m = mass[t];
-    if (!(isfinite(x) && isfinite(y) && isfinite(z) && isfinite(a) && isfinite(b) && isfinite(cz) && m > 0.0)) {
-        atomicMin(bad, t);
-    }
+    if (t < n) load_and_check(t, pos, vel, mass, bad);
 }
 
 // as mpc_solute_collide_owned: cell word, then the cell's 64 bytes, velocity and mass
