@@ -422,3 +422,26 @@ fn clamp_index(s: f64, n: u32) -> u32 {
         i as u32
     }
 }
+
+#[cfg(test)]
+mod wrap_tests {
+    use super::{wrap_coordinate, wrap_f64};
+
+    /// A coordinate in [0, L) comes back as it is (the shortcut); any other lands in [0, L)
+    /// one whole number of periods away.
+    #[test]
+    fn wrapping_keeps_a_coordinate_inside_and_moves_the_others_by_whole_periods() {
+        let l = 37.5;
+        for x in [0.0, -0.0, 1e-300, 3.25, 37.499999999, l - l * f64::EPSILON] {
+            assert_eq!(wrap_f64(x, l).to_bits(), x.to_bits(), "{x}");
+        }
+        for x in [-1e-12, -3.25, -37.5, -100.0, 37.5, 40.0, 75.0, 1e6 + 0.125] {
+            let w = wrap_f64(x, l);
+            assert!((0.0..l).contains(&w), "{x} → {w}");
+            let periods = (x - w) / l;
+            assert!((periods - periods.round()).abs() < 1e-9, "{x} → {w}");
+        }
+        assert_eq!(wrap_coordinate(-1e-9, 16.0), 0.0);
+        assert!(wrap_coordinate(15.999999999, 16.0) < 16.0);
+    }
+}

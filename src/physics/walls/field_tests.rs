@@ -177,3 +177,30 @@ fn cut_cells_and_rounding() {
     assert!(b.signed_distance(q.map(|x| x as f64)) >= 0.0);
     assert_eq!(b.keep_inside([1.0, 2.0, 3.0]), [1.0, 2.0, 3.0]);
 }
+
+/// Points are located by a product with 1/spacing (as on the GPU): at a spacing that is not a
+/// power of two, where that product and x / spacing may round apart, the interpolant still
+/// takes the node values at the nodes and is linear between them.
+#[test]
+fn a_spacing_that_is_not_a_power_of_two_interpolates_the_nodes() {
+    let (nodes, s) = ([10, 30, 10], 0.3);
+    let node_y = |j: usize| (j as f64 + 0.5) * s;
+    let mut values = Vec::new();
+    for _ in 0..nodes[0] {
+        for j in 0..nodes[1] {
+            for _ in 0..nodes[2] {
+                values.push((node_y(j) - 1.0) as f32);
+            }
+        }
+    }
+    let f = DistanceField::new(nodes, s, values);
+    for j in 0..nodes[1] {
+        let at = f.signed_distance([0.45, node_y(j), 1.35]);
+        let node = (node_y(j) - 1.0) as f32 as f64;
+        assert!((at - node).abs() < 1e-12, "node {j}: {at} vs {node}");
+    }
+    for y in [0.2, 1.0, 3.33, 7.01, 8.8] {
+        let got = f.signed_distance([1.7, y, 2.2]);
+        assert!((got - (y - 1.0)).abs() < 1e-6, "y {y}: {got}");
+    }
+}
