@@ -5,6 +5,7 @@
 #ifndef MPCBOX_NVRTC
 #include "report.cuh"
 #include "wall_stream.cuh"
+#include "wrap.cuh"
 #endif
 
 // Run constants plus the plan of one step. Layout mirrors `KernelParams` in
@@ -69,29 +70,6 @@ __device__ __forceinline__ unsigned int mpc_local_cell(const MpcParams &p, unsig
     }
     unsigned int c = gc - p.cell_offset;  // wraps around for cells below the slab
     return c < p.n_cells ? c : MPC_DEAD;
-}
-
-// physics::wrap_f64: a coordinate already in [0, l) as it is (no division: the common case).
-__device__ __forceinline__ double mpc_wrap_f64(double x, double l) {
-    if (x >= 0.0 && x < l) {
-        return x;
-    }
-    double r = x - l * floor(x / l);
-    if (r < 0.0) {
-        r += l;
-    }
-    if (r >= l) {
-        r -= l;
-    }
-    return r;
-}
-
-__device__ __forceinline__ float mpc_wrap_coordinate(double x, double l) {
-    float f = (float)mpc_wrap_f64(x, l);
-    if (f >= (float)l) {
-        return 0.0f;
-    }
-    return f;
 }
 
 __device__ __forceinline__ unsigned int mpc_clamp_index(double s, unsigned int n) {

@@ -7,6 +7,9 @@
 // the fluid, operation by operation (compiled with --fmad=false). Included before walls.cuh,
 // whose MpcWalls holds an MpcWallField.
 #pragma once
+#ifndef MPCBOX_NVRTC
+#include "wrap.cuh"
+#endif
 
 // DistanceField::{spacing, nodes, slope, inv_spacing}: nx, ny, nz as exact doubles.
 struct MpcWallField {
@@ -270,6 +273,13 @@ __device__ __forceinline__ unsigned int mpc_field_edge(const MpcWallField &w, do
     return m;
 }
 
+// Whether the values seen so far, d the last, take both signs (a cut cell).
+__device__ __forceinline__ bool mpc_field_both_signs(double d, bool *neg, bool *pos) {
+    *neg = *neg || d < 0.0;
+    *pos = *pos || d > 0.0;
+    return *neg && *pos;
+}
+
 // WallShape::cuts_cell for [lo, lo + 1): the interpolant's sign at the vertices of the cell's
 // partition by the grid planes (within each grid box it is trilinear, so its extremes over the
 // cell lie there), the same values in the same order as the CPU's.
@@ -290,10 +300,7 @@ __device__ __forceinline__ bool mpc_field_cuts_cell(const MpcWallField &w, const
                 for (unsigned int c = 0; c < nz; ++c) {
                     double v[8], f[3];
                     mpc_field_stencil_at(grid, (size_t)w.nx, (size_t)w.nz, ax[a], ay[b], az[c], v, f);
-                    double d = mpc_field_trilinear(v, f);
-                    neg = neg || d < 0.0;
-                    pos = pos || d > 0.0;
-                    if (neg && pos) {
+                    if (mpc_field_both_signs(mpc_field_trilinear(v, f), &neg, &pos)) {
                         return true;
                     }
                 }
@@ -306,32 +313,13 @@ __device__ __forceinline__ bool mpc_field_cuts_cell(const MpcWallField &w, const
     for (unsigned int a = 0; mpc_field_partition(w, lo[0], a, &p[0]); ++a) {
         for (unsigned int b = 0; mpc_field_partition(w, lo[1], b, &p[1]); ++b) {
             for (unsigned int c = 0; mpc_field_partition(w, lo[2], c, &p[2]); ++c) {
-                double d = mpc_field_distance(w, grid, p);
-                neg = neg || d < 0.0;
-                pos = pos || d > 0.0;
-                if (neg && pos) {
+                if (mpc_field_both_signs(mpc_field_distance(w, grid, p), &neg, &pos)) {
                     return true;
                 }
             }
         }
     }
     return false;
-}
-
-// physics::wrap_coordinate (mpc.cuh has its twin, included after this file).
-__device__ __forceinline__ float mpc_field_wrap(double x, double l) {
-    double r = x;
-    if (!(x >= 0.0 && x < l)) {
-        r = x - l * floor(x / l);
-        if (r < 0.0) {
-            r += l;
-        }
-        if (r >= l) {
-            r -= l;
-        }
-    }
-    float f = (float)r;
-    return f >= (float)l ? 0.0f : f;
 }
 
 // WallShape::keep_inside: along the normal onto the surface and a few f32 steps of the box
@@ -351,7 +339,7 @@ __device__ __forceinline__ void mpc_field_keep_inside(const MpcWallField &w, con
         mpc_field_normal(w, grid, r, n);
         double step = hair - d;
         for (int k = 0; k < 3; ++k) {
-            q[k] = mpc_field_wrap(r[k] + n[k] * step, len[k]);
+            q[k] = mpc_wrap_coordinate(r[k] + n[k] * step, len[k]);
         }
     }
 }

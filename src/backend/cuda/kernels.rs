@@ -21,6 +21,9 @@ pub const WALL_STREAM_CUH: &str = include_str!("../../../kernels/wall_stream.cuh
 /// `kernels/wall_shapes.cuh`: the planar pore's and the cosine walls' formulas (mirror of
 /// `src/physics/walls/pore.rs` and `cosine.rs`), which `walls.cuh` dispatches to.
 pub const WALL_SHAPES_CUH: &str = include_str!("../../../kernels/wall_shapes.cuh");
+/// `kernels/wrap.cuh`: periodic wrapping (mirror of `physics::wrap_f64`, `wrap_coordinate`),
+/// first in both units.
+pub const WRAP_CUH: &str = include_str!("../../../kernels/wrap.cuh");
 /// `kernels/wall_field.cuh`: walls given as data, a distance field on a grid (mirror of
 /// `src/physics/walls/field.rs`).
 pub const WALL_FIELD_CUH: &str = include_str!("../../../kernels/wall_field.cuh");
@@ -31,6 +34,7 @@ pub const WALL_FIELD_CUH: &str = include_str!("../../../kernels/wall_field.cuh")
 /// algorithm, named after the module of this backend that launches its kernels (`stream.cu`
 /// by `stream.rs`, `migrate.cu` by `multi/migrate.rs`, ...; each file's first line names it).
 pub const FLUID_SOURCES: &[(&str, &str)] = &[
+    ("wrap.cuh", WRAP_CUH),
     ("rng.cuh", RNG_CUH),
     ("wall_shapes.cuh", WALL_SHAPES_CUH),
     ("wall_field.cuh", WALL_FIELD_CUH),
@@ -108,12 +112,13 @@ pub const MD_OBSERVE_CU: &str = include_str!("../../../kernels/md_observe.cu");
 /// (`crate::md::gpu::slabs`).
 pub const MD_SLABS_CU: &str = include_str!("../../../kernels/md_slabs.cu");
 
-/// The translation unit of the MD kernels: rng.cuh, wall_shapes.cuh, wall_field.cuh and walls.cuh
+/// The translation unit of the MD kernels: wrap.cuh, rng.cuh, wall_shapes.cuh, wall_field.cuh and walls.cuh
 /// (the wall shapes),
 /// md_boundary.cuh, md_items.cuh, md.cu, md_forces.cu, md_walls.cu, md_observe.cu, then
 /// md_slabs.cu.
 pub fn md_source() -> String {
     let sources = translation_unit(&[
+        ("wrap.cuh", WRAP_CUH),
         ("rng.cuh", RNG_CUH),
         ("wall_shapes.cuh", WALL_SHAPES_CUH),
         ("wall_field.cuh", WALL_FIELD_CUH),
