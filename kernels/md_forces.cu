@@ -211,9 +211,22 @@ __device__ __forceinline__ void md_bond_pass(const MdSite &s, const MdBonds &bd,
         double *e_pair, double *w_pair, double *e_bond, double *w_bond, double *w_tensor, unsigned int *flags, \
         double own_lo, double own_hi, double bond_reach, unsigned int m, const unsigned int *work
 
-// FAST: one-type LJ without DPD thermostat or bonds (the benchmark case), as LjKernel<SINGLE>.
-template <bool FAST>
+// What a force kernel is compiled for. Each mode's unused passes (and, without energies, the
+// energy terms) are left out of its code, so that it keeps fewer registers: the general kernel
+// holds the DPD passes' random numbers and the energy sums in ~120 registers, which limits the
+// warps that hide its neighbours' loads to a quarter of the most.
+enum MdForcesMode {
+    MD_FORCES_ANY = 0,       // every pair style, the DPD thermostat, bonds, energies on request
+    MD_FORCES_LJ1 = 1,       // one-type LJ without thermostat or bonds, as LjKernel<SINGLE>
+    MD_FORCES_LJ1_BONDS = 2, // one-type LJ and bonds, no thermostat, no energies (the polymer's step)
+};
+
+template <int MODE>
 __device__ __forceinline__ void md_forces_body(MD_FORCES_PARAMS) {
+    constexpr bool FAST = MODE != MD_FORCES_ANY;
+    if (MODE == MD_FORCES_LJ1_BONDS) {
+        energy = 0;
+    }
     unsigned int i;
     if (!md_item(m, work, &i)) {
         return;
@@ -242,7 +255,7 @@ __device__ __forceinline__ void md_forces_body(MD_FORCES_PARAMS) {
         md_lj_pass<FAST>(s, lj, ntypes, energy, f, &ep, &wp, wt);
     }
     double eb = 0.0, wb = 0.0;
-    if (!FAST) {
+    if (MODE == MD_FORCES_ANY) {
         if (style == 2) {
             MdDpdPass pair = {dpd_gamma, dpd_rc, dpd_s, dpd_noise, 1};
             md_dpd_pass(s, pair, dpd_a, ntypes, dk0, dk1, step, energy, f, &ep, &wp, wt);
@@ -251,6 +264,8 @@ __device__ __forceinline__ void md_forces_body(MD_FORCES_PARAMS) {
             MdDpdPass thermostat = {th_gamma, th_rc, th_s, th_noise, 0};
             md_dpd_pass(s, thermostat, dpd_a, ntypes, dk0, dk1, step, energy, f, &ep, &wp, wt);
         }
+    }
+    if (MODE != MD_FORCES_LJ1) {
         MdBonds bonds = {bond_off, bond_j, bond_kind, bond_style, bond_k, bond_r0, bond_reach};
         md_bond_pass(s, bonds, flags, energy, f, &eb, &wb, wt);
     }
@@ -275,9 +290,14 @@ __device__ __forceinline__ void md_forces_body(MD_FORCES_PARAMS) {
         flags, own_lo, own_hi, bond_reach, m, work
 
 extern "C" __global__ void md_forces(MD_FORCES_PARAMS) {
-    md_forces_body<false>(MD_FORCES_ARGS);
+    md_forces_body<MD_FORCES_ANY>(MD_FORCES_ARGS);
 }
 
 extern "C" __global__ void md_forces_lj1(MD_FORCES_PARAMS) {
-    md_forces_body<true>(MD_FORCES_ARGS);
+    md_forces_body<MD_FORCES_LJ1>(MD_FORCES_ARGS);
+}
+
+// `energy` is ignored (never any): steps with energies take md_forces.
+extern "C" __global__ void md_forces_lj1_bonds(MD_FORCES_PARAMS) {
+    md_forces_body<MD_FORCES_LJ1_BONDS>(MD_FORCES_ARGS);
 }

@@ -402,6 +402,38 @@ mod tests {
         ptxas_report(source, kernel).1
     }
 
+    /// The polymer's MD step (one-type LJ and FENE bonds, no energies) takes the force kernel
+    /// compiled without the DPD passes and the energy sums: it keeps at most 64 registers and
+    /// spills nothing. The general kernel's ~120 registers left a quarter of the warps to hide
+    /// the neighbours' loads (docs/scaling.md).
+    #[test]
+    #[cfg_attr(
+        not(mpcbox_external),
+        ignore = "needs NVRTC (pip install nvidia-cuda-nvrtc, its nvidia/cu13/lib on LD_LIBRARY_PATH); runs with MPCBOX_REQUIRE_EXTERNAL=1"
+    )]
+    fn the_bonded_lj_force_kernel_keeps_few_registers() {
+        kernels::require_nvrtc_for_tests();
+        let source = kernels::md_source();
+        let (general, _) = ptxas_report(&source, "md_forces");
+        let (bonded, spilled) = ptxas_report(&source, "md_forces_lj1_bonds");
+        eprintln!(
+            "md_forces {general}, md_forces_lj1_bonds {bonded} registers, {spilled} B spilled"
+        );
+        for k in [
+            "md_first_half",
+            "md_first_half_plain",
+            "md_build_list",
+            "md_cell_bin",
+            "md_forces_lj1",
+        ] {
+            eprintln!("{k}: {:?}", ptxas_report(&source, k));
+        }
+        assert!(
+            bonded <= 64 && spilled == 0 && bonded < general,
+            "md_forces_lj1_bonds: {bonded} registers (md_forces: {general}), {spilled} bytes spilled"
+        );
+    }
+
     /// Between walls the cell pass over every cell keeps the registers it has in a periodic
     /// box, under SRD and under MPC-AT: the virtual particles' fill, whose registers would be
     /// the pass's, runs in a kernel of its own over the cells a wall may cut (`cells.rs`). With

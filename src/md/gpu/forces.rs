@@ -1,8 +1,9 @@
 //! Forces on the GPU (the counterpart of `md::pair` and `md::bond`): one launch of
 //! `md_forces` evaluates the pair style, the DPD thermostat and the bonds of each particle in
 //! the order of the CPU engine; `md_forces_lj1` is the one-type LJ case without thermostat
-//! or bonds. With energies, the per-particle terms come back and are summed over the CPU
-//! engine's fixed chunks.
+//! or bonds, `md_forces_lj1_bonds` the same with bonds on steps without energies. With
+//! energies, the per-particle terms come back and are summed over the CPU engine's fixed
+//! chunks.
 
 use cudarc::driver::{LaunchArgs, PushKernelArg};
 
@@ -86,12 +87,12 @@ impl GpuMd {
         let sc = self.force_scalars(energy);
         let s = self.stream.clone();
         let p = &self.p;
-        let fast =
-            p.style == STYLE_LJ && p.ntypes == 1 && p.th_on == 0 && self.sys.bonds.is_empty();
-        let kernel = if fast {
-            &self.k.forces_lj1
-        } else {
-            &self.k.forces
+        // the kernels compiled for fewer terms keep fewer registers (kernels/md_forces.cu)
+        let one_type_lj = p.style == STYLE_LJ && p.ntypes == 1 && p.th_on == 0;
+        let kernel = match (one_type_lj, self.sys.bonds.is_empty(), energy) {
+            (true, true, _) => &self.k.forces_lj1,
+            (true, false, false) => &self.k.forces_lj1_bonds,
+            _ => &self.k.forces,
         };
         let (d, l, e) = (&mut self.parts, &self.lists, &mut self.energy);
         let mut b = s.launch_builder(kernel);
@@ -119,8 +120,8 @@ impl GpuMd {
         // that the terms of those it does not own are zero
         push_items(&mut b, self.work.as_ref(), !energy, &sc.n);
         let m = items(self.work.as_ref(), !energy, self.n);
-        // SAFETY: the arguments are MD_FORCES_PARAMS of kernels/md.cu in order and type (both
-        // md_forces and md_forces_lj1 take them; m, work: m indices < n, or null for all n).
+        // SAFETY: the arguments are MD_FORCES_PARAMS of kernels/md.cu in order and type (the
+        // three force kernels take them; m, work: m indices < n, or null for all n).
         // Per-particle buffers hold n (or 3n) elements;
         // `list` holds max_neigh · n indices < n and `nneigh[i]` ≤ max_neigh (md_build_list caps
         // it); the LJ table and `dpd_a` hold ntypes² entries (a single dummy when unused, and

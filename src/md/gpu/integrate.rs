@@ -152,7 +152,17 @@ impl GpuMd {
         let d = &mut self.parts;
         let own = self.role.own;
         let no_y_prev = 0u64;
-        let mut b = s.launch_builder(&self.k.first_half);
+        // without Langevin drift, shear, sends or y_prev: the kernel compiled without them,
+        // which keeps fewer registers
+        let plain = h.langevin == 0
+            && h.shear.sheared == 0
+            && self.fused_sends.links == 0
+            && self.y_prev.is_none();
+        let kernel = match plain {
+            true => &self.k.first_half_plain,
+            false => &self.k.first_half,
+        };
+        let mut b = s.launch_builder(kernel);
         b.arg(&h.n)
             .arg(&mut d.pos)
             .arg(&mut d.vel)
@@ -187,7 +197,8 @@ impl GpuMd {
         let kicks = 1 + i32::from(self.kick_owed);
         let sends = std::mem::take(&mut self.fused_sends);
         b.arg(&kicks).arg(&sends);
-        // SAFETY: md_first_half's parameters in order and type (n, pos, vel, force, inv_mass,
+        // SAFETY: md_first_half's parameters (md_first_half_plain's too, which reads neither
+        // y_prev nor sends) in order and type (n, pos, vel, force, inv_mass,
         // image, tag, built_at, flags, dt, langevin, c1, c2, kt, lk0, lk1, step, lx, ly, lz,
         // quarter_skin2, skin, MdShear by value, own_lo, own_hi, y_prev: n f64 or null, which
         // the kernel tests, m, work: m indices < n or null for all n, kicks, MdSends by value);

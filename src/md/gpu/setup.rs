@@ -34,6 +34,16 @@ kernel_table! {
             own_hi: Val<f64>, y_prev: Out<f64>, m: Val<u32>, work: In<u32>, kicks: Val<i32>,
             sends: Val<MdSends>,
         ),
+        /// md_first_half without Langevin drift, shear, sends or y_prev (whatever is passed).
+        first_half_plain: "md_first_half_plain"(
+            n: Val<u32>, pos: Out<f64>, vel: Out<f64>, force: In<f64>, inv_mass: In<f64>,
+            image: Out<i32>, tag: In<u32>, built_at: In<f64>, flags: Out<u32>, dt: Val<f64>,
+            langevin: Val<i32>, c1: Val<f64>, c2: Val<f64>, kt: Val<f64>, lk0: Val<u32>,
+            lk1: Val<u32>, step: Val<u64>, lx: Val<f64>, ly: Val<f64>, lz: Val<f64>,
+            quarter_skin2: Val<f64>, skin: Val<f64>, le: Val<MdShear>, own_lo: Val<f64>,
+            own_hi: Val<f64>, y_prev: Out<f64>, m: Val<u32>, work: In<u32>, kicks: Val<i32>,
+            sends: Val<MdSends>,
+        ),
         second_half: "md_second_half"(
             n: Val<u32>, vel: Out<f64>, force: In<f64>, inv_mass: In<f64>, dt: Val<f64>,
             pos: In<f64>, ly: Val<f64>, own_lo: Val<f64>, own_hi: Val<f64>, m: Val<u32>,
@@ -74,6 +84,20 @@ kernel_table! {
         ),
         /// One-type LJ without thermostat passes or bonds.
         forces_lj1: "md_forces_lj1"(
+            n: Val<u32>, pos: In<f64>, vel: In<f64>, typ: In<u32>, tag: In<u32>, list: In<u32>,
+            nneigh: In<u32>, lx: Val<f64>, ly: Val<f64>, lz: Val<f64>, le_off: Val<f64>,
+            le_vel: Val<f64>, style: Val<i32>, ntypes: Val<u32>, lj: In<LjPairRepr>,
+            dpd_a: In<f64>, dpd_gamma: Val<f64>, dpd_rc: Val<f64>, dpd_s: Val<f64>,
+            dpd_noise: Val<f64>, th_on: Val<i32>, th_gamma: Val<f64>, th_rc: Val<f64>,
+            th_s: Val<f64>, th_noise: Val<f64>, dk0: Val<u32>, dk1: Val<u32>, step: Val<u64>,
+            bond_off: In<u32>, bond_j: In<u32>, bond_kind: In<u32>, bond_style: In<i32>,
+            bond_k: In<f64>, bond_r0: In<f64>, force: Out<f64>, energy: Val<i32>, e_pair: Out<f64>,
+            w_pair: Out<f64>, e_bond: Out<f64>, w_bond: Out<f64>, w_tensor: Out<f64>,
+            flags: Out<u32>, own_lo: Val<f64>, own_hi: Val<f64>, bond_reach: Val<f64>, m: Val<u32>,
+            work: In<u32>,
+        ),
+        /// One-type LJ and bonds without thermostat passes, energies never computed.
+        forces_lj1_bonds: "md_forces_lj1_bonds"(
             n: Val<u32>, pos: In<f64>, vel: In<f64>, typ: In<u32>, tag: In<u32>, list: In<u32>,
             nneigh: In<u32>, lx: Val<f64>, ly: Val<f64>, lz: Val<f64>, le_off: Val<f64>,
             le_vel: Val<f64>, style: Val<i32>, ntypes: Val<u32>, lj: In<LjPairRepr>,
