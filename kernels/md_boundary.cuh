@@ -21,11 +21,11 @@ __device__ __forceinline__ double md_min_image(double d, double l, double half) 
 // PeriodicBox::delta_image: the minimum-image separation pi - r_j into d, across the y boundary
 // to j's Lees-Edwards image (x shifted by `off`, the offset reduced to (-Lx/2, Lx/2]); *img gets
 // that image (+1 above, -1 below, 0). Returns |d|^2.
-__device__ __forceinline__ double md_delta_image(const double pi[3], const double *pos, unsigned int j,
-                                                 const double l[3], const double hl[3], double off, double d[3],
-                                                 double *img) {
-    double dx = pi[0] - pos[3 * j];
-    double dy = pi[1] - pos[3 * j + 1];
+// md_delta_image to a position already loaded (rj), so that a loop can load several first.
+__device__ __forceinline__ double md_delta_to(const double pi[3], const double rj[3], const double l[3],
+                                              const double hl[3], double off, double d[3], double *img) {
+    double dx = pi[0] - rj[0];
+    double dy = pi[1] - rj[1];
     *img = 0.0;
     if (dy > hl[1]) {
         dy -= l[1];
@@ -38,8 +38,15 @@ __device__ __forceinline__ double md_delta_image(const double pi[3], const doubl
     }
     d[0] = md_min_image(dx, l[0], hl[0]);
     d[1] = dy;
-    d[2] = md_min_image(pi[2] - pos[3 * j + 2], l[2], hl[2]);
+    d[2] = md_min_image(pi[2] - rj[2], l[2], hl[2]);
     return d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+}
+
+__device__ __forceinline__ double md_delta_image(const double pi[3], const double *pos, unsigned int j,
+                                                 const double l[3], const double hl[3], double off, double d[3],
+                                                 double *img) {
+    double rj[3] = {pos[3 * j], pos[3 * j + 1], pos[3 * j + 2]};
+    return md_delta_to(pi, rj, l, hl, off, d, img);
 }
 
 // PeriodicBox::delta

@@ -50,6 +50,37 @@ __device__ __forceinline__ unsigned int md_neighbor(const MdSite &s, unsigned in
     return s.list[(size_t)k * s.n + s.i];
 }
 
+// One LJ pair (i, j), j at rj: the force added to acc, and with `energy` the pair energy, virial
+// and virial tensor.
+template <bool FAST>
+__device__ __forceinline__ void md_lj_pair(const MdSite &s, const MdPairLj *row, const MdPairLj &p0, unsigned int j,
+                                           const double rj[3], int energy, double acc[3], double *ep, double *wp,
+                                           double wt[6]) {
+    double d[3], img;
+    double r2 = md_delta_to(s.pi, rj, s.l, s.hl, s.off, d, &img);
+    MdPairLj p = FAST ? p0 : row[s.typ[j]];
+    if (r2 < p.rc2) {
+        double inv2 = 1.0 / r2;
+        double inv6 = inv2 * inv2 * inv2;
+        double fr = inv6 * (p.lj1 * inv6 - p.lj2) * inv2;
+        acc[0] += fr * d[0];
+        acc[1] += fr * d[1];
+        acc[2] += fr * d[2];
+        if (energy) {
+            *ep += inv6 * (p.lj3 * inv6 - p.lj4) - p.shift;
+            *wp += fr * r2;
+            md_add_outer(wt, fr, d);
+        }
+    }
+}
+
+// Neighbours are taken MD_GATHER at a time, their positions all loaded before the first is
+// used: the loads of a particle's scattered neighbours then overlap instead of each waiting for
+// the last (the forces' warps had stalled on them). The sums run in list order as before.
+#ifndef MD_GATHER
+#define MD_GATHER 4
+#endif
+
 // LjKernel over i's list: the force is assigned to f, pair energy, virial and virial tensor added
 // to *ep, *wp, wt when `energy`. FAST: one type, the coefficients are loaded once and neighbour
 // types not read.
@@ -59,23 +90,25 @@ __device__ __forceinline__ void md_lj_pass(const MdSite &s, const MdPairLj *lj, 
     double acc[3] = {0.0, 0.0, 0.0};
     const MdPairLj *row = lj + (FAST ? 0 : (size_t)s.ti * ntypes);
     MdPairLj p0 = row[0];
-    for (unsigned int k = 0; k < s.nn; ++k) {
-        unsigned int j = md_neighbor(s, k);
-        double d[3];
-        double r2 = md_delta(s.pi, s.pos, j, s.l, s.hl, s.off, d);
-        MdPairLj p = FAST ? p0 : row[s.typ[j]];
-        if (r2 < p.rc2) {
-            double inv2 = 1.0 / r2;
-            double inv6 = inv2 * inv2 * inv2;
-            double fr = inv6 * (p.lj1 * inv6 - p.lj2) * inv2;
-            acc[0] += fr * d[0];
-            acc[1] += fr * d[1];
-            acc[2] += fr * d[2];
-            if (energy) {
-                *ep += inv6 * (p.lj3 * inv6 - p.lj4) - p.shift;
-                *wp += fr * r2;
-                md_add_outer(wt, fr, d);
+    for (unsigned int k0 = 0; k0 < s.nn; k0 += MD_GATHER) {
+        unsigned int js[MD_GATHER];
+        double rj[MD_GATHER][3];
+#pragma unroll
+        for (int u = 0; u < MD_GATHER; ++u) {
+            js[u] = k0 + u < s.nn ? md_neighbor(s, k0 + u) : s.i;
+        }
+#pragma unroll
+        for (int u = 0; u < MD_GATHER; ++u) {
+            for (int c = 0; c < 3; ++c) {
+                rj[u][c] = s.pos[3 * js[u] + c];
             }
+        }
+#pragma unroll
+        for (int u = 0; u < MD_GATHER; ++u) {
+            if (k0 + u >= s.nn) {
+                break;
+            }
+            md_lj_pair<FAST>(s, row, p0, js[u], rj[u], energy, acc, ep, wp, wt);
         }
     }
     f[0] = acc[0];
@@ -147,51 +180,82 @@ struct MdBonds {
     double reach; // decomposed: the slab halo in y (a longer bond may see a stale partner); inf
 };
 
-// The bond pass over i's partners (BondStyle::eval): forces added to f, and with `energy` the
-// energy, virial and virial tensor to *eb, *wb, wt. A FENE bond at or beyond R0 raises
-// MD_FLAG_BROKEN with its tags and is skipped.
+// One bond of i to j (at rj) of type `kind` (BondStyle::eval): the force added to f, and with
+// `energy` the energy, virial and virial tensor to *eb, *wb, wt. A FENE bond at or beyond R0
+// raises MD_FLAG_BROKEN with its tags and adds nothing.
+__device__ __forceinline__ void md_bond(const MdSite &s, const MdBonds &bd, unsigned int j, unsigned int kind,
+                                        const double rj[3], unsigned int *flags, int energy, double f[3], double *eb,
+                                        double *wb, double wt[6]) {
+    double d[3], img;
+    double r2 = md_delta_to(s.pi, rj, s.l, s.hl, s.off, d, &img);
+    if (fabs(d[1]) > bd.reach) {
+        if (atomicExch(&flags[MD_FLAG_HALO], 1u) == 0u) {
+            flags[MD_FLAG_HALO + 1] = s.tag[s.i];
+            flags[MD_FLAG_HALO + 2] = s.tag[j];
+        }
+        return;
+    }
+    double kk = bd.k[kind], r0 = bd.r0[kind];
+    double fr, u;
+    if (bd.style[kind] == 0) {
+        double r = sqrt(r2);
+        double dr = r - r0;
+        fr = r > 0.0 ? -kk * dr / r : 0.0;
+        u = 0.5 * kk * dr * dr;
+    } else {
+        double x = r2 / (r0 * r0);
+        if (!(x < 1.0) || isinf(x)) {
+            if (atomicExch(&flags[MD_FLAG_BROKEN], 1u) == 0u) {
+                flags[MD_FLAG_BROKEN + 1] = s.tag[s.i];
+                flags[MD_FLAG_BROKEN + 2] = s.tag[j];
+            }
+            return;
+        }
+        fr = -kk / (1.0 - x);
+        // det_ln (IEEE-exact operations, within 2 ulp of ln): libdevice's log uses FMA. Only
+        // for energies: it costs more than the rest of the bond
+        u = energy ? -0.5 * kk * r0 * r0 * mpc_det_ln(1.0 - x) : 0.0;
+    }
+    f[0] += fr * d[0];
+    f[1] += fr * d[1];
+    f[2] += fr * d[2];
+    if (energy) {
+        *eb += u;
+        *wb += fr * r2;
+        md_add_outer(wt, fr, d);
+    }
+}
+
+// The bond pass over i's partners, in CSR order (md_bond each). A chain's inner particle has
+// two bonds: their partners' positions are loaded together.
+#ifndef MD_BOND_GATHER
+#define MD_BOND_GATHER 2
+#endif
+
 __device__ __forceinline__ void md_bond_pass(const MdSite &s, const MdBonds &bd, unsigned int *flags, int energy,
                                              double f[3], double *eb, double *wb, double wt[6]) {
-    for (unsigned int b = bd.off[s.i]; b < bd.off[s.i + 1]; ++b) {
-        unsigned int j = bd.j[b];
-        unsigned int kind = bd.kind[b];
-        double d[3];
-        double r2 = md_delta(s.pi, s.pos, j, s.l, s.hl, s.off, d);
-        if (fabs(d[1]) > bd.reach) {
-            if (atomicExch(&flags[MD_FLAG_HALO], 1u) == 0u) {
-                flags[MD_FLAG_HALO + 1] = s.tag[s.i];
-                flags[MD_FLAG_HALO + 2] = s.tag[j];
-            }
-            continue;
+    unsigned int b0 = bd.off[s.i], b1 = bd.off[s.i + 1];
+    for (unsigned int bb = b0; bb < b1; bb += MD_BOND_GATHER) {
+        unsigned int js[MD_BOND_GATHER], kinds[MD_BOND_GATHER];
+        double rj[MD_BOND_GATHER][3];
+#pragma unroll
+        for (int u = 0; u < MD_BOND_GATHER; ++u) {
+            bool in = bb + u < b1;
+            js[u] = in ? bd.j[bb + u] : s.i;
+            kinds[u] = in ? bd.kind[bb + u] : 0u;
         }
-        double kk = bd.k[kind], r0 = bd.r0[kind];
-        double fr, u;
-        if (bd.style[kind] == 0) {
-            double r = sqrt(r2);
-            double dr = r - r0;
-            fr = r > 0.0 ? -kk * dr / r : 0.0;
-            u = 0.5 * kk * dr * dr;
-        } else {
-            double x = r2 / (r0 * r0);
-            if (!(x < 1.0) || isinf(x)) {
-                if (atomicExch(&flags[MD_FLAG_BROKEN], 1u) == 0u) {
-                    flags[MD_FLAG_BROKEN + 1] = s.tag[s.i];
-                    flags[MD_FLAG_BROKEN + 2] = s.tag[j];
-                }
-                continue;
+#pragma unroll
+        for (int u = 0; u < MD_BOND_GATHER; ++u) {
+            for (int c = 0; c < 3; ++c) {
+                rj[u][c] = s.pos[3 * js[u] + c];
             }
-            fr = -kk / (1.0 - x);
-            // det_ln (IEEE-exact operations, within 2 ulp of ln): libdevice's log uses FMA. Only
-            // for energies: it costs more than the rest of the bond
-            u = energy ? -0.5 * kk * r0 * r0 * mpc_det_ln(1.0 - x) : 0.0;
         }
-        f[0] += fr * d[0];
-        f[1] += fr * d[1];
-        f[2] += fr * d[2];
-        if (energy) {
-            *eb += u;
-            *wb += fr * r2;
-            md_add_outer(wt, fr, d);
+#pragma unroll
+        for (int u = 0; u < MD_BOND_GATHER; ++u) {
+            if (bb + u >= b1) {
+                break;
+            }
+            md_bond(s, bd, js[u], kinds[u], rj[u], flags, energy, f, eb, wb, wt);
         }
     }
 }
@@ -298,6 +362,11 @@ extern "C" __global__ void md_forces_lj1(MD_FORCES_PARAMS) {
 }
 
 // `energy` is ignored (never any): steps with energies take md_forces.
+// MD_FORCES_MIN_BLOCKS (for A/B runs): blocks of 128 per multiprocessor the registers must allow.
+#ifdef MD_FORCES_MIN_BLOCKS
+extern "C" __global__ void __launch_bounds__(128, MD_FORCES_MIN_BLOCKS) md_forces_lj1_bonds(MD_FORCES_PARAMS) {
+#else
 extern "C" __global__ void md_forces_lj1_bonds(MD_FORCES_PARAMS) {
+#endif
     md_forces_body<MD_FORCES_LJ1_BONDS>(MD_FORCES_ARGS);
 }
