@@ -8,8 +8,9 @@
 // Layout: positions, velocities and forces are interleaved xyz (as System::pos); the Verlet list
 // is column-major (neighbour k of particle i at list[k * n + i]) for coalesced reads.
 //
-// One step: md_first_half (kick, drift [, O-U, drift], wrap, displacement check) -> [rebuild:
-// md_cell_bin, md_cell_sort, md_build_list] -> md_forces -> md_second_half (kick).
+// One step: md_first_half (kick, drift [, O-U, drift], wrap, displacement check; its _plain form
+// without Langevin, shear or sends) -> [rebuild: md_cell_bin, md_cell_sort, md_build_list] ->
+// md_forces (or a form compiled for fewer terms, md_forces.cu) -> md_second_half (kick).
 //
 // Sections, each launched from the Rust file named in its heading (the periodic and Lees-Edwards
 // boundary and the random numbers, md/boundary.rs and md/random.rs, are in md_boundary.cuh):
@@ -258,55 +259,6 @@ __device__ __forceinline__ void md_list_cell(unsigned int cell, const unsigned i
     }
 }
 
-// The 2 reach + 1 cells of a stencil row (x from a - reach to a + reach, reach ≤ 2), as
-// md_list_cell each in turn, with their counts, then the first members of those not empty, all
-// loaded before any is tried: the row's loads overlap instead of each waiting for the last
-// (the list writes may alias the counts for the compiler, which then keeps them in order).
-#ifndef MD_ROW_LOADS
-#define MD_ROW_LOADS 1
-#endif
-__device__ __forceinline__ void md_list_row(unsigned int row, int a, int reach, unsigned int dx,
-                                            const unsigned int *count, const unsigned int *members, unsigned int cap,
-                                            unsigned int i, const double *pos, const double pi[3], const double l[3],
-                                            const double hl[3], double off, double rl2, unsigned int *list,
-                                            unsigned int n, unsigned int max_neigh, unsigned int *cnt) {
-#if MD_ROW_LOADS
-    unsigned int cell[5], m[5], first[5];
-    int width = 2 * reach + 1;
-#pragma unroll
-    for (int u = 0; u < 5; ++u) {
-        m[u] = 0;
-        if (u < width) {
-            cell[u] = row + (unsigned int)md_cell_wrap(a - reach + u, (int)dx);
-            unsigned int c = count[cell[u]];
-            m[u] = c < cap ? c : cap;
-        }
-    }
-#pragma unroll
-    for (int u = 0; u < 5; ++u) {
-        if (m[u] > 0) {
-            first[u] = members[(size_t)cell[u] * cap];
-        }
-    }
-#pragma unroll
-    for (int u = 0; u < 5; ++u) {
-        if (m[u] > 0) {
-            const unsigned int *v = members + (size_t)cell[u] * cap;
-            md_list_try(i, first[u], pos, pi, l, hl, off, rl2, list, n, max_neigh, cnt);
-            for (unsigned int s = 1; s < m[u]; ++s) {
-                md_list_try(i, v[s], pos, pi, l, hl, off, rl2, list, n, max_neigh, cnt);
-            }
-        }
-    }
-#else
-    for (int ox = -reach; ox <= reach; ++ox) {
-        int xx = md_cell_wrap(a + ox, (int)dx);
-        md_list_cell(row + (unsigned int)xx, count, members, cap, i, pos, pi, l, hl, off, rl2, list, n, max_neigh,
-                     cnt);
-    }
-#endif
-}
-
 // The cells of a row reached across the y boundary that can hold neighbours of i: those within
 // `window` (r_list) of x_i - shift (shift = +off for the row above, -off below), with one more cell
 // each side; the whole row when that wraps onto itself. Stencil::scan_sheared_row on the CPU.
@@ -399,8 +351,11 @@ extern "C" __global__ void md_build_list(unsigned int n, const double *pos, cons
                                         pos, pi, l, hl, off, rl2, cx, dx, list, n, max_neigh, &cnt);
                     continue;
                 }
-                md_list_row(row, a, reach, dx, count, members, cap, i, pos, pi, l, hl, off, rl2, list, n,
-                            max_neigh, &cnt);
+                for (int ox = -reach; ox <= reach; ++ox) {
+                    int xx = md_cell_wrap(a + ox, (int)dx);
+                    md_list_cell(row + (unsigned int)xx, count, members, cap, i, pos, pi, l, hl, off, rl2, list,
+                                 n, max_neigh, &cnt);
+                }
             }
         }
     }

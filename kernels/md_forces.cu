@@ -362,11 +362,6 @@ extern "C" __global__ void md_forces_lj1(MD_FORCES_PARAMS) {
 }
 
 // `energy` is ignored (never any): steps with energies take md_forces.
-// MD_FORCES_MIN_BLOCKS (for A/B runs): blocks of 128 per multiprocessor the registers must allow.
-#ifdef MD_FORCES_MIN_BLOCKS
-extern "C" __global__ void __launch_bounds__(128, MD_FORCES_MIN_BLOCKS) md_forces_lj1_bonds(MD_FORCES_PARAMS) {
-#else
 extern "C" __global__ void md_forces_lj1_bonds(MD_FORCES_PARAMS) {
-#endif
     md_forces_body<MD_FORCES_LJ1_BONDS>(MD_FORCES_ARGS);
 }

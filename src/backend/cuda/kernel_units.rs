@@ -403,9 +403,10 @@ mod tests {
     }
 
     /// The polymer's MD step (one-type LJ and FENE bonds, no energies) takes the force kernel
-    /// compiled without the DPD passes and the energy sums: it keeps at most 64 registers and
-    /// spills nothing. The general kernel's ~120 registers left a quarter of the warps to hide
-    /// the neighbours' loads (docs/scaling.md).
+    /// compiled without the DPD passes and the energy sums: it keeps at most 72 registers (7
+    /// blocks of 128 per multiprocessor, with four neighbours' positions in flight) and spills
+    /// nothing. The general kernel's ~120 left a quarter of the warps to hide the neighbours'
+    /// loads (docs/scaling.md).
     #[test]
     #[cfg_attr(
         not(mpcbox_external),
@@ -416,18 +417,6 @@ mod tests {
         let source = kernels::md_source();
         let (general, _) = ptxas_report(&source, "md_forces");
         let (bonded, spilled) = ptxas_report(&source, "md_forces_lj1_bonds");
-        eprintln!(
-            "md_forces {general}, md_forces_lj1_bonds {bonded} registers, {spilled} B spilled"
-        );
-        for k in [
-            "md_first_half",
-            "md_first_half_plain",
-            "md_build_list",
-            "md_cell_bin",
-            "md_forces_lj1",
-        ] {
-            eprintln!("{k}: {:?}", ptxas_report(&source, k));
-        }
         assert!(
             bonded <= 72 && spilled == 0 && bonded < general,
             "md_forces_lj1_bonds: {bonded} registers (md_forces: {general}), {spilled} bytes spilled"
