@@ -74,6 +74,17 @@ __device__ __forceinline__ void md_lj_pair(const MdSite &s, const MdPairLj *row,
     }
 }
 
+// The positions of particles js[0 .. N) into rj, every load issued before any is used.
+template <int N>
+__device__ __forceinline__ void md_load_positions(const double *pos, const unsigned int js[N], double rj[N][3]) {
+#pragma unroll
+    for (int u = 0; u < N; ++u) {
+        for (int c = 0; c < 3; ++c) {
+            rj[u][c] = pos[3 * js[u] + c];
+        }
+    }
+}
+
 // Neighbours are taken MD_GATHER at a time, their positions all loaded before the first is
 // used: the loads of a particle's scattered neighbours then overlap instead of each waiting for
 // the last (the forces' warps had stalled on them). The sums run in list order as before.
@@ -97,12 +108,7 @@ __device__ __forceinline__ void md_lj_pass(const MdSite &s, const MdPairLj *lj, 
         for (int u = 0; u < MD_GATHER; ++u) {
             js[u] = k0 + u < s.nn ? md_neighbor(s, k0 + u) : s.i;
         }
-#pragma unroll
-        for (int u = 0; u < MD_GATHER; ++u) {
-            for (int c = 0; c < 3; ++c) {
-                rj[u][c] = s.pos[3 * js[u] + c];
-            }
-        }
+        md_load_positions<MD_GATHER>(s.pos, js, rj);
 #pragma unroll
         for (int u = 0; u < MD_GATHER; ++u) {
             if (k0 + u >= s.nn) {
@@ -244,12 +250,7 @@ __device__ __forceinline__ void md_bond_pass(const MdSite &s, const MdBonds &bd,
             js[u] = in ? bd.j[bb + u] : s.i;
             kinds[u] = in ? bd.kind[bb + u] : 0u;
         }
-#pragma unroll
-        for (int u = 0; u < MD_BOND_GATHER; ++u) {
-            for (int c = 0; c < 3; ++c) {
-                rj[u][c] = s.pos[3 * js[u] + c];
-            }
-        }
+        md_load_positions<MD_BOND_GATHER>(s.pos, js, rj);
 #pragma unroll
         for (int u = 0; u < MD_BOND_GATHER; ++u) {
             if (bb + u >= b1) {
