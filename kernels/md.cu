@@ -179,15 +179,14 @@ __device__ __forceinline__ int md_cell_wrap(int x, int d) {
     return x < 0 ? x + d : (x >= d ? x - d : x);
 }
 
-// Bin particles into cells of fixed capacity; counts must be zero on entry. Cells are stored
-// for the `rows` layers from row0 (decomposed: those of the slab's band).
-extern "C" __global__ void md_cell_bin(unsigned int n, const double *pos, unsigned int *count, unsigned int *members,
-                                       unsigned int cap, unsigned int dx, unsigned int dy, unsigned int dz, double cx,
-                                       double cy, double cz, unsigned int *flags, double ly, double band_lo,
-                                       double band_hi, unsigned int row0, unsigned int rows) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+// md_cell_bin's particle i.
+__device__ __forceinline__ void md_cell_bin_one(unsigned int i, const double *pos, unsigned int *count,
+                                                unsigned int *members, unsigned int cap, unsigned int dx,
+                                                unsigned int dy, unsigned int dz, double cx, double cy, double cz,
+                                                unsigned int *flags, double ly, double band_lo, double band_hi,
+                                                unsigned int row0, unsigned int rows) {
     // decomposed: only the slab's band (the candidates' neighbours all lie in it)
-    if (i >= n || !md_in_band(pos[3 * i + 1], ly, band_lo, band_hi)) {
+    if (!md_in_band(pos[3 * i + 1], ly, band_lo, band_hi)) {
         return;
     }
     unsigned int a = md_cell_coord(pos[3 * i], cx, dx);
@@ -205,6 +204,18 @@ extern "C" __global__ void md_cell_bin(unsigned int n, const double *pos, unsign
         // only an overflow is reported (the host grows the cells to it): one atomic on one
         // word from every warp serialised in L2 and took most of the binning's time
         md_warp_max(&flags[MD_FLAG_CELL_MAX], slot + 1);
+    }
+}
+
+// Bin particles into cells of fixed capacity; counts must be zero on entry. Cells are stored
+// for the `rows` layers from row0 (decomposed: those of the slab's band).
+extern "C" __global__ void md_cell_bin(unsigned int n, const double *pos, unsigned int *count, unsigned int *members,
+                                       unsigned int cap, unsigned int dx, unsigned int dy, unsigned int dz, double cx,
+                                       double cy, double cz, unsigned int *flags, double ly, double band_lo,
+                                       double band_hi, unsigned int row0, unsigned int rows) {
+    MD_FOR_ITEMS(i, n) {
+        md_cell_bin_one(i, pos, count, members, cap, dx, dy, dz, cx, cy, cz, flags, ly, band_lo, band_hi, row0,
+                        rows);
     }
 }
 
@@ -292,19 +303,18 @@ __device__ __forceinline__ void md_list_sheared_row(unsigned int row, double shi
 // cells are stored for `rows` layers from row0 (md_cell_bin). The particles in [coll_lo, coll_hi)
 // (those that may lie in the slab's collision cells before the next build) are appended to
 // `colliders` (null: none kept).
-extern "C" __global__ void md_build_list(unsigned int n, const double *pos, const unsigned int *count,
-                                         const unsigned int *members, unsigned int cap, unsigned int dx,
-                                         unsigned int dy, unsigned int dz, double cx, double cy, double cz,
-                                         double lx, double ly, double lz, double rl2, int all_pairs, int reach,
-                                         unsigned int *list, unsigned int *nneigh, unsigned int max_neigh,
-                                         double *built_at, unsigned int *flags, double off, int sheared,
-                                         double cand_lo, double cand_hi, unsigned int row0, unsigned int rows,
-                                         unsigned int *work, double coll_lo, double coll_hi,
-                                         unsigned int *colliders) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) {
-        return;
-    }
+#define MD_BUILD_LIST_PARAMS                                                                                   \
+    unsigned int n, const double *pos, const unsigned int *count, const unsigned int *members, unsigned int cap,  \
+        unsigned int dx, unsigned int dy, unsigned int dz, double cx, double cy, double cz, double lx, double ly, \
+        double lz, double rl2, int all_pairs, int reach, unsigned int *list, unsigned int *nneigh,              \
+        unsigned int max_neigh, double *built_at, unsigned int *flags, double off, int sheared, double cand_lo, \
+        double cand_hi, unsigned int row0, unsigned int rows, unsigned int *work, double coll_lo, double coll_hi, \
+        unsigned int *colliders
+#define MD_BUILD_LIST_ARGS                                                                                     \
+    n, pos, count, members, cap, dx, dy, dz, cx, cy, cz, lx, ly, lz, rl2, all_pairs, reach, list, nneigh,       \
+        max_neigh, built_at, flags, off, sheared, cand_lo, cand_hi, row0, rows, work, coll_lo, coll_hi, colliders
+
+__device__ __forceinline__ void md_build_list_one(unsigned int i, MD_BUILD_LIST_PARAMS) {
     double pi[3] = {pos[3 * i], pos[3 * i + 1], pos[3 * i + 2]};
     double l[3] = {lx, ly, lz};
     double hl[3] = {lx / 2.0, ly / 2.0, lz / 2.0};
@@ -365,5 +375,11 @@ extern "C" __global__ void md_build_list(unsigned int n, const double *pos, cons
     }
     for (int k = 0; k < 3; ++k) {
         built_at[3 * i + k] = pi[k];
+    }
+}
+
+extern "C" __global__ void md_build_list(MD_BUILD_LIST_PARAMS) {
+    MD_FOR_ITEMS(i, n) {
+        md_build_list_one(i, MD_BUILD_LIST_ARGS);
     }
 }

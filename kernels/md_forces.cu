@@ -287,15 +287,12 @@ enum MdForcesMode {
 };
 
 template <int MODE>
-__device__ __forceinline__ void md_forces_body(MD_FORCES_PARAMS) {
+__device__ __forceinline__ void md_forces_body(unsigned int t, MD_FORCES_PARAMS) {
     constexpr bool FAST = MODE != MD_FORCES_ANY;
     if (MODE == MD_FORCES_LJ1_BONDS) {
         energy = 0;
     }
-    unsigned int i;
-    if (!md_item(m, work, &i)) {
-        return;
-    }
+    unsigned int i = md_item_of(t, work);
     if (!md_owns(pos[3 * i + 1], ly, own_lo, own_hi)) {
         // decomposed: another slab's particle; zero terms so that the slab's sums are its own
         for (int k = 0; k < 3; ++k) {
@@ -355,14 +352,20 @@ __device__ __forceinline__ void md_forces_body(MD_FORCES_PARAMS) {
         flags, own_lo, own_hi, bond_reach, m, work
 
 extern "C" __global__ void md_forces(MD_FORCES_PARAMS) {
-    md_forces_body<MD_FORCES_ANY>(MD_FORCES_ARGS);
+    MD_FOR_ITEMS(t, m) {
+        md_forces_body<MD_FORCES_ANY>(t, MD_FORCES_ARGS);
+    }
 }
 
 extern "C" __global__ void md_forces_lj1(MD_FORCES_PARAMS) {
-    md_forces_body<MD_FORCES_LJ1>(MD_FORCES_ARGS);
+    MD_FOR_ITEMS(t, m) {
+        md_forces_body<MD_FORCES_LJ1>(t, MD_FORCES_ARGS);
+    }
 }
 
 // `energy` is ignored (never any): steps with energies take md_forces.
 extern "C" __global__ void md_forces_lj1_bonds(MD_FORCES_PARAMS) {
-    md_forces_body<MD_FORCES_LJ1_BONDS>(MD_FORCES_ARGS);
+    MD_FOR_ITEMS(t, m) {
+        md_forces_body<MD_FORCES_LJ1_BONDS>(t, MD_FORCES_ARGS);
+    }
 }

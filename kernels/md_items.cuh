@@ -28,6 +28,17 @@ __device__ __forceinline__ bool md_in_band(double y, double ly, double lo, doubl
     return !(t >= hi - lo);
 }
 
+// The items of a kernel launched over fewer threads than items (md/gpu/mod.rs `items_grid`):
+// this thread's t, then every whole grid further on. A few blocks per multiprocessor leave the
+// rest of its registers to the fluid's streaming, which runs beside the MD steps.
+#define MD_FOR_ITEMS(t, m) \
+    for (unsigned int t = blockIdx.x * blockDim.x + threadIdx.x; t < (m); t += gridDim.x * blockDim.x)
+
+// The particle of item t: work[t] over a slab's work list, else t.
+__device__ __forceinline__ unsigned int md_item_of(unsigned int t, const unsigned int *work) {
+    return work ? work[t] : t;
+}
+
 // The particle of this thread: work[t] over a slab's work list (the particles within skin/2 of
 // its layers at the last list build, the only ones it can own before the next), else t; false
 // past the m items.
@@ -36,7 +47,7 @@ __device__ __forceinline__ bool md_item(unsigned int m, const unsigned int *work
     if (t >= m) {
         return false;
     }
-    *i = work ? work[t] : t;
+    *i = md_item_of(t, work);
     return true;
 }
 

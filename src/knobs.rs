@@ -113,6 +113,14 @@ pub const KNOBS: &[Knob] = &[
         effect: "threads of the host pool for solute work (default: min(cores, 16))",
     },
     Knob {
+        variable: "MPCBOX_MD_BLOCKS_PER_SM",
+        values: None,
+        number: true,
+        effect: "blocks per multiprocessor of the GPU MD's forces and list kernels while the \
+                 fluid streams beside the MD steps (each thread then takes every grid-th \
+                 particle; default 4; 64 or more: one thread per particle)",
+    },
+    Knob {
         variable: "MPCBOX_COUPLING",
         values: Some(&["device", "host"]),
         number: false,

@@ -285,6 +285,68 @@ fn gpu_runs_are_bitwise_reproducible() {
     assert!(run() == run());
 }
 
+/// The forces and list kernels launched over a few blocks (each thread then taking every
+/// grid-th particle, as beside the fluid's streaming) give the same bits as one thread per
+/// particle: positions and velocities after 200 steps, for the polymer (NVE and Langevin) and
+/// the LJ liquid with the DPD thermostat (the general force kernel).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_steps_over_few_blocks_are_the_same_bits() {
+    let bits = |sys: System, ff: ForceField, th: MdThermostat, blocks: u32| {
+        let mut md = GpuMd::new(sys, ff, th, settings(0.005, 1.0, 5), 0).unwrap();
+        md.set_launch_blocks(blocks);
+        md.run(200).unwrap();
+        assert!(
+            md.list_builds() > 1,
+            "the lists were rebuilt within the run"
+        );
+        let s = md.system().unwrap();
+        s.pos
+            .iter()
+            .chain(&s.vel)
+            .flat_map(|a| a.iter().map(|x| x.to_bits()))
+            .collect::<Vec<u64>>()
+    };
+    let dpd = MdThermostat::Dpd {
+        gamma: 4.5,
+        cutoff: 1.5,
+        exponent: 1.0,
+    };
+    let cases: Vec<(&str, System, ForceField, MdThermostat)> = vec![
+        (
+            "polymer NVE",
+            polymer(false).0,
+            polymer(false).1,
+            polymer(false).2,
+        ),
+        (
+            "polymer Langevin",
+            polymer(true).0,
+            polymer(true).1,
+            polymer(true).2,
+        ),
+        (
+            "LJ + DPD thermostat",
+            two_type_lj_liquid().0,
+            two_type_lj_liquid().1,
+            dpd,
+        ),
+    ];
+    for (name, sys, ff, th) in cases {
+        let reference = bits(sys.clone(), ff.clone(), th, 0);
+        assert!(
+            sys.len() > 2 * 128,
+            "{name}: more particles than one block's threads"
+        );
+        for blocks in [1, 3] {
+            assert!(
+                bits(sys.clone(), ff.clone(), th, blocks) == reference,
+                "{name}: {blocks} blocks differ from one thread per particle"
+            );
+        }
+    }
+}
+
 /// A FENE bond stretched beyond R0 on the GPU is a clear error, not NaNs.
 #[test]
 #[ignore = "needs a CUDA GPU"]

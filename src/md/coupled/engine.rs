@@ -5,7 +5,7 @@
 //! conformation); the whole system only when it is observed or checkpointed.
 
 use super::super::engine::{ForceReport, Md, MdSettings, MdState};
-use super::super::gpu::{GpuMd, SlabMd};
+use super::super::gpu::{blocks_per_sm_beside_fluid, GpuMd, SlabMd};
 use super::super::rheology::{conformation, kinetic_tensor, pressure_from, Conformation};
 use super::super::system::System;
 use crate::error::Result;
@@ -61,6 +61,9 @@ pub trait MdEngine: Send {
     fn overlaps_fluid(&self) -> bool {
         false
     }
+    /// Whether the next MD steps run beside the fluid's streaming: a GPU engine then launches
+    /// its forces and list kernels over part of the GPU (`md::gpu::blocks_per_sm_beside_fluid`).
+    fn set_beside_fluid(&mut self, _on: bool) {}
     /// Benchmarks: time the phases of each MD step (an engine that can; the others ignore it).
     fn set_profiling(&mut self, _on: bool) {}
     /// The profiled phases' names and seconds, where the engine times them.
@@ -198,6 +201,11 @@ impl MdEngine for GpuEngine {
 
     fn overlaps_fluid(&self) -> bool {
         self.device_resident && overlap_wanted(crate::knobs::knobs().get("MPCBOX_MD_OVERLAP"))
+    }
+
+    fn set_beside_fluid(&mut self, on: bool) {
+        let k = if on { blocks_per_sm_beside_fluid() } else { 0 };
+        self.md.set_blocks_per_multiprocessor(k);
     }
 
     fn set_profiling(&mut self, on: bool) {
@@ -363,6 +371,11 @@ impl MdEngine for SlabMd {
 
     fn overlaps_fluid(&self) -> bool {
         overlap_wanted(crate::knobs::knobs().get("MPCBOX_MD_OVERLAP"))
+    }
+
+    fn set_beside_fluid(&mut self, on: bool) {
+        let k = if on { blocks_per_sm_beside_fluid() } else { 0 };
+        SlabMd::set_blocks_per_multiprocessor(self, k);
     }
 
     fn collide(&mut self, solvent: &mut Solvent) -> Result<()> {

@@ -289,10 +289,11 @@ impl Coupling {
             self.cfg.observable_interval > 0 && next.is_multiple_of(self.cfg.observable_interval);
         let measure = solvent.stress_measured_next() || (self.shear_rate != 0.0 && observed);
         let sample = solvent.sampled_next() && solvent.stress_measured_next();
-        if self.overlap && self.engine.overlaps_fluid() {
-            // the fluid streams towards this collision while the MD steps run
-            solvent.begin_device_step(self.engine.len())?;
-        }
+        // the fluid streams towards this collision while the MD steps run
+        let beside = self.overlap
+            && self.engine.overlaps_fluid()
+            && solvent.begin_device_step(self.engine.len())?;
+        self.engine.set_beside_fluid(beside);
         self.engine
             .advance(self.steps_per_collision as u64, measure)?;
         // the conformation first: a decomposed engine gathers the beads for it, and the

@@ -8,7 +8,7 @@
 use cudarc::driver::{LaunchArgs, PushKernelArg};
 
 use super::params::{Params, STYLE_LJ};
-use super::{drv, grid, items, push_items, GpuMd};
+use super::{drv, grid, items, items_grid, push_items, GpuMd};
 use crate::error::Result;
 use crate::md::pair::dpd::noise_amplitude;
 use crate::md::random::dpd_key;
@@ -127,9 +127,9 @@ impl GpuMd {
         // it); the LJ table and `dpd_a` hold ntypes² entries (a single dummy when unused, and
         // then not read) and every type is < ntypes (checked by Md::new); the bond CSR has n + 1
         // offsets and its kinds index the style arrays (bond types checked by Md::new, + 1 for
-        // the dummy); `w_tensor` holds 6n f64. The kernel returns for threads ≥ m and writes
-        // only its particle's outputs.
-        unsafe { b.launch(grid(m)) }.map_err(drv("md_forces"))?;
+        // the dummy); `w_tensor` holds 6n f64. The kernel's threads take the items below m
+        // and write only their particles' outputs.
+        unsafe { b.launch(items_grid(m, self.item_blocks)) }.map_err(drv("md_forces"))?;
         self.launch_wall_forces(energy)?;
         if energy {
             self.queue_energy_report()?;

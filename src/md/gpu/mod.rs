@@ -182,6 +182,32 @@ fn grid(n: usize) -> LaunchConfig {
     }
 }
 
+/// One thread per item, or at most `blocks` blocks (0: no limit) whose threads take every
+/// grid-th item (the kernels' `MD_FOR_ITEMS` loop).
+fn items_grid(n: usize, blocks: u32) -> LaunchConfig {
+    let mut g = grid(n);
+    if blocks > 0 {
+        g.grid_dim.0 = g.grid_dim.0.min(blocks);
+    }
+    g
+}
+
+/// Blocks per multiprocessor of the forces and list kernels while the fluid streams beside
+/// the MD steps (`MPCBOX_MD_BLOCKS_PER_SM`; more than fit: one thread per particle). The
+/// fluid's pass 1 holds every register of a multiprocessor, and an MD kernel of one thread per
+/// particle takes them all as the pass's blocks end, so the two ran one after the other. Four
+/// MD blocks leave room for one of the pass's four (the best of 1-6 on one H200,
+/// docs/scaling.md).
+pub const BLOCKS_PER_SM_BESIDE_FLUID: u32 = 4;
+
+/// [`BLOCKS_PER_SM_BESIDE_FLUID`], or what `MPCBOX_MD_BLOCKS_PER_SM` says.
+pub fn blocks_per_sm_beside_fluid() -> u32 {
+    crate::knobs::knobs()
+        .get("MPCBOX_MD_BLOCKS_PER_SM")
+        .and_then(|s| s.parse::<u32>().ok())
+        .unwrap_or(BLOCKS_PER_SM_BESIDE_FLUID)
+}
+
 /// The MD engine on one CUDA GPU. Same step API as [`Md`](crate::md::Md).
 pub struct GpuMd {
     dev: CudaDevice,
@@ -228,6 +254,11 @@ pub struct GpuMd {
     kick_owed: bool,
     /// Decomposed: the drift's exchange for the next first half to pack (then emptied).
     fused_sends: integrate::MdSends,
+    /// The GPU's multiprocessors.
+    multiprocessors: u32,
+    /// The most blocks the forces and list kernels are launched over (0: one thread per
+    /// particle; [`GpuMd::set_blocks_per_multiprocessor`]).
+    item_blocks: u32,
     /// Benchmarks: seconds per phase of [`GpuMd::step`] ([`MD_PHASE_NAMES`]), each waited
     /// for; None when not profiling.
     phase_seconds: Option<[f64; 5]>,
@@ -253,6 +284,18 @@ impl GpuMd {
 
     pub fn is_empty(&self) -> bool {
         self.n == 0
+    }
+
+    /// Launch the forces and list kernels over `k` blocks per multiprocessor, each thread
+    /// taking every grid-th particle (0: one thread per particle, the default). The results
+    /// are the same bits either way; fewer blocks leave room to kernels of other streams.
+    pub fn set_blocks_per_multiprocessor(&mut self, k: u32) {
+        self.set_launch_blocks(k.saturating_mul(self.multiprocessors));
+    }
+
+    /// Launch the forces and list kernels over at most `blocks` blocks (0: no limit).
+    pub fn set_launch_blocks(&mut self, blocks: u32) {
+        self.item_blocks = blocks;
     }
 
     /// Number of neighbour list builds so far.

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, LaunchArgs, PushKernelArg};
 
 use super::{
-    drv, grid, GpuMd, MD_FLAG_CELL_MAX, MD_FLAG_COLLIDERS, MD_FLAG_NEIGH_MAX, MD_FLAG_WORK,
-    MD_NFLAGS, NULL_DEVICE_PTR,
+    drv, grid, items_grid, GpuMd, MD_FLAG_CELL_MAX, MD_FLAG_COLLIDERS, MD_FLAG_NEIGH_MAX,
+    MD_FLAG_WORK, MD_NFLAGS, NULL_DEVICE_PTR,
 };
 use crate::error::Result;
 use crate::md::neighbor::CellList;
@@ -277,10 +277,10 @@ impl GpuMd {
         // SAFETY: the arguments are md_cell_bin's parameters in order and type (kernels/md.cu:
         // n, pos, count, members, cap, dx, dy, dz, cx, cy, cz, flags, ly, band_lo, band_hi,
         // row0, rows); `pos` holds 3n f64, `cell_count` ncells = dx · rows · dz u32 (zeroed
-        // above) and `cell_members` ncells · cap u32; the kernel returns for i ≥ n, clamps cell
+        // above) and `cell_members` ncells · cap u32; the kernel bins only i < n, clamps cell
         // coordinates into the grid, skips layers not stored and stores members only below
         // cap; `flags` holds MD_NFLAGS words. All buffers are this stream's.
-        unsafe { b.launch(grid(self.n)) }.map_err(drv("md_cell_bin"))?;
+        unsafe { b.launch(items_grid(self.n, self.item_blocks)) }.map_err(drv("md_cell_bin"))?;
         Ok(())
     }
 
@@ -375,7 +375,7 @@ impl GpuMd {
         // are read only below min(count, cap) of stored cells inside the grid; `work` and
         // `colliders` (or null) hold n u32 each and each particle appends itself at most once
         // to each.
-        unsafe { b.launch(grid(self.n)) }.map_err(drv("md_build_list"))?;
+        unsafe { b.launch(items_grid(self.n, self.item_blocks)) }.map_err(drv("md_build_list"))?;
         Ok(())
     }
 

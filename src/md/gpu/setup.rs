@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaModule, CudaSlice, CudaStream};
 
 use super::integrate::{MdSends, MdShear};
@@ -306,6 +307,10 @@ impl GpuMd {
         let flags_host = unsafe { dev.context().alloc_pinned_with_flags::<u32>(MD_NFLAGS, 0) }
             .map_err(drv("pinned"))?;
         let flags_ready = stream.context().new_event(None).map_err(drv("event"))?;
+        let multiprocessors = dev
+            .context()
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(drv("multiprocessor count"))?;
         let p = Params::upload(&stream, &sys, &ff, thermostat)?;
         let cutoff = ff.cutoff_with(thermostat);
         let slab = role.is_slab();
@@ -354,6 +359,8 @@ impl GpuMd {
             colliders,
             kick_owed: false,
             fused_sends: Default::default(),
+            multiprocessors: multiprocessors.max(1) as u32,
+            item_blocks: 0,
             phase_seconds: None,
         };
         md.compute_forces()?;
