@@ -275,14 +275,19 @@ fn gpu_runs_are_bitwise_reproducible() {
         let (sys, ff) = common::dpd_fluid_system(6.0, 3.0);
         let mut md = GpuMd::new(sys, ff, MdThermostat::None, settings(0.01, 1.0, 1), 0).unwrap();
         md.run(50).unwrap();
-        let s = md.system().unwrap();
-        s.pos
-            .iter()
-            .chain(&s.vel)
-            .flat_map(|a| a.iter().map(|x| x.to_bits()))
-            .collect::<Vec<u64>>()
+        state_bits(&mut md)
     };
     assert!(run() == run());
+}
+
+/// The bits of the positions and velocities of `md` now.
+fn state_bits(md: &mut GpuMd) -> Vec<u64> {
+    let s = md.system().unwrap();
+    s.pos
+        .iter()
+        .chain(&s.vel)
+        .flat_map(|a| a.iter().map(|x| x.to_bits()))
+        .collect()
 }
 
 /// The forces and list kernels launched over a few blocks (each thread then taking every
@@ -300,12 +305,7 @@ fn gpu_steps_over_few_blocks_are_the_same_bits() {
             md.list_builds() > 1,
             "the lists were rebuilt within the run"
         );
-        let s = md.system().unwrap();
-        s.pos
-            .iter()
-            .chain(&s.vel)
-            .flat_map(|a| a.iter().map(|x| x.to_bits()))
-            .collect::<Vec<u64>>()
+        state_bits(&mut md)
     };
     let dpd = MdThermostat::Dpd {
         gamma: 4.5,
