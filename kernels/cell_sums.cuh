@@ -113,6 +113,14 @@ __device__ __forceinline__ void mpc_read_cell_sums(const MpcParams &p, const dou
     s[5] = fluid + mpc_sum_value(p, MPC_FIX_COUNT, e.x);  // fluid + solute count
 }
 
+// Whether the raw sums at o hold no fluid particle and no solute: every sum is then zero (the
+// buffer was zeroed before the binning), and zeros are also the cell's parameters, so the cell
+// pass reads only this sector of it and leaves it as it is (between walls, the solid cells).
+__device__ __forceinline__ bool mpc_cell_is_empty(const double *o) {
+    double2 d = ((const double2 *)o)[2], e = ((const double2 *)o)[3];
+    return __double_as_longlong(d.y) == 0 && __double_as_longlong(e.x) == 0;
+}
+
 // Whether local cell c is one the walls may cut (bit c of `listed`, null without such walls):
 // its parameters are mpc_cut_cell_params's.
 __device__ __forceinline__ bool mpc_cell_is_listed(const unsigned int *listed, unsigned int c) {

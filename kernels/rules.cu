@@ -238,7 +238,8 @@ template <unsigned int RULE>
 __device__ __forceinline__ void mpc_rules_cell_params_rule(MPC_RULES_CELL_PARAMS) {
     unsigned int c = blockIdx.x * blockDim.x + threadIdx.x;
     double e_rel = 0.0, dof = 0.0;
-    if (c < p.n_cells) {
+    // an empty cell's plain and extended sums are zeros, and so are its parameters
+    if (c < p.n_cells && !mpc_cell_is_empty(cells + (size_t)c * MPC_CELL_STRIDE)) {
         double *o = cells + (size_t)c * MPC_CELL_STRIDE;
         double s[6];
         mpc_read_cell_sums(p, o, s);
