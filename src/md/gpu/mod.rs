@@ -196,8 +196,8 @@ fn items_grid(n: usize, blocks: u32) -> LaunchConfig {
 /// the MD steps (`MPCBOX_MD_BLOCKS_PER_SM`; more than fit: one thread per particle). The
 /// fluid's pass 1 holds every register of a multiprocessor, and an MD kernel of one thread per
 /// particle takes them all as the pass's blocks end, so the two ran one after the other. Four
-/// MD blocks leave room for one of the pass's four (the best of 1-6 on one H200,
-/// docs/scaling.md).
+/// MD blocks leave room for one of the pass's four (the best of the counts scanned in
+/// docs/scaling.md, "The MD beside the fluid's pass").
 pub const BLOCKS_PER_SM_BESIDE_FLUID: u32 = 4;
 
 /// [`BLOCKS_PER_SM_BESIDE_FLUID`], or what `MPCBOX_MD_BLOCKS_PER_SM` says.
