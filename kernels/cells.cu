@@ -28,8 +28,9 @@ __device__ __forceinline__ void mpc_walled_cell_params(const MpcParams &p, unsig
 #endif
 
 // Pass 3, one thread per cell: sums -> collision parameters, in place, for every cell but the
-// empty ones (zeros already, mpc_cell_is_empty) and the listed ones (no-slip walls: those a wall may cut, whose fill mpc_cut_cell_params runs after
-// this pass; the fill is not called here, so this pass keeps the registers of the box's).
+// empty ones (zeros already, mpc_cell_is_empty) and the listed ones (no-slip walls: those a
+// wall may cut, whose fill mpc_cut_cell_params runs after this pass; the fill is not called
+// here, so this pass keeps the registers of the box's).
 // report[0] += relative energy, report[1] += (Nc - 1) over cells with Nc >= 2 (every cell: the
 // real particles' sums, before any fill).
 extern "C" __global__ void mpc_cell_params(MpcParams p, double *cells, double *report, const unsigned int *listed) {
