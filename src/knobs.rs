@@ -116,8 +116,8 @@ pub const KNOBS: &[Knob] = &[
         variable: "MPCBOX_MD_BLOCKS_PER_SM",
         values: None,
         number: true,
-        effect: "blocks per multiprocessor of the GPU MD's forces and list kernels while the \
-                 fluid streams beside the MD steps (each thread then takes every grid-th \
+        effect: "blocks per multiprocessor of the one-GPU MD engine's forces and list kernels \
+                 while the fluid streams beside the MD steps (each thread then takes every grid-th \
                  particle; default 4; 64 or more: one thread per particle)",
     },
     Knob {

@@ -61,8 +61,8 @@ pub trait MdEngine: Send {
     fn overlaps_fluid(&self) -> bool {
         false
     }
-    /// Whether the next MD steps run beside the fluid's streaming: a GPU engine then launches
-    /// its forces and list kernels over part of the GPU (`md::gpu::blocks_per_sm_beside_fluid`).
+    /// Whether the next MD steps run beside the fluid's streaming: the engine on one GPU then
+    /// launches its forces and list kernels over part of it (`md::gpu::blocks_per_sm_beside_fluid`).
     fn set_beside_fluid(&mut self, _on: bool) {}
     /// Benchmarks: time the phases of each MD step (an engine that can; the others ignore it).
     fn set_profiling(&mut self, _on: bool) {}
@@ -371,11 +371,6 @@ impl MdEngine for SlabMd {
 
     fn overlaps_fluid(&self) -> bool {
         overlap_wanted(crate::knobs::knobs().get("MPCBOX_MD_OVERLAP"))
-    }
-
-    fn set_beside_fluid(&mut self, on: bool) {
-        let k = if on { blocks_per_sm_beside_fluid() } else { 0 };
-        SlabMd::set_blocks_per_multiprocessor(self, k);
     }
 
     fn collide(&mut self, solvent: &mut Solvent) -> Result<()> {

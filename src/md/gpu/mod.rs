@@ -197,7 +197,9 @@ fn items_grid(n: usize, blocks: u32) -> LaunchConfig {
 /// fluid's pass 1 holds every register of a multiprocessor, and an MD kernel of one thread per
 /// particle takes them all as the pass's blocks end, so the two ran one after the other. Four
 /// MD blocks leave room for one of the pass's four (the best of the counts scanned in
-/// docs/scaling.md, "The MD beside the fluid's pass").
+/// docs/scaling.md, "The MD beside the fluid's pass"). Only the engine on one GPU does this: a
+/// slab of the decomposed engine holds a fraction of the beads, and its steps, already short
+/// of warps, were slower so on four GPUs (measured in the same document).
 pub const BLOCKS_PER_SM_BESIDE_FLUID: u32 = 4;
 
 /// [`BLOCKS_PER_SM_BESIDE_FLUID`], or what `MPCBOX_MD_BLOCKS_PER_SM` says.

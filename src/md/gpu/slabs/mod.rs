@@ -135,13 +135,6 @@ fn halo_of(ff: &ForceField, thermostat: MdThermostat, settings: &MdSettings) -> 
 }
 
 impl SlabMd {
-    /// [`GpuMd::set_blocks_per_multiprocessor`] on every slab.
-    pub fn set_blocks_per_multiprocessor(&mut self, k: u32) {
-        for s in &mut self.slabs {
-            s.set_blocks_per_multiprocessor(k);
-        }
-    }
-
     /// The engine over `places` (the fluid's slabs, [`Solvent::slab_places`]: over MPI ranks
     /// every slab of the box, of which this process opens its own) for `sys`, with `walls`;
     /// validated as [`GpuMd::new`].
