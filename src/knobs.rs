@@ -118,7 +118,7 @@ pub const KNOBS: &[Knob] = &[
         number: true,
         effect: "blocks per multiprocessor of the one-GPU MD engine's forces and list kernels \
                  while the fluid streams beside the MD steps (each thread then takes every grid-th \
-                 particle; default 4; 64 or more: one thread per particle)",
+                 particle; default 4; 64 holds every multiprocessor, as one thread per particle does)",
     },
     Knob {
         variable: "MPCBOX_COUPLING",

@@ -193,9 +193,10 @@ fn items_grid(n: usize, blocks: u32) -> LaunchConfig {
 }
 
 /// Blocks per multiprocessor of the forces and list kernels while the fluid streams beside
-/// the MD steps (`MPCBOX_MD_BLOCKS_PER_SM`; more than fit: one thread per particle). The
-/// fluid's pass 1 holds every register of a multiprocessor, and an MD kernel of one thread per
-/// particle takes them all as the pass's blocks end, so the two ran one after the other. Four
+/// the MD steps (`MPCBOX_MD_BLOCKS_PER_SM`; more than fit at once hold every multiprocessor, as
+/// one thread per particle does). The fluid's pass 1 holds every register of a multiprocessor,
+/// and an MD kernel of one thread per particle takes them all as the pass's blocks end, so the
+/// two ran one after the other. Four
 /// MD blocks leave room for one of the pass's four (the best of the counts scanned in
 /// docs/scaling.md, "The MD beside the fluid's pass"). Only the engine on one GPU does this: a
 /// slab of the decomposed engine holds a fraction of the beads, and its steps, already short
