@@ -257,13 +257,15 @@ impl Knobs {
             let v = raw.trim().to_ascii_lowercase();
             let ok = match (k.values, k.number) {
                 (Some(allowed), _) => allowed.contains(&v.as_str()),
-                (None, true) => v.parse::<usize>().is_ok_and(|n| n > 0),
+                // every count knob is read as a u32 (blocks, threads), so a larger one is
+                // refused here rather than left to fall back to the default where it is used
+                (None, true) => v.parse::<u32>().is_ok_and(|n| n > 0),
                 (None, false) => true,
             };
             if !ok {
                 let takes = match (k.values, k.number) {
                     (Some(allowed), _) => allowed.join(", "),
-                    _ => "a positive integer".into(),
+                    _ => format!("a positive integer up to {}", u32::MAX),
                 };
                 return Err(ConfigError {
                     field: k.variable.into(),
@@ -362,6 +364,9 @@ mod tests {
         assert!(e.fix.contains("peer, host"), "{e:?}");
         let e = read(&[("MPCBOX_HOST_THREADS", "0")]).unwrap_err();
         assert!(e.fix.contains("positive integer"), "{e:?}");
+        let e = read(&[("MPCBOX_MD_BLOCKS_PER_SM", "4294967296")]).unwrap_err();
+        assert_eq!(e.field, "MPCBOX_MD_BLOCKS_PER_SM");
+        assert!(e.fix.contains("up to 4294967295"), "{e:?}");
         let e = read(&[("MPCBOX_MD_SLABS", "no")]).unwrap_err();
         assert!(e.problem.contains("\"no\""), "{e:?}");
     }

@@ -67,3 +67,20 @@ fn missing_file_is_a_clear_error() {
         .to_string();
     assert!(err.contains("cannot read /nonexistent/run.ron"), "{err}");
 }
+
+#[test]
+fn every_example_is_accepted() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut examples: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "ron"))
+        .collect();
+    examples.sort();
+    assert!(examples.len() >= 8, "{examples:?}");
+    for p in examples {
+        let cfg = Config::from_file(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let again = Config::from_ron_str(&cfg.to_ron_string()).unwrap();
+        assert_eq!(cfg, again, "{}", p.display());
+    }
+}

@@ -5,8 +5,11 @@
 //! steps written in the background and written by the stepping thread
 //! (`MPCBOX_CHECKPOINTS=blocking`), resumes of that checkpoint on all the GPUs and on one (the
 //! page cache dropped where the process may, as root), and with `--big` the largest boxes, each
-//! with its one last checkpoint. Every figure is read from the run's summary (`timing`); the
-//! disk's sequential direct-I/O rates under `--dir` are the run's references.
+//! with its one last checkpoint; `--only polymer`: the sheared polymer solution of
+//! `examples/polymer_shear_256.ron` (fluid, bundled MD engine, stress samples, frames and
+//! checkpoints) on all the GPUs and on one, the run the `polymer` scenario times without its
+//! output. Every figure is read from the run's summary (`timing`); the disk's sequential
+//! direct-I/O rates under `--dir` are the run's references.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -26,6 +29,8 @@ enum Only {
     Checkpoints,
     /// The largest boxes (`--big-edges`).
     Big,
+    /// `polymer_shear_256.ron`, the coupled polymer solution, on all the GPUs and on one.
+    Polymer,
 }
 
 #[derive(clap::Args)]
@@ -57,6 +62,9 @@ pub struct Args {
     /// Edges of the largest boxes, in cells.
     #[arg(long, value_delimiter = ',', default_value = "512,768")]
     big_edges: Vec<u32>,
+    /// Collisions of each run of `polymer_shear_256.ron` (`--only polymer`).
+    #[arg(long, default_value_t = 1000)]
+    polymer_steps: u64,
     /// Steps of each of the largest boxes.
     #[arg(long, default_value_t = 20)]
     big_steps: u64,
@@ -80,8 +88,9 @@ enum Source {
     /// `multi_gpu.ron` with a box of this edge and a checkpoint every so many steps (0: only
     /// the last).
     Box { edge: u32, every: u64 },
-    /// `poiseuille_slit.ron` as it is.
-    Walls,
+    /// An example as it is (`poiseuille_slit.ron`, `polymer_shear_256.ron`), its output in
+    /// the case's folder.
+    Example(PathBuf),
     /// A resume of this checkpoint, of a box of this edge.
     Resume(PathBuf, u32),
 }
@@ -104,6 +113,7 @@ struct Runs {
     bin: PathBuf,
     template: String,
     walls: PathBuf,
+    polymer: PathBuf,
     scratch: PathBuf,
     failed: Vec<String>,
 }
@@ -128,6 +138,8 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
         .map_err(|e| format!("{}: {e}; fix: --examples DIR", template_path.display()))?;
     let walls = a.examples.join("poiseuille_slit.ron");
     Config::from_file(&walls).map_err(|e| format!("{}: {e}", walls.display()))?;
+    let polymer = a.examples.join("polymer_shear_256.ron");
+    Config::from_file(&polymer).map_err(|e| format!("{}: {e}", polymer.display()))?;
     let base = a.dir.clone().unwrap_or_else(std::env::temp_dir);
     let scratch = base.join(format!("mpcbox-bench-production-{}", std::process::id()));
     std::fs::create_dir_all(scratch.join("cache"))
@@ -147,6 +159,7 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
         bin,
         template,
         walls,
+        polymer,
         scratch: scratch.clone(),
         failed: Vec::new(),
     };
@@ -183,13 +196,23 @@ impl Runs {
             env,
             keep: false,
         };
+        if a.only == Some(Only::Polymer) {
+            // the bench's `polymer` scenario times the same system without output
+            let polymer = Source::Example(self.polymer.clone());
+            let steps = a.polymer_steps;
+            self.case(rec, all_gpus("polymer-all", polymer, steps, &[]))?;
+            let polymer = Source::Example(self.polymer.clone());
+            self.case(rec, one_gpu("polymer-1gpu", polymer, steps))?;
+            return Ok(());
+        }
         if a.only != Some(Only::Big) {
             if a.only.is_none() {
                 // a cold start (kernels compiled, the cache empty), then warm ones (read back);
                 // the walls' kernels are another set, compiled cold here too
                 let no_ck = |edge| Source::Box { edge, every: 0 };
                 self.case(rec, one_gpu("cold-1gpu", no_ck(l), 10))?;
-                self.case(rec, one_gpu("cold-walls", Source::Walls, 10))?;
+                let walls = Source::Example(self.walls.clone());
+                self.case(rec, one_gpu("cold-walls", walls, 10))?;
                 self.case(rec, one_gpu("warm-1gpu", no_ck(l), 10))?;
                 self.case(rec, all_gpus("warm-all", no_ck(l), 10, &[]))?;
                 self.case(rec, all_gpus("ck-none", no_ck(l), a.steps, &[]))?;
@@ -323,9 +346,9 @@ impl Runs {
                 cmd.arg(&ron).arg("--overwrite");
                 format!("{edge}³")
             }
-            Source::Walls => {
-                let [x, y, z] = Config::from_file(&self.walls).map_err(err)?.cells;
-                cmd.arg(&self.walls).arg("-o").arg(&out).arg("--overwrite");
+            Source::Example(ron) => {
+                let [x, y, z] = Config::from_file(ron).map_err(err)?.cells;
+                cmd.arg(ron).arg("-o").arg(&out).arg("--overwrite");
                 format!("{x} × {y} × {z}")
             }
             Source::Resume(file, edge) => {
@@ -459,6 +482,10 @@ impl Row {
                 (
                     "run loop G p-s/s",
                     num(&s["particle_steps_per_second"]) / 1e9,
+                ),
+                (
+                    "run loop ms/step",
+                    per(n as f64 * 1e3, num(&s["particle_steps_per_second"])),
                 ),
                 ("checkpoints", num(&ck["written"])),
                 ("held s, all", num(&ck["blocking_seconds"])),
