@@ -1,7 +1,7 @@
 // Solutes from outside routed to the slabs that own their cells (src/backend/cuda/multi/solute_routes.rs):
 // every solute is checked and located once, packed
 // into its owning slab's region of a staging buffer on the GPU that holds it, and its collided
-// velocity comes back and is scattered into the caller's array. Each slab then bins and
+// velocity comes back and is gathered into the caller's array (or scattered, region by region). Each slab then bins and
 // collides only its own solutes, from a compact copy in its own GPU's memory.
 #ifndef MPCBOX_NVRTC
 #include "mpc.cuh"
@@ -111,13 +111,14 @@ extern "C" __global__ void mpc_route_count(MpcParams p, const double *__restrict
 // sum of counts[0..k]; the count pass has checked every value. `cursor` starts at zero. A
 // block takes tiles of blockDim * MPC_ROUTE_TILE_ITEMS solutes: the tile's solutes of each
 // slab get consecutive slots (shared-memory counters, then one global atomic per slab).
+// `rslot` (null: not kept) gets each solute's slot, in the caller's order, for the gather.
 extern "C" __global__ void mpc_route_pack(MpcParams p, const double *__restrict__ spos,
                                           const double *__restrict__ svel, const double *__restrict__ smass,
                                           unsigned int n, double limit, const unsigned int *__restrict__ bounds,
                                           unsigned int g, const unsigned int *__restrict__ counts,
                                           unsigned int *cursor, double *__restrict__ rpos,
                                           double *__restrict__ rvel, double *__restrict__ rmass,
-                                          unsigned int *__restrict__ rindex) {
+                                          unsigned int *__restrict__ rindex, unsigned int *__restrict__ rslot) {
     __shared__ unsigned int start[MPC_ROUTE_MAX_SLABS];
     __shared__ unsigned int tile_counts[MPC_ROUTE_MAX_SLABS];
     __shared__ unsigned int tile_base[MPC_ROUTE_MAX_SLABS];
@@ -174,6 +175,9 @@ extern "C" __global__ void mpc_route_pack(MpcParams p, const double *__restrict_
             rvel[3 * slot + 2] = c;
             rmass[slot] = m;
             rindex[slot] = i;
+            if (rslot) {
+                rslot[i] = slot;
+            }
         }
         __syncthreads();
     }
@@ -190,4 +194,21 @@ extern "C" __global__ void mpc_route_scatter(const double *__restrict__ rvel, co
     svel[3 * i] = rvel[3 * t];
     svel[3 * i + 1] = rvel[3 * t + 1];
     svel[3 * i + 2] = rvel[3 * t + 2];
+}
+
+// The collided velocities of all n staged solutes back into the caller's array in its order:
+// solute i's from its slot rslot[i]. Every sector of the caller's array is written whole by
+// one warp, where the region-by-region scatter wrote each in parts at different times (a
+// read-modify-write of the sector in DRAM for each part).
+extern "C" __global__ void mpc_route_gather(const double *__restrict__ rvel, const unsigned int *__restrict__ rslot,
+                                            unsigned int n, double *__restrict__ svel) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    unsigned int t = rslot[i];
+    double a = rvel[3 * t], b = rvel[3 * t + 1], c = rvel[3 * t + 2];
+    svel[3 * i] = a;
+    svel[3 * i + 1] = b;
+    svel[3 * i + 2] = c;
 }

@@ -94,6 +94,14 @@ pub const KNOBS: &[Knob] = &[
                  it again, as before the one-slab shortcut)",
     },
     Knob {
+        variable: "MPCBOX_ROUTE_RETURN",
+        values: Some(&["gather", "scatter"]),
+        number: false,
+        effect: "outside solutes on several GPUs: their collided velocities back into the \
+                 caller's array in its order, from each solute's slot (default: gather), or \
+                 region by region by the caller's indices (scatter)",
+    },
+    Knob {
         variable: "MPCBOX_NVRTC_OPTIONS",
         values: None,
         number: false,

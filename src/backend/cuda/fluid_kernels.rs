@@ -79,10 +79,13 @@ kernel_table! {
         route_pack: "mpc_route_pack"(
             p: Val<KernelParams>, spos: In<f64>, svel: In<f64>, smass: In<f64>, n: Val<u32>,
             limit: Val<f64>, bounds: In<u32>, g: Val<u32>, counts: In<u32>, cursor: Out<u32>,
-            rpos: Out<f64>, rvel: Out<f64>, rmass: Out<f64>, rindex: Out<u32>,
+            rpos: Out<f64>, rvel: Out<f64>, rmass: Out<f64>, rindex: Out<u32>, rslot: Out<u32>,
         ),
         route_scatter: "mpc_route_scatter"(
             rvel: In<f64>, rindex: In<u32>, total: Val<u32>, svel: Out<f64>,
+        ),
+        route_gather: "mpc_route_gather"(
+            rvel: In<f64>, rslot: In<u32>, n: Val<u32>, svel: Out<f64>,
         ),
     }
     "cells.cu" {

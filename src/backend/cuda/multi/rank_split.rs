@@ -182,6 +182,7 @@ impl RankSplit {
             rvel: &mut self.rvel,
             rmass: &mut self.rmass,
             rindex: &mut self.rindex,
+            rslot: None,
         }
     }
 

@@ -125,6 +125,10 @@ pub(super) struct SoluteRoutes {
     rvel: CudaSlice<f64>,
     rmass: CudaSlice<f64>,
     rindex: CudaSlice<u32>,
+    /// Each solute's slot in the caller's order, for the gather of the velocities.
+    rslot: CudaSlice<u32>,
+    /// The velocities go back by the gather (`MPCBOX_ROUTE_RETURN`, default), not scattered.
+    gather: bool,
     counts: CudaSlice<u32>,
     cursor: CudaSlice<u32>,
     first_bad: CudaSlice<u32>,
@@ -176,6 +180,8 @@ pub(super) struct RouteBuffers<'a> {
     pub(super) rvel: &'a mut CudaSlice<f64>,
     pub(super) rmass: &'a mut CudaSlice<f64>,
     pub(super) rindex: &'a mut CudaSlice<u32>,
+    /// Each solute's slot, in the caller's order (for the gather; None: not kept).
+    pub(super) rslot: Option<&'a mut CudaSlice<u32>>,
 }
 
 /// Queue `mpc_route_count` over `s` on `stream`: every value tested, every solute located on
@@ -229,13 +235,14 @@ pub(super) unsafe fn launch_route_pack(
     b: &mut RouteBuffers<'_>,
 ) -> Result<()> {
     let n32 = s.n as u32;
+    let null = 0u64;
     // SAFETY: mpc_route_pack(MpcParams, const double *spos, *svel, *smass, u32 n, double
     // limit, const u32 *bounds, u32 g, const u32 *counts, u32 *cursor, double *rpos, *rvel,
-    // *rmass, u32 *rindex) with the buffers the caller vouches for; the regions add up to n
-    // slots; a grid-stride loop over tiles.
+    // *rmass, u32 *rindex, u32 *rslot) with the buffers the caller vouches for (rslot n slots,
+    // or null: not written); the regions add up to n slots; a grid-stride loop over tiles.
     unsafe {
-        stream
-            .launch_builder(&home.dev.k.route_pack)
+        let mut launch = stream.launch_builder(&home.dev.k.route_pack);
+        launch
             .arg(p)
             .arg(&s.pos)
             .arg(&s.vel)
@@ -249,7 +256,12 @@ pub(super) unsafe fn launch_route_pack(
             .arg(&mut *b.rpos)
             .arg(&mut *b.rvel)
             .arg(&mut *b.rmass)
-            .arg(&mut *b.rindex)
+            .arg(&mut *b.rindex);
+        match b.rslot.as_deref_mut() {
+            Some(slots) => launch.arg(slots),
+            None => launch.arg(&null),
+        };
+        launch
             .launch(strided(s.n, PACK_BLOCKS, TILE_ITEMS))
             .map_err(drv("solute routing"))?;
     }
@@ -308,6 +320,8 @@ impl SoluteRoutes {
             rvel: alloc(&stream, 0)?,
             rmass: alloc(&stream, 0)?,
             rindex: alloc(&stream, 0)?,
+            rslot: alloc(&stream, 0)?,
+            gather: !crate::knobs::knobs().is("MPCBOX_ROUTE_RETURN", "scatter"),
             counts: alloc(&stream, g)?,
             cursor: alloc(&stream, g)?,
             first_bad: alloc(&stream, 4)?,
@@ -343,6 +357,7 @@ impl SoluteRoutes {
             rvel: &mut self.rvel,
             rmass: &mut self.rmass,
             rindex: &mut self.rindex,
+            rslot: self.gather.then_some(&mut self.rslot),
         }
     }
 
@@ -370,6 +385,7 @@ impl SoluteRoutes {
         self.rvel = alloc(&self.stream, 3 * cap)?;
         self.rmass = alloc(&self.stream, cap)?;
         self.rindex = alloc(&self.stream, cap)?;
+        self.rslot = alloc(&self.stream, cap)?;
         self.stream.synchronize().map_err(drv("solute routing"))?;
         self.capacity = cap;
         Ok(())

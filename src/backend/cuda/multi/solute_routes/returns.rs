@@ -6,6 +6,7 @@ use cudarc::driver::{sys, CudaEvent, DriverError, PushKernelArg};
 use super::super::transfer::peer_copy_async;
 use super::{addr, SoluteRoutes};
 use crate::backend::cuda::device::{drv, grid};
+use crate::backend::cuda::launch::DevPtr;
 use crate::backend::cuda::CudaBackend;
 use crate::backend::DeviceSolutes;
 use crate::error::{MpcError, Result};
@@ -58,7 +59,8 @@ impl SoluteRoutes {
     /// After slab `k` (`slab`) collided its solutes `d` (indices `index`, from
     /// [`SoluteRoutes::slab_solutes`]): on the home GPU, their velocities into `target` on its
     /// main stream (from another GPU [`SoluteRoutes::return_velocities`] brings them back), and
-    /// the event the return waits for.
+    /// the event the return waits for. With the gather the velocities stay in the staging,
+    /// where the collision wrote them, until the return gathers them all.
     pub(in crate::backend::cuda::multi) fn scatter_slab(
         &self,
         k: usize,
@@ -68,7 +70,7 @@ impl SoluteRoutes {
         target: &DeviceSolutes,
     ) -> Result<()> {
         let main = &slab.dev.stream;
-        if let Some(index) = index {
+        if let Some(index) = index.filter(|_| !self.gather) {
             let count = d.n as u32;
             // SAFETY: mpc_route_scatter(const double *rvel, const u32 *rindex, u32 total,
             // double *svel): this slab's `count` collided velocities and their caller's
@@ -87,9 +89,11 @@ impl SoluteRoutes {
         self.links[k].collided.record(main).map_err(drv("event"))
     }
 
-    /// After every slab's scatter: the velocities of the slabs on other GPUs back to the
-    /// staging by peer copies and scattered into `target` on the home GPU; then, for the caller's device arrays, their stream (`target.stream`) waits for all
-    /// of it, the host does not.
+    /// After every slab's collision: the velocities of the slabs on other GPUs back to the
+    /// staging by peer copies, then into `target` on the home GPU: gathered in the caller's
+    /// order once every region is back (default), or scattered region by region as each
+    /// arrives (`MPCBOX_ROUTE_RETURN=scatter`). For the caller's device arrays their stream
+    /// (`target.stream`) then waits for all of it; the host does not.
     pub(in crate::backend::cuda::multi) fn return_velocities(
         &mut self,
         slabs: &[CudaBackend],
@@ -127,6 +131,9 @@ impl SoluteRoutes {
             }
             r.returned.record(&r.back).map_err(drv("event"))?;
             s.wait(&r.returned).map_err(drv("event"))?;
+            if self.gather {
+                continue;
+            }
             let (rvel, rindex) = (dst, addr(&self.rindex, &s) + 4 * at);
             let count = region.count as u32;
             // SAFETY: mpc_route_scatter as in `scatter_slab`: this region's returned
@@ -140,6 +147,29 @@ impl SoluteRoutes {
                     .arg(&target.vel)
                     .launch(grid(region.count))
                     .map_err(drv("solute scatter"))?;
+            }
+        }
+        if self.gather {
+            let n = self.regions.iter().map(|r| r.count).sum::<usize>();
+            let n32 = n as u32;
+            // SAFETY: mpc_route_gather(const double *rvel, const u32 *rslot, u32 n, double
+            // *svel): every region's collided velocities are in the staging (the home slabs'
+            // collisions and the return copies, which this stream waited for above), rslot
+            // holds each of the n solutes' slot (written by this step's packing, earlier on
+            // this stream), and `target` holds 3n doubles on this, the home, GPU.
+            unsafe {
+                slabs[self.home]
+                    .dev
+                    .k
+                    .route_gather(
+                        &s,
+                        grid(n),
+                        &DevPtr::<f64>::new(addr(&self.rvel, &s)),
+                        &DevPtr::<u32>::new(addr(&self.rslot, &s)),
+                        &n32,
+                        &mut DevPtr::<f64>::new(target.vel),
+                    )
+                    .map_err(drv("solute gather"))?;
             }
         }
         if callers_arrays {
