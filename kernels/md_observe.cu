@@ -121,3 +121,80 @@ extern "C" __global__ void md_chain_conformation(unsigned int chains, const unsi
         out[12ull * c + 6 + k] = ree[k];
     }
 }
+
+// observe::chain_geometry of one chain per thread (ChainGroups' order, members increasing):
+// out[4 c .. 4 c + 2] the chain's centre of mass (unwrapped), out[4 c + 3] its Rg², in the CPU's
+// arithmetic and order, so the md.csv columns do not need the beads on the host.
+extern "C" __global__ void md_chain_geometry(unsigned int chains, const unsigned int *offsets,
+                                             const unsigned int *members, const double *pos, const int *image,
+                                             const double *mass, double lx, double ly, double lz, int sheared,
+                                             double total_offset, double *out) {
+    unsigned int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= chains) {
+        return;
+    }
+    double l[3] = {lx, ly, lz};
+    unsigned int lo = offsets[c], hi = offsets[c + 1];
+    double mt = 0.0;
+    double s[3] = {0.0, 0.0, 0.0};
+    for (unsigned int k = lo; k < hi; ++k) {
+        unsigned int i = members[k];
+        double u[3];
+        md_unwrapped(pos, image, i, l, sheared, total_offset, u);
+        double m = mass[i];
+        mt += m;
+        for (int a = 0; a < 3; ++a) {
+            s[a] += m * u[a];
+        }
+    }
+    double com[3] = {s[0] / mt, s[1] / mt, s[2] / mt};
+    double rg2 = 0.0;
+    for (unsigned int k = lo; k < hi; ++k) {
+        unsigned int i = members[k];
+        double u[3];
+        md_unwrapped(pos, image, i, l, sheared, total_offset, u);
+        double d0 = u[0] - com[0], d1 = u[1] - com[1], d2 = u[2] - com[2];
+        rg2 += mass[i] * (d0 * d0 + d1 * d1 + d2 * d2);
+    }
+    out[4ull * c] = com[0];
+    out[4ull * c + 1] = com[1];
+    out[4ull * c + 2] = com[2];
+    out[4ull * c + 3] = rg2 / mt;
+}
+
+// observe::max_bond_length, squared: the largest |r_i - r_j|² (PeriodicBox::delta) over every
+// particle's bond partners, so every bond from both ends (the sheared minimum image is
+// antisymmetric: the same square). Each block writes its largest into out[blockIdx.x]; the host
+// takes the largest of those and its root. blockDim a multiple of 32, at most 1024.
+extern "C" __global__ void md_bond_max2(unsigned int n, const double *pos, const unsigned int *bond_off,
+                                        const unsigned int *bond_j, double lx, double ly, double lz, double off,
+                                        double *out) {
+    __shared__ double warp_max[32];
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    double r = 0.0;
+    if (i < n) {
+        double l[3] = {lx, ly, lz};
+        double hl[3] = {lx / 2.0, ly / 2.0, lz / 2.0};
+        double pi[3] = {pos[3 * i], pos[3 * i + 1], pos[3 * i + 2]};
+        for (unsigned int k = bond_off[i]; k < bond_off[i + 1]; ++k) {
+            double d[3];
+            r = fmax(r, md_delta(pi, pos, bond_j[k], l, hl, off, d));
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        r = fmax(r, __shfl_down_sync(0xffffffffu, r, o));
+    }
+    if ((threadIdx.x & 31u) == 0) {
+        warp_max[threadIdx.x >> 5] = r;
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        r = threadIdx.x < (blockDim.x >> 5) ? warp_max[threadIdx.x] : 0.0;
+        for (int o = 16; o > 0; o >>= 1) {
+            r = fmax(r, __shfl_down_sync(0xffffffffu, r, o));
+        }
+        if (threadIdx.x == 0) {
+            out[blockIdx.x] = r;
+        }
+    }
+}

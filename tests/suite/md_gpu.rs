@@ -211,8 +211,10 @@ fn gpu_bead_spring_polymer_matches_cpu() {
 
 /// The stress sample's reductions on the device equal the CPU's functions applied to
 /// the same state, bit for bit: the kinetic tensor (per chunk of 512 beads in index order), the
-/// conformation (per chain, in chain order) and the energy report (per chunk), here for
-/// polymer chains under Lees-Edwards shear after beads crossed the sheared boundary.
+/// conformation (per chain, in chain order), the md.csv chain columns (each chain's centre of
+/// mass and Rg², the largest bond; the MSD against the start) and the energy report (per
+/// chunk), here for polymer chains under Lees-Edwards shear after beads crossed the sheared
+/// boundary.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_stress_sample_reductions_equal_the_cpu_functions() {
@@ -222,6 +224,7 @@ fn gpu_stress_sample_reductions_equal_the_cpu_functions() {
     let rate = 0.2;
     let mut st = settings(0.005, 1.0, 5);
     st.shear = Some(ShearFlow::standalone(rate, 0.005));
+    let observer = mpcbox::md::observe::ChainObserver::new(&sys);
     let mut md = GpuMd::new(sys, ff, th, st, 0).unwrap();
     md.run(2000).unwrap();
     let crossed = md
@@ -235,8 +238,15 @@ fn gpu_stress_sample_reductions_equal_the_cpu_functions() {
     let (p, kin) = md.solute_pressure(rate).unwrap();
     let k_gpu = md.kinetic_tensor(rate).unwrap();
     let c_gpu = md.conformation().unwrap();
+    let chains_gpu = md.chain_sample(&observer).unwrap();
     let report = md.report();
     let sys = md.system().unwrap().clone();
+    let chains_cpu = observer.sample(&sys);
+    assert_eq!(chains_gpu, chains_cpu);
+    assert!(
+        chains_cpu.com_msd > 0.0 && chains_cpu.max_bond > 0.5,
+        "{chains_cpu:?}"
+    );
     assert_eq!(k_gpu, kinetic_tensor(&sys, rate));
     assert_eq!(p, pressure_tensor(&sys, rate, report.virial_tensor));
     assert_eq!(kin, pressure_tensor(&sys, rate, [0.0; 6]));
@@ -460,6 +470,8 @@ fn md_kernels_compile_without_fma_when_nvrtc_available() {
         "md_chunk_energy",
         "md_chunk_kinetic",
         "md_chain_conformation",
+        "md_chain_geometry",
+        "md_bond_max2",
     ] {
         assert!(ptx.contains(k), "{k} missing");
     }

@@ -157,6 +157,7 @@ fn slab_engine_follows_the_one_slab_engine_bit_for_bit() {
     ];
     for (name, cfg, shear) in &cases {
         let md = cpu_engine(cfg, *shear);
+        let observer = mpcbox::md::observe::ChainObserver::new(&md.sys);
         for gpus in gpu_sets() {
             for n in 2..=4 {
                 // 3 slabs copy the exchanged records to the receiver first; 2 and 4 let it read
@@ -191,6 +192,8 @@ fn slab_engine_follows_the_one_slab_engine_bit_for_bit() {
                     }
                     let c_sl = sl.conformation().unwrap();
                     assert_eq!(c_sl, one.conformation().unwrap(), "{w}: conformation");
+                    let chains = sl.chain_sample(&observer).unwrap();
+                    assert_eq!(chains, one.chain_sample(&observer).unwrap(), "{w}: chains");
                     let (_, k_gathered) = sl.solute_pressure(rate).unwrap();
                     assert_eq!(k_gathered, k_one, "{w}: kinetic part after the gather");
                     assert_same_bits(one.system().unwrap(), sl.system().unwrap(), &w);

@@ -6,6 +6,7 @@
 
 use super::super::engine::{ForceReport, Md, MdSettings, MdState};
 use super::super::gpu::{blocks_per_sm_beside_fluid, GpuMd, SlabMd};
+use super::super::observe::{ChainObserver, ChainSample};
 use super::super::rheology::{conformation, kinetic_tensor, pressure_from, Conformation};
 use super::super::system::System;
 use crate::error::Result;
@@ -36,6 +37,11 @@ pub trait MdEngine: Send {
     fn solute_pressure(&mut self, shear_rate: f64) -> Result<([f64; 6], [f64; 6])>;
     /// The chains' conformation now (`md::rheology::conformation`).
     fn conformation(&mut self) -> Result<Conformation>;
+    /// The md.csv chain columns now (`ChainObserver::sample` of the system; the GPU engines
+    /// reduce them where the beads are).
+    fn chain_sample(&mut self, observer: &ChainObserver) -> Result<ChainSample> {
+        Ok(observer.sample(self.system()?))
+    }
     /// The system now (downloaded when the host copy is stale).
     fn system(&mut self) -> Result<&System>;
     /// Energies and virial of the current configuration, where the last force evaluation
@@ -275,6 +281,10 @@ impl MdEngine for GpuEngine {
         self.md.conformation()
     }
 
+    fn chain_sample(&mut self, observer: &ChainObserver) -> Result<ChainSample> {
+        self.md.chain_sample(observer)
+    }
+
     fn system(&mut self) -> Result<&System> {
         self.md.system()
     }
@@ -383,6 +393,10 @@ impl MdEngine for SlabMd {
 
     fn conformation(&mut self) -> Result<Conformation> {
         SlabMd::conformation(self)
+    }
+
+    fn chain_sample(&mut self, observer: &ChainObserver) -> Result<ChainSample> {
+        SlabMd::chain_sample(self, observer)
     }
 
     fn system(&mut self) -> Result<&System> {

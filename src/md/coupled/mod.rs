@@ -333,7 +333,7 @@ impl Coupling {
             let conformation = self.engine.conformation()?;
             let kinetic_energy = self.engine.kinetic_energy()?;
             let momentum = self.engine.momentum()?;
-            self.last = self.observer.sample(self.engine.system()?);
+            self.last = self.engine.chain_sample(&self.observer)?;
             let row = CsvRow {
                 step: k,
                 time,
@@ -374,7 +374,7 @@ impl Coupling {
 
     /// Chain observables now.
     pub fn chain_sample(&mut self) -> Result<ChainSample> {
-        Ok(self.observer.sample(self.engine.system()?))
+        self.engine.chain_sample(&self.observer)
     }
 
     /// The solutes' time averages so far.

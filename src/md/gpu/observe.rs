@@ -13,6 +13,7 @@ use crate::error::{MpcError, Result};
 use crate::md::boundary::LeesEdwards;
 use crate::md::engine::ForceReport;
 use crate::md::neighbor::CHUNK;
+use crate::md::observe::{ChainObserver, ChainSample};
 use crate::md::rheology::{average_conformation, pressure_from, ChainGroups, Conformation};
 
 /// The chains as index lists on the device (built on first use; the engine never reorders).
@@ -24,6 +25,8 @@ pub(super) struct DeviceChains {
     /// 12 words per chain (gyration tensor, R ⊗ R).
     terms: CudaSlice<f64>,
     host: Vec<f64>,
+    /// Each chain's molecule id (increasing, as the chains are ordered).
+    mols: Vec<u32>,
 }
 
 /// Device scratch of the chunked sums and its host copy, reused.
@@ -224,6 +227,11 @@ impl GpuMd {
                 .alloc_zeros::<f64>(12 * chains.max(1))
                 .map_err(drv("alloc"))?,
             host: vec![0.0; 12 * chains],
+            mols: g
+                .offsets
+                .windows(2)
+                .map(|w| self.sys.mol[g.members[w[0]]])
+                .collect(),
         })
     }
 
@@ -269,5 +277,85 @@ impl GpuMd {
         let c = average_conformation(ch.host.chunks(12));
         self.reduce.chains = Some(ch);
         Ok(c)
+    }
+
+    /// The md.csv columns of the chains now ([`ChainObserver::sample`], the same bits),
+    /// reduced on the device: only each chain's centre of mass and Rg² (4 words a chain) and
+    /// each block's largest bond cross to the host, not the beads (at 1.6 M beads the host's
+    /// sample of a downloaded system held a coupled run for about a second).
+    pub fn chain_sample(&mut self, observer: &ChainObserver) -> Result<ChainSample> {
+        let ch = self.device_chains()?;
+        let le = self.sys.lees_edwards;
+        let sheared = (le != LeesEdwards::default()) as i32;
+        let total = le.total(self.sys.box_len[0]);
+        let off = self.sys.periodic_box().image_offset();
+        let l = self.sys.box_len;
+        let s = self.stream.clone();
+        let d = &self.parts;
+        let mut geometry = Vec::new();
+        if ch.chains > 0 {
+            let chains = ch.chains as u32;
+            let mut out = s.alloc_zeros::<f64>(4 * ch.chains).map_err(drv("alloc"))?;
+            // SAFETY: offsets holds chains + 1 entries and members index particles < n (built
+            // from this engine's system), pos and image 3n, mass n; `out` 4 words per chain,
+            // thread c writes chain c's.
+            unsafe {
+                self.k.chain_geometry(
+                    &s,
+                    grid(ch.chains),
+                    &chains,
+                    &ch.offsets,
+                    &ch.members,
+                    &d.pos,
+                    &d.image,
+                    &d.mass,
+                    &l[0],
+                    &l[1],
+                    &l[2],
+                    &sheared,
+                    &total,
+                    &mut out,
+                )
+            }
+            .map_err(drv("md_chain_geometry"))?;
+            geometry = s.clone_dtoh(&out).map_err(drv("download"))?;
+        }
+        let mut max_bond = 0.0;
+        if !self.sys.bonds.is_empty() && self.n > 0 {
+            let n = self.n as u32;
+            let cfg = grid(self.n);
+            let mut out = s
+                .alloc_zeros::<f64>(cfg.grid_dim.0 as usize)
+                .map_err(drv("alloc"))?;
+            // SAFETY: pos holds 3n, the bond CSR n + 1 offsets and partners < n; `out` one
+            // word per block of `cfg` (its block a multiple of 32 threads), block b writes out[b].
+            unsafe {
+                self.k.bond_max2(
+                    &s,
+                    cfg,
+                    &n,
+                    &d.pos,
+                    &self.p.bond_off,
+                    &self.p.bond_j,
+                    &l[0],
+                    &l[1],
+                    &l[2],
+                    &off,
+                    &mut out,
+                )
+            }
+            .map_err(drv("md_bond_max2"))?;
+            let blocks = s.clone_dtoh(&out).map_err(drv("download"))?;
+            // the root of the largest square is the largest root (sqrt is monotonic)
+            max_bond = blocks.into_iter().fold(0.0, f64::max).sqrt();
+        }
+        let chains: Vec<(u32, [f64; 3], f64)> = ch
+            .mols
+            .iter()
+            .zip(geometry.chunks(4))
+            .map(|(&mol, g)| (mol, [g[0], g[1], g[2]], g[3]))
+            .collect();
+        self.reduce.chains = Some(ch);
+        Ok(observer.sample_of(&chains, max_bond))
     }
 }

@@ -134,6 +134,15 @@ kernel_table! {
             image: In<i32>, mass: In<f64>, lx: Val<f64>, ly: Val<f64>, lz: Val<f64>,
             sheared: Val<i32>, total_offset: Val<f64>, out_: Out<f64>,
         ),
+        chain_geometry: "md_chain_geometry"(
+            chains: Val<u32>, offsets: In<u32>, members: In<u32>, pos: In<f64>, image: In<i32>,
+            mass: In<f64>, lx: Val<f64>, ly: Val<f64>, lz: Val<f64>, sheared: Val<i32>,
+            total_offset: Val<f64>, out_: Out<f64>,
+        ),
+        bond_max2: "md_bond_max2"(
+            n: Val<u32>, pos: In<f64>, bond_off: In<u32>, bond_j: In<u32>, lx: Val<f64>,
+            ly: Val<f64>, lz: Val<f64>, off: Val<f64>, out_: Out<f64>,
+        ),
     }
     "md_slabs.cu" {
         slab_pack: "md_slab_pack"(

@@ -39,6 +39,7 @@ use crate::error::{MpcError, Result};
 use crate::md::bond::BondStyle;
 use crate::md::engine::{ForceReport, MdSettings, MdState};
 use crate::md::forcefield::{ForceField, MdThermostat};
+use crate::md::observe::{ChainObserver, ChainSample};
 use crate::md::rheology::{pressure_from, Conformation};
 use crate::md::system::System;
 use crate::md::walls::WallPotential;
@@ -491,6 +492,11 @@ impl SlabMd {
     /// reduction).
     pub fn conformation(&mut self) -> Result<Conformation> {
         self.gather()?.conformation()
+    }
+
+    /// The md.csv chain columns, reduced on slab 0 once it holds every bead.
+    pub fn chain_sample(&mut self, observer: &ChainObserver) -> Result<ChainSample> {
+        self.gather()?.chain_sample(observer)
     }
 
     pub fn system(&mut self) -> Result<&System> {
