@@ -198,3 +198,30 @@ extern "C" __global__ void md_bond_max2(unsigned int n, const double *pos, const
         }
     }
 }
+
+// integrate::chunk_kinetic_energy and chunk_momentum per chunk c of particles (index order):
+// out[4 c] = sum of 0.5 / inv_mass v², out[4 c + 1 .. 4 c + 3] = sum of (1 / inv_mass) v, as the CPU
+// forms each term, so a row of md.csv does not download the velocities.
+extern "C" __global__ void md_chunk_ke_momentum(unsigned int n, unsigned int chunk, const double *vel,
+                                                const double *inv_mass, double *out) {
+    unsigned int c = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned long long lo = (unsigned long long)c * chunk;
+    if (lo >= n) {
+        return;
+    }
+    unsigned long long hi = lo + chunk < n ? lo + chunk : n;
+    double e = 0.0;
+    double p[3] = {0.0, 0.0, 0.0};
+    for (unsigned long long i = lo; i < hi; ++i) {
+        double u0 = vel[3 * i], u1 = vel[3 * i + 1], u2 = vel[3 * i + 2];
+        e += 0.5 / inv_mass[i] * (u0 * u0 + u1 * u1 + u2 * u2);
+        double m = 1.0 / inv_mass[i];
+        p[0] += m * u0;
+        p[1] += m * u1;
+        p[2] += m * u2;
+    }
+    out[4ull * c] = e;
+    out[4ull * c + 1] = p[0];
+    out[4ull * c + 2] = p[1];
+    out[4ull * c + 3] = p[2];
+}

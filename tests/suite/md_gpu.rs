@@ -211,9 +211,9 @@ fn gpu_bead_spring_polymer_matches_cpu() {
 
 /// The stress sample's reductions on the device equal the CPU's functions applied to
 /// the same state, bit for bit: the kinetic tensor (per chunk of 512 beads in index order), the
-/// conformation (per chain, in chain order), the md.csv chain columns (each chain's centre of
-/// mass and Rg², the largest bond; the MSD against the start) and the energy report (per
-/// chunk), here for polymer chains under Lees-Edwards shear after beads crossed the sheared
+/// conformation (per chain, in chain order), the md.csv columns (kinetic energy and momentum
+/// per chunk; each chain's centre of mass and Rg², the largest bond; the MSD against the start)
+/// and the energy report (per chunk), here for polymer chains under Lees-Edwards shear after beads crossed the sheared
 /// boundary.
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -259,6 +259,9 @@ fn gpu_stress_sample_reductions_equal_the_cpu_functions() {
         md.settings().clone(),
     )
     .unwrap();
+    // kinetic energy and momentum, per chunk on the device, are the CPU engine's bits
+    assert_eq!(md.kinetic_energy().unwrap(), cpu.kinetic_energy());
+    assert_eq!(md.momentum().unwrap(), cpu.momentum());
     let (a, b) = (report, cpu.report());
     let close = |x: f64, y: f64| (x - y).abs() <= 1e-11 * y.abs().max(1.0);
     assert!(close(a.pair_energy, b.pair_energy), "{a:?} vs {b:?}");
@@ -472,6 +475,7 @@ fn md_kernels_compile_without_fma_when_nvrtc_available() {
         "md_chain_conformation",
         "md_chain_geometry",
         "md_bond_max2",
+        "md_chunk_ke_momentum",
     ] {
         assert!(ptx.contains(k), "{k} missing");
     }

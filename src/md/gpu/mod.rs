@@ -52,8 +52,6 @@ use cudarc::driver::{
 
 use super::engine::{ForceReport, MdSettings};
 use super::forcefield::{ForceField, MdThermostat};
-use super::integrate::{chunk_kinetic_energy, chunk_momentum};
-use super::neighbor::CHUNK;
 use super::system::System;
 use crate::backend::cuda::{CudaDevice, WallParams};
 use crate::backend::{DeviceSolutes, SlabSolutes, SoluteSubset};
@@ -227,7 +225,6 @@ pub struct GpuMd {
     step: u64,
     n: usize,
     parts: DeviceParticles,
-    inv_mass_host: Vec<f64>,
     /// The `MD_FLAG_*` words.
     flags: CudaSlice<u32>,
     /// Their host copy (pinned: read every MD step).
@@ -361,19 +358,10 @@ impl GpuMd {
             .collect())
     }
 
-    fn velocities_host(&mut self) -> Result<Vec<[f64; 3]>> {
-        Ok(self.system()?.vel.clone())
-    }
-
-    /// Kinetic energy (velocities downloaded; the same chunked sum as
-    /// [`Md::kinetic_energy`](crate::md::Md::kinetic_energy)).
+    /// Kinetic energy (the same chunked sum as
+    /// [`Md::kinetic_energy`](crate::md::Md::kinetic_energy), reduced on the device).
     pub fn kinetic_energy(&mut self) -> Result<f64> {
-        let v = self.velocities_host()?;
-        let mut total = 0.0;
-        for c in 0..v.len().div_ceil(CHUNK) {
-            total += chunk_kinetic_energy(&v, &self.inv_mass_host, c);
-        }
-        Ok(total)
+        Ok(self.kinetic_energy_and_momentum()?.0)
     }
 
     pub fn total_energy(&mut self) -> Result<f64> {
@@ -391,17 +379,10 @@ impl GpuMd {
         Ok((2.0 * self.kinetic_energy()? + self.report.virial) / (3.0 * self.sys.volume()))
     }
 
-    /// Total momentum Σ m v (chunked as [`Md::momentum`](crate::md::Md::momentum)).
+    /// Total momentum Σ m v (chunked as [`Md::momentum`](crate::md::Md::momentum), reduced on
+    /// the device).
     pub fn momentum(&mut self) -> Result<[f64; 3]> {
-        let v = self.velocities_host()?;
-        let mut out = [0.0; 3];
-        for c in 0..v.len().div_ceil(CHUNK) {
-            let p = chunk_momentum(&v, &self.inv_mass_host, c);
-            for k in 0..3 {
-                out[k] += p[k];
-            }
-        }
-        Ok(out)
+        Ok(self.kinetic_energy_and_momentum()?.1)
     }
 
     /// The flag words, copied into pinned memory and waited for.

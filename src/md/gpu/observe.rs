@@ -184,6 +184,42 @@ impl GpuMd {
         Ok(k)
     }
 
+    /// Kinetic energy and momentum: per chunk of [`CHUNK`] particles on the device
+    /// (`md_chunk_ke_momentum`, the CPU's terms), the chunks added here in order as
+    /// [`Md::kinetic_energy`](crate::md::Md::kinetic_energy) and
+    /// [`Md::momentum`](crate::md::Md::momentum) add them: the same bits, without the
+    /// velocities crossing to the host.
+    pub(super) fn kinetic_energy_and_momentum(&mut self) -> Result<(f64, [f64; 3])> {
+        let chunks = self.chunks();
+        let mut out = self.scratch(4 * chunks)?;
+        let (n, chunk) = (self.n as u32, CHUNK as u32);
+        let s = self.stream.clone();
+        // SAFETY: vel holds 3n f64, inv_mass n; `out` at least 4 words per chunk, thread c
+        // writes chunk c's.
+        unsafe {
+            self.k.chunk_ke_momentum(
+                &s,
+                grid(chunks),
+                &n,
+                &chunk,
+                &self.parts.vel,
+                &self.parts.inv_mass,
+                &mut out,
+            )
+        }
+        .map_err(drv("md_chunk_ke_momentum"))?;
+        let host = self.fetch(out, 4 * chunks)?;
+        let (mut e, mut p) = (0.0, [0.0; 3]);
+        for c in host.chunks(4).take(if self.n == 0 { 0 } else { chunks }) {
+            e += c[0];
+            for k in 0..3 {
+                p[k] += c[1 + k];
+            }
+        }
+        self.reduce.host = host;
+        Ok((e, p))
+    }
+
     /// The solutes' (pressure tensor, its kinetic part) now, the virial from the last force
     /// evaluation with energies (`md::rheology::pressure_tensor`), reduced on the device.
     pub fn solute_pressure(&mut self, shear_rate: f64) -> Result<([f64; 6], [f64; 6])> {

@@ -139,6 +139,9 @@ kernel_table! {
             mass: In<f64>, lx: Val<f64>, ly: Val<f64>, lz: Val<f64>, sheared: Val<i32>,
             total_offset: Val<f64>, out_: Out<f64>,
         ),
+        chunk_ke_momentum: "md_chunk_ke_momentum"(
+            n: Val<u32>, chunk: Val<u32>, vel: In<f64>, inv_mass: In<f64>, out_: Out<f64>,
+        ),
         bond_max2: "md_bond_max2"(
             n: Val<u32>, pos: In<f64>, bond_off: In<u32>, bond_j: In<u32>, lx: Val<f64>,
             ly: Val<f64>, lz: Val<f64>, off: Val<f64>, out_: Out<f64>,
@@ -352,7 +355,6 @@ impl GpuMd {
             step: 0,
             n,
             parts,
-            inv_mass_host,
             flags,
             flags_host,
             flags_ready,

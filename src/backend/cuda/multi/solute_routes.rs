@@ -14,17 +14,20 @@
 //! 4. each slab on another GPU gets its region by one peer copy per array (the indices stay
 //!    home); a slab on the home GPU reads its region in place.
 //!
-//! After its collision a slab on the home GPU writes its solutes' velocities straight into the
-//! caller's array (`mpc_route_scatter` by the caller's indices); a slab on another GPU copies
-//! them back to its region by one peer copy, and the home GPU scatters them (measured faster
-//! than scattered stores over NVLink). The caller's stream waits for every slab (device
-//! arrays) or the host copies the velocities out (host arrays); the host does not wait for
-//! device arrays: the next step's routing is queued behind the return on the routing stream.
+//! A slab's collision writes its solutes' velocities into its region: on the home GPU the
+//! staging itself, on another GPU its copy, which one peer copy brings back to the staging.
+//! Then `mpc_route_gather` writes every velocity from its slot (kept by the packing, in the
+//! caller's order) into the caller's array in order: each sector of the array written whole
+//! once, where scattering each slab's share by the caller's indices read and wrote every
+//! sector once per slab (`MPCBOX_ROUTE_RETURN=scatter` keeps that form). The caller's stream
+//! waits for the gather (device arrays) or the host copies the velocities out (host arrays);
+//! the host does not wait for device arrays: the next step's routing is queued behind the
+//! return on the routing stream.
 //!
 //! Stream order, which makes every buffer's reuse safe without host waits:
-//! count(n) → pack(n) → forward copies(n) → slab binning, collision and scatter(n) → [return copies and
-//! home scatter(n)] → routing stream (n) → pack(n+1); each arrow is an event or the order of
-//! one stream.
+//! count(n) → pack(n) → forward copies(n) → slab binning and collision(n) → [return copies] →
+//! gather(n) on the routing stream → pack(n+1); each arrow is an event or the order of one
+//! stream.
 
 use std::sync::Arc;
 
