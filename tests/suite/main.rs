@@ -38,6 +38,7 @@ mod md_walls;
 mod mpi_gpu;
 mod mpi_ranks;
 mod mpi_solutes;
+mod mpi_walls;
 mod ownership;
 mod polymer_shear;
 mod reproducibility;
