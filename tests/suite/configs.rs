@@ -5,10 +5,9 @@ use std::path::Path;
 
 use mpcbox::Config;
 
+/// The `.ron` files of `dir` (under the crate's root), sorted.
 fn files(dir: &str) -> Vec<std::path::PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/configs")
-        .join(dir);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut v: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -20,7 +19,7 @@ fn files(dir: &str) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn good_configs_are_accepted() {
-    let good = files("good");
+    let good = files("tests/configs/good");
     assert!(good.len() >= 4);
     for p in good {
         let cfg = Config::from_file(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
@@ -32,7 +31,7 @@ fn good_configs_are_accepted() {
 
 #[test]
 fn bad_configs_are_rejected_with_their_message() {
-    let bad = files("bad");
+    let bad = files("tests/configs/bad");
     assert!(bad.len() >= 15);
     for p in bad {
         let text = std::fs::read_to_string(&p).unwrap();
@@ -70,13 +69,7 @@ fn missing_file_is_a_clear_error() {
 
 #[test]
 fn every_example_is_accepted() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
-    let mut examples: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "ron"))
-        .collect();
-    examples.sort();
+    let examples = files("examples");
     assert!(examples.len() >= 8, "{examples:?}");
     for p in examples {
         let cfg = Config::from_file(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
