@@ -57,6 +57,15 @@ pub fn probe() -> std::result::Result<usize, String> {
     }
 }
 
+/// A non-blocking stream of the highest priority on `ctx`: work queued on it (the solutes'
+/// checks, binning and routing) is scheduled beside the fluid's long pass 1 instead of after it.
+pub(in crate::backend::cuda) fn priority_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>> {
+    ctx.bind_to_thread().map_err(drv("bind"))?;
+    let (_, highest) =
+        cudarc::driver::result::stream::get_priority_range().map_err(drv("stream priorities"))?;
+    ctx.new_stream_with_priority(highest).map_err(drv("stream"))
+}
+
 /// A driver error as an [`MpcError`] naming what failed.
 pub(crate) fn drv(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> MpcError + '_ {
     move |source| MpcError::Driver {

@@ -470,7 +470,11 @@ impl Backend for CudaBackend {
     }
 
     fn check_device_solutes(&mut self, solutes: &DeviceSolutes) -> Result<()> {
-        self.solutes.check_device(&self.dev, solutes)
+        self.phase_start()?;
+        self.solutes.check_device(&self.dev, solutes)?;
+        self.phase_end(1)?; // the solutes' phase
+        self.phase_stop();
+        Ok(())
     }
 
     fn step_device_solutes(

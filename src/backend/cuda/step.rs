@@ -17,8 +17,10 @@
 
 use std::time::Instant;
 
+use super::cell_sums::CellSumMethod;
 use super::host_staging::SoluteTransfer;
 use super::params::KernelParams;
+use super::solute_coupling::Beside;
 use super::CudaBackend;
 use crate::backend::{DeviceSolutes, SoluteBatch, StepReport};
 use crate::error::{MpcError, Result};
@@ -58,7 +60,7 @@ impl CudaBackend {
         self.phase_end(3)?;
         self.reorder_if(plan)?;
         self.phase_end(4)?;
-        self.timer.mark = None;
+        self.phase_stop();
         Ok(())
     }
 
@@ -167,6 +169,7 @@ impl CudaBackend {
     pub(super) fn begin_fluid_here(&mut self, plan: &StepPlan, n_solutes: usize) -> Result<bool> {
         self.solutes.check_idle()?;
         let p = self.params(plan, n_solutes);
+        self.bin_beside_next_pass(n_solutes)?;
         self.fluid_pass(&p)?;
         self.solutes.fluid_begun = Some(p);
         Ok(true)
@@ -182,10 +185,25 @@ impl CudaBackend {
                 "the fluid step begun and the one finished differ (please report it)".into(),
             )),
             None => {
+                self.bin_beside_next_pass(ns)?;
                 self.fluid_pass(&p)?;
                 Ok(p)
             }
         }
+    }
+
+    /// Before the pass 1 of a step with `ns` device solutes: have it note when its cell
+    /// buffer is zeroed, so that the solutes can be binned beside it
+    /// (`solute_coupling::Beside`), where the cell sums are atomic adds into that buffer:
+    /// plain SRD (the rules bin into their own sums) and not the list method (whose sums are
+    /// stored after pass 1). A slab's solutes are binned beside it once routed to it
+    /// (`multi/step.rs`).
+    pub(super) fn bin_beside_next_pass(&mut self, ns: usize) -> Result<()> {
+        let atomic_sums = self.rules.is_none() && self.method != CellSumMethod::List;
+        if ns > 0 && atomic_sums && Beside::enabled() {
+            self.solutes.want_bin_beside(&self.dev)?;
+        }
+        Ok(())
     }
 
     /// [`crate::backend::Backend::step_device_solutes`] on this GPU, for solutes checked by
@@ -197,15 +215,22 @@ impl CudaBackend {
         plan: &StepPlan,
         s: &DeviceSolutes,
     ) -> Result<StepReport> {
-        let p = self.take_begun_fluid(plan, s.n)?;
+        self.phase_start()?;
+        let p = self.take_begun_fluid(plan, s.n)?; // ends phase 0 if queued here
         let (fluid, f) = self.parts();
         f.solutes.bin_from(fluid, f.rules, &p, s, None)?;
+        self.phase_end(1)?;
         self.cell_pass(&p)?;
+        self.phase_end(2)?;
         let (fluid, f) = self.parts();
         f.solutes.collide_owned(fluid, f.rules, &p, s, None)?;
         self.solutes.release_to_caller(&self.dev, s)?;
+        self.phase_end(1)?;
         self.fluid_collide(plan, &p)?;
+        self.phase_end(3)?;
         self.reorder_if(plan)?;
+        self.phase_end(4)?;
+        self.phase_stop();
         self.read_report()
     }
 }
@@ -229,6 +254,11 @@ impl CudaBackend {
             self.timer.mark = Some(Instant::now());
         }
         Ok(())
+    }
+
+    /// The step's phases are over: the time until the next `phase_start` counts in none.
+    pub(super) fn phase_stop(&mut self) {
+        self.timer.mark = None;
     }
 
     pub(super) fn phase_end(&mut self, phase: usize) -> Result<()> {

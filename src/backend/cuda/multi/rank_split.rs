@@ -102,7 +102,7 @@ impl RankSplit {
         let ctx = &home.dev.ctx;
         ctx.bind_to_thread().map_err(drv("bind"))?;
         // of the highest priority, so that the packing runs beside the fluid's long pass 1
-        let stream = super::solute_routes::priority_stream(ctx)?;
+        let stream = crate::backend::cuda::device::priority_stream(ctx)?;
         let zeros = |len: usize| stream.alloc_zeros::<u32>(len).map_err(drv("rank split"));
         // SAFETY: pinned host memory, uninitialised; read only after the device-to-host copy
         // into it that the host waited for.

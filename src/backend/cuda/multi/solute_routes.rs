@@ -37,7 +37,7 @@ mod host;
 pub(super) mod returns;
 
 use super::transfer::peer_copy_async;
-use crate::backend::cuda::device::drv;
+use crate::backend::cuda::device::{drv, priority_stream};
 use crate::backend::cuda::params::KernelParams;
 use crate::backend::cuda::CudaBackend;
 use crate::backend::{DeviceSolutes, MAX_SOLUTE_COORDINATE};
@@ -156,14 +156,6 @@ fn alloc<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
     stream
         .alloc_zeros::<T>(len.max(1))
         .map_err(drv("solute routing alloc"))
-}
-
-/// A non-blocking stream of the highest priority on `ctx`.
-pub(super) fn priority_stream(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Arc<CudaStream>> {
-    ctx.bind_to_thread().map_err(drv("bind"))?;
-    let (_, highest) =
-        cudarc::driver::result::stream::get_priority_range().map_err(drv("stream priorities"))?;
-    ctx.new_stream_with_priority(highest).map_err(drv("stream"))
 }
 
 fn addr<T>(b: &CudaSlice<T>, s: &CudaStream) -> u64 {
