@@ -59,6 +59,10 @@ pub struct Args {
     /// them; rank 0 records.
     #[arg(long)]
     per_rank: bool,
+    /// y slabs of the fluid (`tuning.slabs`; 0: one per GPU): more slabs than GPUs run the
+    /// several-GPU path (routing, exchange) on fewer GPUs.
+    #[arg(long, default_value_t = 0)]
+    slabs: u32,
     /// Host arrays in page-locked memory (`PinnedSoluteArrays`, as a caller's pinned or
     /// registered arrays): they cross PCIe by DMA straight from and into them.
     #[arg(long)]
@@ -111,7 +115,7 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
         r => format!("{mode}, {r} ranks, every rank all solutes"),
     };
     for &l in &a.sizes {
-        let mut s = solvent(l, device.clone())?;
+        let mut s = solvent(l, device.clone(), a.slabs)?;
         s.set_solutes_per_rank(a.per_rank).map_err(err)?;
         // from a fluid sorted by cell, as in a long run (the initial state is random in memory
         // and steps are slower until the first reorder)
@@ -166,8 +170,9 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
     Ok(())
 }
 
-/// The MBS fluid of an `l`³ box (10 particles per cell) on `device`, without sampling.
-fn solvent(l: u32, device: DeviceChoice) -> Res<Solvent> {
+/// The MBS fluid of an `l`³ box (10 particles per cell) on `device` in `slabs` y slabs (0: one
+/// per GPU), without sampling.
+fn solvent(l: u32, device: DeviceChoice, slabs: u32) -> Res<Solvent> {
     let mut cfg = Config::from_ron_str(&format!(
         "(cells: ({l}, {l}, {l}), particles_per_cell: 10, time_step: 0.1, \
          collision: Srd(angle_deg: 130.0), thermostat: Mbs, steps: 1)"
@@ -175,6 +180,7 @@ fn solvent(l: u32, device: DeviceChoice) -> Res<Solvent> {
     .map_err(err)?;
     cfg.thermostat = Thermostat::Mbs;
     cfg.device = device;
+    cfg.tuning.slabs = slabs;
     cfg.output.observable_interval = 0;
     cfg.output.equilibration_steps = u64::MAX;
     Solvent::new(cfg).map_err(err)
