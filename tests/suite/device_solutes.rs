@@ -154,14 +154,14 @@ fn device_coupled_steps_conserve_momentum(p: Platform) {
     }
 }
 
-/// Device solutes are checked and binned on a stream beside the fluid's pass 1 (their atomics
-/// and pass 1's into one buffer of integer cell sums); the host path bins them after pass 1.
-/// With fixed-point sums the order cannot show, so the two give the same bits: 0.7 solutes per
-/// cell moving through a 32³ box under shear and MBS, in steps begun before the solutes are
-/// handed over and in steps that are not, with reorders, for 12 steps.
+/// The caller's device arrays (read and written in place) and the same solutes as host arrays
+/// (staged, uploaded, downloaded) give the same bits: the cell sums are integers (fixed point),
+/// so nothing may differ. 0.7 solutes per cell moving through a 32³ box under shear and MBS, in
+/// steps begun before the solutes are handed over and in steps that are not, with reorders,
+/// for 12 steps.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn solutes_binned_beside_pass_one_give_the_host_paths_bits() {
+fn device_solutes_give_the_host_paths_bits_begun_or_not() {
     let mut cfg = one_gpu(device_config([32, 32, 32], 0.02));
     cfg.tuning.reorder_interval = Some(5);
     let (mut pos, mut vel, mass) = common::solutes_partly_outside(22_937, cfg.cells, 11);

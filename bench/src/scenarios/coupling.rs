@@ -97,14 +97,8 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
     } else {
         "host"
     };
-    // the form before the binning beside pass 1 is part of the case (A/B runs)
-    let bin_after = std::env::var("MPCBOX_SOLUTE_BIN").is_ok_and(|v| v == "after");
-    let mode = match bin_after && a.device_resident {
-        true => format!("{mode}, bin after pass 1"),
-        false => mode.to_string(),
-    };
     let mode = match ranks {
-        1 => mode,
+        1 => mode.to_string(),
         r if a.per_rank => match std::env::var("MPCBOX_RANK_SOLUTE_SPLIT") {
             // the split's form is part of the case (`route-twice`, `off`)
             Ok(split) if split != "on" => {

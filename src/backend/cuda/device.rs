@@ -57,8 +57,8 @@ pub fn probe() -> std::result::Result<usize, String> {
     }
 }
 
-/// A non-blocking stream of the highest priority on `ctx`: work queued on it (the solutes'
-/// checks, binning and routing) is scheduled beside the fluid's long pass 1 instead of after it.
+/// A non-blocking stream of the highest priority on `ctx`: work queued on it (the outside
+/// solutes' routing) is scheduled beside the fluid's long pass 1 instead of after it.
 pub(in crate::backend::cuda) fn priority_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>> {
     ctx.bind_to_thread().map_err(drv("bind"))?;
     let (_, highest) =

@@ -206,9 +206,6 @@ impl SoluteCoupling {
                 caller_ready: dev.ctx.new_event(None).map_err(drv("event"))?,
                 velocities_done: dev.ctx.new_event(None).map_err(drv("event"))?,
             });
-            // allocated and zeroed on the main stream; the check and the binning beside pass 1
-            // use them on another stream
-            s.synchronize().map_err(drv("solute alloc"))?;
         }
         Ok(self.device.as_mut().expect("made above"))
     }
@@ -271,8 +268,7 @@ impl SoluteCoupling {
     }
 
     /// The first index of each kind of bad value in `s` (u32::MAX where none), from
-    /// `mpc_check_solutes` on the stream beside pass 1, ordered after the caller's queued work
-    /// (the host waits for it, so later work on any stream comes after the caller's): over
+    /// `mpc_check_solutes` on the main stream, ordered after the caller's queued work: over
     /// every solute, or over those `subset` lists.
     fn first_bad(
         &mut self,
@@ -282,15 +278,14 @@ impl SoluteCoupling {
     ) -> Result<[u32; 4]> {
         let ns = s.n;
         let (slots, listed) = super::solutes::solute_slots(s, subset);
-        // on the stream beside pass 1: a begun step's pass 1 runs on while the host waits
-        let side = self.beside(dev)?.stream.clone();
+        let main = dev.stream.clone();
         let st = self.device_state(dev, ns)?;
         order_after(
             &st.caller_ready,
             s.stream as sys::CUstream,
-            side.cu_stream(),
+            main.cu_stream(),
         )?;
-        side.memcpy_htod(&[u32::MAX; 4], &mut st.first_bad)
+        main.memcpy_htod(&[u32::MAX; 4], &mut st.first_bad)
             .map_err(drv("solute check"))?;
         let n32 = slots as u32;
         // SAFETY: mpc_check_solutes(const double*, const double*, const double*, unsigned int,
@@ -299,7 +294,7 @@ impl SoluteCoupling {
         // and the subset (checked to hold that many u32 on this GPU; the slab's MD engine
         // lists indices < n) or null for all n; one thread per slot.
         unsafe {
-            side.launch_builder(&dev.k.check_solutes)
+            main.launch_builder(&dev.k.check_solutes)
                 .arg(&s.pos)
                 .arg(&s.vel)
                 .arg(&s.mass)
@@ -311,7 +306,7 @@ impl SoluteCoupling {
                 .map_err(drv("solute check"))?;
         }
         let mut first = [0u32; 4];
-        side.memcpy_dtoh(&st.first_bad, &mut first)
+        main.memcpy_dtoh(&st.first_bad, &mut first)
             .map_err(drv("solute check"))?;
         Ok(first)
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PinnedHostSlice};
 
-use super::device::{drv, priority_stream, CudaDevice};
+use super::device::drv;
 use super::params::KernelParams;
 use crate::error::{MpcError, Result};
 
@@ -30,57 +30,6 @@ pub(super) struct SoluteCoupling {
     pub(super) fluid_begun: Option<KernelParams>,
     /// The caller's device arrays: their cells, images, check buffer and ordering events.
     pub(super) device: Option<DeviceSoluteState>,
-    /// The stream beside pass 1 on which device solutes are checked and binned (made at
-    /// first use).
-    pub(super) beside: Option<Beside>,
-}
-
-/// Device solutes checked and binned beside the fluid's pass 1 (one GPU, SRD, atomic cell
-/// sums): on a stream of the highest priority, whose binning starts once pass 1's cell buffer
-/// is zeroed. The cell sums are integers (fixed point), so the solutes' atomics and pass 1's
-/// add up to the same bits in either order; the binning's random atomics then run while pass 1
-/// streams the fluid instead of after it. `MPCBOX_SOLUTE_BIN=after` bins after pass 1 on the
-/// main stream (the form before, for A/B runs).
-pub(super) struct Beside {
-    pub(super) stream: Arc<CudaStream>,
-    /// Recorded on the main stream once the cell buffer pass 1 sums into is zeroed.
-    zeroed: CudaEvent,
-    /// Recorded on `stream` after the binning; the main stream waits for it (cell pass).
-    binned: CudaEvent,
-    /// The next pass 1 queued should record `zeroed` (set by a device-solute step).
-    wanted: bool,
-    /// `zeroed` was recorded for the pass 1 queued last, and no binning has used it yet.
-    armed: bool,
-}
-
-impl Beside {
-    /// Whether device solutes are binned beside pass 1 (`MPCBOX_SOLUTE_BIN`, default `beside`).
-    pub(super) fn enabled() -> bool {
-        std::env::var("MPCBOX_SOLUTE_BIN").map_or(true, |v| v != "after")
-    }
-
-    /// Forget a zeroing noted for a pass 1 whose step bins nothing.
-    pub(super) fn disarm(&mut self) {
-        self.armed = false;
-    }
-
-    /// The binning queued on `self.stream` by `queue`, after pass 1 zeroed its cell buffer,
-    /// and the main stream ordered after it; false (nothing queued) unless the pass 1 queued
-    /// last was asked to note its zeroing.
-    pub(super) fn bin(
-        &mut self,
-        main: &CudaStream,
-        queue: impl FnOnce(&Arc<CudaStream>) -> Result<()>,
-    ) -> Result<bool> {
-        if !std::mem::take(&mut self.armed) {
-            return Ok(false);
-        }
-        self.stream.wait(&self.zeroed).map_err(drv("stream wait"))?;
-        queue(&self.stream)?;
-        self.binned.record(&self.stream).map_err(drv("event"))?;
-        main.wait(&self.binned).map_err(drv("stream wait"))?;
-        Ok(true)
-    }
 }
 
 /// mpcbox's own solute buffers, grown on demand.
@@ -123,49 +72,6 @@ pub(super) struct CoupledIo {
 }
 
 impl SoluteCoupling {
-    /// The stream beside pass 1 and its events, made at first use on `dev`.
-    pub(super) fn beside(&mut self, dev: &CudaDevice) -> Result<&mut Beside> {
-        if self.beside.is_none() {
-            self.beside = Some(Beside {
-                stream: priority_stream(&dev.ctx)?,
-                zeroed: dev.ctx.new_event(None).map_err(drv("event"))?,
-                binned: dev.ctx.new_event(None).map_err(drv("event"))?,
-                wanted: false,
-                armed: false,
-            });
-        }
-        Ok(self.beside.as_mut().expect("made above"))
-    }
-
-    /// Ask the next pass 1 on `dev` to note when its cell buffer is zeroed, so that device
-    /// solutes are binned beside it (see [`Beside`]).
-    pub(super) fn want_bin_beside(&mut self, dev: &CudaDevice) -> Result<()> {
-        let b = self.beside(dev)?;
-        b.wanted = true;
-        b.armed = false;
-        Ok(())
-    }
-
-    /// The stream beside pass 1 when the pass 1 queued last noted its zeroing for a binning
-    /// that has not run yet (the caller orders it after the solutes' arrival, then bins).
-    pub(super) fn armed_beside_stream(&self) -> Option<Arc<CudaStream>> {
-        self.beside
-            .as_ref()
-            .filter(|b| b.armed)
-            .map(|b| b.stream.clone())
-    }
-
-    /// Called by pass 1 once the cell buffer it sums into is zeroed on `main`: records the
-    /// event a binning beside it waits for, if a device-solute step asked for it.
-    pub(super) fn note_sums_zeroed(&mut self, main: &CudaStream) -> Result<()> {
-        if let Some(b) = self.beside.as_mut().filter(|b| b.wanted) {
-            b.zeroed.record(main).map_err(drv("event"))?;
-            b.wanted = false;
-            b.armed = true;
-        }
-        Ok(())
-    }
-
     /// The host-array step's staging and solute buffers, both made by `begin_coupled_step`.
     pub(super) fn staged(&mut self) -> Result<(&mut CoupledIo, &mut SoluteBuffers)> {
         match (self.host_io.as_mut(), self.buffers.as_mut()) {

@@ -116,49 +116,33 @@ impl SoluteCoupling {
             let (cell, image) = self.device_indices(dev, s.n)?;
             return r.bin_solutes(dev, &mut fluid.cell.sums, p, s, cell, image);
         }
-        self.device_state(dev, s.n)?;
+        let st = self.device_state(dev, s.n)?;
         let (slots, listed) = solute_slots(s, subset);
         if slots == 0 {
-            if let Some(b) = self.beside.as_mut() {
-                b.disarm();
-            }
             return Ok(());
         }
         let q = p.with_solutes(slots);
-        let sums = &mut fluid.cell.sums;
-        let Self { device, beside, .. } = self;
-        let st = device.as_mut().expect("made above");
-        let mut queue = |stream: &Arc<CudaStream>| -> Result<()> {
-            // SAFETY: mpc_solute_bin(MpcParams, const double* spos, const double* svel, const
-            // double* smass, unsigned* scell, int* simage, double* cells, const unsigned*
-            // subset): the params by value with n_solutes = the slots, the caller's arrays
-            // (checked: 3n, 3n, n doubles, readable by this GPU, the caller's work on them
-            // finished before the check returned), index arrays of capacity >= n >= slots, the
-            // cell buffer (zeroed before on this stream or on the main stream that `stream`
-            // waits for), and the subset (checked: that many indices < n on this GPU) or null.
-            unsafe {
-                stream
-                    .launch_builder(&dev.k.solute_bin)
-                    .arg(&q)
-                    .arg(&s.pos)
-                    .arg(&s.vel)
-                    .arg(&s.mass)
-                    .arg(&mut st.cell)
-                    .arg(&mut st.image)
-                    .arg(&mut *sums)
-                    .arg(&listed)
-                    .launch(grid(slots))
-                    .map_err(drv("solute bin"))?;
-            }
-            Ok(())
-        };
-        // beside pass 1 where it asked to be (one GPU), else after it on the main stream
-        if let Some(b) = beside.as_mut() {
-            if b.bin(&dev.stream, &mut queue)? {
-                return Ok(());
-            }
+        let main = dev.stream.clone();
+        // SAFETY: mpc_solute_bin(MpcParams, const double* spos, const double* svel, const double*
+        // smass, unsigned* scell, int* simage, double* cells, const unsigned* subset): the params
+        // by value with n_solutes = the slots, the caller's arrays (checked: 3n, 3n, n doubles,
+        // readable by this GPU, the caller's work on them finished before the check returned),
+        // index arrays of capacity >= n >= slots, the cell buffer, and the subset (checked: that
+        // many indices < n on this GPU) or null for all n.
+        unsafe {
+            main.launch_builder(&dev.k.solute_bin)
+                .arg(&q)
+                .arg(&s.pos)
+                .arg(&s.vel)
+                .arg(&s.mass)
+                .arg(&mut st.cell)
+                .arg(&mut st.image)
+                .arg(&mut fluid.cell.sums)
+                .arg(&listed)
+                .launch(grid(slots))
+                .map_err(drv("solute bin"))?;
         }
-        queue(&dev.stream)
+        Ok(())
     }
 
     /// Collide the solutes this GPU binned into its cells and write their velocities into

@@ -17,10 +17,8 @@
 
 use std::time::Instant;
 
-use super::cell_sums::CellSumMethod;
 use super::host_staging::SoluteTransfer;
 use super::params::KernelParams;
-use super::solute_coupling::Beside;
 use super::CudaBackend;
 use crate::backend::{DeviceSolutes, SoluteBatch, StepReport};
 use crate::error::{MpcError, Result};
@@ -169,7 +167,6 @@ impl CudaBackend {
     pub(super) fn begin_fluid_here(&mut self, plan: &StepPlan, n_solutes: usize) -> Result<bool> {
         self.solutes.check_idle()?;
         let p = self.params(plan, n_solutes);
-        self.bin_beside_next_pass(n_solutes)?;
         self.fluid_pass(&p)?;
         self.solutes.fluid_begun = Some(p);
         Ok(true)
@@ -185,25 +182,10 @@ impl CudaBackend {
                 "the fluid step begun and the one finished differ (please report it)".into(),
             )),
             None => {
-                self.bin_beside_next_pass(ns)?;
                 self.fluid_pass(&p)?;
                 Ok(p)
             }
         }
-    }
-
-    /// Before the pass 1 of a step with `ns` device solutes: have it note when its cell
-    /// buffer is zeroed, so that the solutes can be binned beside it
-    /// (`solute_coupling::Beside`), where the cell sums are atomic adds into that buffer:
-    /// plain SRD (the rules bin into their own sums) and not the list method (whose sums are
-    /// stored after pass 1). A slab's solutes are binned beside it once routed to it
-    /// (`multi/step.rs`).
-    pub(super) fn bin_beside_next_pass(&mut self, ns: usize) -> Result<()> {
-        let atomic_sums = self.rules.is_none() && self.method != CellSumMethod::List;
-        if ns > 0 && atomic_sums && Beside::enabled() {
-            self.solutes.want_bin_beside(&self.dev)?;
-        }
-        Ok(())
     }
 
     /// [`crate::backend::Backend::step_device_solutes`] on this GPU, for solutes checked by

@@ -84,7 +84,6 @@ impl CudaBackend {
                 MpcError::Device("fused method without a second cell buffer".into())
             })?;
         s.memset_zeros(alt).map_err(drv("memset"))?;
-        self.solutes.note_sums_zeroed(&s)?;
         let [px, py, pz] = &mut self.fluid.pos;
         let [vx, vy, vz] = &mut self.fluid.vel;
         // SAFETY: mpc_collide_stream_bin[_shared](MpcParams pc, MpcParams p, float *px, *py, *pz,
@@ -121,7 +120,6 @@ impl CudaBackend {
     fn stream_bin_sum(&mut self, p: &KernelParams, margs: &MigrationArgs) -> Result<()> {
         let s = self.dev.stream.clone();
         s.memset_zeros(&mut self.cell.sums).map_err(drv("memset"))?;
-        self.solutes.note_sums_zeroed(&s)?;
         let k = &self.dev.k;
         let f = match self.method {
             CellSumMethod::Atomics => &k.stream_bin_atomic,

@@ -90,8 +90,6 @@ impl MultiCudaBackend {
             }
             None => false,
         };
-        // the slabs whose routed solutes were binned beside pass 1
-        let mut binned = Vec::new();
         let routed = match &solutes {
             StepSolutes::Device(d) if ns > 0 => {
                 // checked and counted before pass 1 (a bad value changes nothing), packed and
@@ -104,7 +102,6 @@ impl MultiCudaBackend {
                     self.queue_pass_one(plan, ns)?;
                 }
                 self.pack_staged(plan, &target)?;
-                binned = self.bin_routed_beside(plan, ns)?;
                 Some(target)
             }
             StepSolutes::Host(b) if ns > 0 => {
@@ -130,7 +127,6 @@ impl MultiCudaBackend {
                 }
                 self.mark_solutes_if(true, 0, &mut t)?;
                 self.pack_staged(plan, &target)?;
-                binned = self.bin_routed_beside(plan, ns)?;
                 Some(target)
             }
             _ => {
@@ -151,7 +147,7 @@ impl MultiCudaBackend {
             StepSolutes::PerSlab(d) => Some(d),
             _ => None,
         };
-        self.finish_slabs(plan, ns, per_slab, routed.as_ref(), &binned, &mut t)?;
+        self.finish_slabs(plan, ns, per_slab, routed.as_ref(), &mut t)?;
         if let (Some(target), Some(routes)) = (&routed, self.routes.as_mut()) {
             let callers = matches!(solutes, StepSolutes::Device(_));
             routes.return_velocities(&self.slabs, target, callers)?;
@@ -171,7 +167,6 @@ impl MultiCudaBackend {
     fn queue_pass_one(&mut self, plan: &StepPlan, ns: usize) -> Result<()> {
         for s in &mut self.slabs {
             let p = s.params(plan, ns);
-            s.bin_beside_next_pass(ns)?;
             s.fluid_pass(&p)?;
         }
         Ok(())
@@ -219,7 +214,6 @@ impl MultiCudaBackend {
         ns: usize,
         per_slab: Option<&[SlabSolutes]>,
         routed: Option<&DeviceSolutes>,
-        binned_beside: &[bool],
         t: &mut Instant,
     ) -> Result<()> {
         let routes = self.routes.as_ref().zip(routed);
@@ -228,7 +222,7 @@ impl MultiCudaBackend {
         for k in 0..self.slabs.len() {
             own.push(match (routes, per_slab) {
                 (Some((r, _)), _) => r
-                    .slab_solutes(&self.slabs, k, None)?
+                    .slab_solutes(&self.slabs, k)?
                     .map(|(d, index)| (d, None, index)),
                 (None, Some(d)) if ns > 0 => Some((d[k].solutes, d[k].subset, None)),
                 _ => None,
@@ -239,9 +233,6 @@ impl MultiCudaBackend {
         // solutes' collision and return to the caller, then the fluid's collision and reorder
         let timed = routed.is_some();
         for (k, s) in self.slabs.iter_mut().enumerate() {
-            if binned_beside.get(k).copied().unwrap_or(false) {
-                continue;
-            }
             if let Some((d, subset, _)) = own[k] {
                 // a routed share holds d.n solutes; a slab's copy of the engine's, ns
                 let q = s.params(plan, ns).with_solutes(d.n);
@@ -273,35 +264,6 @@ impl MultiCudaBackend {
             s.reorder_if(plan)?;
         }
         Ok(())
-    }
-
-    /// The routed solutes binned beside pass 1 (`solute_coupling::Beside`): each slab whose
-    /// pass 1 noted the zeroing of its cell buffer bins its share on the stream beside it as
-    /// soon as the share has arrived, while the fluid streams. Returns which slabs were binned;
-    /// the others bin after the exchange (`finish_slabs`).
-    fn bin_routed_beside(&mut self, plan: &StepPlan, ns: usize) -> Result<Vec<bool>> {
-        let mut binned = vec![false; self.slabs.len()];
-        let Some(routes) = self.routes.as_ref() else {
-            return Ok(binned);
-        };
-        for (k, done) in binned.iter_mut().enumerate() {
-            let Some(side) = self.slabs[k].solutes.armed_beside_stream() else {
-                continue;
-            };
-            let share = routes.slab_solutes(&self.slabs, k, Some(&side))?;
-            let s = &mut self.slabs[k];
-            let Some((d, _)) = share else {
-                if let Some(b) = s.solutes.beside.as_mut() {
-                    b.disarm();
-                }
-                continue;
-            };
-            let q = s.params(plan, ns).with_solutes(d.n);
-            let (fluid, f) = s.parts();
-            f.solutes.bin_from(fluid, f.rules, &q, &d, None)?;
-            *done = true;
-        }
-        Ok(binned)
     }
 
     /// Reports and flags: queued on every GPU, then waited for (one wait per GPU) and summed

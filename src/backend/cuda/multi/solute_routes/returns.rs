@@ -1,7 +1,7 @@
 //! The routed solutes on their slabs: each slab's share as device arrays, the velocities'
 //! way back into the caller's arrays, and the buffers other GPUs touch.
 
-use cudarc::driver::{sys, CudaEvent, CudaStream, DriverError, PushKernelArg};
+use cudarc::driver::{sys, CudaEvent, DriverError, PushKernelArg};
 
 use super::super::transfer::peer_copy_async;
 use super::{addr, SoluteRoutes};
@@ -14,19 +14,18 @@ use crate::error::{MpcError, Result};
 impl SoluteRoutes {
     /// Slab `k`'s solutes this step as device arrays on its GPU (None when it has none), with
     /// the caller's index of each on the home GPU (None for a slab on another GPU, whose
-    /// velocities are scattered at home after their return); `user` (a stream of slab `k`'s
-    /// GPU; None: its main stream) ordered after their arrival.
+    /// velocities are scattered at home after their return); its main stream ordered after
+    /// their arrival.
     pub(in crate::backend::cuda::multi) fn slab_solutes(
         &self,
         slabs: &[CudaBackend],
         k: usize,
-        user: Option<&CudaStream>,
     ) -> Result<Option<(DeviceSolutes, Option<u64>)>> {
         let region = self.regions[k];
         if region.count == 0 {
             return Ok(None);
         }
-        let main = user.unwrap_or(&slabs[k].dev.stream);
+        let main = &slabs[k].dev.stream;
         let off = region.first as u64;
         let st = &self.stream;
         let solutes = match &self.links[k].remote {
