@@ -30,7 +30,9 @@ impl Config {
         check("grid_shift", ck.grid_shift != given.grid_shift);
         check("thermostat", ck.thermostat != given.thermostat);
         check("body_force", ck.body_force != given.body_force);
-        check("walls", ck.walls != given.walls);
+        // a data file by its absolute path (as checkpoints store it) on both sides
+        let walls = |c: &Config| c.walls.as_ref().map(|w| w.with_absolute_file());
+        check("walls", walls(ck) != walls(given));
         check("initial_flow", ck.initial_flow != given.initial_flow);
         if !coupled {
             if given.md.is_some() {
@@ -44,5 +46,35 @@ impl Config {
             _ => {}
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Config;
+
+    fn with_field(file: &std::path::Path) -> Config {
+        Config::from_ron_str(&format!(
+            "(cells: (16, 16, 16), particles_per_cell: 10, time_step: 0.1, \
+             collision: Srd(angle_deg: 130.0), steps: 10, \
+             walls: DistanceField(file: \"{}\", spacing: 1.0, kind: Mask))",
+            file.display()
+        ))
+        .unwrap()
+    }
+
+    /// A checkpoint names its data file by the absolute path; the same config given with the
+    /// relative path (read in the same directory) is the same walls, a copy elsewhere is not.
+    #[test]
+    fn a_data_file_by_its_relative_or_absolute_path_is_the_same_walls() {
+        let relative = std::path::Path::new("examples/sphere_bed.npy");
+        let ck = with_field(&std::env::current_dir().unwrap().join(relative));
+        assert!(ck
+            .resume_differences(&with_field(relative), false)
+            .is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("bed.npy");
+        std::fs::copy(relative, &copy).unwrap();
+        assert_eq!(ck.resume_differences(&with_field(&copy), false), ["walls"]);
     }
 }

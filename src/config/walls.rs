@@ -140,7 +140,8 @@ pub enum WallsConfig {
     /// `kind: Mask`, a voxel mask (0 fluid, 1 solid) on a periodic grid of `spacing` cells
     /// spanning the box, from a `.npy` file (`physics::walls::field_load`); the walls at rest.
     DistanceField {
-        /// The `.npy` file (relative to the working directory).
+        /// The `.npy` file (relative to the working directory; checkpoints store its absolute
+        /// path, so a run resumes from any directory).
         file: PathBuf,
         /// Grid spacing in cells (nodes · spacing = box edge along each axis).
         spacing: f64,
@@ -155,6 +156,12 @@ pub enum WallsConfig {
         #[serde(skip)]
         loaded: LoadedField,
     },
+}
+
+/// `file` as an absolute path against the working directory (itself where that fails, as for
+/// an empty path, which the config's validation refuses).
+pub fn absolute_file(file: &std::path::Path) -> PathBuf {
+    std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf())
 }
 
 /// The fewest cells across a channel (slit height, pipe diameter).
@@ -194,6 +201,17 @@ impl WallsConfig {
             | WallsConfig::CosineExpansion { .. }
             | WallsConfig::DistanceField { .. } => 0.0,
         }
+    }
+
+    /// The same walls with a data file named by its absolute path, resolved against the
+    /// working directory as the run reads it: a checkpoint names the file so, and a resume
+    /// from another directory reads the same file.
+    pub fn with_absolute_file(&self) -> WallsConfig {
+        let mut w = self.clone();
+        if let WallsConfig::DistanceField { file, .. } = &mut w {
+            *file = absolute_file(file);
+        }
+        w
     }
 
     /// The WCA parameters of the walls for the MD engine's solutes.

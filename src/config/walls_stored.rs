@@ -9,7 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use std::path::PathBuf;
 
-use super::walls::{SoluteWall, WallBoundary, WallsConfig};
+use super::walls::{absolute_file, SoluteWall, WallBoundary, WallsConfig};
 use crate::physics::walls::field_load::FieldKind;
 use crate::physics::walls::shapes::SlitNormal;
 
@@ -70,7 +70,8 @@ enum StoredWalls {
         boundary: WallBoundary,
         solutes: SoluteWall,
     },
-    /// The file is stored by its path: a resumed run reads it again.
+    /// The file is stored by its absolute path: a resumed run reads it again, from any
+    /// working directory.
     DistanceField {
         file: PathBuf,
         spacing: f64,
@@ -91,8 +92,9 @@ impl From<&WallsConfig> for StoredWalls {
             ..
         } = w
         {
+            // absolute: a resume may run in another directory
             return StoredWalls::DistanceField {
-                file: file.clone(),
+                file: absolute_file(file),
                 spacing: *spacing,
                 kind: *kind,
                 boundary: *boundary,
@@ -439,8 +441,40 @@ mod tests {
         ] {
             let h = Holder { walls, after: 3 };
             let bytes = postcard::to_stdvec(&h).unwrap();
-            assert_eq!(postcard::from_bytes::<Holder>(&bytes).unwrap(), h);
+            // a data file comes back by its absolute path (the working directory's file)
+            let expected = Holder {
+                walls: h.walls.as_ref().map(WallsConfig::with_absolute_file),
+                after: 3,
+            };
+            assert_eq!(postcard::from_bytes::<Holder>(&bytes).unwrap(), expected);
         }
+    }
+
+    /// A relative data file is stored as the working directory's, so a resume elsewhere reads
+    /// the same file; an absolute one as it is.
+    #[test]
+    fn a_data_file_is_stored_by_its_absolute_path() {
+        let stored = |file: &str| {
+            let h = Holder {
+                walls: Some(WallsConfig::DistanceField {
+                    file: file.into(),
+                    spacing: 1.0,
+                    kind: FieldKind::Mask,
+                    boundary: WallBoundary::NoSlip,
+                    solutes: SoluteWall::default(),
+                    loaded: Default::default(),
+                }),
+                after: 0,
+            };
+            let bytes = postcard::to_stdvec(&h).unwrap();
+            match postcard::from_bytes::<Holder>(&bytes).unwrap().walls {
+                Some(WallsConfig::DistanceField { file, .. }) => file,
+                other => panic!("a data field comes back as one, not {other:?}"),
+            }
+        };
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(stored("masks/pores.npy"), here.join("masks/pores.npy"));
+        assert_eq!(stored("/data/pores.npy"), PathBuf::from("/data/pores.npy"));
     }
 
     /// A config without `normal` is written back as it was; a z slit names its normal.

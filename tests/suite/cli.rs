@@ -159,3 +159,68 @@ fn tuning_knobs_are_checked_and_recorded() {
     assert_eq!(summary["tuning_knobs"]["MPCBOX_HOST_THREADS"], "3");
     assert_eq!(summary["tuning_knobs"]["MPCBOX_MULTI_TRANSFER"], "host");
 }
+
+/// Walls from a `.npy` file named relative to the run's directory: the checkpoint names the
+/// file by its absolute path, so the run resumes from another working directory, and a config
+/// given beside the checkpoint with the relative path (in the run's directory) is the same walls.
+#[test]
+fn a_run_with_walls_from_a_file_resumes_in_another_directory() {
+    let run_dir = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::copy("examples/sphere_bed.npy", run_dir.path().join("bed.npy")).unwrap();
+    let out = run_dir.path().join("out");
+    let text = format!(
+        "(cells: (16, 16, 16), particles_per_cell: 5, time_step: 0.1, \
+         collision: Srd(angle_deg: 130.0), thermostat: Mbs, seed: 4, steps: 20, device: Cpu, \
+         body_force: (0.01, 0.0, 0.0), \
+         walls: DistanceField(file: \"bed.npy\", spacing: 1.0, kind: Mask), \
+         output: (observable_interval: 10, checkpoint_interval: 20, directory: \"{}\"))",
+        out.display()
+    );
+    std::fs::write(run_dir.path().join("run.ron"), text).unwrap();
+    let st = mpcbox()
+        .current_dir(run_dir.path())
+        .args(["run", "run.ron", "--quiet"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let ck = out.join("checkpoint.mpcbox");
+    let resumed = mpcbox()
+        .current_dir(elsewhere.path())
+        .args([
+            "run",
+            "--resume",
+            ck.to_str().unwrap(),
+            "--steps",
+            "30",
+            "--quiet",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        resumed.status.success(),
+        "resume in another directory: {}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let with_config = mpcbox()
+        .current_dir(run_dir.path())
+        .args([
+            "run",
+            "run.ron",
+            "--resume",
+            ck.to_str().unwrap(),
+            "--steps",
+            "40",
+            "--quiet",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        with_config.status.success(),
+        "resume with the config's relative path: {}",
+        String::from_utf8_lossy(&with_config.stderr)
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["steps"], 40);
+}
