@@ -50,6 +50,10 @@ pub trait MdEngine: Send {
     fn report(&self) -> ForceReport;
     fn kinetic_energy(&mut self) -> Result<f64>;
     fn momentum(&mut self) -> Result<[f64; 3]>;
+    /// Both at once: one reduction where the engine's beads live on a GPU (an md.csv row).
+    fn kinetic_energy_and_momentum(&mut self) -> Result<(f64, [f64; 3])> {
+        Ok((self.kinetic_energy()?, self.momentum()?))
+    }
     /// The engine's state for a checkpoint.
     fn state(&mut self) -> Result<MdState>;
     /// Hand the beads over through host memory even where they could stay on the GPU.
@@ -309,6 +313,10 @@ impl MdEngine for GpuEngine {
         self.md.momentum()
     }
 
+    fn kinetic_energy_and_momentum(&mut self) -> Result<(f64, [f64; 3])> {
+        self.md.kinetic_energy_and_momentum()
+    }
+
     fn state(&mut self) -> Result<MdState> {
         self.md.state()
     }
@@ -417,6 +425,10 @@ impl MdEngine for SlabMd {
 
     fn momentum(&mut self) -> Result<[f64; 3]> {
         SlabMd::momentum(self)
+    }
+
+    fn kinetic_energy_and_momentum(&mut self) -> Result<(f64, [f64; 3])> {
+        SlabMd::kinetic_energy_and_momentum(self)
     }
 
     fn state(&mut self) -> Result<MdState> {

@@ -331,8 +331,7 @@ impl Coupling {
         if observe {
             self.engine.refresh_energies()?; // energy and virial of this configuration
             let conformation = self.engine.conformation()?;
-            let kinetic_energy = self.engine.kinetic_energy()?;
-            let momentum = self.engine.momentum()?;
+            let (kinetic_energy, momentum) = self.engine.kinetic_energy_and_momentum()?;
             self.last = self.engine.chain_sample(&self.observer)?;
             let row = CsvRow {
                 step: k,

@@ -189,7 +189,7 @@ impl GpuMd {
     /// [`Md::kinetic_energy`](crate::md::Md::kinetic_energy) and
     /// [`Md::momentum`](crate::md::Md::momentum) add them: the same bits, without the
     /// velocities crossing to the host.
-    pub(super) fn kinetic_energy_and_momentum(&mut self) -> Result<(f64, [f64; 3])> {
+    pub fn kinetic_energy_and_momentum(&mut self) -> Result<(f64, [f64; 3])> {
         let chunks = self.chunks();
         let mut out = self.scratch(4 * chunks)?;
         let (n, chunk) = (self.n as u32, CHUNK as u32);

@@ -511,6 +511,11 @@ impl SlabMd {
         self.gather()?.momentum()
     }
 
+    /// Both in one reduction on slab 0.
+    pub fn kinetic_energy_and_momentum(&mut self) -> Result<(f64, [f64; 3])> {
+        self.gather()?.kinetic_energy_and_momentum()
+    }
+
     /// Energies and virials of the current configuration where the last steps skipped them.
     pub fn refresh_energies(&mut self) -> Result<()> {
         if self.energies_stale {
