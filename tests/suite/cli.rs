@@ -185,40 +185,30 @@ fn a_run_with_walls_from_a_file_resumes_in_another_directory() {
         .unwrap();
     assert!(st.success());
     let ck = out.join("checkpoint.mpcbox");
-    let resumed = mpcbox()
-        .current_dir(elsewhere.path())
-        .args([
-            "run",
-            "--resume",
-            ck.to_str().unwrap(),
-            "--steps",
-            "30",
-            "--quiet",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        resumed.status.success(),
-        "resume in another directory: {}",
-        String::from_utf8_lossy(&resumed.stderr)
-    );
-    let with_config = mpcbox()
-        .current_dir(run_dir.path())
-        .args([
-            "run",
-            "run.ron",
-            "--resume",
-            ck.to_str().unwrap(),
-            "--steps",
-            "40",
-            "--quiet",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        with_config.status.success(),
-        "resume with the config's relative path: {}",
-        String::from_utf8_lossy(&with_config.stderr)
+    // `mpcbox run [config] --resume ck --steps n` in `dir`
+    let resume = |dir: &std::path::Path, config: &[&str], steps: &str, what: &str| {
+        let o = mpcbox()
+            .current_dir(dir)
+            .args(["run"])
+            .args(config)
+            .args([
+                "--resume",
+                ck.to_str().unwrap(),
+                "--steps",
+                steps,
+                "--quiet",
+            ])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{what}: {err}");
+    };
+    resume(elsewhere.path(), &[], "30", "resume in another directory");
+    resume(
+        run_dir.path(),
+        &["run.ron"],
+        "40",
+        "with the config's relative path",
     );
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
