@@ -199,8 +199,10 @@ pub trait Backend: Send {
 
     /// Check device-resident solutes before anything changes: the pointers are device memory of
     /// this backend's GPU(s), large enough for `n`, and the values are valid (finite positions
-    /// within the coordinate limit, finite velocities, masses > 0). The default refuses: the
-    /// backend holds no GPU memory.
+    /// within the coordinate limit, finite velocities, masses > 0). A backend may leave the
+    /// values to the step that follows, if it tests them there before anything changes (one
+    /// GPU bins the solutes before pass 1, testing each value as it reads it). The default
+    /// refuses: the backend holds no GPU memory.
     fn check_device_solutes(&mut self, _solutes: &DeviceSolutes) -> Result<()> {
         Err(crate::error::MpcError::Device(format!(
             "{} takes no device-resident solutes; fix: hand the solutes over as host arrays \

@@ -311,6 +311,34 @@ impl SoluteCoupling {
         Ok(first)
     }
 
+    /// Before a binning that tests the values itself (`bin_from` with `test_values`): the
+    /// main stream ordered after the caller's queued work, and the four first-bad words set to
+    /// none on it.
+    pub(super) fn arm_value_test(&mut self, dev: &CudaDevice, s: &DeviceSolutes) -> Result<()> {
+        let main = dev.stream.clone();
+        let st = self.device_state(dev, s.n)?;
+        order_after(
+            &st.caller_ready,
+            s.stream as sys::CUstream,
+            main.cu_stream(),
+        )?;
+        main.memcpy_htod(&[u32::MAX; 4], &mut st.first_bad)
+            .map_err(drv("solute check"))
+    }
+
+    /// What the binning's test found (waits for it): an error naming the first bad value.
+    pub(super) fn value_test_result(&mut self, dev: &CudaDevice) -> Result<()> {
+        let st = self
+            .device
+            .as_ref()
+            .ok_or_else(|| MpcError::Device("solute values read before they were binned".into()))?;
+        let mut first = [0u32; 4];
+        dev.stream
+            .memcpy_dtoh(&st.first_bad, &mut first)
+            .map_err(drv("solute check"))?;
+        first_bad_to_error(&first)
+    }
+
     /// After the collision of the caller's device solutes (queued on `dev`'s main stream):
     /// order the caller's stream after it, without blocking the host.
     pub(super) fn release_to_caller(&self, dev: &CudaDevice, s: &DeviceSolutes) -> Result<()> {

@@ -54,7 +54,8 @@ kernel_table! {
     "solutes.cu" {
         solute_bin: "mpc_solute_bin"(
             p: Val<KernelParams>, spos: In<f64>, svel: In<f64>, smass: In<f64>, scell: Out<u32>,
-            simage: Out<i32>, cells: Out<f64>, subset: In<u32>,
+            simage: Out<i32>, cells: Out<f64>, subset: In<u32>, first_bad: Out<u32>,
+            limit: Val<f64>,
         ),
         solute_collide: "mpc_solute_collide"(
             p: Val<KernelParams>, scell: In<u32>, simage: In<i32>, cells: In<f64>, svel: Out<f64>,

@@ -114,6 +114,9 @@ pub struct CudaBackend {
     /// Fused method: the parameters of the step whose fluid collision is still pending (its
     /// cell parameters are in `cell.sums`).
     pending: Option<KernelParams>,
+    /// The buffer the next pass 1 sums into is zeroed and holds the step's solutes already
+    /// (`step.rs`, device solutes binned before pass 1): pass 1 adds to it without zeroing.
+    sums_prebinned: bool,
     /// The solutes' buffers and the state of a coupled step (`solutes.rs`).
     solutes: solute_coupling::SoluteCoupling,
     device_bytes: u64,
@@ -261,6 +264,7 @@ impl CudaBackend {
             cell,
             obs,
             pending: None,
+            sums_prebinned: false,
             solutes: Default::default(),
             device_bytes: needed,
             slab: None,
@@ -471,7 +475,14 @@ impl Backend for CudaBackend {
 
     fn check_device_solutes(&mut self, solutes: &DeviceSolutes) -> Result<()> {
         self.phase_start()?;
-        self.solutes.check_device(&self.dev, solutes)?;
+        self.solutes.values_untested = false;
+        if self.bins_before_pass_one(solutes.n) {
+            // the values are tested by the binning, before pass 1 (`step.rs`)
+            self.solutes.check_pointers(&self.dev, solutes)?;
+            self.solutes.values_untested = true;
+        } else {
+            self.solutes.check_device(&self.dev, solutes)?;
+        }
         self.phase_end(1)?; // the solutes' phase
         self.phase_stop();
         Ok(())

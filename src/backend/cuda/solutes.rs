@@ -13,7 +13,7 @@ use super::fluid_view::FluidView;
 use super::params::KernelParams;
 use super::rules::RuleBuffers;
 use super::solute_coupling::{SoluteBuffers, SoluteCoupling};
-use crate::backend::{DeviceSolutes, SoluteSubset};
+use crate::backend::{DeviceSolutes, SoluteSubset, MAX_SOLUTE_COORDINATE};
 use crate::error::{MpcError, Result};
 
 impl SoluteCoupling {
@@ -39,8 +39,9 @@ impl SoluteCoupling {
             .as_mut()
             .ok_or_else(|| MpcError::Device("solute buffers missing".into()))?;
         // SAFETY: mpc_solute_bin(MpcParams, const double *spos, *svel, *smass, u32 *scell, int
-        // *simage, double *cells, const u32 *subset): the argument types match (subset null:
-        // every solute); the solute buffers hold at least
+        // *simage, double *cells, const u32 *subset, u32 *first_bad, double limit): the argument
+        // types match (subset null: every solute; first_bad null: values tested on the host);
+        // the solute buffers hold at least
         // p.n_solutes = ns solutes (capacity >= ns; pos/vel 3 doubles each), uploaded on this
         // stream or on the upload stream this stream has joined; cells p.n_cells × 8 doubles.
         unsafe {
@@ -53,6 +54,8 @@ impl SoluteCoupling {
                 .arg(&mut sb.image)
                 .arg(&mut fluid.cell.sums)
                 .arg(&ALL_SOLUTES)
+                .arg(&NO_CHECK)
+                .arg(&0.0f64)
                 .launch(grid(ns))
                 .map_err(drv("solute bin"))?;
         }
@@ -102,7 +105,9 @@ impl SoluteCoupling {
 
     /// Bin the solutes of `s` (arrays on this GPU, or on a peer GPU this one may read) and add
     /// those in this GPU's cells to the cell sums: every solute, or those `subset` lists (the
-    /// only ones that may lie in this GPU's cells; the rules' kernels scan them all).
+    /// only ones that may lie in this GPU's cells; the rules' kernels scan them all). With
+    /// `test_values` (plain SRD) the binning also tests every value into the device state's
+    /// first-bad words (`arm_value_test`), and a bad solute adds nothing.
     pub(super) fn bin_from(
         &mut self,
         fluid: FluidView<'_>,
@@ -110,6 +115,7 @@ impl SoluteCoupling {
         p: &KernelParams,
         s: &DeviceSolutes,
         subset: Option<SoluteSubset>,
+        test_values: bool,
     ) -> Result<()> {
         let dev = fluid.dev;
         if let Some(r) = rules {
@@ -123,12 +129,17 @@ impl SoluteCoupling {
         }
         let q = p.with_solutes(slots);
         let main = dev.stream.clone();
+        let (first_bad, limit) = match test_values {
+            true => (st.first_bad.device_ptr(&main).0, MAX_SOLUTE_COORDINATE),
+            false => (NO_CHECK, 0.0),
+        };
         // SAFETY: mpc_solute_bin(MpcParams, const double* spos, const double* svel, const double*
-        // smass, unsigned* scell, int* simage, double* cells, const unsigned* subset): the params
-        // by value with n_solutes = the slots, the caller's arrays (checked: 3n, 3n, n doubles,
-        // readable by this GPU, the caller's work on them finished before the check returned),
-        // index arrays of capacity >= n >= slots, the cell buffer, and the subset (checked: that
-        // many indices < n on this GPU) or null for all n.
+        // smass, unsigned* scell, int* simage, double* cells, const unsigned* subset, unsigned*
+        // first_bad, double limit): the params by value with n_solutes = the slots, the caller's
+        // arrays (checked: 3n, 3n, n doubles, readable by this GPU, the caller's queued work on
+        // them before this stream's, by the check or `arm_value_test`), index arrays of capacity
+        // >= n >= slots, the cell buffer, the subset (checked: that many indices < n on this
+        // GPU) or null for all n, and the device state's four first-bad words or null.
         unsafe {
             main.launch_builder(&dev.k.solute_bin)
                 .arg(&q)
@@ -139,6 +150,8 @@ impl SoluteCoupling {
                 .arg(&mut st.image)
                 .arg(&mut fluid.cell.sums)
                 .arg(&listed)
+                .arg(&first_bad)
+                .arg(&limit)
                 .launch(grid(slots))
                 .map_err(drv("solute bin"))?;
         }
@@ -223,6 +236,9 @@ fn own_solutes(
 
 /// The null `subset` argument of the solute kernels: every solute.
 static ALL_SOLUTES: u64 = 0;
+
+/// The null `first_bad` argument of the binning: the values were tested before.
+static NO_CHECK: u64 = 0;
 
 /// The slots of the solute kernels and their `subset` argument: every solute (null), or the
 /// listed ones.

@@ -17,6 +17,8 @@
 
 use std::time::Instant;
 
+use super::cell_sums::CellSumMethod;
+use super::device::drv;
 use super::host_staging::SoluteTransfer;
 use super::params::KernelParams;
 use super::CudaBackend;
@@ -198,10 +200,20 @@ impl CudaBackend {
         s: &DeviceSolutes,
     ) -> Result<StepReport> {
         self.phase_start()?;
-        let p = self.take_begun_fluid(plan, s.n)?; // ends phase 0 if queued here
-        let (fluid, f) = self.parts();
-        f.solutes.bin_from(fluid, f.rules, &p, s, None)?;
-        self.phase_end(1)?;
+        let p = if std::mem::take(&mut self.solutes.values_untested) {
+            // binned and tested before pass 1: a bad value stops the step with nothing changed
+            let p = self.params(plan, s.n);
+            self.bin_and_test_before_pass_one(&p, s)?;
+            self.phase_end(1)?;
+            self.fluid_pass(&p)?; // ends phase 0
+            p
+        } else {
+            let p = self.take_begun_fluid(plan, s.n)?; // ends phase 0 if queued here
+            let (fluid, f) = self.parts();
+            f.solutes.bin_from(fluid, f.rules, &p, s, None, false)?;
+            self.phase_end(1)?;
+            p
+        };
         self.cell_pass(&p)?;
         self.phase_end(2)?;
         let (fluid, f) = self.parts();
@@ -214,6 +226,62 @@ impl CudaBackend {
         self.phase_end(4)?;
         self.phase_stop();
         self.read_report()
+    }
+}
+
+/// The caller's device solutes binned before pass 1, their values tested as they are read: one
+/// pass over the caller's arrays instead of a check, then the binning.
+impl CudaBackend {
+    /// Whether a step with `ns` device solutes bins them before pass 1, testing their values
+    /// (`Backend::check_device_solutes` then tests only the pointers): one GPU under plain SRD
+    /// (a rule bins into its own sums), pass 1 adding to the cell sums (not the list method,
+    /// which stores them), and no step begun (its pass 1 is queued, so the values are tested
+    /// first, as on several GPUs).
+    pub(super) fn bins_before_pass_one(&self, ns: usize) -> bool {
+        ns > 0
+            && self.rules.is_none()
+            && self.slab.is_none()
+            && self.method != CellSumMethod::List
+            && self.solutes.fluid_begun.is_none()
+    }
+
+    /// Zero the buffer the next pass 1 sums into, bin the solutes into it testing every value,
+    /// and read what the test found (the host waits). A bad value returns its error with the
+    /// fluid unchanged: only the buffer pass 1 would have zeroed was written. Else pass 1 adds
+    /// the fluid to the solutes' sums (`sums_prebinned`).
+    fn bin_and_test_before_pass_one(&mut self, p: &KernelParams, s: &DeviceSolutes) -> Result<()> {
+        // pass 1's choice (`fluid_pass`): the other buffer when a fused collision is pending
+        let into_alt = self.method.is_fused() && self.pending.is_some();
+        if into_alt && self.cell.alt.is_none() {
+            return Err(MpcError::Device(
+                "fused method without a second cell buffer".into(),
+            ));
+        }
+        self.solutes.arm_value_test(&self.dev, s)?;
+        // the binning writes the view's current buffer: the target is swapped in for it
+        self.swap_in_alt(into_alt);
+        let binned = self.zero_and_bin_tested(p, s);
+        self.swap_in_alt(into_alt);
+        binned?;
+        self.solutes.value_test_result(&self.dev)?;
+        self.sums_prebinned = true;
+        Ok(())
+    }
+
+    /// The current cell buffer zeroed, then the solutes binned into it with their values tested.
+    fn zero_and_bin_tested(&mut self, p: &KernelParams, s: &DeviceSolutes) -> Result<()> {
+        let main = self.dev.stream.clone();
+        main.memset_zeros(&mut self.cell.sums)
+            .map_err(drv("memset"))?;
+        let (fluid, f) = self.parts();
+        f.solutes.bin_from(fluid, None, p, s, None, true)
+    }
+
+    /// Exchange the two cell buffers of the fused method (`swap`), else nothing.
+    fn swap_in_alt(&mut self, swap: bool) {
+        if let (true, Some(alt)) = (swap, self.cell.alt.as_mut()) {
+            std::mem::swap(&mut self.cell.sums, alt);
+        }
     }
 }
 

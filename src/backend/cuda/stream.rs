@@ -65,8 +65,9 @@ impl CudaBackend {
     }
 
     /// Fused methods with a pending collision: collide step n (parameters `pc`, cell parameters
-    /// in the current cell buffer), then stream, bin and sum step n+1 into the other buffer,
-    /// which becomes the current one.
+    /// in the current cell buffer), then stream, bin and sum step n+1 into the other buffer
+    /// (zeroed here, or zeroed and holding solutes already: `sums_prebinned`), which becomes
+    /// the current one.
     fn collide_stream_bin(
         &mut self,
         pc: &KernelParams,
@@ -83,7 +84,9 @@ impl CudaBackend {
             self.cell.alt.as_mut().ok_or_else(|| {
                 MpcError::Device("fused method without a second cell buffer".into())
             })?;
-        s.memset_zeros(alt).map_err(drv("memset"))?;
+        if !std::mem::take(&mut self.sums_prebinned) {
+            s.memset_zeros(alt).map_err(drv("memset"))?;
+        }
         let [px, py, pz] = &mut self.fluid.pos;
         let [vx, vy, vz] = &mut self.fluid.vel;
         // SAFETY: mpc_collide_stream_bin[_shared](MpcParams pc, MpcParams p, float *px, *py, *pz,
@@ -116,10 +119,12 @@ impl CudaBackend {
     }
 
     /// Atomics, warp and shared methods (and the fused ones with nothing pending): stream,
-    /// bin and sum into the zeroed cell buffer.
+    /// bin and sum into the zeroed cell buffer (zeroed here unless `sums_prebinned`).
     fn stream_bin_sum(&mut self, p: &KernelParams, margs: &MigrationArgs) -> Result<()> {
         let s = self.dev.stream.clone();
-        s.memset_zeros(&mut self.cell.sums).map_err(drv("memset"))?;
+        if !std::mem::take(&mut self.sums_prebinned) {
+            s.memset_zeros(&mut self.cell.sums).map_err(drv("memset"))?;
+        }
         let k = &self.dev.k;
         let f = match self.method {
             CellSumMethod::Atomics => &k.stream_bin_atomic,

@@ -70,6 +70,25 @@ impl GpuMd {
         Ok(host)
     }
 
+    /// The first `used` chunks' `W` words of `buf` (queued per chunk on the device), summed
+    /// word by word in chunk order on the host: the CPU engine's order, so the same bits.
+    fn fetch_chunk_sums<const W: usize>(
+        &mut self,
+        buf: CudaSlice<f64>,
+        chunks: usize,
+        used: usize,
+    ) -> Result<[f64; W]> {
+        let host = self.fetch(buf, W * chunks)?;
+        let mut sums = [0.0; W];
+        for c in host.chunks(W).take(used) {
+            for (sum, x) in sums.iter_mut().zip(c) {
+                *sum += x;
+            }
+        }
+        self.reduce.host = host;
+        Ok(sums)
+    }
+
     /// Queue the energy report of the force evaluation just queued: per-particle terms summed
     /// per chunk on the device, read by [`GpuMd::take_energy_report`]. The slabs of a
     /// decomposed engine queue theirs before any is read, so the GPUs reduce at once.
@@ -113,14 +132,7 @@ impl GpuMd {
         let out = self.reduce.device.take().ok_or_else(|| {
             MpcError::Device("a queued energy report lost its buffer (please report it)".into())
         })?;
-        let host = self.fetch(out, MD_ENERGY_WORDS * chunks)?;
-        let mut sums = [0.0; MD_ENERGY_WORDS];
-        for c in host.chunks(MD_ENERGY_WORDS) {
-            for w in 0..MD_ENERGY_WORDS {
-                sums[w] += c[w];
-            }
-        }
-        self.reduce.host = host;
+        let sums: [f64; MD_ENERGY_WORDS] = self.fetch_chunk_sums(out, chunks, chunks)?;
         let mut tensor = [0.0; 6];
         tensor.copy_from_slice(&sums[5..]);
         self.report = ForceReport {
@@ -173,15 +185,7 @@ impl GpuMd {
             )
         }
         .map_err(drv("md_chunk_kinetic"))?;
-        let host = self.fetch(out, 6 * chunks)?;
-        let mut k = [0.0; 6];
-        for c in host.chunks(6) {
-            for a in 0..6 {
-                k[a] += c[a];
-            }
-        }
-        self.reduce.host = host;
-        Ok(k)
+        self.fetch_chunk_sums(out, chunks, chunks)
     }
 
     /// Kinetic energy and momentum: per chunk of [`CHUNK`] particles on the device
@@ -208,16 +212,9 @@ impl GpuMd {
             )
         }
         .map_err(drv("md_chunk_ke_momentum"))?;
-        let host = self.fetch(out, 4 * chunks)?;
-        let (mut e, mut p) = (0.0, [0.0; 3]);
-        for c in host.chunks(4).take(if self.n == 0 { 0 } else { chunks }) {
-            e += c[0];
-            for k in 0..3 {
-                p[k] += c[1 + k];
-            }
-        }
-        self.reduce.host = host;
-        Ok((e, p))
+        let used = if self.n == 0 { 0 } else { chunks };
+        let [e, px, py, pz]: [f64; 4] = self.fetch_chunk_sums(out, chunks, used)?;
+        Ok((e, [px, py, pz]))
     }
 
     /// The solutes' (pressure tensor, its kinetic part) now, the virial from the last force

@@ -237,7 +237,7 @@ impl MultiCudaBackend {
                 // a routed share holds d.n solutes; a slab's copy of the engine's, ns
                 let q = s.params(plan, ns).with_solutes(d.n);
                 let (fluid, f) = s.parts();
-                f.solutes.bin_from(fluid, f.rules, &q, &d, subset)?;
+                f.solutes.bin_from(fluid, f.rules, &q, &d, subset, false)?;
             }
         }
         self.mark_solutes_if(timed, 1, t)?;
