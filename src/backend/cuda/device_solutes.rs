@@ -276,17 +276,10 @@ impl SoluteCoupling {
         s: &DeviceSolutes,
         subset: Option<SoluteSubset>,
     ) -> Result<[u32; 4]> {
-        let ns = s.n;
         let (slots, listed) = super::solutes::solute_slots(s, subset);
         let main = dev.stream.clone();
-        let st = self.device_state(dev, ns)?;
-        order_after(
-            &st.caller_ready,
-            s.stream as sys::CUstream,
-            main.cu_stream(),
-        )?;
-        main.memcpy_htod(&[u32::MAX; 4], &mut st.first_bad)
-            .map_err(drv("solute check"))?;
+        self.arm_value_test(dev, s)?;
+        let st = self.device.as_mut().expect("made by arm_value_test");
         let n32 = slots as u32;
         // SAFETY: mpc_check_solutes(const double*, const double*, const double*, unsigned int,
         // double, unsigned int*, const unsigned int*): three device addresses checked above to
@@ -305,15 +298,12 @@ impl SoluteCoupling {
                 .launch(grid(slots))
                 .map_err(drv("solute check"))?;
         }
-        let mut first = [0u32; 4];
-        main.memcpy_dtoh(&st.first_bad, &mut first)
-            .map_err(drv("solute check"))?;
-        Ok(first)
+        self.read_first_bad(dev)
     }
 
-    /// Before a binning that tests the values itself (`bin_from` with `test_values`): the
-    /// main stream ordered after the caller's queued work, and the four first-bad words set to
-    /// none on it.
+    /// Before a test of the values (the check kernel, or a binning that tests them itself:
+    /// `bin_from` with `test_values`): the main stream ordered after the caller's queued work,
+    /// and the four first-bad words set to none on it.
     pub(super) fn arm_value_test(&mut self, dev: &CudaDevice, s: &DeviceSolutes) -> Result<()> {
         let main = dev.stream.clone();
         let st = self.device_state(dev, s.n)?;
@@ -328,15 +318,20 @@ impl SoluteCoupling {
 
     /// What the binning's test found (waits for it): an error naming the first bad value.
     pub(super) fn value_test_result(&mut self, dev: &CudaDevice) -> Result<()> {
+        first_bad_to_error(&self.read_first_bad(dev)?)
+    }
+
+    /// The four first-bad words (waits for the test on the main stream).
+    fn read_first_bad(&self, dev: &CudaDevice) -> Result<[u32; 4]> {
         let st = self
             .device
             .as_ref()
-            .ok_or_else(|| MpcError::Device("solute values read before they were binned".into()))?;
+            .ok_or_else(|| MpcError::Device("solute values read before they were tested".into()))?;
         let mut first = [0u32; 4];
         dev.stream
             .memcpy_dtoh(&st.first_bad, &mut first)
             .map_err(drv("solute check"))?;
-        first_bad_to_error(&first)
+        Ok(first)
     }
 
     /// After the collision of the caller's device solutes (queued on `dev`'s main stream):

@@ -474,18 +474,7 @@ impl Backend for CudaBackend {
     }
 
     fn check_device_solutes(&mut self, solutes: &DeviceSolutes) -> Result<()> {
-        self.phase_start()?;
-        self.solutes.values_untested = false;
-        if self.bins_before_pass_one(solutes.n) {
-            // the values are tested by the binning, before pass 1 (`step.rs`)
-            self.solutes.check_pointers(&self.dev, solutes)?;
-            self.solutes.values_untested = true;
-        } else {
-            self.solutes.check_device(&self.dev, solutes)?;
-        }
-        self.phase_end(1)?; // the solutes' phase
-        self.phase_stop();
-        Ok(())
+        self.check_device_solutes_here(solutes)
     }
 
     fn step_device_solutes(

@@ -232,12 +232,28 @@ impl CudaBackend {
 /// The caller's device solutes binned before pass 1, their values tested as they are read: one
 /// pass over the caller's arrays instead of a check, then the binning.
 impl CudaBackend {
+    /// [`crate::backend::Backend::check_device_solutes`] on this GPU: the pointers, and the
+    /// values by the check kernel unless the step's binning tests them before pass 1.
+    pub(super) fn check_device_solutes_here(&mut self, s: &DeviceSolutes) -> Result<()> {
+        self.phase_start()?;
+        self.solutes.values_untested = false;
+        if self.bins_before_pass_one(s.n) {
+            self.solutes.check_pointers(&self.dev, s)?;
+            self.solutes.values_untested = true;
+        } else {
+            self.solutes.check_device(&self.dev, s)?;
+        }
+        self.phase_end(1)?; // the solutes' phase
+        self.phase_stop();
+        Ok(())
+    }
+
     /// Whether a step with `ns` device solutes bins them before pass 1, testing their values
     /// (`Backend::check_device_solutes` then tests only the pointers): one GPU under plain SRD
     /// (a rule bins into its own sums), pass 1 adding to the cell sums (not the list method,
     /// which stores them), and no step begun (its pass 1 is queued, so the values are tested
     /// first, as on several GPUs).
-    pub(super) fn bins_before_pass_one(&self, ns: usize) -> bool {
+    fn bins_before_pass_one(&self, ns: usize) -> bool {
         ns > 0
             && self.rules.is_none()
             && self.slab.is_none()
