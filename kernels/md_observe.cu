@@ -64,14 +64,23 @@ extern "C" __global__ void md_chunk_kinetic(unsigned int n, unsigned int chunk, 
     }
 }
 
-// System::unwrapped: pos + image L, and under shear image_y D along x (D the total offset).
-__device__ __forceinline__ void md_unwrapped(const double *pos, const int *image, unsigned int i, const double l[3],
-                                             int sheared, double total_offset, double u[3]) {
+// How the chain kernels unwrap a bead (`MdUnwrapFrame` of src/md/gpu/observe.rs): the box
+// edges, and under shear (sheared != 0) the total Lees-Edwards offset D.
+struct MdUnwrapFrame {
+    double l[3];
+    double total_offset;
+    int sheared;
+    int pad;
+};
+
+// System::unwrapped: pos + image L, and under shear image_y D along x.
+__device__ __forceinline__ void md_unwrapped(const double *pos, const int *image, unsigned int i,
+                                             const MdUnwrapFrame &f, double u[3]) {
     for (int k = 0; k < 3; ++k) {
-        u[k] = pos[3 * i + k] + (double)image[3 * i + k] * l[k];
+        u[k] = pos[3 * i + k] + (double)image[3 * i + k] * f.l[k];
     }
-    if (sheared) {
-        u[0] += (double)image[3 * i + 1] * total_offset;
+    if (f.sheared) {
+        u[0] += (double)image[3 * i + 1] * f.total_offset;
     }
 }
 
@@ -81,13 +90,11 @@ __device__ __forceinline__ void md_unwrapped(const double *pos, const int *image
 extern "C" __global__ void md_chain_conformation(unsigned int chains, const unsigned int *offsets,
                                                  const unsigned int *members, const unsigned int *ends,
                                                  const double *pos, const int *image, const double *mass,
-                                                 double lx, double ly, double lz, int sheared,
-                                                 double total_offset, double *out) {
+                                                 MdUnwrapFrame f, double *out) {
     unsigned int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= chains) {
         return;
     }
-    double l[3] = {lx, ly, lz};
     unsigned int lo = offsets[c], hi = offsets[c + 1];
     double mt = 0.0;
     for (unsigned int k = lo; k < hi; ++k) {
@@ -97,7 +104,7 @@ extern "C" __global__ void md_chain_conformation(unsigned int chains, const unsi
     for (unsigned int k = lo; k < hi; ++k) {
         unsigned int i = members[k];
         double u[3];
-        md_unwrapped(pos, image, i, l, sheared, total_offset, u);
+        md_unwrapped(pos, image, i, f, u);
         for (int a = 0; a < 3; ++a) {
             com[a] += mass[i] * u[a] / mt;
         }
@@ -106,13 +113,13 @@ extern "C" __global__ void md_chain_conformation(unsigned int chains, const unsi
     for (unsigned int k = lo; k < hi; ++k) {
         unsigned int i = members[k];
         double u[3];
-        md_unwrapped(pos, image, i, l, sheared, total_offset, u);
+        md_unwrapped(pos, image, i, f, u);
         double d[3] = {u[0] - com[0], u[1] - com[1], u[2] - com[2]};
         md_add_outer(g, mass[i] / mt, d);
     }
     double first[3], last[3];
-    md_unwrapped(pos, image, ends[2 * c], l, sheared, total_offset, first);
-    md_unwrapped(pos, image, ends[2 * c + 1], l, sheared, total_offset, last);
+    md_unwrapped(pos, image, ends[2 * c], f, first);
+    md_unwrapped(pos, image, ends[2 * c + 1], f, last);
     double r[3] = {last[0] - first[0], last[1] - first[1], last[2] - first[2]};
     double ree[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     md_add_outer(ree, 1.0, r);
@@ -127,20 +134,18 @@ extern "C" __global__ void md_chain_conformation(unsigned int chains, const unsi
 // arithmetic and order, so the md.csv columns do not need the beads on the host.
 extern "C" __global__ void md_chain_geometry(unsigned int chains, const unsigned int *offsets,
                                              const unsigned int *members, const double *pos, const int *image,
-                                             const double *mass, double lx, double ly, double lz, int sheared,
-                                             double total_offset, double *out) {
+                                             const double *mass, MdUnwrapFrame f, double *out) {
     unsigned int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= chains) {
         return;
     }
-    double l[3] = {lx, ly, lz};
     unsigned int lo = offsets[c], hi = offsets[c + 1];
     double mt = 0.0;
     double s[3] = {0.0, 0.0, 0.0};
     for (unsigned int k = lo; k < hi; ++k) {
         unsigned int i = members[k];
         double u[3];
-        md_unwrapped(pos, image, i, l, sheared, total_offset, u);
+        md_unwrapped(pos, image, i, f, u);
         double m = mass[i];
         mt += m;
         for (int a = 0; a < 3; ++a) {
@@ -152,7 +157,7 @@ extern "C" __global__ void md_chain_geometry(unsigned int chains, const unsigned
     for (unsigned int k = lo; k < hi; ++k) {
         unsigned int i = members[k];
         double u[3];
-        md_unwrapped(pos, image, i, l, sheared, total_offset, u);
+        md_unwrapped(pos, image, i, f, u);
         double d0 = u[0] - com[0], d1 = u[1] - com[1], d2 = u[2] - com[2];
         rg2 += mass[i] * (d0 * d0 + d1 * d1 + d2 * d2);
     }

@@ -5,7 +5,7 @@
 //! chain) and the host adds them in the same order: a stress sample no longer downloads the
 //! beads (a sample of 1.6 M beads used to move ~140 MB to the host and reduce it there).
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, DeviceRepr};
 
 use super::{drv, grid, GpuMd};
 use crate::backend::cuda::contract::MD_ENERGY_WORDS;
@@ -15,6 +15,27 @@ use crate::md::engine::ForceReport;
 use crate::md::neighbor::CHUNK;
 use crate::md::observe::{ChainObserver, ChainSample};
 use crate::md::rheology::{average_conformation, pressure_from, ChainGroups, Conformation};
+
+/// `struct MdUnwrapFrame` of kernels/md_observe.cu: how the chain kernels unwrap a bead
+/// (`System::unwrapped`): the box edges, and under shear the total Lees-Edwards offset.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct MdUnwrapFrame {
+    l: [f64; 3],
+    total_offset: f64,
+    sheared: i32,
+    pad: i32,
+}
+
+// SAFETY: plain-old-data (four f64, two i32: 40 bytes without implicit padding, checked below)
+// with the C layout of `MdUnwrapFrame`, which the chain kernels take by value.
+unsafe impl DeviceRepr for MdUnwrapFrame {}
+
+impl crate::backend::cuda::launch::CudaType for MdUnwrapFrame {
+    const NAME: &'static str = "MdUnwrapFrame";
+}
+
+const _: () = assert!(std::mem::size_of::<MdUnwrapFrame>() == 40);
 
 /// The chains as index lists on the device (built on first use; the engine never reorders).
 pub(super) struct DeviceChains {
@@ -268,15 +289,23 @@ impl GpuMd {
         })
     }
 
+    /// How the chain kernels unwrap the beads now.
+    fn unwrap_frame(&self) -> MdUnwrapFrame {
+        let le = self.sys.lees_edwards;
+        MdUnwrapFrame {
+            l: self.sys.box_len,
+            total_offset: le.total(self.sys.box_len[0]),
+            sheared: (le != LeesEdwards::default()) as i32,
+            pad: 0,
+        }
+    }
+
     /// The chains' conformation now ([`crate::md::rheology::conformation`], the same bits),
     /// reduced per chain on the device.
     pub fn conformation(&mut self) -> Result<Conformation> {
         let mut ch = self.device_chains()?;
         if ch.chains > 0 {
-            let le = self.sys.lees_edwards;
-            let sheared = (le != LeesEdwards::default()) as i32;
-            let total = le.total(self.sys.box_len[0]);
-            let l = self.sys.box_len;
+            let frame = self.unwrap_frame();
             let chains = ch.chains as u32;
             let s = self.stream.clone();
             let d = &self.parts;
@@ -294,11 +323,7 @@ impl GpuMd {
                     &d.pos,
                     &d.image,
                     &d.mass,
-                    &l[0],
-                    &l[1],
-                    &l[2],
-                    &sheared,
-                    &total,
+                    &frame,
                     &mut ch.terms,
                 )
             }
@@ -318,9 +343,7 @@ impl GpuMd {
     /// sample of a downloaded system held a coupled run for about a second).
     pub fn chain_sample(&mut self, observer: &ChainObserver) -> Result<ChainSample> {
         let ch = self.device_chains()?;
-        let le = self.sys.lees_edwards;
-        let sheared = (le != LeesEdwards::default()) as i32;
-        let total = le.total(self.sys.box_len[0]);
+        let frame = self.unwrap_frame();
         let off = self.sys.periodic_box().image_offset();
         let l = self.sys.box_len;
         let s = self.stream.clone();
@@ -342,11 +365,7 @@ impl GpuMd {
                     &d.pos,
                     &d.image,
                     &d.mass,
-                    &l[0],
-                    &l[1],
-                    &l[2],
-                    &sheared,
-                    &total,
+                    &frame,
                     &mut out,
                 )
             }

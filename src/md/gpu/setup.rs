@@ -9,6 +9,7 @@ use cudarc::driver::{CudaModule, CudaSlice, CudaStream};
 
 use super::integrate::{MdSends, MdShear};
 use super::neighbor::DeviceLists;
+use super::observe::MdUnwrapFrame;
 use super::params::LjPairRepr;
 use super::params::Params;
 use super::WallParams;
@@ -131,13 +132,11 @@ kernel_table! {
         ),
         chain_conformation: "md_chain_conformation"(
             chains: Val<u32>, offsets: In<u32>, members: In<u32>, ends: In<u32>, pos: In<f64>,
-            image: In<i32>, mass: In<f64>, lx: Val<f64>, ly: Val<f64>, lz: Val<f64>,
-            sheared: Val<i32>, total_offset: Val<f64>, out_: Out<f64>,
+            image: In<i32>, mass: In<f64>, frame: Val<MdUnwrapFrame>, out_: Out<f64>,
         ),
         chain_geometry: "md_chain_geometry"(
             chains: Val<u32>, offsets: In<u32>, members: In<u32>, pos: In<f64>, image: In<i32>,
-            mass: In<f64>, lx: Val<f64>, ly: Val<f64>, lz: Val<f64>, sheared: Val<i32>,
-            total_offset: Val<f64>, out_: Out<f64>,
+            mass: In<f64>, frame: Val<MdUnwrapFrame>, out_: Out<f64>,
         ),
         chunk_ke_momentum: "md_chunk_ke_momentum"(
             n: Val<u32>, chunk: Val<u32>, vel: In<f64>, inv_mass: In<f64>, out_: Out<f64>,
