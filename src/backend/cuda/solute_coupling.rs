@@ -30,9 +30,6 @@ pub(super) struct SoluteCoupling {
     pub(super) fluid_begun: Option<KernelParams>,
     /// The caller's device arrays: their cells, images, check buffer and ordering events.
     pub(super) device: Option<DeviceSoluteState>,
-    /// The device arrays handed over were checked by their pointers only: the step's binning,
-    /// before pass 1, tests their values (`step.rs`).
-    pub(super) values_untested: bool,
 }
 
 /// mpcbox's own solute buffers, grown on demand.

@@ -200,7 +200,7 @@ impl CudaBackend {
         s: &DeviceSolutes,
     ) -> Result<StepReport> {
         self.phase_start()?;
-        let p = if std::mem::take(&mut self.solutes.values_untested) {
+        let p = if self.bins_before_pass_one(s.n) {
             // binned and tested before pass 1: a bad value stops the step with nothing changed
             let p = self.params(plan, s.n);
             self.bin_and_test_before_pass_one(&p, s)?;
@@ -236,10 +236,9 @@ impl CudaBackend {
     /// values by the check kernel unless the step's binning tests them before pass 1.
     pub(super) fn check_device_solutes_here(&mut self, s: &DeviceSolutes) -> Result<()> {
         self.phase_start()?;
-        self.solutes.values_untested = false;
         if self.bins_before_pass_one(s.n) {
+            // the values: by the binning (`step_device_solutes_here`, the same choice)
             self.solutes.check_pointers(&self.dev, s)?;
-            self.solutes.values_untested = true;
         } else {
             self.solutes.check_device(&self.dev, s)?;
         }
