@@ -45,6 +45,9 @@ struct MpcParams {
     double global_inv[MPC_GLOBAL_KINDS];
     unsigned int fixed;
     unsigned int fixed_pad;
+    // The heaviest solute the cell sums hold (FixedScales::max_solute_mass; infinity for f64
+    // sums): a heavier one is refused by the value tests (mpc_solute_values_bad).
+    double solute_mass_cap;
 };
 
 // Doubles per cell in the cell buffer: raw sums during binning (layout in cell_sums.cuh),
@@ -212,6 +215,12 @@ __device__ __forceinline__ MpcLocation mpc_locate_solute(const MpcParams &p, dou
     MpcLocation loc = mpc_locate(p, x, y, pz);
     loc.image -= (int)periods;
     return loc;
+}
+
+// Whether a solute's mass is one the cell sums take: finite, > 0 and at most `cap` (the
+// fixed-point sums' cap, or infinity).
+__device__ __forceinline__ bool mpc_solute_mass_good(double m, double cap) {
+    return isfinite(m) && m > 0.0 && m <= cap;
 }
 
 __device__ __forceinline__ double mpc_image_velocity(const MpcParams &p, int image) {

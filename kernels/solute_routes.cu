@@ -24,7 +24,7 @@ __device__ __forceinline__ unsigned int mpc_route_slab(const unsigned int *bound
 // Bad values are recorded as first_bad[k] = max of (0xffffffff - index), so that zeroed memory
 // means none and the host reads the lowest bad index as 0xffffffff - first_bad[k]: k = 0 a
 // non-finite position, 1 a coordinate beyond `limit`, 2 a non-finite velocity, 3 a mass that
-// is not finite and > 0. A bad value stops the step before any solute is collided.
+// is not finite, > 0 and at most p.solute_mass_cap. A bad value stops the step before any solute is collided.
 __device__ __forceinline__ void mpc_route_bad(unsigned int *first_bad, unsigned int k, unsigned int i) {
     atomicMax(first_bad + k, 0xffffffffu - i);
 }
@@ -89,7 +89,7 @@ extern "C" __global__ void mpc_route_count(MpcParams p, const double *__restrict
                 mpc_route_bad(first_bad, 2, i);
             }
             double m = smass[i];
-            if (!(isfinite(m) && m > 0.0)) {
+            if (!mpc_solute_mass_good(m, p.solute_mass_cap)) {
                 mpc_route_bad(first_bad, 3, i);
             }
         }

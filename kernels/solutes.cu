@@ -13,9 +13,9 @@ __device__ __forceinline__ unsigned int mpc_solute_of_slot(const unsigned int *s
 
 // Whether solute i's values are bad, each kind's lowest index into first_bad[k] (atomicMin):
 // 0 a non-finite position, 1 a coordinate beyond `limit`, 2 a non-finite velocity, 3 a mass
-// that is not finite and > 0 (src/backend/cuda/device_solutes.rs names them).
+// that is not finite, > 0 and at most `mass_cap` (src/backend/cuda/device_solutes.rs names them).
 __device__ __forceinline__ bool mpc_solute_values_bad(const double r[3], const double v[3], double m, double limit,
-                                                      unsigned int i, unsigned int *first_bad) {
+                                                      double mass_cap, unsigned int i, unsigned int *first_bad) {
     bool bad = false;
     if (!(isfinite(r[0]) && isfinite(r[1]) && isfinite(r[2]))) {
         atomicMin(first_bad + 0, i);
@@ -28,7 +28,7 @@ __device__ __forceinline__ bool mpc_solute_values_bad(const double r[3], const d
         atomicMin(first_bad + 2, i);
         bad = true;
     }
-    if (!(isfinite(m) && m > 0.0)) {
+    if (!mpc_solute_mass_good(m, mass_cap)) {
         atomicMin(first_bad + 3, i);
         bad = true;
     }
@@ -54,7 +54,7 @@ extern "C" __global__ void mpc_solute_bin(MpcParams p, const double *__restrict_
     double r[3] = {spos[3 * i], spos[3 * i + 1], spos[3 * i + 2]};
     double v[3] = {svel[3 * i], svel[3 * i + 1], svel[3 * i + 2]};
     double m = smass[i];
-    if (first_bad != nullptr && mpc_solute_values_bad(r, v, m, limit, i, first_bad)) {
+    if (first_bad != nullptr && mpc_solute_values_bad(r, v, m, limit, p.solute_mass_cap, i, first_bad)) {
         scell[t] = MPC_DEAD;
         simage[t] = 0;
         return;

@@ -191,8 +191,9 @@ fn device_solutes_give_the_host_paths_bits_begun_or_not() {
     );
 }
 
-/// Host pointers, NULL, short buffers, NaN and bad masses are refused, naming the array, and
-/// neither the fluid nor the solutes change.
+/// Host pointers, NULL, short buffers, NaN and bad masses (zero, or heavier than the fixed-point
+/// cell sums hold) are refused, naming the array, and neither the fluid nor the solutes change;
+/// a begun step refuses the heavy mass too and is then finished with good solutes.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn bad_device_input_is_refused_and_changes_nothing() {
@@ -239,9 +240,13 @@ fn bad_device_input_is_refused_and_changes_nothing() {
     nan_pos[42][1] = f64::NAN;
     let mut bad_mass = mass.clone();
     bad_mass[17] = 0.0;
+    // the cap is 64 fluid masses without an md config naming heavier beads
+    let mut heavy = mass.clone();
+    heavy[63] = 1e6;
     for (what, p, m, field, index) in [
         ("NaN position", &nan_pos, &mass, "positions", 42),
         ("zero mass", &pos, &bad_mass, "masses", 17),
+        ("mass past the cell sums' cap", &pos, &heavy, "masses", 63),
     ] {
         let arrays = DeviceSoluteArrays::upload(0, p, &vel, m).unwrap();
         match s.step_with_device_solutes(&arrays.solutes()) {
@@ -268,6 +273,23 @@ fn bad_device_input_is_refused_and_changes_nothing() {
     // and the good arrays still work afterwards
     s.step_with_device_solutes(&good.solutes()).unwrap();
     assert_eq!(s.step_count(), 2);
+    // a begun step tests the values by the check kernel: the same refusal, then it finishes
+    let heavy = DeviceSoluteArrays::upload(0, &pos, &vel, &heavy).unwrap();
+    assert!(s.begin_device_step(pos.len()).unwrap());
+    match s.step_with_device_solutes(&heavy.solutes()) {
+        Err(MpcError::Solute { field, problem, .. }) => {
+            assert_eq!(field, "masses", "begun: {problem}");
+            assert!(problem.contains("solute 63 "), "begun: {problem}");
+            assert!(
+                problem.contains("at most 64"),
+                "begun, the cap named: {problem}"
+            );
+        }
+        other => panic!("begun: expected a solute error, got {other:?}"),
+    }
+    assert_eq!(s.step_count(), 2);
+    s.step_with_device_solutes(&good.solutes()).unwrap();
+    assert_eq!(s.step_count(), 3);
 }
 
 /// Solutes on another GPU than the fluid's are refused (needs two GPUs; passes with a message

@@ -20,8 +20,9 @@ common::backend_tests!(
     routed_steps_conserve_momentum,
     a_begun_step_routes_as_a_plain_one,
     bad_routed_input_changes_nothing,
-    bad_host_input_is_named_as_it_is_staged,
 );
+
+common::backend_tests!([gpu multi_gpu slabs] bad_host_input_is_named_before_the_fluid_moves);
 
 /// One step's solutes (positions and masses; velocities are carried from the CPU run).
 struct StepInput {
@@ -189,7 +190,8 @@ fn a_begun_step_routes_as_a_plain_one(p: Platform) {
     );
 }
 
-/// A NaN position or a bad mass among routed solutes stops the step with the solute named,
+/// A NaN position or a bad mass (negative, or heavier than the fixed-point cell sums hold)
+/// among routed solutes stops the step with the solute named,
 /// and neither the fluid, the step count nor the solutes change; the next good step runs.
 fn bad_routed_input_changes_nothing(p: Platform) {
     let cfg = sheared([8, 8 * p.gpus() as u32, 8]);
@@ -203,9 +205,19 @@ fn bad_routed_input_changes_nothing(p: Platform) {
     bad_mass[77] = -1.0;
     let mut nan_vel = vel.clone();
     nan_vel[400][2] = f64::INFINITY;
+    let mut heavy = mass.clone();
+    heavy[250] = 1e6;
     for (what, r, v, m, field, index) in [
         ("NaN position", &nan_pos, &vel, &mass, "positions", 321),
         ("negative mass", &pos, &vel, &bad_mass, "masses", 77),
+        (
+            "mass past the cell sums' cap",
+            &pos,
+            &vel,
+            &heavy,
+            "masses",
+            250,
+        ),
         (
             "infinite velocity",
             &pos,
@@ -241,11 +253,12 @@ fn bad_routed_input_changes_nothing(p: Platform) {
     assert_eq!(s.step_count(), 2);
 }
 
-/// Host arrays on several slabs are tested as they are staged (one pass over the values,
-/// parallel over pieces for this many): the first bad solute is named as the host check names
-/// it, whichever array it is in and wherever the arrays' later bad values are, and nothing
-/// changes; then the same solutes, made good, step.
-fn bad_host_input_is_named_as_it_is_staged(p: Platform) {
+/// Host arrays are tested on their way up, before the fluid moves: as they are staged (one pass
+/// over the values, parallel over pieces for this many), or, page-locked, by the GPU once they
+/// are up. On one GPU and on several slabs, the first bad solute is named as the host check
+/// names it, whichever array it is in and wherever the arrays' later bad values are, and
+/// nothing changes; then the same solutes, made good, step.
+fn bad_host_input_is_named_before_the_fluid_moves(p: Platform) {
     let cfg = sheared([8, 8 * p.gpus() as u32, 8]);
     let Some(mut s) = p.solvent(&cfg) else { return };
     // past the host pool's serial threshold, so the staging's test runs in parallel chunks
@@ -261,7 +274,7 @@ fn bad_host_input_is_named_as_it_is_staged(p: Platform) {
     zero_mass[100_000] = 0.0;
     let mut heavy = mass.clone();
     heavy[7] = 1e300;
-    for (what, r, v, m, field, index) in [
+    let cases = [
         (
             "NaN position before an infinite velocity",
             &late_nan_pos,
@@ -294,25 +307,40 @@ fn bad_host_input_is_named_as_it_is_staged(p: Platform) {
             "masses",
             7,
         ),
-    ] {
-        let mut out = v.clone();
-        match s.step_with_solutes(r, &mut out, m) {
-            Err(MpcError::Solute {
-                field: f, problem, ..
-            }) => {
-                assert_eq!(f, field, "{p}, {what}: {problem}");
-                assert!(
-                    problem.contains(&format!("solute {index} ")),
-                    "{p}, {what}: {problem}"
-                );
+    ];
+    let mut pinned = mpcbox::backend::cuda::PinnedSoluteArrays::new(0, n).unwrap();
+    for page_locked in [false, true] {
+        for (what, r, v, m, field, index) in cases {
+            let what = format!("{what}, page-locked {page_locked}");
+            let (result, out) = if page_locked {
+                let (pp, pv, pm) = pinned.arrays_mut().unwrap();
+                pp.copy_from_slice(r);
+                pv.copy_from_slice(v);
+                pm.copy_from_slice(m);
+                let result = s.step_with_solutes(pp, pv, pm);
+                (result, pv.to_vec())
+            } else {
+                let mut out = v.clone();
+                (s.step_with_solutes(r, &mut out, m), out)
+            };
+            match result {
+                Err(MpcError::Solute {
+                    field: f, problem, ..
+                }) => {
+                    assert_eq!(f, field, "{p}, {what}: {problem}");
+                    assert!(
+                        problem.contains(&format!("solute {index} ")),
+                        "{p}, {what}: {problem}"
+                    );
+                }
+                other => panic!("{p}, {what}: expected a solute error, got {other:?}"),
             }
-            other => panic!("{p}, {what}: expected a solute error, got {other:?}"),
+            assert_eq!(
+                common::velocity_bits(&out),
+                common::velocity_bits(v),
+                "{p}, {what}: velocities changed"
+            );
         }
-        assert_eq!(
-            common::velocity_bits(&out),
-            common::velocity_bits(v),
-            "{p}, {what}: velocities changed"
-        );
     }
     assert_eq!(s.step_count(), 1, "{p}: no step was counted");
     assert_eq!(s.fluid_state().unwrap(), before, "{p}: the fluid changed");

@@ -128,8 +128,26 @@ fn check_device_pointer(addr: u64, bytes: usize, field: &str, ordinal: usize) ->
 }
 
 /// The error for the first kind of bad value `mpc_check_solutes` (or the multi-GPU routing)
-/// found, if any: the lowest index of each kind, u32::MAX where none.
-pub(in crate::backend::cuda) fn first_bad_to_error(first: &[u32; 4]) -> Result<()> {
+/// found, if any: the lowest index of each kind, u32::MAX where none. `mass_cap` is the test's
+/// (the run's [`super::params::solute_mass_cap`]).
+pub(in crate::backend::cuda) fn first_bad_to_error(first: &[u32; 4], mass_cap: f64) -> Result<()> {
+    let (heavy, heavy_fix);
+    let (mass_problem, mass_fix) = if mass_cap.is_finite() {
+        heavy = format!(
+            "a mass that is not finite, > 0 and at most {mass_cap} (the most the fixed-point \
+             cell sums hold: {} fluid masses, or the heaviest md bead)",
+            crate::fixed_sums::SOLUTE_MASS_RATIO
+        );
+        heavy_fix = "pass finite masses > 0 within that cap, or sum in f64 with \
+                     MPCBOX_CELL_SUMS=float (runs then agree only to rounding across thread, \
+                     slab and GPU counts)";
+        (heavy.as_str(), heavy_fix)
+    } else {
+        (
+            "a mass that is not finite and > 0",
+            "pass finite masses > 0",
+        )
+    };
     let problems = [
         (
             "positions",
@@ -147,11 +165,7 @@ pub(in crate::backend::cuda) fn first_bad_to_error(first: &[u32; 4]) -> Result<(
             "a non-finite velocity",
             "pass finite velocities",
         ),
-        (
-            "masses",
-            "a mass that is not finite and > 0",
-            "pass finite masses > 0",
-        ),
+        ("masses", mass_problem, mass_fix),
     ];
     for (k, (field, what, fix)) in problems.iter().enumerate() {
         if first[k] != u32::MAX {
@@ -212,17 +226,27 @@ impl SoluteCoupling {
 
     /// [`crate::backend::Backend::check_device_solutes`] on `dev`: pointer checks, then one
     /// kernel over the values (after the caller's queued work), whose four indices come back.
-    pub(super) fn check_device(&mut self, dev: &CudaDevice, s: &DeviceSolutes) -> Result<()> {
+    pub(super) fn check_device(
+        &mut self,
+        dev: &CudaDevice,
+        s: &DeviceSolutes,
+        mass_cap: f64,
+    ) -> Result<()> {
         self.check_pointers(dev, s)?;
-        let first_bad = self.first_bad(dev, s, None)?;
-        first_bad_to_error(&first_bad)
+        let first_bad = self.first_bad(dev, s, None, mass_cap)?;
+        first_bad_to_error(&first_bad, mass_cap)
     }
 
     /// [`SoluteCoupling::check_device`] for one slab's copy: the pointers as there, the
     /// subset's array too, and the values of the listed solutes only (the slab bins no other).
-    pub(super) fn check_slab(&mut self, dev: &CudaDevice, slab: &SlabSolutes) -> Result<()> {
+    pub(super) fn check_slab(
+        &mut self,
+        dev: &CudaDevice,
+        slab: &SlabSolutes,
+        mass_cap: f64,
+    ) -> Result<()> {
         let Some(subset) = slab.subset else {
-            return self.check_device(dev, &slab.solutes);
+            return self.check_device(dev, &slab.solutes, mass_cap);
         };
         let s = &slab.solutes;
         if subset.len > s.n {
@@ -236,8 +260,8 @@ impl SoluteCoupling {
         if subset.len > 0 {
             check_device_pointer(subset.index, 4 * subset.len, "subset", dev.ordinal)?;
         }
-        let first_bad = self.first_bad(dev, s, Some(subset))?;
-        first_bad_to_error(&first_bad)
+        let first_bad = self.first_bad(dev, s, Some(subset), mass_cap)?;
+        first_bad_to_error(&first_bad, mass_cap)
     }
 
     /// No step in flight, a count the kernels can index, and arrays of `dev` of the sizes the
@@ -275,6 +299,7 @@ impl SoluteCoupling {
         dev: &CudaDevice,
         s: &DeviceSolutes,
         subset: Option<SoluteSubset>,
+        mass_cap: f64,
     ) -> Result<[u32; 4]> {
         let (slots, listed) = super::solutes::solute_slots(s, subset);
         let main = dev.stream.clone();
@@ -282,8 +307,9 @@ impl SoluteCoupling {
         let st = self.device.as_mut().expect("made by arm_value_test");
         let n32 = slots as u32;
         // SAFETY: mpc_check_solutes(const double*, const double*, const double*, unsigned int,
-        // double, unsigned int*, const unsigned int*): three device addresses checked above to
-        // hold 3n, 3n and n doubles on this GPU, the slots, the limit, a 4-element u32 buffer
+        // double, double, unsigned int*, const unsigned int*): three device addresses checked
+        // above to hold 3n, 3n and n doubles on this GPU, the slots, the limit, the mass cap, a
+        // 4-element u32 buffer
         // and the subset (checked to hold that many u32 on this GPU; the slab's MD engine
         // lists indices < n) or null for all n; one thread per slot.
         unsafe {
@@ -293,6 +319,7 @@ impl SoluteCoupling {
                 .arg(&s.mass)
                 .arg(&n32)
                 .arg(&MAX_SOLUTE_COORDINATE)
+                .arg(&mass_cap)
                 .arg(&mut st.first_bad)
                 .arg(&listed)
                 .launch(grid(slots))
@@ -317,8 +344,8 @@ impl SoluteCoupling {
     }
 
     /// What the binning's test found (waits for it): an error naming the first bad value.
-    pub(super) fn value_test_result(&mut self, dev: &CudaDevice) -> Result<()> {
-        first_bad_to_error(&self.read_first_bad(dev)?)
+    pub(super) fn value_test_result(&mut self, dev: &CudaDevice, mass_cap: f64) -> Result<()> {
+        first_bad_to_error(&self.read_first_bad(dev)?, mass_cap)
     }
 
     /// The four first-bad words (waits for the test on the main stream).

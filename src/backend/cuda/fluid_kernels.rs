@@ -69,7 +69,7 @@ kernel_table! {
     "device_solutes.cu" {
         check_solutes: "mpc_check_solutes"(
             spos: In<f64>, svel: In<f64>, smass: In<f64>, n: Val<u32>, limit: Val<f64>,
-            first_bad: Out<u32>, subset: In<u32>,
+            mass_cap: Val<f64>, first_bad: Out<u32>, subset: In<u32>,
         ),
     }
     "solute_routes.cu" {

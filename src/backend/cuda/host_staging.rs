@@ -7,12 +7,15 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaStream, DevicePtr};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, PushKernelArg};
 
-use super::device::drv;
+use super::device::{drv, grid, CudaDevice};
+use super::device_solutes::page_locked;
 use super::pieces;
 use super::solute_coupling::{CoupledIo, SoluteCoupling};
-use crate::error::Result;
+use super::solutes::ALL_SOLUTES;
+use crate::backend::MAX_SOLUTE_COORDINATE;
+use crate::error::{MpcError, Result};
 
 /// How solutes cross PCIe in a coupled step (`MPCBOX_CUDA_SOLUTE_IO=pinned|pageable`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +65,7 @@ impl SoluteCoupling {
             unsafe { ctx.alloc_pinned_with_flags::<f64>(len.max(1), flags) }
                 .map_err(drv("pinned host memory"))
         };
+        let first_bad = upload.alloc_zeros::<u32>(4).map_err(drv("solute check"))?;
         self.host_io = Some(CoupledIo {
             upload,
             download,
@@ -71,6 +75,7 @@ impl SoluteCoupling {
             mass: pin(ns, false)?,
             out: pin(3 * ns, true)?,
             arrived: Vec::new(),
+            first_bad,
         });
         Ok(())
     }
@@ -89,55 +94,95 @@ impl SoluteCoupling {
         io.download.wait(&done).map_err(drv("event"))
     }
 
-    /// Host copies into the pinned staging (bounded host pool) and asynchronous copies up on
-    /// the upload stream, piece by piece (`pieces.rs`).
+    /// The host arrays up on the upload stream, their values tested before this returns (the
+    /// fluid has not moved yet): piece by piece through the pinned staging, each value tested
+    /// as the host pool copies it (`pieces.rs`), or, page-locked arrays, straight from the
+    /// caller's memory by DMA and then tested by the check kernel once up (the host waits for
+    /// it, so the caller may change its arrays once this returns). A bad value's error names
+    /// it as the host check does; only mpcbox's own buffers were written.
     pub(super) fn upload_pinned(
         &mut self,
+        dev: &CudaDevice,
         pos: &[[f64; 3]],
         vel: &[[f64; 3]],
         mass: &[f64],
+        mass_cap: f64,
     ) -> Result<()> {
         let ns = pos.len();
+        let straight = page_locked(pos) && page_locked(vel) && page_locked(mass);
         let (io, sb) = self.staged()?;
         // The pinned buffers' own events are not recorded while event tracking is off:
         // wait for the previous upload explicitly before refilling them.
         io.upload.synchronize().map_err(drv("upload stream"))?;
         let up = io.upload.clone();
-        let ptr = |b: &cudarc::driver::CudaSlice<f64>| b.device_ptr(&up).0;
+        let ptr = |b: &CudaSlice<f64>| b.device_ptr(&up).0;
+        // page-locked arrays go up untested (`Bound::Any`: straight by DMA), tested once up
+        let bound = |b: pieces::Bound| if straight { pieces::Bound::Any } else { b };
         let mut arrays = [
             pieces::Up {
                 src: pos.as_flattened(),
                 staging: &mut io.pos,
                 dst: ptr(&sb.pos),
                 width: 3,
-                bound: pieces::Bound::Any,
+                bound: bound(pieces::Bound::Abs(MAX_SOLUTE_COORDINATE)),
             },
             pieces::Up {
                 src: vel.as_flattened(),
                 staging: &mut io.vel,
                 dst: ptr(&sb.vel),
                 width: 3,
-                bound: pieces::Bound::Any,
+                bound: bound(pieces::Bound::Abs(f64::MAX)),
             },
             pieces::Up {
                 src: mass,
                 staging: &mut io.mass,
                 dst: ptr(&sb.mass),
                 width: 1,
-                bound: pieces::Bound::Any,
+                bound: bound(pieces::Bound::Positive(mass_cap.min(f64::MAX))),
             },
         ];
-        // SAFETY: the solute buffers hold capacity >= ns solutes and are read next by the
-        // binning, which waits for the upload stream (finish_coupled_step); the staging's
-        // previous copies have passed (synchronised above). The values were checked before.
-        let (_, straight) = unsafe { pieces::upload(&up, &mut arrays, ns) }?;
-        if straight {
-            // the caller may change its arrays once begin_coupled returns (the split form):
-            // the copies out of its page-locked memory must be done by then (the fluid's pass
-            // runs on meanwhile)
-            up.synchronize().map_err(drv("upload stream"))?;
+        // SAFETY: the solute buffers hold capacity >= ns solutes and are read next by the check
+        // below or the binning, which waits for the upload stream (finish_coupled_step); the
+        // staging's previous copies have passed (synchronised above).
+        let (good, _) = unsafe { pieces::upload(&up, &mut arrays, ns) }?;
+        let good = good && (!straight || self.uploaded_values_good(dev, ns, mass_cap)?);
+        if !good {
+            return name_bad_host_value(pos, vel, mass, mass_cap);
         }
         Ok(())
+    }
+
+    /// The check kernel over the `ns` solutes just queued up on the upload stream (after the
+    /// copies on that stream): true when every value is good. The host waits for it, and so
+    /// for the copies out of the caller's memory.
+    fn uploaded_values_good(&mut self, dev: &CudaDevice, ns: usize, mass_cap: f64) -> Result<bool> {
+        let (io, sb) = self.staged()?;
+        let up = io.upload.clone();
+        up.memcpy_htod(&[u32::MAX; 4], &mut io.first_bad)
+            .map_err(drv("solute check"))?;
+        let n32 = ns as u32;
+        // SAFETY: mpc_check_solutes(const double*, const double*, const double*, unsigned int,
+        // double, double, unsigned int*, const unsigned int*): mpcbox's solute buffers (capacity
+        // >= ns, filled by the copies queued before on this stream), the count, the limit, the
+        // mass cap, the four first-bad words set above on this stream, and a null subset (all
+        // ns); one thread per solute.
+        unsafe {
+            up.launch_builder(&dev.k.check_solutes)
+                .arg(&sb.pos)
+                .arg(&sb.vel)
+                .arg(&sb.mass)
+                .arg(&n32)
+                .arg(&MAX_SOLUTE_COORDINATE)
+                .arg(&mass_cap)
+                .arg(&mut io.first_bad)
+                .arg(&ALL_SOLUTES)
+                .launch(grid(ns))
+                .map_err(drv("solute check"))?;
+        }
+        let mut first = [0u32; 4];
+        up.memcpy_dtoh(&io.first_bad, &mut first)
+            .map_err(drv("solute check"))?;
+        Ok(first == [u32::MAX; 4])
     }
 
     /// Copies straight from the caller's arrays on the upload stream; each returns when done,
@@ -197,4 +242,19 @@ impl SoluteCoupling {
         }
         Ok(())
     }
+}
+
+/// The error for host arrays whose test found a bad value, naming the first as the host check
+/// does (`check_host_solutes`, then the masses against the cells sums' cap).
+fn name_bad_host_value(
+    pos: &[[f64; 3]],
+    vel: &[[f64; 3]],
+    mass: &[f64],
+    mass_cap: f64,
+) -> Result<()> {
+    crate::backend::check_host_solutes(pos, vel, mass, 0..pos.len())?;
+    crate::backend::check_solute_masses_fit(mass, mass_cap.is_finite().then_some(mass_cap))?;
+    Err(MpcError::Device(
+        "a solute value failed the upload's test and no check (please report it)".into(),
+    ))
 }

@@ -435,6 +435,11 @@ impl CudaBackend {
 
 /// The trait, each method in the module of its work.
 impl Backend for CudaBackend {
+    /// Host solutes are tested on their way up, before the fluid moves (`begin_coupled_step`).
+    fn checks_host_solute_values(&self) -> bool {
+        true
+    }
+
     fn time_phases(&mut self, on: bool) {
         self.set_profiling(on);
     }

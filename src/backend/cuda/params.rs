@@ -53,6 +53,8 @@ pub(super) struct KernelParams {
     global_inv: [f64; GLOBAL_KINDS],
     fixed: u32,
     fixed_pad: u32,
+    /// The heaviest solute the cell sums hold ([`solute_mass_cap`]).
+    solute_mass_cap: f64,
 }
 
 /// The walls of a step; mirrors `struct MpcWalls` in `kernels/walls.cuh` (a tagged union:
@@ -173,13 +175,13 @@ impl WallParams {
 unsafe impl DeviceRepr for WallParams {}
 
 // SAFETY: plain old data with the C layout of `MpcParams` (f64, u64 and u32 fields and
-// arrays, no padding between fields: 480 bytes, checked below), which the kernels take by
+// arrays, no padding between fields: 488 bytes, checked below), which the kernels take by
 // value. The one address in it, `walls.momentum`, points into this backend's report buffer,
 // which lives as long as the backend and is only written by its own kernels' atomics.
 unsafe impl DeviceRepr for KernelParams {}
 
 const _: () = assert!(std::mem::size_of::<WallParams>() == 88);
-const _: () = assert!(std::mem::size_of::<KernelParams>() == 480);
+const _: () = assert!(std::mem::size_of::<KernelParams>() == 488);
 
 impl KernelParams {
     /// The same parameters for `n` solutes (a slab's listed share of them).
@@ -233,6 +235,7 @@ impl CudaBackend {
             global_inv: p.sums.map_or([1.0; GLOBAL_KINDS], |s| s.global_inv),
             fixed: p.sums.is_some() as u32,
             fixed_pad: 0,
+            solute_mass_cap: solute_mass_cap(p),
         }
     }
 
@@ -241,6 +244,27 @@ impl CudaBackend {
         let (base, _sync) = self.obs.report.device_ptr(&self.dev.stream);
         base + (REPORT_WALL_OFFSET * std::mem::size_of::<f64>()) as u64
     }
+}
+
+impl KernelParams {
+    /// The heaviest solute the step's cell sums hold ([`solute_mass_cap`]).
+    pub(super) fn solute_mass_cap(&self) -> f64 {
+        self.solute_mass_cap
+    }
+}
+
+impl CudaBackend {
+    /// The heaviest solute this fluid's cell sums hold ([`solute_mass_cap`]).
+    pub(super) fn solute_mass_cap(&self) -> f64 {
+        solute_mass_cap(&self.phys)
+    }
+}
+
+/// The heaviest solute `phys`'s cell sums hold: the fixed-point sums' cap
+/// (`FixedScales::max_solute_mass`), or infinity for f64 sums. The device tests of solute values
+/// refuse a heavier one, as `check_solute_masses_fit` does on the host.
+pub(super) fn solute_mass_cap(phys: &crate::physics::Physics) -> f64 {
+    phys.sums.map_or(f64::INFINITY, |s| s.max_solute_mass)
 }
 
 /// `static_assert`s of the parameter structs' layouts against the Rust structs, appended after

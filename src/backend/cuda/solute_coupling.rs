@@ -69,6 +69,9 @@ pub(super) struct CoupledIo {
     pub(super) out: PinnedHostSlice<f64>,
     /// One event per piece of the velocities coming down (`pieces::download`).
     pub(super) arrived: Vec<CudaEvent>,
+    /// The check kernel's four first-bad indices for arrays that went up untested, straight
+    /// from the caller's page-locked memory (`host_staging.rs`).
+    pub(super) first_bad: CudaSlice<u32>,
 }
 
 impl SoluteCoupling {

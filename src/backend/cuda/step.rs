@@ -86,8 +86,11 @@ impl CudaBackend {
 
 /// Host solutes: pass 1 while they go up, the rest while their velocities come down.
 impl CudaBackend {
-    /// [`crate::backend::Backend::begin_coupled`]: the fluid's pass 1, and the solutes sent up
-    /// on the upload stream meanwhile; see [`SoluteTransfer`] for the two ways.
+    /// [`crate::backend::Backend::begin_coupled`]: the solutes' values tested before the fluid
+    /// moves (`Backend::checks_host_solute_values`), the fluid's pass 1, and the solutes sent
+    /// up; see [`SoluteTransfer`] for the two ways. Through the pinned staging the values are
+    /// tested on their way up (one read of the caller's arrays, not a check and then a copy),
+    /// so pass 1 follows the upload instead of running beside it.
     pub(super) fn begin_coupled_step(
         &mut self,
         plan: &StepPlan,
@@ -106,14 +109,21 @@ impl CudaBackend {
             self.solutes.ensure_capacity(&self.dev.stream, ns)?;
             self.solutes.ensure_host_io(&self.dev.ctx, ns)?;
         }
-        // fluid kernels first (asynchronous): the GPU streams the fluid while the host feeds
-        // the copy engine. The previous step's solute kernels are finished (finish_coupled read
-        // the report), so the device buffers may be overwritten.
-        self.fluid_pass(&p)?;
-        if ns > 0 {
-            match SoluteTransfer::from_env() {
-                SoluteTransfer::Pinned => self.solutes.upload_pinned(pos, vel, mass)?,
-                SoluteTransfer::Pageable => self.solutes.upload_pageable(pos, vel, mass)?,
+        // The previous step's solute kernels are finished (finish_coupled read the report), so
+        // the device buffers may be overwritten.
+        let cap = p.solute_mass_cap();
+        match SoluteTransfer::from_env() {
+            _ if ns == 0 => self.fluid_pass(&p)?,
+            SoluteTransfer::Pinned => {
+                self.solutes.upload_pinned(&self.dev, pos, vel, mass, cap)?;
+                self.fluid_pass(&p)?;
+            }
+            SoluteTransfer::Pageable => {
+                // checked first, then the fluid streams while the copies run
+                crate::backend::check_host_solutes(pos, vel, mass, 0..ns)?;
+                crate::backend::check_solute_masses_fit(mass, cap.is_finite().then_some(cap))?;
+                self.fluid_pass(&p)?;
+                self.solutes.upload_pageable(pos, vel, mass)?;
             }
         }
         self.solutes.in_flight = Some((p, ns));
@@ -240,7 +250,8 @@ impl CudaBackend {
             // the values: by the binning (`step_device_solutes_here`, the same choice)
             self.solutes.check_pointers(&self.dev, s)?;
         } else {
-            self.solutes.check_device(&self.dev, s)?;
+            self.solutes
+                .check_device(&self.dev, s, self.solute_mass_cap())?;
         }
         self.phase_end(1)?; // the solutes' phase
         self.phase_stop();
@@ -278,7 +289,8 @@ impl CudaBackend {
         let binned = self.zero_and_bin_tested(p, s);
         self.swap_in_alt(into_alt);
         binned?;
-        self.solutes.value_test_result(&self.dev)?;
+        self.solutes
+            .value_test_result(&self.dev, p.solute_mass_cap())?;
         self.sums_prebinned = true;
         Ok(())
     }

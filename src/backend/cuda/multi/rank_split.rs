@@ -214,7 +214,7 @@ impl RankSplit {
         st.synchronize().map_err(drv("rank split"))?;
         let back = self.readback.as_slice().map_err(drv("pinned"))?;
         let first_bad = first_bad_indices(&back[PARTS..]);
-        crate::backend::cuda::device_solutes::first_bad_to_error(&first_bad)?;
+        crate::backend::cuda::device_solutes::first_bad_to_error(&first_bad, p.solute_mass_cap())?;
         self.parts = std::array::from_fn(|k| back[k] as usize);
         Ok(())
     }

@@ -462,7 +462,7 @@ impl SoluteRoutes {
         self.counted.synchronize().map_err(drv("solute routing"))?;
         let back = self.readback.as_slice().map_err(drv("pinned"))?;
         let first_bad = first_bad_indices(&back[gl..gl + 4]);
-        crate::backend::cuda::device_solutes::first_bad_to_error(&first_bad)?;
+        crate::backend::cuda::device_solutes::first_bad_to_error(&first_bad, p.solute_mass_cap())?;
         let mut first = 0;
         for (r, &c) in self.regions.iter_mut().zip(&back[..gl]) {
             *r = Region {

@@ -201,7 +201,8 @@ impl MultiCudaBackend {
             )));
         }
         for (s, d) in self.slabs.iter_mut().zip(solutes) {
-            s.solutes.check_slab(&s.dev, d)?;
+            let cap = s.solute_mass_cap();
+            s.solutes.check_slab(&s.dev, d, cap)?;
         }
         self.run_step(plan, StepSolutes::PerSlab(solutes))
     }

@@ -75,11 +75,8 @@ impl SoluteRoutes {
         let (pos_dev, vel_dev, mass_dev) = (addr(&h.pos, &s), addr(&h.vel, &s), addr(&h.mass, &s));
         use crate::backend::cuda::device_solutes::page_locked;
         h.straight = page_locked(pos) && page_locked(vel) && page_locked(mass);
-        if h.straight {
-            // the count on the GPU tests all but the fixed-point sums' cap on the masses
-            crate::backend::check_solute_masses_fit(mass, mass_cap)?;
-        }
-        // page-locked arrays go up untested (`Bound::Any`: straight by DMA)
+        // page-locked arrays go up untested (`Bound::Any`: straight by DMA); the count on the
+        // GPU tests them, the masses' cap included
         let bound = |b: pieces::Bound| if h.straight { pieces::Bound::Any } else { b };
         let mut arrays = [
             pieces::Up {
