@@ -129,11 +129,16 @@ pub trait Backend: Send {
         4
     }
 
-    /// True when the backend tests host solutes' values (finite, within
-    /// [`MAX_SOLUTE_COORDINATE`], masses > 0 and within the cell sums' cap) as it stages them,
-    /// before anything changes, with the messages of [`check_host_solutes`]: the caller then
+    /// True when the backend tests these host solutes' values (finite, within
+    /// [`MAX_SOLUTE_COORDINATE`], masses > 0 and within the cell sums' cap) in a one-call step
+    /// before anything changes, naming a bad one as [`check_host_solutes`] does: the caller then
     /// checks the lengths only, and the values are read once instead of twice.
-    fn checks_host_solute_values(&self) -> bool {
+    fn checks_host_solute_values(
+        &self,
+        _pos: &[[f64; 3]],
+        _vel: &[[f64; 3]],
+        _mass: &[f64],
+    ) -> bool {
         false
     }
 

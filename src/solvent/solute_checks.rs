@@ -25,10 +25,10 @@ impl Solvent {
         mass: &[f64],
     ) -> Result<()> {
         // with walls the values first: a NaN position is not "inside the wall"
-        let lengths_only = self.backend.checks_host_solute_values()
-            && self.phys.walls.is_none()
+        let lengths_only = self.phys.walls.is_none()
             && vel.len() == pos.len()
-            && mass.len() == pos.len();
+            && mass.len() == pos.len()
+            && self.backend.checks_host_solute_values(pos, vel, mass);
         if lengths_only {
             return Ok(());
         }

@@ -127,8 +127,9 @@ fn check_device_pointer(addr: u64, bytes: usize, field: &str, ordinal: usize) ->
     Ok(())
 }
 
-/// The error for the first kind of bad value `mpc_check_solutes` (or the multi-GPU routing)
-/// found, if any: the lowest index of each kind, u32::MAX where none. `mass_cap` is the test's
+/// The error for the first bad solute `mpc_check_solutes` (or the multi-GPU routing) found, if
+/// any, from the lowest index of each kind (u32::MAX where none): the lowest index, named by its
+/// first bad kind, as the host check names it. `mass_cap` is the test's
 /// (the run's [`super::params::solute_mass_cap`]).
 pub(in crate::backend::cuda) fn first_bad_to_error(first: &[u32; 4], mass_cap: f64) -> Result<()> {
     let (heavy, heavy_fix);
@@ -167,16 +168,19 @@ pub(in crate::backend::cuda) fn first_bad_to_error(first: &[u32; 4], mass_cap: f
         ),
         ("masses", mass_problem, mass_fix),
     ];
-    for (k, (field, what, fix)) in problems.iter().enumerate() {
-        if first[k] != u32::MAX {
-            return Err(solute_error(
-                field,
-                format!("solute {} has {what}", first[k]),
-                fix,
-            ));
-        }
-    }
-    Ok(())
+    // the lowest bad index, and of its kinds the first: what the host check names
+    let Some(k) = (0..4)
+        .filter(|&k| first[k] != u32::MAX)
+        .min_by_key(|&k| (first[k], k))
+    else {
+        return Ok(());
+    };
+    let (field, what, fix) = problems[k];
+    Err(solute_error(
+        field,
+        format!("solute {} has {what}", first[k]),
+        fix,
+    ))
 }
 
 /// Make `waiter` wait for everything queued on `signaller` so far (a raw `CUstream`; 0 is the

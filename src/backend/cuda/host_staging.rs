@@ -94,13 +94,64 @@ impl SoluteCoupling {
         io.download.wait(&done).map_err(drv("event"))
     }
 
-    /// The host arrays up on the upload stream, their values tested before this returns (the
-    /// fluid has not moved yet): piece by piece through the pinned staging, each value tested
-    /// as the host pool copies it (`pieces.rs`), or, page-locked arrays, straight from the
-    /// caller's memory by DMA and then tested by the check kernel once up (the host waits for
-    /// it, so the caller may change its arrays once this returns). A bad value's error names
-    /// it as the host check does; only mpcbox's own buffers were written.
+    /// Host copies into the pinned staging (bounded host pool) and asynchronous copies up on
+    /// the upload stream, piece by piece (`pieces.rs`); an array in page-locked memory goes up
+    /// straight by DMA. The values were tested before.
     pub(super) fn upload_pinned(
+        &mut self,
+        pos: &[[f64; 3]],
+        vel: &[[f64; 3]],
+        mass: &[f64],
+    ) -> Result<()> {
+        let ns = pos.len();
+        let (io, sb) = self.staged()?;
+        // The pinned buffers' own events are not recorded while event tracking is off:
+        // wait for the previous upload explicitly before refilling them.
+        io.upload.synchronize().map_err(drv("upload stream"))?;
+        let up = io.upload.clone();
+        let ptr = |b: &CudaSlice<f64>| b.device_ptr(&up).0;
+        let mut arrays = [
+            pieces::Up {
+                src: pos.as_flattened(),
+                staging: &mut io.pos,
+                dst: ptr(&sb.pos),
+                width: 3,
+                bound: pieces::Bound::Any,
+            },
+            pieces::Up {
+                src: vel.as_flattened(),
+                staging: &mut io.vel,
+                dst: ptr(&sb.vel),
+                width: 3,
+                bound: pieces::Bound::Any,
+            },
+            pieces::Up {
+                src: mass,
+                staging: &mut io.mass,
+                dst: ptr(&sb.mass),
+                width: 1,
+                bound: pieces::Bound::Any,
+            },
+        ];
+        // SAFETY: the solute buffers hold capacity >= ns solutes and are read next by the
+        // binning, which waits for the upload stream (finish_coupled_step); the staging's
+        // previous copies have passed (synchronised above). The values were checked before.
+        let (_, straight) = unsafe { pieces::upload(&up, &mut arrays, ns) }?;
+        if straight {
+            // the caller may change its arrays once begin_coupled returns (the split form):
+            // the copies out of its page-locked memory must be done by then (the fluid's pass
+            // runs on meanwhile)
+            up.synchronize().map_err(drv("upload stream"))?;
+        }
+        Ok(())
+    }
+
+    /// Page-locked host arrays (all three: [`tested_on_the_gpu`]) up by DMA straight from the
+    /// caller's memory, then their values tested by the check kernel before this returns and
+    /// before the fluid moves; the host waits for it, so the caller may change its arrays once
+    /// this returns. A bad value's error names it as the host check does; only mpcbox's own
+    /// buffers were written. One read of the caller's arrays instead of a host check and a copy.
+    pub(super) fn upload_page_locked(
         &mut self,
         dev: &CudaDevice,
         pos: &[[f64; 3]],
@@ -109,44 +160,21 @@ impl SoluteCoupling {
         mass_cap: f64,
     ) -> Result<()> {
         let ns = pos.len();
-        let straight = page_locked(pos) && page_locked(vel) && page_locked(mass);
         let (io, sb) = self.staged()?;
-        // The pinned buffers' own events are not recorded while event tracking is off:
-        // wait for the previous upload explicitly before refilling them.
-        io.upload.synchronize().map_err(drv("upload stream"))?;
         let up = io.upload.clone();
         let ptr = |b: &CudaSlice<f64>| b.device_ptr(&up).0;
-        // page-locked arrays go up untested (`Bound::Any`: straight by DMA), tested once up
-        let bound = |b: pieces::Bound| if straight { pieces::Bound::Any } else { b };
-        let mut arrays = [
-            pieces::Up {
-                src: pos.as_flattened(),
-                staging: &mut io.pos,
-                dst: ptr(&sb.pos),
-                width: 3,
-                bound: bound(pieces::Bound::Abs(MAX_SOLUTE_COORDINATE)),
-            },
-            pieces::Up {
-                src: vel.as_flattened(),
-                staging: &mut io.vel,
-                dst: ptr(&sb.vel),
-                width: 3,
-                bound: bound(pieces::Bound::Abs(f64::MAX)),
-            },
-            pieces::Up {
-                src: mass,
-                staging: &mut io.mass,
-                dst: ptr(&sb.mass),
-                width: 1,
-                bound: bound(pieces::Bound::Positive(mass_cap.min(f64::MAX))),
-            },
-        ];
-        // SAFETY: the solute buffers hold capacity >= ns solutes and are read next by the check
-        // below or the binning, which waits for the upload stream (finish_coupled_step); the
-        // staging's previous copies have passed (synchronised above).
-        let (good, _) = unsafe { pieces::upload(&up, &mut arrays, ns) }?;
-        let good = good && (!straight || self.uploaded_values_good(dev, ns, mass_cap)?);
-        if !good {
+        for (src, dst) in [
+            (pos.as_flattened(), ptr(&sb.pos)),
+            (vel.as_flattened(), ptr(&sb.vel)),
+            (mass, ptr(&sb.mass)),
+        ] {
+            // SAFETY: the caller's page-locked memory (borrowed for this call, which waits for
+            // the copy below) into mpcbox's solute buffer of capacity >= ns solutes, read next
+            // by the check on this stream and then by the binning, which waits for this stream.
+            unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, up.cu_stream()) }
+                .map_err(drv("solute upload"))?;
+        }
+        if !self.uploaded_values_good(dev, ns, mass_cap)? {
             return name_bad_host_value(pos, vel, mass, mass_cap);
         }
         Ok(())
@@ -242,6 +270,16 @@ impl SoluteCoupling {
         }
         Ok(())
     }
+}
+
+/// Whether a coupled step sends these host arrays up straight by DMA and tests them on the GPU
+/// before the fluid moves (`upload_page_locked`): all three page-locked, and the pinned way
+/// ([`SoluteTransfer::Pinned`]). Other arrays are checked on the host first.
+pub(super) fn tested_on_the_gpu(pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> bool {
+    SoluteTransfer::from_env() == SoluteTransfer::Pinned
+        && page_locked(pos)
+        && page_locked(vel)
+        && page_locked(mass)
 }
 
 /// The error for host arrays whose test found a bad value, naming the first as the host check

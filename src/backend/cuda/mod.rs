@@ -435,9 +435,10 @@ impl CudaBackend {
 
 /// The trait, each method in the module of its work.
 impl Backend for CudaBackend {
-    /// Host solutes are tested on their way up, before the fluid moves (`begin_coupled_step`).
-    fn checks_host_solute_values(&self) -> bool {
-        true
+    /// Page-locked host solutes go up first and are tested on the GPU before the fluid moves
+    /// (`begin_coupled_step`); others are checked on the host first, by the caller.
+    fn checks_host_solute_values(&self, pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> bool {
+        host_staging::tested_on_the_gpu(pos, vel, mass)
     }
 
     fn time_phases(&mut self, on: bool) {

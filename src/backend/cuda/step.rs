@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use super::cell_sums::CellSumMethod;
 use super::device::drv;
-use super::host_staging::SoluteTransfer;
+use super::host_staging::{tested_on_the_gpu, SoluteTransfer};
 use super::params::KernelParams;
 use super::CudaBackend;
 use crate::backend::{DeviceSolutes, SoluteBatch, StepReport};
@@ -88,9 +88,10 @@ impl CudaBackend {
 impl CudaBackend {
     /// [`crate::backend::Backend::begin_coupled`]: the solutes' values tested before the fluid
     /// moves (`Backend::checks_host_solute_values`), the fluid's pass 1, and the solutes sent
-    /// up; see [`SoluteTransfer`] for the two ways. Through the pinned staging the values are
-    /// tested on their way up (one read of the caller's arrays, not a check and then a copy),
-    /// so pass 1 follows the upload instead of running beside it.
+    /// up; see [`SoluteTransfer`] for the two ways. Page-locked arrays go up first by DMA and
+    /// are tested on the GPU, so pass 1 follows the upload; other arrays were checked on the host
+    /// before (`Solvent`), and the copies run beside pass 1 (testing them as they are staged,
+    /// with pass 1 after, was slower: docs/coupling.md).
     pub(super) fn begin_coupled_step(
         &mut self,
         plan: &StepPlan,
@@ -111,19 +112,20 @@ impl CudaBackend {
         }
         // The previous step's solute kernels are finished (finish_coupled read the report), so
         // the device buffers may be overwritten.
-        let cap = p.solute_mass_cap();
-        match SoluteTransfer::from_env() {
-            _ if ns == 0 => self.fluid_pass(&p)?,
-            SoluteTransfer::Pinned => {
-                self.solutes.upload_pinned(&self.dev, pos, vel, mass, cap)?;
-                self.fluid_pass(&p)?;
-            }
-            SoluteTransfer::Pageable => {
-                // checked first, then the fluid streams while the copies run
-                crate::backend::check_host_solutes(pos, vel, mass, 0..ns)?;
-                crate::backend::check_solute_masses_fit(mass, cap.is_finite().then_some(cap))?;
-                self.fluid_pass(&p)?;
-                self.solutes.upload_pageable(pos, vel, mass)?;
+        if ns == 0 {
+            self.fluid_pass(&p)?;
+        } else if tested_on_the_gpu(pos, vel, mass) {
+            // up by DMA and tested on the GPU, then the fluid moves
+            let cap = p.solute_mass_cap();
+            self.solutes
+                .upload_page_locked(&self.dev, pos, vel, mass, cap)?;
+            self.fluid_pass(&p)?;
+        } else {
+            // checked on the host before (`Solvent`), so the fluid streams while the copies run
+            self.fluid_pass(&p)?;
+            match SoluteTransfer::from_env() {
+                SoluteTransfer::Pinned => self.solutes.upload_pinned(pos, vel, mass)?,
+                SoluteTransfer::Pageable => self.solutes.upload_pageable(pos, vel, mass)?,
             }
         }
         self.solutes.in_flight = Some((p, ns));

@@ -258,7 +258,7 @@ impl MultiCudaBackend {
 impl Backend for MultiCudaBackend {
     /// In one process host solutes are tested as they are staged (`solute_routes/host.rs`);
     /// over ranks each rank's check is agreed before the step (`Backend::agree_on_input`).
-    fn checks_host_solute_values(&self) -> bool {
+    fn checks_host_solute_values(&self, _: &[[f64; 3]], _: &[[f64; 3]], _: &[f64]) -> bool {
         self.transport.ranks() == 1
     }
 
