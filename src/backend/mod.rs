@@ -142,6 +142,18 @@ pub trait Backend: Send {
         false
     }
 
+    /// True when [`Backend::begin_coupled`] itself tests these host solutes' values as
+    /// [`Backend::checks_host_solute_values`] says, before anything changes: the split form's
+    /// begin then checks the lengths only.
+    fn begin_coupled_tests_values(
+        &self,
+        _pos: &[[f64; 3]],
+        _vel: &[[f64; 3]],
+        _mass: &[f64],
+    ) -> bool {
+        false
+    }
+
     /// Time each phase of a step (waiting for the devices after each, so slower) or not;
     /// resets the timers. A backend without phase timers ignores it.
     fn time_phases(&mut self, _on: bool) {}

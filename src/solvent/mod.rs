@@ -412,9 +412,10 @@ impl Solvent {
                 "begin_step called twice; fix: call finish_step after each begin_step".into(),
             ));
         }
-        // every check here, so that bad input fails at the begin, as documented (a backend
-        // that tests values as it stages them may not stage until the finish)
-        self.check_solutes(pos, vel, mass)?;
+        // every check here unless begin_coupled tests the values itself, so that bad input
+        // fails at the begin, as documented (a backend that tests values as it stages them may
+        // not stage until the finish)
+        self.check_begin_input(pos, vel, mass)?;
         let (plan, sample) = self.next_plan();
         self.backend.begin_coupled(&plan, pos, vel, mass)?;
         // A backend that copied the solutes (to the GPU) needs nothing kept here.

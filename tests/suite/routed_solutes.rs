@@ -255,9 +255,9 @@ fn bad_routed_input_changes_nothing(p: Platform) {
 
 /// Host arrays are tested on their way up, before the fluid moves: as they are staged (one pass
 /// over the values, parallel over pieces for this many), or, page-locked, by the GPU once they
-/// are up. On one GPU and on several slabs, the first bad solute is named as the host check
-/// names it, whichever array it is in and wherever the arrays' later bad values are, and
-/// nothing changes; then the same solutes, made good, step.
+/// are up (the split form's begin too). On one GPU and on several slabs, the first bad solute
+/// is named as the host check names it, whichever array it is in and wherever the arrays'
+/// later bad values are, and nothing changes; then the same solutes, made good, step.
 fn bad_host_input_is_named_before_the_fluid_moves(p: Platform) {
     let cfg = sheared([8, 8 * p.gpus() as u32, 8]);
     let Some(mut s) = p.solvent(&cfg) else { return };
@@ -309,19 +309,23 @@ fn bad_host_input_is_named_before_the_fluid_moves(p: Platform) {
         ),
     ];
     let mut pinned = mpcbox::backend::cuda::PinnedSoluteArrays::new(0, n).unwrap();
-    for page_locked in [false, true] {
+    for (arrays, split) in [("pageable", false), ("page-locked", false), ("page-locked", true)] {
         for (what, r, v, m, field, index) in cases {
-            let what = format!("{what}, page-locked {page_locked}");
-            let (result, out) = if page_locked {
+            let what = format!("{what}, {arrays} arrays, split {split}");
+            let (result, out) = if arrays == "page-locked" {
                 let (pp, pv, pm) = pinned.arrays_mut().unwrap();
                 pp.copy_from_slice(r);
                 pv.copy_from_slice(v);
                 pm.copy_from_slice(m);
-                let result = s.step_with_solutes(pp, pv, pm);
+                let result = match split {
+                    // the split form's begin refuses it: nothing is begun
+                    true => s.begin_step(pp, pv, pm).map(|()| None),
+                    false => s.step_with_solutes(pp, pv, pm).map(Some),
+                };
                 (result, pv.to_vec())
             } else {
                 let mut out = v.clone();
-                (s.step_with_solutes(r, &mut out, m), out)
+                (s.step_with_solutes(r, &mut out, m).map(Some), out)
             };
             match result {
                 Err(MpcError::Solute {

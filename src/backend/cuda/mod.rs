@@ -441,6 +441,11 @@ impl Backend for CudaBackend {
         host_staging::tested_on_the_gpu(pos, vel, mass)
     }
 
+    /// The same arrays are tested by `begin_coupled_step` already.
+    fn begin_coupled_tests_values(&self, pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> bool {
+        host_staging::tested_on_the_gpu(pos, vel, mass)
+    }
+
     fn time_phases(&mut self, on: bool) {
         self.set_profiling(on);
     }
