@@ -309,7 +309,11 @@ fn bad_host_input_is_named_before_the_fluid_moves(p: Platform) {
         ),
     ];
     let mut pinned = mpcbox::backend::cuda::PinnedSoluteArrays::new(0, n).unwrap();
-    for (arrays, split) in [("pageable", false), ("page-locked", false), ("page-locked", true)] {
+    for (arrays, split) in [
+        ("pageable", false),
+        ("page-locked", false),
+        ("page-locked", true),
+    ] {
         for (what, r, v, m, field, index) in cases {
             let what = format!("{what}, {arrays} arrays, split {split}");
             let (result, out) = if arrays == "page-locked" {

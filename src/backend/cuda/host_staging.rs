@@ -1,6 +1,7 @@
 //! Host solutes' transfers on one GPU, passes of [`SoluteCoupling`]: the coupled step is split
 //! in two (`step.rs`): `begin_coupled` queues pass 1 and sends the solutes up on an upload
-//! stream (pinned staging filled on the host pool) while the fluid streams; `finish_coupled`
+//! stream (pinned staging filled on the host pool) while the fluid streams, or, page-locked
+//! arrays, sends them up by DMA and tests them on the GPU before pass 1; `finish_coupled`
 //! bins and collides the solutes as soon as they are up, then sends their velocities down on
 //! a download stream while the fluid collides. The streams are ordered with explicit events
 //! and synchronisations (cudarc's per-buffer event tracking is off).
