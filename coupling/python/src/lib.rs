@@ -26,6 +26,7 @@ use ::mpcbox::{Checkpoint, Config, MpcError};
 
 mod config;
 mod cuda_arrays;
+mod host_arrays;
 mod job;
 mod ranks;
 mod signals;
@@ -508,7 +509,8 @@ fn mpcbox_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
          molecular dynamics. `Solvent(cells=..., particles_per_cell=..., time_step=..., \
          collision=...)` holds the fluid (CPU or GPU); `Solvent.step(pos, vel, mass)` collides \
          your solutes with it (numpy float64 arrays, or CuPy/PyTorch CUDA arrays on the \
-         fluid's GPU); `run(config, steps=..., output=...)` is the `mpcbox run` job; bad \
+         fluid's GPU; `host_arrays(n)` gives numpy arrays in page-locked memory, which a GPU \
+         reads and writes by DMA); `run(config, steps=..., output=...)` is the `mpcbox run` job; bad \
          config values raise `ConfigError` naming the field. Under `mpirun` (module built \
          with the `mpi` feature), `use_mpi_comm(MPI.COMM_WORLD)` before the first Solvent \
          runs one box over the ranks, each stepping it with its own solutes after \
@@ -516,6 +518,7 @@ fn mpcbox_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add_class::<Solvent>()?;
     m.add_function(wrap_pyfunction!(job::run, m)?)?;
+    m.add_function(wrap_pyfunction!(host_arrays::host_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(ranks::use_mpi_comm, m)?)?;
     m.add_function(wrap_pyfunction!(ranks::rank, m)?)?;
     m.add_function(wrap_pyfunction!(ranks::size, m)?)?;

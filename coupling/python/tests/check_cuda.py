@@ -2,7 +2,8 @@
 PyTorch, by coupling/python/tests/python.rs's ignored test `cuda_arrays_from_cupy_and_pytorch`):
 CuPy and PyTorch arrays give the numpy path's collision to rounding, fluid + solute momentum is
 conserved, bad arrays (dtype, shape, Fortran-ordered, transposed) are refused naming the array
-and the fix, and nothing changes."""
+and the fix, and nothing changes; `mpcbox.host_arrays` are page-locked and give the numpy path's
+collision bit for bit."""
 import numpy as np
 
 import mpcbox
@@ -100,4 +101,25 @@ with torch.cuda.stream(st):
         s2.step(p, v, m)
     torch.cuda.synchronize()
 print("torch on a side stream: ok")
+
+# mpcbox.host_arrays: page-locked numpy arrays (DMA straight from and into them, tested on the
+# GPU): the numpy path's collision bit for bit, and bad values refused with nothing changed
+hp, hv, hm = mpcbox.host_arrays(N)
+assert cp.cuda.runtime.pointerGetAttributes(hp.ctypes.data).type == 1, "host_arrays page-locked"
+hp[:], hv[:], hm[:] = pos0, vel0, mass0
+ref = host_reference(4)
+s3 = mpcbox.Solvent.from_ron(CONFIG)
+for k in range(4):
+    s3.step(hp, hv, hm)
+    assert np.array_equal(hv, ref[k]), f"host_arrays: step {k} differs from numpy arrays"
+keep = hv.copy()
+hm[7] = -1.0
+refused(s3, (hp, hv, hm), ["masses", "solute 7"])
+hm[7] = 1e6
+refused(s3, (hp, hv, hm), ["masses", "solute 7"])
+hm[7] = mass0[7]
+hp[11, 2] = np.nan
+refused(s3, (hp, hv, hm), ["positions", "solute 11"])
+assert np.array_equal(hv, keep), "host_arrays: velocities changed on refusal"
+print("host_arrays: page-locked, numpy's collision bit for bit, bad values refused")
 print("ALL OK")

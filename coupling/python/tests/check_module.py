@@ -99,6 +99,26 @@ def main():
     b.finish_step(vb)
     assert np.array_equal(va, vb)
 
+    # mpcbox.host_arrays: numpy arrays (page-locked where a GPU is usable) that step as any
+    # numpy arrays do; they stay valid while any of the three lives
+    hp, hv, hm = mpcbox.host_arrays(n)
+    assert (hp.shape, hv.shape, hm.shape) == ((n, 3), (n, 3), (n,))
+    assert all(a.dtype == np.float64 and a.flags["C_CONTIGUOUS"] and a.flags["WRITEABLE"]
+               for a in (hp, hv, hm))
+    assert not hp.any() and not hv.any() and not hm.any(), "host_arrays are zeroed"
+    hp[:], hv[:], hm[:] = pos, vel, mass
+    a = mpcbox.Solvent.from_ron(RON)
+    b = mpcbox.Solvent.from_ron(RON)
+    va = vel.copy()
+    for _ in range(3):
+        a.step(pos, va, mass)
+        b.step(hp, hv, hm)
+    assert np.array_equal(va, hv), "host_arrays step as numpy arrays"
+    del hp, hm
+    assert np.array_equal(va, hv), "one array outlives the others"
+    expect_refused(lambda: mpcbox.host_arrays(-1), ValueError, ["`n` is -1"])
+    assert [x.shape for x in mpcbox.host_arrays(0)] == [(0, 3), (0, 3), (0,)]
+
     # bad input: clear ValueError, nothing changes
     bad = vel.copy()
     bad[7, 1] = np.nan
