@@ -66,19 +66,19 @@ impl Drop for HostBlock {
     }
 }
 
+/// Positions (n, 3), velocities (n, 3) and masses (n,).
+type SoluteArrays<'py> = (
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray1<f64>>,
+);
+
 /// `(pos, vel, mass)` for `n` solutes: float64 numpy arrays of shapes (n, 3), (n, 3) and (n,),
 /// zeroed, in page-locked host memory where a CUDA GPU is usable (ordinary memory otherwise),
 /// for `Solvent.step`. Fill them in place (`pos[:] = x`); rebinding the name (`pos = x`)
 /// leaves the page-locked array behind.
 #[pyfunction]
-pub(crate) fn host_arrays(
-    py: Python<'_>,
-    n: i64,
-) -> PyResult<(
-    Bound<'_, PyArray2<f64>>,
-    Bound<'_, PyArray2<f64>>,
-    Bound<'_, PyArray1<f64>>,
-)> {
+pub(crate) fn host_arrays(py: Python<'_>, n: i64) -> PyResult<SoluteArrays<'_>> {
     let n = usize::try_from(crate::count(n, "n")?)
         .ok()
         .filter(|&n| n.checked_mul(56).is_some_and(|b| b <= isize::MAX as usize))
