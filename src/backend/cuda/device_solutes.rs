@@ -183,6 +183,43 @@ pub(in crate::backend::cuda) fn first_bad_to_error(first: &[u32; 4], mass_cap: f
     ))
 }
 
+/// Queue `mpc_check_solutes` on `stream` over the solutes of `s` (every one, or those `subset`
+/// lists), each kind's lowest bad index into `first_bad` (four words, set to u32::MAX before).
+///
+/// # Safety
+/// `s`'s addresses must hold 3n, 3n and n doubles of `stream`'s GPU, the subset (if any) as
+/// many indices < n as it says, and nothing may write them until `stream` has passed the check.
+pub(super) unsafe fn queue_value_check(
+    stream: &CudaStream,
+    dev: &CudaDevice,
+    s: &DeviceSolutes,
+    subset: Option<SoluteSubset>,
+    mass_cap: f64,
+    first_bad: &mut CudaSlice<u32>,
+) -> Result<()> {
+    let (slots, listed) = super::solutes::solute_slots(s, subset);
+    let n32 = slots as u32;
+    // SAFETY: mpc_check_solutes(const double*, const double*, const double*, unsigned int,
+    // double, double, unsigned int*, const unsigned int*): the caller's promises on the arrays
+    // and the subset (or null for all n), the slots, the limit, the mass cap and the four
+    // words; one thread per slot.
+    unsafe {
+        stream
+            .launch_builder(&dev.k.check_solutes)
+            .arg(&s.pos)
+            .arg(&s.vel)
+            .arg(&s.mass)
+            .arg(&n32)
+            .arg(&MAX_SOLUTE_COORDINATE)
+            .arg(&mass_cap)
+            .arg(first_bad)
+            .arg(&listed)
+            .launch(grid(slots))
+            .map_err(drv("solute check"))?;
+    }
+    Ok(())
+}
+
 /// Make `waiter` wait for everything queued on `signaller` so far (a raw `CUstream`; 0 is the
 /// legacy default stream), through `event`, without blocking the host.
 fn order_after(event: &CudaEvent, signaller: sys::CUstream, waiter: sys::CUstream) -> Result<()> {
@@ -305,30 +342,14 @@ impl SoluteCoupling {
         subset: Option<SoluteSubset>,
         mass_cap: f64,
     ) -> Result<[u32; 4]> {
-        let (slots, listed) = super::solutes::solute_slots(s, subset);
         let main = dev.stream.clone();
         self.arm_value_test(dev, s)?;
         let st = self.device.as_mut().expect("made by arm_value_test");
-        let n32 = slots as u32;
-        // SAFETY: mpc_check_solutes(const double*, const double*, const double*, unsigned int,
-        // double, double, unsigned int*, const unsigned int*): three device addresses checked
-        // above to hold 3n, 3n and n doubles on this GPU, the slots, the limit, the mass cap, a
-        // 4-element u32 buffer
-        // and the subset (checked to hold that many u32 on this GPU; the slab's MD engine
-        // lists indices < n) or null for all n; one thread per slot.
-        unsafe {
-            main.launch_builder(&dev.k.check_solutes)
-                .arg(&s.pos)
-                .arg(&s.vel)
-                .arg(&s.mass)
-                .arg(&n32)
-                .arg(&MAX_SOLUTE_COORDINATE)
-                .arg(&mass_cap)
-                .arg(&mut st.first_bad)
-                .arg(&listed)
-                .launch(grid(slots))
-                .map_err(drv("solute check"))?;
-        }
+        // SAFETY: the three addresses were checked to hold 3n, 3n and n doubles on this GPU
+        // (`check_pointers`), the subset to hold its indices there (the slab's MD engine lists
+        // indices < n), and the caller's work on them is ordered before the main stream's
+        // (`arm_value_test`, which also set the four first-bad words).
+        unsafe { queue_value_check(&main, dev, s, subset, mass_cap, &mut st.first_bad) }?;
         self.read_first_bad(dev)
     }
 

@@ -8,14 +8,13 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, PushKernelArg};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 
-use super::device::{drv, grid, CudaDevice};
-use super::device_solutes::page_locked;
+use super::device::{drv, CudaDevice};
+use super::device_solutes::{page_locked, queue_value_check};
 use super::pieces;
 use super::solute_coupling::{CoupledIo, SoluteCoupling};
-use super::solutes::ALL_SOLUTES;
-use crate::backend::MAX_SOLUTE_COORDINATE;
+use crate::backend::DeviceSolutes;
 use crate::error::{MpcError, Result};
 
 /// How solutes cross PCIe in a coupled step (`MPCBOX_CUDA_SOLUTE_IO=pinned|pageable`).
@@ -189,25 +188,16 @@ impl SoluteCoupling {
         let up = io.upload.clone();
         up.memcpy_htod(&[u32::MAX; 4], &mut io.first_bad)
             .map_err(drv("solute check"))?;
-        let n32 = ns as u32;
-        // SAFETY: mpc_check_solutes(const double*, const double*, const double*, unsigned int,
-        // double, double, unsigned int*, const unsigned int*): mpcbox's solute buffers (capacity
-        // >= ns, filled by the copies queued before on this stream), the count, the limit, the
-        // mass cap, the four first-bad words set above on this stream, and a null subset (all
-        // ns); one thread per solute.
-        unsafe {
-            up.launch_builder(&dev.k.check_solutes)
-                .arg(&sb.pos)
-                .arg(&sb.vel)
-                .arg(&sb.mass)
-                .arg(&n32)
-                .arg(&MAX_SOLUTE_COORDINATE)
-                .arg(&mass_cap)
-                .arg(&mut io.first_bad)
-                .arg(&ALL_SOLUTES)
-                .launch(grid(ns))
-                .map_err(drv("solute check"))?;
-        }
+        let uploaded = DeviceSolutes {
+            pos: sb.pos.device_ptr(&up).0,
+            vel: sb.vel.device_ptr(&up).0,
+            mass: sb.mass.device_ptr(&up).0,
+            n: ns,
+            stream: up.cu_stream() as u64,
+        };
+        // SAFETY: mpcbox's solute buffers (capacity >= ns on this GPU), filled by the copies
+        // queued before on this stream and read next by the binning, which waits for it.
+        unsafe { queue_value_check(&up, dev, &uploaded, None, mass_cap, &mut io.first_bad) }?;
         let mut first = [0u32; 4];
         up.memcpy_dtoh(&io.first_bad, &mut first)
             .map_err(drv("solute check"))?;

@@ -235,7 +235,7 @@ fn own_solutes(
 }
 
 /// The null `subset` argument of the solute kernels: every solute.
-pub(super) static ALL_SOLUTES: u64 = 0;
+static ALL_SOLUTES: u64 = 0;
 
 /// The null `first_bad` argument of the binning: the values were tested before.
 static NO_CHECK: u64 = 0;
