@@ -24,7 +24,7 @@ impl Solvent {
         vel: &[[f64; 3]],
         mass: &[f64],
     ) -> Result<()> {
-        let backend_tests = |s: &Self| s.backend.checks_host_solute_values(pos, vel, mass);
+        let backend_tests = self.backend.checks_host_solute_values(pos, vel, mass);
         self.check_unless_tested(backend_tests, pos, vel, mass)
     }
 
@@ -37,14 +37,14 @@ impl Solvent {
         vel: &[[f64; 3]],
         mass: &[f64],
     ) -> Result<()> {
-        let backend_tests = |s: &Self| s.backend.begin_coupled_tests_values(pos, vel, mass);
+        let backend_tests = self.backend.begin_coupled_tests_values(pos, vel, mass);
         self.check_unless_tested(backend_tests, pos, vel, mass)
     }
 
     /// Every check, or the lengths only where there are no walls and `backend_tests`.
     fn check_unless_tested(
         &self,
-        backend_tests: impl Fn(&Self) -> bool,
+        backend_tests: bool,
         pos: &[[f64; 3]],
         vel: &[[f64; 3]],
         mass: &[f64],
@@ -53,7 +53,7 @@ impl Solvent {
         let lengths_only = self.phys.walls.is_none()
             && vel.len() == pos.len()
             && mass.len() == pos.len()
-            && backend_tests(self);
+            && backend_tests;
         if lengths_only {
             return Ok(());
         }

@@ -163,21 +163,29 @@ impl SoluteCoupling {
         let (io, sb) = self.staged()?;
         let up = io.upload.clone();
         let ptr = |b: &CudaSlice<f64>| b.device_ptr(&up).0;
-        for (src, dst) in [
+        let copies = [
             (pos.as_flattened(), ptr(&sb.pos)),
             (vel.as_flattened(), ptr(&sb.vel)),
             (mass, ptr(&sb.mass)),
-        ] {
+        ];
+        let queued = copies.into_iter().try_for_each(|(src, dst)| {
             // SAFETY: the caller's page-locked memory (borrowed for this call, which waits for
-            // the copy below) into mpcbox's solute buffer of capacity >= ns solutes, read next
-            // by the check on this stream and then by the binning, which waits for this stream.
+            // the copies below, or on an error) into mpcbox's solute buffer of capacity >= ns
+            // solutes, read next by the check on this stream and by the binning, which waits
+            // for this stream.
             unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, up.cu_stream()) }
-                .map_err(drv("solute upload"))?;
+                .map_err(drv("solute upload"))
+        });
+        match queued.and_then(|()| self.uploaded_values_good(dev, ns, mass_cap)) {
+            Ok(true) => Ok(()),
+            Ok(false) => name_bad_host_value(pos, vel, mass, mass_cap),
+            Err(e) => {
+                // the copies may still read the caller's arrays: wait for them before they go
+                // back to the caller (an error of the wait adds nothing to this one)
+                let _ = up.synchronize();
+                Err(e)
+            }
         }
-        if !self.uploaded_values_good(dev, ns, mass_cap)? {
-            return name_bad_host_value(pos, vel, mass, mass_cap);
-        }
-        Ok(())
     }
 
     /// The check kernel over the `ns` solutes just queued up on the upload stream (after the
