@@ -62,6 +62,16 @@ pub struct FluidMoments {
     pub profile_count: Vec<u64>,
 }
 
+/// The call that hands host solutes to a backend ([`Backend::tests_host_solute_values`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostHandover {
+    /// A one-call step (`Backend::step`).
+    OneCall,
+    /// The split form's begin (`Backend::begin_coupled`); a backend that tests the values as it
+    /// stages them may stage only at the finish.
+    Begin,
+}
+
 pub trait Backend: Send {
     /// A short description, e.g. "cpu (2 threads)" or "cuda:0 <the GPU's name>".
     fn describe(&self) -> String;
@@ -130,23 +140,12 @@ pub trait Backend: Send {
     }
 
     /// True when the backend tests these host solutes' values (finite, within
-    /// [`MAX_SOLUTE_COORDINATE`], masses > 0 and within the cell sums' cap) in a one-call step
-    /// before anything changes, naming a bad one as [`check_host_solutes`] does: the caller then
-    /// checks the lengths only, and the values are read once instead of twice.
-    fn checks_host_solute_values(
+    /// [`MAX_SOLUTE_COORDINATE`], masses > 0 and within the cell sums' cap) in the call of
+    /// `handover` before anything changes, naming a bad one as [`check_host_solutes`] does: the
+    /// caller then checks the lengths only, and the values are read once instead of twice.
+    fn tests_host_solute_values(
         &self,
-        _pos: &[[f64; 3]],
-        _vel: &[[f64; 3]],
-        _mass: &[f64],
-    ) -> bool {
-        false
-    }
-
-    /// True when [`Backend::begin_coupled`] itself tests these host solutes' values as
-    /// [`Backend::checks_host_solute_values`] says, before anything changes: the split form's
-    /// begin then checks the lengths only.
-    fn begin_coupled_tests_values(
-        &self,
+        _handover: HostHandover,
         _pos: &[[f64; 3]],
         _vel: &[[f64; 3]],
         _mass: &[f64],

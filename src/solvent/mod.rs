@@ -2,7 +2,9 @@
 //! one MPC step per call, optionally with solutes embedded in the collision. The CLI, the C and
 //! Python bindings and the bundled MD engine all drive the fluid through this type.
 
-use crate::backend::{self, Backend, DeviceSolutes, FluidMoments, SoluteBatch, StepReport};
+use crate::backend::{
+    self, Backend, DeviceSolutes, FluidMoments, HostHandover, SoluteBatch, StepReport,
+};
 use crate::config::Config;
 use crate::error::{MpcError, Result};
 use crate::physics::{Physics, StepPlan};
@@ -203,7 +205,7 @@ impl Solvent {
         mass: &[f64],
     ) -> Result<StepReport> {
         // over ranks that each pass their own solutes, a bad one stops every rank (in advance)
-        let checked = self.check_host_input(pos, vel, mass);
+        let checked = self.check_host_input(HostHandover::OneCall, pos, vel, mass);
         if pos.is_empty() || checked.is_err() {
             return self.advance(None, checked);
         }
@@ -415,7 +417,7 @@ impl Solvent {
         // every check here unless begin_coupled tests the values itself, so that bad input
         // fails at the begin, as documented (a backend that tests values as it stages them may
         // not stage until the finish)
-        self.check_begin_input(pos, vel, mass)?;
+        self.check_host_input(HostHandover::Begin, pos, vel, mass)?;
         let (plan, sample) = self.next_plan();
         self.backend.begin_coupled(&plan, pos, vel, mass)?;
         // A backend that copied the solutes (to the GPU) needs nothing kept here.

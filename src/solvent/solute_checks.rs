@@ -3,6 +3,7 @@
 //! before anything changes.
 
 use super::Solvent;
+use crate::backend::HostHandover;
 use crate::error::Result;
 
 impl Solvent {
@@ -15,36 +16,12 @@ impl Solvent {
         crate::backend::check_solutes_outside_walls(&self.phys, pos)
     }
 
-    /// The checks of [`Solvent::check_solutes`] a one-call step makes on the host: all of them, or,
-    /// where the backend tests the values itself before anything changes
-    /// (`Backend::checks_host_solute_values`) and there are no walls, the lengths only.
+    /// The checks of [`Solvent::check_solutes`] the call of `handover` makes on the host: all of
+    /// them, or, where the backend tests the values itself in that call before anything changes
+    /// (`Backend::tests_host_solute_values`) and there are no walls, the lengths only.
     pub(super) fn check_host_input(
         &self,
-        pos: &[[f64; 3]],
-        vel: &[[f64; 3]],
-        mass: &[f64],
-    ) -> Result<()> {
-        let backend_tests = self.backend.checks_host_solute_values(pos, vel, mass);
-        self.check_unless_tested(backend_tests, pos, vel, mass)
-    }
-
-    /// The checks `begin_step` makes on the host: as [`Solvent::check_host_input`], where the
-    /// backend's `begin_coupled` itself tests the values (`Backend::begin_coupled_tests_values`;
-    /// a backend that tests them as it stages them may stage only at the finish).
-    pub(super) fn check_begin_input(
-        &self,
-        pos: &[[f64; 3]],
-        vel: &[[f64; 3]],
-        mass: &[f64],
-    ) -> Result<()> {
-        let backend_tests = self.backend.begin_coupled_tests_values(pos, vel, mass);
-        self.check_unless_tested(backend_tests, pos, vel, mass)
-    }
-
-    /// Every check, or the lengths only where there are no walls and `backend_tests`.
-    fn check_unless_tested(
-        &self,
-        backend_tests: bool,
+        handover: HostHandover,
         pos: &[[f64; 3]],
         vel: &[[f64; 3]],
         mass: &[f64],
@@ -53,7 +30,9 @@ impl Solvent {
         let lengths_only = self.phys.walls.is_none()
             && vel.len() == pos.len()
             && mass.len() == pos.len()
-            && backend_tests;
+            && self
+                .backend
+                .tests_host_solute_values(handover, pos, vel, mass);
         if lengths_only {
             return Ok(());
         }

@@ -56,6 +56,7 @@ pub mod kernels;
 pub(crate) mod launch;
 pub mod multi;
 mod observe;
+mod open;
 mod params;
 mod pieces;
 mod pinned_solutes;
@@ -80,13 +81,14 @@ pub(crate) use device::{drv, kernel, load_module};
 pub use device_solutes::{page_locked, DeviceSoluteArrays};
 pub use host_staging::SoluteTransfer;
 pub use multi::transfer;
+pub use open::{open_backend, open_backend_from};
 pub(crate) use params::WallParams;
 pub use pinned_solutes::{alloc_page_locked, free_page_locked, PinnedSoluteArrays};
 pub use step::PHASE_NAMES;
 
 use cudarc::driver::DriverError;
 
-use super::{Backend, DeviceSolutes, FluidMoments, SoluteBatch, StepReport};
+use super::{Backend, DeviceSolutes, FluidMoments, HostHandover, SoluteBatch, StepReport};
 use crate::config::Config;
 use crate::error::{MpcError, Result};
 use crate::physics::{Physics, StepPlan};
@@ -436,14 +438,15 @@ impl CudaBackend {
 /// The trait, each method in the module of its work.
 impl Backend for CudaBackend {
     /// Page-locked host solutes go up first and are tested on the GPU before the fluid moves
-    /// (`begin_coupled_step`); others are checked on the host first, by the caller.
-    fn checks_host_solute_values(&self, pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> bool {
-        host_staging::tested_on_the_gpu(pos, vel, mass)
-    }
-
-    /// The same arrays are tested by `begin_coupled_step` already.
-    fn begin_coupled_tests_values(&self, pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> bool {
-        host_staging::tested_on_the_gpu(pos, vel, mass)
+    /// (`begin_coupled_step`, either call); others are checked on the host first, by the caller.
+    fn tests_host_solute_values(
+        &self,
+        _: HostHandover,
+        p: &[[f64; 3]],
+        v: &[[f64; 3]],
+        m: &[f64],
+    ) -> bool {
+        host_staging::tested_on_the_gpu(p, v, m)
     }
 
     fn time_phases(&mut self, on: bool) {
@@ -563,44 +566,4 @@ impl Backend for CudaBackend {
     fn upload(&mut self, state: &FluidState) -> Result<()> {
         self.upload_state(state)
     }
-}
-
-/// [`open_backend`] with the fluid from `source`: a checkpoint's blocks are streamed straight
-/// to the GPU, a window at a time, never whole on the host.
-pub fn open_backend_from(
-    cfg: &Config,
-    phys: &Physics,
-    source: Option<crate::fluid_parts::FluidSource<'_>>,
-    ordinal: usize,
-) -> Result<Box<dyn Backend>> {
-    if let Some(crate::fluid_parts::FluidSource::Stored(file)) = source {
-        let method = cfg.tuning.cuda_method();
-        let be = CudaBackend::open_stored(cfg, phys, file, ordinal, method)?;
-        tracing::info!("CUDA backend on {} from a checkpoint", be.dev.describe());
-        return Ok(Box::new(be));
-    }
-    let whole = match &source {
-        Some(s) => Some(s.whole()?),
-        None => None,
-    };
-    open_backend(cfg, phys, whole.as_deref(), ordinal)
-}
-
-/// Open the CUDA backend for `device` (already resolved to one ordinal).
-pub fn open_backend(
-    cfg: &Config,
-    phys: &Physics,
-    state: Option<&FluidState>,
-    ordinal: usize,
-) -> Result<Box<dyn Backend>> {
-    let method = cfg.tuning.cuda_method();
-    let be = CudaBackend::open(cfg, phys, state, ordinal, method)?;
-    tracing::info!(
-        "CUDA backend on {} ({} cell sums, {} particles, {} device bytes)",
-        be.dev.describe(),
-        method.name(),
-        be.n,
-        be.device_bytes
-    );
-    Ok(Box::new(be))
 }

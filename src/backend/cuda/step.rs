@@ -87,7 +87,7 @@ impl CudaBackend {
 /// Host solutes: pass 1 while they go up, the rest while their velocities come down.
 impl CudaBackend {
     /// [`crate::backend::Backend::begin_coupled`]: the solutes' values tested before the fluid
-    /// moves (`Backend::checks_host_solute_values`), the fluid's pass 1, and the solutes sent
+    /// moves (`Backend::tests_host_solute_values`), the fluid's pass 1, and the solutes sent
     /// up; see [`SoluteTransfer`] for the two ways. Page-locked arrays go up first by DMA and
     /// are tested on the GPU, so pass 1 follows the upload; other arrays were checked on the host
     /// before (`Solvent`), and the copies run beside pass 1 (testing them as they are staged,

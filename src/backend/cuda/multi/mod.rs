@@ -59,7 +59,8 @@ pub use transfer::{measure_transfer, Transfer, TransferRates};
 
 use super::CudaBackend;
 use crate::backend::{
-    Backend, DeviceSolutes, FluidMoments, SlabPlace, SlabSolutes, SoluteBatch, StepReport,
+    Backend, DeviceSolutes, FluidMoments, HostHandover, SlabPlace, SlabSolutes, SoluteBatch,
+    StepReport,
 };
 use crate::config::Config;
 use crate::error::{MpcError, Result};
@@ -258,8 +259,15 @@ impl MultiCudaBackend {
 impl Backend for MultiCudaBackend {
     /// In one process host solutes are tested as they are staged (`solute_routes/host.rs`);
     /// over ranks each rank's check is agreed before the step (`Backend::agree_on_input`).
-    fn checks_host_solute_values(&self, _: &[[f64; 3]], _: &[[f64; 3]], _: &[f64]) -> bool {
-        self.transport.ranks() == 1
+    fn tests_host_solute_values(
+        &self,
+        h: HostHandover,
+        _: &[[f64; 3]],
+        _: &[[f64; 3]],
+        _: &[f64],
+    ) -> bool {
+        // the split form stages at the finish
+        h == HostHandover::OneCall && self.transport.ranks() == 1
     }
 
     fn time_phases(&mut self, on: bool) {
