@@ -167,6 +167,15 @@ pub fn pinned_copy_gbps(ordinal: usize) -> Res<(f64, f64)> {
     Ok((up / 1e9, down / 1e9))
 }
 
+/// The host pool's copy from pageable memory into pinned staging, GB/s (256 MiB).
+pub fn staging_copy_gbps(ordinal: usize) -> Res<f64> {
+    let dev = CudaDevice::open(ordinal).map_err(|e| e.to_string())?;
+    let r = dev
+        .staging_copy_rate(256 << 20, 5)
+        .map_err(|e| e.to_string())?;
+    Ok(r / 1e9)
+}
+
 /// GPU 0 → 1 peer copy of plain allocations (the hardware's rate), GB/s (256 MiB).
 pub fn peer_copy_gbps() -> Res<f64> {
     let r = mpcbox::backend::cuda::transfer::measure_transfer(0, 1, 256 << 20, 5)

@@ -83,6 +83,10 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
             "pinned copy to host GB/s",
             Ok(rates.map_or(f64::NAN, |r| r.1)),
         );
+        if !a.pinned_host {
+            let staged = crate::machine::staging_copy_gbps(g[0]);
+            rec.reference("host staging copy GB/s", staged);
+        }
     }
     let mode = if a.device_resident && a.overlap {
         "device-resident, begun"

@@ -284,6 +284,29 @@ impl CudaDevice {
         let down = best(false)?;
         Ok((up, down))
     }
+
+    /// The host's copy rate in bytes/s from ordinary (pageable) memory into the pinned staging
+    /// that host solutes go up through (`pieces::up_staging_flags`), on the bounded host pool,
+    /// the best of `reps` copies of `bytes`: the reference of a coupled step whose arrays are
+    /// staged (the floor is the slower of it and the PCIe copy).
+    pub fn staging_copy_rate(&self, bytes: usize, reps: usize) -> Result<f64> {
+        let n = bytes / 8;
+        let src: Vec<f64> = (0..n).map(|i| i as f64).collect();
+        // SAFETY: pinned host memory, uninitialised: only written here (never read).
+        let mut staging = unsafe {
+            self.ctx
+                .alloc_pinned_with_flags::<f64>(n, super::pieces::up_staging_flags())
+        }
+        .map_err(drv("pinned"))?;
+        let dst = staging.as_mut_slice().map_err(drv("pinned"))?;
+        let mut rate = 0.0f64;
+        for _ in 0..reps + 1 {
+            let t0 = std::time::Instant::now();
+            crate::host_pool::copy(dst, &src);
+            rate = rate.max((n * 8) as f64 / t0.elapsed().as_secs_f64());
+        }
+        Ok(rate)
+    }
 }
 
 /// What a failed allocation becomes (the out-of-memory error of the checked footprint).
