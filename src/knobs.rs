@@ -43,9 +43,6 @@ pub const MD_OVERLAPS: &[&str] = &["on", "off"];
 /// The values of `MPCBOX_SOLUTE_STAGING` (`backend::cuda::pieces::up_staging_flags`).
 pub const SOLUTE_STAGINGS: &[&str] = &["write-combined", "cached"];
 
-/// The values of `MPCBOX_HOST_SOLUTE_TEST` (`backend::cuda::host_staging::tested_on_the_gpu`).
-pub const HOST_SOLUTE_TESTS: &[&str] = &["gpu", "host"];
-
 /// The values of `MPCBOX_CELL_SUMS` (`fixed_sums::fixed_wanted`).
 pub const CELL_SUMS: &[&str] = &["fixed", "float"];
 
@@ -87,14 +84,6 @@ pub const KNOBS: &[Knob] = &[
         values: Some(SOLUTE_STAGINGS),
         number: false,
         effect: "the pinned host memory host solutes go up through (default: write-combined)",
-    },
-    Knob {
-        variable: "MPCBOX_HOST_SOLUTE_TEST",
-        values: Some(HOST_SOLUTE_TESTS),
-        number: false,
-        effect: "one GPU, host solutes in ordinary (pageable) memory: staged, sent up and their \
-                 values tested on the GPU before the fluid moves (gpu), or tested on the host \
-                 first, the copies then beside pass 1 (host; default)",
     },
     Knob {
         variable: "MPCBOX_RANK_SOLUTE_SPLIT",

@@ -15,6 +15,7 @@ common::backend_tests!(
 common::backend_tests!(
     [gpu multi_gpu slabs]
     page_locked_solute_arrays_collide_as_pageable_ones,
+    solutes_in_many_staging_pieces_collide_as_page_locked_ones,
 );
 common::backend_tests!(
     fluid_plus_solute_momentum_is_conserved_by_each_coupled_step,
@@ -192,6 +193,48 @@ fn page_locked_solute_arrays_collide_as_pageable_ones(p: Platform) {
         fluid.pos == after.pos && fluid.vel == after.vel,
         "the fluid after the refused step"
     );
+}
+
+/// Three million host solutes, more than the staging's largest piece holds, so ordinary
+/// vectors go up and come down in several pieces (`backend/cuda/pieces.rs`) while page-locked
+/// arrays cross whole by DMA: every solute's velocity is the same bits either way, in the
+/// one-call and the split form.
+fn solutes_in_many_staging_pieces_collide_as_page_locked_ones(p: Platform) {
+    let cfg = common::small_config([128, 128, 128], 1);
+    let Some(cfg) = p.config(&cfg) else { return };
+    let mut pageable = Solvent::new(cfg.clone()).unwrap();
+    let mut locked = Solvent::new(cfg).unwrap();
+    let (pos, vel0, mass) = common::thermal_solutes(3_000_000, [128.0; 3], 2.0, 9);
+    let ordinal = locked.cuda_ordinal().expect("a GPU platform");
+    let mut arrays = mpcbox::backend::cuda::PinnedSoluteArrays::new(ordinal, pos.len()).unwrap();
+    let (lp, lv, lm) = arrays.arrays_mut().unwrap();
+    lp.copy_from_slice(&pos);
+    lv.copy_from_slice(&vel0);
+    lm.copy_from_slice(&mass);
+    let mut v = vel0.clone();
+    for _ in 0..2 {
+        pageable.step_with_solutes(&pos, &mut v, &mass).unwrap();
+        locked.step_with_solutes(lp, lv, lm).unwrap();
+    }
+    assert_eq!(
+        differing(&v, lv),
+        0,
+        "{p}, one call: solutes whose velocities differ"
+    );
+    assert!(v != vel0, "the solutes collided");
+    pageable.begin_step(&pos, &v, &mass).unwrap();
+    pageable.finish_step(&mut v).unwrap();
+    locked.begin_step(lp, lv, lm).unwrap();
+    locked.finish_step(lv).unwrap();
+    assert_eq!(
+        differing(&v, lv),
+        0,
+        "{p}, split form: solutes whose velocities differ"
+    );
+}
+
+fn differing(a: &[[f64; 3]], b: &[[f64; 3]]) -> usize {
+    a.iter().zip(b).filter(|(x, y)| x != y).count()
 }
 
 fn positions_outside_the_box_are_wrapped_consistently_with_lees_edwards(p: Platform) {

@@ -285,27 +285,15 @@ impl CudaDevice {
         Ok((up, down))
     }
 
-    /// The host's copy rate in bytes/s from ordinary (pageable) memory into the pinned staging
-    /// that host solutes go up through (`pieces::up_staging_flags`), on the bounded host pool,
-    /// the best of `reps` copies of `bytes`: the reference of a coupled step whose arrays are
-    /// staged (the floor is the slower of it and the PCIe copy).
-    pub fn staging_copy_rate(&self, bytes: usize, reps: usize) -> Result<f64> {
-        let n = bytes / 8;
-        let src: Vec<f64> = (0..n).map(|i| i as f64).collect();
-        // SAFETY: pinned host memory, uninitialised: only written here (never read).
-        let mut staging = unsafe {
-            self.ctx
-                .alloc_pinned_with_flags::<f64>(n, super::pieces::up_staging_flags())
-        }
-        .map_err(drv("pinned"))?;
-        let dst = staging.as_mut_slice().map_err(drv("pinned"))?;
-        let mut rate = 0.0f64;
-        for _ in 0..reps + 1 {
-            let t0 = std::time::Instant::now();
-            crate::host_pool::copy(dst, &src);
-            rate = rate.max((n * 8) as f64 / t0.elapsed().as_secs_f64());
-        }
-        Ok(rate)
+    /// Host arrays in ordinary (pageable) memory through the pinned staging, bytes/s, each the
+    /// best of `reps` transfers of `bytes`: the references of a coupled step whose arrays are
+    /// staged (`pieces::staged_rates`).
+    pub fn staged_copy_rates(
+        &self,
+        bytes: usize,
+        reps: usize,
+    ) -> Result<super::pieces::StagedRates> {
+        super::pieces::staged_rates(&self.ctx, &self.stream, bytes / 8, reps)
     }
 }
 

@@ -1,8 +1,7 @@
 //! Host solutes' transfers on one GPU, passes of [`SoluteCoupling`]: the coupled step is split
 //! in two (`step.rs`): `begin_coupled` queues pass 1 and sends the solutes up on an upload
-//! stream (pinned staging filled on the host pool) while the fluid streams, or sends them up
-//! first (page-locked arrays by DMA, others staged where `MPCBOX_HOST_SOLUTE_TEST=gpu`) and
-//! tests them on the GPU before pass 1; `finish_coupled`
+//! stream (pinned staging filled on the host pool) while the fluid streams, or, page-locked
+//! arrays, sends them up by DMA and tests them on the GPU before pass 1; `finish_coupled`
 //! bins and collides the solutes as soon as they are up, then sends their velocities down on
 //! a download stream while the fluid collides. The streams are ordered with explicit events
 //! and synchronisations (cudarc's per-buffer event tracking is off).
@@ -97,7 +96,7 @@ impl SoluteCoupling {
 
     /// Host copies into the pinned staging (bounded host pool) and asynchronous copies up on
     /// the upload stream, piece by piece (`pieces.rs`); an array in page-locked memory goes up
-    /// straight by DMA. The values were tested before, or are tested once up (`upload_tested`).
+    /// straight by DMA. The values were tested before.
     pub(super) fn upload_pinned(
         &mut self,
         pos: &[[f64; 3]],
@@ -147,13 +146,12 @@ impl SoluteCoupling {
         Ok(())
     }
 
-    /// Host arrays sent up and their values tested by the check kernel before this returns and
-    /// before the fluid moves ([`tested_on_the_gpu`]): page-locked arrays (all three) by DMA
-    /// straight from the caller's memory, others through the pinned staging piece by piece.
-    /// The host waits for the test, so the caller may change its arrays once this returns. A
-    /// bad value's error names it as the host check does; only mpcbox's own buffers were
-    /// written. One read of the caller's arrays on the host instead of a check and a copy.
-    pub(super) fn upload_tested(
+    /// Page-locked host arrays (all three: [`tested_on_the_gpu`]) up by DMA straight from the
+    /// caller's memory, then their values tested by the check kernel before this returns and
+    /// before the fluid moves; the host waits for it, so the caller may change its arrays once
+    /// this returns. A bad value's error names it as the host check does; only mpcbox's own
+    /// buffers were written. One read of the caller's arrays instead of a host check and a copy.
+    pub(super) fn upload_page_locked(
         &mut self,
         dev: &CudaDevice,
         pos: &[[f64; 3]],
@@ -161,33 +159,7 @@ impl SoluteCoupling {
         mass: &[f64],
         mass_cap: f64,
     ) -> Result<()> {
-        let queued = if all_page_locked(pos, vel, mass) {
-            self.queue_straight_upload(pos, vel, mass)
-        } else {
-            self.upload_pinned(pos, vel, mass)
-        };
-        match queued.and_then(|()| self.uploaded_values_good(dev, pos.len(), mass_cap)) {
-            Ok(true) => Ok(()),
-            Ok(false) => name_bad_host_value(pos, vel, mass, mass_cap),
-            Err(e) => {
-                // the copies may still read the caller's arrays: wait for them before they go
-                // back to the caller (an error of the wait adds nothing to this one)
-                if let Ok((io, _)) = self.staged() {
-                    let _ = io.upload.synchronize();
-                }
-                Err(e)
-            }
-        }
-    }
-
-    /// Page-locked arrays' copies queued on the upload stream straight from the caller's
-    /// memory (the caller waits for the stream before it returns them).
-    fn queue_straight_upload(
-        &mut self,
-        pos: &[[f64; 3]],
-        vel: &[[f64; 3]],
-        mass: &[f64],
-    ) -> Result<()> {
+        let ns = pos.len();
         let (io, sb) = self.staged()?;
         let up = io.upload.clone();
         let ptr = |b: &CudaSlice<f64>| b.device_ptr(&up).0;
@@ -196,14 +168,24 @@ impl SoluteCoupling {
             (vel.as_flattened(), ptr(&sb.vel)),
             (mass, ptr(&sb.mass)),
         ];
-        copies.into_iter().try_for_each(|(src, dst)| {
+        let queued = copies.into_iter().try_for_each(|(src, dst)| {
             // SAFETY: the caller's page-locked memory (borrowed for this call, which waits for
-            // the copies, or on an error) into mpcbox's solute buffer of capacity >= ns
+            // the copies below, or on an error) into mpcbox's solute buffer of capacity >= ns
             // solutes, read next by the check on this stream and by the binning, which waits
             // for this stream.
             unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, up.cu_stream()) }
                 .map_err(drv("solute upload"))
-        })
+        });
+        match queued.and_then(|()| self.uploaded_values_good(dev, ns, mass_cap)) {
+            Ok(true) => Ok(()),
+            Ok(false) => name_bad_host_value(pos, vel, mass, mass_cap),
+            Err(e) => {
+                // the copies may still read the caller's arrays: wait for them before they go
+                // back to the caller (an error of the wait adds nothing to this one)
+                let _ = up.synchronize();
+                Err(e)
+            }
+        }
     }
 
     /// The check kernel over the `ns` solutes just queued up on the upload stream (after the
@@ -289,43 +271,14 @@ impl SoluteCoupling {
     }
 }
 
-/// Where a coupled step on one GPU tests host arrays that are not all page-locked
-/// (`MPCBOX_HOST_SOLUTE_TEST`): on the host before the fluid moves, the copies then running
-/// beside pass 1; or on the GPU once they are staged and up, pass 1 after them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HostSoluteTest {
-    Host,
-    Gpu,
-}
-
-impl HostSoluteTest {
-    fn parse(text: &str) -> Option<HostSoluteTest> {
-        match text {
-            "host" => Some(HostSoluteTest::Host),
-            "gpu" => Some(HostSoluteTest::Gpu),
-            _ => None,
-        }
-    }
-
-    pub fn from_env() -> HostSoluteTest {
-        crate::knobs::knobs()
-            .get("MPCBOX_HOST_SOLUTE_TEST")
-            .and_then(HostSoluteTest::parse)
-            .unwrap_or(HostSoluteTest::Host)
-    }
-}
-
-/// Whether a coupled step sends these host arrays up before the fluid moves and tests them on
-/// the GPU (`upload_tested`): the pinned way ([`SoluteTransfer::Pinned`]) with all three
-/// page-locked (they go up straight by DMA), or staged where [`HostSoluteTest::Gpu`]. Other
-/// arrays are checked on the host first.
+/// Whether a coupled step sends these host arrays up straight by DMA and tests them on the GPU
+/// before the fluid moves (`upload_page_locked`): all three page-locked, and the pinned way
+/// ([`SoluteTransfer::Pinned`]). Other arrays are checked on the host first.
 pub(super) fn tested_on_the_gpu(pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> bool {
     SoluteTransfer::from_env() == SoluteTransfer::Pinned
-        && (all_page_locked(pos, vel, mass) || HostSoluteTest::from_env() == HostSoluteTest::Gpu)
-}
-
-fn all_page_locked(pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]) -> bool {
-    page_locked(pos) && page_locked(vel) && page_locked(mass)
+        && page_locked(pos)
+        && page_locked(vel)
+        && page_locked(mass)
 }
 
 /// The error for host arrays whose test found a bad value, naming the first as the host check
@@ -341,18 +294,4 @@ fn name_bad_host_value(
     Err(MpcError::Device(
         "a solute value failed the upload's test and no check (please report it)".into(),
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::HostSoluteTest;
-
-    #[test]
-    fn every_listed_host_solute_test_parses() {
-        for v in crate::knobs::HOST_SOLUTE_TESTS {
-            assert!(HostSoluteTest::parse(v).is_some(), "{v}");
-        }
-        assert_eq!(HostSoluteTest::parse("gpu"), Some(HostSoluteTest::Gpu));
-        assert_eq!(HostSoluteTest::parse("device"), None);
-    }
 }

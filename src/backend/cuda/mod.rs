@@ -437,9 +437,8 @@ impl CudaBackend {
 
 /// The trait, each method in the module of its work.
 impl Backend for CudaBackend {
-    /// Page-locked host solutes (and staged ones with `MPCBOX_HOST_SOLUTE_TEST=gpu`) go up first
-    /// and are tested on the GPU before the fluid moves (`begin_coupled_step`, either call);
-    /// others are checked on the host first, by the caller.
+    /// Page-locked host solutes go up first and are tested on the GPU before the fluid moves
+    /// (`begin_coupled_step`, either call); others are checked on the host first, by the caller.
     fn tests_host_solute_values(
         &self,
         _: HostHandover,

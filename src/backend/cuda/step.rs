@@ -89,10 +89,9 @@ impl CudaBackend {
     /// [`crate::backend::Backend::begin_coupled`]: the solutes' values tested before the fluid
     /// moves (`Backend::tests_host_solute_values`), the fluid's pass 1, and the solutes sent
     /// up; see [`SoluteTransfer`] for the two ways. Page-locked arrays go up first by DMA and
-    /// are tested on the GPU, so pass 1 follows the upload, and so do other arrays staged with
-    /// `MPCBOX_HOST_SOLUTE_TEST=gpu`; else they were checked on the host before (`Solvent`),
-    /// and the copies run beside pass 1 (testing them on the host as they are staged, with
-    /// pass 1 after, was slower: docs/coupling.md).
+    /// are tested on the GPU, so pass 1 follows the upload; other arrays were checked on the host
+    /// before (`Solvent`), and the copies run beside pass 1 (testing them as they are staged,
+    /// with pass 1 after, was slower: docs/coupling.md).
     pub(super) fn begin_coupled_step(
         &mut self,
         plan: &StepPlan,
@@ -116,9 +115,10 @@ impl CudaBackend {
         if ns == 0 {
             self.fluid_pass(&p)?;
         } else if tested_on_the_gpu(pos, vel, mass) {
-            // up (by DMA, or staged) and tested on the GPU, then the fluid moves
+            // up by DMA and tested on the GPU, then the fluid moves
             let cap = p.solute_mass_cap();
-            self.solutes.upload_tested(&self.dev, pos, vel, mass, cap)?;
+            self.solutes
+                .upload_page_locked(&self.dev, pos, vel, mass, cap)?;
             self.fluid_pass(&p)?;
         } else {
             // checked on the host before (`Solvent`), so the fluid streams while the copies run
