@@ -3,7 +3,9 @@
 //! the solutes stream ballistically on the host first, as an MD code would move them; only the
 //! time inside the solvent's calls is counted. References: the pinned host copy rates of the
 //! fluid's (first) GPU each way; host arrays cross PCIe every step, and each case gives its
-//! PCIe floor (56 bytes a solute up, 24 down, at those rates) and the host-side validation.
+//! PCIe floor (56 bytes a solute up, 24 down, at those rates) and the host-side validation;
+//! for pageable arrays also the pinned staging's own rates (the host's copy into it alone, and
+//! the staged way up and down), which bound them above the PCIe floor.
 
 use std::path::Path;
 use std::time::Instant;
