@@ -144,12 +144,8 @@ fn page_locked_solute_arrays_collide_as_pageable_ones(p: Platform) {
     let mut locked = Solvent::new(cfg).unwrap();
     p.check_backend(&locked.backend_description());
     let (pos, vel0, mass) = common::thermal_solutes(300, [8.0; 3], 3.0, 4);
-    let ordinal = locked.cuda_ordinal().expect("a GPU platform");
-    let mut arrays = mpcbox::backend::cuda::PinnedSoluteArrays::new(ordinal, pos.len()).unwrap();
+    let mut arrays = page_locked_copy(&locked, &pos, &vel0, &mass);
     let (lp, lv, lm) = arrays.arrays_mut().unwrap();
-    lp.copy_from_slice(&pos);
-    lv.copy_from_slice(&vel0);
-    lm.copy_from_slice(&mass);
     let mut v = vel0.clone();
     for _ in 0..4 {
         pageable.step_with_solutes(&pos, &mut v, &mass).unwrap();
@@ -205,12 +201,8 @@ fn solutes_in_many_staging_pieces_collide_as_page_locked_ones(p: Platform) {
     let mut pageable = Solvent::new(cfg.clone()).unwrap();
     let mut locked = Solvent::new(cfg).unwrap();
     let (pos, vel0, mass) = common::thermal_solutes(3_000_000, [128.0; 3], 2.0, 9);
-    let ordinal = locked.cuda_ordinal().expect("a GPU platform");
-    let mut arrays = mpcbox::backend::cuda::PinnedSoluteArrays::new(ordinal, pos.len()).unwrap();
+    let mut arrays = page_locked_copy(&locked, &pos, &vel0, &mass);
     let (lp, lv, lm) = arrays.arrays_mut().unwrap();
-    lp.copy_from_slice(&pos);
-    lv.copy_from_slice(&vel0);
-    lm.copy_from_slice(&mass);
     let mut v = vel0.clone();
     for _ in 0..2 {
         pageable.step_with_solutes(&pos, &mut v, &mass).unwrap();
@@ -231,6 +223,22 @@ fn solutes_in_many_staging_pieces_collide_as_page_locked_ones(p: Platform) {
         0,
         "{p}, split form: solutes whose velocities differ"
     );
+}
+
+/// The solutes copied into page-locked arrays of the solvent's GPU.
+fn page_locked_copy(
+    s: &Solvent,
+    pos: &[[f64; 3]],
+    vel: &[[f64; 3]],
+    mass: &[f64],
+) -> mpcbox::backend::cuda::PinnedSoluteArrays {
+    let ordinal = s.cuda_ordinal().expect("a GPU platform");
+    let mut arrays = mpcbox::backend::cuda::PinnedSoluteArrays::new(ordinal, pos.len()).unwrap();
+    let (lp, lv, lm) = arrays.arrays_mut().unwrap();
+    lp.copy_from_slice(pos);
+    lv.copy_from_slice(vel);
+    lm.copy_from_slice(mass);
+    arrays
 }
 
 fn differing(a: &[[f64; 3]], b: &[[f64; 3]]) -> usize {
