@@ -28,8 +28,8 @@ const MIN_CHUNK: usize = 1 << 14;
 const TASKS_PER_THREAD: usize = 4;
 
 /// Elements per task of a pass over `len` elements: every thread gets several tasks, however
-/// long the pass. (A fixed 64k-element task left half of 16 threads idle on the coupled step's
-/// 4 MB staging pieces, and the staged upload ran at 20 GB/s instead of 40.)
+/// long the pass (a fixed task size left half of the threads idle on the coupled step's
+/// staging pieces and on small arrays' checks).
 fn chunk_for(len: usize) -> usize {
     len.div_ceil(TASKS_PER_THREAD * host_threads())
         .max(MIN_CHUNK)

@@ -171,9 +171,8 @@ pub fn pinned_copy_gbps(ordinal: usize) -> Res<(f64, f64)> {
 /// then the whole way up and down as a coupled step does it.
 pub fn staged_copy_gbps(ordinal: usize) -> Res<(f64, f64, f64)> {
     let dev = CudaDevice::open(ordinal).map_err(|e| e.to_string())?;
-    let r = dev
-        .staged_copy_rates(256 << 20, 5)
-        .map_err(|e| e.to_string())?;
+    let r =
+        mpcbox::backend::cuda::staged_copy_rates(&dev, 256 << 20, 5).map_err(|e| e.to_string())?;
     Ok((r.host_copy / 1e9, r.up / 1e9, r.down / 1e9))
 }
 

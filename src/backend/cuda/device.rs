@@ -284,17 +284,6 @@ impl CudaDevice {
         let down = best(false)?;
         Ok((up, down))
     }
-
-    /// Host arrays in ordinary (pageable) memory through the pinned staging, bytes/s, each the
-    /// best of `reps` transfers of `bytes`: the references of a coupled step whose arrays are
-    /// staged (`pieces::staged_rates`).
-    pub fn staged_copy_rates(
-        &self,
-        bytes: usize,
-        reps: usize,
-    ) -> Result<super::pieces::StagedRates> {
-        super::pieces::staged_rates(&self.ctx, &self.stream, bytes / 8, reps)
-    }
 }
 
 /// What a failed allocation becomes (the out-of-memory error of the checked footprint).

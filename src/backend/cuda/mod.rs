@@ -83,6 +83,7 @@ pub use host_staging::SoluteTransfer;
 pub use multi::transfer;
 pub use open::{open_backend, open_backend_from};
 pub(crate) use params::WallParams;
+pub use pieces::{staged_copy_rates, StagedRates};
 pub use pinned_solutes::{alloc_page_locked, free_page_locked, PinnedSoluteArrays};
 pub use step::PHASE_NAMES;
 

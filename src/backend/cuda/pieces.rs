@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DevicePtr, PinnedHostSlice};
 
-use super::device::drv;
+use super::device::{drv, CudaDevice};
 use crate::error::Result;
 
 /// The flags of the pinned host memory that solutes go up through (`MPCBOX_SOLUTE_STAGING`):
@@ -28,10 +28,10 @@ const FEWEST_PER_PIECE: usize = 1 << 19;
 /// Pieces wanted at least, so that the host's copies overlap the DMA.
 const PIECES_WANTED: usize = 4;
 
-/// The pieces of `n` solutes. Large pieces are faster (one H200's host, pageable memory through
-/// the staging: 31-32 GB/s up with pieces of 2 M values, 18-19 GB/s with 512 k; the coupled
-/// step at 256³, 0.7 per cell, 1.86-1.98× the PCIe floor against 2.23-2.75×), but one piece
-/// overlaps nothing (128³, 0.7 per cell: 2.32-3.60× against 2.10-2.23× in three pieces).
+/// The pieces of `n` solutes. Large pieces cross faster (each piece pays for waking the host
+/// pool and launching its copies, and small ones left the staged way at half its rate), but one
+/// piece overlaps nothing, so smaller inputs keep several (docs/coupling.md, "Pageable host
+/// arrays").
 fn pieces(n: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
     let piece = n
         .div_ceil(PIECES_WANTED)
@@ -190,8 +190,14 @@ pub struct StagedRates {
     pub down: f64,
 }
 
+/// [`StagedRates`] on GPU `dev` of `bytes` in ordinary memory, each the best of `reps`
+/// transfers: the references of a coupled step whose host arrays are staged.
+pub fn staged_copy_rates(dev: &CudaDevice, bytes: usize, reps: usize) -> Result<StagedRates> {
+    staged_rates(&dev.ctx, &dev.stream, bytes / 8, reps)
+}
+
 /// [`StagedRates`] of `n` doubles, each the best of `reps` transfers.
-pub(super) fn staged_rates(
+fn staged_rates(
     ctx: &Arc<CudaContext>,
     stream: &Arc<CudaStream>,
     n: usize,
