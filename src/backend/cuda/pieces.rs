@@ -1,7 +1,8 @@
 //! Host arrays through pinned staging piece by piece: the host copies one piece (on the
 //! bounded host pool) while the previous one crosses PCIe, and on the way down copies a piece
 //! out as soon as it has arrived. Used by the coupled step's host solutes on one GPU
-//! (`coupled.rs`) and on several (`multi/solute_routes/host.rs`).
+//! (`host_staging.rs`), on several (`multi/solute_routes/host.rs`) and over ranks
+//! (`multi/rank_split/host.rs`); [`staged_copy_rates`] times the staging's own way.
 
 use std::sync::Arc;
 use std::time::Instant;
