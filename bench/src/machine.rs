@@ -169,11 +169,11 @@ pub fn pinned_copy_gbps(ordinal: usize) -> Res<(f64, f64)> {
 
 /// Pageable memory through the pinned staging (256 MiB), GB/s: the host's copy into it alone,
 /// then the whole way up and down as a coupled step does it.
-pub fn staged_copy_gbps(ordinal: usize) -> Res<(f64, f64, f64)> {
+pub fn staged_copy_gbps(ordinal: usize) -> Res<[f64; 3]> {
     let dev = CudaDevice::open(ordinal).map_err(|e| e.to_string())?;
     let r =
         mpcbox::backend::cuda::staged_copy_rates(&dev, 256 << 20, 5).map_err(|e| e.to_string())?;
-    Ok((r.host_copy / 1e9, r.up / 1e9, r.down / 1e9))
+    Ok([r.host_copy, r.up, r.down].map(|b| b / 1e9))
 }
 
 /// GPU 0 → 1 peer copy of plain allocations (the hardware's rate), GB/s (256 MiB).

@@ -87,14 +87,20 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
         );
         if !a.pinned_host {
             // pageable arrays cross through the staging: its rates bound them as PCIe does
-            let staged = crate::machine::staged_copy_gbps(g[0]);
-            let part = |k: usize| match &staged {
-                Ok(r) => Ok([r.0, r.1, r.2][k]),
-                Err(e) => Err(e.clone()),
-            };
-            rec.reference("host copy into staging GB/s", part(0));
-            rec.reference("staged upload GB/s", part(1));
-            rec.reference("staged download GB/s", part(2));
+            let names = [
+                "host copy into staging GB/s",
+                "staged upload GB/s",
+                "staged download GB/s",
+            ];
+            match crate::machine::staged_copy_gbps(g[0]) {
+                Ok(rates) => names
+                    .into_iter()
+                    .zip(rates)
+                    .for_each(|(name, r)| rec.reference(name, Ok(r))),
+                Err(e) => names
+                    .into_iter()
+                    .for_each(|name| rec.reference(name, Err(e.clone()))),
+            }
         }
     }
     let mode = if a.device_resident && a.overlap {

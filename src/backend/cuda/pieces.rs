@@ -4,10 +4,9 @@
 //! (`host_staging.rs`), on several (`multi/solute_routes/host.rs`) and over ranks
 //! (`multi/rank_split/host.rs`); [`staged_copy_rates`] times the staging's own way.
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DevicePtr, PinnedHostSlice};
+use cudarc::driver::{CudaEvent, CudaStream, DevicePtr, PinnedHostSlice};
 
 use super::device::{drv, CudaDevice};
 use crate::error::Result;
@@ -194,16 +193,8 @@ pub struct StagedRates {
 /// [`StagedRates`] on GPU `dev` of `bytes` in ordinary memory, each the best of `reps`
 /// transfers: the references of a coupled step whose host arrays are staged.
 pub fn staged_copy_rates(dev: &CudaDevice, bytes: usize, reps: usize) -> Result<StagedRates> {
-    staged_rates(&dev.ctx, &dev.stream, bytes / 8, reps)
-}
-
-/// [`StagedRates`] of `n` doubles, each the best of `reps` transfers.
-fn staged_rates(
-    ctx: &Arc<CudaContext>,
-    stream: &Arc<CudaStream>,
-    n: usize,
-    reps: usize,
-) -> Result<StagedRates> {
+    let (ctx, stream) = (&dev.ctx, &dev.stream);
+    let n = bytes / 8;
     let mut src: Vec<f64> = (0..n).map(|i| i as f64).collect();
     // SAFETY: pinned host memory, uninitialised: written by the host copies and by the
     // downloads (whose events `take` waits for) before anything reads it.
@@ -212,15 +203,15 @@ fn staged_rates(
     // SAFETY: as above.
     let mut down_staging =
         unsafe { ctx.alloc_pinned_with_flags::<f64>(n, 0) }.map_err(drv("pinned"))?;
-    let dev = stream.alloc_zeros::<f64>(n).map_err(drv("alloc"))?;
-    let dst = dev.device_ptr(stream).0;
-    let bytes = (8 * n) as f64;
+    let on_gpu = stream.alloc_zeros::<f64>(n).map_err(drv("alloc"))?;
+    let dst = on_gpu.device_ptr(stream).0;
+    let moved = (8 * n) as f64;
     let best = |f: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
         let mut rate = 0.0f64;
         for _ in 0..reps + 1 {
             let t0 = Instant::now();
             f()?;
-            rate = rate.max(bytes / t0.elapsed().as_secs_f64());
+            rate = rate.max(moved / t0.elapsed().as_secs_f64());
         }
         Ok(rate)
     };
@@ -237,19 +228,19 @@ fn staged_rates(
             width: 1,
             bound: Bound::Any,
         }];
-        // SAFETY: `dev` holds n doubles and nothing else touches it; the staging's previous
+        // SAFETY: `on_gpu` holds n doubles and nothing else touches it; the staging's previous
         // copies have passed (each transfer is waited for).
         unsafe { upload(stream, &mut arrays, n) }?;
         stream.synchronize().map_err(drv("sync"))
     })?;
     let mut arrived = Vec::new();
     let down = best(&mut || {
-        // SAFETY: `dev` holds n doubles, written by the uploads before (waited for); `take`
+        // SAFETY: `on_gpu` holds n doubles, written by the uploads before (waited for); `take`
         // reads each piece of the staging only after its event.
         unsafe { download(stream, dst, &mut down_staging, 1, n, &mut arrived) }?;
         take(&down_staging, 1, &mut src, &arrived)
     })?;
-    drop(dev);
+    drop(on_gpu);
     // what came back is what went up: the measurement timed the real way, not a short cut
     if let Some(i) = (0..n).find(|&i| src[i] != i as f64) {
         return Err(crate::error::MpcError::Device(format!(
