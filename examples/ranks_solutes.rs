@@ -7,7 +7,9 @@
 //! `tests/suite/mpi_ranks.rs`, which compares 2 and 3 ranks with 1. A second argument picks the
 //! fluid's device in the config's spelling (default `Cpu`; `Cuda([0])`: every rank on GPU 0).
 //! A third argument `device` hands the solutes over as device arrays on the rank's GPU (on a
-//! stream of its own, `step_with_device_solutes`) instead of host arrays.
+//! stream of its own, `step_with_device_solutes`) instead of host arrays; `pinned`, as host
+//! arrays in page-locked memory (`PinnedSoluteArrays`: they go up by DMA and are tested on
+//! the GPU).
 //! `RANKS_SOLUTES_SLABS=S` cuts the box into S y slabs (several per rank);
 //! `RANKS_SOLUTES_N=N` hands over the first N of the 240 (a few: a rank with one solute
 //! foreign to it, or none at all).
@@ -76,6 +78,24 @@ impl GpuSolutes {
     }
 }
 
+/// One step with host arrays in page-locked memory holding `pos`, `vel` and `mass`; `vel` then
+/// holds what the step left in the page-locked velocities (unchanged if it was refused).
+fn step_page_locked(
+    s: &mut Solvent,
+    pos: &[[f64; 3]],
+    vel: &mut [[f64; 3]],
+    mass: &[f64],
+) -> mpcbox::Result<()> {
+    let mut arrays = mpcbox::backend::cuda::PinnedSoluteArrays::new(0, pos.len())?;
+    let (p, v, m) = arrays.arrays_mut()?;
+    p.copy_from_slice(pos);
+    v.copy_from_slice(vel);
+    m.copy_from_slice(mass);
+    let stepped = s.step_with_solutes(p, v, m).map(|_| ());
+    vel.copy_from_slice(v);
+    stepped
+}
+
 fn device(e: cudarc::driver::DriverError) -> mpcbox::MpcError {
     mpcbox::MpcError::Device(e.to_string())
 }
@@ -100,6 +120,7 @@ fn main() -> Res<()> {
     );
     let device = std::env::args().nth(2).unwrap_or_else(|| "Cpu".into());
     let on_gpu = std::env::args().nth(3).as_deref() == Some("device");
+    let page_locked = std::env::args().nth(3).as_deref() == Some("pinned");
     // RANKS_SOLUTES_SLABS=S: the box cut into S y slabs (several per rank, or per GPU)
     let slabs = std::env::var("RANKS_SOLUTES_SLABS").unwrap_or_else(|_| "0".into());
     let cfg = Config::from_ron_str(&format!(
@@ -163,6 +184,7 @@ fn main() -> Res<()> {
             }
             let refused = match &mut gpu {
                 Some(g) => g.step(&mut solvent, Some(&wrong)),
+                None if page_locked => step_page_locked(&mut solvent, &wrong, &mut vel, &mass),
                 None => solvent
                     .step_with_solutes(&wrong, &mut vel, &mass)
                     .map(|_| ()),
@@ -177,6 +199,7 @@ fn main() -> Res<()> {
         }
         match &mut gpu {
             Some(g) => g.step(&mut solvent, None)?,
+            None if page_locked => step_page_locked(&mut solvent, &pos, &mut vel, &mass)?,
             None => solvent
                 .step_with_solutes(&pos, &mut vel, &mass)
                 .map(|_| ())?,

@@ -153,6 +153,22 @@ pub trait Backend: Send {
         false
     }
 
+    /// Over MPI ranks that each hand over their own solutes, before the ranks agree on a
+    /// one-call step's input: a backend may take this rank's host solutes now (up to its
+    /// device) and test their values there, instead of the host's check. `Ok(true)`: taken,
+    /// every value good (the caller then checks the lengths only, and the step that follows
+    /// with the same arrays uses what was taken); an error names a bad value as
+    /// [`check_host_solutes`] does; `Ok(false)`: not taken (the caller checks them on the
+    /// host). The fluid does not change either way. The default takes nothing.
+    fn take_host_solutes_tested(
+        &mut self,
+        _pos: &[[f64; 3]],
+        _vel: &[[f64; 3]],
+        _mass: &[f64],
+    ) -> Result<bool> {
+        Ok(false)
+    }
+
     /// Time each phase of a step (waiting for the devices after each, so slower) or not;
     /// resets the timers. A backend without phase timers ignores it.
     fn time_phases(&mut self, _on: bool) {}

@@ -17,23 +17,30 @@ impl Solvent {
     }
 
     /// The checks of [`Solvent::check_solutes`] the call of `handover` makes on the host: all of
-    /// them, or, where the backend tests the values itself in that call before anything changes
-    /// (`Backend::tests_host_solute_values`) and there are no walls, the lengths only.
+    /// them, or, where the backend tests the values itself before anything changes
+    /// (`Backend::tests_host_solute_values` in that call, or, over ranks, one call's solutes
+    /// taken and tested now: `Backend::take_host_solutes_tested`) and there are no walls, the
+    /// lengths only.
     pub(super) fn check_host_input(
-        &self,
+        &mut self,
         handover: HostHandover,
         pos: &[[f64; 3]],
         vel: &[[f64; 3]],
         mass: &[f64],
     ) -> Result<()> {
         // with walls the values first: a NaN position is not "inside the wall"
-        let lengths_only = self.phys.walls.is_none()
-            && vel.len() == pos.len()
-            && mass.len() == pos.len()
+        let plain = self.phys.walls.is_none() && vel.len() == pos.len() && mass.len() == pos.len();
+        if plain
             && self
                 .backend
-                .tests_host_solute_values(handover, pos, vel, mass);
-        if lengths_only {
+                .tests_host_solute_values(handover, pos, vel, mass)
+        {
+            return Ok(());
+        }
+        if plain
+            && handover == HostHandover::OneCall
+            && self.backend.take_host_solutes_tested(pos, vel, mass)?
+        {
             return Ok(());
         }
         self.check_solutes(pos, vel, mass)

@@ -283,7 +283,7 @@ pub(super) fn tested_on_the_gpu(pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]
 
 /// The error for host arrays whose test found a bad value, naming the first as the host check
 /// does (`check_host_solutes`, then the masses against the cells sums' cap).
-fn name_bad_host_value(
+pub(super) fn name_bad_host_value(
     pos: &[[f64; 3]],
     vel: &[[f64; 3]],
     mass: &[f64],

@@ -93,6 +93,10 @@ pub struct MultiCudaBackend {
     rank_copy: Option<solutes::RankSoluteCopy>,
     /// Over ranks: the split of this rank's own device solutes on its GPU (`rank_split.rs`).
     rank_split: Option<rank_split::RankSplit>,
+    /// Over ranks: this rank's page-locked host solutes (their address and count) uploaded
+    /// to the split and tested there before the ranks agreed (`take_host_solutes_tested`);
+    /// forgotten when the agreement fails, consumed by the step that follows.
+    rank_host_taken: std::cell::Cell<Option<(usize, usize)>>,
     /// First layer of each slab of the box, then Ly.
     bounds: Vec<u32>,
     phys: Physics,
@@ -340,10 +344,25 @@ impl Backend for MultiCudaBackend {
     }
 
     fn agree_on_input(&self, mine: Result<()>) -> Result<()> {
-        if self.transport.ranks() > 1 && self.solutes_per_rank {
-            return crate::ranks::agree_on_input(&*self.transport, mine);
+        let agreed = if self.transport.ranks() > 1 && self.solutes_per_rank {
+            crate::ranks::agree_on_input(&*self.transport, mine)
+        } else {
+            mine
+        };
+        if agreed.is_err() {
+            // no step follows: what was taken for it must not stand in for a later call's
+            self.rank_host_taken.set(None);
         }
-        mine
+        agreed
+    }
+
+    fn take_host_solutes_tested(
+        &mut self,
+        pos: &[[f64; 3]],
+        vel: &[[f64; 3]],
+        mass: &[f64],
+    ) -> Result<bool> {
+        self.take_rank_host_solutes(pos, vel, mass)
     }
 
     fn cuda_ordinal(&self) -> Option<usize> {

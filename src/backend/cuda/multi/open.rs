@@ -209,6 +209,7 @@ impl MultiCudaBackend {
             routes: None,
             rank_copy: None,
             rank_split: None,
+            rank_host_taken: std::cell::Cell::new(None),
             bounds: layout.bounds,
             phys: phys.clone(),
             n_total,

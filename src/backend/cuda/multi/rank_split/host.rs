@@ -1,6 +1,8 @@
 //! A rank's own host solutes through the split: uploaded to its GPU beside pass 1 (their values
 //! checked on the host and agreed over the ranks before), split there as device solutes are,
-//! and their velocities copied back into the caller's array.
+//! and their velocities copied back into the caller's array. Page-locked arrays go up by DMA
+//! before the ranks agree and are tested on the GPU instead of on the host
+//! (`take_rank_host_solutes`): one read of the caller's memory, by the DMA engine.
 
 use std::sync::Arc;
 
@@ -9,6 +11,7 @@ use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, PinnedHostSlic
 use super::RankSplit;
 use crate::backend::cuda::device::drv;
 use crate::backend::cuda::multi::MultiCudaBackend;
+use crate::backend::cuda::CudaBackend;
 use crate::backend::{DeviceSolutes, SoluteBatch, StepReport};
 use crate::error::Result;
 use crate::physics::StepPlan;
@@ -55,14 +58,31 @@ impl HostInput {
             arrived: Vec::new(),
         })
     }
+
+    /// The first `n` uploaded solutes as device solutes on `stream`.
+    fn device_solutes(&self, stream: &Arc<CudaStream>, n: usize) -> DeviceSolutes {
+        DeviceSolutes {
+            pos: self.pos.device_ptr(stream).0,
+            vel: self.vel.device_ptr(stream).0,
+            mass: self.mass.device_ptr(stream).0,
+            n,
+            stream: stream.cu_stream() as u64,
+        }
+    }
 }
 
 impl RankSplit {
-    /// This rank's host solutes `b` up to its GPU on the split's stream (their values were
-    /// checked on the host and agreed over the ranks): the device solutes the split takes.
-    fn upload_host(&mut self, b: &SoluteBatch<'_>) -> Result<DeviceSolutes> {
+    /// This rank's host solutes up to its GPU on the split's stream (their values checked on
+    /// the host and agreed over the ranks, or tested next on the GPU): the device solutes the
+    /// split takes.
+    fn upload_host(
+        &mut self,
+        pos: &[[f64; 3]],
+        vel: &[[f64; 3]],
+        mass: &[f64],
+    ) -> Result<DeviceSolutes> {
         use crate::backend::cuda::pieces::{self, Bound, Up};
-        let n = b.len();
+        let n = pos.len();
         let st = self.stream.clone();
         // the previous step's copies out of the staging have passed (the host waited for the
         // velocities at its end); new buffers only when the count outgrows them
@@ -71,46 +91,82 @@ impl RankSplit {
             self.host = Some(HostInput::new(&st, n)?);
         }
         let h = self.host.as_mut().expect("made above");
-        let (pos, vel, mass) = (
+        let (pos_at, vel_at, mass_at) = (
             h.pos.device_ptr(&st).0,
             h.vel.device_ptr(&st).0,
             h.mass.device_ptr(&st).0,
         );
         let mut arrays = [
             Up {
-                src: b.pos.as_flattened(),
+                src: pos.as_flattened(),
                 staging: &mut h.pos_up,
-                dst: pos,
+                dst: pos_at,
                 width: 3,
                 bound: Bound::Any,
             },
             Up {
-                src: b.vel.as_flattened(),
+                src: vel.as_flattened(),
                 staging: &mut h.vel_up,
-                dst: vel,
+                dst: vel_at,
                 width: 3,
                 bound: Bound::Any,
             },
             Up {
-                src: b.mass,
+                src: mass,
                 staging: &mut h.mass_up,
-                dst: mass,
+                dst: mass_at,
                 width: 1,
                 bound: Bound::Any,
             },
         ];
         // SAFETY: the device arrays hold capacity >= n solutes, read next by the split's count
-        // on this stream; the staging's previous copies have passed (above); page-locked
-        // caller arrays are read until the stream passes the copies, and the caller's batch
-        // is borrowed until this step returns, after the host waited for the stream.
+        // (or test) on this stream; the staging's previous copies have passed (above);
+        // page-locked caller arrays are read until the stream passes the copies, and the
+        // host waits for the stream before the caller gets them back (the test's verdict, or
+        // the end of the step).
         unsafe { pieces::upload(&st, &mut arrays, n) }?;
-        Ok(DeviceSolutes {
-            pos,
-            vel,
-            mass,
-            n,
-            stream: st.cu_stream() as u64,
-        })
+        Ok(h.device_solutes(&st, n))
+    }
+
+    /// This rank's page-locked host solutes up to its GPU by DMA, then every value tested there
+    /// (finite, within the coordinate limit, masses > 0 and within `mass_cap`); the host waits
+    /// for the verdict, so the caller's memory is no longer read when this returns. A bad
+    /// value is named as the host check names it; only the split's buffers were written.
+    fn upload_tested(
+        &mut self,
+        home: &CudaBackend,
+        pos: &[[f64; 3]],
+        vel: &[[f64; 3]],
+        mass: &[f64],
+        mass_cap: f64,
+    ) -> Result<()> {
+        use crate::backend::cuda::device_solutes::queue_value_check;
+        home.dev.ctx.bind_to_thread().map_err(drv("bind"))?;
+        let uploaded = self.upload_host(pos, vel, mass);
+        let st = self.stream.clone();
+        let tested = uploaded.and_then(|d| {
+            st.memcpy_htod(&[u32::MAX; 4], &mut self.first_bad)
+                .map_err(drv("solute check"))?;
+            // SAFETY: the split's own device arrays of capacity >= n, filled by the copies
+            // queued before on this stream, read next by the step's count on this stream.
+            unsafe { queue_value_check(&st, &home.dev, &d, None, mass_cap, &mut self.first_bad) }?;
+            let mut first = [0u32; 4];
+            st.memcpy_dtoh(&self.first_bad, &mut first)
+                .map_err(drv("solute check"))?;
+            Ok(first == [u32::MAX; 4])
+        });
+        match tested {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                crate::backend::cuda::host_staging::name_bad_host_value(pos, vel, mass, mass_cap)
+            }
+            Err(e) => {
+                // the copies may still read the caller's arrays: wait for them before they go
+                // back to the caller (an error of the wait adds nothing to this one)
+                let _ = st.synchronize();
+                Err(e)
+            }
+        }
     }
 
     /// The collided velocities of the uploaded host solutes into `out` (3 per solute), after
@@ -138,10 +194,41 @@ impl RankSplit {
 }
 
 impl MultiCudaBackend {
-    /// One step over MPI ranks with this rank's own host solutes `b` (checked on the host and
-    /// agreed over the ranks before): uploaded to its first GPU and split there as device
-    /// solutes are, the velocities copied back into `b`. Collective in the same order as
-    /// `step_over_ranks`: the route, the step, the return.
+    /// Over ranks that each pass their own solutes (split on their GPUs): page-locked host
+    /// arrays up to this rank's first GPU by DMA and tested there, before the ranks agree on
+    /// the input (`Backend::take_host_solutes_tested`); false for other arrays, which the
+    /// host checks. Nothing of the fluid changes.
+    pub(in crate::backend::cuda::multi) fn take_rank_host_solutes(
+        &mut self,
+        pos: &[[f64; 3]],
+        vel: &[[f64; 3]],
+        mass: &[f64],
+    ) -> Result<bool> {
+        self.rank_host_taken.set(None);
+        let split_here = self.transport.ranks() > 1 && self.solutes_per_rank && !super::off();
+        if !split_here
+            || pos.is_empty()
+            || !crate::backend::cuda::host_staging::tested_on_the_gpu(pos, vel, mass)
+        {
+            return Ok(false);
+        }
+        self.split_at(0)?;
+        let cap = self
+            .phys
+            .sums
+            .as_ref()
+            .map_or(f64::INFINITY, |s| s.max_solute_mass);
+        let split = self.rank_split.as_mut().expect("made by split_at");
+        split.upload_tested(&self.slabs[0], pos, vel, mass, cap)?;
+        self.rank_host_taken
+            .set(Some((pos.as_ptr() as usize, pos.len())));
+        Ok(true)
+    }
+
+    /// One step over MPI ranks with this rank's own host solutes `b` (checked on the host, or
+    /// taken and tested on its GPU, and agreed over the ranks before): uploaded to its first
+    /// GPU and split there as device solutes are, the velocities copied back into `b`.
+    /// Collective in the same order as `step_over_ranks`: the route, the step, the return.
     pub(in crate::backend::cuda::multi) fn step_host_split(
         &mut self,
         plan: &StepPlan,
@@ -155,7 +242,12 @@ impl MultiCudaBackend {
             if self.fluid_begun.is_none() {
                 self.begin_pass_one(plan, b.len())?;
             }
-            let d = split.upload_host(b)?;
+            // the arrays taken and tested before the agreement are on the GPU already
+            let taken = self.rank_host_taken.take() == Some((b.pos.as_ptr() as usize, b.len()));
+            let d = match (taken, split.host.as_ref()) {
+                (true, Some(h)) => h.device_solutes(&split.stream, b.len()),
+                _ => split.upload_host(b.pos, b.vel, b.mass)?,
+            };
             split.count(&self.slabs[0], plan, &d)?;
             let report = self.step_split(plan, &d, &mut split)?;
             split.download_host(b.vel)?;
