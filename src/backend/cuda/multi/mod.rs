@@ -93,9 +93,8 @@ pub struct MultiCudaBackend {
     rank_copy: Option<solutes::RankSoluteCopy>,
     /// Over ranks: the split of this rank's own device solutes on its GPU (`rank_split.rs`).
     rank_split: Option<rank_split::RankSplit>,
-    /// Over ranks: this rank's page-locked host solutes (their address and count) uploaded
-    /// to the split and tested there before the ranks agreed (`take_host_solutes_tested`);
-    /// forgotten when the agreement fails, consumed by the step that follows.
+    /// Over ranks: the address and count of host solutes taken up to the split and tested
+    /// (`take_host_solutes_tested`): consumed by the next step, forgotten if the ranks disagree.
     rank_host_taken: std::cell::Cell<Option<(usize, usize)>>,
     /// First layer of each slab of the box, then Ly.
     bounds: Vec<u32>,
