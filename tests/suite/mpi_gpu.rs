@@ -147,8 +147,9 @@ fn device_solutes_per_gpu_rank_are_routed_to_their_cells_and_back() {
 /// with `pinned`): each rank's go up to its GPU by DMA and are tested there before the ranks
 /// agree on the step's input, instead of being checked on the host. On 2 and 3 ranks every
 /// solute's velocity after 20 steps equals the one-process run's (page-locked arrays there
-/// too) to 1e-9, fluid + solute momentum is conserved across the ranks (also with a single
-/// solute or a few: a rank with none, whose arrays are empty, is checked on the host), and a
+/// too) to 1e-9, fluid + solute momentum is conserved across the ranks (also with 3 slabs over
+/// 2 ranks, and with a single solute or a few: a rank with none, whose arrays are empty, is
+/// checked on the host), and a
 /// NaN position in rank 1's page-locked arrays stops every rank at that step, naming the array
 /// and rank 1, with nothing changed (its velocities, the fluid and every later step as in the
 /// clean run).
@@ -158,6 +159,9 @@ fn page_locked_solutes_per_gpu_rank_are_tested_on_the_gpu() {
     let bin = mpi_mpcbox();
     let how = ["Cuda([0])", "pinned"];
     super::mpi_solutes::compare_routed_solutes(bin, &how, &[2, 3], &[]);
+    // 3 slabs over 2 ranks: the rank of two slabs routes its taken solutes over both
+    let envs = [("RANKS_SOLUTES_SLABS", "3")];
+    super::mpi_solutes::compare_routed_solutes(bin, &how, &[2], &envs);
     super::mpi_solutes::assert_few_solutes_are_routed(bin, &how);
     super::mpi_solutes::assert_a_bad_solute_stops_every_rank(bin, &how);
 }
