@@ -13,9 +13,10 @@
 //! `RANKS_SOLUTES_SLABS=S` cuts the box into S y slabs (several per rank);
 //! `RANKS_SOLUTES_N=N` hands over the first N of the 240 (a few: a rank with one solute
 //! foreign to it, or none at all).
-//! With `RANKS_SOLUTES_BAD=R:S`, rank R first hands over a NaN position at step S: every rank
-//! writes the error its step returned to `OUT_DIR/error_<rank>.txt`, then steps again with the
-//! good solutes (nothing changed, so the run ends as one without the bad call).
+//! With `RANKS_SOLUTES_BAD=R:S`, rank R first hands over a NaN position at step S (with
+//! `R:S:mass`, a mass of 10⁶ instead, beyond the fixed-point sums' cap): every rank writes the
+//! error its step returned to `OUT_DIR/error_<rank>.txt`, then steps again with the good
+//! solutes (nothing changed, so the run ends as one without the bad call).
 
 use std::fmt::Write as _;
 
@@ -55,17 +56,29 @@ impl GpuSolutes {
         })
     }
 
-    /// One step with these solutes, or with `wrong` positions instead (a separate array).
-    fn step(&mut self, s: &mut Solvent, wrong: Option<&[[f64; 3]]>) -> mpcbox::Result<()> {
+    /// One step with these solutes, or with `wrong` positions and masses instead (separate
+    /// arrays).
+    fn step(
+        &mut self,
+        s: &mut Solvent,
+        wrong: Option<(&[[f64; 3]], &[f64])>,
+    ) -> mpcbox::Result<()> {
         let stream = &self.stream;
         let wrong = match wrong {
-            Some(w) => Some(stream.clone_htod(w.as_flattened()).map_err(device)?),
+            Some((p, m)) => Some((
+                stream.clone_htod(p.as_flattened()).map_err(device)?,
+                stream.clone_htod(m).map_err(device)?,
+            )),
             None => None,
         };
+        let (pos, mass) = match &wrong {
+            Some((p, m)) => (p, m),
+            None => (&self.pos, &self.mass),
+        };
         let d = DeviceSolutes {
-            pos: wrong.as_ref().unwrap_or(&self.pos).device_ptr(stream).0,
+            pos: pos.device_ptr(stream).0,
             vel: self.vel.device_ptr(stream).0,
-            mass: self.mass.device_ptr(stream).0,
+            mass: mass.device_ptr(stream).0,
             n: self.mass.len(),
             stream: stream.cu_stream() as u64,
         };
@@ -166,10 +179,12 @@ fn main() -> Res<()> {
         let fluid = s.observables()?.momentum;
         Ok([0, 1, 2].map(|k| p[k] + fluid[k]))
     };
-    // RANKS_SOLUTES_BAD=R:S: rank R passes a NaN position at step S
+    // RANKS_SOLUTES_BAD=R:S[:mass]: rank R passes a NaN position (or a mass of 1e6) at step S
     let bad = std::env::var("RANKS_SOLUTES_BAD").ok().and_then(|s| {
-        let (r, at) = s.split_once(':')?;
-        Some((r.parse::<usize>().ok()?, at.parse::<u64>().ok()?))
+        let mut words = s.split(':');
+        let r = words.next()?.parse::<usize>().ok()?;
+        let at = words.next()?.parse::<u64>().ok()?;
+        Some((r, at, words.next() == Some("mass")))
     });
     let before = momentum(&mut solvent, &vel)?;
     let mut gpu = match on_gpu {
@@ -177,22 +192,28 @@ fn main() -> Res<()> {
         false => None,
     };
     for step in 0..cfg.steps {
-        if let Some((bad_rank, at)) = bad.filter(|b| b.1 == step) {
-            let mut wrong = pos.clone();
+        if let Some((bad_rank, at, heavy)) = bad.filter(|b| b.1 == step) {
+            let (mut wrong, mut wrong_mass) = (pos.clone(), mass.clone());
             if rank == bad_rank && !wrong.is_empty() {
-                wrong[0][1] = f64::NAN;
+                match heavy {
+                    true => wrong_mass[0] = 1e6,
+                    false => wrong[0][1] = f64::NAN,
+                }
             }
             let refused = match &mut gpu {
-                Some(g) => g.step(&mut solvent, Some(&wrong)),
-                None if page_locked => step_page_locked(&mut solvent, &wrong, &mut vel, &mass),
+                Some(g) => g.step(&mut solvent, Some((&wrong, &wrong_mass))),
+                None if page_locked => {
+                    step_page_locked(&mut solvent, &wrong, &mut vel, &wrong_mass)
+                }
                 None => solvent
-                    .step_with_solutes(&wrong, &mut vel, &mass)
+                    .step_with_solutes(&wrong, &mut vel, &wrong_mass)
                     .map(|_| ()),
             };
             let Err(e) = refused else {
-                return Err(
-                    format!("rank {rank}: the step with a NaN on rank {bad_rank} ran").into(),
-                );
+                return Err(format!(
+                    "rank {rank}: the step with a bad value on rank {bad_rank} ran"
+                )
+                .into());
             };
             std::fs::create_dir_all(&out)?;
             std::fs::write(out.join(format!("error_{rank}.txt")), format!("{at} {e}"))?;

@@ -150,9 +150,9 @@ fn device_solutes_per_gpu_rank_are_routed_to_their_cells_and_back() {
 /// too) to 1e-9, fluid + solute momentum is conserved across the ranks (also with 3 slabs over
 /// 2 ranks, and with a single solute or a few: a rank with none, whose arrays are empty, is
 /// checked on the host), and a
-/// NaN position in rank 1's page-locked arrays stops every rank at that step, naming the array
-/// and rank 1, with nothing changed (its velocities, the fluid and every later step as in the
-/// clean run).
+/// NaN position or a mass beyond the fixed-point sums' cap in rank 1's page-locked arrays stops
+/// every rank at that step, naming the array and rank 1, with nothing changed (its velocities,
+/// the fluid and every later step as in the clean run).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn page_locked_solutes_per_gpu_rank_are_tested_on_the_gpu() {
@@ -163,7 +163,9 @@ fn page_locked_solutes_per_gpu_rank_are_tested_on_the_gpu() {
     let envs = [("RANKS_SOLUTES_SLABS", "3")];
     super::mpi_solutes::compare_routed_solutes(bin, &how, &[2], &envs);
     super::mpi_solutes::assert_few_solutes_are_routed(bin, &how);
-    super::mpi_solutes::assert_a_bad_solute_stops_every_rank(bin, &how);
+    use super::mpi_solutes::{assert_a_bad_value_stops_every_rank, Bad};
+    assert_a_bad_value_stops_every_rank(bin, &how, Bad::NanPosition);
+    assert_a_bad_value_stops_every_rank(bin, &how, Bad::HeavyMass);
 }
 
 /// The polymer config on GPU 0 with the bundled MD on the GPU and the fluid cut into `slabs`.

@@ -92,10 +92,10 @@ pub(super) fn compare_routed_solutes(
     }
 }
 
-/// A NaN position handed over by rank 1 of 3 at step 5 (`RANKS_SOLUTES_BAD`): every rank's
-/// step fails at that step, rank 1 naming the array and itself, the others naming rank 1, and
-/// nothing changes: stepping again with the good solutes ends the run as a clean run does, bit
-/// for bit.
+/// A NaN position handed over by rank 1 of 3 at step 5 (`RANKS_SOLUTES_BAD`), and in another run
+/// a mass beyond the fixed-point sums' cap: every rank's step fails at that step, rank 1 naming
+/// the array and itself, the others naming rank 1, and nothing changes: stepping again with the
+/// good solutes ends the run as a clean run does, bit for bit.
 #[test]
 #[cfg_attr(
     not(mpcbox_external),
@@ -103,6 +103,7 @@ pub(super) fn compare_routed_solutes(
 )]
 fn a_bad_solute_on_one_rank_stops_every_rank_and_changes_nothing() {
     assert_a_bad_solute_stops_every_rank(mpi_mpcbox(), &[]);
+    assert_a_bad_value_stops_every_rank(mpi_mpcbox(), &[], Bad::HeavyMass);
 }
 
 /// `examples/ranks_solutes` on 3 ranks with `how` (its arguments after the output directory),
@@ -110,22 +111,38 @@ fn a_bad_solute_on_one_rank_stops_every_rank_and_changes_nothing() {
 /// rank 1's naming the array and itself, the others' naming rank 1, and the run then ends as
 /// the clean one, bit for bit.
 pub(super) fn assert_a_bad_solute_stops_every_rank(bin: &Path, how: &[&str]) {
+    assert_a_bad_value_stops_every_rank(bin, how, Bad::NanPosition);
+}
+
+/// What rank 1 hands over at step 5 in `assert_a_bad_value_stops_every_rank`.
+#[derive(Clone, Copy)]
+pub(super) enum Bad {
+    /// A NaN position.
+    NanPosition,
+    /// A mass of 10⁶, beyond the cap of the fixed-point cell sums.
+    HeavyMass,
+}
+
+/// As [`assert_a_bad_solute_stops_every_rank`], with `bad` handed over by rank 1 at step 5;
+/// its error names the array (positions or masses).
+pub(super) fn assert_a_bad_value_stops_every_rank(bin: &Path, how: &[&str], bad: Bad) {
+    let (spec, field) = match bad {
+        Bad::NanPosition => ("1:5", "positions"),
+        Bad::HeavyMass => ("1:5:mass", "masses"),
+    };
     let example = bin.with_file_name("examples").join("ranks_solutes");
     let dir = tempfile::tempdir().unwrap();
     let (clean, bad) = (dir.path().join("clean"), dir.path().join("bad"));
     let clean_args = [&[clean.to_str().unwrap()], how].concat();
     run_ok(&example, 3, dir.path(), &clean_args);
-    let envs = [("RANKS_SOLUTES_BAD", "1:5")];
+    let envs = [("RANKS_SOLUTES_BAD", spec)];
     let bad_args = [&[bad.to_str().unwrap()], how].concat();
     run_ok_with(&example, 3, dir.path(), &bad_args, &envs);
     for r in 0..3 {
         let err = std::fs::read_to_string(bad.join(format!("error_{r}.txt"))).unwrap();
         assert!(err.starts_with("5 "), "rank {r}: {err}");
         if r == 1 {
-            assert!(
-                err.contains("positions") && err.contains("on rank 1"),
-                "{err}"
-            );
+            assert!(err.contains(field) && err.contains("on rank 1"), "{err}");
         } else {
             assert!(err.contains("rank(s) [1] of 3"), "rank {r}: {err}");
         }
