@@ -220,6 +220,30 @@ pub(super) unsafe fn queue_value_check(
     Ok(())
 }
 
+/// The check kernel over every solute of `s` on `stream` (after what is queued there), the host
+/// waiting for its verdict: true when every value is good.
+///
+/// # Safety
+/// As [`queue_value_check`] (without a subset).
+pub(super) unsafe fn values_good(
+    stream: &std::sync::Arc<CudaStream>,
+    dev: &CudaDevice,
+    s: &DeviceSolutes,
+    mass_cap: f64,
+    first_bad: &mut CudaSlice<u32>,
+) -> Result<bool> {
+    stream
+        .memcpy_htod(&[u32::MAX; 4], first_bad)
+        .map_err(drv("solute check"))?;
+    // SAFETY: the caller's promises, passed on.
+    unsafe { queue_value_check(stream, dev, s, None, mass_cap, first_bad) }?;
+    let mut first = [0u32; 4];
+    stream
+        .memcpy_dtoh(first_bad, &mut first)
+        .map_err(drv("solute check"))?;
+    Ok(first == [u32::MAX; 4])
+}
+
 /// Make `waiter` wait for everything queued on `signaller` so far (a raw `CUstream`; 0 is the
 /// legacy default stream), through `event`, without blocking the host.
 fn order_after(event: &CudaEvent, signaller: sys::CUstream, waiter: sys::CUstream) -> Result<()> {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 
 use super::device::{drv, CudaDevice};
-use super::device_solutes::{page_locked, queue_value_check};
+use super::device_solutes::{page_locked, values_good};
 use super::pieces;
 use super::solute_coupling::{CoupledIo, SoluteCoupling};
 use crate::backend::DeviceSolutes;
@@ -194,8 +194,6 @@ impl SoluteCoupling {
     fn uploaded_values_good(&mut self, dev: &CudaDevice, ns: usize, mass_cap: f64) -> Result<bool> {
         let (io, sb) = self.staged()?;
         let up = io.upload.clone();
-        up.memcpy_htod(&[u32::MAX; 4], &mut io.first_bad)
-            .map_err(drv("solute check"))?;
         let uploaded = DeviceSolutes {
             pos: sb.pos.device_ptr(&up).0,
             vel: sb.vel.device_ptr(&up).0,
@@ -205,11 +203,7 @@ impl SoluteCoupling {
         };
         // SAFETY: mpcbox's solute buffers (capacity >= ns on this GPU), filled by the copies
         // queued before on this stream and read next by the binning, which waits for it.
-        unsafe { queue_value_check(&up, dev, &uploaded, None, mass_cap, &mut io.first_bad) }?;
-        let mut first = [0u32; 4];
-        up.memcpy_dtoh(&io.first_bad, &mut first)
-            .map_err(drv("solute check"))?;
-        Ok(first == [u32::MAX; 4])
+        unsafe { values_good(&up, dev, &uploaded, mass_cap, &mut io.first_bad) }
     }
 
     /// Copies straight from the caller's arrays on the upload stream; each returns when done,

@@ -140,20 +140,14 @@ impl RankSplit {
         mass: &[f64],
         mass_cap: f64,
     ) -> Result<()> {
-        use crate::backend::cuda::device_solutes::queue_value_check;
+        use crate::backend::cuda::device_solutes::values_good;
         home.dev.ctx.bind_to_thread().map_err(drv("bind"))?;
         let uploaded = self.upload_host(pos, vel, mass);
         let st = self.stream.clone();
-        let tested = uploaded.and_then(|d| {
-            st.memcpy_htod(&[u32::MAX; 4], &mut self.first_bad)
-                .map_err(drv("solute check"))?;
-            // SAFETY: the split's own device arrays of capacity >= n, filled by the copies
-            // queued before on this stream, read next by the step's count on this stream.
-            unsafe { queue_value_check(&st, &home.dev, &d, None, mass_cap, &mut self.first_bad) }?;
-            let mut first = [0u32; 4];
-            st.memcpy_dtoh(&self.first_bad, &mut first)
-                .map_err(drv("solute check"))?;
-            Ok(first == [u32::MAX; 4])
+        // SAFETY: the split's own device arrays of capacity >= n, filled by the copies queued
+        // before on this stream, read next by the step's count on this stream.
+        let tested = uploaded.and_then(|d| unsafe {
+            values_good(&st, &home.dev, &d, mass_cap, &mut self.first_bad)
         });
         match tested {
             Ok(true) => Ok(()),
@@ -237,8 +231,8 @@ impl MultiCudaBackend {
         self.split_at(0)?;
         let mut split = self.rank_split.take().expect("made by split_at");
         let done = (|| {
-            // the values were checked on the host and agreed: the fluid streams at once, while
-            // the solutes go up and are split
+            // the values were checked (on the host, or on the GPU once taken) and agreed: the
+            // fluid streams at once, while the solutes go up (unless taken) and are split
             if self.fluid_begun.is_none() {
                 self.begin_pass_one(plan, b.len())?;
             }
