@@ -176,16 +176,8 @@ impl SoluteCoupling {
             unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, up.cu_stream()) }
                 .map_err(drv("solute upload"))
         });
-        match queued.and_then(|()| self.uploaded_values_good(dev, ns, mass_cap)) {
-            Ok(true) => Ok(()),
-            Ok(false) => name_bad_host_value(pos, vel, mass, mass_cap),
-            Err(e) => {
-                // the copies may still read the caller's arrays: wait for them before they go
-                // back to the caller (an error of the wait adds nothing to this one)
-                let _ = up.synchronize();
-                Err(e)
-            }
-        }
+        let tested = queued.and_then(|()| self.uploaded_values_good(dev, ns, mass_cap));
+        verdict_on_upload(tested, &up, pos, vel, mass, mass_cap)
     }
 
     /// The check kernel over the `ns` solutes just queued up on the upload stream (after the
@@ -275,9 +267,32 @@ pub(super) fn tested_on_the_gpu(pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64]
         && page_locked(mass)
 }
 
+/// What the GPU's test of host arrays just copied up by DMA on `stream` (`tested`: every value
+/// good, or an error of the copies or the test) means for the caller: nothing, a bad value named
+/// as the host check names it, or the error once the copies no longer read the caller's arrays.
+pub(super) fn verdict_on_upload(
+    tested: Result<bool>,
+    stream: &CudaStream,
+    pos: &[[f64; 3]],
+    vel: &[[f64; 3]],
+    mass: &[f64],
+    mass_cap: f64,
+) -> Result<()> {
+    match tested {
+        Ok(true) => Ok(()),
+        Ok(false) => name_bad_host_value(pos, vel, mass, mass_cap),
+        Err(e) => {
+            // the copies may still read the caller's arrays: wait for them before they go
+            // back to the caller (an error of the wait adds nothing to this one)
+            let _ = stream.synchronize();
+            Err(e)
+        }
+    }
+}
+
 /// The error for host arrays whose test found a bad value, naming the first as the host check
 /// does (`check_host_solutes`, then the masses against the cells sums' cap).
-pub(super) fn name_bad_host_value(
+fn name_bad_host_value(
     pos: &[[f64; 3]],
     vel: &[[f64; 3]],
     mass: &[f64],

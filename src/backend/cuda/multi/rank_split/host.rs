@@ -149,18 +149,7 @@ impl RankSplit {
         let tested = uploaded.and_then(|d| unsafe {
             values_good(&st, &home.dev, &d, mass_cap, &mut self.first_bad)
         });
-        match tested {
-            Ok(true) => Ok(()),
-            Ok(false) => {
-                crate::backend::cuda::host_staging::name_bad_host_value(pos, vel, mass, mass_cap)
-            }
-            Err(e) => {
-                // the copies may still read the caller's arrays: wait for them before they go
-                // back to the caller (an error of the wait adds nothing to this one)
-                let _ = st.synchronize();
-                Err(e)
-            }
-        }
+        crate::backend::cuda::host_staging::verdict_on_upload(tested, &st, pos, vel, mass, mass_cap)
     }
 
     /// The collided velocities of the uploaded host solutes into `out` (3 per solute), after
