@@ -413,7 +413,7 @@ impl MultiCudaBackend {
             self.begin_pass_one(plan, s.n)?;
         }
         let mut split = self.rank_split.take().expect("made by split_rank_solutes");
-        let done = self.step_split(plan, s, &mut split);
+        let done = self.step_split(plan, s, &mut split, None);
         self.rank_split = Some(split);
         done
     }
@@ -449,11 +449,15 @@ impl MultiCudaBackend {
         split.count(&self.slabs[home], plan, s)
     }
 
+    /// The split's step on this rank's solutes `s` on its GPU: the caller's device arrays, or
+    /// (with `host_out`, the caller's host velocities) its host arrays uploaded, whose
+    /// velocities then go down into `host_out`.
     fn step_split(
         &mut self,
         plan: &StepPlan,
         s: &DeviceSolutes,
         split: &mut RankSplit,
+        host_out: Option<&mut [[f64; 3]]>,
     ) -> Result<StepReport> {
         let mut t = Instant::now();
         let home = self.solutes_home(s)?;
@@ -492,8 +496,23 @@ impl MultiCudaBackend {
         let mut t = Instant::now();
         split.scatter_own(&self.slabs[home], s, arrived.as_mut())?;
         let transport = &*self.transport;
-        return_solute_velocities(transport, SoluteMode::PerRank, &held, Some(&mut foreign))?;
-        split.scatter_returned(&self.slabs[home], s, &f)?;
+        match host_out {
+            // host arrays: the own velocities go down while the foreign ones come back
+            Some(out) => {
+                split.return_host_velocities(out, || {
+                    let back = Some(&mut foreign);
+                    return_solute_velocities(transport, SoluteMode::PerRank, &held, back)
+                })?;
+                // the download has landed: the foreign solutes' velocities over their slots
+                for (&i, v) in f.index.iter().zip(foreign.vel.iter()) {
+                    out[i as usize] = *v;
+                }
+            }
+            None => {
+                return_solute_velocities(transport, SoluteMode::PerRank, &held, Some(&mut foreign))?;
+                split.scatter_returned(&self.slabs[home], s, &f)?;
+            }
+        }
         split.foreign = f;
         self.lap_rank_split(RANK_SPLIT_RETURNED, &mut t);
         Ok(report)

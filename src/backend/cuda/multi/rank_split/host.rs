@@ -152,9 +152,17 @@ impl RankSplit {
         crate::backend::cuda::host_staging::verdict_on_upload(tested, &st, pos, vel, mass, mass_cap)
     }
 
-    /// The collided velocities of the uploaded host solutes into `out` (3 per solute), after
-    /// every scatter queued on the split's stream.
-    fn download_host(&mut self, out: &mut [[f64; 3]]) -> Result<()> {
+    /// Queue the collided velocities of the uploaded host solutes (after every scatter queued
+    /// before on the split's stream) down towards `out` (3 per solute): by DMA straight into
+    /// it when it is page-locked, else into the pinned staging piece by piece. The host goes
+    /// on (the foreign solutes' velocities cross the ranks meanwhile);
+    /// [`RankSplit::finish_download`] waits and fills `out`.
+    ///
+    /// # Safety
+    /// `out` must be neither read nor written, nor its memory freed, until
+    /// [`RankSplit::finish_download`] has returned for it: a page-locked `out` is written by
+    /// the copy engine until then.
+    unsafe fn queue_download(&mut self, out: &mut [[f64; 3]]) -> Result<DownloadQueued> {
         use crate::backend::cuda::pieces;
         let st = self.stream.clone();
         let h = self.host.as_mut().expect("uploaded this step");
@@ -163,17 +171,65 @@ impl RankSplit {
         if crate::backend::cuda::device_solutes::page_locked(out) {
             // SAFETY: the uploaded solutes' velocities (3n doubles, written by the scatters
             // queued before on this stream) straight into the caller's page-locked array,
-            // which the host waits for below.
+            // which nothing touches until `finish_download` has waited for this stream
+            // (this function's contract).
             unsafe { cudarc::driver::result::memcpy_dtoh_async(out, src, st.cu_stream()) }
                 .map_err(drv("solute download"))?;
-            return st.synchronize().map_err(drv("solute download"));
+            return Ok(DownloadQueued::Straight);
         }
         let n = out.len() / 3;
         // SAFETY: as above, into the pinned staging, read only through `take`, which waits
         // for each piece's event.
         unsafe { pieces::download(&st, src, &mut h.vel_down, 3, n, &mut h.arrived)? };
-        pieces::take(&h.vel_down, 3, out, &h.arrived)
+        Ok(DownloadQueued::Staged)
     }
+
+    /// The download [`RankSplit::queue_download`] queued for `out`, waited for (and for
+    /// ordinary memory copied out of the staging piece by piece as it arrives).
+    fn finish_download(&mut self, out: &mut [[f64; 3]], queued: DownloadQueued) -> Result<()> {
+        let h = self.host.as_ref().expect("uploaded this step");
+        match queued {
+            DownloadQueued::Straight => self.stream.synchronize().map_err(drv("solute download")),
+            DownloadQueued::Staged => crate::backend::cuda::pieces::take(
+                &h.vel_down,
+                3,
+                out.as_flattened_mut(),
+                &h.arrived,
+            ),
+        }
+    }
+
+    /// After the step: the velocities of this rank's own host solutes on their way down into
+    /// `out` while `back` runs (the foreign ones' return across the ranks); the caller then
+    /// writes the foreign solutes' velocities over their slots. The copy down is waited for
+    /// even when `back` fails, so that no copy writes into the caller's memory after this
+    /// returns.
+    pub(super) fn return_host_velocities(
+        &mut self,
+        out: &mut [[f64; 3]],
+        back: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        // SAFETY: `out` is not touched between the queue and `finish_download`, which runs
+        // on every path below before this function returns.
+        let queued = unsafe { self.queue_download(out) };
+        let returned = back();
+        match queued {
+            Ok(q) => self.finish_download(out, q)?,
+            Err(e) => {
+                self.stream.synchronize().map_err(drv("solute download"))?;
+                return Err(e);
+            }
+        }
+        returned
+    }
+}
+
+/// How [`RankSplit::queue_download`] sends the velocities down.
+enum DownloadQueued {
+    /// By DMA straight into the caller's page-locked array.
+    Straight,
+    /// Into the pinned staging, piece by piece.
+    Staged,
 }
 
 impl MultiCudaBackend {
@@ -232,9 +288,7 @@ impl MultiCudaBackend {
                 _ => split.upload_host(b.pos, b.vel, b.mass)?,
             };
             split.count(&self.slabs[0], plan, &d)?;
-            let report = self.step_split(plan, &d, &mut split)?;
-            split.download_host(b.vel)?;
-            Ok(report)
+            self.step_split(plan, &d, &mut split, Some(&mut *b.vel))
         })();
         self.rank_split = Some(split);
         done
