@@ -1,5 +1,5 @@
 // Whether this host can fill pinned staging while the GPU's DMA reads other pinned memory (what
-// bounds pageable solute arrays, which go up through the staging: docs/coupling.md, "Pageable
+// bounds pageable solute arrays, which go up through the staging: docs/coupling-costs.md, "Pageable
 // host arrays: what bounds them"): the host's copy alone, then beside a DMA up and, the other
 // way, out of the staging beside a DMA down; 1 GiB each, into write-combined and cached pages.
 //   nvcc -O2 -std=c++17 bench/cuda/staging_copies.cu -o /tmp/staging_copies && /tmp/staging_copies

@@ -1,7 +1,7 @@
 //! `mpcbox.host_arrays(n)`: numpy arrays for n solutes' positions, velocities and masses in
 //! page-locked host memory where a CUDA GPU is usable, so that `Solvent.step` sends them to the
 //! GPU and back by DMA straight from and into them, tested on the GPU, instead of a host check
-//! and a staging copy each step (docs/coupling.md, "Page-locked host arrays tested on the
+//! and a staging copy each step (docs/coupling-costs.md, "Page-locked host arrays tested on the
 //! GPU"); ordinary memory without a GPU. An MD loop in numpy keeps its solutes in them (or
 //! copies into them, `pos[:] = ...`) and hands them over as any numpy arrays.
 

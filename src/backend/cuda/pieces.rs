@@ -30,7 +30,7 @@ const PIECES_WANTED: usize = 4;
 
 /// The pieces of `n` solutes. Large pieces cross faster (each piece pays for waking the host
 /// pool and launching its copies, and small ones left the staged way at half its rate), but one
-/// piece overlaps nothing, so smaller inputs keep several (docs/coupling.md, "Pageable host
+/// piece overlaps nothing, so smaller inputs keep several (docs/coupling-costs.md, "Pageable host
 /// arrays").
 fn pieces(n: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
     let piece = n

@@ -91,7 +91,7 @@ impl CudaBackend {
     /// up; see [`SoluteTransfer`] for the two ways. Page-locked arrays go up first by DMA and
     /// are tested on the GPU, so pass 1 follows the upload; other arrays were checked on the host
     /// before (`Solvent`), and the copies run beside pass 1 (testing them as they are staged,
-    /// with pass 1 after, was slower: docs/coupling.md).
+    /// with pass 1 after, was slower: docs/coupling-costs.md).
     pub(super) fn begin_coupled_step(
         &mut self,
         plan: &StepPlan,

@@ -509,7 +509,12 @@ impl MultiCudaBackend {
                 }
             }
             None => {
-                return_solute_velocities(transport, SoluteMode::PerRank, &held, Some(&mut foreign))?;
+                return_solute_velocities(
+                    transport,
+                    SoluteMode::PerRank,
+                    &held,
+                    Some(&mut foreign),
+                )?;
                 split.scatter_returned(&self.slabs[home], s, &f)?;
             }
         }

@@ -29,7 +29,8 @@ pub const MULTI_PHASE_NAMES: [&str; 3] = ["pass 1", "exchange", "cells+collide+r
 /// (`rank_split.rs`) three more, on the host's path around the step (the fluid's pass 1 runs
 /// meanwhile): the split counted and checked with the ranks' agreement, packed with the
 /// foreign solutes across the ranks and the arrivals uploaded, and the velocities scattered
-/// and returned across the ranks.
+/// and returned across the ranks (for host arrays with their copy down, which runs beside
+/// that return).
 pub const SOLUTE_PHASE_NAMES: [&str; SOLUTE_PHASES] = [
     "solutes counted",
     "solutes binned",
