@@ -168,6 +168,34 @@ fn page_locked_solutes_per_gpu_rank_are_tested_on_the_gpu() {
     assert_a_bad_value_stops_every_rank(bin, &how, Bad::HeavyMass);
 }
 
+/// Solutes handed over per rank with a GPU of its own (`Cuda([0, 1])`: on 2 ranks each takes
+/// one; on 3, two share one): the fluid's packets and the foreign solutes cross GPU to GPU
+/// between the ranks, not within one GPU as where every rank takes GPU 0. As pageable host
+/// arrays, as page-locked ones and as device arrays, every solute's velocity after 20 steps
+/// equals the one-process run's on the same two GPUs to 1e-9, and fluid + solute momentum is
+/// conserved across the ranks; a NaN position on rank 1 stops every rank with nothing changed.
+#[test]
+#[ignore = "needs two or more CUDA GPUs"]
+fn solutes_per_rank_with_a_gpu_each_follow_one_process() {
+    let gpus = mpcbox::backend::cuda::probe().unwrap_or(0);
+    if gpus < 2 {
+        eprintln!("skipped: this test needs two or more CUDA GPUs, found {gpus}");
+        return;
+    }
+    let bin = mpi_mpcbox();
+    for form in [
+        &["Cuda([0, 1])"][..],
+        &["Cuda([0, 1])", "pinned"],
+        &["Cuda([0, 1])", "device"],
+    ] {
+        super::mpi_solutes::compare_routed_solutes(bin, form, &[2, 3], &[]);
+    }
+    let how = ["Cuda([0, 1])", "pinned"];
+    use super::mpi_solutes::{assert_a_bad_value_stops_every_rank, Bad};
+    assert_a_bad_value_stops_every_rank(bin, &how, Bad::NanPosition);
+    super::mpi_solutes::assert_a_bad_solute_stops_every_rank(bin, &["Cuda([0, 1])", "device"]);
+}
+
 /// The polymer config on GPU 0 with the bundled MD on the GPU and the fluid cut into `slabs`.
 fn decomposed(slabs: usize) -> String {
     on_gpu(POLYMER)
