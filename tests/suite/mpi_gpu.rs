@@ -136,7 +136,8 @@ fn device_solutes_per_gpu_rank_are_routed_to_their_cells_and_back() {
     // against one process of 3 slabs
     let envs = [("RANKS_SOLUTES_SLABS", "3")];
     super::mpi_solutes::compare_routed_solutes(bin, &how, &[2], &envs);
-    super::mpi_solutes::assert_a_bad_solute_stops_every_rank(bin, &how);
+    let bad = super::mpi_solutes::Bad::NanPosition;
+    super::mpi_solutes::assert_a_bad_value_stops_every_rank(bin, &how, bad);
     // one foreign solute on a rank, none on others (a returned batch of one once overran the
     // buffer for the returned velocities), as device and as host arrays
     super::mpi_solutes::assert_few_solutes_are_routed(bin, &how);
@@ -190,10 +191,10 @@ fn solutes_per_rank_with_a_gpu_each_follow_one_process() {
     ] {
         super::mpi_solutes::compare_routed_solutes(bin, form, &[2, 3], &[]);
     }
-    let how = ["Cuda([0, 1])", "pinned"];
     use super::mpi_solutes::{assert_a_bad_value_stops_every_rank, Bad};
-    assert_a_bad_value_stops_every_rank(bin, &how, Bad::NanPosition);
-    super::mpi_solutes::assert_a_bad_solute_stops_every_rank(bin, &["Cuda([0, 1])", "device"]);
+    for form in [["Cuda([0, 1])", "pinned"], ["Cuda([0, 1])", "device"]] {
+        assert_a_bad_value_stops_every_rank(bin, &form, Bad::NanPosition);
+    }
 }
 
 /// The polymer config on GPU 0 with the bundled MD on the GPU and the fluid cut into `slabs`.

@@ -102,16 +102,8 @@ pub(super) fn compare_routed_solutes(
     ignore = "needs OpenMPI and libclang (apt-get install openmpi-bin libopenmpi-dev libclang-dev); runs with MPCBOX_REQUIRE_EXTERNAL=1"
 )]
 fn a_bad_solute_on_one_rank_stops_every_rank_and_changes_nothing() {
-    assert_a_bad_solute_stops_every_rank(mpi_mpcbox(), &[]);
+    assert_a_bad_value_stops_every_rank(mpi_mpcbox(), &[], Bad::NanPosition);
     assert_a_bad_value_stops_every_rank(mpi_mpcbox(), &[], Bad::HeavyMass);
-}
-
-/// `examples/ranks_solutes` on 3 ranks with `how` (its arguments after the output directory),
-/// once clean and once with a NaN position on rank 1 at step 5: every rank's step 5 fails,
-/// rank 1's naming the array and itself, the others' naming rank 1, and the run then ends as
-/// the clean one, bit for bit.
-pub(super) fn assert_a_bad_solute_stops_every_rank(bin: &Path, how: &[&str]) {
-    assert_a_bad_value_stops_every_rank(bin, how, Bad::NanPosition);
 }
 
 /// What rank 1 hands over at step 5 in `assert_a_bad_value_stops_every_rank`.
@@ -123,8 +115,10 @@ pub(super) enum Bad {
     HeavyMass,
 }
 
-/// As [`assert_a_bad_solute_stops_every_rank`], with `bad` handed over by rank 1 at step 5;
-/// its error names the array (positions or masses).
+/// `examples/ranks_solutes` on 3 ranks with `how` (its arguments after the output directory),
+/// once clean and once with `bad` handed over by rank 1 at step 5: every rank's step 5 fails,
+/// rank 1's naming the array (positions or masses) and itself, the others' naming rank 1, and
+/// the run then ends as the clean one, bit for bit.
 pub(super) fn assert_a_bad_value_stops_every_rank(bin: &Path, how: &[&str], bad: Bad) {
     let (spec, field) = match bad {
         Bad::NanPosition => ("1:5", "positions"),

@@ -186,7 +186,7 @@ impl RankSplit {
 
     /// The download [`RankSplit::queue_download`] queued for `out`, waited for (and for
     /// ordinary memory copied out of the staging piece by piece as it arrives).
-    fn finish_download(&mut self, out: &mut [[f64; 3]], queued: DownloadQueued) -> Result<()> {
+    fn finish_download(&self, out: &mut [[f64; 3]], queued: DownloadQueued) -> Result<()> {
         let h = self.host.as_ref().expect("uploaded this step");
         match queued {
             DownloadQueued::Straight => self.stream.synchronize().map_err(drv("solute download")),
