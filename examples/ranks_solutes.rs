@@ -17,6 +17,9 @@
 //! `R:S:mass`, a mass of 10⁶ instead, beyond the fixed-point sums' cap): every rank writes the
 //! error its step returned to `OUT_DIR/error_<rank>.txt`, then steps again with the good
 //! solutes (nothing changed, so the run ends as one without the bad call).
+//! `RANKS_SOLUTES_BEGIN=1` begins every step before its solutes are handed over
+//! (`Solvent::begin_fluid_step`, as an MD code whose forces are computed meanwhile); a refused
+//! step then stays begun and the good solutes finish it.
 
 use std::fmt::Write as _;
 
@@ -191,7 +194,11 @@ fn main() -> Res<()> {
         true => Some(GpuSolutes::new(&solvent, &pos, &vel, &mass)?),
         false => None,
     };
+    let begin = std::env::var("RANKS_SOLUTES_BEGIN").is_ok_and(|v| v == "1");
     for step in 0..cfg.steps {
+        if begin {
+            solvent.begin_fluid_step(pos.len())?;
+        }
         if let Some((bad_rank, at, heavy)) = bad.filter(|b| b.1 == step) {
             let (mut wrong, mut wrong_mass) = (pos.clone(), mass.clone());
             if rank == bad_rank && !wrong.is_empty() {

@@ -27,7 +27,7 @@ using namespace FixConst;
 
 namespace {
 
-const char *const KEYWORDS = "every, cell, checkpoint, timing";
+const char *const KEYWORDS = "every, cell, checkpoint, timing, overlap";
 
 /* A number as a person would write it (no trailing zeros). */
 std::string num(double x)
@@ -67,7 +67,7 @@ Adoption adoption;
 FixMpcbox::FixMpcbox(LAMMPS *lmp, int narg, char **arg) :
     Fix(lmp, narg, arg), cell(1.0), solvent(nullptr), per_rank(false), cells{0.0, 0.0, 0.0},
     time_step(0.0), shear_rate(0.0), kt(0.0), fluid_mass(0.0), observed{}, moments_stale(false),
-    energy_removed(0.0), timing(false)
+    energy_removed(0.0), timing(false), overlap(true)
 {
   parse_args(narg, arg);
   open_solvent();
@@ -96,7 +96,24 @@ FixMpcbox::~FixMpcbox()
 
 int FixMpcbox::setmask()
 {
-  return END_OF_STEP;
+  // with `overlap yes` the fluid's step is begun before the forces of each exchange step
+  return overlap ? (END_OF_STEP | PRE_FORCE) : END_OF_STEP;
+}
+
+/* `overlap yes`, per rank: on an exchange step, before LAMMPS computes its forces, the fluid's
+ * part of the MPC step that needs no atoms (streaming, binning) is queued on the GPUs, so that
+ * it runs while the forces are computed; the exchange at the end of the step hands the atoms
+ * over and finishes it (mpcbox_begin_fluid). Atoms do not move between ranks after pre_force,
+ * so the count handed over then is this one. The CPU begins nothing. */
+void FixMpcbox::pre_force(int)
+{
+  if (!per_rank || update->ntimestep % nevery != 0) return;
+  const int *mask = atom->mask;
+  const int nlocal = atom->nlocal;
+  size_t n = 0;
+  for (int i = 0; i < nlocal; i++) n += (mask[i] & groupbit) != 0;
+  if (mpcbox_begin_fluid(solvent, n, nullptr) != 0)
+    fail_here(std::string("beginning the MPC step failed: ") + mpcbox_last_error());
 }
 
 [[noreturn]] void FixMpcbox::fail(const std::string &message)
@@ -133,14 +150,16 @@ void FixMpcbox::agree(bool ok, const std::string &message)
 void FixMpcbox::parse_args(int narg, char **arg)
 {
   const std::string usage =
-      "usage: fix ID group mpcbox config.ron every N [cell a] [checkpoint file] [timing yes|no]";
+      "usage: fix ID group mpcbox config.ron every N [cell a] [checkpoint file] [timing yes|no] "
+      "[overlap yes|no]";
   if (narg < 4) fail("the config file is missing; " + usage);
   config_path = arg[3];
   checkpoint_pattern = default_checkpoint(id);
   nevery = 0;
   for (int i = 4; i < narg; i += 2) {
     const std::string key = arg[i];
-    if (key != "every" && key != "cell" && key != "checkpoint" && key != "timing")
+    if (key != "every" && key != "cell" && key != "checkpoint" && key != "timing" &&
+        key != "overlap")
       fail("unknown keyword `" + key + "`; valid keywords: " + KEYWORDS + "; " + usage);
     if (i + 1 >= narg) fail("keyword `" + key + "` needs a value; " + usage);
     const char *value = arg[i + 1];
@@ -160,6 +179,11 @@ void FixMpcbox::parse_args(int narg, char **arg)
       if (yes_no != "yes" && yes_no != "no")
         fail("`timing` must be yes or no (got " + yes_no + ")");
       timing = yes_no == "yes";
+    } else if (key == "overlap") {
+      const std::string yes_no = value;
+      if (yes_no != "yes" && yes_no != "no")
+        fail("`overlap` must be yes or no (got " + yes_no + ")");
+      overlap = yes_no == "yes";
     } else {
       checkpoint_pattern = value;
     }

@@ -1,6 +1,7 @@
 /* fix mpcbox: an MPC-SRD solvent (mpcbox, through its C ABI) for a group of LAMMPS atoms.
  *
  *   fix ID group-ID mpcbox config.ron every N [cell a] [checkpoint file] [timing yes|no]
+ *       [overlap yes|no]
  *
  * Every N steps the group's positions, velocities and masses go to mpcbox, which streams the
  * fluid over one collision time h = N·dt, collides the atoms with the fluid of their cells and
@@ -49,6 +50,7 @@ class FixMpcbox : public Fix {
   int setmask() override;
   void init() override;
   void setup(int) override;
+  void pre_force(int) override;
   void end_of_step() override;
   double compute_scalar() override;
   double compute_vector(int) override;
@@ -97,6 +99,8 @@ class FixMpcbox : public Fix {
   // `timing yes`: seconds this rank spent in each part of the exchanges of the current run
   // (fix_mpcbox_timing.cpp); `mark` is where the part now running began.
   bool timing;
+  // `overlap yes` (the default): the fluid's step begun in pre_force of each exchange step
+  bool overlap;
   struct ExchangeTimes {
     double pack = 0.0, step = 0.0, unpack = 0.0, observe = 0.0, mark = 0.0, run_start = 0.0;
     long exchanges = 0;

@@ -310,6 +310,34 @@ pub unsafe extern "C" fn mpcbox_step_fluid(solvent: *mut MpcboxSolvent, steps: u
     })
 }
 
+/// Begin the next step before its solutes are known: the fluid's part that needs none (its
+/// streaming and binning) is queued on the GPU(s) and runs while the caller's MD steps do.
+/// The next `mpcbox_step` (host arrays; over ranks, each rank's own) or `mpcbox_step_device`
+/// with `n` solutes finishes it; nothing else may step, read or checkpoint the fluid in
+/// between. `*begun` (when not NULL) is set to 1 if the step was begun, 0 if the backend does
+/// the whole step in the finishing call (the CPU, or n = 0): the finishing call is the same.
+/// A finish that refuses its solutes (a bad value, another count) leaves the step begun.
+///
+/// # Safety
+/// `solvent` must be valid; `begun` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn mpcbox_begin_fluid(
+    solvent: *mut MpcboxSolvent,
+    n: usize,
+    begun: *mut c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller promises a live solvent (NULL is refused).
+        let s = unsafe { solvent_mut(solvent)? };
+        let did = s.begin_fluid_step(n).map_err(mpc)?;
+        if !begun.is_null() {
+            // SAFETY: the caller promises `begun` is NULL (tested above) or writable.
+            unsafe { *begun = c_int::from(did) };
+        }
+        Ok(())
+    })
+}
+
 /// First half of a split step: hand over the solutes (copied). On a GPU the upload overlaps
 /// the fluid streaming; call `mpcbox_finish_step` to complete the step.
 ///

@@ -210,11 +210,18 @@ pub trait Backend: Send {
 
     /// Queue the fluid's part of step `plan` that needs no solutes (the deferred collision of
     /// the fluid, streaming, binning) without waiting for it, so that device-resident solutes
-    /// can be moved meanwhile on other streams; the next `step_device_solutes` or
-    /// `step_slab_solutes` with the same plan finishes the step. Returns whether it was
+    /// can be moved meanwhile (on the host or on other streams); the next `step`,
+    /// `step_device_solutes` or `step_slab_solutes` with the same plan finishes the step. Returns whether it was
     /// begun; the default does nothing (false) and the finishing call does the whole step.
     fn begin_fluid_step(&mut self, _plan: &StepPlan, _n_solutes: usize) -> Result<bool> {
         Ok(false)
+    }
+
+    /// Whether a step begun by [`Backend::begin_fluid_step`] is still waiting for its finish.
+    /// A finishing call that refuses its input must leave it so (it tests the input before it
+    /// lets go of the begun pass), so that the step can be finished with good input.
+    fn fluid_is_begun(&self) -> bool {
+        false
     }
 
     /// Whether `begin_coupled` takes its own copy of the solutes (then `finish_coupled` gets

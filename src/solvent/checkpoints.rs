@@ -80,6 +80,8 @@ impl Solvent {
     }
 
     pub fn checkpoint(&mut self) -> Result<Checkpoint> {
+        // a begun step's fluid is mid-step: saved as of the step count, it would resume wrong
+        self.refuse_begun()?;
         Ok(Checkpoint {
             config: self.config.clone(),
             step: self.step,
@@ -96,6 +98,7 @@ impl Solvent {
     /// the same outcome, and a failure leaves the previous file as it was. At most the window
     /// of [`WriterSettings::from_knobs`] is on the host at once.
     pub fn save_checkpoint(&mut self, path: &Path, md: Option<MdCheckpoint>) -> Result<()> {
+        self.refuse_begun()?;
         let window = WriterSettings::from_knobs().window_bytes();
         let head = self.checkpoint_head(md);
         let n = self.n_fluid() as u64;
@@ -150,6 +153,7 @@ impl Solvent {
         md: Option<MdCheckpoint>,
         background: bool,
     ) -> Result<()> {
+        self.refuse_begun()?;
         let t = Instant::now();
         writer.wait();
         if background {

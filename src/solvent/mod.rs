@@ -11,6 +11,7 @@ use crate::physics::{Physics, StepPlan};
 use crate::state::FluidState;
 use crate::stats::RunStats;
 
+mod begun;
 mod checkpoints;
 mod solute_checks;
 
@@ -44,9 +45,12 @@ pub struct Solvent {
     /// Config fields a resume was allowed to change (recorded in the summary).
     changed_on_resume: Vec<String>,
     pending: Option<PendingStep>,
-    /// A step whose fluid part is queued ([`Solvent::begin_device_step`]): its plan, whether
-    /// it is sampled, and the number of device solutes that will finish it.
+    /// A step whose fluid part is queued ([`Solvent::begin_fluid_step`]): its plan, whether
+    /// it is sampled, and the number of solutes that will finish it.
     fluid_begun: Option<(StepPlan, bool, usize)>,
+    /// Why a begun step's fluid streamed but its finish failed past the point where it could
+    /// be tried again: every later step and read is refused (`begun.rs`).
+    unfinished: Option<String>,
     /// Samples in the backend's flow-field sums since they were last taken.
     field_samples: u64,
     /// The run this fluid belongs to: its checkpoints and output directories carry it.
@@ -99,6 +103,7 @@ impl Solvent {
             changed_on_resume: Vec::new(),
             pending: None,
             fluid_begun: None,
+            unfinished: None,
             field_samples: 0,
             run_id: crate::output_dir::new_run_id(),
         })
@@ -206,6 +211,9 @@ impl Solvent {
     ) -> Result<StepReport> {
         // over ranks that each pass their own solutes, a bad one stops every rank (in advance)
         let checked = self.check_host_input(HostHandover::OneCall, pos, vel, mass);
+        if self.fluid_begun.is_some() {
+            return self.finish_begun_with_host(pos, vel, mass, checked);
+        }
         if pos.is_empty() || checked.is_err() {
             return self.advance(None, checked);
         }
@@ -235,70 +243,10 @@ impl Solvent {
         if solutes.n == 0 && self.fluid_begun.is_none() {
             return self.advance(None, Ok(()));
         }
+        self.refuse_unfinished()?;
         self.backend.check_device_solutes(solutes)?;
         let (plan, sample) = self.plan_for(solutes.n)?;
-        let report = self.backend.step_device_solutes(&plan, solutes)?;
-        self.complete(&plan, sample, report)
-    }
-
-    /// Begin the next step with device-resident solutes: the fluid's part that needs no
-    /// solutes (its deferred collision, streaming, binning) is queued on its GPU(s) and runs
-    /// while the caller moves the `n_solutes` solutes on its own streams (an MD engine's steps);
-    /// [`Solvent::step_with_device_solutes`] or [`Solvent::step_with_slab_solutes`] with that
-    /// many solutes finishes it. Nothing else may step or read the fluid in between. Returns
-    /// whether the step was begun (false: this backend does the whole step in the finishing
-    /// call, or there are no solutes). The solutes are checked when the step finishes: a bad
-    /// one then stops the step with the fluid already streamed (a run resumes from its last
-    /// checkpoint).
-    pub fn begin_device_step(&mut self, n_solutes: usize) -> Result<bool> {
-        self.refuse_begun()?;
-        if n_solutes == 0 {
-            return Ok(false);
-        }
-        let (plan, sample) = self.next_plan();
-        if !self.backend.begin_fluid_step(&plan, n_solutes)? {
-            return Ok(false);
-        }
-        self.fluid_begun = Some((plan, sample, n_solutes));
-        Ok(true)
-    }
-
-    /// The plan of the step that `n` device solutes finish: the one begun, or the next.
-    fn plan_for(&mut self, n: usize) -> Result<(StepPlan, bool)> {
-        match self.fluid_begun {
-            None => Ok(self.next_plan()),
-            Some((plan, sample, begun)) if begun == n => {
-                self.fluid_begun = None;
-                Ok((plan, sample))
-            }
-            Some((_, _, begun)) => Err(MpcError::Device(format!(
-                "the step was begun for {begun} device solutes and finished with {n}; fix: \
-                 finish it (step_with_device_solutes or step_with_slab_solutes) with the \
-                 solutes it was begun for"
-            ))),
-        }
-    }
-
-    /// An error while a step is begun and not finished (split or device form).
-    fn refuse_begun(&self) -> Result<()> {
-        if self.pending.is_some() {
-            return Err(MpcError::Device(
-                "a coupled step was begun and not finished; fix: call finish_step before stepping again".into(),
-            ));
-        }
-        self.refuse_fluid_begun()
-    }
-
-    /// An error while a device step's fluid part is queued (the fluid is mid-step).
-    fn refuse_fluid_begun(&self) -> Result<()> {
-        if self.fluid_begun.is_some() {
-            return Err(MpcError::Device(
-                "a step with device solutes was begun (begin_device_step) and not finished; \
-                 fix: finish it with step_with_device_solutes or step_with_slab_solutes"
-                    .into(),
-            ));
-        }
-        Ok(())
+        self.finish_with(plan, sample, |b| b.step_device_solutes(&plan, solutes))
     }
 
     /// The y slabs of a fluid cut over GPUs, every slab of the box with the rank holding it
@@ -324,9 +272,9 @@ impl Solvent {
         if n == 0 && self.fluid_begun.is_none() {
             return self.advance(None, Ok(()));
         }
+        self.refuse_unfinished()?;
         let (plan, sample) = self.plan_for(n)?;
-        let report = self.backend.step_slab_solutes(&plan, solutes)?;
-        self.complete(&plan, sample, report)
+        self.finish_with(plan, sample, |b| b.step_slab_solutes(&plan, solutes))
     }
 
     /// The plan of the next step and whether it is sampled.

@@ -10,6 +10,7 @@ mod codebase;
 mod common;
 
 mod async_checkpoints;
+mod begun_steps;
 mod checkpoint_faults;
 mod cli;
 mod configs;

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use super::mpi_ranks::{mpi_mpcbox, run_ok, run_ok_with};
+use super::mpi_ranks::{mpi_mpcbox, run_ok_with};
 
 /// Solutes handed over per rank (each rank passes its own, wherever they are: `examples/
 /// ranks_solutes.rs`, 240 solutes dealt by index, some a period or two away in y): on 2 and 3
@@ -102,8 +102,8 @@ pub(super) fn compare_routed_solutes(
     ignore = "needs OpenMPI and libclang (apt-get install openmpi-bin libopenmpi-dev libclang-dev); runs with MPCBOX_REQUIRE_EXTERNAL=1"
 )]
 fn a_bad_solute_on_one_rank_stops_every_rank_and_changes_nothing() {
-    assert_a_bad_value_stops_every_rank(mpi_mpcbox(), &[], Bad::NanPosition);
-    assert_a_bad_value_stops_every_rank(mpi_mpcbox(), &[], Bad::HeavyMass);
+    assert_a_bad_value_stops_every_rank(mpi_mpcbox(), &[], Bad::NanPosition, &[]);
+    assert_a_bad_value_stops_every_rank(mpi_mpcbox(), &[], Bad::HeavyMass, &[]);
 }
 
 /// What rank 1 hands over at step 5 in `assert_a_bad_value_stops_every_rank`.
@@ -118,8 +118,13 @@ pub(super) enum Bad {
 /// `examples/ranks_solutes` on 3 ranks with `how` (its arguments after the output directory),
 /// once clean and once with `bad` handed over by rank 1 at step 5: every rank's step 5 fails,
 /// rank 1's naming the array (positions or masses) and itself, the others' naming rank 1, and
-/// the run then ends as the clean one, bit for bit.
-pub(super) fn assert_a_bad_value_stops_every_rank(bin: &Path, how: &[&str], bad: Bad) {
+/// the run then ends as the clean one, bit for bit. Both runs with `envs`.
+pub(super) fn assert_a_bad_value_stops_every_rank(
+    bin: &Path,
+    how: &[&str],
+    bad: Bad,
+    envs: &[(&str, &str)],
+) {
     let (spec, field) = match bad {
         Bad::NanPosition => ("1:5", "positions"),
         Bad::HeavyMass => ("1:5:mass", "masses"),
@@ -128,10 +133,10 @@ pub(super) fn assert_a_bad_value_stops_every_rank(bin: &Path, how: &[&str], bad:
     let dir = tempfile::tempdir().unwrap();
     let (clean, bad) = (dir.path().join("clean"), dir.path().join("bad"));
     let clean_args = [&[clean.to_str().unwrap()], how].concat();
-    run_ok(&example, 3, dir.path(), &clean_args);
-    let envs = [("RANKS_SOLUTES_BAD", spec)];
+    run_ok_with(&example, 3, dir.path(), &clean_args, envs);
+    let bad_envs = [envs, &[("RANKS_SOLUTES_BAD", spec)]].concat();
     let bad_args = [&[bad.to_str().unwrap()], how].concat();
-    run_ok_with(&example, 3, dir.path(), &bad_args, &envs);
+    run_ok_with(&example, 3, dir.path(), &bad_args, &bad_envs);
     for r in 0..3 {
         let err = std::fs::read_to_string(bad.join(format!("error_{r}.txt"))).unwrap();
         assert!(err.starts_with("5 "), "rank {r}: {err}");

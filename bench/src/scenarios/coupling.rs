@@ -39,9 +39,9 @@ pub struct Args {
     /// solutes do not move between steps in this mode.
     #[arg(long)]
     device_resident: bool,
-    /// With --device-resident: begin each step before handing the solutes over
-    /// (`Solvent::begin_device_step`): the fluid streams while they are routed, as in an MD
-    /// loop whose steps run meanwhile.
+    /// Begin each step before handing the solutes over (`Solvent::begin_fluid_step`): the
+    /// fluid streams while they are checked, sent up and routed, as in an MD loop whose steps
+    /// run meanwhile (device arrays and host arrays alike).
     #[arg(long)]
     overlap: bool,
     /// After the timed steps, 10 more with each phase waited for and timed (the split is
@@ -103,6 +103,12 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
             }
         }
     }
+    if a.split && a.overlap {
+        return Err(
+            "--split and --overlap: a split step is begun with its solutes; fix: one of them"
+                .into(),
+        );
+    }
     let mode = if a.device_resident && a.overlap {
         "device-resident, begun"
     } else if a.device_resident {
@@ -111,8 +117,12 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
         "host page-locked, split"
     } else if a.split {
         "host, split"
+    } else if a.pinned_host && a.overlap {
+        "host page-locked, begun"
     } else if a.pinned_host {
         "host page-locked"
+    } else if a.overlap {
+        "host, begun"
     } else {
         "host"
     };
@@ -275,7 +285,7 @@ fn coupled_ms_per_step(a: &Args, s: &mut Solvent, l: u32, n: usize) -> Res<Coupl
         let mut step = |s: &mut Solvent| {
             let t0 = Instant::now();
             if overlap {
-                s.begin_device_step(solutes.n).map_err(err)?;
+                s.begin_fluid_step(solutes.n).map_err(err)?;
             }
             s.step_with_device_solutes(&solutes).map_err(err)?;
             Ok(t0.elapsed().as_secs_f64())
@@ -308,7 +318,7 @@ fn coupled_ms_per_step(a: &Args, s: &mut Solvent, l: u32, n: usize) -> Res<Coupl
             s.check_solutes(pos, vel, mass).map_err(err)?;
         }
         let check_ms = t0.elapsed().as_secs_f64() * 1e3 / 5.0;
-        let split = a.split;
+        let (split, overlap) = (a.split, a.overlap);
         let mut step = |s: &mut Solvent| {
             for (p, v) in pos.iter_mut().zip(vel.iter()) {
                 for k in 0..3 {
@@ -316,6 +326,9 @@ fn coupled_ms_per_step(a: &Args, s: &mut Solvent, l: u32, n: usize) -> Res<Coupl
                 }
             }
             let t0 = Instant::now();
+            if overlap {
+                s.begin_fluid_step(pos.len()).map_err(err)?;
+            }
             if split {
                 s.begin_step(pos, vel, mass).map_err(err)?;
                 s.finish_step(vel).map_err(err)?;

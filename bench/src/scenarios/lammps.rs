@@ -59,6 +59,10 @@ pub struct Args {
     /// The fluid's device (the config's `device`; over ranks, each rank takes its GPU).
     #[arg(long, default_value = "auto")]
     device: String,
+    /// The fix's `overlap`: `yes` begins the fluid's step before LAMMPS computes the forces of
+    /// each exchange step (it streams meanwhile), `no` does the whole step in the exchange.
+    #[arg(long, default_value = "yes", value_parser = ["yes", "no"])]
+    overlap: String,
     /// Keep the generated files (data, config, input) in this directory.
     #[arg(long)]
     keep: Option<PathBuf>,
@@ -123,6 +127,7 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
             ("LAMMPS ranks", json!(a.np)),
             ("threads per rank", json!(omp_threads(&a))),
             ("fluid device", json!(a.device)),
+            ("fluid begun before the forces", json!(a.overlap)),
         ],
         &[
             ("collision ms", collision),
@@ -214,11 +219,12 @@ fn input_script(a: &Args) -> String {
          pair_modify shift yes\nneighbor 0.3 bin\nneigh_modify every 1 delay 0 check yes\n\
        group beads type 1\ngroup nobody empty\ntimestep {dt}\n\
          velocity beads create 1.0 4928 dist gaussian\n{loader}\nfix 1 beads nve\n\
-         fix 2 ${{group}} mpcbox solvent.ron every {every} timing yes\nthermo 0\n\
+         fix 2 ${{group}} mpcbox solvent.ron every {every} timing yes overlap {overlap}\nthermo 0\n\
          run {warm}\nrun {timed}\n",
         np = a.np,
         loader = a.loader,
         every = STEPS_PER_COLLISION,
+        overlap = a.overlap,
         warm = a.warmup * STEPS_PER_COLLISION,
         timed = a.collisions * STEPS_PER_COLLISION,
     )

@@ -323,6 +323,17 @@ impl Solvent {
         .map_err(py_err)
     }
 
+    /// Begin the next step before its solutes are known: the fluid streams on its GPU(s) while
+    /// the MD code moves its `n` solutes; the next `step` with n solutes (numpy, CuPy or
+    /// PyTorch arrays) finishes it. Nothing else may step or read the fluid in between.
+    /// Returns whether the step was begun (False on the CPU or for n = 0: `step` then does the
+    /// whole step). A `step` that refuses its solutes leaves the step begun.
+    fn begin_fluid(&mut self, py: Python<'_>, n: i64) -> PyResult<bool> {
+        let n = count(n, "n")? as usize;
+        let inner = self.get()?;
+        py.detach(|| inner.begin_fluid_step(n)).map_err(py_err)
+    }
+
     /// First half of a split step (the solutes are copied).
     fn begin_step(
         &mut self,

@@ -504,6 +504,10 @@ impl Backend for CudaBackend {
         self.begin_fluid_here(plan, n_solutes)
     }
 
+    fn fluid_is_begun(&self) -> bool {
+        self.solutes.fluid_begun.is_some()
+    }
+
     /// The solutes go to the GPU here (their copy), so `finish_coupled` needs only the
     /// velocity array to fill.
     fn keeps_coupled_inputs(&self) -> bool {

@@ -111,23 +111,26 @@ impl CudaBackend {
             self.solutes.ensure_host_io(&self.dev.ctx, ns)?;
         }
         // The previous step's solute kernels are finished (finish_coupled read the report), so
-        // the device buffers may be overwritten.
-        if ns == 0 {
-            self.fluid_pass(&p)?;
+        // the device buffers may be overwritten. A step begun (`begin_fluid_here`) has its
+        // pass 1 queued already: the copies and the test run beside it, and the begun pass is
+        // taken only once the values passed, so that a refused step stays begun.
+        let p = if ns == 0 {
+            self.take_begun_fluid(plan, ns)?
         } else if tested_on_the_gpu(pos, vel, mass) {
             // up by DMA and tested on the GPU, then the fluid moves
             let cap = p.solute_mass_cap();
             self.solutes
                 .upload_page_locked(&self.dev, pos, vel, mass, cap)?;
-            self.fluid_pass(&p)?;
+            self.take_begun_fluid(plan, ns)?
         } else {
             // checked on the host before (`Solvent`), so the fluid streams while the copies run
-            self.fluid_pass(&p)?;
+            let p = self.take_begun_fluid(plan, ns)?;
             match SoluteTransfer::from_env() {
                 SoluteTransfer::Pinned => self.solutes.upload_pinned(pos, vel, mass)?,
                 SoluteTransfer::Pageable => self.solutes.upload_pageable(pos, vel, mass)?,
             }
-        }
+            p
+        };
         self.solutes.in_flight = Some((p, ns));
         Ok(())
     }

@@ -419,6 +419,10 @@ impl Backend for MultiCudaBackend {
         self.begin_pass_one(plan, n_solutes)
     }
 
+    fn fluid_is_begun(&self) -> bool {
+        self.fluid_begun.is_some()
+    }
+
     fn accumulate_fields(&mut self) -> Result<()> {
         for s in &mut self.slabs {
             s.accumulate_field_sums()?;

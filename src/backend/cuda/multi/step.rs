@@ -80,8 +80,9 @@ impl MultiCudaBackend {
         let ns = solutes.len();
         let mut t = Instant::now();
         // 1. pass 1 everywhere (collide n if deferred, stream, bin, pack emigrants), unless
-        // begun for this step
-        let begun = match self.fluid_begun.take() {
+        // begun for this step; a begun pass is let go of only once the solutes passed their
+        // test, so that a refused step stays begun
+        let begun = match self.fluid_begun {
             Some(step) if step == plan.step => true,
             Some(step) => {
                 return Err(MpcError::Device(format!(
@@ -98,6 +99,7 @@ impl MultiCudaBackend {
                 let home = self.solutes_home(d)?;
                 let target = self.stage_solutes(home, RouteSource::Device(*d))?;
                 self.count_staged(plan, &target)?;
+                self.fluid_begun = None;
                 self.mark_solutes_if(true, 0, &mut t)?;
                 if !begun {
                     self.queue_pass_one(plan, ns)?;
@@ -126,11 +128,13 @@ impl MultiCudaBackend {
                 if !straight {
                     self.count_staged(plan, &target)?;
                 }
+                self.fluid_begun = None;
                 self.mark_solutes_if(true, 0, &mut t)?;
                 self.pack_staged(plan, &target)?;
                 Some(target)
             }
             _ => {
+                self.fluid_begun = None;
                 if !begun {
                     self.queue_pass_one(plan, ns)?;
                 }
