@@ -99,10 +99,12 @@ class FixMpcbox : public Fix {
   // `timing yes`: seconds this rank spent in each part of the exchanges of the current run
   // (fix_mpcbox_timing.cpp); `mark` is where the part now running began.
   bool timing;
-  // `overlap yes` (the default): the fluid's step begun in pre_force of each exchange step
+  // `overlap yes`: the fluid's step begun in pre_force of each exchange step (default no: on
+  // one GPU shared by 4 ranks LAMMPS's MD was slower by more than the exchange saved)
   bool overlap;
   struct ExchangeTimes {
     double pack = 0.0, step = 0.0, unpack = 0.0, observe = 0.0, mark = 0.0, run_start = 0.0;
+    double begin = 0.0;    // in pre_force (`overlap yes`), outside the exchanges: part of md
     long exchanges = 0;
   } times;
   void timing_start_run();

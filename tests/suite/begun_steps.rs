@@ -134,7 +134,7 @@ fn a_refused_finish_leaves_the_step_begun(p: Platform) {
             );
             continue;
         }
-        let bad: [(&str, &[[f64; 3]], &[f64], &str, usize); 2] = [
+        let bad = [
             ("a NaN position", &nan, &mass, "positions", 123),
             ("a mass past the cap", &pos, &heavy, "masses", 45),
         ];

@@ -61,7 +61,7 @@ pub struct Args {
     device: String,
     /// The fix's `overlap`: `yes` begins the fluid's step before LAMMPS computes the forces of
     /// each exchange step (it streams meanwhile), `no` does the whole step in the exchange.
-    #[arg(long, default_value = "yes", value_parser = ["yes", "no"])]
+    #[arg(long, default_value = "no", value_parser = ["yes", "no"])]
     overlap: String,
     /// Keep the generated files (data, config, input) in this directory.
     #[arg(long)]
@@ -79,6 +79,7 @@ struct Split {
     unpack: f64,
     observe: f64,
     exchange: f64,
+    begin: f64,
     exchanges: f64,
 }
 
@@ -136,6 +137,7 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
             ("mpcbox_step ms", coupled.step),
             ("unpack ms", coupled.unpack),
             ("observables ms", coupled.observe),
+            ("begin ms (in MD)", coupled.begin),
             ("fluid alone ms", alone.step),
             ("empty exchange ms", alone.exchange),
             ("exchange / fluid alone", coupled.exchange / alone.step),
@@ -313,6 +315,8 @@ fn parse_timing(line: &str) -> Res<Split> {
         unpack: after("unpack")?,
         observe: after("observe")?,
         exchange: after("exchange")?,
+        // beginning the fluid's step before the forces (`overlap yes`), part of md
+        begin: after("begin").unwrap_or(0.0),
         exchanges,
     })
 }

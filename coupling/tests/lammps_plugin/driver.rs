@@ -41,7 +41,7 @@ fn timing_line(out: &str) -> Vec<f64> {
 /// conserves fluid + bead momentum as through the plugin, and `timing yes` reports each run's
 /// exchanges (one per `every` steps) with parts that add up: md + exchange is the loop time
 /// per exchange, and the slowest rank's exchange is no longer than its parts' sum. Without
-/// the keyword nothing is reported.
+/// the keyword nothing is reported. `overlap yes` gives the same thermo rows.
 #[test]
 #[cfg_attr(
     not(mpcbox_external),
@@ -66,6 +66,17 @@ fn lmp_mpcbox_runs_the_example_with_the_fix_built_in_and_times_it() {
         "in.untimed",
         &[("include        ${mpcbox}", "")],
     );
+    variant(
+        dir.path(),
+        "in.overlap",
+        &[
+            ("include        ${mpcbox}", ""),
+            (
+                FIX_LINE,
+                "fix 2 beads mpcbox solvent.ron every 20 timing yes overlap yes",
+            ),
+        ],
+    );
     let lammps = |script: &str| {
         output_of(
             Command::new(lmp)
@@ -80,8 +91,8 @@ fn lmp_mpcbox_runs_the_example_with_the_fix_built_in_and_times_it() {
     assert_eq!(rows.len(), 31, "a thermo row per exchange:\n{out}");
     assert_momentum_conserved(&rows);
     let t = timing_line(&out);
-    assert_eq!(t.len(), 9, "timing line numbers: {t:?}");
-    let [exchanges, loop_s, ranks, md, pack, step, unpack, observe, exchange] = t[..] else {
+    assert_eq!(t.len(), 10, "timing line numbers: {t:?}");
+    let [exchanges, loop_s, ranks, md, pack, step, unpack, observe, exchange, begin] = t[..] else {
         unreachable!()
     };
     assert_eq!((exchanges, ranks), (30.0, 1.0));
@@ -89,6 +100,7 @@ fn lmp_mpcbox_runs_the_example_with_the_fix_built_in_and_times_it() {
         [md, pack, step, unpack, observe].iter().all(|&x| x >= 0.0),
         "{t:?}"
     );
+    assert_eq!(begin, 0.0, "nothing begun without `overlap yes`: {t:?}");
     assert!(step > 0.0 && loop_s > 0.0, "{t:?}");
     let per_exchange_ms = loop_s * 1e3 / exchanges;
     assert!(
@@ -100,6 +112,11 @@ fn lmp_mpcbox_runs_the_example_with_the_fix_built_in_and_times_it() {
         exchange <= (pack + step + unpack + observe) * (1.0 + 1e-5),
         "{t:?}"
     );
+    // `overlap yes` begins each exchange's MPC step before the forces (a GPU fluid over
+    // LAMMPS's ranks; here the CPU begins nothing): the same run, row for row
+    let (ok, overlapped) = lammps("in.overlap");
+    assert!(ok, "lmp_mpcbox failed with overlap yes:\n{overlapped}");
+    assert_eq!(thermo(&overlapped), rows, "overlap yes against no");
     let (ok, out) = lammps("in.untimed");
     assert!(ok, "lmp_mpcbox failed:\n{out}");
     assert!(

@@ -416,12 +416,12 @@ const FIX_LINE: &str = "fix            2 beads mpcbox solvent.ron every 20";
 const THERMO_LINE: &str = "thermo_style   custom step c_tbeads f_2[1] f_2[2] f_2[3] f_2[4] \
                            f_2[5] f_2[6] v_px v_py v_pz c_longest";
 
-const MISTAKES: [Mistake; 7] = [
+const MISTAKES: [Mistake; 8] = [
     Mistake {
         edits: &[(FIX_LINE, "fix 2 beads mpcbox solvent.ron every 20 evry 3")],
         expect: &[
             "fix mpcbox (fix 2): unknown keyword `evry`",
-            "valid keywords: every, cell, checkpoint, timing",
+            "valid keywords: every, cell, checkpoint, timing, overlap",
         ],
     },
     Mistake {
@@ -430,6 +430,13 @@ const MISTAKES: [Mistake; 7] = [
             "fix 2 beads mpcbox solvent.ron every 20 timing maybe",
         )],
         expect: &["`timing` must be yes or no (got maybe)"],
+    },
+    Mistake {
+        edits: &[(
+            FIX_LINE,
+            "fix 2 beads mpcbox solvent.ron every 20 overlap sometimes",
+        )],
+        expect: &["`overlap` must be yes or no (got sometimes)"],
     },
     Mistake {
         edits: &[(FIX_LINE, "fix 2 beads mpcbox solvent.ron")],

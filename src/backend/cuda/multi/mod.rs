@@ -432,25 +432,7 @@ impl Backend for MultiCudaBackend {
 
     /// Each slab's window (its layers and a halo layer on each side) added into the whole box.
     fn take_field_sums(&mut self) -> Result<Vec<f64>> {
-        use crate::fields::FIELD_SUMS;
-        let [lx, ly, lz] = self.phys.cells;
-        let per_layer = FIELD_SUMS * (lx * lz) as usize;
-        let mut total = vec![0.0; per_layer * ly as usize];
-        for s in &mut self.slabs {
-            let (first, layers, halo) = s.field_window();
-            let window = s.take_window_field_sums()?;
-            for (r, layer) in window
-                .chunks_exact(per_layer)
-                .take(layers as usize)
-                .enumerate()
-            {
-                let g = ((first + ly - halo) as usize + r) % ly as usize;
-                let out = &mut total[g * per_layer..(g + 1) * per_layer];
-                for (o, x) in out.iter_mut().zip(layer) {
-                    *o += x;
-                }
-            }
-        }
+        let mut total = slab::box_field_sums(&mut self.slabs, self.phys.cells)?;
         if self.transport.ranks() > 1 {
             self.transport.sum(&mut total)?;
         }

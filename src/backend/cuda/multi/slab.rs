@@ -59,6 +59,31 @@ pub(in crate::backend::cuda) struct Slab {
 
 pub use crate::backend::{min_slab_layers, slab_bounds};
 
+/// The flow-field sums of every slab of this process added into the whole box of `cells`:
+/// each slab's window (its layers and a halo layer on each side) at its place, periodic in y.
+pub(super) fn box_field_sums(slabs: &mut [CudaBackend], cells: [u32; 3]) -> Result<Vec<f64>> {
+    use crate::fields::FIELD_SUMS;
+    let [lx, ly, lz] = cells;
+    let per_layer = FIELD_SUMS * (lx * lz) as usize;
+    let mut total = vec![0.0; per_layer * ly as usize];
+    for s in slabs {
+        let (first, layers, halo) = s.field_window();
+        let window = s.take_window_field_sums()?;
+        for (r, layer) in window
+            .chunks_exact(per_layer)
+            .take(layers as usize)
+            .enumerate()
+        {
+            let g = ((first + ly - halo) as usize + r) % ly as usize;
+            let out = &mut total[g * per_layer..(g + 1) * per_layer];
+            for (o, x) in out.iter_mut().zip(layer) {
+                *o += x;
+            }
+        }
+    }
+    Ok(total)
+}
+
 /// The slab that owns global layer `iy`.
 pub(super) fn owner(bounds: &[u32], iy: u32) -> usize {
     bounds.partition_point(|&b| b <= iy) - 1
