@@ -10,8 +10,7 @@ use crate::common;
 
 use common::Platform;
 use mpcbox::backend::cuda::{DeviceSoluteArrays, PinnedSoluteArrays};
-use mpcbox::config::{Config, Thermostat};
-use mpcbox::error::MpcError;
+use mpcbox::config::Config;
 
 common::backend_tests!(
     [cpu cpu_slabs gpu multi_gpu slabs]
@@ -19,10 +18,9 @@ common::backend_tests!(
     a_refused_finish_leaves_the_step_begun,
 );
 
+/// Sheared, thermostatted, the grid shifted, reordered every third step.
 fn sheared(cells: [u32; 3]) -> Config {
-    let mut cfg = common::small_config(cells, 10);
-    cfg.thermostat = Thermostat::Mbs;
-    cfg.shear_rate = 0.05;
+    let mut cfg = common::sheared_config(cells, 17);
     cfg.tuning.reorder_interval = Some(3);
     cfg
 }
@@ -157,18 +155,7 @@ fn a_refused_finish_leaves_the_step_begun(p: Platform) {
                     e
                 }
             };
-            match refused {
-                Err(MpcError::Solute {
-                    field: f, problem, ..
-                }) => {
-                    assert_eq!(f, field, "{p}, {form}, {what}: {problem}");
-                    assert!(
-                        problem.contains(&format!("solute {index} ")),
-                        "{p}, {form}, {what}: {problem}"
-                    );
-                }
-                other => panic!("{p}, {form}, {what}: expected a solute error, got {other:?}"),
-            }
+            common::assert_names_solute(refused, field, index, &format!("{p}, {form}, {what}"));
         }
         let mut short = vel[..10].to_vec();
         let e = begun

@@ -249,18 +249,12 @@ fn bad_device_input_is_refused_and_changes_nothing() {
         ("mass past the cell sums' cap", &pos, &heavy, "masses", 63),
     ] {
         let arrays = DeviceSoluteArrays::upload(0, p, &vel, m).unwrap();
-        match s.step_with_device_solutes(&arrays.solutes()) {
-            Err(MpcError::Solute {
-                field: f, problem, ..
-            }) => {
-                assert_eq!(f, field, "{what}");
-                assert!(
-                    problem.contains(&format!("solute {index} ")),
-                    "{what}: {problem}"
-                );
-            }
-            other => panic!("{what}: expected a solute error, got {other:?}"),
-        }
+        common::assert_names_solute(
+            s.step_with_device_solutes(&arrays.solutes()),
+            field,
+            index,
+            what,
+        );
         assert_eq!(
             arrays.velocities().unwrap(),
             host_vel,

@@ -11,7 +11,6 @@ use crate::common;
 use common::{Platform, Solutes};
 use mpcbox::backend::cuda::DeviceSoluteArrays;
 use mpcbox::config::{Config, Thermostat};
-use mpcbox::error::MpcError;
 use mpcbox::Solvent;
 
 common::backend_tests!(
@@ -228,18 +227,12 @@ fn bad_routed_input_changes_nothing(p: Platform) {
         ),
     ] {
         let arrays = DeviceSoluteArrays::upload(0, r, v, m).unwrap();
-        match s.step_with_device_solutes(&arrays.solutes()) {
-            Err(MpcError::Solute {
-                field: f, problem, ..
-            }) => {
-                assert_eq!(f, field, "{p}, {what}");
-                assert!(
-                    problem.contains(&format!("solute {index} ")),
-                    "{p}, {what}: {problem}"
-                );
-            }
-            other => panic!("{p}, {what}: expected a solute error, got {other:?}"),
-        }
+        common::assert_names_solute(
+            s.step_with_device_solutes(&arrays.solutes()),
+            field,
+            index,
+            &format!("{p}, {what}"),
+        );
         assert_eq!(
             &arrays.velocities().unwrap(),
             v,
@@ -331,18 +324,7 @@ fn bad_host_input_is_named_before_the_fluid_moves(p: Platform) {
                 let mut out = v.clone();
                 (s.step_with_solutes(r, &mut out, m).map(Some), out)
             };
-            match result {
-                Err(MpcError::Solute {
-                    field: f, problem, ..
-                }) => {
-                    assert_eq!(f, field, "{p}, {what}: {problem}");
-                    assert!(
-                        problem.contains(&format!("solute {index} ")),
-                        "{p}, {what}: {problem}"
-                    );
-                }
-                other => panic!("{p}, {what}: expected a solute error, got {other:?}"),
-            }
+            common::assert_names_solute(result, field, index, &format!("{p}, {what}"));
             assert_eq!(
                 common::velocity_bits(&out),
                 common::velocity_bits(v),

@@ -118,3 +118,25 @@ pub fn stream_solutes(pos: &mut [[f64; 3]], vel: &[[f64; 3]]) {
 pub fn velocity_bits(v: &[[f64; 3]]) -> Vec<u64> {
     v.iter().flatten().map(|x| x.to_bits()).collect()
 }
+
+/// Asserts that `result` is a refusal of the solutes naming the array `field` and solute
+/// `index` (the problem says "solute {index} …"); `what` names the case when it is not.
+pub fn assert_names_solute<T: std::fmt::Debug>(
+    result: mpcbox::error::Result<T>,
+    field: &str,
+    index: usize,
+    what: &str,
+) {
+    match result {
+        Err(mpcbox::error::MpcError::Solute {
+            field: f, problem, ..
+        }) => {
+            assert_eq!(f, field, "{what}: {problem}");
+            assert!(
+                problem.contains(&format!("solute {index} ")),
+                "{what}: {problem}"
+            );
+        }
+        other => panic!("{what}: expected a solute error, got {other:?}"),
+    }
+}
