@@ -99,6 +99,17 @@ def main():
     b.finish_step(vb)
     assert np.array_equal(va, vb)
 
+    # a step begun before the solutes (the CPU begins nothing: False) is finished by step,
+    # with the same result; a negative count is refused
+    a = mpcbox.Solvent.from_ron(RON)
+    b = mpcbox.Solvent.from_ron(RON)
+    va, vb = vel.copy(), vel.copy()
+    a.step(pos, va, mass)
+    assert b.begin_fluid(n) is False
+    b.step(pos, vb, mass)
+    assert np.array_equal(va, vb) and b.step_count == 1
+    expect_refused(lambda: b.begin_fluid(-1), ValueError, ["`n` is -1"])
+
     # mpcbox.host_arrays: numpy arrays (page-locked where a GPU is usable) that step as any
     # numpy arrays do; they stay valid while any of the three lives
     hp, hv, hm = mpcbox.host_arrays(n)
