@@ -99,8 +99,8 @@ class FixMpcbox : public Fix {
   // `timing yes`: seconds this rank spent in each part of the exchanges of the current run
   // (fix_mpcbox_timing.cpp); `mark` is where the part now running began.
   bool timing;
-  // `overlap yes`: the fluid's step begun in pre_force of each exchange step (default no: on
-  // one GPU shared by 4 ranks LAMMPS's MD was slower by more than the exchange saved)
+  // `overlap yes`: the fluid's step begun in pre_force of each exchange step (default no: with
+  // 4 ranks, sharing a GPU or not, LAMMPS's MD was slower by more than the exchange saved)
   bool overlap;
   struct ExchangeTimes {
     double pack = 0.0, step = 0.0, unpack = 0.0, observe = 0.0, mark = 0.0, run_start = 0.0;
