@@ -211,8 +211,9 @@ pub trait Backend: Send {
     /// Queue the fluid's part of step `plan` that needs no solutes (the deferred collision of
     /// the fluid, streaming, binning) without waiting for it, so that device-resident solutes
     /// can be moved meanwhile (on the host or on other streams); the next `step`,
-    /// `step_device_solutes` or `step_slab_solutes` with the same plan finishes the step. Returns whether it was
-    /// begun; the default does nothing (false) and the finishing call does the whole step.
+    /// `step_device_solutes` or `step_slab_solutes` with the same plan finishes the step.
+    /// Returns whether it was begun; the default does nothing (false) and the finishing call
+    /// does the whole step.
     fn begin_fluid_step(&mut self, _plan: &StepPlan, _n_solutes: usize) -> Result<bool> {
         Ok(false)
     }

@@ -10,7 +10,7 @@
 //! fluid that streamed without its collision: every later call is refused, naming the failure.
 
 use super::Solvent;
-use crate::backend::{Backend, SoluteBatch, StepReport};
+use crate::backend::{Backend, StepReport};
 use crate::error::{MpcError, Result};
 use crate::physics::StepPlan;
 
@@ -89,39 +89,28 @@ impl Solvent {
         }
     }
 
-    /// [`Solvent::step_with_solutes`] finishing a begun step: the count must be the one begun
-    /// for, agreed over ranks with the values' check (`checked`) before anything collective.
-    pub(super) fn finish_begun_with_host(
-        &mut self,
-        pos: &[[f64; 3]],
-        vel: &mut [[f64; 3]],
-        mass: &[f64],
-        checked: Result<()>,
-    ) -> Result<StepReport> {
-        let (plan, sample) = match checked.and_then(|()| self.plan_for(pos.len())) {
-            Ok(planned) => {
-                self.backend.agree_on_input(Ok(()))?;
-                planned
-            }
-            Err(e) => {
-                self.backend.agree_on_input(Err(e))?;
-                return Err(MpcError::Device(
-                    "a refused input was agreed as good (please report it)".into(),
-                ));
-            }
-        };
-        let mut batch = SoluteBatch { pos, vel, mass };
-        self.finish_with(plan, sample, |b| b.step(&plan, Some(&mut batch)))
+    /// [`Solvent::plan_for`] for a call that hands solutes over: refused while a split step is
+    /// pending or after a begun one failed to finish.
+    pub(super) fn plan_for_solutes(&self, n: usize) -> Result<(StepPlan, bool)> {
+        self.refuse_split()?;
+        self.refuse_unfinished()?;
+        self.plan_for(n)
     }
 
     /// An error while a step is begun and not finished (split or fluid form).
     pub(super) fn refuse_begun(&self) -> Result<()> {
-        if self.pending.is_some() {
-            return Err(MpcError::Device(
-                "a coupled step was begun and not finished; fix: call finish_step before stepping again".into(),
-            ));
-        }
+        self.refuse_split()?;
         self.refuse_fluid_begun()
+    }
+
+    /// An error while a split step (`begin_step`) waits for its `finish_step`.
+    pub(super) fn refuse_split(&self) -> Result<()> {
+        match self.pending {
+            Some(_) => Err(MpcError::Device(
+                "a coupled step was begun and not finished; fix: call finish_step before stepping again".into(),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// An error while a step's fluid part is queued (the fluid is mid-step), or after one

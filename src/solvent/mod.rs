@@ -211,9 +211,6 @@ impl Solvent {
     ) -> Result<StepReport> {
         // over ranks that each pass their own solutes, a bad one stops every rank (in advance)
         let checked = self.check_host_input(HostHandover::OneCall, pos, vel, mass);
-        if self.fluid_begun.is_some() {
-            return self.finish_begun_with_host(pos, vel, mass, checked);
-        }
         if pos.is_empty() || checked.is_err() {
             return self.advance(None, checked);
         }
@@ -235,11 +232,7 @@ impl Solvent {
     /// (host or foreign pointers, short buffers, NaN/inf, masses ≤ 0) is rejected before
     /// anything changes. Ordered with the caller's work on `solutes.stream`.
     pub fn step_with_device_solutes(&mut self, solutes: &DeviceSolutes) -> Result<StepReport> {
-        if self.pending.is_some() {
-            return Err(MpcError::Device(
-                "a coupled step was begun and not finished; fix: call finish_step before stepping again".into(),
-            ));
-        }
+        self.refuse_split()?;
         if solutes.n == 0 && self.fluid_begun.is_none() {
             return self.advance(None, Ok(()));
         }
@@ -263,11 +256,7 @@ impl Solvent {
         &mut self,
         solutes: &[backend::SlabSolutes],
     ) -> Result<StepReport> {
-        if self.pending.is_some() {
-            return Err(MpcError::Device(
-                "a coupled step was begun and not finished; fix: call finish_step before stepping again".into(),
-            ));
-        }
+        self.refuse_split()?;
         let n = solutes.first().map_or(0, |s| s.solutes.n);
         if n == 0 && self.fluid_begun.is_none() {
             return self.advance(None, Ok(()));
@@ -293,17 +282,27 @@ impl Solvent {
         (self.phys.plan(step, measure, reorder), sample)
     }
 
-    /// One step with `solutes` (checked: `checked`), the check agreed over ranks first.
+    /// One step with `solutes` (checked: `checked`), the check agreed over ranks first: the
+    /// step begun for them ([`Solvent::begin_fluid_step`]) or the next one; a step without
+    /// solutes refuses a begun one.
     fn advance(
         &mut self,
         solutes: Option<&mut SoluteBatch<'_>>,
         checked: Result<()>,
     ) -> Result<StepReport> {
-        self.backend
-            .agree_on_input(checked.and_then(|()| self.refuse_begun()))?;
-        let (plan, sample) = self.next_plan();
-        let report = self.backend.step(&plan, solutes)?;
-        self.complete(&plan, sample, report)
+        let mut planned = None;
+        let verdict = checked.and_then(|()| {
+            planned = Some(match solutes.as_ref() {
+                Some(b) => self.plan_for_solutes(b.len())?,
+                None => self.refuse_begun().map(|()| self.next_plan())?,
+            });
+            Ok(())
+        });
+        self.backend.agree_on_input(verdict)?;
+        let (plan, sample) = planned.ok_or_else(|| {
+            MpcError::Device("a refused input was agreed as good (please report it)".into())
+        })?;
+        self.finish_with(plan, sample, |b| b.step(&plan, solutes))
     }
 
     /// Bookkeeping after the backend has run a step.

@@ -64,7 +64,7 @@ pub trait MdEngine: Send {
     fn synchronize(&self) -> Result<()> {
         Ok(())
     }
-    /// Whether the coupled loop begins the fluid's next step ([`Solvent::begin_device_step`])
+    /// Whether the coupled loop begins the fluid's next step ([`Solvent::begin_fluid_step`])
     /// before this engine's MD steps, so the fluid streams while they run: the beads reach
     /// the fluid as device memory and the engine's kernels run on their own streams
     /// (`MPCBOX_MD_OVERLAP=off` turns it off).

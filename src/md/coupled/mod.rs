@@ -292,7 +292,7 @@ impl Coupling {
         // the fluid streams towards this collision while the MD steps run
         let beside = self.overlap
             && self.engine.overlaps_fluid()
-            && solvent.begin_device_step(self.engine.len())?;
+            && solvent.begin_fluid_step(self.engine.len())?;
         self.engine.set_beside_fluid(beside);
         self.engine
             .advance(self.steps_per_collision as u64, measure)?;

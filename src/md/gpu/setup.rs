@@ -167,7 +167,7 @@ kernel_table! {
 /// default stream, nor the fluid for it; the coupling orders the two with events) and of the
 /// highest priority, so that its short kernels are scheduled ahead of the blocks of the fluid's
 /// long passes where the two share a GPU (the fluid streams towards the next collision while
-/// the MD steps run: `Solvent::begin_device_step`).
+/// the MD steps run: `Solvent::begin_fluid_step`).
 fn engine_stream(dev: &CudaDevice) -> Result<Arc<CudaStream>> {
     let ctx = dev.context();
     ctx.bind_to_thread().map_err(drv("bind"))?;

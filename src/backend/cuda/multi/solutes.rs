@@ -125,7 +125,7 @@ impl MultiCudaBackend {
 
     /// Check device-resident solutes before anything changes: the pointers, on the GPU that
     /// holds them (one of the run's). Their values are checked by the step's routing, before
-    /// the fluid moves unless the step was begun (`Solvent::begin_device_step`), by the count pass.
+    /// the fluid moves unless the step was begun (`Solvent::begin_fluid_step`), by the count pass.
     pub(super) fn check_device_solutes_multi(&mut self, s: &DeviceSolutes) -> Result<()> {
         let home = self.solutes_home(s)?;
         let slab = &self.slabs[home];
