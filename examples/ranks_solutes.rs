@@ -14,7 +14,8 @@
 //! `RANKS_SOLUTES_N=N` hands over the first N of the 240 (a few: a rank with one solute
 //! foreign to it, or none at all).
 //! With `RANKS_SOLUTES_BAD=R:S`, rank R first hands over a NaN position at step S (with
-//! `R:S:mass`, a mass of 10⁶ instead, beyond the fixed-point sums' cap): every rank writes the
+//! `R:S:mass`, a mass of 10⁶ instead, beyond the fixed-point sums' cap; with `R:S:count`, one
+//! solute fewer than the step was begun for): every rank writes the
 //! error its step returned to `OUT_DIR/error_<rank>.txt`, then steps again with the good
 //! solutes (nothing changed, so the run ends as one without the bad call).
 //! `RANKS_SOLUTES_BEGIN=1` begins every step before its solutes are handed over
@@ -82,7 +83,7 @@ impl GpuSolutes {
             pos: pos.device_ptr(stream).0,
             vel: self.vel.device_ptr(stream).0,
             mass: mass.device_ptr(stream).0,
-            n: self.mass.len(),
+            n: mass.len(),
             stream: stream.cu_stream() as u64,
         };
         s.step_with_device_solutes(&d).map(|_| ())
@@ -182,12 +183,13 @@ fn main() -> Res<()> {
         let fluid = s.observables()?.momentum;
         Ok([0, 1, 2].map(|k| p[k] + fluid[k]))
     };
-    // RANKS_SOLUTES_BAD=R:S[:mass]: rank R passes a NaN position (or a mass of 1e6) at step S
+    // RANKS_SOLUTES_BAD=R:S[:mass|:count]: rank R passes a NaN position (a mass of 1e6, one
+    // solute fewer) at step S
     let bad = std::env::var("RANKS_SOLUTES_BAD").ok().and_then(|s| {
         let mut words = s.split(':');
         let r = words.next()?.parse::<usize>().ok()?;
         let at = words.next()?.parse::<u64>().ok()?;
-        Some((r, at, words.next() == Some("mass")))
+        Some((r, at, words.next().unwrap_or("nan").to_string()))
     });
     let before = momentum(&mut solvent, &vel)?;
     let mut gpu = match on_gpu {
@@ -199,21 +201,26 @@ fn main() -> Res<()> {
         if begin {
             solvent.begin_fluid_step(pos.len())?;
         }
-        if let Some((bad_rank, at, heavy)) = bad.filter(|b| b.1 == step) {
+        if let Some((bad_rank, at, what)) = bad.as_ref().filter(|b| b.1 == step) {
             let (mut wrong, mut wrong_mass) = (pos.clone(), mass.clone());
-            if rank == bad_rank && !wrong.is_empty() {
-                match heavy {
-                    true => wrong_mass[0] = 1e6,
-                    false => wrong[0][1] = f64::NAN,
+            if rank == *bad_rank && !wrong.is_empty() {
+                match what.as_str() {
+                    "mass" => wrong_mass[0] = 1e6,
+                    "count" => {
+                        wrong.pop();
+                        wrong_mass.pop();
+                    }
+                    _ => wrong[0][1] = f64::NAN,
                 }
             }
+            let n_wrong = wrong.len();
             let refused = match &mut gpu {
                 Some(g) => g.step(&mut solvent, Some((&wrong, &wrong_mass))),
                 None if page_locked => {
-                    step_page_locked(&mut solvent, &wrong, &mut vel, &wrong_mass)
+                    step_page_locked(&mut solvent, &wrong, &mut vel[..n_wrong], &wrong_mass)
                 }
                 None => solvent
-                    .step_with_solutes(&wrong, &mut vel, &wrong_mass)
+                    .step_with_solutes(&wrong, &mut vel[..n_wrong], &wrong_mass)
                     .map(|_| ()),
             };
             let Err(e) = refused else {

@@ -105,6 +105,7 @@ class FixMpcbox : public Fix {
   struct ExchangeTimes {
     double pack = 0.0, step = 0.0, unpack = 0.0, observe = 0.0, mark = 0.0, run_start = 0.0;
     double begin = 0.0;    // in pre_force (`overlap yes`), outside the exchanges: part of md
+    double count = 0.0;    // of pack: the ranks' agreement and the count of the group atoms
     long exchanges = 0;
   } times;
   void timing_start_run();

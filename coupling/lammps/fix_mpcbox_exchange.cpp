@@ -62,17 +62,22 @@ void FixMpcbox::end_of_step()
  * cell changes anyway, so results match other decompositions to rounding, not bitwise. */
 double FixMpcbox::step_per_rank()
 {
-  // the step count and the box tilt are the same on every rank, and so is the verdict
+  // the step count and the box tilt are the same on every rank, and so is the verdict: no
+  // agreement over the ranks is needed (a collective less per exchange), and a rank that found
+  // a mismatch alone would stop every rank (error->one aborts the run)
   const std::string mismatch = lees_edwards_mismatch(mpcbox_step_count(solvent) + 1);
-  agree(mismatch.empty(), mismatch);
+  if (!mismatch.empty()) fail_here(mismatch);
   const int *mask = atom->mask;
   const int nlocal = atom->nlocal;
-  // sized for every local atom (page-locked memory: no reallocation once grown), filled by
-  // index; n of them are the group's
+  // sized for LAMMPS's own room for atoms on this rank (atom->nmax, local and ghost), filled by
+  // index; n of them are the group's. Page-locked memory is slow to allocate and free (sized
+  // to nlocal, the first exchange after the count grew stalled for 31 ms), so the arrays grow
+  // only when LAMMPS grows its own.
   if (static_cast<int>(mass.size()) < nlocal) {
-    pos.resize(3 * static_cast<size_t>(nlocal));
-    vel.resize(3 * static_cast<size_t>(nlocal));
-    mass.resize(nlocal);
+    const size_t room = static_cast<size_t>(std::max(nlocal, atom->nmax));
+    pos.resize(3 * room);
+    vel.resize(3 * room);
+    mass.resize(room);
   }
   const double lo[3] = {domain->boxlo[0], domain->boxlo[1], domain->boxlo[2]};
   const double *rmass = atom->rmass_flag ? atom->rmass : nullptr;
@@ -100,6 +105,7 @@ double FixMpcbox::step_per_rank()
   }
   for (int c = 0; c < chunks; c++) chunk_first[c + 1] += chunk_first[c];
   const size_t n = chunk_first[chunks];
+  if (timing) times.count += MPI_Wtime() - times.mark;
 #pragma omp parallel for schedule(static)
   for (int c = 0; c < chunks; c++) {
     const int hi = std::min(nlocal, (c + 1) * CHUNK);

@@ -13,6 +13,7 @@ use crate::stats::RunStats;
 
 mod begun;
 mod checkpoints;
+mod profile;
 mod solute_checks;
 
 /// Instantaneous observables of the fluid.
@@ -55,6 +56,8 @@ pub struct Solvent {
     field_samples: u64,
     /// The run this fluid belongs to: its checkpoints and output directories carry it.
     run_id: String,
+    /// The phase profile asked for by `MPCBOX_TIME_PHASES` (`profile.rs`).
+    profile: Option<profile::PhaseProfile>,
 }
 
 /// A coupled step between `begin_step` and `finish_step`.
@@ -106,6 +109,7 @@ impl Solvent {
             unfinished: None,
             field_samples: 0,
             run_id: crate::output_dir::new_run_id(),
+            profile: profile::PhaseProfile::from_env()?,
         })
     }
 
@@ -238,7 +242,12 @@ impl Solvent {
         }
         self.refuse_unfinished()?;
         self.backend.check_device_solutes(solutes)?;
-        let (plan, sample) = self.plan_for(solutes.n)?;
+        let (plan, sample) = match self.plan_for(solutes.n) {
+            Ok(planned) => planned,
+            // over ranks the others test their input in the step, agreed with every rank: this
+            // rank's refusal joins that agreement instead of leaving them waiting in it
+            Err(e) => return Err(self.refusal_agreed(e)),
+        };
         self.finish_with(plan, sample, |b| b.step_device_solutes(&plan, solutes))
     }
 
@@ -277,7 +286,9 @@ impl Solvent {
                 .tuning
                 .reorder_interval
                 .unwrap_or_else(|| self.backend.preferred_reorder_interval());
-            k > 0 && (step + 1).is_multiple_of(k)
+            // the initial fluid lies in memory in random order: sorted by cell at once, the
+            // first steps of a run run at the rate of the later ones
+            k > 0 && (step == 0 || (step + 1).is_multiple_of(k))
         };
         (self.phys.plan(step, measure, reorder), sample)
     }
@@ -305,6 +316,17 @@ impl Solvent {
         self.finish_with(plan, sample, |b| b.step(&plan, solutes))
     }
 
+    /// A refusal of this rank's input, agreed with every rank's check of theirs (one process:
+    /// the refusal itself).
+    fn refusal_agreed(&self, refused: MpcError) -> MpcError {
+        match self.backend.agree_on_input(Err(refused)) {
+            Err(e) => e,
+            Ok(()) => {
+                MpcError::Device("a refused input was agreed as good (please report it)".into())
+            }
+        }
+    }
+
     /// Bookkeeping after the backend has run a step.
     fn complete(
         &mut self,
@@ -313,6 +335,7 @@ impl Solvent {
         report: StepReport,
     ) -> Result<StepReport> {
         self.step += 1;
+        self.profile_tick();
         self.last = report;
         self.last_measured = plan.measure_stress;
         // every step after equilibration: the force on a wall fluctuates strongly from step

@@ -214,3 +214,58 @@ fn a_run_with_walls_from_a_file_resumes_in_another_directory() {
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["steps"], 40);
 }
+
+/// `MPCBOX_TIME_PHASES` (a profile for codes that cannot ask for one): a value that is not a
+/// step count stops the run with the variable named and the fix; on the CPU, which times no
+/// phases, a good value changes nothing and prints no profile.
+#[test]
+fn phase_profile_variable_is_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(dir.path(), 20);
+    let out = mpcbox()
+        .args(["run", cfg.to_str().unwrap(), "--quiet"])
+        .env("MPCBOX_TIME_PHASES", "soon")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("MPCBOX_TIME_PHASES") && err.contains("`soon` is not a step count"),
+        "{err}"
+    );
+    assert!(!dir.path().join("out").join("checkpoint.mpcbox").exists());
+    let out = mpcbox()
+        .args(["run", cfg.to_str().unwrap(), "--quiet"])
+        .env("MPCBOX_TIME_PHASES", "5")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("mpcbox phases"), "{err}");
+}
+
+/// `MPCBOX_TIME_PHASES=5` on a GPU, one slab and two: after the run the profile's line names
+/// the 15 steps timed from step 5 and the phases of the step (the collision among them).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn phase_profile_is_printed_on_the_gpu() {
+    for tuning in ["", ", tuning: (slabs: 2)"] {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = write_config(dir.path(), 20);
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        let text = text.replace("device: Cpu", &format!("device: Cuda([0]){tuning}"));
+        std::fs::write(&cfg, text).unwrap();
+        let out = mpcbox()
+            .args(["run", cfg.to_str().unwrap(), "--quiet"])
+            .env("MPCBOX_TIME_PHASES", "5")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("mpcbox phases (rank 0 of 1, 15 steps from step 5"))
+            .unwrap_or_else(|| panic!("no profile line ({tuning}): {err}"));
+        assert!(line.contains("collide"), "{line}");
+    }
+}

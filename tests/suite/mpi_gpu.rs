@@ -174,8 +174,9 @@ fn page_locked_solutes_per_gpu_rank_are_tested_on_the_gpu() {
 /// each rank's own solutes as pageable host arrays, page-locked ones and device arrays: on 2
 /// and 3 ranks every solute's velocity after 20 steps equals the one-process run's (begun too)
 /// to 1e-9, with fluid + solute momentum conserved across the ranks; and a NaN position on
-/// rank 1 stops every rank with the step still begun, which the good solutes then finish: the
-/// run ends as the clean one, bit for bit.
+/// rank 1, or one solute fewer there than the step was begun for, stops every rank with the
+/// step still begun, which the good solutes then finish: the run ends as the clean one, bit
+/// for bit.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn begun_steps_per_gpu_rank_follow_one_process() {
@@ -189,6 +190,7 @@ fn begun_steps_per_gpu_rank_follow_one_process() {
     ] {
         super::mpi_solutes::compare_routed_solutes(bin, how, &[2, 3], &envs);
         assert_a_bad_value_stops_every_rank(bin, how, Bad::NanPosition, &envs);
+        assert_a_bad_value_stops_every_rank(bin, how, Bad::FewerThanBegun, &envs);
     }
 }
 

@@ -113,6 +113,8 @@ pub(super) enum Bad {
     NanPosition,
     /// A mass of 10⁶, beyond the cap of the fixed-point cell sums.
     HeavyMass,
+    /// One solute fewer than the step was begun for (`RANKS_SOLUTES_BEGIN=1` runs only).
+    FewerThanBegun,
 }
 
 /// `examples/ranks_solutes` on 3 ranks with `how` (its arguments after the output directory),
@@ -128,6 +130,7 @@ pub(super) fn assert_a_bad_value_stops_every_rank(
     let (spec, field) = match bad {
         Bad::NanPosition => ("1:5", "positions"),
         Bad::HeavyMass => ("1:5:mass", "masses"),
+        Bad::FewerThanBegun => ("1:5:count", "solute count"),
     };
     let example = bin.with_file_name("examples").join("ranks_solutes");
     let dir = tempfile::tempdir().unwrap();

@@ -69,6 +69,10 @@ pub struct Args {
     /// registered arrays): they cross PCIe by DMA straight from and into them.
     #[arg(long)]
     pinned_host: bool,
+    /// Milliseconds the host sleeps between steps, outside the timed calls (an MD code's
+    /// steps between collisions: the GPUs idle meanwhile, as under LAMMPS's `fix mpcbox`).
+    #[arg(long, default_value_t = 0.0)]
+    gap_ms: f64,
 }
 
 pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
@@ -126,8 +130,12 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
     } else {
         "host"
     };
+    let mode = match a.gap_ms > 0.0 {
+        false => mode.to_string(),
+        true => format!("{mode}, {} ms between steps", a.gap_ms),
+    };
     let mode = match ranks {
-        1 => mode.to_string(),
+        1 => mode,
         r if a.per_rank => match std::env::var("MPCBOX_RANK_SOLUTE_SPLIT") {
             // the split's form is part of the case (`route-twice`, `off`)
             Ok(split) if split != "on" => {
@@ -219,6 +227,9 @@ fn ms_per_step(a: &Args, s: &mut Solvent, step: &mut TimedStep<'_>) -> Res<f64> 
     s.moments().map_err(err)?;
     let mut inside = 0.0;
     for _ in 0..a.steps {
+        if a.gap_ms > 0.0 {
+            std::thread::sleep(std::time::Duration::from_secs_f64(a.gap_ms * 1e-3));
+        }
         inside += step(s)?;
     }
     let t0 = Instant::now();

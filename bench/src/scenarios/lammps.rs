@@ -80,6 +80,7 @@ struct Split {
     observe: f64,
     exchange: f64,
     begin: f64,
+    count: f64,
     exchanges: f64,
 }
 
@@ -134,6 +135,7 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
             ("collision ms", collision),
             ("LAMMPS MD ms", coupled.md),
             ("pack ms", coupled.pack),
+            ("of pack: agreed and counted ms", coupled.count),
             ("mpcbox_step ms", coupled.step),
             ("unpack ms", coupled.unpack),
             ("observables ms", coupled.observe),
@@ -269,6 +271,12 @@ fn lammps_split(a: &Args, dir: &Path, group: &str) -> Res<Split> {
             )
         })?;
     let text = String::from_utf8_lossy(&out.stdout);
+    // the fluid's profile per rank, where MPCBOX_TIME_PHASES asked for one
+    for line in String::from_utf8_lossy(&out.stderr).lines() {
+        if line.starts_with("mpcbox phases") {
+            eprintln!("{group}: {line}");
+        }
+    }
     let line = text.lines().rfind(|l| l.starts_with("fix mpcbox timing:"));
     match (out.status.success(), line) {
         (true, Some(line)) => parse_timing(line),
@@ -317,6 +325,8 @@ fn parse_timing(line: &str) -> Res<Split> {
         exchange: after("exchange")?,
         // beginning the fluid's step before the forces (`overlap yes`), part of md
         begin: after("begin").unwrap_or(0.0),
+        // of pack: the ranks' agreement and the count of the group atoms
+        count: after("count").unwrap_or(0.0),
         exchanges,
     })
 }

@@ -26,7 +26,7 @@ fn driver() -> &'static PathBuf {
 }
 
 /// The numbers of the fix's timing line: exchanges, loop seconds, ranks, and per exchange
-/// (ms) md, pack, mpcbox_step, unpack, observe, exchange.
+/// (ms) md, pack, mpcbox_step, unpack, observe, exchange, begin, count (of pack).
 fn timing_line(out: &str) -> Vec<f64> {
     let line = out
         .lines()
@@ -91,10 +91,15 @@ fn lmp_mpcbox_runs_the_example_with_the_fix_built_in_and_times_it() {
     assert_eq!(rows.len(), 31, "a thermo row per exchange:\n{out}");
     assert_momentum_conserved(&rows);
     let t = timing_line(&out);
-    assert_eq!(t.len(), 10, "timing line numbers: {t:?}");
-    let [exchanges, loop_s, ranks, md, pack, step, unpack, observe, exchange, begin] = t[..] else {
+    assert_eq!(t.len(), 11, "timing line numbers: {t:?}");
+    let [exchanges, loop_s, ranks, md, pack, step, unpack, observe, exchange, begin, count] = t[..]
+    else {
         unreachable!()
     };
+    assert!(
+        (0.0..=pack).contains(&count),
+        "count is part of pack: {t:?}"
+    );
     assert_eq!((exchanges, ranks), (30.0, 1.0));
     assert!(
         [md, pack, step, unpack, observe].iter().all(|&x| x >= 0.0),
