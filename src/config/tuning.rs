@@ -107,7 +107,8 @@ impl SumArithmetic {
 #[serde(deny_unknown_fields, default)]
 pub struct TuningConfig {
     /// Steps between reorderings of fluid particles by cell (0: never; unset: the backend's
-    /// measured best, 4 on the CPU, 20 on a GPU).
+    /// measured best, 4 on the CPU, 20 on a GPU). Unless 0, step 0 reorders too: a fresh
+    /// fluid lies in memory in random order.
     pub reorder_interval: Option<u64>,
     /// Worker threads of the CPU backend (0: all cores).
     pub cpu_threads: usize,

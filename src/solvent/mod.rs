@@ -95,7 +95,7 @@ impl Solvent {
         stats: Option<RunStats>,
     ) -> Result<Solvent> {
         let stats = stats.unwrap_or_else(|| RunStats::new(phys.profile_bins()));
-        Ok(Solvent {
+        let mut solvent = Solvent {
             config,
             phys,
             backend,
@@ -110,7 +110,9 @@ impl Solvent {
             field_samples: 0,
             run_id: crate::output_dir::new_run_id(),
             profile: profile::PhaseProfile::from_env()?,
-        })
+        };
+        solvent.profile_tick(); // MPCBOX_TIME_PHASES=0 (or a step already past): from now
+        Ok(solvent)
     }
 
     pub fn config(&self) -> &Config {
