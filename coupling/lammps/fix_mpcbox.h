@@ -100,12 +100,13 @@ class FixMpcbox : public Fix {
   // (fix_mpcbox_timing.cpp); `mark` is where the part now running began.
   bool timing;
   // `overlap yes`: the fluid's step begun in pre_force of each exchange step (default no: with
-  // 4 ranks, sharing a GPU or not, LAMMPS's MD was slower by more than the exchange saved)
+  // a GPU per rank on four GPUs LAMMPS's MD was slower by more than the exchange saved; on one
+  // or two GPUs it was not, docs/coupling-costs.md)
   bool overlap;
   struct ExchangeTimes {
     double pack = 0.0, step = 0.0, unpack = 0.0, observe = 0.0, mark = 0.0, run_start = 0.0;
     double begin = 0.0;    // in pre_force (`overlap yes`), outside the exchanges: part of md
-    double count = 0.0;    // of pack: the ranks' agreement and the count of the group atoms
+    double count = 0.0;    // of pack: the Lees-Edwards check and the count of the group atoms
     long exchanges = 0;
   } times;
   void timing_start_run();

@@ -71,7 +71,7 @@ double FixMpcbox::step_per_rank()
   const int nlocal = atom->nlocal;
   // sized for LAMMPS's own room for atoms on this rank (atom->nmax, local and ghost), filled by
   // index; n of them are the group's. Page-locked memory is slow to allocate and free (sized
-  // to nlocal, the first exchange after the count grew stalled for 31 ms), so the arrays grow
+  // to nlocal, the first exchange after the count grew stalled on the reallocation), so they grow
   // only when LAMMPS grows its own.
   if (static_cast<int>(mass.size()) < nlocal) {
     const size_t room = static_cast<size_t>(std::max(nlocal, atom->nmax));

@@ -5,7 +5,7 @@
  * rank's sum is reported; MD is the run's loop time minus the slowest rank's exchanges. The
  * barrier costs a few microseconds per exchange, so it is only there when timing is asked for.
  * `begin` is the time of beginning the fluid's step in pre_force (`overlap yes`), part of md;
- * `count`, the part of pack before the copies (the ranks' check agreed, the group counted). */
+ * `count`, the part of pack before the copies (the Lees-Edwards check, the group atoms counted). */
 
 #include "fix_mpcbox.h"
 

@@ -303,18 +303,15 @@ impl Solvent {
         solutes: Option<&mut SoluteBatch<'_>>,
         checked: Result<()>,
     ) -> Result<StepReport> {
-        let mut planned = None;
-        let verdict = checked.and_then(|()| {
-            planned = Some(match solutes.as_ref() {
-                Some(b) => self.plan_for_solutes(b.len())?,
-                None => self.refuse_begun().map(|()| self.next_plan())?,
-            });
-            Ok(())
+        let planned = checked.and_then(|()| match solutes.as_ref() {
+            Some(b) => self.plan_for_solutes(b.len()),
+            None => self.refuse_begun().map(|()| self.next_plan()),
         });
-        self.backend.agree_on_input(verdict)?;
-        let (plan, sample) = planned.ok_or_else(|| {
-            MpcError::Device("a refused input was agreed as good (please report it)".into())
-        })?;
+        let (plan, sample) = match planned {
+            Ok(planned) => planned,
+            Err(e) => return Err(self.refusal_agreed(e)),
+        };
+        self.backend.agree_on_input(Ok(()))?;
         self.finish_with(plan, sample, |b| b.step(&plan, solutes))
     }
 

@@ -325,7 +325,8 @@ fn parse_timing(line: &str) -> Res<Split> {
         exchange: after("exchange")?,
         // beginning the fluid's step before the forces (`overlap yes`), part of md
         begin: after("begin").unwrap_or(0.0),
-        // of pack: the ranks' agreement and the count of the group atoms
+        // of pack: the Lees-Edwards check and the count of the group atoms (the key's
+        // "agreed" is from when the check was a collective; kept for the records)
         count: after("count").unwrap_or(0.0),
         exchanges,
     })
