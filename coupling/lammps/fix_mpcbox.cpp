@@ -27,7 +27,7 @@ using namespace FixConst;
 
 namespace {
 
-const char *const KEYWORDS = "every, cell, checkpoint, timing, overlap";
+const char *const KEYWORDS = "every, cell, checkpoint, timing, overlap, threads";
 
 /* A number as a person would write it (no trailing zeros). */
 std::string num(double x)
@@ -67,7 +67,7 @@ Adoption adoption;
 FixMpcbox::FixMpcbox(LAMMPS *lmp, int narg, char **arg) :
     Fix(lmp, narg, arg), cell(1.0), solvent(nullptr), per_rank(false), cells{0.0, 0.0, 0.0},
     time_step(0.0), shear_rate(0.0), kt(0.0), fluid_mass(0.0), observed{}, moments_stale(false),
-    energy_removed(0.0), timing(false), overlap(false)
+    energy_removed(0.0), threads(0), timing(false), overlap(false)
 {
   parse_args(narg, arg);
   open_solvent();
@@ -153,7 +153,7 @@ void FixMpcbox::parse_args(int narg, char **arg)
 {
   const std::string usage =
       "usage: fix ID group mpcbox config.ron every N [cell a] [checkpoint file] [timing yes|no] "
-      "[overlap yes|no]";
+      "[overlap yes|no] [threads N|auto]";
   if (narg < 4) fail("the config file is missing; " + usage);
   config_path = arg[3];
   checkpoint_pattern = default_checkpoint(id);
@@ -161,7 +161,7 @@ void FixMpcbox::parse_args(int narg, char **arg)
   for (int i = 4; i < narg; i += 2) {
     const std::string key = arg[i];
     if (key != "every" && key != "cell" && key != "checkpoint" && key != "timing" &&
-        key != "overlap")
+        key != "overlap" && key != "threads")
       fail("unknown keyword `" + key + "`; valid keywords: " + KEYWORDS + "; " + usage);
     if (i + 1 >= narg) fail("keyword `" + key + "` needs a value; " + usage);
     const char *value = arg[i + 1];
@@ -186,6 +186,15 @@ void FixMpcbox::parse_args(int narg, char **arg)
       if (yes_no != "yes" && yes_no != "no")
         fail("`overlap` must be yes or no (got " + yes_no + ")");
       overlap = yes_no == "yes";
+    } else if (key == "threads") {
+      if (std::string(value) == "auto") {
+        threads = 0;
+      } else {
+        if (!positive(value, x) || x != std::floor(x) || x > 1024)
+          fail(std::string("`threads` must be auto or a whole number of threads from 1 to 1024 "
+                           "for the exchange loops of each rank (got ") + value + ")");
+        threads = static_cast<int>(x);
+      }
     } else {
       checkpoint_pattern = value;
     }
@@ -193,6 +202,29 @@ void FixMpcbox::parse_args(int narg, char **arg)
   if (nevery == 0)
     fail("keyword `every` is required: the MD steps per MPC step, with every × timestep = the "
          "config's time_step; " + usage);
+}
+
+/* The per-rank exchange loops' threads: `threads N`, or (auto) this rank's share of its host's
+ * cores, which wait while LAMMPS computes its MD. Made once, at the first exchange. */
+ExchangeThreads &FixMpcbox::exchange_threads()
+{
+  if (!team) {
+    int count = threads;
+    if (count == 0) {
+      MPI_Comm host;
+      MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, comm->me, MPI_INFO_NULL, &host);
+      int ranks_on_host = 1;
+      MPI_Comm_size(host, &ranks_on_host);
+      MPI_Comm_free(&host);
+      count = ExchangeThreads::share_of_cores(ranks_on_host);
+    }
+    team.reset(new ExchangeThreads(count));
+    if (comm->me == 0)
+      utils::logmesg(lmp, "fix mpcbox: " + std::to_string(count) +
+                              (count == 1 ? " thread" : " threads") +
+                              " per rank for the exchange loops\n");
+  }
+  return *team;
 }
 
 /* Whether the fluid runs over LAMMPS's ranks (per rank) or on rank 0 (gather): per rank when

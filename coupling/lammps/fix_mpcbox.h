@@ -1,7 +1,7 @@
 /* fix mpcbox: an MPC-SRD solvent (mpcbox, through its C ABI) for a group of LAMMPS atoms.
  *
  *   fix ID group-ID mpcbox config.ron every N [cell a] [checkpoint file] [timing yes|no]
- *       [overlap yes|no]
+ *       [overlap yes|no] [threads N|auto]
  *
  * Every N steps the group's positions, velocities and masses go to mpcbox, which streams the
  * fluid over one collision time h = N·dt, collides the atoms with the fluid of their cells and
@@ -15,10 +15,13 @@
 
 #include "fix.h"
 
+#include "exchange_threads.h"
+
 #include "mpcbox.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -95,6 +98,11 @@ class FixMpcbox : public Fix {
   // Per-rank loops, per chunk of local atoms: where its group atoms start, its energy sum.
   std::vector<size_t> chunk_first;
   std::vector<double> chunk_twice;
+  // `threads`: how many run those loops (0: auto, this rank's share of its host's cores), and
+  // the threads themselves (made at the first per-rank exchange)
+  int threads;
+  std::unique_ptr<ExchangeThreads> team;
+  ExchangeThreads &exchange_threads();
 
   // `timing yes`: seconds this rank spent in each part of the exchanges of the current run
   // (fix_mpcbox_timing.cpp); `mark` is where the part now running began.

@@ -50,12 +50,10 @@ pub struct Args {
     /// Untimed collisions first (kernel compilation, first reorders).
     #[arg(long, default_value_t = 5)]
     warmup: u64,
-    /// OpenMP threads per LAMMPS rank (OMP_NUM_THREADS: the fix's exchange loops; LAMMPS's
-    /// own styles stay on one). They wait passively (OMP_WAIT_POLICY=passive unless set):
-    /// spinning threads of 4 ranks slowed the fluid's own host threads. 0: the host's cores
-    /// over the ranks, at most 16.
-    #[arg(long, default_value_t = 4)]
-    omp_threads: u32,
+    /// The fix's `threads`: threads per LAMMPS rank for its exchange loops (LAMMPS's own
+    /// styles stay on one). 0: `auto`, the host's cores over the ranks, at most 16.
+    #[arg(long, default_value_t = 0)]
+    threads: u32,
     /// The fluid's device (the config's `device`; over ranks, each rank takes its GPU).
     #[arg(long, default_value = "auto")]
     device: String,
@@ -127,7 +125,7 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
                 json!(format!("{} × {}", a.chains, a.chain_length)),
             ),
             ("LAMMPS ranks", json!(a.np)),
-            ("threads per rank", json!(omp_threads(&a))),
+            ("threads per rank", json!(exchange_threads(&a))),
             ("fluid device", json!(a.device)),
             ("fluid begun before the forces", json!(a.overlap)),
         ],
@@ -223,21 +221,26 @@ fn input_script(a: &Args) -> String {
          pair_modify shift yes\nneighbor 0.3 bin\nneigh_modify every 1 delay 0 check yes\n\
        group beads type 1\ngroup nobody empty\ntimestep {dt}\n\
          velocity beads create 1.0 4928 dist gaussian\n{loader}\nfix 1 beads nve\n\
-         fix 2 ${{group}} mpcbox solvent.ron every {every} timing yes overlap {overlap}\nthermo 0\n\
+         fix 2 ${{group}} mpcbox solvent.ron every {every} timing yes overlap {overlap} \
+         threads {threads}\nthermo 0\n\
          run {warm}\nrun {timed}\n",
         np = a.np,
         loader = a.loader,
         every = STEPS_PER_COLLISION,
         overlap = a.overlap,
+        threads = match a.threads {
+            0 => "auto".to_string(),
+            n => n.to_string(),
+        },
         warm = a.warmup * STEPS_PER_COLLISION,
         timed = a.collisions * STEPS_PER_COLLISION,
     )
 }
 
-/// `--omp-threads`, 0 made the host's cores over the ranks (at most 16).
-fn omp_threads(a: &Args) -> u32 {
-    if a.omp_threads > 0 {
-        return a.omp_threads;
+/// `--threads`, 0 made the fix's `auto`: the host's cores over the ranks (at most 16).
+fn exchange_threads(a: &Args) -> u32 {
+    if a.threads > 0 {
+        return a.threads;
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
     (cores / a.np.max(1)).clamp(1, 16)
@@ -248,7 +251,7 @@ fn lammps_split(a: &Args, dir: &Path, group: &str) -> Res<Split> {
     let mut words: Vec<String> = Vec::new();
     if a.np > 1 {
         words.extend(a.mpirun.split_whitespace().map(str::to_string));
-        words.extend(["-x", "OMP_NUM_THREADS", "-x", "OMP_WAIT_POLICY", "-np"].map(str::to_string));
+        words.push("-np".to_string());
         words.push(a.np.to_string());
     }
     words.push(a.lmp.clone());
@@ -257,11 +260,6 @@ fn lammps_split(a: &Args, dir: &Path, group: &str) -> Res<Split> {
     }
     let out = Command::new(&words[0])
         .args(&words[1..])
-        .env("OMP_NUM_THREADS", omp_threads(a).to_string())
-        .env(
-            "OMP_WAIT_POLICY",
-            std::env::var("OMP_WAIT_POLICY").unwrap_or_else(|_| "passive".into()),
-        )
         .current_dir(dir)
         .output()
         .map_err(|e| {

@@ -140,25 +140,13 @@ fn lmp_args<'a>(
 /// `mpirun -np ranks lmp` (also for one rank) with the plugin of [`mpi_plugin_loader`]; a run
 /// that hangs is killed after 120 s and fails.
 fn lammps_mpi(ranks: u32, dir: &Path, script: &str, steps: u64) -> (bool, String) {
-    lammps_mpi_threads(ranks, 1, dir, script, steps)
-}
-
-/// [`lammps_mpi`] with `threads` OpenMP threads per rank (the fix's exchange loops).
-fn lammps_mpi_threads(
-    ranks: u32,
-    threads: u32,
-    dir: &Path,
-    script: &str,
-    steps: u64,
-) -> (bool, String) {
     let (loader, lib) = mpi_plugin_loader();
     let mut cmd = Command::new("timeout");
     // the MPI build of the library first: `cargo test` puts its own (without MPI) on
     // LD_LIBRARY_PATH, which the loader searches before the plugin's run path
     cmd.env("LD_LIBRARY_PATH", lib)
-        .env("OMP_NUM_THREADS", threads.to_string())
         .args(["120", "mpirun", "--oversubscribe", "--allow-run-as-root"])
-        .args(["-x", "OMP_NUM_THREADS", "-np", &ranks.to_string(), "lmp"]);
+        .args(["-np", &ranks.to_string(), "lmp"]);
     output_of(lmp_args(&mut cmd, dir, script, steps, loader))
 }
 
@@ -416,12 +404,12 @@ const FIX_LINE: &str = "fix            2 beads mpcbox solvent.ron every 20";
 const THERMO_LINE: &str = "thermo_style   custom step c_tbeads f_2[1] f_2[2] f_2[3] f_2[4] \
                            f_2[5] f_2[6] v_px v_py v_pz c_longest";
 
-const MISTAKES: [Mistake; 8] = [
+const MISTAKES: [Mistake; 9] = [
     Mistake {
         edits: &[(FIX_LINE, "fix 2 beads mpcbox solvent.ron every 20 evry 3")],
         expect: &[
             "fix mpcbox (fix 2): unknown keyword `evry`",
-            "valid keywords: every, cell, checkpoint, timing, overlap",
+            "valid keywords: every, cell, checkpoint, timing, overlap, threads",
         ],
     },
     Mistake {
@@ -437,6 +425,16 @@ const MISTAKES: [Mistake; 8] = [
             "fix 2 beads mpcbox solvent.ron every 20 overlap sometimes",
         )],
         expect: &["`overlap` must be yes or no (got sometimes)"],
+    },
+    Mistake {
+        edits: &[(
+            FIX_LINE,
+            "fix 2 beads mpcbox solvent.ron every 20 threads 0",
+        )],
+        expect: &[
+            "`threads` must be auto or a whole number of threads from 1 to 1024 for the \
+                   exchange loops of each rank (got 0)",
+        ],
     },
     Mistake {
         edits: &[(FIX_LINE, "fix 2 beads mpcbox solvent.ron")],

@@ -102,7 +102,8 @@ fn mpi_library_runs_the_fluid_per_rank() {
         &[
             (
                 FIX_LINE,
-                "fix 2 beads mpcbox cpu.ron every 20 checkpoint fluid.${np}.mpcbox",
+                "fix 2 beads mpcbox cpu.ron every 20 checkpoint fluid.${np}.mpcbox \
+                 threads ${threads}",
             ),
             (THERMO_LINE, &format!("{THERMO_LINE} f_2 ke pe")),
             (
@@ -114,19 +115,28 @@ fn mpi_library_runs_the_fluid_per_rank() {
     );
     // per rank count: the thermo rows and the final beads
     type Rows = Vec<HashMap<String, f64>>;
-    // the last: 2 ranks again, the fix's loops on 3 OpenMP threads each
+    // the last: 2 ranks again, the fix's loops on 3 threads each
     let runs: Vec<(Rows, Rows)> = [(1, 1), (2, 1), (2, 3)]
         .into_iter()
         .map(|(ranks, threads)| {
             let np = format!("in.ranks{ranks}");
             let script = std::fs::read_to_string(dir.path().join("in.ranks")).unwrap();
-            let script = script.replace("${np}", &ranks.to_string());
+            let script = script
+                .replace("${np}", &ranks.to_string())
+                .replace("${threads}", &threads.to_string());
             std::fs::write(dir.path().join(&np), script).unwrap();
-            let (ok, out) = lammps_mpi_threads(ranks, threads, dir.path(), &np, 200);
+            let (ok, out) = lammps_mpi(ranks, dir.path(), &np, 200);
             assert!(ok, "mpirun -np {ranks} lmp failed:\n{out}");
+            assert!(out.contains(" for 200 steps"), "{out}");
+            let counted = if threads == 1 {
+                "1 thread"
+            } else {
+                "3 threads"
+            };
             assert!(
-                // LAMMPS counts threads as procs
-                out.contains(&format!(" on {} procs for 200 steps", ranks * threads)),
+                out.contains(&format!(
+                    "fix mpcbox: {counted} per rank for the exchange loops"
+                )),
                 "{out}"
             );
             let path = if ranks == 1 {
