@@ -10,66 +10,79 @@
 
 using namespace LAMMPS_NS;
 
+namespace {
+// items a thread takes at a time: a thread that wakes late takes fewer runs, none waits for it
+const int RUN = 16;
+}    // namespace
+
 ExchangeThreads::ExchangeThreads(int count)
 {
-  for (int k = 1; k < count; k++) workers.emplace_back(&ExchangeThreads::work, this, k);
+  for (int k = 1; k < count; k++) {
+    workers.emplace_back(new Worker());
+    Worker &w = *workers.back();
+    w.thread = std::thread(&ExchangeThreads::work, this, std::ref(w));
+  }
 }
 
 ExchangeThreads::~ExchangeThreads()
 {
-  {
-    std::lock_guard<std::mutex> hold(lock);
-    closing = true;
+  for (auto &w : workers) {
+    {
+      std::lock_guard<std::mutex> hold(w->lock);
+      w->closing = true;
+    }
+    w->signal.notify_one();
   }
-  begun.notify_all();
-  for (std::thread &t : workers) t.join();
+  for (auto &w : workers) w->thread.join();
 }
 
-void ExchangeThreads::run_part(int k)
+void ExchangeThreads::take_items()
 {
-  const long n = count();
-  const int lo = static_cast<int>(items * k / n), hi = static_cast<int>(items * (k + 1) / n);
-  for (int i = lo; i < hi; i++) (*body)(i);
+  for (;;) {
+    const int first = next.fetch_add(RUN, std::memory_order_relaxed);
+    if (first >= items) return;
+    const int last = std::min(items, first + RUN);
+    for (int i = first; i < last; i++) (*body)(i);
+  }
 }
 
 void ExchangeThreads::run(int items_, const std::function<void(int)> &body_)
 {
-  if (workers.empty() || items_ < 2) {
+  if (workers.empty() || items_ <= RUN) {
     for (int i = 0; i < items_; i++) body_(i);
     return;
   }
-  {
-    std::lock_guard<std::mutex> hold(lock);
-    body = &body_;
-    items = items_;
-    pending = static_cast<int>(workers.size());
-    round++;
+  body = &body_;
+  items = items_;
+  next.store(0, std::memory_order_relaxed);
+  pending.store(static_cast<int>(workers.size()), std::memory_order_relaxed);
+  // each worker's lock orders the writes above before its start
+  for (auto &w : workers) {
+    {
+      std::lock_guard<std::mutex> hold(w->lock);
+      w->round++;
+    }
+    w->signal.notify_one();
   }
-  begun.notify_all();
-  run_part(0);
-  std::unique_lock<std::mutex> hold(lock);
-  finished.wait(hold, [this] { return pending == 0; });
+  take_items();
+  // the items are all taken; the workers finish theirs (and late ones find none)
+  while (pending.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   body = nullptr;
 }
 
-void ExchangeThreads::work(int k)
+void ExchangeThreads::work(Worker &me)
 {
   unsigned long seen = 0;
   for (;;) {
     {
-      std::unique_lock<std::mutex> hold(lock);
-      begun.wait(hold, [&] { return closing || round != seen; });
-      if (closing) return;
-      seen = round;
+      std::unique_lock<std::mutex> hold(me.lock);
+      me.signal.wait(hold, [&] { return me.closing || me.round != seen; });
+      if (me.closing) return;
+      seen = me.round;
     }
-    // body and items stay as they are until every worker has finished this round
-    run_part(k);
-    bool last = false;
-    {
-      std::lock_guard<std::mutex> hold(lock);
-      last = --pending == 0;
-    }
-    if (last) finished.notify_one();
+    take_items();
+    // release: this worker's items are written before the caller sees it done
+    pending.fetch_sub(1, std::memory_order_release);
   }
 }
 

@@ -6,8 +6,10 @@
 #ifndef MPCBOX_EXCHANGE_THREADS_H
 #define MPCBOX_EXCHANGE_THREADS_H
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -24,8 +26,8 @@ class ExchangeThreads {
 
   int count() const { return static_cast<int>(workers.size()) + 1; }
 
-  /* body(i) for every i in [0, items): thread k takes the k-th of count() equal runs of i (the
-   * caller the first); returns when all are done. */
+  /* body(i) for every i in [0, items), each once, on any of the threads (the caller's too);
+   * returns when all are done. */
   void run(int items, const std::function<void(int)> &body);
 
   /* `threads auto`: this rank's share of its host's cores (the cores it may run on, at most the
@@ -33,17 +35,24 @@ class ExchangeThreads {
   static int share_of_cores(int ranks_on_host);
 
  private:
-  void work(int k);
-  void run_part(int k);
+  // One waiting thread. Each has its own lock and signal: woken through one shared lock, the
+  // threads would take it one after another, each from its sleep, and the last would start
+  // long after the first.
+  struct Worker {
+    std::thread thread;
+    std::mutex lock;
+    std::condition_variable signal;
+    unsigned long round = 0;    // loops this worker was asked to join
+    bool closing = false;
+  };
+  void work(Worker &me);
+  void take_items();
 
-  std::vector<std::thread> workers;
-  std::mutex lock;
-  std::condition_variable begun, finished;
+  std::vector<std::unique_ptr<Worker>> workers;
   const std::function<void(int)> *body = nullptr;
   int items = 0;
-  unsigned long round = 0;    // loops begun so far: a worker runs each round once
-  int pending = 0;            // workers still in the current round
-  bool closing = false;
+  std::atomic<int> next{0};       // the first item not yet taken: threads take runs of items
+  std::atomic<int> pending{0};    // workers still in the current loop
 };
 
 }    // namespace LAMMPS_NS
