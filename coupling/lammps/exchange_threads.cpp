@@ -3,6 +3,7 @@
 #include "exchange_threads.h"
 
 #include <algorithm>
+#include <system_error>
 #include <unistd.h>
 #ifdef __linux__
 #include <sched.h>
@@ -18,9 +19,13 @@ const int RUN = 16;
 ExchangeThreads::ExchangeThreads(int count)
 {
   for (int k = 1; k < count; k++) {
-    workers.emplace_back(new Worker());
-    Worker &w = *workers.back();
-    w.thread = std::thread(&ExchangeThreads::work, this, std::ref(w));
+    std::unique_ptr<Worker> w(new Worker());
+    try {
+      w->thread = std::thread(&ExchangeThreads::work, this, std::ref(*w));
+    } catch (const std::system_error &) {
+      break;    // the system gives no more threads: the loops run on those made
+    }
+    workers.push_back(std::move(w));
   }
 }
 

@@ -219,9 +219,10 @@ ExchangeThreads &FixMpcbox::exchange_threads()
       count = ExchangeThreads::share_of_cores(ranks_on_host);
     }
     team.reset(new ExchangeThreads(count));
+    const int made = team->count();    // fewer where the system gave no more
     if (comm->me == 0)
-      utils::logmesg(lmp, "fix mpcbox: " + std::to_string(count) +
-                              (count == 1 ? " thread" : " threads") +
+      utils::logmesg(lmp, "fix mpcbox: " + std::to_string(made) +
+                              (made == 1 ? " thread" : " threads") +
                               " per rank for the exchange loops\n");
   }
   return *team;
