@@ -11,10 +11,6 @@
 
 using namespace LAMMPS_NS;
 
-namespace {
-// items a thread takes at a time: a thread that wakes late takes fewer runs, none waits for it
-const int RUN = 16;
-}    // namespace
 
 ExchangeThreads::ExchangeThreads(int count)
 {
@@ -44,21 +40,24 @@ ExchangeThreads::~ExchangeThreads()
 void ExchangeThreads::take_items()
 {
   for (;;) {
-    const int first = next.fetch_add(RUN, std::memory_order_relaxed);
+    const int first = next.fetch_add(run_length, std::memory_order_relaxed);
     if (first >= items) return;
-    const int last = std::min(items, first + RUN);
+    const int last = std::min(items, first + run_length);
     for (int i = first; i < last; i++) (*body)(i);
   }
 }
 
 void ExchangeThreads::run(int items_, const std::function<void(int)> &body_)
 {
-  if (workers.empty() || items_ <= RUN) {
+  if (workers.empty() || items_ < 2) {
     for (int i = 0; i < items_; i++) body_(i);
     return;
   }
   body = &body_;
   items = items_;
+  // items a thread takes at a time: about four runs per thread, at most 16 items, so that a
+  // thread that wakes late takes fewer and none waits for it
+  run_length = std::max(1, std::min(16, items / (4 * count())));
   next.store(0, std::memory_order_relaxed);
   pending.store(static_cast<int>(workers.size()), std::memory_order_relaxed);
   // each worker's lock orders the writes above before its start

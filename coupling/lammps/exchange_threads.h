@@ -51,6 +51,7 @@ class ExchangeThreads {
   std::vector<std::unique_ptr<Worker>> workers;
   const std::function<void(int)> *body = nullptr;
   int items = 0;
+  int run_length = 1;
   std::atomic<int> next{0};       // the first item not yet taken: threads take runs of items
   std::atomic<int> pending{0};    // workers still in the current loop
 };
