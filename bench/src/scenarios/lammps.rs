@@ -80,6 +80,8 @@ struct Split {
     begin: f64,
     count: f64,
     exchanges: f64,
+    /// the fix's exchange threads per rank, as its log line says (None: no such line)
+    threads: Option<u32>,
 }
 
 pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
@@ -125,7 +127,8 @@ pub fn run(a: Args, records: Option<&Path>) -> Res<()> {
                 json!(format!("{} × {}", a.chains, a.chain_length)),
             ),
             ("LAMMPS ranks", json!(a.np)),
-            ("threads per rank", json!(exchange_threads(&a))),
+            // as the fix's log says; none made: the gather path, serial on rank 0
+            ("threads per rank", json!(coupled.threads.unwrap_or(1))),
             ("fluid device", json!(a.device)),
             ("fluid begun before the forces", json!(a.overlap)),
         ],
@@ -237,15 +240,6 @@ fn input_script(a: &Args) -> String {
     )
 }
 
-/// `--threads`, 0 made the fix's `auto`: the host's cores over the ranks (at most 16).
-fn exchange_threads(a: &Args) -> u32 {
-    if a.threads > 0 {
-        return a.threads;
-    }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
-    (cores / a.np.max(1)).clamp(1, 16)
-}
-
 /// Runs the input with the fix on `group`; the split of the timed run.
 fn lammps_split(a: &Args, dir: &Path, group: &str) -> Res<Split> {
     let mut words: Vec<String> = Vec::new();
@@ -277,7 +271,10 @@ fn lammps_split(a: &Args, dir: &Path, group: &str) -> Res<Split> {
     }
     let line = text.lines().rfind(|l| l.starts_with("fix mpcbox timing:"));
     match (out.status.success(), line) {
-        (true, Some(line)) => parse_timing(line),
+        (true, Some(line)) => Ok(Split {
+            threads: threads_made(&text),
+            ..parse_timing(line)?
+        }),
         _ => Err(format!(
             "{} failed ({}): {}{}",
             words.join(" "),
@@ -294,6 +291,14 @@ fn tail(text: &str, n: usize) -> &str {
         .find(|&i| text.is_char_boundary(i))
         .unwrap_or(0);
     &text[start..]
+}
+
+/// The count in the fix's line `fix mpcbox: N threads per rank for the exchange loops`.
+fn threads_made(text: &str) -> Option<u32> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("fix mpcbox: "))
+        .filter(|l| l.ends_with(" per rank for the exchange loops"))
+        .find_map(|l| l.split_whitespace().next()?.parse().ok())
 }
 
 /// `fix mpcbox timing: N exchanges in T s on R ranks; per exchange (ms, slowest rank): md M
@@ -327,12 +332,25 @@ fn parse_timing(line: &str) -> Res<Split> {
         // "agreed" is from when the check was a collective; kept for the records)
         count: after("count").unwrap_or(0.0),
         exchanges,
+        threads: None,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fix_s_thread_count_is_read_from_its_log() {
+        let log = "LAMMPS (2 Aug 2023)\nfix mpcbox: per-rank exchange: the fluid runs over 2 \
+                   LAMMPS ranks\nfix mpcbox: 16 threads per rank for the exchange loops\n";
+        assert_eq!(threads_made(log), Some(16));
+        assert_eq!(
+            threads_made("fix mpcbox: 1 thread per rank for the exchange loops"),
+            Some(1)
+        );
+        assert_eq!(threads_made("fix mpcbox: gather exchange: ..."), None);
+    }
 
     #[test]
     fn the_timing_line_the_fix_prints_is_read_back() {
