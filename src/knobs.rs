@@ -237,6 +237,14 @@ pub const KNOBS: &[Knob] = &[
                  (default, where the file system has it), or through the page cache",
     },
     Knob {
+        variable: "MPCBOX_TIME_PHASES",
+        values: None,
+        number: false,
+        effect: "from this step on (0: every step), each phase of a step waited for and timed; \
+                 ms per step of each printed on stderr when the solvent is dropped, one line \
+                 per rank (solvent::profile checks the step count)",
+    },
+    Knob {
         variable: "MPCBOX_CHECKPOINT_WINDOW",
         values: None,
         number: true,

@@ -16,9 +16,10 @@ pub(super) struct PhaseProfile {
 }
 
 impl PhaseProfile {
-    /// The profile the environment asks for (None: unset or empty).
+    /// The profile the environment asks for (None: unset or empty), from the knobs read
+    /// once per process (`crate::knobs`).
     pub(super) fn from_env() -> Result<Option<PhaseProfile>> {
-        let Ok(text) = std::env::var(VARIABLE) else {
+        let Some(text) = crate::knobs::knobs().get(VARIABLE) else {
             return Ok(None);
         };
         if text.trim().is_empty() {

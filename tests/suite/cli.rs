@@ -6,6 +6,15 @@ fn mpcbox() -> Command {
     Command::new(crate::common::mpcbox_bin())
 }
 
+/// `mpcbox run CFG --quiet` with `variable=value` in its environment, run to its end.
+fn run_with(cfg: &std::path::Path, variable: &str, value: &str) -> std::process::Output {
+    mpcbox()
+        .args(["run", cfg.to_str().unwrap(), "--quiet"])
+        .env(variable, value)
+        .output()
+        .unwrap()
+}
+
 fn write_config(dir: &std::path::Path, steps: u64) -> std::path::PathBuf {
     let out = dir.join("out");
     let text = format!(
@@ -222,11 +231,7 @@ fn a_run_with_walls_from_a_file_resumes_in_another_directory() {
 fn phase_profile_variable_is_checked() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_config(dir.path(), 20);
-    let out = mpcbox()
-        .args(["run", cfg.to_str().unwrap(), "--quiet"])
-        .env("MPCBOX_TIME_PHASES", "soon")
-        .output()
-        .unwrap();
+    let out = run_with(&cfg, "MPCBOX_TIME_PHASES", "soon");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -234,11 +239,7 @@ fn phase_profile_variable_is_checked() {
         "{err}"
     );
     assert!(!dir.path().join("out").join("checkpoint.mpcbox").exists());
-    let out = mpcbox()
-        .args(["run", cfg.to_str().unwrap(), "--quiet"])
-        .env("MPCBOX_TIME_PHASES", "5")
-        .output()
-        .unwrap();
+    let out = run_with(&cfg, "MPCBOX_TIME_PHASES", "5");
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("mpcbox phases"), "{err}");
@@ -255,11 +256,7 @@ fn phase_profile_is_printed_on_the_gpu() {
         let text = std::fs::read_to_string(&cfg).unwrap();
         let text = text.replace("device: Cpu", &format!("device: Cuda([0]){tuning}"));
         std::fs::write(&cfg, text).unwrap();
-        let out = mpcbox()
-            .args(["run", cfg.to_str().unwrap(), "--quiet"])
-            .env("MPCBOX_TIME_PHASES", "5")
-            .output()
-            .unwrap();
+        let out = run_with(&cfg, "MPCBOX_TIME_PHASES", "5");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{err}");
         let line = err
